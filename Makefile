@@ -1,0 +1,147 @@
+# ferry — one non-recursive Makefile.
+#
+#   make            build build/$(VARIANT)/bin/{ferry-replicator,ferry-hydrator}
+#   make check      install missing Debian packages (as root), build, run every test
+#   make asan       ASan+UBSan build in build/asan (make check VARIANT=asan runs on it)
+#   make demo       run the quickstart: replicator + hydrator on loopback
+#   make deps       install missing Debian packages (as root) or print the apt-get line
+#   make lint       check include rules between folders
+#   make install    install programs (PREFIX=/usr/local, DESTDIR supported)
+#   make clean
+#
+# Variants live in build/<variant>/: release (default), debug, asan.
+
+VARIANT ?= release
+B ?= build/$(VARIANT)
+PREFIX ?= /usr/local
+
+# Every library comes through pkg-config, except http-parser, whose Debian
+# package ships no .pc file; it is linked as -lhttp_parser.
+PKGS := libuv liburing libcurl sqlite3 liblz4 libzstd fuse3 libcrypto cmocka
+
+# Debian packages the build, the tests and the demo need.
+DEB_PKGS := gcc make pkg-config libuv1-dev liburing-dev libcurl4-openssl-dev \
+	libsqlite3-dev liblz4-dev libzstd-dev libfuse3-dev fuse3 libssl-dev \
+	libcmocka-dev libhttp-parser-dev attr sqlite3 curl python3 rsync \
+	iproute2 psmisc procps
+
+CC ?= gcc
+WARN := -Wall -Wextra -Wshadow -Wformat=2 -Wmissing-prototypes -Wvla -Werror
+BASE_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
+	-DFUSE_USE_VERSION=312 -I. -MMD -MP -pthread
+
+ifeq ($(VARIANT),release)
+OPT := -O2 -g
+else ifeq ($(VARIANT),debug)
+OPT := -O0 -g3
+else ifeq ($(VARIANT),asan)
+OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=undefined
+SAN_LDFLAGS := -fsanitize=address,undefined
+else
+$(error unknown VARIANT=$(VARIANT): use release, debug or asan)
+endif
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser
+
+CFLAGS ?=
+LDFLAGS ?=
+ALL_CFLAGS = $(BASE_CFLAGS) $(OPT) $(PKG_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = -pthread $(SAN_LDFLAGS) $(LDFLAGS)
+LIBS = $(PKG_LIBS) -lm
+
+# Sources: each folder is a static library; *_main.c files are programs.
+CAT_SRC  := $(sort $(wildcard catalog/*.c))
+REPL_SRC := $(sort $(filter-out replicator/repl_main.c,$(wildcard replicator/*.c)))
+HYD_SRC  := $(sort $(filter-out hydrator/hyd_main.c,$(wildcard hydrator/*.c)))
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+
+obj = $(patsubst %.c,$(B)/%.o,$(1))
+
+CAT_LIB  := $(B)/lib/libferry_catalog.a
+REPL_LIB := $(B)/lib/libferry_replicator.a
+HYD_LIB  := $(B)/lib/libferry_hydrator.a
+ALL_LIBS := $(HYD_LIB) $(REPL_LIB) $(CAT_LIB)
+
+PROGS := $(B)/bin/ferry-replicator $(B)/bin/ferry-hydrator
+UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
+
+.PHONY: all check check-run asan demo deps lint install clean tests
+
+all: $(PROGS)
+
+tests: $(PROGS) $(UNITS) $(FUZZERS)
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(CAT_LIB): $(call obj,$(CAT_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(REPL_LIB): $(call obj,$(REPL_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(HYD_LIB): $(call obj,$(HYD_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/bin/ferry-replicator: $(call obj,replicator/repl_main.c) $(REPL_LIB) $(CAT_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+$(B)/bin/ferry-hydrator: $(call obj,hydrator/hyd_main.c) $(HYD_LIB) $(CAT_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+# Unit tests link every library; each is one cmocka program.
+$(B)/tests/%: $(B)/tests/unit/%.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(ALL_LIBS) $(LIBS)
+
+# Fuzz targets: LLVMFuzzerTestOneInput plus tests/fuzz/fuzz_replay.c, a
+# driver that replays a corpus directory (used by make check).
+$(B)/fuzz/%: $(B)/tests/fuzz/%.o $(B)/tests/fuzz_driver/fuzz_replay.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(B)/tests/fuzz_driver/fuzz_replay.o $(ALL_LIBS) $(LIBS)
+
+$(B)/tests/fuzz_driver/fuzz_replay.o: tests/fuzz_driver/fuzz_replay.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+asan:
+	$(MAKE) VARIANT=asan all tests
+
+# make check: the README's test command. Release build first, then the same
+# suite against the ASan+UBSan build.
+check: deps
+	$(MAKE) VARIANT=$(VARIANT) lint tests
+	tests/run.sh $(B)
+ifeq ($(VARIANT),release)
+ifneq ($(FERRY_SKIP_ASAN),1)
+	$(MAKE) VARIANT=asan tests
+	tests/run.sh build/asan
+endif
+endif
+
+demo: deps
+	$(MAKE) VARIANT=$(VARIANT) all
+	examples/quickstart.sh $(B)
+
+deps:
+	@tools/deps.sh $(DEB_PKGS)
+
+lint:
+	@tools/lint.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+
+clean:
+	rm -rf build
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,330 @@
+/*
+ * catalog/catalog.h — the vocabulary both sites share.
+ *
+ * This is the one public header of catalog/. It offers:
+ *   - chunk ids (SHA-256 of a chunk's raw bytes, OpenSSL EVP),
+ *   - the FastCDC content-defined chunker,
+ *   - chunk frames (how a chunk travels and rests: raw, lz4 or zstd),
+ *   - name and size checks for untrusted input,
+ *   - the SQLite catalog: a writer (source side) and a read-only reader
+ *     (destination side).
+ *
+ * Conventions: functions return 0 on success, a positive value only where it
+ * is documented to mean something, and -errno on failure:
+ *   -EINVAL   bad argument or malformed input value
+ *   -EBADMSG  a frame, hash or catalog row that fails its checks
+ *   -ENOENT   not in the catalog
+ *   -ENOMEM   allocation failed
+ *   -EIO      a library (SQLite, zstd, lz4, OpenSSL) failed
+ * catalog/ never includes libuv, curl or FUSE headers.
+ */
+#ifndef FERRY_CATALOG_H
+#define FERRY_CATALOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ------------------------------------------------------------------ */
+/* Chunk ids                                                          */
+/* ------------------------------------------------------------------ */
+
+#define CHUNK_ID_LEN 32     /* SHA-256 digest bytes */
+#define CHUNK_ID_HEX_LEN 64 /* lowercase hex, without NUL */
+
+typedef struct chunk_id {
+	uint8_t b[CHUNK_ID_LEN];
+} chunk_id;
+
+/* SHA-256 of buf[0..len) into *ret_id. Any thread. Returns 0 or -EIO. */
+int chunk_id_compute(const void *buf, size_t len, chunk_id *ret_id);
+
+/* 0 when SHA-256(buf) equals *id, -EBADMSG when it does not, -EIO. */
+int chunk_id_verify(const chunk_id *id, const void *buf, size_t len);
+
+/* Parse exactly `len` hex characters (must be CHUNK_ID_HEX_LEN, lowercase or
+ * uppercase accepted) into *ret_id. Returns 0 or -EINVAL. */
+int chunk_id_from_hex(const char *hex, size_t len, chunk_id *ret_id);
+
+/* Write 64 lowercase hex characters plus NUL into ret_hex. */
+void chunk_id_to_hex(const chunk_id *id, char ret_hex[CHUNK_ID_HEX_LEN + 1]);
+
+/* ------------------------------------------------------------------ */
+/* FastCDC chunker                                                    */
+/* ------------------------------------------------------------------ */
+
+#define CHUNK_MIN_DEFAULT (16u * 1024u)
+#define CHUNK_AVG_DEFAULT (64u * 1024u)
+#define CHUNK_MAX_DEFAULT (256u * 1024u)
+/* No catalog may declare a max chunk size above this; it bounds every
+ * buffer sized from a catalog or a frame header. */
+#define CHUNK_MAX_LIMIT (8u * 1024u * 1024u)
+
+typedef struct chunk_params {
+	uint32_t min; /* a cut is never placed before min bytes */
+	uint32_t avg; /* power of two; the normalized target size */
+	uint32_t max; /* a cut is always placed at max bytes */
+} chunk_params;
+
+/* Fill *ret with the defaults above. */
+void chunk_params_default(chunk_params *ret);
+
+/* 0 when 64 <= min < avg < max <= CHUNK_MAX_LIMIT and avg is a power of
+ * two; -EINVAL otherwise. Used on parameters read from an untrusted catalog. */
+int chunk_params_check(const chunk_params *p);
+
+/* Find the next cut point in buf[0..len).  The caller passes
+ * len = min(bytes left in the file, p->max); the result is the length of the
+ * chunk that starts at buf[0], 1 <= result <= len (result == len when
+ * len <= p->min). Pure function of (p, the bytes), so both sites and every
+ * run agree (FastCDC with normalized chunking, a fixed gear table).
+ * len == 0 returns 0. Any thread. */
+size_t chunker_next(const chunk_params *p, const uint8_t *buf, size_t len);
+
+/* ------------------------------------------------------------------ */
+/* Frames                                                             */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Wire and pack format of one chunk (all integers little-endian):
+ *
+ *   offset size field
+ *   0      4    magic "FRC1"
+ *   4      1    codec      (FRAME_RAW, FRAME_LZ4, FRAME_ZSTD)
+ *   5      1    flags      (must be 0)
+ *   6      2    reserved   (must be 0)
+ *   8      4    raw_len    (bytes after decoding; 1..max chunk size)
+ *   12     4    stored_len (payload bytes that follow)
+ *   16     ...  payload
+ *
+ * For FRAME_RAW stored_len == raw_len. A codec that does not shrink the
+ * chunk is dropped for raw.
+ */
+#define FRAME_MAGIC "FRC1"
+#define FRAME_HDR_LEN 16u
+
+enum frame_codec {
+	FRAME_RAW = 0,
+	FRAME_LZ4 = 1,
+	FRAME_ZSTD = 2,
+};
+
+/* How frame_encode picks a codec. */
+enum frame_policy {
+	FRAME_POLICY_AUTO = 0, /* zstd level 1; raw when it saves < 1/32 */
+	FRAME_POLICY_ZSTD = 1, /* zstd at the given level; raw if no gain */
+	FRAME_POLICY_LZ4 = 2,  /* lz4 default; raw if no gain */
+	FRAME_POLICY_RAW = 3,  /* always raw */
+};
+
+struct frame_info {
+	uint8_t codec;
+	uint32_t raw_len;
+	uint32_t stored_len;
+	size_t frame_len; /* FRAME_HDR_LEN + stored_len */
+};
+
+/* Reusable compression/decompression contexts (zstd CCtx/DCtx). One coder
+ * per thread; a coder is not thread-safe. frame_coder_new returns NULL on
+ * allocation failure; frame_coder_free(NULL) is a no-op. */
+typedef struct frame_coder frame_coder;
+frame_coder *frame_coder_new(void);
+void frame_coder_free(frame_coder *c);
+
+/* Upper bound of a frame's size for raw_len bytes under any policy. */
+size_t frame_bound(size_t raw_len);
+
+/* Encode raw[0..raw_len) (1 <= raw_len <= CHUNK_MAX_LIMIT) into out, which
+ * has room for out_cap >= frame_bound(raw_len) bytes. level is used by
+ * FRAME_POLICY_ZSTD (0 means 1). *ret_len is the frame length.
+ * coder may be NULL (a temporary context is used). Returns 0, -EINVAL,
+ * -ENOBUFS (out_cap too small), -EIO. */
+int frame_encode(frame_coder *coder, enum frame_policy policy, int level,
+		 const void *raw, size_t raw_len, void *out, size_t out_cap,
+		 size_t *ret_len);
+
+/* Parse and check a frame header at buf[0..len). len may be larger than
+ * the frame (a stream of frames) but must hold the whole header. Checks
+ * magic, codec, flags and reserved == 0, 1 <= raw_len <= max_raw,
+ * stored_len <= frame_bound(raw_len) - FRAME_HDR_LEN, raw frames have
+ * stored_len == raw_len. Does NOT require the payload to be present.
+ * Returns 0 or -EBADMSG (-EINVAL if len < FRAME_HDR_LEN is reported as
+ * -EBADMSG too). */
+int frame_header_parse(const void *buf, size_t len, uint32_t max_raw,
+		       struct frame_info *ret);
+
+/* Decode one whole frame: frame_len must equal the header's frame_len.
+ * Decompresses into out (out_cap >= raw_len) and checks the result is
+ * exactly raw_len bytes. Does not check the hash: callers check the id with
+ * chunk_id_verify before serving. coder may be NULL.
+ * Returns 0 with *ret_raw_len set, -EBADMSG for any malformed, truncated,
+ * oversized or undecodable frame, -ENOBUFS if out_cap < raw_len. */
+int frame_decode(frame_coder *coder, const void *frame, size_t frame_len,
+		 uint32_t max_raw, void *out, size_t out_cap,
+		 size_t *ret_raw_len);
+
+/* ------------------------------------------------------------------ */
+/* Names and bounds of untrusted input                                */
+/* ------------------------------------------------------------------ */
+
+#define CAT_NAME_MAX 255u      /* bytes in one path component */
+#define CAT_TARGET_MAX 4095u   /* bytes in a symlink target */
+#define CAT_XATTR_NAME_MAX 255u
+#define CAT_XATTR_VALUE_MAX 65536u
+#define CAT_SIZE_MAX (1ull << 62) /* largest file size we accept */
+
+/* 0 when name[0..len) is one safe path component: 1..CAT_NAME_MAX bytes,
+ * not "." or "..", no '/' and no NUL. -EINVAL otherwise. */
+int cat_name_check(const void *name, size_t len);
+
+/* 0 when an xattr name is 1..CAT_XATTR_NAME_MAX bytes without NUL. */
+int cat_xattr_name_check(const void *name, size_t len);
+
+/* ------------------------------------------------------------------ */
+/* The catalog (SQLite)                                               */
+/* ------------------------------------------------------------------ */
+
+/* Schema (docs/catalog.md mirrors this):
+ *   meta(key TEXT PRIMARY KEY, value)
+ *     format='ferry-catalog/1', generation, parent_generation, created_ns,
+ *     chunk_min, chunk_avg, chunk_max, hash='sha256', inodes, bytes
+ *   inode(ino INTEGER PRIMARY KEY, kind, mode, uid, gid, size, nlink,
+ *         mtime_ns, ctime_ns, rdev, target BLOB)      -- root is ino 1
+ *   dirent(parent, pos, name BLOB, ino, PRIMARY KEY(parent, pos))
+ *         WITHOUT ROWID; UNIQUE INDEX dirent_name(parent, name)
+ *         -- pos numbers a directory's entries 1..n: resumable readdir
+ *   xattr(ino, name BLOB, value BLOB, PRIMARY KEY(ino, name)) WITHOUT ROWID
+ *   chunk(ino, off, len, id BLOB, PRIMARY KEY(ino, off)) WITHOUT ROWID
+ *         -- keyed by offset so "chunks covering [a,b)" is one index seek
+ */
+#define CAT_FORMAT "ferry-catalog/1"
+#define CAT_ROOT_INO 1u
+
+enum cat_kind {
+	CAT_REG = 1,
+	CAT_DIR = 2,
+	CAT_LNK = 3,
+	CAT_FIFO = 4,
+	CAT_CHR = 5,
+	CAT_BLK = 6,
+	CAT_SOCK = 7,
+};
+
+struct cat_inode {
+	uint64_t ino;
+	enum cat_kind kind;
+	uint32_t mode; /* full st_mode: type bits agree with kind */
+	uint32_t uid, gid;
+	uint64_t size; /* regular: bytes; symlink: target length; else 0 */
+	uint32_t nlink;
+	int64_t mtime_ns, ctime_ns;
+	uint64_t rdev;
+};
+
+struct cat_meta {
+	uint64_t generation;        /* >= 1 */
+	uint64_t parent_generation; /* 0 when none */
+	int64_t created_ns;
+	chunk_params params;
+	uint64_t inodes; /* number of inode rows (set by the writer) */
+	uint64_t bytes;  /* sum of regular file sizes (set by the writer) */
+};
+
+struct cat_chunk {
+	uint64_t off;
+	uint32_t len;
+	chunk_id id;
+};
+
+/* -- writer (source side; one thread) -- */
+typedef struct cat_writer cat_writer;
+
+/* Start a new catalog that will appear at `path` on commit. Writes go to
+ * "<path>.tmp" (replaced if a stale one exists) inside one transaction.
+ * meta->inodes and meta->bytes are ignored (the writer counts).
+ * Returns 0, -EINVAL, -EIO. */
+int cat_writer_open(const char *path, const struct cat_meta *meta,
+		    cat_writer **ret_w);
+
+/* Add an inode row. target/target_len is the symlink text (NULL/0 for
+ * other kinds). The inode must be added before commit; order is free. */
+int cat_writer_add_inode(cat_writer *w, const struct cat_inode *in,
+			 const void *target, size_t target_len);
+
+/* Add a directory entry. The entries of one directory must be added in one
+ * consecutive run; the writer numbers them pos = 1..n in call order.
+ * Returns -EINVAL for an unsafe name, -EEXIST for a duplicate name. */
+int cat_writer_add_dirent(cat_writer *w, uint64_t parent, const void *name,
+			  size_t name_len, uint64_t ino);
+
+int cat_writer_add_xattr(cat_writer *w, uint64_t ino, const void *name,
+			 size_t name_len, const void *value, size_t value_len);
+
+/* Chunks of one file are added in increasing, contiguous offset order. */
+int cat_writer_add_chunk(cat_writer *w, uint64_t ino, uint64_t off,
+			 uint32_t len, const chunk_id *id);
+
+/* Commit: write meta, commit, fsync, rename "<path>.tmp" to path, fsync
+ * the directory. Frees w in every case. Returns 0 or -errno (the temp file
+ * is removed on failure). */
+int cat_writer_commit(cat_writer *w);
+
+/* Drop everything, remove the temp file, free w. NULL is a no-op. */
+void cat_writer_abort(cat_writer *w);
+
+/* -- reader (destination side; any thread: calls are serialized by an
+ *    internal mutex, so callbacks must not call back into the reader) -- */
+typedef struct cat_reader cat_reader;
+
+/* Open a catalog read-only and check it is a ferry catalog: format string,
+ * tables, chunk parameters (chunk_params_check), root inode is a directory.
+ * Returns 0, -ENOENT (no file), -EBADMSG (not a valid ferry catalog),
+ * -EIO. On failure *ret_r is NULL. */
+int cat_reader_open(const char *path, cat_reader **ret_r);
+void cat_reader_close(cat_reader *r);
+
+/* Copy of the meta read at open. */
+void cat_reader_meta(cat_reader *r, struct cat_meta *ret);
+
+/* Every row handed out is checked: kind and mode agree, sizes within
+ * bounds, names pass cat_name_check; a row that fails is -EBADMSG. */
+int cat_getattr(cat_reader *r, uint64_t ino, struct cat_inode *ret);
+int cat_lookup(cat_reader *r, uint64_t parent, const void *name,
+	       size_t name_len, struct cat_inode *ret);
+
+/* Call cb for each entry of dir with pos > after_pos, in pos order, until
+ * cb returns non-zero (stop; that value is returned) or the directory ends
+ * (returns 0). Entries with an invalid name are skipped. */
+typedef int (*cat_dirent_cb)(void *ctx, const void *name, size_t name_len,
+			     const struct cat_inode *in, uint64_t pos);
+int cat_readdir(cat_reader *r, uint64_t dir, uint64_t after_pos,
+		cat_dirent_cb cb, void *ctx);
+
+/* Symlink target into buf (not NUL-terminated). -EINVAL if ino is not a
+ * symlink, -ERANGE if cap is too small; *ret_len is the target length. */
+int cat_readlink(cat_reader *r, uint64_t ino, void *buf, size_t cap,
+		 size_t *ret_len);
+
+/* getxattr semantics: cap == 0 only reports the size in *ret_len.
+ * -ENODATA when absent, -ERANGE when cap is too small. */
+int cat_getxattr(cat_reader *r, uint64_t ino, const void *name,
+		 size_t name_len, void *buf, size_t cap, size_t *ret_len);
+
+/* listxattr semantics: NUL-terminated names back to back; cap == 0 only
+ * reports the size. -ERANGE when cap is too small. */
+int cat_listxattr(cat_reader *r, uint64_t ino, void *buf, size_t cap,
+		  size_t *ret_len);
+
+/* Chunks of ino that overlap [off, off+len), in offset order, at most cap
+ * of them into ret; *ret_n is how many. Call again from the end of the
+ * last one for more. Each row is checked (len 1..params.max, within size,
+ * contiguous with the previous one of the same call): -EBADMSG if not. */
+int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
+		     struct cat_chunk *ret, size_t cap, size_t *ret_n);
+
+/* Call cb for every distinct chunk id of the catalog with one (ino, off,
+ * len) that holds it, until cb returns non-zero. For backfill and tests. */
+typedef int (*cat_chunk_cb)(void *ctx, uint64_t ino, const struct cat_chunk *c);
+int cat_chunks_each(cat_reader *r, cat_chunk_cb cb, void *ctx);
+
+#endif /* FERRY_CATALOG_H */
