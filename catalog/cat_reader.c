@@ -1,0 +1,585 @@
+/*
+ * catalog/cat_reader.c — read-only access to one catalog generation
+ * (destination side: FUSE lookups, readdir, chunk manifests).
+ *
+ * The catalog arrives from the network, so the file is untrusted input. The
+ * connection is opened read-only, immutable (no locks, no change checks:
+ * a published generation never changes) and with SQLite's defensive
+ * settings; open checks the file's identity, schema and meta; and every row
+ * is checked again before a field of it leaves this file. A bad row is
+ * -EBADMSG (or skipped where the header says so), never a crash.
+ *
+ * One connection, one pthread mutex: every public call runs under it, so
+ * callbacks must not re-enter the reader (the error-checking mutex turns
+ * that mistake into -EDEADLK instead of a hang).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "catalog/catalog.h"
+#include "catalog/cat_sqlite_internal.h"
+
+/* Largest single value SQLite will hand us. Names, targets and xattr values
+ * are all far below; anything bigger is a hostile row (SQLITE_TOOBIG). */
+#define READER_LENGTH_LIMIT (1 << 20)
+
+struct cat_reader {
+	pthread_mutex_t mu;
+	sqlite3 *db;
+	struct cat_meta meta;
+	sqlite3_stmt *st_getattr, *st_lookup, *st_readdir, *st_xattr_get,
+		*st_xattr_list, *st_range, *st_each;
+};
+
+#define INODE_COLS "kind,mode,uid,gid,size,nlink,mtime_ns,ctime_ns,rdev,target"
+#define INODE_COLS_I                                                       \
+	"i.ino,i.kind,i.mode,i.uid,i.gid,i.size,i.nlink,i.mtime_ns,"       \
+	"i.ctime_ns,i.rdev,i.target"
+#define INODE_NCOLS 10
+
+static const struct {
+	size_t off;
+	const char *sql;
+} stmt_sql[] = {
+	{ offsetof(struct cat_reader, st_getattr),
+	  "SELECT " INODE_COLS " FROM inode WHERE ino=?1" },
+	/* LEFT JOIN so a dirent whose inode is missing is seen (and refused)
+	 * instead of silently looking absent. */
+	{ offsetof(struct cat_reader, st_lookup),
+	  "SELECT " INODE_COLS_I " FROM dirent d LEFT JOIN inode i"
+	  " ON i.ino=d.ino WHERE d.parent=?1 AND d.name=?2" },
+	{ offsetof(struct cat_reader, st_readdir),
+	  "SELECT d.pos,d.name,d.ino," INODE_COLS_I " FROM dirent d"
+	  " LEFT JOIN inode i ON i.ino=d.ino"
+	  " WHERE d.parent=?1 AND d.pos>?2 ORDER BY d.pos" },
+	{ offsetof(struct cat_reader, st_xattr_get),
+	  "SELECT value FROM xattr WHERE ino=?1 AND name=?2" },
+	{ offsetof(struct cat_reader, st_xattr_list),
+	  "SELECT name FROM xattr WHERE ino=?1 ORDER BY name" },
+	/* The chunk covering ?2 is the last one starting at or before it: one
+	 * seek for it, then a range scan up to ?3, never the whole file. */
+	{ offsetof(struct cat_reader, st_range),
+	  "SELECT off,len,id FROM chunk WHERE ino=?1 AND off >="
+	  " (SELECT ifnull(max(off),0) FROM chunk WHERE ino=?1 AND off<=?2)"
+	  " AND off<?3 ORDER BY off LIMIT ?4" },
+	/* min(ino) makes the bare columns come from one row holding the id. */
+	{ offsetof(struct cat_reader, st_each),
+	  "SELECT c.id,c.ino,c.off,c.len,i.kind,i.size FROM"
+	  " (SELECT id,min(ino) AS ino,off,len FROM chunk GROUP BY id) c"
+	  " LEFT JOIN inode i ON i.ino=c.ino" },
+};
+
+static int kind_ifmt(int64_t k)
+{
+	switch (k) {
+	case CAT_REG: return S_IFREG;
+	case CAT_DIR: return S_IFDIR;
+	case CAT_LNK: return S_IFLNK;
+	case CAT_FIFO: return S_IFIFO;
+	case CAT_CHR: return S_IFCHR;
+	case CAT_BLK: return S_IFBLK;
+	case CAT_SOCK: return S_IFSOCK;
+	}
+	return -1;
+}
+
+/* Integer column within [lo, hi]; a wrong type (text, blob, NULL, real)
+ * fails too, so no implicit conversion hides a malformed row. */
+static int col_int(sqlite3_stmt *st, int col, int64_t lo, int64_t hi,
+		   int64_t *ret)
+{
+	int64_t v;
+
+	if (sqlite3_column_type(st, col) != SQLITE_INTEGER)
+		return -EBADMSG;
+	v = sqlite3_column_int64(st, col);
+	if (v < lo || v > hi)
+		return -EBADMSG;
+	*ret = v;
+	return 0;
+}
+
+/* Decode and check one inode from columns col..col+9 (INODE_COLS order).
+ * *ret_target (optional) borrows the symlink text, valid until the next
+ * step/reset of st. Same rules as the writer's inode_check. */
+static int inode_from_row(sqlite3_stmt *st, int col, uint64_t ino,
+			  struct cat_inode *ret, const void **ret_target)
+{
+	int64_t kind, mode, uid, gid, size, nlink, mt, ct, rdev;
+	const void *target = NULL;
+	int fmt, tlen;
+
+	if (col_int(st, col + 0, CAT_REG, CAT_SOCK, &kind) ||
+	    col_int(st, col + 1, 0, UINT32_MAX, &mode) ||
+	    col_int(st, col + 2, 0, UINT32_MAX, &uid) ||
+	    col_int(st, col + 3, 0, UINT32_MAX, &gid) ||
+	    col_int(st, col + 4, 0, (int64_t)CAT_SIZE_MAX, &size) ||
+	    col_int(st, col + 5, 0, UINT32_MAX, &nlink) ||
+	    col_int(st, col + 6, INT64_MIN, INT64_MAX, &mt) ||
+	    col_int(st, col + 7, INT64_MIN, INT64_MAX, &ct) ||
+	    col_int(st, col + 8, INT64_MIN, INT64_MAX, &rdev))
+		return -EBADMSG;
+	fmt = kind_ifmt(kind);
+	if ((mode & S_IFMT) != fmt || (mode & ~(int64_t)(S_IFMT | 07777)))
+		return -EBADMSG;
+	if (kind == CAT_LNK) {
+		if (sqlite3_column_type(st, col + 9) != SQLITE_BLOB)
+			return -EBADMSG;
+		target = sqlite3_column_blob(st, col + 9);
+		tlen = sqlite3_column_bytes(st, col + 9);
+		if (!target || tlen < 1 || (unsigned)tlen > CAT_TARGET_MAX ||
+		    size != tlen || memchr(target, '\0', (size_t)tlen))
+			return -EBADMSG;
+	} else {
+		if (sqlite3_column_type(st, col + 9) != SQLITE_NULL)
+			return -EBADMSG;
+		if (kind != CAT_REG && size != 0)
+			return -EBADMSG;
+	}
+	memset(ret, 0, sizeof(*ret));
+	ret->ino = ino;
+	ret->kind = (enum cat_kind)kind;
+	ret->mode = (uint32_t)mode;
+	ret->uid = (uint32_t)uid;
+	ret->gid = (uint32_t)gid;
+	ret->size = (uint64_t)size;
+	ret->nlink = (uint32_t)nlink;
+	ret->mtime_ns = mt;
+	ret->ctime_ns = ct;
+	ret->rdev = (uint64_t)rdev;
+	if (ret_target)
+		*ret_target = target;
+	return 0;
+}
+
+/* sqlite3_step as 1 (row), 0 (done) or -errno. */
+static int step(cat_reader *r, sqlite3_stmt *st, const char *what)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return cat__sqlite_errno(r->db, rc, what);
+}
+
+static void done(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+/* Catalog keys are 1..INT64_MAX; anything else cannot be in it. */
+static int key_ok(uint64_t v)
+{
+	return v >= 1 && v <= INT64_MAX;
+}
+
+static int reader_lock(cat_reader *r)
+{
+	int e = pthread_mutex_lock(&r->mu);
+
+	return e ? -e : 0;
+}
+
+/* getattr with the reader locked; *ret_target as in inode_from_row, valid
+ * until st_getattr is reset (the caller calls done()). */
+static int getattr_locked(cat_reader *r, uint64_t ino, struct cat_inode *ret,
+			  const void **ret_target)
+{
+	sqlite3_stmt *st = r->st_getattr;
+	int ret_rc;
+
+	if (!key_ok(ino))
+		return -ENOENT;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	ret_rc = step(r, st, "getattr");
+	if (ret_rc == 0)
+		ret_rc = -ENOENT;
+	else if (ret_rc == 1)
+		ret_rc = inode_from_row(st, 0, ino, ret, ret_target);
+	return ret_rc;
+}
+
+int cat_getattr(cat_reader *r, uint64_t ino, struct cat_inode *ret)
+{
+	int ret_rc;
+
+	if (!r || !ret)
+		return -EINVAL;
+	ret_rc = reader_lock(r);
+	if (ret_rc)
+		return ret_rc;
+	ret_rc = getattr_locked(r, ino, ret, NULL);
+	done(r->st_getattr);
+	pthread_mutex_unlock(&r->mu);
+	return ret_rc;
+}
+
+int cat_lookup(cat_reader *r, uint64_t parent, const void *name,
+	       size_t name_len, struct cat_inode *ret)
+{
+	sqlite3_stmt *st;
+	int64_t ino;
+	int rc;
+
+	if (!r || !ret)
+		return -EINVAL;
+	/* A name that fails the check can never be handed out, whatever a
+	 * hostile catalog holds under it. */
+	rc = cat_name_check(name, name_len);
+	if (rc)
+		return rc;
+	if (!key_ok(parent))
+		return -ENOENT;
+	rc = reader_lock(r);
+	if (rc)
+		return rc;
+	st = r->st_lookup;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
+	sqlite3_bind_blob(st, 2, name, (int)name_len, SQLITE_STATIC);
+	rc = step(r, st, "lookup");
+	if (rc == 0) {
+		rc = -ENOENT;
+	} else if (rc == 1) {
+		/* NULL ino: the dirent points at no inode row. */
+		rc = col_int(st, 0, 1, INT64_MAX, &ino);
+		if (!rc)
+			rc = inode_from_row(st, 1, (uint64_t)ino, ret, NULL);
+	}
+	done(st);
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+/* Check that dir exists and is a directory (lock held). */
+static int check_dir_locked(cat_reader *r, uint64_t dir)
+{
+	struct cat_inode in;
+	int rc = getattr_locked(r, dir, &in, NULL);
+
+	done(r->st_getattr);
+	if (rc)
+		return rc;
+	return in.kind == CAT_DIR ? 0 : -ENOTDIR;
+}
+
+int cat_readdir(cat_reader *r, uint64_t dir, uint64_t after_pos,
+		cat_dirent_cb cb, void *ctx)
+{
+	struct cat_inode in;
+	sqlite3_stmt *st;
+	int64_t pos, ino, prev = 0;
+	const void *name;
+	int nlen, rc;
+
+	if (!r || !cb)
+		return -EINVAL;
+	rc = reader_lock(r);
+	if (rc)
+		return rc;
+	rc = check_dir_locked(r, dir);
+	if (rc)
+		goto unlock;
+	if (after_pos >= INT64_MAX)
+		goto unlock; /* no pos can be larger */
+	st = r->st_readdir;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)dir);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)after_pos);
+	while ((rc = step(r, st, "readdir")) == 1) {
+		/* pos must rise strictly, or resuming "after pos" could skip
+		 * or repeat entries. */
+		if (col_int(st, 0, 1, INT64_MAX, &pos) || pos <= prev) {
+			rc = -EBADMSG;
+			break;
+		}
+		prev = pos;
+		name = sqlite3_column_blob(st, 1);
+		nlen = sqlite3_column_bytes(st, 1);
+		/* The header's rule: an unsafe name is skipped, not served. */
+		if (sqlite3_column_type(st, 1) != SQLITE_BLOB ||
+		    cat_name_check(name, (size_t)nlen))
+			continue;
+		if (col_int(st, 3, 1, INT64_MAX, &ino) ||
+		    inode_from_row(st, 4, (uint64_t)ino, &in, NULL)) {
+			rc = -EBADMSG;
+			break;
+		}
+		rc = cb(ctx, name, (size_t)nlen, &in, (uint64_t)pos);
+		if (rc)
+			break;
+	}
+	done(st);
+unlock:
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+int cat_readlink(cat_reader *r, uint64_t ino, void *buf, size_t cap,
+		 size_t *ret_len)
+{
+	struct cat_inode in;
+	const void *target = NULL;
+	int rc;
+
+	if (!r || !ret_len || (!buf && cap))
+		return -EINVAL;
+	rc = reader_lock(r);
+	if (rc)
+		return rc;
+	rc = getattr_locked(r, ino, &in, &target);
+	if (rc)
+		goto out;
+	if (in.kind != CAT_LNK) {
+		rc = -EINVAL;
+		goto out;
+	}
+	/* inode_from_row checked size == target length. */
+	*ret_len = (size_t)in.size;
+	if (cap < in.size) {
+		rc = -ERANGE;
+		goto out;
+	}
+	memcpy(buf, target, (size_t)in.size);
+out:
+	done(r->st_getattr);
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+int cat_getxattr(cat_reader *r, uint64_t ino, const void *name,
+		 size_t name_len, void *buf, size_t cap, size_t *ret_len)
+{
+	sqlite3_stmt *st;
+	const void *v;
+	int vlen, rc;
+
+	if (!r || !ret_len || (!buf && cap))
+		return -EINVAL;
+	rc = cat_xattr_name_check(name, name_len);
+	if (rc)
+		return rc;
+	if (!key_ok(ino))
+		return -ENODATA;
+	rc = reader_lock(r);
+	if (rc)
+		return rc;
+	st = r->st_xattr_get;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	sqlite3_bind_blob(st, 2, name, (int)name_len, SQLITE_STATIC);
+	rc = step(r, st, "getxattr");
+	if (rc <= 0) {
+		rc = rc ? rc : -ENODATA;
+		goto out;
+	}
+	rc = 0;
+	/* column_blob of a zero-length blob is NULL; the length is what
+	 * matters. */
+	v = sqlite3_column_blob(st, 0);
+	vlen = sqlite3_column_bytes(st, 0);
+	if (sqlite3_column_type(st, 0) != SQLITE_BLOB || vlen < 0 ||
+	    (unsigned)vlen > CAT_XATTR_VALUE_MAX) {
+		rc = -EBADMSG;
+		goto out;
+	}
+	*ret_len = (size_t)vlen;
+	if (cap == 0)
+		goto out;
+	if (cap < (size_t)vlen) {
+		rc = -ERANGE;
+		goto out;
+	}
+	if (vlen)
+		memcpy(buf, v, (size_t)vlen);
+out:
+	done(st);
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+int cat_listxattr(cat_reader *r, uint64_t ino, void *buf, size_t cap,
+		  size_t *ret_len)
+{
+	sqlite3_stmt *st;
+	const void *name;
+	size_t total = 0;
+	int nlen, rc;
+
+	if (!r || !ret_len || (!buf && cap))
+		return -EINVAL;
+	*ret_len = 0;
+	if (!key_ok(ino))
+		return 0;
+	rc = reader_lock(r);
+	if (rc)
+		return rc;
+	st = r->st_xattr_list;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	while ((rc = step(r, st, "listxattr")) == 1) {
+		name = sqlite3_column_blob(st, 0);
+		nlen = sqlite3_column_bytes(st, 0);
+		/* A name with a NUL would corrupt the NUL-separated list;
+		 * like readdir, unsafe names are skipped. */
+		if (sqlite3_column_type(st, 0) != SQLITE_BLOB ||
+		    cat_xattr_name_check(name, (size_t)nlen))
+			continue;
+		if (cap && total + (size_t)nlen + 1 > cap) {
+			rc = -ERANGE;
+			break;
+		}
+		if (cap) {
+			memcpy((char *)buf + total, name, (size_t)nlen);
+			((char *)buf)[total + (size_t)nlen] = '\0';
+		}
+		total += (size_t)nlen + 1;
+	}
+	if (rc == 0)
+		*ret_len = total;
+	done(st);
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+/* Decode one chunk row (off, len, id at col..col+2) and check it against
+ * the catalog's max chunk size and the file's size. */
+static int chunk_from_row(const cat_reader *r, sqlite3_stmt *st, int col,
+			  uint64_t size, struct cat_chunk *ret)
+{
+	int64_t off, len;
+
+	if (col_int(st, col, 0, (int64_t)CAT_SIZE_MAX, &off) ||
+	    col_int(st, col + 1, 1, r->meta.params.max, &len) ||
+	    sqlite3_column_type(st, col + 2) != SQLITE_BLOB ||
+	    sqlite3_column_bytes(st, col + 2) != CHUNK_ID_LEN)
+		return -EBADMSG;
+	if ((uint64_t)off > size || (uint64_t)len > size - (uint64_t)off)
+		return -EBADMSG;
+	ret->off = (uint64_t)off;
+	ret->len = (uint32_t)len;
+	memcpy(ret->id.b, sqlite3_column_blob(st, col + 2), CHUNK_ID_LEN);
+	return 0;
+}
+
+/* Run the range query (lock held) for [off, end) with end <= size. */
+static int range_locked(cat_reader *r, uint64_t ino, uint64_t off,
+			uint64_t end, uint64_t size, struct cat_chunk *ret,
+			size_t cap, size_t *ret_n)
+{
+	sqlite3_stmt *st = r->st_range;
+	uint64_t next = 0;
+	size_t n = 0;
+	int rc;
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)off);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)end);
+	sqlite3_bind_int64(st, 4, cap > INT64_MAX ? INT64_MAX : (sqlite3_int64)cap);
+	while (n < cap && (rc = step(r, st, "chunks_range")) == 1) {
+		rc = chunk_from_row(r, st, 0, size, &ret[n]);
+		if (rc)
+			goto out;
+		/* The first chunk must cover off and each next one start where
+		 * the previous ended: a gap is a broken manifest, and serving
+		 * around it would hand out wrong bytes. */
+		if (n == 0 ? (ret[0].off > off || ret[0].off + ret[0].len <= off)
+			   : ret[n].off != next) {
+			rc = -EBADMSG;
+			goto out;
+		}
+		next = ret[n].off + ret[n].len;
+		n++;
+	}
+	if (rc < 0)
+		goto out;
+	rc = 0;
+	/* Fewer rows than asked for must mean the range is covered. */
+	if (n < cap && (n == 0 || next < end))
+		rc = -EBADMSG;
+out:
+	done(st);
+	*ret_n = rc ? 0 : n;
+	return rc;
+}
+
+int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
+		     struct cat_chunk *ret, size_t cap, size_t *ret_n)
+{
+	struct cat_inode in;
+	uint64_t end;
+	int rc;
+
+	if (!r || !ret || !ret_n || cap == 0)
+		return -EINVAL;
+	*ret_n = 0;
+	rc = reader_lock(r);
+	if (rc)
+		return rc;
+	rc = getattr_locked(r, ino, &in, NULL);
+	done(r->st_getattr);
+	if (rc)
+		goto out;
+	if (in.kind != CAT_REG) {
+		rc = -EINVAL;
+		goto out;
+	}
+	/* Past EOF or an empty range: nothing to read, nothing to check. */
+	if (len == 0 || off >= in.size)
+		goto out;
+	end = len > in.size - off ? in.size : off + len;
+	rc = range_locked(r, ino, off, end, in.size, ret, cap, ret_n);
+out:
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+int cat_chunks_each(cat_reader *r, cat_chunk_cb cb, void *ctx)
+{
+	sqlite3_stmt *st;
+	struct cat_chunk c;
+	int64_t ino, kind, size;
+	int rc;
+
+	if (!r || !cb)
+		return -EINVAL;
+	rc = reader_lock(r);
+	if (rc)
+		return rc;
+	st = r->st_each;
+	while ((rc = step(r, st, "chunks_each")) == 1) {
+		/* Columns: id, ino, off, len, kind, size. The row is checked
+		 * against its inode like a range row; reorder into off,len,id
+		 * by decoding each part. */
+		if (col_int(st, 1, 1, INT64_MAX, &ino) ||
+		    col_int(st, 4, CAT_REG, CAT_REG, &kind) ||
+		    col_int(st, 5, 0, (int64_t)CAT_SIZE_MAX, &size)) {
+			rc = -EBADMSG;
+			break;
+		}
+		{
+			int64_t off, len;
+
+			if (col_int(st, 2, 0, (int64_t)CAT_SIZE_MAX, &off) ||
+			    col_int(st, 3, 1, r->meta.params.max, &len) ||
+			    sqlite3_column_type(st, 0) != SQLITE_BLOB ||
+			    sqlite3_column_bytes(st, 0) != CHUNK_ID_LEN ||
+			    off > size || len > size - off) {
+				rc = -EBADMSG;
+				break;
+			}
+			c.off = (uint64_t)off;
+			c.len = (uint32_t)len;
+			memcpy(c.id.b, sqlite3_column_blob(st, 0), CHUNK_ID_LEN);
+		}
+		rc = cb(ctx, (uint64_t)ino, &c);
+		if (rc)
+			break;
+	}
+	done(st);
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}

@@ -1,0 +1,121 @@
+/*
+ * replicator/replicator.h — the source side of ferry, as a library.
+ *
+ * This is the one public header of replicator/. It offers what tools/ (and
+ * the ferry-replicator program) may call:
+ *   - repl_scan: walk a directory into a catalog (and a source index that
+ *     maps every chunk id back to the file bytes that hold it),
+ *   - repl_generation_build: one whole generation in a namespace state
+ *     directory (scan, compressed catalog + its SHA-256, HEAD),
+ *   - small helpers for that state layout (HEAD, names).
+ *
+ * State layout of one namespace (STATE = STATEDIR/NAME):
+ *   STATE/HEAD                     current generation, decimal text + "\n"
+ *   STATE/catalog/GEN.db           the catalog (catalog.h schema)
+ *   STATE/catalog/GEN.db.zst       the same, zstd-compressed (what is served)
+ *   STATE/catalog/GEN.db.zst.sha256  hex SHA-256 of GEN.db.zst + "\n"
+ *   STATE/source/GEN.db            source index (repl_srcindex schema)
+ * HEAD is written last (temp + rename), so a crash mid-build never points
+ * it at a half-written generation.
+ *
+ * Conventions as in catalog.h: 0 on success, -errno on failure. Nothing here
+ * is tied to a thread: each call is blocking and runs on the caller's
+ * thread; run it on a worker, never in an event-loop callback.
+ */
+#ifndef FERRY_REPLICATOR_H
+#define FERRY_REPLICATOR_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+
+#define REPL_VERSION "0.1.0"
+#define REPL_NS_NAME_MAX 64u /* bytes in a namespace name */
+
+/* 0 when name is a valid namespace name: [A-Za-z0-9._-]{1,64}, not
+ * starting with '.'. -EINVAL otherwise. */
+int repl_ns_name_check(const char *name);
+
+/* Called for an entry that is left out of a scan. rel/rel_len are the raw
+ * path bytes relative to the scanned directory ("" for the root), err a
+ * positive errno. Runs on the scanning thread. */
+typedef void (*repl_scan_warn_fn)(void *ctx, const char *rel, size_t rel_len,
+				  int err);
+
+/* Test hook: called just before a regular file is opened for reading, with
+ * the directory fd and the entry's name. A non-zero return is ignored. */
+typedef int (*repl_scan_hook_fn)(void *ctx, int dirfd, const char *name);
+
+struct repl_scan_opts {
+	uint64_t generation;	    /* >= 1 */
+	uint64_t parent_generation; /* 0 when none */
+	const chunk_params *params; /* NULL: chunk_params_default */
+	/* Where the source index goes (written as PATH.tmp, renamed on
+	 * success); NULL for none. */
+	const char *srcindex_path;
+	/* When set to non-zero (any thread), the scan stops soon with
+	 * -ECANCELED. May be NULL. */
+	const atomic_int *cancel;
+	repl_scan_warn_fn warn; /* NULL: silent */
+	repl_scan_hook_fn before_read; /* NULL: none (tests only) */
+	void *ctx;			/* passed to warn and before_read */
+};
+
+struct repl_scan_stats {
+	uint64_t files;	      /* regular files (inodes, not links) */
+	uint64_t dirs;	      /* directories, root included */
+	uint64_t others;      /* symlinks, fifos, devices, sockets */
+	uint64_t bytes;	      /* sum of regular file sizes */
+	uint64_t chunks;      /* manifest entries */
+	uint64_t unique;      /* distinct chunk ids (0 without a srcindex) */
+	uint64_t left_out;    /* entries reported through warn */
+	chunk_params params;  /* the parameters used */
+};
+
+/* Walk dir (never following symlinks below it) into a new catalog at
+ * catalog_path (cat_writer: temp + rename), and into the source index at
+ * o->srcindex_path. Entries that vanish or cannot be read are reported
+ * through o->warn and left out; the scan goes on. Memory stays bounded:
+ * file data is read through a fixed window; a file's chunk manifest that
+ * outgrows memory spills to an unlinked temp file.
+ * Returns 0, -ECANCELED, -ENOENT/-ENOTDIR/-EACCES (dir itself), -EIO
+ * (catalog or index write failed), -ENOMEM. On failure nothing is left at
+ * catalog_path or srcindex_path. */
+int repl_scan(const char *dir, const char *catalog_path,
+	      const struct repl_scan_opts *o, struct repl_scan_stats *ret);
+
+/* Result of one generation build. */
+struct repl_generation {
+	uint64_t generation;
+	struct repl_scan_stats stats;
+	char sha256[65]; /* hex of GEN.db.zst */
+	uint64_t zst_bytes;
+	double seconds;	 /* wall time of the whole build */
+};
+
+/* Build the next generation of a namespace: read state_dir/HEAD (none: 0),
+ * scan dir as HEAD+1 (o->generation and o->parent_generation are set here;
+ * o->srcindex_path is ignored), compress the catalog, write HEAD last.
+ * Creates state_dir and its subfolders (0755) as needed.
+ * Returns 0 or -errno as repl_scan, plus -EIO for a failed publish. */
+int repl_generation_build(const char *state_dir, const char *dir,
+			  const struct repl_scan_opts *o,
+			  struct repl_generation *ret);
+
+/* Read state_dir/HEAD into *ret_gen: 0 when there is none yet.
+ * Returns 0, -EBADMSG (not a decimal generation), -errno. */
+int repl_head_read(const char *state_dir, uint64_t *ret_gen);
+
+/* Write state_dir/HEAD durably (temp O_EXCL, fsync, rename, fsync dir). */
+int repl_head_write(const char *state_dir, uint64_t gen);
+
+/* Compress the file at src into dst with zstd (streaming, level 3), via
+ * "dst.tmp", fsync, rename, fsync of the directory; the hex SHA-256 of the
+ * compressed bytes goes into ret_hex and into "dst.sha256" (same dance).
+ * *ret_bytes is the compressed size. Returns 0, -EIO, -errno. */
+int repl_catalog_compress(const char *src, const char *dst, char ret_hex[65],
+			  uint64_t *ret_bytes);
+
+#endif /* FERRY_REPLICATOR_H */

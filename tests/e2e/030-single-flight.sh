@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# 030: concurrent reads of one chunk cause one fetch; a file of many chunks
+# read by several readers at once is fetched once per distinct chunk.
+. "$(dirname "$0")/lib/common.sh"
+need_fuse
+mkdir -p "$T/src"
+head -c 50000 /dev/urandom >"$T/src/one-chunk"
+head -c 6000000 /dev/urandom >"$T/src/many-chunks"
+port=$(free_port)
+start_repl "$port" "s=$T/src"
+mount_hyd "http://127.0.0.1:$port/v1/s" "$T/mnt"
+for i in $(seq 16); do cat "$T/mnt/one-chunk" >"$T/out.$i" & done
+wait
+for i in $(seq 16); do cmp -s "$T/src/one-chunk" "$T/out.$i" || die "reader $i got wrong bytes"; done
+served=$(repl_stat "$port" s chunks_served)
+[ "$served" = 1 ] || die "16 concurrent readers of one chunk caused $served fetches"
+ok "16 concurrent readers of one chunk: 1 fetch"
+for i in $(seq 6); do cat "$T/mnt/many-chunks" >"$T/big.$i" & done
+wait
+for i in $(seq 6); do cmp -s "$T/src/many-chunks" "$T/big.$i" || die "reader $i of many-chunks got wrong bytes"; done
+n=$(sql "$T/cache/catalogs/1.db" "select count(distinct id) from chunk")
+served=$(repl_stat "$port" s chunks_served)
+[ "$served" = "$n" ] || die "6 readers of $((n - 1))-chunk file caused $served fetches, expected $n in all"
+ok "6 concurrent readers of a multi-chunk file: one fetch per distinct chunk ($served)"
+umount_hyd "$T/mnt"

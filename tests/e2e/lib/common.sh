@@ -1,0 +1,94 @@
+# tests/e2e/lib/common.sh — shared set-up for the end-to-end scripts:
+# a temp dir, a free loopback port, the real replicator and hydrator started
+# and stopped, and cleanup that never leaves a mount behind.
+# Sourced by tests/e2e/NNN-*.sh. FERRY_BIN points at build/<variant>/bin.
+set -u
+E2E_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+FERRY_BIN=${FERRY_BIN:-$(cd "$E2E_LIB/../../.." && pwd)/build/release/bin}
+REPL="$FERRY_BIN/ferry-replicator"
+HYD="$FERRY_BIN/ferry-hydrator"
+
+skip() { echo "SKIP: $*"; exit 77; }
+die() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok - $*"; }
+log() { echo "# $*"; }
+
+need_fuse() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root for FUSE mounts"
+	[ -c /dev/fuse ] || skip "no /dev/fuse"
+	command -v fusermount3 >/dev/null || skip "fusermount3 missing (Debian package fuse3)"
+	[ -x "$REPL" ] && [ -x "$HYD" ] || die "programs not built in $FERRY_BIN"
+}
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/ferry-e2e.XXXXXX")
+REPL_PID=""
+MOUNTS=()
+
+cleanup() {
+	local m
+	for m in "${MOUNTS[@]}"; do
+		mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; }
+	done
+	[ -n "$REPL_PID" ] && kill "$REPL_PID" 2>/dev/null && wait "$REPL_PID" 2>/dev/null
+	# Give daemonized hydrators a moment to exit after their unmount.
+	sleep 0.2
+	[ -n "${KEEP_TMP:-}" ] || rm -rf "$T"
+}
+trap cleanup EXIT
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_repl PORT NAME=DIR... — start the replicator in the background and
+# wait until every namespace logged "ready".
+start_repl() {
+	local port=$1; shift
+	"$REPL" -l "127.0.0.1:$port" -s "$T/state" "$@" >>"$T/repl.log" 2>&1 &
+	REPL_PID=$!
+	local want=$# i
+	for i in $(seq 1 600); do
+		[ "$(grep -c ' ready' "$T/repl.log")" -ge "$want" ] && return 0
+		kill -0 "$REPL_PID" 2>/dev/null || { cat "$T/repl.log" >&2; die "replicator exited"; }
+		sleep 0.1
+	done
+	cat "$T/repl.log" >&2
+	die "replicator not ready after 60 s"
+}
+
+stop_repl() {
+	[ -n "$REPL_PID" ] || return 0
+	kill -TERM "$REPL_PID"
+	wait "$REPL_PID"; local rc=$?
+	REPL_PID=""
+	return $rc
+}
+
+# mount_hyd URL MNT [options...] — run the hydrator; it returns once mounted.
+mount_hyd() {
+	local url=$1 mnt=$2; shift 2
+	mkdir -p "$mnt"
+	MOUNTS+=("$mnt")
+	"$HYD" -c "$T/cache" "$@" "$url" "$mnt" || die "hydrator failed to mount $url"
+	mountpoint -q "$mnt" || die "$mnt is not a mountpoint after the hydrator returned"
+}
+
+umount_hyd() {
+	local mnt=$1 pid i
+	pid=$(cat "$T/cache/hydrator.pid" 2>/dev/null || true)
+	fusermount3 -u "$mnt" || die "fusermount3 -u $mnt failed"
+	# The hydrator must exit by itself once unmounted.
+	if [ -n "$pid" ]; then
+		for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+		die "hydrator pid $pid still running 10 s after unmount"
+	fi
+}
+
+# stat_of PORT NS KEY — one counter from the replicator's stats endpoint.
+repl_stat() {
+	curl -sf "http://127.0.0.1:$1/v1/$2/stats" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$3"
+}
+
+# sql DB QUERY — one value from an SQLite file (read-only).
+sql() { sqlite3 -readonly "$1" "$2"; }
