@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +69,7 @@ static const struct {
 	  " AND off<?3 ORDER BY off LIMIT ?4" },
 	/* min(ino) makes the bare columns come from one row holding the id. */
 	{ offsetof(struct cat_reader, st_each),
-	  "SELECT c.id,c.ino,c.off,c.len,i.kind,i.size FROM"
+	  "SELECT c.off,c.len,c.id,c.ino,i.kind,i.size FROM"
 	  " (SELECT id,min(ino) AS ino,off,len FROM chunk GROUP BY id) c"
 	  " LEFT JOIN inode i ON i.ino=c.ino" },
 };
@@ -473,7 +474,7 @@ static int range_locked(cat_reader *r, uint64_t ino, uint64_t off,
 	sqlite3_stmt *st = r->st_range;
 	uint64_t next = 0;
 	size_t n = 0;
-	int rc;
+	int rc = 0;
 
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)off);
@@ -551,29 +552,14 @@ int cat_chunks_each(cat_reader *r, cat_chunk_cb cb, void *ctx)
 		return rc;
 	st = r->st_each;
 	while ((rc = step(r, st, "chunks_each")) == 1) {
-		/* Columns: id, ino, off, len, kind, size. The row is checked
-		 * against its inode like a range row; reorder into off,len,id
-		 * by decoding each part. */
-		if (col_int(st, 1, 1, INT64_MAX, &ino) ||
+		/* Columns: off, len, id, then the holder's ino, kind, size:
+		 * the row is checked against its inode like a range row. */
+		if (col_int(st, 3, 1, INT64_MAX, &ino) ||
 		    col_int(st, 4, CAT_REG, CAT_REG, &kind) ||
-		    col_int(st, 5, 0, (int64_t)CAT_SIZE_MAX, &size)) {
+		    col_int(st, 5, 0, (int64_t)CAT_SIZE_MAX, &size) ||
+		    chunk_from_row(r, st, 0, (uint64_t)size, &c)) {
 			rc = -EBADMSG;
 			break;
-		}
-		{
-			int64_t off, len;
-
-			if (col_int(st, 2, 0, (int64_t)CAT_SIZE_MAX, &off) ||
-			    col_int(st, 3, 1, r->meta.params.max, &len) ||
-			    sqlite3_column_type(st, 0) != SQLITE_BLOB ||
-			    sqlite3_column_bytes(st, 0) != CHUNK_ID_LEN ||
-			    off > size || len > size - off) {
-				rc = -EBADMSG;
-				break;
-			}
-			c.off = (uint64_t)off;
-			c.len = (uint32_t)len;
-			memcpy(c.id.b, sqlite3_column_blob(st, 0), CHUNK_ID_LEN);
 		}
 		rc = cb(ctx, (uint64_t)ino, &c);
 		if (rc)
@@ -582,4 +568,280 @@ int cat_chunks_each(cat_reader *r, cat_chunk_cb cb, void *ctx)
 	done(st);
 	pthread_mutex_unlock(&r->mu);
 	return rc;
+}
+
+/* Read PRAGMA name as one integer. */
+static int pragma_int(cat_reader *r, const char *sql, int64_t *ret)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = cat__sqlite_prepare(r->db, sql, &st);
+	if (rc)
+		goto out;
+	rc = step(r, st, "open_pragma");
+	if (rc == 1)
+		rc = col_int(st, 0, INT64_MIN, INT64_MAX, ret);
+	else if (rc == 0)
+		rc = -EBADMSG;
+out:
+	cat__sqlite_finalize(&st);
+	return rc;
+}
+
+/* The five tables, and dirent_name as a UNIQUE index on (parent, name):
+ * without it a hostile catalog could hold two entries of one name. */
+static int check_schema(cat_reader *r)
+{
+	int64_t v;
+	int rc;
+
+	rc = pragma_int(r,
+		"SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN"
+		" ('meta','inode','dirent','xattr','chunk')", &v);
+	if (rc)
+		return rc;
+	if (v != 5)
+		return -EBADMSG;
+	rc = pragma_int(r,
+		"SELECT count(*) FROM pragma_index_list('dirent')"
+		" WHERE name='dirent_name' AND \"unique\"=1", &v);
+	if (rc)
+		return rc;
+	if (v != 1)
+		return -EBADMSG;
+	rc = pragma_int(r,
+		"SELECT group_concat(name) = 'parent,name' FROM"
+		" (SELECT name FROM pragma_index_info('dirent_name') ORDER BY seqno)",
+		&v);
+	if (rc)
+		return rc;
+	return v == 1 ? 0 : -EBADMSG;
+}
+
+/* Unsigned meta value stored as INTEGER within [lo, hi]. */
+static int meta_u64(sqlite3_stmt *st, int64_t lo, int64_t hi, uint64_t *ret)
+{
+	int64_t v;
+
+	if (col_int(st, 1, lo, hi, &v))
+		return -EBADMSG;
+	*ret = (uint64_t)v;
+	return 0;
+}
+
+/* Read and check the meta table into r->meta. Every key is required. */
+static int read_meta(cat_reader *r)
+{
+	enum { F_FORMAT = 1, F_GEN = 2, F_PGEN = 4, F_CREATED = 8, F_MIN = 16,
+	       F_AVG = 32, F_MAX = 64, F_HASH = 128, F_INODES = 256,
+	       F_BYTES = 512, F_ALL = 1023 };
+	struct cat_meta *m = &r->meta;
+	sqlite3_stmt *st = NULL;
+	const char *key, *text;
+	uint64_t u;
+	unsigned seen = 0;
+	int rc;
+
+	rc = cat__sqlite_prepare(r->db, "SELECT key,value FROM meta", &st);
+	if (rc)
+		goto out;
+	while ((rc = step(r, st, "read_meta")) == 1) {
+		if (sqlite3_column_type(st, 0) != SQLITE_TEXT) {
+			rc = -EBADMSG;
+			goto out;
+		}
+		key = (const char *)sqlite3_column_text(st, 0);
+		rc = -EBADMSG;
+		if (!key)
+			goto out;
+		if (!strcmp(key, "format") || !strcmp(key, "hash")) {
+			int is_format = key[0] == 'f';
+
+			text = sqlite3_column_type(st, 1) == SQLITE_TEXT ?
+				       (const char *)sqlite3_column_text(st, 1) : NULL;
+			if (!text || strcmp(text, is_format ? CAT_FORMAT : "sha256"))
+				goto out;
+			seen |= is_format ? F_FORMAT : F_HASH;
+		} else if (!strcmp(key, "generation")) {
+			if (meta_u64(st, 1, INT64_MAX, &m->generation))
+				goto out;
+			seen |= F_GEN;
+		} else if (!strcmp(key, "parent_generation")) {
+			if (meta_u64(st, 0, INT64_MAX, &m->parent_generation))
+				goto out;
+			seen |= F_PGEN;
+		} else if (!strcmp(key, "created_ns")) {
+			if (col_int(st, 1, INT64_MIN, INT64_MAX, &m->created_ns))
+				goto out;
+			seen |= F_CREATED;
+		} else if (!strcmp(key, "chunk_min") || !strcmp(key, "chunk_avg") ||
+			   !strcmp(key, "chunk_max")) {
+			if (meta_u64(st, 0, UINT32_MAX, &u))
+				goto out;
+			if (key[6] == 'i') {
+				m->params.min = (uint32_t)u;
+				seen |= F_MIN;
+			} else if (key[6] == 'v') {
+				m->params.avg = (uint32_t)u;
+				seen |= F_AVG;
+			} else {
+				m->params.max = (uint32_t)u;
+				seen |= F_MAX;
+			}
+		} else if (!strcmp(key, "inodes")) {
+			if (meta_u64(st, 0, INT64_MAX, &m->inodes))
+				goto out;
+			seen |= F_INODES;
+		} else if (!strcmp(key, "bytes")) {
+			if (meta_u64(st, 0, INT64_MAX, &m->bytes))
+				goto out;
+			seen |= F_BYTES;
+		}
+		/* Unknown keys are ignored: room for additions within a
+		 * format revision. */
+	}
+	if (rc < 0)
+		goto out;
+	rc = seen == F_ALL && !chunk_params_check(&m->params) ? 0 : -EBADMSG;
+out:
+	cat__sqlite_finalize(&st);
+	return rc;
+}
+
+static void reader_free(cat_reader *r)
+{
+	for (size_t i = 0; i < sizeof(stmt_sql) / sizeof(stmt_sql[0]); i++)
+		cat__sqlite_finalize((sqlite3_stmt **)((char *)r + stmt_sql[i].off));
+	if (r->db)
+		sqlite3_close(r->db);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+}
+
+/* Open the connection with the settings meant for untrusted files. */
+static int reader_connect(cat_reader *r, const char *path)
+{
+	char *uri = NULL;
+	int rc;
+
+	/* immutable=1: no locking and no change detection, which saves
+	 * syscalls on every query; a published catalog never changes. */
+	rc = cat__sqlite_uri(path, "immutable=1", &uri);
+	if (rc)
+		goto out;
+	rc = sqlite3_open_v2(uri, &r->db,
+			     SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX |
+				     SQLITE_OPEN_URI, NULL);
+	if (rc != SQLITE_OK) {
+		rc = cat__sqlite_errno(r->db, rc, "reader_open");
+		goto out;
+	}
+	sqlite3_extended_result_codes(r->db, 1);
+	/* SQLite's advice for files from elsewhere: defensive mode, no
+	 * functions run from the schema, bounded value sizes, cell checks. */
+	sqlite3_db_config(r->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+	sqlite3_db_config(r->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+	sqlite3_limit(r->db, SQLITE_LIMIT_LENGTH, READER_LENGTH_LIMIT);
+	rc = cat__sqlite_exec(r->db,
+		"PRAGMA query_only=1;"
+		"PRAGMA cell_size_check=ON;"
+		"PRAGMA mmap_size=17179869184;", "reader_pragmas");
+out:
+	free(uri);
+	return rc;
+}
+
+/* Identity, schema, meta, statements and root, in that order: each step
+ * only runs on a file that passed the ones before. */
+static int reader_check(cat_reader *r)
+{
+	struct cat_inode root;
+	int64_t v;
+	int rc;
+
+	rc = pragma_int(r, "PRAGMA application_id", &v);
+	if (rc)
+		return rc;
+	if (v != CAT__APP_ID)
+		return -EBADMSG;
+	rc = pragma_int(r, "PRAGMA user_version", &v);
+	if (rc)
+		return rc;
+	if (v != CAT__USER_VERSION)
+		return -EBADMSG;
+	rc = check_schema(r);
+	if (rc)
+		return rc;
+	rc = read_meta(r);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < sizeof(stmt_sql) / sizeof(stmt_sql[0]); i++) {
+		rc = cat__sqlite_prepare(r->db, stmt_sql[i].sql,
+			(sqlite3_stmt **)((char *)r + stmt_sql[i].off));
+		/* A table without the expected columns fails to prepare
+		 * (SQLITE_ERROR, -EIO): that is a foreign file. */
+		if (rc == -EIO)
+			rc = -EBADMSG;
+		if (rc)
+			return rc;
+	}
+	rc = getattr_locked(r, CAT_ROOT_INO, &root, NULL);
+	done(r->st_getattr);
+	if (rc == -ENOENT || (!rc && root.kind != CAT_DIR))
+		rc = -EBADMSG;
+	return rc;
+}
+
+int cat_reader_open(const char *path, cat_reader **ret_r)
+{
+	pthread_mutexattr_t ma;
+	cat_reader *r = NULL;
+	struct stat sb;
+	int rc;
+
+	if (ret_r)
+		*ret_r = NULL;
+	if (!path || !path[0] || !ret_r)
+		return -EINVAL;
+	/* Tell "no catalog" from "bad catalog" before SQLite blurs both
+	 * into SQLITE_CANTOPEN. */
+	if (stat(path, &sb))
+		return -errno;
+	if (!S_ISREG(sb.st_mode))
+		return -EBADMSG;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	/* ERRORCHECK: a callback re-entering the reader gets -EDEADLK
+	 * instead of hanging the thread. */
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
+	rc = -pthread_mutex_init(&r->mu, &ma);
+	pthread_mutexattr_destroy(&ma);
+	if (rc) {
+		free(r);
+		return rc;
+	}
+	rc = reader_connect(r, path);
+	if (!rc)
+		rc = reader_check(r);
+	if (rc) {
+		reader_free(r);
+		return rc;
+	}
+	*ret_r = r;
+	return 0;
+}
+
+void cat_reader_close(cat_reader *r)
+{
+	if (r)
+		reader_free(r);
+}
+
+void cat_reader_meta(cat_reader *r, struct cat_meta *ret)
+{
+	/* Set once at open and never written again: no lock needed. */
+	*ret = r->meta;
 }

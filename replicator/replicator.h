@@ -39,10 +39,12 @@
 int repl_ns_name_check(const char *name);
 
 /* Called for an entry that is left out of a scan. rel/rel_len are the raw
- * path bytes relative to the scanned directory ("" for the root), err a
- * positive errno. Runs on the scanning thread. */
+ * path bytes relative to the scanned directory (empty for the root), err a
+ * positive errno, why a short reason when strerror(err) would mislead
+ * (e.g. "changed while being read"), else NULL. Runs on the scanning
+ * thread. */
 typedef void (*repl_scan_warn_fn)(void *ctx, const char *rel, size_t rel_len,
-				  int err);
+				  int err, const char *why);
 
 /* Test hook: called just before a regular file is opened for reading, with
  * the directory fd and the entry's name. A non-zero return is ignored. */
