@@ -472,6 +472,29 @@ static int store_recover(hyd_store *s)
 	return 0;
 }
 
+/* Create packs/ and catalogs/ and keep an fd on packs/. */
+static int store_subdirs(hyd_store *s)
+{
+	static const char *const sub[] = {"packs", "catalogs"};
+	char p[4096];
+	size_t i;
+	int n;
+
+	for (i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
+		n = snprintf(p, sizeof(p), "%s/%s", s->dir, sub[i]);
+		if (n < 0 || (size_t)n >= sizeof(p))
+			return -ENAMETOOLONG;
+		if (mkdir(p, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		if (i == 0) {
+			s->packs_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (s->packs_fd < 0)
+				return -errno;
+		}
+	}
+	return 0;
+}
+
 static uint64_t roll_bytes_from_env(void)
 {
 	const char *e = getenv("FERRY_PACK_ROLL_BYTES");
@@ -520,36 +543,9 @@ int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
 	if (r < 0)
 		goto out;
 	/* Only now, holding the lock, touch anything else in the dir. */
-	if ((mkdirat(AT_FDCWD, dir, 0700) < 0 && errno != EEXIST))
-		r = -errno;
-	s->packs_fd = -1;
-	{
-		char p[4096];
-		int n = snprintf(p, sizeof(p), "%s/packs", dir);
-
-		if (n < 0 || (size_t)n >= sizeof(p)) {
-			r = -ENAMETOOLONG;
-			goto out;
-		}
-		if (mkdir(p, 0700) < 0 && errno != EEXIST) {
-			r = -errno;
-			goto out;
-		}
-		s->packs_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (s->packs_fd < 0) {
-			r = -errno;
-			goto out;
-		}
-		n = snprintf(p, sizeof(p), "%s/catalogs", dir);
-		if (n < 0 || (size_t)n >= sizeof(p)) {
-			r = -ENAMETOOLONG;
-			goto out;
-		}
-		if (mkdir(p, 0700) < 0 && errno != EEXIST) {
-			r = -errno;
-			goto out;
-		}
-	}
+	r = store_subdirs(s);
+	if (r < 0)
+		goto out;
 	r = store_db_open(s);
 	if (r == 0)
 		r = store_recover(s);
@@ -814,17 +810,18 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 		return -EINVAL;
 	pthread_mutex_lock(&s->mu);
 	r = find_locked(s, id, &loc);
-	if (r == 0)
+	if (r == 0) {
 		r = -ENOENT;
-	else if (r > 0 && loc.raw_len > cap)
+	} else if (r > 0 && loc.raw_len > cap) {
 		r = -ENOBUFS;
-	else if (r > 0)
+	} else if (r > 0) {
 		r = fd_acquire_locked(s, loc.pack, &slot, &fd);
-	/* The index names a pack that is gone: the frame is lost. */
-	if (r == -ENOENT && fd < 0 && loc.pack)
-		r = -EBADMSG;
-	if (r == 0)
-		coder = coder_take_locked(s);
+		/* The index names a pack that is gone: the frame is lost. */
+		if (r == -ENOENT)
+			r = -EBADMSG;
+		else if (r == 0)
+			coder = coder_take_locked(s);
+	}
 	pthread_mutex_unlock(&s->mu);
 	if (r < 0 && r != -EBADMSG)
 		return r;

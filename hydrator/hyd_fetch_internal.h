@@ -1,0 +1,195 @@
+/*
+ * hydrator/hyd_fetch_internal.h — getting missing chunks over HTTP.
+ *
+ * Two parts:
+ *   - the single-flight table (hyd_fetch_flight.c): one hyd_flight per chunk
+ *     id being fetched; every reader of that chunk joins the same flight and
+ *     waits on it, so concurrent reads of one chunk cause one fetch. The
+ *     table also holds the per-priority queues of flights not yet started.
+ *   - the fetcher (hyd_fetch.c): one libuv loop thread owning a curl multi
+ *     handle driven by the socket-action API (the pattern of curl's
+ *     docs/examples/multi-uv.c). FUSE threads never touch curl: they join a
+ *     flight, which queues it and wakes the loop with uv_async_send.
+ *
+ * A flight's life:  QUEUED -> ACTIVE -> [VERIFIED] -> DONE
+ *   QUEUED    in a priority queue, no transfer yet
+ *   ACTIVE    the loop owns it: transfer, backoff, decode/verify
+ *   VERIFIED  raw bytes passed chunk_id_verify; waiters may use fl->raw; the
+ *             store write is still going on, so the flight stays in the
+ *             table and late readers get the bytes without a second fetch
+ *   DONE      result final; out of the table (a later read starts afresh)
+ *
+ * Errors (-errno): -ENOENT the server has no such chunk (404), -ESTALE the
+ * source changed under the chunk (409), -EBADMSG the frame or hash did not
+ * check out twice, -ETIMEDOUT transient failures lasted past the deadline,
+ * -EPROTO an unexpected HTTP answer, -ECANCELED / -ESHUTDOWN the fetcher is
+ * stopping, -ENOMEM, -EIO.
+ */
+#ifndef FERRY_HYD_FETCH_INTERNAL_H
+#define FERRY_HYD_FETCH_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/hyd_store_internal.h"
+
+/* Request classes, most urgent first. The loop always starts the most
+ * urgent queued flight; backfill (a later class) only gets what is left. */
+enum hyd_prio {
+	HYD_PRIO_DEMAND = 0,    /* a read() is blocked on it */
+	HYD_PRIO_READAHEAD = 1, /* likely to be read soon */
+	HYD_PRIO_BACKFILL = 2,  /* hydrate everything, in the background */
+	HYD_PRIO_N = 3,
+};
+
+enum hyd_flight_state {
+	HYD_FLIGHT_QUEUED = 0,
+	HYD_FLIGHT_ACTIVE,
+	HYD_FLIGHT_VERIFIED,
+	HYD_FLIGHT_DONE,
+};
+
+/* One chunk being fetched. Fields are guarded by the table lock, except
+ * raw/raw_len, which are immutable once the state is VERIFIED and stay valid
+ * until the holder's hyd_flights_release. */
+struct hyd_flight {
+	chunk_id id;
+	uint32_t raw_len; /* expected raw length (from the catalog) */
+	enum hyd_prio prio;
+	enum hyd_flight_state state;
+	int result;           /* 0 or -errno, final once DONE */
+	unsigned refs;        /* waiters + the fetch itself */
+	uint64_t deadline_ns; /* CLOCK_MONOTONIC; the latest of all joiners */
+	uint8_t *raw;         /* verified bytes (owned) once VERIFIED */
+	pthread_cond_t cond;  /* broadcast on VERIFIED and DONE */
+	int in_table;
+	struct hyd_flight *hnext;        /* hash chain */
+	struct hyd_flight *qprev, *qnext; /* priority queue while QUEUED */
+};
+
+struct hyd_flights {
+	pthread_mutex_t lock;
+	struct hyd_flight **buckets;
+	size_t nbuckets; /* power of two */
+	size_t count;    /* flights in the table */
+	struct hyd_flight *qhead[HYD_PRIO_N], *qtail[HYD_PRIO_N];
+	size_t queued;
+	int open; /* joins are refused while 0 */
+	/* Called with the lock held whenever a flight is queued, so the loop's
+	 * wake-up can never race with the loop shutting down. */
+	void (*kick)(void *arg);
+	void *kick_arg;
+};
+
+/* ---- single-flight table (hyd_fetch_flight.c); any thread ---- */
+
+/* Initialise an empty, closed table. Returns 0 or -ENOMEM. */
+int hyd_flights_init(struct hyd_flights *t, void (*kick)(void *), void *arg);
+/* Free the table. Every flight must have been finished and released. */
+void hyd_flights_fini(struct hyd_flights *t);
+/* Accept joins from now on. */
+void hyd_flights_open(struct hyd_flights *t);
+
+/* Join the flight for id, creating and queueing it (and kicking the loop)
+ * when there is none. On success *ret holds a reference the caller gives
+ * back with hyd_flights_release. A joiner with a more urgent prio moves a
+ * still-queued flight up; a later deadline extends it.
+ * Returns 1 when created, 0 when joined, -ESHUTDOWN when closed, -ENOMEM. */
+int hyd_flights_join(struct hyd_flights *t, const chunk_id *id,
+		     uint32_t raw_len, enum hyd_prio prio, uint64_t deadline_ns,
+		     struct hyd_flight **ret);
+
+/* Loop side: pop the most urgent queued flight (now ACTIVE) or NULL. The
+ * table's own reference passes to the caller, who must end the flight with
+ * hyd_flights_finish. */
+struct hyd_flight *hyd_flights_next(struct hyd_flights *t);
+
+/* Current deadline of an ACTIVE flight (joiners may extend it). */
+uint64_t hyd_flights_deadline(struct hyd_flights *t, struct hyd_flight *fl);
+
+/* Publish verified bytes (raw: raw_len bytes, malloc()ed, ownership passes
+ * to the flight) and wake the waiters. Only bytes that passed
+ * chunk_id_verify may be published. */
+void hyd_flights_verified(struct hyd_flights *t, struct hyd_flight *fl,
+			  uint8_t *raw);
+
+/* End a flight: out of the table, state DONE with result (ignored when
+ * already VERIFIED: those bytes stand), waiters woken, the fetch reference
+ * dropped. */
+void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,
+			int result);
+
+/* Wait until fl is VERIFIED or DONE, or until deadline_ns (monotonic).
+ * Returns 0 (fl->raw holds fl->raw_len verified bytes), the flight's
+ * -errno, or -ETIMEDOUT. */
+int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
+		     uint64_t deadline_ns);
+
+/* Drop a reference; the last one frees the flight. NULL is a no-op. */
+void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl);
+
+/* Refuse new joins and end every QUEUED flight with err; returns how many.
+ * ACTIVE flights are the loop's to end. */
+size_t hyd_flights_close(struct hyd_flights *t, int err);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t hyd_now_ns(void);
+
+/* ---- fetcher (hyd_fetch.c) ---- */
+
+typedef struct hyd_fetch hyd_fetch;
+
+struct hyd_fetch_config {
+	const char *base_url;  /* "http://host:port/v1/NAME" (copied) */
+	hyd_store *store;      /* borrowed until hyd_fetch_free; NULL: do not
+				* store (tests) */
+	uint32_t max_raw;      /* the catalog's max chunk size */
+	unsigned connections;  /* parallel transfers, >= 1 */
+	long connect_timeout_ms;
+	int verbose;           /* log every retry */
+};
+
+/* Counters; read with hyd_fetch_stats (relaxed atomics: a snapshot). */
+struct hyd_fetch_stats {
+	uint64_t requests;   /* HTTP requests started */
+	uint64_t chunks;     /* chunks fetched and verified */
+	uint64_t wire_bytes; /* response body bytes of 200 answers */
+	uint64_t failures;   /* flights that ended in an error */
+	uint64_t mismatches; /* frames that failed decode or hash check */
+	uint64_t retries;    /* transient failures retried */
+	uint64_t store_errors; /* verified chunks hyd_store_put refused */
+};
+
+/* Allocate a fetcher; no thread, no loop yet (safe before fork()). The
+ * caller must have called curl_global_init. Returns 0, -EINVAL, -ENOMEM. */
+int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret);
+
+/* Create the loop, the multi handle and the loop thread (signals blocked in
+ * it, so SIGTERM reaches the FUSE main thread). Returns 0 or -errno. */
+int hyd_fetch_start(hyd_fetch *f);
+
+/* Stop the loop: queued and active flights end with -ECANCELED, all
+ * handles are closed, the thread is joined. Idempotent. */
+void hyd_fetch_stop(hyd_fetch *f);
+
+/* Stop (if needed) and free. NULL is a no-op. */
+void hyd_fetch_free(hyd_fetch *f);
+
+/* Ask for a chunk; see hyd_flights_join. Any thread but the loop thread.
+ * Returns 1 / 0 with *ret set, or -errno (-ESHUTDOWN when not running). */
+int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+		     enum hyd_prio prio, uint64_t deadline_ns,
+		     struct hyd_flight **ret);
+
+/* Wait for a submitted flight; see hyd_flights_wait. Blocks: never call
+ * from the loop thread. */
+int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
+
+/* Give back the reference from hyd_fetch_submit. NULL is a no-op. */
+void hyd_fetch_release(hyd_fetch *f, struct hyd_flight *fl);
+
+void hyd_fetch_stats(hyd_fetch *f, struct hyd_fetch_stats *ret);
+
+#endif

@@ -1,0 +1,32 @@
+/*
+ * replicator/repl_publish_internal.h — durable-file helpers shared by the
+ * scanner, the source index and the publisher (implemented in
+ * repl_publish.c). Any thread; all blocking.
+ */
+#ifndef FERRY_REPL_PUBLISH_INTERNAL_H
+#define FERRY_REPL_PUBLISH_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* fsync the directory that holds path. Returns 0 or -errno. */
+int repl__fsync_parent(const char *path);
+
+/* mkdir -p with mode 0755. Returns 0 or -errno. */
+int repl__mkdir_p(const char *path);
+
+/* malloc'd "a/b" (fmt-style): NULL on allocation failure or overflow.
+ * The caller frees. */
+char *repl__path_fmt(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+/* Paths of one generation inside a namespace state dir; each malloc'd. */
+char *repl__catalog_path(const char *state_dir, uint64_t gen);
+char *repl__catalog_zst_path(const char *state_dir, uint64_t gen);
+char *repl__srcindex_path(const char *state_dir, uint64_t gen);
+
+/* Read the hex SHA-256 kept next to a compressed catalog (zst_path +
+ * ".sha256") into ret_hex. Returns 0, -EBADMSG, -errno. */
+int repl__catalog_sha_read(const char *zst_path, char ret_hex[65]);
+
+#endif

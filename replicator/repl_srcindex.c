@@ -1,0 +1,338 @@
+/*
+ * replicator/repl_srcindex.c — the source index (chunk id -> file bytes).
+ *
+ * Written once by the scanner in one transaction with journaling off: the
+ * file is private until renamed into place, so a crash leaves only a stale
+ * ".tmp" that the next build replaces. Read by chunk workers through
+ * read-only connections (one per worker context, never shared between
+ * threads at the same time).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "replicator/repl_publish_internal.h"
+#include "replicator/repl_srcindex_internal.h"
+
+struct repl_srcindex_writer {
+	sqlite3 *db;
+	sqlite3_stmt *st_file, *st_chunk;
+	char *path, *tmp;
+};
+
+struct repl_srcindex {
+	sqlite3 *db;
+	sqlite3_stmt *st_lookup;
+	char *path_buf;
+	size_t path_cap;
+};
+
+/* The one place SQLite codes become errno values; logs the native code. */
+static int sql_err(sqlite3 *db, int rc, const char *what)
+{
+	if (rc == SQLITE_NOMEM)
+		return -ENOMEM;
+	fprintf(stderr, "ferry-replicator: srcindex: %s: sqlite=%d %s\n", what,
+		rc, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+	if (rc == SQLITE_CANTOPEN)
+		return -ENOENT;
+	if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
+		return -EBADMSG;
+	return -EIO;
+}
+
+static const char SCHEMA[] =
+	"PRAGMA journal_mode=OFF;"
+	"PRAGMA synchronous=OFF;"
+	"PRAGMA user_version=1;"
+	"CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
+	"CREATE TABLE file(ino INTEGER PRIMARY KEY, path BLOB NOT NULL);"
+	"CREATE TABLE chunk(id BLOB PRIMARY KEY, ino INTEGER NOT NULL,"
+	" off INTEGER NOT NULL, len INTEGER NOT NULL) WITHOUT ROWID;"
+	"BEGIN;";
+
+int repl_srcindex_create(const char *path, uint64_t generation,
+			 repl_srcindex_writer **ret_w)
+{
+	repl_srcindex_writer *w;
+	sqlite3_stmt *st = NULL;
+	size_t n = strlen(path) + 5;
+	int rc, r;
+
+	*ret_w = NULL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->path = strdup(path);
+	w->tmp = malloc(n);
+	if (!w->path || !w->tmp) {
+		r = -ENOMEM;
+		goto out;
+	}
+	snprintf(w->tmp, n, "%s.tmp", path);
+	if (unlink(w->tmp) < 0 && errno != ENOENT) {
+		r = -errno;
+		goto out;
+	}
+	rc = sqlite3_open_v2(w->tmp, &w->db,
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+				     SQLITE_OPEN_NOMUTEX,
+			     NULL);
+	if (rc != SQLITE_OK) {
+		r = sql_err(w->db, rc, "create");
+		goto out;
+	}
+	rc = sqlite3_exec(w->db, SCHEMA, NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		r = sql_err(w->db, rc, "schema");
+		goto out;
+	}
+	rc = sqlite3_prepare_v2(w->db,
+				"INSERT INTO meta(key, value) VALUES"
+				" ('format', ?1), ('generation', ?2)",
+				-1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, REPL_SRCINDEX_FORMAT, -1,
+				  SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, (sqlite3_int64)generation);
+		rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(
+			w->db, "INSERT INTO file(ino, path) VALUES (?1, ?2)",
+			-1, &w->st_file, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(
+			w->db,
+			"INSERT OR IGNORE INTO chunk(id, ino, off, len)"
+			" VALUES (?1, ?2, ?3, ?4)",
+			-1, &w->st_chunk, NULL);
+	if (rc != SQLITE_OK) {
+		r = sql_err(w->db, rc, "prepare");
+		goto out;
+	}
+	*ret_w = w;
+	return 0;
+out:
+	repl_srcindex_abort(w);
+	return r;
+}
+
+int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
+			   const void *path, size_t path_len)
+{
+	int rc;
+
+	sqlite3_reset(w->st_file);
+	sqlite3_bind_int64(w->st_file, 1, (sqlite3_int64)ino);
+	/* zero-length blobs bind as NULL when the pointer is NULL */
+	sqlite3_bind_blob64(w->st_file, 2, path_len ? path : "", path_len,
+			    SQLITE_STATIC);
+	rc = sqlite3_step(w->st_file);
+	if (rc != SQLITE_DONE)
+		return sql_err(w->db, rc, "add file");
+	return 0;
+}
+
+int repl_srcindex_add_chunk(repl_srcindex_writer *w, const chunk_id *id,
+			    uint64_t ino, uint64_t off, uint32_t len)
+{
+	int rc;
+
+	sqlite3_reset(w->st_chunk);
+	sqlite3_bind_blob(w->st_chunk, 1, id->b, CHUNK_ID_LEN, SQLITE_STATIC);
+	sqlite3_bind_int64(w->st_chunk, 2, (sqlite3_int64)ino);
+	sqlite3_bind_int64(w->st_chunk, 3, (sqlite3_int64)off);
+	sqlite3_bind_int64(w->st_chunk, 4, len);
+	rc = sqlite3_step(w->st_chunk);
+	if (rc != SQLITE_DONE)
+		return sql_err(w->db, rc, "add chunk");
+	return sqlite3_changes(w->db) > 0 ? 1 : 0;
+}
+
+static void writer_free(repl_srcindex_writer *w)
+{
+	sqlite3_finalize(w->st_file);
+	sqlite3_finalize(w->st_chunk);
+	sqlite3_close(w->db);
+	free(w->path);
+	free(w->tmp);
+	free(w);
+}
+
+int repl_srcindex_commit(repl_srcindex_writer *w)
+{
+	int rc, r = 0, fd;
+
+	rc = sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		r = sql_err(w->db, rc, "commit");
+		goto out;
+	}
+	sqlite3_finalize(w->st_file);
+	sqlite3_finalize(w->st_chunk);
+	w->st_file = w->st_chunk = NULL;
+	rc = sqlite3_close(w->db);
+	w->db = NULL;
+	if (rc != SQLITE_OK) {
+		r = sql_err(NULL, rc, "close");
+		goto out;
+	}
+	/* synchronous=OFF above: make the bytes durable before the rename
+	 * publishes them. */
+	fd = open(w->tmp, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0) {
+		r = -errno;
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	close(fd);
+	if (rename(w->tmp, w->path) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = repl__fsync_parent(w->path);
+out:
+	if (r < 0)
+		unlink(w->tmp);
+	writer_free(w);
+	return r;
+}
+
+void repl_srcindex_abort(repl_srcindex_writer *w)
+{
+	if (!w)
+		return;
+	sqlite3_finalize(w->st_file);
+	sqlite3_finalize(w->st_chunk);
+	w->st_file = w->st_chunk = NULL;
+	sqlite3_close(w->db);
+	w->db = NULL;
+	if (w->tmp)
+		unlink(w->tmp);
+	writer_free(w);
+}
+
+int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
+{
+	repl_srcindex *r;
+	sqlite3_stmt *st = NULL;
+	int rc, e;
+
+	*ret_r = NULL;
+	if (access(path, F_OK) < 0)
+		return -errno;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	rc = sqlite3_open_v2(path, &r->db,
+			     SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		e = sql_err(r->db, rc, "open");
+		goto out;
+	}
+	rc = sqlite3_prepare_v2(r->db,
+				"SELECT value FROM meta WHERE key = 'format'",
+				-1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		e = sql_err(r->db, rc, "check format");
+		goto out;
+	}
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW || sqlite3_column_type(st, 0) != SQLITE_TEXT ||
+	    strcmp((const char *)sqlite3_column_text(st, 0),
+		   REPL_SRCINDEX_FORMAT) != 0) {
+		e = -EBADMSG;
+		goto out;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	rc = sqlite3_prepare_v2(r->db,
+				"SELECT c.ino, c.off, c.len, f.path"
+				" FROM chunk c JOIN file f ON f.ino = c.ino"
+				" WHERE c.id = ?1",
+				-1, &r->st_lookup, NULL);
+	if (rc != SQLITE_OK) {
+		e = sql_err(r->db, rc, "prepare lookup");
+		goto out;
+	}
+	*ret_r = r;
+	return 0;
+out:
+	sqlite3_finalize(st);
+	repl_srcindex_close(r);
+	return e;
+}
+
+int repl_srcindex_lookup(repl_srcindex *r, const chunk_id *id,
+			 struct repl_src_loc *ret)
+{
+	const void *p;
+	sqlite3_int64 ino, off, len;
+	int rc, e = 0, n;
+
+	sqlite3_reset(r->st_lookup);
+	sqlite3_bind_blob(r->st_lookup, 1, id->b, CHUNK_ID_LEN,
+			  SQLITE_STATIC);
+	rc = sqlite3_step(r->st_lookup);
+	if (rc == SQLITE_DONE) {
+		e = -ENOENT;
+		goto out;
+	}
+	if (rc != SQLITE_ROW) {
+		e = sql_err(r->db, rc, "lookup");
+		goto out;
+	}
+	ino = sqlite3_column_int64(r->st_lookup, 0);
+	off = sqlite3_column_int64(r->st_lookup, 1);
+	len = sqlite3_column_int64(r->st_lookup, 2);
+	p = sqlite3_column_blob(r->st_lookup, 3);
+	n = sqlite3_column_bytes(r->st_lookup, 3);
+	/* Our own file, but still bounded: the sizes below size buffers. */
+	if (ino < 1 || off < 0 || len < 1 || len > (sqlite3_int64)CHUNK_MAX_LIMIT ||
+	    n < 1 || n > 1 << 20 || !p) {
+		e = -EBADMSG;
+		goto out;
+	}
+	if ((size_t)n + 1 > r->path_cap) {
+		char *np = realloc(r->path_buf, (size_t)n + 1);
+
+		if (!np) {
+			e = -ENOMEM;
+			goto out;
+		}
+		r->path_buf = np;
+		r->path_cap = (size_t)n + 1;
+	}
+	memcpy(r->path_buf, p, (size_t)n);
+	r->path_buf[n] = '\0';
+	if (memchr(r->path_buf, '\0', (size_t)n)) {
+		e = -EBADMSG;
+		goto out;
+	}
+	ret->ino = (uint64_t)ino;
+	ret->off = (uint64_t)off;
+	ret->len = (uint32_t)len;
+	ret->path = r->path_buf;
+	ret->path_len = (size_t)n;
+out:
+	sqlite3_reset(r->st_lookup);
+	return e;
+}
+
+void repl_srcindex_close(repl_srcindex *r)
+{
+	if (!r)
+		return;
+	sqlite3_finalize(r->st_lookup);
+	sqlite3_close(r->db);
+	free(r->path_buf);
+	free(r);
+}
