@@ -263,7 +263,9 @@ static int decode_zstd(frame_coder *coder, const void *src, size_t src_len,
 	int r;
 
 	/* A zstd frame that declares its size must declare raw_len; checking
-	 * first rejects a lie before any decompression work. */
+	 * first rejects a lie before any decompression work. frame_encode
+	 * writes one zstd frame per payload, so a payload that starts with a
+	 * shorter frame (several concatenated) is refused here too. */
 	content = ZSTD_getFrameContentSize(src, src_len);
 	if (content == ZSTD_CONTENTSIZE_ERROR)
 		return -EBADMSG;

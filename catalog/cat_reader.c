@@ -675,20 +675,21 @@ static int read_meta(cat_reader *r)
 			if (col_int(st, 1, INT64_MIN, INT64_MAX, &m->created_ns))
 				goto out;
 			seen |= F_CREATED;
-		} else if (!strcmp(key, "chunk_min") || !strcmp(key, "chunk_avg") ||
-			   !strcmp(key, "chunk_max")) {
+		} else if (!strcmp(key, "chunk_min")) {
 			if (meta_u64(st, 0, UINT32_MAX, &u))
 				goto out;
-			if (key[6] == 'i') {
-				m->params.min = (uint32_t)u;
-				seen |= F_MIN;
-			} else if (key[6] == 'v') {
-				m->params.avg = (uint32_t)u;
-				seen |= F_AVG;
-			} else {
-				m->params.max = (uint32_t)u;
-				seen |= F_MAX;
-			}
+			m->params.min = (uint32_t)u;
+			seen |= F_MIN;
+		} else if (!strcmp(key, "chunk_avg")) {
+			if (meta_u64(st, 0, UINT32_MAX, &u))
+				goto out;
+			m->params.avg = (uint32_t)u;
+			seen |= F_AVG;
+		} else if (!strcmp(key, "chunk_max")) {
+			if (meta_u64(st, 0, UINT32_MAX, &u))
+				goto out;
+			m->params.max = (uint32_t)u;
+			seen |= F_MAX;
 		} else if (!strcmp(key, "inodes")) {
 			if (meta_u64(st, 0, INT64_MAX, &m->inodes))
 				goto out;

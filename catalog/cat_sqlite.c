@@ -86,7 +86,7 @@ static int uri_plain(unsigned char c)
 int cat__sqlite_uri(const char *path, const char *query, char **ret_uri)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	size_t plen, qlen, cap, n = 0;
+	size_t plen, qlen, cap, n;
 	char *uri;
 
 	*ret_uri = NULL;
@@ -101,8 +101,7 @@ int cat__sqlite_uri(const char *path, const char *query, char **ret_uri)
 		return -ENOMEM;
 	/* An absolute path goes after an empty authority ("file:///x") so a
 	 * path starting with "//" is never read as a host name. */
-	memcpy(uri, path[0] == '/' ? "file://" : "file:", path[0] == '/' ? 7 : 5);
-	n = path[0] == '/' ? 7 : 5;
+	n = (size_t)snprintf(uri, cap, "%s", path[0] == '/' ? "file://" : "file:");
 	for (size_t i = 0; i < plen; i++) {
 		unsigned char c = (unsigned char)path[i];
 

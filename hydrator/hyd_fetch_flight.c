@@ -200,6 +200,16 @@ out:
 	return r;
 }
 
+int hyd_flights_is_open(struct hyd_flights *t)
+{
+	int o;
+
+	pthread_mutex_lock(&t->lock);
+	o = t->open;
+	pthread_mutex_unlock(&t->lock);
+	return o;
+}
+
 struct hyd_flight *hyd_flights_next(struct hyd_flights *t)
 {
 	struct hyd_flight *fl = NULL;
@@ -315,6 +325,10 @@ size_t hyd_flights_close(struct hyd_flights *t, int err)
 	int p, do_free;
 
 	pthread_mutex_lock(&t->lock);
+	/* Kicking under the lock, once, tells the loop to shut down: no join
+	 * can kick after this. */
+	if(t->open && t->kick)
+		t->kick(t->kick_arg);
 	t->open = 0;
 	for(p = 0; p < HYD_PRIO_N; p++) {
 		while((fl = t->qhead[p])) {

@@ -91,6 +91,8 @@ int hyd_flights_init(struct hyd_flights *t, void (*kick)(void *), void *arg);
 void hyd_flights_fini(struct hyd_flights *t);
 /* Accept joins from now on. */
 void hyd_flights_open(struct hyd_flights *t);
+/* 1 while joins are accepted (between open and close). */
+int hyd_flights_is_open(struct hyd_flights *t);
 
 /* Join the flight for id, creating and queueing it (and kicking the loop)
  * when there is none. On success *ret holds a reference the caller gives
@@ -131,7 +133,8 @@ int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
 void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl);
 
 /* Refuse new joins and end every QUEUED flight with err; returns how many.
- * ACTIVE flights are the loop's to end. */
+ * ACTIVE flights are the loop's to end. When the table was open, kick is
+ * called once more, under the lock, so the loop learns of the close. */
 size_t hyd_flights_close(struct hyd_flights *t, int err);
 
 /* CLOCK_MONOTONIC in nanoseconds. */

@@ -1,0 +1,284 @@
+/*
+ * replicator/repl_chunk.c — serving one chunk, on a worker thread: source
+ * index lookup, open beneath DIR without following any symlink, pread of
+ * exactly the recorded bytes, hash check, frame encoding.
+ *
+ * Nothing here runs on the loop thread, except repl_chunk_pool_free at
+ * shutdown. The bytes are never handed out unless their SHA-256 matches the
+ * id: a file changed since the scan is -EBADMSG (the route answers 409).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "replicator/repl_server_internal.h"
+
+static void worker_free(struct repl_worker *w)
+{
+	if (!w)
+		return;
+	repl_srcindex_close(w->idx);
+	frame_coder_free(w->coder);
+	free(w->raw);
+	free(w);
+}
+
+/* Take a context from the pool, or make one: the pool grows to the number
+ * of threads that ever worked on this namespace at once. */
+static int worker_get(struct repl_ns *ns, struct repl_worker **ret)
+{
+	struct repl_worker *w;
+	int r;
+
+	uv_mutex_lock(&ns->pool_lock);
+	w = ns->pool;
+	if (w)
+		ns->pool = w->next;
+	uv_mutex_unlock(&ns->pool_lock);
+	if (w) {
+		*ret = w;
+		return 0;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->coder = frame_coder_new();
+	if (!w->coder) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = repl_srcindex_open(ns->srcindex_path, &w->idx);
+	if (r < 0)
+		goto fail;
+	*ret = w;
+	return 0;
+fail:
+	worker_free(w);
+	return r;
+}
+
+static void worker_put(struct repl_ns *ns, struct repl_worker *w)
+{
+	uv_mutex_lock(&ns->pool_lock);
+	w->next = ns->pool;
+	ns->pool = w;
+	uv_mutex_unlock(&ns->pool_lock);
+}
+
+void repl_chunk_pool_free(struct repl_ns *ns)
+{
+	struct repl_worker *w = ns->pool, *n;
+
+	for (; w; w = n) {
+		n = w->next;
+		worker_free(w);
+	}
+	ns->pool = NULL;
+}
+
+void repl_chunk_res_fini(struct repl_chunk_res *res)
+{
+	free(res->frame);
+	free(res->path);
+	memset(res, 0, sizeof(*res));
+}
+
+/* Fallback when openat2 is missing: one O_NOFOLLOW component at a time.
+ * Our own index never holds "", "." or "..", but the walk refuses them. */
+static int open_walk(int dirfd, const char *path)
+{
+	const char *p = path;
+	int cur = dirfd, fd = -1;
+
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		char comp[CAT_NAME_MAX + 1];
+
+		if (cat_name_check(p, len) < 0) {
+			errno = EINVAL;
+			fd = -1;
+			break;
+		}
+		memcpy(comp, p, len);
+		comp[len] = '\0';
+		if (!slash) {
+			fd = openat(cur, comp,
+				    O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+					    O_NONBLOCK | O_NOCTTY);
+			break;
+		}
+		fd = openat(cur, comp,
+			    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (cur != dirfd) {
+			int e = errno;
+
+			close(cur);
+			errno = e;
+		}
+		if (fd < 0)
+			return -1;
+		cur = fd;
+		fd = -1;
+		p = slash + 1;
+	}
+	if (cur != dirfd) {
+		int e = errno;
+
+		close(cur);
+		errno = e;
+	}
+	return fd;
+}
+
+static int open_beneath(int dirfd, const char *path)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
+			 O_NOCTTY,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+			   RESOLVE_NO_MAGICLINKS,
+	};
+	long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+
+	/* ENAMETOOLONG: openat2 takes at most PATH_MAX; the walk does not. */
+	if (fd < 0 && (errno == ENOSYS || errno == E2BIG ||
+		       errno == ENAMETOOLONG))
+		return open_walk(dirfd, path);
+	return (int)fd;
+}
+
+/* An open or read failure that means "the source is not what we scanned". */
+static int changed_errno(int e)
+{
+	return e == ENOENT || e == ENOTDIR || e == ELOOP || e == EXDEV ||
+	       e == EINVAL || e == ENXIO;
+}
+
+static int read_exact(struct repl_worker *w, int dirfd,
+		      const struct repl_src_loc *loc)
+{
+	struct stat st;
+	size_t got = 0;
+	int fd, r = 0;
+
+	if (loc->len > w->raw_cap) {
+		uint8_t *n = realloc(w->raw, loc->len);
+
+		if (!n)
+			return -ENOMEM;
+		w->raw = n;
+		w->raw_cap = loc->len;
+	}
+	fd = open_beneath(dirfd, loc->path);
+	if (fd < 0)
+		return changed_errno(errno) ? -EBADMSG : -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		r = -EBADMSG;
+		goto out;
+	}
+	while (got < loc->len) {
+		ssize_t n = pread(fd, w->raw + got, loc->len - got,
+				  (off_t)(loc->off + got));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (n == 0) {
+			r = -EBADMSG; /* short: the file shrank */
+			goto out;
+		}
+		got += (size_t)n;
+	}
+out:
+	close(fd);
+	return r;
+}
+
+void repl_chunk_load(struct repl_ns *ns, enum frame_policy policy,
+		     const chunk_id *id, struct repl_chunk_res *res)
+{
+	struct repl_worker *w = NULL;
+	struct repl_src_loc loc;
+	size_t cap;
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	r = worker_get(ns, &w);
+	if (r < 0)
+		goto out;
+	r = repl_srcindex_lookup(w->idx, id, &loc);
+	if (r < 0)
+		goto out;
+	res->path = strndup(loc.path, loc.path_len);
+	if (!res->path) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = read_exact(w, ns->dirfd, &loc);
+	if (r < 0)
+		goto out;
+	r = chunk_id_verify(id, w->raw, loc.len);
+	if (r < 0)
+		goto out;
+	cap = frame_bound(loc.len);
+	res->frame = malloc(cap);
+	if (!res->frame) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = frame_encode(w->coder, policy, 0, w->raw, loc.len, res->frame,
+			 cap, &res->frame_len);
+	if (r < 0) {
+		/* a frame error is ours, not the source's: never 409 */
+		r = r == -EBADMSG ? -EIO : r;
+		goto out;
+	}
+	res->raw_len = loc.len;
+out:
+	if (w)
+		worker_put(ns, w);
+	if (r < 0) {
+		free(res->frame);
+		res->frame = NULL;
+		res->frame_len = 0;
+	}
+	res->err = r;
+}
+
+int repl_chunk_check(struct repl_ns *ns, const chunk_id *ids, size_t n,
+		     size_t *ret_bad)
+{
+	struct repl_worker *w = NULL;
+	struct repl_src_loc loc;
+	size_t i;
+	int r;
+
+	r = worker_get(ns, &w);
+	if (r < 0)
+		return r;
+	for (i = 0; i < n; i++) {
+		r = repl_srcindex_lookup(w->idx, &ids[i], &loc);
+		if (r == -ENOENT) {
+			*ret_bad = i;
+			r = 1;
+			break;
+		}
+		if (r < 0)
+			break;
+	}
+	worker_put(ns, w);
+	return r;
+}

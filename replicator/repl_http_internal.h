@@ -1,0 +1,119 @@
+/*
+ * replicator/repl_http_internal.h — HTTP/1.1 connections on libuv, parsed
+ * with http_parser (repl_http.c), and the routes behind them
+ * (repl_routes.c).
+ *
+ * Model: each connection parses requests into a queue (pipelining) and
+ * answers them strictly in order: only the request at the head of the queue
+ * is dispatched to a route, and the next one starts when the route calls
+ * repl_http_done. At most REPL_PIPELINE_MAX requests wait per connection;
+ * beyond that the parser is paused and reading stops, so a client cannot
+ * make us buffer without bound.
+ *
+ * Lifetimes: a request is reference counted (its place in the queue, each
+ * worker job and each write it has in flight). When its connection goes
+ * away, `dead` is set and the route's callbacks only drop what they hold.
+ * Everything here runs on the loop thread.
+ */
+#ifndef FERRY_REPL_HTTP_INTERNAL_H
+#define FERRY_REPL_HTTP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <http_parser.h>
+#include <uv.h>
+
+#include "catalog/catalog.h"
+
+#define REPL_URL_MAX 4096u
+#define REPL_HEADERS_MAX 16384u
+#define REPL_BATCH_MAX 1024u
+#define REPL_BODY_MAX (CHUNK_ID_LEN * REPL_BATCH_MAX)
+#define REPL_PIPELINE_MAX 16u
+#define REPL_CONN_MAX 1024u
+
+struct repl_server;
+struct repl_conn;
+struct repl_req;
+
+/* Called when a write of the request finishes (status < 0: failed or
+ * cancelled because the connection closed). req may be dead. */
+typedef void (*repl_write_cb)(struct repl_req *req, void *arg, int status);
+
+struct repl_req {
+	struct repl_req *next; /* connection queue */
+	struct repl_conn *conn;
+	struct repl_server *srv;
+	enum http_method method;
+	int head_only;	/* HEAD: headers as for GET, no body */
+	int keep_alive; /* decided at message end; 0 closes after the reply */
+	int http_minor;
+	int chunked;	/* streamed body uses chunked transfer-encoding */
+	int started;	/* dispatched */
+	int done;	/* response fully queued */
+	int dead;	/* connection gone */
+	int refs;
+	int fail_status;     /* parse-level error to answer (400/413/...) */
+	const char *fail_detail;
+	char url[REPL_URL_MAX + 1];
+	size_t url_len;
+	uint8_t *body;
+	size_t body_len;
+	int status; /* answered status, for the -v log */
+	/* route state, freed by on_free when the request goes */
+	void *route;
+	void (*on_free)(struct repl_req *req);
+};
+
+/* Accept connections on srv->listener (uv_listen callback). */
+void repl_http_on_connection(uv_stream_t *server, int status);
+
+/* Close every connection (shutdown). */
+void repl_http_close_all(struct repl_server *srv);
+
+void repl_req_ref(struct repl_req *req);
+void repl_req_unref(struct repl_req *req);
+
+/* Queue pre (copied), data (borrowed until cb) and post (copied) as one
+ * write. Returns 0, or -ECANCELED when the connection is closing (cb is
+ * then not called; the caller still owns data). */
+int repl_http_send(struct repl_req *req, const void *pre, size_t pre_len,
+		   const void *data, size_t data_len, const void *post,
+		   size_t post_len, repl_write_cb cb, void *arg);
+
+/* Format a response head into buf. content_length < 0 means a streamed
+ * body (chunked for HTTP/1.1, else close-delimited: sets req->chunked or
+ * clears keep_alive). extra is "" or complete "Name: value\r\n" lines.
+ * Returns the length, or -ENOBUFS. */
+int repl_http_head(struct repl_req *req, int status, const char *ctype,
+		   int64_t content_length, const char *extra, char *buf,
+		   size_t cap);
+
+/* Whole small response (head + body copied) and done. */
+void repl_http_respond(struct repl_req *req, int status, const char *ctype,
+		       const char *extra, const void *body, size_t len);
+
+/* One-line JSON error {"error":code,"detail":...} and done. detail is
+ * printf-style; bytes that are not printable ASCII are escaped. */
+void repl_http_error(struct repl_req *req, int status, const char *code,
+		     const char *extra, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* The response is completely queued: start the next request. */
+void repl_http_done(struct repl_req *req);
+
+/* Give up on the connection now (mid-stream failure: the client sees a
+ * truncated body). */
+void repl_http_abort(struct repl_req *req);
+
+/* Escape bytes for a JSON string (no quotes added); always NUL-terminates.
+ * Truncates with "..." to fit. */
+void repl_json_escape(char *dst, size_t cap, const void *src, size_t len);
+
+/* -- routes (repl_routes.c) -- */
+
+/* Answer the request at the head of its connection's queue. */
+void repl_routes_dispatch(struct repl_req *req);
+
+#endif

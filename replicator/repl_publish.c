@@ -1,0 +1,491 @@
+/*
+ * replicator/repl_publish.c — one generation of a namespace's state:
+ * scan into GEN.db, compress it into GEN.db.zst with its SHA-256, and move
+ * HEAD to it. Also the durable-write helpers the rest of replicator/ uses.
+ *
+ * Crash safety: every file appears by rename of a fsynced temp file, and
+ * HEAD is renamed last, so a reader following HEAD only ever finds complete
+ * generations. Older generations are never touched: hydrators may still
+ * be fetching them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <zstd.h>
+
+#include "replicator/replicator.h"
+#include "replicator/repl_publish_internal.h"
+
+#define ZST_LEVEL 3
+
+char *repl__path_fmt(const char *fmt, ...)
+{
+	va_list ap;
+	char *p;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return NULL;
+	p = malloc((size_t)n + 1);
+	if (!p)
+		return NULL;
+	va_start(ap, fmt);
+	vsnprintf(p, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return p;
+}
+
+char *repl__catalog_path(const char *state_dir, uint64_t gen)
+{
+	return repl__path_fmt("%s/catalog/%" PRIu64 ".db", state_dir, gen);
+}
+
+char *repl__catalog_zst_path(const char *state_dir, uint64_t gen)
+{
+	return repl__path_fmt("%s/catalog/%" PRIu64 ".db.zst", state_dir, gen);
+}
+
+char *repl__srcindex_path(const char *state_dir, uint64_t gen)
+{
+	return repl__path_fmt("%s/source/%" PRIu64 ".db", state_dir, gen);
+}
+
+int repl__fsync_parent(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int fd, r = 0;
+
+	if (!slash)
+		dir = strdup(".");
+	else if (slash == path)
+		dir = strdup("/");
+	else
+		dir = strndup(path, (size_t)(slash - path));
+	if (!dir)
+		return -ENOMEM;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		r = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	return r;
+}
+
+int repl__mkdir_p(const char *path)
+{
+	char *p = strdup(path);
+	size_t i, n;
+	int r = 0;
+
+	if (!p)
+		return -ENOMEM;
+	n = strlen(p);
+	/* Create each prefix in turn; EEXIST is fine as long as the final
+	 * thing is a directory (checked below). */
+	for (i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		p[i] = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+			r = -errno;
+			goto out;
+		}
+		p[i] = i < n ? '/' : '\0';
+	}
+	{
+		struct stat st;
+
+		if (stat(path, &st) < 0)
+			r = -errno;
+		else if (!S_ISDIR(st.st_mode))
+			r = -ENOTDIR;
+	}
+out:
+	free(p);
+	return r;
+}
+
+/* Write data to path durably: "path.tmp" (O_EXCL after removing a stale
+ * one), write, fsync, rename, fsync the directory. */
+static int write_file_atomic(const char *path, const void *data, size_t len)
+{
+	char *tmp = repl__path_fmt("%s.tmp", path);
+	const char *p = data;
+	int fd = -1, r = 0;
+
+	if (!tmp)
+		return -ENOMEM;
+	if (unlink(tmp) < 0 && errno != ENOENT) {
+		r = -errno;
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO;
+			goto out;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	if (fsync(fd) < 0 || close(fd) < 0) {
+		fd = -1;
+		r = -errno;
+		goto out;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = repl__fsync_parent(path);
+out:
+	if (fd >= 0)
+		close(fd);
+	if (r < 0)
+		unlink(tmp);
+	free(tmp);
+	return r;
+}
+
+/* Read a small text file (< cap bytes) into buf, NUL-terminated. */
+static int read_small(const char *path, char *buf, size_t cap, size_t *ret_len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t have = 0;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, cap - 1 - have);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		have += (size_t)n;
+		if (have == cap - 1) {
+			r = -EBADMSG; /* longer than anything we write */
+			goto out;
+		}
+	}
+	buf[have] = '\0';
+	*ret_len = have;
+out:
+	close(fd);
+	return r;
+}
+
+int repl_head_read(const char *state_dir, uint64_t *ret_gen)
+{
+	char *path = repl__path_fmt("%s/HEAD", state_dir);
+	char buf[32], *end;
+	unsigned long long v;
+	size_t len;
+	int r;
+
+	*ret_gen = 0;
+	if (!path)
+		return -ENOMEM;
+	r = read_small(path, buf, sizeof(buf), &len);
+	free(path);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	if (len < 2 || buf[len - 1] != '\n' || buf[0] < '1' || buf[0] > '9')
+		return -EBADMSG;
+	buf[len - 1] = '\0';
+	errno = 0;
+	v = strtoull(buf, &end, 10);
+	if (errno || *end != '\0' || v == 0 || v == UINT64_MAX)
+		return -EBADMSG;
+	*ret_gen = v;
+	return 0;
+}
+
+int repl_head_write(const char *state_dir, uint64_t gen)
+{
+	char *path = repl__path_fmt("%s/HEAD", state_dir);
+	char buf[32];
+	int n, r;
+
+	if (!path)
+		return -ENOMEM;
+	n = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", gen);
+	r = write_file_atomic(path, buf, (size_t)n);
+	free(path);
+	return r;
+}
+
+int repl__catalog_sha_read(const char *zst_path, char ret_hex[65])
+{
+	char *path = repl__path_fmt("%s.sha256", zst_path);
+	char buf[80];
+	size_t len, i;
+	int r;
+
+	if (!path)
+		return -ENOMEM;
+	r = read_small(path, buf, sizeof(buf), &len);
+	free(path);
+	if (r < 0)
+		return r;
+	if (len != 65 || buf[64] != '\n')
+		return -EBADMSG;
+	for (i = 0; i < 64; i++)
+		if (!((buf[i] >= '0' && buf[i] <= '9') ||
+		      (buf[i] >= 'a' && buf[i] <= 'f')))
+			return -EBADMSG;
+	memcpy(ret_hex, buf, 64);
+	ret_hex[64] = '\0';
+	return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* The zstd stream loop: src fd to dst fd, hashing what is written. */
+static int compress_fd(int in, int outfd, EVP_MD_CTX *md, uint64_t *ret_bytes)
+{
+	size_t in_cap = ZSTD_CStreamInSize(), out_cap = ZSTD_CStreamOutSize();
+	void *ibuf = malloc(in_cap), *obuf = malloc(out_cap);
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	uint64_t total = 0;
+	int r = 0, last = 0;
+
+	if (!ibuf || !obuf || !cc) {
+		r = -ENOMEM;
+		goto out;
+	}
+	ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, ZST_LEVEL);
+	ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+	while (!last) {
+		ssize_t n = read(in, ibuf, in_cap);
+		ZSTD_inBuffer zin;
+		size_t left;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			goto out;
+		}
+		last = n == 0;
+		zin = (ZSTD_inBuffer){ ibuf, (size_t)n, 0 };
+		do {
+			ZSTD_outBuffer zout = { obuf, out_cap, 0 };
+
+			left = ZSTD_compressStream2(
+				cc, &zout, &zin, last ? ZSTD_e_end : ZSTD_e_continue);
+			if (ZSTD_isError(left)) {
+				fprintf(stderr,
+					"ferry-replicator: zstd: %s\n",
+					ZSTD_getErrorName(left));
+				r = -EIO;
+				goto out;
+			}
+			if (zout.pos) {
+				r = write_all(outfd, obuf, zout.pos);
+				if (r < 0)
+					goto out;
+				if (EVP_DigestUpdate(md, obuf, zout.pos) != 1) {
+					r = -EIO;
+					goto out;
+				}
+				total += zout.pos;
+			}
+		} while (last ? left != 0 : zin.pos < zin.size);
+	}
+	*ret_bytes = total;
+out:
+	ZSTD_freeCCtx(cc);
+	free(ibuf);
+	free(obuf);
+	return r;
+}
+
+int repl_catalog_compress(const char *src, const char *dst, char ret_hex[65],
+			  uint64_t *ret_bytes)
+{
+	static const char hexd[] = "0123456789abcdef";
+	char *tmp = repl__path_fmt("%s.tmp", dst);
+	char *shapath = repl__path_fmt("%s.sha256", dst);
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	unsigned char dig[EVP_MAX_MD_SIZE];
+	unsigned int dlen = 0, i;
+	char line[66];
+	int in = -1, outfd = -1, r;
+
+	if (!tmp || !shapath || !md) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+		r = -EIO;
+		goto out;
+	}
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (unlink(tmp) < 0 && errno != ENOENT) {
+		r = -errno;
+		goto out;
+	}
+	outfd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (outfd < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = compress_fd(in, outfd, md, ret_bytes);
+	if (r < 0)
+		goto out;
+	if (EVP_DigestFinal_ex(md, dig, &dlen) != 1 || dlen != 32) {
+		r = -EIO;
+		goto out;
+	}
+	for (i = 0; i < 32; i++) {
+		ret_hex[2 * i] = hexd[dig[i] >> 4];
+		ret_hex[2 * i + 1] = hexd[dig[i] & 15];
+	}
+	ret_hex[64] = '\0';
+	if (fsync(outfd) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = close(outfd) < 0 ? -errno : 0;
+	outfd = -1;
+	if (r < 0)
+		goto out;
+	/* The digest file goes first: a .zst without its .sha256 would be
+	 * served without an ETag we can stand behind. */
+	snprintf(line, sizeof(line), "%s\n", ret_hex);
+	r = write_file_atomic(shapath, line, 65);
+	if (r < 0)
+		goto out;
+	if (rename(tmp, dst) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = repl__fsync_parent(dst);
+out:
+	if (outfd >= 0)
+		close(outfd);
+	if (in >= 0)
+		close(in);
+	if (r < 0 && tmp)
+		unlink(tmp);
+	EVP_MD_CTX_free(md);
+	free(tmp);
+	free(shapath);
+	return r;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int repl_generation_build(const char *state_dir, const char *dir,
+			  const struct repl_scan_opts *o,
+			  struct repl_generation *ret)
+{
+	struct repl_scan_opts so = *o;
+	char *cat = NULL, *zst = NULL, *src = NULL, *sub = NULL;
+	double t0 = now_s();
+	uint64_t head;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	r = repl__mkdir_p(state_dir);
+	if (r < 0)
+		return r;
+	r = repl_head_read(state_dir, &head);
+	if (r < 0)
+		return r;
+	sub = repl__path_fmt("%s/catalog", state_dir);
+	if (!sub)
+		return -ENOMEM;
+	r = repl__mkdir_p(sub);
+	free(sub);
+	if (r < 0)
+		return r;
+	sub = repl__path_fmt("%s/source", state_dir);
+	if (!sub)
+		return -ENOMEM;
+	r = repl__mkdir_p(sub);
+	free(sub);
+	if (r < 0)
+		return r;
+
+	ret->generation = head + 1;
+	cat = repl__catalog_path(state_dir, ret->generation);
+	zst = repl__catalog_zst_path(state_dir, ret->generation);
+	src = repl__srcindex_path(state_dir, ret->generation);
+	if (!cat || !zst || !src) {
+		r = -ENOMEM;
+		goto out;
+	}
+	so.generation = ret->generation;
+	so.parent_generation = head;
+	so.srcindex_path = src;
+	r = repl_scan(dir, cat, &so, &ret->stats);
+	if (r < 0)
+		goto out;
+	r = repl_catalog_compress(cat, zst, ret->sha256, &ret->zst_bytes);
+	if (r < 0)
+		goto out;
+	r = repl_head_write(state_dir, ret->generation);
+	ret->seconds = now_s() - t0;
+out:
+	free(cat);
+	free(zst);
+	free(src);
+	return r;
+}

@@ -1,0 +1,766 @@
+/*
+ * replicator/repl_scan.c — walk a directory into a catalog and a source
+ * index.
+ *
+ * The walk is depth-first and post-order: a directory's entries are listed
+ * and sorted by name bytes, each child is handled (recursing into
+ * subdirectories), and only then are the directory's dirents written, as
+ * the one consecutive run the catalog writer wants, and only for the
+ * children that made it. Everything is opened relative to the parent's fd
+ * with O_NOFOLLOW, so a symlink swapped in mid-scan is never followed.
+ *
+ * Inode numbers are handed out as inodes succeed (root = CAT_ROOT_INO).
+ * Hard links (non-directories with st_nlink > 1) are keyed by
+ * (st_dev, st_ino); their inode rows are written at the end, when the
+ * number of dirents inside the tree (the catalog nlink) is known.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "replicator/replicator.h"
+#include "replicator/repl_scan_internal.h"
+#include "replicator/repl_srcindex_internal.h"
+
+struct link_ent {
+	dev_t dev;
+	ino_t ino;
+	int used;
+	uint32_t count; /* dirents seen so far */
+	struct cat_inode in;
+	char *target; /* symlinks can be hard-linked too */
+	size_t target_len;
+};
+
+struct link_map {
+	struct link_ent *v;
+	size_t cap, n;
+};
+
+struct scan {
+	const struct repl_scan_opts *o;
+	struct repl_scan_stats *st;
+	cat_writer *cw;
+	repl_srcindex_writer *sw;
+	uint64_t next_ino;
+	uint64_t cur_ino; /* inode whose manifest is being flushed */
+	struct link_map links;
+	char *path; /* relative path of the current entry */
+	size_t plen, pcap;
+	struct repl_manifest m;
+	struct repl_file_reader fr;
+	struct repl_xattrs xa;
+};
+
+static size_t link_hash(dev_t dev, ino_t ino, size_t cap)
+{
+	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ull ^ (uint64_t)dev;
+
+	h ^= h >> 29;
+	return (size_t)(h & (cap - 1));
+}
+
+static struct link_ent *link_find(struct link_map *lm, dev_t dev, ino_t ino)
+{
+	size_t i;
+
+	if (!lm->cap)
+		return NULL;
+	for (i = link_hash(dev, ino, lm->cap);; i = (i + 1) & (lm->cap - 1)) {
+		if (!lm->v[i].used)
+			return NULL;
+		if (lm->v[i].dev == dev && lm->v[i].ino == ino)
+			return &lm->v[i];
+	}
+}
+
+/* Insert (dev, ino); the entry must not exist. Open addressing, load <= 1/2. */
+static struct link_ent *link_insert(struct link_map *lm, dev_t dev, ino_t ino)
+{
+	size_t i;
+
+	if (2 * (lm->n + 1) > lm->cap) {
+		size_t nc = lm->cap ? 2 * lm->cap : 64, j;
+		struct link_ent *nv = calloc(nc, sizeof(*nv));
+
+		if (!nv)
+			return NULL;
+		for (j = 0; j < lm->cap; j++) {
+			if (!lm->v[j].used)
+				continue;
+			for (i = link_hash(lm->v[j].dev, lm->v[j].ino, nc);
+			     nv[i].used; i = (i + 1) & (nc - 1))
+				;
+			nv[i] = lm->v[j];
+		}
+		free(lm->v);
+		lm->v = nv;
+		lm->cap = nc;
+	}
+	for (i = link_hash(dev, ino, lm->cap); lm->v[i].used;
+	     i = (i + 1) & (lm->cap - 1))
+		;
+	lm->v[i].used = 1;
+	lm->v[i].dev = dev;
+	lm->v[i].ino = ino;
+	lm->n++;
+	return &lm->v[i];
+}
+
+static void link_free(struct link_map *lm)
+{
+	size_t i;
+
+	for (i = 0; i < lm->cap; i++)
+		free(lm->v[i].target);
+	free(lm->v);
+	memset(lm, 0, sizeof(*lm));
+}
+
+static int path_push(struct scan *s, const char *name, size_t len,
+		     size_t *ret_old)
+{
+	size_t need = s->plen + 1 + len + 1;
+
+	if (need > s->pcap) {
+		size_t nc = s->pcap ? s->pcap : 256;
+		char *np;
+
+		while (nc < need)
+			nc *= 2;
+		np = realloc(s->path, nc);
+		if (!np)
+			return -ENOMEM;
+		s->path = np;
+		s->pcap = nc;
+	}
+	*ret_old = s->plen;
+	if (s->plen)
+		s->path[s->plen++] = '/';
+	memcpy(s->path + s->plen, name, len);
+	s->plen += len;
+	s->path[s->plen] = '\0';
+	return 0;
+}
+
+static void path_pop(struct scan *s, size_t old)
+{
+	s->plen = old;
+	if (s->path)
+		s->path[old] = '\0';
+}
+
+static void warn(struct scan *s, int err, const char *why)
+{
+	s->st->left_out++;
+	if (s->o->warn)
+		s->o->warn(s->o->ctx, s->path ? s->path : "", s->plen, err,
+			   why);
+}
+
+static int cancelled(const struct scan *s)
+{
+	return s->o->cancel && atomic_load(s->o->cancel);
+}
+
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+static enum cat_kind kind_of(mode_t m)
+{
+	switch (m & S_IFMT) {
+	case S_IFREG: return CAT_REG;
+	case S_IFDIR: return CAT_DIR;
+	case S_IFLNK: return CAT_LNK;
+	case S_IFIFO: return CAT_FIFO;
+	case S_IFCHR: return CAT_CHR;
+	case S_IFBLK: return CAT_BLK;
+	case S_IFSOCK: return CAT_SOCK;
+	default: return 0;
+	}
+}
+
+static void inode_from_stat(struct cat_inode *in, uint64_t ino,
+			    const struct stat *st)
+{
+	memset(in, 0, sizeof(*in));
+	in->ino = ino;
+	in->kind = kind_of(st->st_mode);
+	in->mode = st->st_mode;
+	in->uid = st->st_uid;
+	in->gid = st->st_gid;
+	in->size = S_ISREG(st->st_mode) ? (uint64_t)st->st_size : 0;
+	in->nlink = 1;
+	in->mtime_ns = ts_ns(&st->st_mtim);
+	in->ctime_ns = ts_ns(&st->st_ctim);
+	if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode))
+		in->rdev = st->st_rdev;
+}
+
+static int write_xattrs(struct scan *s, uint64_t ino)
+{
+	size_t i;
+	int r;
+
+	for (i = 0; i < s->xa.n; i++) {
+		r = cat_writer_add_xattr(s->cw, ino, s->xa.v[i].name,
+					 strlen(s->xa.v[i].name),
+					 s->xa.v[i].value, s->xa.v[i].value_len);
+		if (r < 0)
+			return r;
+	}
+	repl_xattrs_clear(&s->xa);
+	return 0;
+}
+
+/* Write a non-directory inode now, or park it in the link map when other
+ * names may point at it (nlink is only known at the end). */
+static int finish_inode(struct scan *s, const struct stat *st,
+			const struct cat_inode *in, const char *target,
+			size_t tlen)
+{
+	struct link_ent *le;
+
+	if (st->st_nlink <= 1)
+		return cat_writer_add_inode(s->cw, in, target, tlen);
+	le = link_insert(&s->links, st->st_dev, st->st_ino);
+	if (!le)
+		return -ENOMEM;
+	le->in = *in;
+	le->count = 1;
+	if (tlen) {
+		le->target = malloc(tlen);
+		if (!le->target)
+			return -ENOMEM;
+		memcpy(le->target, target, tlen);
+		le->target_len = tlen;
+	}
+	return 0;
+}
+
+static int flush_chunk(void *ctx, const struct cat_chunk *c)
+{
+	struct scan *s = ctx;
+	int r;
+
+	r = cat_writer_add_chunk(s->cw, s->cur_ino, c->off, c->len, &c->id);
+	if (r < 0)
+		return r;
+	s->st->chunks++;
+	if (s->sw) {
+		r = repl_srcindex_add_chunk(s->sw, &c->id, s->cur_ino, c->off,
+					    c->len);
+		if (r < 0)
+			return r;
+		s->st->unique += (uint64_t)r;
+	}
+	return 0;
+}
+
+static int open_file(struct scan *s, int dfd, const char *name)
+{
+	int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, fd;
+
+	if (s->o->before_read)
+		s->o->before_read(s->o->ctx, dfd, name);
+	/* O_NOATIME keeps the scan from dirtying every inode; the kernel
+	 * refuses it for files we do not own unless we are root. */
+	fd = openat(dfd, name, fl | O_NOATIME);
+	if (fd < 0 && errno == EPERM)
+		fd = openat(dfd, name, fl);
+	return fd;
+}
+
+/* A regular file: chunk it (re-reading once if it changed underneath),
+ * then write its inode, xattrs, manifest and source path. *ret_ino stays 0
+ * when it was left out. Negative only for errors that end the scan. */
+static int scan_reg(struct scan *s, int dfd, const char *name,
+		    uint64_t *ret_ino)
+{
+	struct stat a, b;
+	struct cat_inode in;
+	uint64_t total = 0;
+	int attempt, fd = -1, r = 0;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		fd = open_file(s, dfd, name);
+		if (fd < 0) {
+			warn(s, errno, NULL);
+			return 0;
+		}
+		if (fstat(fd, &a) < 0) {
+			warn(s, errno, NULL);
+			goto out;
+		}
+		if (!S_ISREG(a.st_mode)) {
+			warn(s, 0, "replaced while being scanned");
+			goto out;
+		}
+		if ((uint64_t)a.st_size > CAT_SIZE_MAX) {
+			warn(s, EFBIG, NULL);
+			goto out;
+		}
+		r = repl_file_chunk(&s->fr, fd, &s->m, &total);
+		if (r == -ECANCELED || r == -ENOMEM)
+			goto out;
+		if (r < 0) {
+			warn(s, -r, NULL);
+			r = 0;
+			goto out;
+		}
+		if (fstat(fd, &b) < 0) {
+			warn(s, errno, NULL);
+			goto out;
+		}
+		if (total == (uint64_t)b.st_size && a.st_size == b.st_size &&
+		    ts_ns(&a.st_mtim) == ts_ns(&b.st_mtim))
+			break;
+		close(fd);
+		fd = -1;
+	}
+	if (attempt == 2) {
+		warn(s, 0, "changed while being read");
+		return 0;
+	}
+	r = repl_xattrs_collect(&s->xa, fd, NULL);
+	if (r == -ENOMEM)
+		goto out;
+	r = 0; /* xattrs we cannot read do not cost the file */
+	s->cur_ino = s->next_ino++;
+	inode_from_stat(&in, s->cur_ino, &b);
+	r = write_xattrs(s, s->cur_ino);
+	if (r < 0)
+		goto out;
+	r = repl_manifest_each(&s->m, flush_chunk, s);
+	if (r < 0)
+		goto out;
+	if (s->sw) {
+		r = repl_srcindex_add_file(s->sw, s->cur_ino, s->path, s->plen);
+		if (r < 0)
+			goto out;
+	}
+	r = finish_inode(s, &b, &in, NULL, 0);
+	if (r < 0)
+		goto out;
+	s->st->files++;
+	s->st->bytes += (uint64_t)b.st_size;
+	*ret_ino = s->cur_ino;
+out:
+	repl_xattrs_clear(&s->xa);
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+/* Symlinks, fifos, devices, sockets: nothing is opened (opening a fifo
+ * would block); xattrs come through /proc/self/fd/DFD/NAME with the l*
+ * calls, which resolve the directory fd and stop at the entry itself. */
+static int scan_other(struct scan *s, int dfd, const char *name,
+		      const struct stat *st, uint64_t *ret_ino)
+{
+	char target[CAT_TARGET_MAX + 1], proc[64 + CAT_NAME_MAX];
+	struct cat_inode in;
+	size_t tlen = 0;
+	uint64_t ino;
+	int r;
+
+	if (S_ISLNK(st->st_mode)) {
+		ssize_t n = readlinkat(dfd, name, target, sizeof(target));
+
+		if (n < 0) {
+			warn(s, errno, NULL);
+			return 0;
+		}
+		if ((size_t)n > CAT_TARGET_MAX) {
+			warn(s, ENAMETOOLONG, NULL);
+			return 0;
+		}
+		tlen = (size_t)n;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", dfd, name);
+	r = repl_xattrs_collect(&s->xa, -1, proc);
+	if (r == -ENOMEM)
+		return r;
+	ino = s->next_ino++;
+	inode_from_stat(&in, ino, st);
+	in.size = tlen;
+	r = write_xattrs(s, ino);
+	if (r < 0)
+		return r;
+	r = finish_inode(s, st, &in, tlen ? target : NULL, tlen);
+	if (r < 0)
+		return r;
+	s->st->others++;
+	*ret_ino = ino;
+	return 0;
+}
+
+static int scan_dir(struct scan *s, int dfd, uint64_t dir_ino,
+		    uint32_t *ret_subdirs);
+
+static int scan_subdir(struct scan *s, int dfd, const char *name,
+		       uint64_t *ret_ino)
+{
+	struct cat_inode in;
+	struct stat st;
+	uint32_t subdirs = 0;
+	uint64_t ino;
+	int fd, r;
+
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		warn(s, errno, NULL);
+		return 0;
+	}
+	if (fstat(fd, &st) < 0) {
+		warn(s, errno, NULL);
+		r = 0;
+		goto out;
+	}
+	r = repl_xattrs_collect(&s->xa, fd, NULL);
+	if (r == -ENOMEM)
+		goto out;
+	ino = s->next_ino++;
+	r = write_xattrs(s, ino);
+	if (r < 0)
+		goto out;
+	r = scan_dir(s, fd, ino, &subdirs);
+	if (r < 0)
+		goto out;
+	inode_from_stat(&in, ino, &st);
+	in.nlink = 2 + subdirs;
+	r = cat_writer_add_inode(s->cw, &in, NULL, 0);
+	if (r < 0)
+		goto out;
+	s->st->dirs++;
+	*ret_ino = ino;
+out:
+	close(fd);
+	return r;
+}
+
+/* One entry of a directory. 0 with *ret_ino set (kept) or 0 (left out,
+ * reported); negative only when the scan must stop. */
+static int scan_entry(struct scan *s, int dfd, const char *name,
+		      uint64_t *ret_ino, int *ret_is_dir)
+{
+	size_t len = strlen(name), old;
+	struct link_ent *le;
+	struct stat st;
+	int r;
+
+	*ret_ino = 0;
+	*ret_is_dir = 0;
+	r = path_push(s, name, len, &old);
+	if (r < 0)
+		return r;
+	if (cat_name_check(name, len) < 0) {
+		warn(s, EINVAL, "name not allowed in a catalog");
+		goto out;
+	}
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		warn(s, errno, NULL);
+		goto out;
+	}
+	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+		le = link_find(&s->links, st.st_dev, st.st_ino);
+		if (le) {
+			le->count++;
+			*ret_ino = le->in.ino;
+			goto out;
+		}
+	}
+	switch (st.st_mode & S_IFMT) {
+	case S_IFDIR:
+		r = scan_subdir(s, dfd, name, ret_ino);
+		*ret_is_dir = *ret_ino != 0;
+		break;
+	case S_IFREG:
+		r = scan_reg(s, dfd, name, ret_ino);
+		break;
+	case S_IFLNK:
+	case S_IFIFO:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFSOCK:
+		r = scan_other(s, dfd, name, &st, ret_ino);
+		break;
+	default:
+		warn(s, 0, "unknown file type");
+		break;
+	}
+out:
+	path_pop(s, old);
+	return r;
+}
+
+struct name_list {
+	char *arena;
+	size_t alen, acap;
+	size_t *off;
+	size_t n, cap;
+};
+
+static int names_add(struct name_list *nl, const char *name)
+{
+	size_t len = strlen(name) + 1;
+
+	if (nl->alen + len > nl->acap) {
+		size_t nc = nl->acap ? nl->acap : 4096;
+		char *na;
+
+		while (nc < nl->alen + len)
+			nc *= 2;
+		na = realloc(nl->arena, nc);
+		if (!na)
+			return -ENOMEM;
+		nl->arena = na;
+		nl->acap = nc;
+	}
+	if (nl->n == nl->cap) {
+		size_t nc = nl->cap ? 2 * nl->cap : 64;
+		size_t *no = realloc(nl->off, nc * sizeof(*no));
+
+		if (!no)
+			return -ENOMEM;
+		nl->off = no;
+		nl->cap = nc;
+	}
+	memcpy(nl->arena + nl->alen, name, len);
+	nl->off[nl->n++] = nl->alen;
+	nl->alen += len;
+	return 0;
+}
+
+/* strcmp compares as unsigned char, i.e. memcmp order over name bytes
+ * (names hold no NUL), which is the order both sites rely on. */
+static int names_cmp(const void *a, const void *b, void *arena)
+{
+	return strcmp((const char *)arena + *(const size_t *)a,
+		      (const char *)arena + *(const size_t *)b);
+}
+
+/* List dfd into nl. A listing error keeps what was read and is reported. */
+static int list_dir(struct scan *s, int dfd, struct name_list *nl)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd, r = 0;
+
+	fd = dup(dfd); /* closedir closes it; dfd stays ours */
+	if (fd < 0)
+		return errno == EMFILE || errno == ENFILE ? -errno : -EIO;
+	d = fdopendir(fd);
+	if (!d) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	for (;;) {
+		errno = 0;
+		de = readdir(d);
+		if (!de) {
+			if (errno)
+				warn(s, errno, "listing stopped early");
+			break;
+		}
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		r = names_add(nl, de->d_name);
+		if (r < 0)
+			break;
+	}
+	closedir(d);
+	if (r == 0)
+		qsort_r(nl->off, nl->n, sizeof(nl->off[0]), names_cmp,
+			nl->arena);
+	return r;
+}
+
+static int scan_dir(struct scan *s, int dfd, uint64_t dir_ino,
+		    uint32_t *ret_subdirs)
+{
+	struct name_list nl = { 0 };
+	uint64_t *inos = NULL;
+	uint32_t subdirs = 0;
+	size_t i;
+	int r, is_dir;
+
+	r = list_dir(s, dfd, &nl);
+	if (r < 0)
+		goto out;
+	inos = calloc(nl.n ? nl.n : 1, sizeof(*inos));
+	if (!inos) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < nl.n; i++) {
+		if (cancelled(s)) {
+			r = -ECANCELED;
+			goto out;
+		}
+		r = scan_entry(s, dfd, nl.arena + nl.off[i], &inos[i], &is_dir);
+		if (r < 0)
+			goto out;
+		subdirs += (uint32_t)is_dir;
+	}
+	/* All children are done: this directory's dirents go in one run. */
+	for (i = 0; i < nl.n; i++) {
+		const char *name = nl.arena + nl.off[i];
+
+		if (!inos[i])
+			continue;
+		r = cat_writer_add_dirent(s->cw, dir_ino, name, strlen(name),
+					  inos[i]);
+		if (r < 0)
+			goto out;
+	}
+	*ret_subdirs = subdirs;
+out:
+	free(inos);
+	free(nl.arena);
+	free(nl.off);
+	return r;
+}
+
+static int flush_links(struct scan *s)
+{
+	size_t i;
+	int r;
+
+	for (i = 0; i < s->links.cap; i++) {
+		struct link_ent *le = &s->links.v[i];
+
+		if (!le->used)
+			continue;
+		le->in.nlink = le->count;
+		r = cat_writer_add_inode(s->cw, &le->in, le->target,
+					 le->target_len);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return strdup(".");
+	if (slash == path)
+		return strdup("/");
+	return strndup(path, (size_t)(slash - path));
+}
+
+/* Set up the writers and the root, then walk. */
+static int scan_root(struct scan *s, const char *dir, int rootfd)
+{
+	struct cat_inode in;
+	struct stat st;
+	uint32_t subdirs = 0;
+	int r;
+
+	if (fstat(rootfd, &st) < 0)
+		return -errno;
+	r = repl_xattrs_collect(&s->xa, rootfd, NULL);
+	if (r == -ENOMEM)
+		return r;
+	s->next_ino = CAT_ROOT_INO + 1;
+	r = write_xattrs(s, CAT_ROOT_INO);
+	if (r < 0)
+		return r;
+	(void)dir;
+	r = scan_dir(s, rootfd, CAT_ROOT_INO, &subdirs);
+	if (r < 0)
+		return r;
+	inode_from_stat(&in, CAT_ROOT_INO, &st);
+	in.nlink = 2 + subdirs;
+	r = cat_writer_add_inode(s->cw, &in, NULL, 0);
+	if (r < 0)
+		return r;
+	s->st->dirs++;
+	return flush_links(s);
+}
+
+int repl_scan(const char *dir, const char *catalog_path,
+	      const struct repl_scan_opts *o, struct repl_scan_stats *ret)
+{
+	struct scan s = { 0 };
+	struct cat_meta meta = { 0 };
+	struct timespec now;
+	char *spill = NULL;
+	int rootfd = -1, r;
+
+	memset(ret, 0, sizeof(*ret));
+	s.o = o;
+	s.st = ret;
+	s.m.spill_fd = -1;
+	if (o->params)
+		ret->params = *o->params;
+	else
+		chunk_params_default(&ret->params);
+	if (chunk_params_check(&ret->params) < 0 || o->generation < 1)
+		return -EINVAL;
+	rootfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return -errno;
+	spill = dir_of(catalog_path);
+	if (!spill) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = repl_manifest_init(&s.m, spill);
+	if (r < 0)
+		goto out;
+	r = repl_file_reader_init(&s.fr, &ret->params, o->cancel);
+	if (r < 0)
+		goto out;
+	clock_gettime(CLOCK_REALTIME, &now);
+	meta.generation = o->generation;
+	meta.parent_generation = o->parent_generation;
+	meta.created_ns = ts_ns(&now);
+	meta.params = ret->params;
+	r = cat_writer_open(catalog_path, &meta, &s.cw);
+	if (r < 0)
+		goto out;
+	if (o->srcindex_path) {
+		r = repl_srcindex_create(o->srcindex_path, o->generation,
+					 &s.sw);
+		if (r < 0)
+			goto out;
+	}
+	r = scan_root(&s, dir, rootfd);
+	if (r < 0)
+		goto out;
+	if (s.sw) {
+		r = repl_srcindex_commit(s.sw);
+		s.sw = NULL;
+		if (r < 0)
+			goto out;
+	}
+	r = cat_writer_commit(s.cw);
+	s.cw = NULL;
+	if (r < 0 && o->srcindex_path)
+		unlink(o->srcindex_path); /* never one without the other */
+out:
+	repl_srcindex_abort(s.sw);
+	cat_writer_abort(s.cw);
+	repl_file_reader_fini(&s.fr);
+	repl_manifest_fini(&s.m);
+	repl_xattrs_clear(&s.xa);
+	link_free(&s.links);
+	free(s.path);
+	free(spill);
+	if (rootfd >= 0)
+		close(rootfd);
+	return r;
+}

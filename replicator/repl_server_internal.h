@@ -1,0 +1,141 @@
+/*
+ * replicator/repl_server_internal.h — the running replicator: the server
+ * context (one libuv loop), its namespaces, and the chunk workers.
+ *
+ * Threads: everything in struct repl_server and struct repl_ns is owned by
+ * the loop thread, except the worker pool (guarded by pool_lock) and the
+ * read-only fields set before a namespace turns READY (dir, dirfd,
+ * srcindex_path, params), which workers read. Workers never touch
+ * counters or connections: they fill a result that the loop thread's
+ * after-work callback turns into a response.
+ */
+#ifndef FERRY_REPL_SERVER_INTERNAL_H
+#define FERRY_REPL_SERVER_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "catalog/catalog.h"
+#include "replicator/replicator.h"
+#include "replicator/repl_srcindex_internal.h"
+
+struct repl_conn;
+
+/* Counters of one namespace (loop thread only); GET /v1/NS/stats. */
+struct repl_stats {
+	uint64_t requests;
+	uint64_t chunks_served;
+	uint64_t chunk_bytes_served; /* raw chunk bytes, before framing */
+	uint64_t mismatches;
+};
+
+/* What one worker thread needs to serve a chunk. Pooled per namespace:
+ * a context is used by one thread at a time, so its SQLite connection and
+ * frame coder are never shared concurrently. */
+struct repl_worker {
+	struct repl_worker *next;
+	repl_srcindex *idx; /* opened on first use */
+	frame_coder *coder;
+	uint8_t *raw;
+	size_t raw_cap;
+};
+
+enum repl_ns_state {
+	REPL_NS_SCANNING = 0,
+	REPL_NS_READY = 1,
+	REPL_NS_FAILED = 2,
+};
+
+struct repl_server;
+
+struct repl_ns {
+	char name[REPL_NS_NAME_MAX + 1];
+	char *dir;	     /* as given on the command line */
+	char *state_dir;     /* STATEDIR/NAME */
+	char *srcindex_path; /* of the served generation */
+	int dirfd;	     /* O_PATH of dir: chunk paths resolve beneath */
+	enum repl_ns_state state;
+	uint64_t generation; /* served generation, once READY */
+	struct repl_stats stats;
+	struct repl_server *srv;
+	uv_mutex_t pool_lock;
+	struct repl_worker *pool;
+	/* the scan job */
+	uv_work_t scan_work;
+	int scan_rc;
+	struct repl_generation gen;
+};
+
+struct repl_server {
+	uv_loop_t loop;
+	uv_tcp_t listener;
+	uv_signal_t sig_int, sig_term;
+	struct repl_ns *ns;
+	size_t n_ns;
+	enum frame_policy policy;
+	int verbose;
+	atomic_int cancel; /* set on shutdown; scans poll it */
+	int stopping;
+	size_t scan_next; /* next namespace to scan */
+	struct repl_conn *conns;
+	size_t n_conns;
+	char listen_str[128];
+};
+
+/* Options the program hands to the server. */
+struct repl_server_opts {
+	const char *listen; /* HOST:PORT */
+	const char *state_dir;
+	enum frame_policy policy;
+	int verbose;
+	size_t n_ns;
+	const char *const *ns_names;
+	const char *const *ns_dirs;
+};
+
+/* Set up the loop, bind and listen (errors printed as one line), open
+ * the namespaces. Returns 0 or -errno (1-line message already printed). */
+int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o);
+
+/* Scan the namespaces one after the other and serve until SIGINT/SIGTERM.
+ * Returns 0 after a clean shutdown. */
+int repl_server_run(struct repl_server *srv);
+
+/* Free everything (after run, or after a failed init). */
+void repl_server_fini(struct repl_server *srv);
+
+/* Find a namespace by name bytes; NULL if unknown. Loop thread. */
+struct repl_ns *repl_server_ns(struct repl_server *srv, const char *name,
+			       size_t len);
+
+/* -- chunk workers (repl_chunk.c) -- */
+
+/* Result of serving one chunk on a worker. */
+struct repl_chunk_res {
+	int err;	  /* 0, -ENOENT unknown id, -EBADMSG source changed,
+			   * other -errno */
+	uint8_t *frame;	  /* malloc'd; caller frees (repl_chunk_res_fini) */
+	size_t frame_len;
+	uint32_t raw_len;
+	char *path;	  /* malloc'd relative path, for the 409 detail/log */
+};
+
+/* Worker thread: look id up, read its bytes from beneath ns->dirfd
+ * without following symlinks, verify the hash, encode a frame. */
+void repl_chunk_load(struct repl_ns *ns, enum frame_policy policy,
+		     const chunk_id *id, struct repl_chunk_res *res);
+
+/* Worker thread: check every id is known. Returns 0 (all known), 1 with
+ * *ret_bad the first unknown index, or -errno. */
+int repl_chunk_check(struct repl_ns *ns, const chunk_id *ids, size_t n,
+		     size_t *ret_bad);
+
+void repl_chunk_res_fini(struct repl_chunk_res *res);
+
+/* Loop thread, when no work is queued: free the namespace's worker pool. */
+void repl_chunk_pool_free(struct repl_ns *ns);
+
+#endif

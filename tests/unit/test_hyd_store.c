@@ -1,0 +1,654 @@
+/*
+ * tests/unit/test_hyd_store.c — the hydrator's chunk store (packs + index).
+ *
+ * Every test gets a fresh temp CACHEDIR. Frames are built with frame_encode,
+ * ids with chunk_id_compute, and the on-disk pack is poked directly to play
+ * crashes (a garbage tail) and bit rot (a flipped byte).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/hyd_store_internal.h"
+
+struct fx {
+	char dir[64];
+};
+
+/* One test chunk: raw bytes, id and a frame. */
+struct tchunk {
+	uint8_t *raw;
+	size_t raw_len;
+	chunk_id id;
+	uint8_t *frame;
+	size_t frame_len;
+};
+
+static int rm_cb(const char *path, const struct stat *sb, int flag,
+		 struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int setup(void **state)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+
+	assert_non_null(fx);
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/ferry-test-store-XXXXXX");
+	assert_non_null(mkdtemp(fx->dir));
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+
+	nftw(fx->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	free(fx);
+	unsetenv("FERRY_PACK_ROLL_BYTES");
+	return 0;
+}
+
+/* Deterministic bytes: compressible text when text is set, else noise. */
+static void fill(uint8_t *buf, size_t len, uint32_t seed, int text)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		buf[i] = text ? (uint8_t)("ferry moves trees "[(i + seed) % 18])
+			      : (uint8_t)x;
+	}
+	/* Distinct seeds give distinct chunks, text ones included. */
+	if (text && len >= sizeof(seed))
+		memcpy(buf, &seed, sizeof(seed));
+}
+
+static void tchunk_make(struct tchunk *c, uint32_t seed, size_t len, int text,
+			enum frame_policy pol)
+{
+	size_t cap = frame_bound(len);
+
+	c->raw_len = len;
+	c->raw = malloc(len);
+	c->frame = malloc(cap);
+	assert_non_null(c->raw);
+	assert_non_null(c->frame);
+	fill(c->raw, len, seed, text);
+	assert_int_equal(chunk_id_compute(c->raw, len, &c->id), 0);
+	assert_int_equal(frame_encode(NULL, pol, 3, c->raw, len, c->frame, cap,
+				      &c->frame_len),
+			 0);
+}
+
+static void tchunk_free(struct tchunk *c)
+{
+	free(c->raw);
+	free(c->frame);
+}
+
+/* get id and compare with c's raw bytes. */
+static void check_get(hyd_store *s, const struct tchunk *c)
+{
+	uint8_t *out = malloc(c->raw_len);
+	size_t got = 0;
+
+	assert_non_null(out);
+	assert_int_equal(hyd_store_get(s, &c->id, out, c->raw_len, &got), 0);
+	assert_int_equal(got, c->raw_len);
+	assert_memory_equal(out, c->raw, c->raw_len);
+	free(out);
+}
+
+static off_t file_size(const char *dir, const char *name)
+{
+	char p[256];
+	struct stat sb;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	if (stat(p, &sb) < 0)
+		return -1;
+	return sb.st_size;
+}
+
+static void test_roundtrip_codecs(void **state)
+{
+	struct fx *fx = *state;
+	static const struct {
+		enum frame_policy pol;
+		uint8_t codec;
+	} cases[] = {
+		{FRAME_POLICY_RAW, FRAME_RAW},
+		{FRAME_POLICY_LZ4, FRAME_LZ4},
+		{FRAME_POLICY_ZSTD, FRAME_ZSTD},
+	};
+	struct tchunk c[3];
+	struct hyd_store_stats st;
+	struct frame_info fi;
+	hyd_store *s = NULL;
+	size_t i;
+
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	assert_string_equal(hyd_store_dir(s), fx->dir);
+	for (i = 0; i < 3; i++) {
+		tchunk_make(&c[i], (uint32_t)i, 20000, 1, cases[i].pol);
+		assert_int_equal(frame_header_parse(c[i].frame, c[i].frame_len,
+						    CHUNK_MAX_LIMIT, &fi),
+				 0);
+		assert_int_equal(fi.codec, cases[i].codec);
+		assert_int_equal(hyd_store_has(s, &c[i].id), 0);
+		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
+					       c[i].frame_len),
+				 0);
+		assert_int_equal(hyd_store_has(s, &c[i].id), 1);
+	}
+	for (i = 0; i < 3; i++)
+		check_get(s, &c[i]);
+	assert_int_equal(hyd_store_stats(s, &st), 0);
+	assert_int_equal(st.chunks, 3);
+	assert_int_equal(st.raw_bytes, 3 * 20000);
+	assert_int_equal(st.stored_bytes,
+			 c[0].frame_len + c[1].frame_len + c[2].frame_len);
+	assert_int_equal(st.packs, 1);
+	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"),
+			 (off_t)st.stored_bytes);
+	hyd_store_close(s);
+	for (i = 0; i < 3; i++)
+		tchunk_free(&c[i]);
+}
+
+static void test_put_idempotent(void **state)
+{
+	struct fx *fx = *state;
+	struct hyd_store_stats st;
+	struct tchunk c;
+	hyd_store *s = NULL;
+	off_t size;
+
+	tchunk_make(&c, 7, 5000, 0, FRAME_POLICY_AUTO);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	assert_int_equal(hyd_store_put(s, &c.id, c.frame, c.frame_len), 0);
+	size = file_size(fx->dir, "packs/00000001.pack");
+	assert_int_equal(size, (off_t)c.frame_len);
+	assert_int_equal(hyd_store_put(s, &c.id, c.frame, c.frame_len), 1);
+	assert_int_equal(hyd_store_put(s, &c.id, c.frame, c.frame_len), 1);
+	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"), size);
+	assert_int_equal(hyd_store_stats(s, &st), 0);
+	assert_int_equal(st.chunks, 1);
+	assert_int_equal(st.stored_bytes, c.frame_len);
+	check_get(s, &c);
+	hyd_store_close(s);
+	tchunk_free(&c);
+}
+
+static void test_bad_args(void **state)
+{
+	struct fx *fx = *state;
+	uint8_t junk[64] = "not a frame";
+	uint8_t small[10];
+	struct tchunk c;
+	hyd_store *s = NULL;
+	size_t got;
+
+	tchunk_make(&c, 8, 3000, 1, FRAME_POLICY_ZSTD);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	assert_int_equal(hyd_store_get(s, &c.id, small, sizeof(small), &got),
+			 -ENOENT);
+	assert_int_equal(hyd_store_put(s, &c.id, junk, sizeof(junk)), -EBADMSG);
+	/* A frame with bytes after it is not one frame. */
+	assert_int_equal(hyd_store_put(s, &c.id, c.frame, c.frame_len - 1),
+			 -EBADMSG);
+	assert_int_equal(hyd_store_put(s, &c.id, c.frame, c.frame_len), 0);
+	assert_int_equal(hyd_store_get(s, &c.id, small, sizeof(small), &got),
+			 -ENOBUFS);
+	check_get(s, &c); /* ENOBUFS dropped nothing */
+	hyd_store_close(s);
+	tchunk_free(&c);
+}
+
+static void test_reopen(void **state)
+{
+	struct fx *fx = *state;
+	struct hyd_store_stats st1, st2;
+	struct tchunk c[10];
+	hyd_store *s = NULL;
+	size_t i;
+
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < 10; i++) {
+		tchunk_make(&c[i], (uint32_t)(100 + i), 1000 + i * 700, i & 1,
+			    FRAME_POLICY_AUTO);
+		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
+					       c[i].frame_len),
+				 0);
+	}
+	assert_int_equal(hyd_store_meta_set(s, "url", "http://x/v1/y"), 0);
+	assert_int_equal(hyd_store_stats(s, &st1), 0);
+	hyd_store_close(s);
+
+	assert_int_equal(hyd_store_open(fx->dir, 256 * 1024, &s), 0);
+	assert_int_equal(hyd_store_stats(s, &st2), 0);
+	assert_memory_equal(&st1, &st2, sizeof(st1));
+	for (i = 0; i < 10; i++) {
+		assert_int_equal(hyd_store_has(s, &c[i].id), 1);
+		check_get(s, &c[i]);
+		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
+					       c[i].frame_len),
+				 1);
+	}
+	{
+		char buf[64];
+
+		assert_int_equal(hyd_store_meta_get(s, "url", buf, sizeof(buf)),
+				 0);
+		assert_string_equal(buf, "http://x/v1/y");
+	}
+	hyd_store_close(s);
+	for (i = 0; i < 10; i++)
+		tchunk_free(&c[i]);
+}
+
+static void test_busy(void **state)
+{
+	struct fx *fx = *state;
+	hyd_store *s = NULL, *s2 = NULL;
+	char p[128], buf[32] = "", want[32];
+	ssize_t n;
+	int fd;
+
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	/* flock belongs to an open file description, so a second open in
+	 * this process conflicts just like another process would. */
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s2), -EBUSY);
+	assert_null(s2);
+	snprintf(p, sizeof(p), "%s/lock", fx->dir);
+	fd = open(p, O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(n > 0);
+	snprintf(want, sizeof(want), "%ld\n", (long)getpid());
+	assert_string_equal(buf, want);
+	hyd_store_close(s);
+	/* Released on close. */
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s2), 0);
+	hyd_store_close(s2);
+}
+
+static void test_not_a_dir(void **state)
+{
+	struct fx *fx = *state;
+	hyd_store *s = NULL;
+	char p[128];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/file", fx->dir);
+	fd = open(p, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(hyd_store_open(p, 0, &s), -ENOTDIR);
+	assert_null(s);
+	/* Nested dirs are created. */
+	snprintf(p, sizeof(p), "%s/a/b/c", fx->dir);
+	assert_int_equal(hyd_store_open(p, 0, &s), 0);
+	hyd_store_close(s);
+}
+
+static void append_garbage(const char *dir, const char *pack, size_t n)
+{
+	char p[256];
+	uint8_t *g = malloc(n);
+	int fd;
+
+	assert_non_null(g);
+	fill(g, n, 99, 0);
+	snprintf(p, sizeof(p), "%s/packs/%s", dir, pack);
+	fd = open(p, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, g, n), (ssize_t)n);
+	close(fd);
+	free(g);
+}
+
+static void test_crash_tail(void **state)
+{
+	struct fx *fx = *state;
+	struct tchunk c[5];
+	hyd_store *s = NULL;
+	off_t good;
+	size_t i;
+
+	for (i = 0; i < 5; i++)
+		tchunk_make(&c[i], (uint32_t)(200 + i), 4000, (int)(i % 2),
+			    FRAME_POLICY_AUTO);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
+					       c[i].frame_len),
+				 0);
+	hyd_store_close(s);
+	good = file_size(fx->dir, "packs/00000001.pack");
+
+	/* A put that died after its write but before its row leaves a tail
+	 * the index does not know. */
+	append_garbage(fx->dir, "00000001.pack", 777);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"), good);
+	for (i = 0; i < 3; i++)
+		check_get(s, &c[i]);
+	for (i = 3; i < 5; i++)
+		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
+					       c[i].frame_len),
+				 0);
+	for (i = 0; i < 5; i++)
+		check_get(s, &c[i]);
+	hyd_store_close(s);
+
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < 5; i++)
+		check_get(s, &c[i]);
+	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"),
+			 good + (off_t)c[3].frame_len + (off_t)c[4].frame_len);
+	hyd_store_close(s);
+	for (i = 0; i < 5; i++)
+		tchunk_free(&c[i]);
+}
+
+static void flip_byte(const char *dir, const char *pack, off_t off)
+{
+	char p[256];
+	uint8_t b;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/packs/%s", dir, pack);
+	fd = open(p, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &b, 1, off), 1);
+	b ^= 0x5a;
+	assert_int_equal(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+static void test_corruption(void **state)
+{
+	struct fx *fx = *state;
+	struct hyd_store_stats st;
+	struct tchunk c[3];
+	uint8_t *out = malloc(8000);
+	hyd_store *s = NULL;
+	size_t got, i;
+	off_t off;
+
+	assert_non_null(out);
+	tchunk_make(&c[0], 300, 8000, 0, FRAME_POLICY_RAW);
+	tchunk_make(&c[1], 301, 8000, 1, FRAME_POLICY_ZSTD);
+	tchunk_make(&c[2], 302, 8000, 1, FRAME_POLICY_LZ4);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
+					       c[i].frame_len),
+				 0);
+	/* Rot one payload byte of each frame: a raw one fails its hash, a
+	 * compressed one its decoding or its hash. */
+	off = 0;
+	for (i = 0; i < 3; i++) {
+		flip_byte(fx->dir, "00000001.pack",
+			  off + FRAME_HDR_LEN + (off_t)c[i].frame_len / 3);
+		off += (off_t)c[i].frame_len;
+	}
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(hyd_store_get(s, &c[i].id, out, 8000, &got),
+				 -EBADMSG);
+		assert_int_equal(hyd_store_get(s, &c[i].id, out, 8000, &got),
+				 -ENOENT);
+		assert_int_equal(hyd_store_has(s, &c[i].id), 0);
+	}
+	assert_int_equal(hyd_store_stats(s, &st), 0);
+	assert_int_equal(st.chunks, 0);
+	assert_int_equal(st.stored_bytes, 0);
+	/* A later fetch can store it again. */
+	assert_int_equal(hyd_store_put(s, &c[1].id, c[1].frame, c[1].frame_len),
+			 0);
+	check_get(s, &c[1]);
+	hyd_store_close(s);
+
+	/* The rotten bytes are dead space now, never a frame again. */
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	check_get(s, &c[1]);
+	assert_int_equal(hyd_store_has(s, &c[0].id), 0);
+	hyd_store_close(s);
+	for (i = 0; i < 3; i++)
+		tchunk_free(&c[i]);
+	free(out);
+}
+
+static void test_header_corruption(void **state)
+{
+	struct fx *fx = *state;
+	struct tchunk c;
+	uint8_t out[4000];
+	hyd_store *s = NULL;
+	size_t got;
+
+	tchunk_make(&c, 400, sizeof(out), 0, FRAME_POLICY_RAW);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	assert_int_equal(hyd_store_put(s, &c.id, c.frame, c.frame_len), 0);
+	flip_byte(fx->dir, "00000001.pack", 9); /* raw_len */
+	assert_int_equal(hyd_store_get(s, &c.id, out, sizeof(out), &got),
+			 -EBADMSG);
+	assert_int_equal(hyd_store_get(s, &c.id, out, sizeof(out), &got),
+			 -ENOENT);
+	hyd_store_close(s);
+	tchunk_free(&c);
+}
+
+static int count_packs(const char *dir)
+{
+	char name[32];
+	int n = 0;
+
+	for (;;) {
+		snprintf(name, sizeof(name), "packs/%08d.pack", n + 1);
+		if (file_size(dir, name) < 0)
+			return n;
+		n++;
+	}
+}
+
+static void test_pack_roll(void **state)
+{
+	struct fx *fx = *state;
+	struct hyd_store_stats st;
+	struct tchunk c[20];
+	hyd_store *s = NULL;
+	char name[32];
+	size_t i;
+	int n;
+
+	/* Documented test hook: roll after 4 KiB instead of 256 MiB. */
+	setenv("FERRY_PACK_ROLL_BYTES", "4096", 1);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < 20; i++) {
+		tchunk_make(&c[i], (uint32_t)(500 + i), 1500, 0,
+			    FRAME_POLICY_RAW);
+		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
+					       c[i].frame_len),
+				 0);
+	}
+	/* 1516-byte frames, two per 4 KiB pack. */
+	n = count_packs(fx->dir);
+	assert_int_equal(n, 10);
+	assert_int_equal(hyd_store_stats(s, &st), 0);
+	assert_int_equal(st.packs, (uint64_t)n);
+	for (i = 1; i <= (size_t)n; i++) {
+		snprintf(name, sizeof(name), "packs/%08zu.pack", i);
+		assert_true(file_size(fx->dir, name) <= 4096);
+	}
+	for (i = 0; i < 20; i++)
+		check_get(s, &c[i]);
+	hyd_store_close(s);
+
+	/* A frame larger than the roll size gets a pack of its own. */
+	setenv("FERRY_PACK_ROLL_BYTES", "1000", 1);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	assert_int_equal(hyd_store_stats(s, &st), 0);
+	assert_int_equal(st.packs, 10);
+	for (i = 0; i < 20; i++)
+		check_get(s, &c[i]);
+	{
+		struct tchunk big;
+
+		tchunk_make(&big, 600, 3000, 0, FRAME_POLICY_RAW);
+		assert_int_equal(hyd_store_put(s, &big.id, big.frame,
+					       big.frame_len),
+				 0);
+		check_get(s, &big);
+		assert_int_equal(count_packs(fx->dir), 11);
+		tchunk_free(&big);
+	}
+	hyd_store_close(s);
+	for (i = 0; i < 20; i++)
+		tchunk_free(&c[i]);
+}
+
+static void test_meta(void **state)
+{
+	struct fx *fx = *state;
+	hyd_store *s = NULL;
+	char buf[8];
+
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	assert_int_equal(hyd_store_meta_get(s, "generation", buf, sizeof(buf)),
+			 -ENOENT);
+	assert_int_equal(hyd_store_meta_set(s, "generation", "12"), 0);
+	assert_int_equal(hyd_store_meta_get(s, "generation", buf, sizeof(buf)),
+			 0);
+	assert_string_equal(buf, "12");
+	assert_int_equal(hyd_store_meta_set(s, "generation", "1234567"), 0);
+	assert_int_equal(hyd_store_meta_get(s, "generation", buf, sizeof(buf)),
+			 0);
+	assert_string_equal(buf, "1234567");
+	assert_int_equal(hyd_store_meta_set(s, "generation", "12345678"), 0);
+	assert_int_equal(hyd_store_meta_get(s, "generation", buf, sizeof(buf)),
+			 -ERANGE);
+	assert_int_equal(hyd_store_meta_set(s, "empty", ""), 0);
+	assert_int_equal(hyd_store_meta_get(s, "empty", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "");
+	hyd_store_close(s);
+}
+
+/* Several threads put overlapping sets of chunks and read them back. */
+#define CT_THREADS 4
+#define CT_CHUNKS 24
+
+struct ct_arg {
+	hyd_store *s;
+	struct tchunk *c;
+	int first;
+	int stored; /* puts that returned 0 */
+};
+
+static void *ct_worker(void *p)
+{
+	struct ct_arg *a = p;
+	uint8_t *out = malloc(6000);
+	int i, k, r;
+
+	for (k = 0; k < CT_CHUNKS; k++) {
+		i = (a->first + k) % CT_CHUNKS;
+		r = hyd_store_put(a->s, &a->c[i].id, a->c[i].frame,
+				  a->c[i].frame_len);
+		if (r == 0)
+			a->stored++;
+		else if (r != 1)
+			a->stored = -1000;
+	}
+	for (k = 0; k < CT_CHUNKS; k++) {
+		size_t got = 0;
+
+		r = hyd_store_get(a->s, &a->c[k].id, out, 6000, &got);
+		if (r != 0 || got != a->c[k].raw_len ||
+		    memcmp(out, a->c[k].raw, got) != 0)
+			a->stored = -1000;
+	}
+	free(out);
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	struct fx *fx = *state;
+	struct ct_arg a[CT_THREADS];
+	pthread_t t[CT_THREADS];
+	struct tchunk c[CT_CHUNKS];
+	struct hyd_store_stats st;
+	hyd_store *s = NULL;
+	int i, total = 0;
+
+	for (i = 0; i < CT_CHUNKS; i++)
+		tchunk_make(&c[i], (uint32_t)(700 + i), 6000, i % 3 == 0,
+			    FRAME_POLICY_AUTO);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < CT_THREADS; i++) {
+		a[i] = (struct ct_arg){.s = s, .c = c, .first = i * 5};
+		assert_int_equal(pthread_create(&t[i], NULL, ct_worker, &a[i]),
+				 0);
+	}
+	for (i = 0; i < CT_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_true(a[i].stored >= 0);
+		total += a[i].stored;
+	}
+	assert_int_equal(total, CT_CHUNKS); /* each stored exactly once */
+	assert_int_equal(hyd_store_stats(s, &st), 0);
+	assert_int_equal(st.chunks, CT_CHUNKS);
+	hyd_store_close(s);
+	for (i = 0; i < CT_CHUNKS; i++)
+		tchunk_free(&c[i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_roundtrip_codecs, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_put_idempotent, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_not_a_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_crash_tail, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_corruption, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_header_corruption, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_pack_roll, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_meta, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
