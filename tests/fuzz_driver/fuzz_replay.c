@@ -159,6 +159,11 @@ int main(int argc, char **argv)
 			count);
 		return 1;
 	}
+	if (count == 0) {
+		/* An empty or mistyped corpus path must not pass silently. */
+		fprintf(stderr, "fuzz_replay: no inputs found\n");
+		return 1;
+	}
 	printf("fuzz_replay: %zu inputs ok\n", count);
 	return 0;
 }
