@@ -765,11 +765,10 @@ fallback:
 	/* Only a server we never heard from is stood in for by the cache. */
 	if (r == -EHOSTUNREACH && same) {
 		cached = cached_newest(&f, 0);
-		if (cached > 0) {
+		/* errbuf keeps the "cannot reach" line: the caller can warn
+		 * why it is serving an older generation. */
+		if (cached > 0)
 			r = set_result(&f, cached, 1, ret);
-			if (r == 0 && errbuf && errcap)
-				errbuf[0] = '\0';
-		}
 	}
 out:
 	curl_easy_cleanup(f.h);

@@ -245,12 +245,16 @@ static const char *const hyd_store_migrations[HYD_STORE_SCHEMA] = {
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
 };
 
-static int db_int(hyd_store *s, const char *sql, int64_t *ret)
+/* One integer from a one-off query; arg, if not NULL, is bound to ?1. */
+static int db_int(hyd_store *s, const char *sql, const int64_t *arg,
+		  int64_t *ret)
 {
 	sqlite3_stmt *st = NULL;
 	int rc;
 
 	rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+	if (rc == SQLITE_OK && arg)
+		rc = sqlite3_bind_int64(st, 1, *arg);
 	if (rc == SQLITE_OK) {
 		rc = sqlite3_step(st);
 		if (rc == SQLITE_ROW) {
@@ -268,7 +272,7 @@ static int store_migrate(hyd_store *s)
 	char sql[64];
 	int rc, r;
 
-	r = db_int(s, "PRAGMA user_version", &v);
+	r = db_int(s, "PRAGMA user_version", NULL, &v);
 	if (r < 0)
 		return r;
 	if (v > HYD_STORE_SCHEMA) {
@@ -285,6 +289,7 @@ static int store_migrate(hyd_store *s)
 		if (rc == SQLITE_OK)
 			rc = sqlite3_exec(s->db, hyd_store_migrations[v], NULL,
 					  NULL, NULL);
+		/* PRAGMA takes no bound parameters; v is our own counter. */
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld",
 			 (long long)(v + 1));
 		if (rc == SQLITE_OK)
@@ -358,15 +363,16 @@ static int store_db_open(hyd_store *s)
 	}
 	/* Counters are kept up to date by put and drop; one scan at open is
 	 * cheaper than an aggregate on every stats call. */
-	r = db_int(s, "SELECT COUNT(*) FROM chunk", &v);
+	r = db_int(s, "SELECT COUNT(*) FROM chunk", NULL, &v);
 	if (r == 0) {
 		s->st.chunks = (uint64_t)v;
-		r = db_int(s, "SELECT COALESCE(SUM(raw_len), 0) FROM chunk", &v);
+		r = db_int(s, "SELECT COALESCE(SUM(raw_len), 0) FROM chunk",
+			   NULL, &v);
 	}
 	if (r == 0) {
 		s->st.raw_bytes = (uint64_t)v;
 		r = db_int(s, "SELECT COALESCE(SUM(frame_len), 0) FROM chunk",
-			   &v);
+			   NULL, &v);
 	}
 	if (r == 0)
 		s->st.stored_bytes = (uint64_t)v;
@@ -422,10 +428,10 @@ static int packs_scan(hyd_store *s, uint32_t *ret_hi, uint64_t *ret_n)
  */
 static int store_recover(hyd_store *s)
 {
-	char name[32], sql[96];
+	char name[32];
 	uint32_t hi_file;
 	uint64_t n_files, size = 0;
-	int64_t hi_idx = 0, end_idx = 0;
+	int64_t hi_idx = 0, end_idx = 0, pack;
 	struct stat sb;
 	int r;
 
@@ -433,7 +439,8 @@ static int store_recover(hyd_store *s)
 	if (r < 0)
 		return r;
 	s->st.packs = n_files;
-	r = db_int(s, "SELECT COALESCE(MAX(pack), 0) FROM chunk", &hi_idx);
+	r = db_int(s, "SELECT COALESCE(MAX(pack), 0) FROM chunk", NULL,
+		   &hi_idx);
 	if (r < 0)
 		return r;
 	if (hi_idx < 0 || hi_idx > HYD_PACK_MAX)
@@ -441,11 +448,11 @@ static int store_recover(hyd_store *s)
 	s->cur_pack = hi_file > (uint32_t)hi_idx ? hi_file : (uint32_t)hi_idx;
 	if (s->cur_pack == 0)
 		return 0;
-	snprintf(sql, sizeof(sql),
-		 "SELECT COALESCE(MAX(off + frame_len), 0) FROM chunk"
-		 " WHERE pack = %u",
-		 s->cur_pack);
-	r = db_int(s, sql, &end_idx);
+	pack = s->cur_pack;
+	r = db_int(s,
+		   "SELECT COALESCE(MAX(off + frame_len), 0) FROM chunk"
+		   " WHERE pack = ?1",
+		   &pack, &end_idx);
 	if (r < 0)
 		return r;
 	if (s->cur_pack == hi_file) {

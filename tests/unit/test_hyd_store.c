@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "catalog/catalog.h"
 #include "hydrator/hyd_store_internal.h"
@@ -324,7 +325,7 @@ static void append_garbage(const char *dir, const char *pack, size_t n)
 	assert_non_null(g);
 	fill(g, n, 99, 0);
 	snprintf(p, sizeof(p), "%s/packs/%s", dir, pack);
-	fd = open(p, O_WRONLY | O_APPEND);
+	fd = open(p, O_WRONLY | O_APPEND | O_CREAT, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, g, n), (ssize_t)n);
 	close(fd);
@@ -373,6 +374,62 @@ static void test_crash_tail(void **state)
 	hyd_store_close(s);
 	for (i = 0; i < 5; i++)
 		tchunk_free(&c[i]);
+}
+
+/* A crash right after a roll: the newest pack holds only a tail. */
+static void test_crash_after_roll(void **state)
+{
+	struct fx *fx = *state;
+	struct hyd_store_stats st;
+	struct tchunk c[2];
+	hyd_store *s = NULL;
+	off_t one;
+
+	tchunk_make(&c[0], 250, 3000, 0, FRAME_POLICY_RAW);
+	tchunk_make(&c[1], 251, 3000, 1, FRAME_POLICY_AUTO);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	assert_int_equal(hyd_store_put(s, &c[0].id, c[0].frame, c[0].frame_len),
+			 0);
+	hyd_store_close(s);
+	one = file_size(fx->dir, "packs/00000001.pack");
+	append_garbage(fx->dir, "00000002.pack", 500);
+
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	assert_int_equal(file_size(fx->dir, "packs/00000002.pack"), 0);
+	assert_int_equal(hyd_store_stats(s, &st), 0);
+	assert_int_equal(st.packs, 2);
+	assert_int_equal(hyd_store_put(s, &c[1].id, c[1].frame, c[1].frame_len),
+			 0);
+	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"), one);
+	assert_int_equal(file_size(fx->dir, "packs/00000002.pack"),
+			 (off_t)c[1].frame_len);
+	hyd_store_close(s);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	check_get(s, &c[0]);
+	check_get(s, &c[1]);
+	hyd_store_close(s);
+	tchunk_free(&c[0]);
+	tchunk_free(&c[1]);
+}
+
+/* A state.db from a newer build is refused, not half-understood. */
+static void test_newer_schema(void **state)
+{
+	struct fx *fx = *state;
+	hyd_store *s = NULL;
+	sqlite3 *db = NULL;
+	char p[128];
+
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	hyd_store_close(s);
+	snprintf(p, sizeof(p), "%s/state.db", fx->dir);
+	assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL,
+				      NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), -EIO);
+	assert_null(s);
 }
 
 static void flip_byte(const char *dir, const char *pack, off_t off)
@@ -640,6 +697,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_a_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_tail, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_crash_after_roll, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_newer_schema, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_corruption, setup,
 						teardown),
