@@ -293,6 +293,7 @@ static int group_setup(void **state)
 		publish(g, "notcat", 1, zn, zl);
 		free(zn);
 	}
+	publish(g, "ns2", 1, z, z_len);
 	publish(g, "wronggen", 2, z, z_len);
 	publish(g, "cut", 1, z, z_len / 2);
 	free(z);
@@ -429,6 +430,8 @@ static void test_fetch_cache(void **state)
 	assert_int_equal(res.from_cache, 1);
 	assert_int_equal(res.generation, 1);
 	check_catalog(res.path);
+	/* errbuf says why the cache stood in. */
+	assert_non_null(strstr(err, "cannot reach"));
 	/* The cache stands in only for the URL it came from. */
 	assert_int_equal(hyd_catalog_fetch(other, cache, 5, &res, err,
 					   sizeof(err)),
@@ -436,6 +439,40 @@ static void test_fetch_cache(void **state)
 	assert_non_null(strstr(err, other));
 
 	server_start(&g->plain, NULL, g->www);
+}
+
+/* Another base URL on the same cache: the old catalogs are forgotten, so
+ * they can never stand in for the new URL. */
+static void test_url_change(void **state)
+{
+	struct gx *g = *state;
+	struct hyd_catalog_result res;
+	char cache[128], url[128], url2[128], p[256], err[512];
+	struct stat sb1, sb2;
+	size_t len;
+	char *txt;
+
+	NEED_PYTHON(g);
+	new_cache(g, cache, sizeof(cache));
+	url_of(&g->plain, "ns", url, sizeof(url));
+	url_of(&g->plain, "ns2", url2, sizeof(url2));
+	assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
+			 0);
+	assert_int_equal(stat(res.path, &sb1), 0);
+	assert_int_equal(hyd_catalog_fetch(url2, cache, 5, &res, err,
+					   sizeof(err)),
+			 0);
+	assert_int_equal(res.from_cache, 0);
+	assert_int_equal(stat(res.path, &sb2), 0);
+	assert_int_not_equal(sb1.st_ino, sb2.st_ino); /* downloaded anew */
+	assert_int_equal(count_entries(cache), 2);
+	snprintf(p, sizeof(p), "%s/catalogs/url", cache);
+	txt = read_file(p, &len);
+	txt[len] = '\0';
+	snprintf(p, sizeof(p), "%s/\n", url2);
+	assert_string_equal(txt, p);
+	free(txt);
+	check_catalog(res.path);
 }
 
 static void test_wrong_namespace(void **state)
@@ -534,6 +571,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fetch),
 		cmocka_unit_test(test_fetch_cache),
+		cmocka_unit_test(test_url_change),
 		cmocka_unit_test(test_wrong_namespace),
 		cmocka_unit_test(test_json_errors),
 		cmocka_unit_test(test_garbage),
