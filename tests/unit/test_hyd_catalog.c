@@ -458,11 +458,15 @@ static void test_url_change(void **state)
 	url_of(&g->plain, "ns2", url2, sizeof(url2));
 	assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
 			 0);
-	assert_int_equal(stat(res.path, &sb1), 0);
+	/* A second name keeps the old inode alive to compare against. */
+	snprintf(p, sizeof(p), "%s/old.db", cache);
+	assert_int_equal(link(res.path, p), 0);
 	assert_int_equal(hyd_catalog_fetch(url2, cache, 5, &res, err,
 					   sizeof(err)),
 			 0);
 	assert_int_equal(res.from_cache, 0);
+	assert_int_equal(stat(p, &sb1), 0);
+	assert_int_equal(sb1.st_nlink, 1); /* the old one was removed */
 	assert_int_equal(stat(res.path, &sb2), 0);
 	assert_int_not_equal(sb1.st_ino, sb2.st_ino); /* downloaded anew */
 	assert_int_equal(count_entries(cache), 2);

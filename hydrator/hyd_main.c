@@ -1,0 +1,667 @@
+/*
+ * hydrator/hyd_main.c — the ferry-hydrator program: arguments, start-up,
+ * daemon, shutdown.
+ *
+ * Start-up runs strictly in this order, each step failing with one
+ * "ferry-hydrator: ..." line and exit 1 (bad arguments: exit 2), leaving
+ * nothing mounted: arguments, mountpoint checks, cache directory, chunk
+ * store (its lock), catalog download, catalog open, FUSE session and mount,
+ * then fuse_daemonize — whose parent returns only once the mount exists, so
+ * the tree is browsable when the command returns. Threads (the fetcher's
+ * loop, FUSE workers) are started only after that fork: a fork copies the
+ * calling thread alone.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <fuse_lowlevel.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/hyd_catalog_internal.h"
+#include "hydrator/hyd_fetch_internal.h"
+#include "hydrator/hyd_fuse_internal.h"
+#include "hydrator/hyd_read_internal.h"
+#include "hydrator/hyd_store_internal.h"
+#include "hydrator/hydrator.h"
+
+#define PROG "ferry-hydrator"
+#define EXIT_USAGE 2
+#define TIMEOUT_DEFAULT_S 30L
+#define CONNECTIONS_DEFAULT 8L
+#define CONNECTIONS_MAX 256L
+#define CONNECT_TIMEOUT_S 5L
+#define FUSE_IDLE_THREADS 16u
+/* Reads block while their chunks travel, so allow more workers than the
+ * libfuse default of 10: each one in a read is one more parallel fetch. */
+#define FUSE_MAX_THREADS 64u
+
+struct opts {
+	const char *url;
+	const char *mountpoint;
+	const char *cache_dir;
+	int foreground;
+	int allow_other;
+	int verbose;
+	long timeout_s;
+	long connections;
+};
+
+/* Everything the running mount owns; freed by mount_free. */
+struct mount {
+	char base[HYD_URL_MAX + 1];
+	char name[HYD_NS_NAME_MAX + 1];
+	char mnt[PATH_MAX];
+	char cache[PATH_MAX];
+	char pidfile[PATH_MAX + 16];
+	hyd_store *store;
+	cat_reader *cat;
+	hyd_read_cache *rcache;
+	hyd_fetch *fetch;
+	struct fuse_session *se;
+	int mounted;
+	int pid_written;
+	struct hyd_fs fs;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: " PROG " [OPTIONS] URL MOUNTPOINT\n"
+		"\n"
+		"Mount the tree a ferry-replicator serves at URL on MOUNTPOINT,\n"
+		"read-only. The command returns once the tree is browsable;\n"
+		"file data is fetched on first read, verified (SHA-256) and\n"
+		"kept in the cache directory.\n"
+		"\n"
+		"  URL         http[s]://HOST[:PORT]/v1/NAME\n"
+		"  MOUNTPOINT  an existing, empty directory\n"
+		"\n"
+		"Options:\n"
+		"  -c, --cache-dir DIR   chunk store and catalogs (default:\n"
+		"                        /var/cache/ferry/NAME-HASH as root,\n"
+		"                        else $XDG_CACHE_HOME/ferry/NAME-HASH or\n"
+		"                        ~/.cache/ferry/NAME-HASH)\n"
+		"  -f, --foreground      stay in the foreground, log to stderr\n"
+		"  -o allow_other        let other users see the mount (needs\n"
+		"                        user_allow_other in /etc/fuse.conf)\n"
+		"      --timeout SECONDS give up a read after this long without\n"
+		"                        its data (EIO); default %ld\n"
+		"      --connections N   parallel HTTP connections; default %ld\n"
+		"  -v, --verbose         log every fetch retry\n"
+		"  -h, --help            this text\n"
+		"  -V, --version         print the version\n"
+		"\n"
+		"Unmount with: fusermount3 -u MOUNTPOINT (or send SIGTERM).\n"
+		"A daemonized hydrator logs to CACHEDIR/hydrator.log and writes\n"
+		"its pid to CACHEDIR/hydrator.pid. See ferry-hydrator(1).\n",
+		TIMEOUT_DEFAULT_S, CONNECTIONS_DEFAULT);
+}
+
+static int parse_long(const char *s, long lo, long hi, long *ret)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if(errno || end == s || *end || v < lo || v > hi)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+/* -o takes a comma list; only allow_other means anything here (ro and
+ * default_permissions are always on and accepted for fstab habits). */
+static int parse_o(const char *arg, struct opts *o)
+{
+	char *dup = strdup(arg), *tok, *save = NULL;
+	int r = 0;
+
+	if(!dup)
+		return -ENOMEM;
+	for(tok = strtok_r(dup, ",", &save); tok;
+	    tok = strtok_r(NULL, ",", &save)) {
+		if(!strcmp(tok, "allow_other")) {
+			o->allow_other = 1;
+		} else if(strcmp(tok, "ro") && strcmp(tok, "default_permissions")) {
+			fprintf(stderr,
+				PROG ": unknown mount option '%s' (only "
+				"allow_other is supported; see --help)\n",
+				tok);
+			r = -EINVAL;
+			break;
+		}
+	}
+	free(dup);
+	return r;
+}
+
+/* Returns 0 to go on, 1 when done (help/version printed), -1 on a usage
+ * error (already reported). */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	enum { OPT_TIMEOUT = 256, OPT_CONNECTIONS };
+	static const struct option longopts[] = {
+		{"cache-dir", required_argument, NULL, 'c'},
+		{"foreground", no_argument, NULL, 'f'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{"timeout", required_argument, NULL, OPT_TIMEOUT},
+		{"connections", required_argument, NULL, OPT_CONNECTIONS},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->timeout_s = TIMEOUT_DEFAULT_S;
+	o->connections = CONNECTIONS_DEFAULT;
+	opterr = 0;
+	while((c = getopt_long(argc, argv, ":c:fo:vhV", longopts, NULL)) !=
+	      -1) {
+		switch(c) {
+		case 'c':
+			o->cache_dir = optarg;
+			break;
+		case 'f':
+			o->foreground = 1;
+			break;
+		case 'o':
+			if(parse_o(optarg, o) < 0)
+				return -1;
+			break;
+		case 'v':
+			o->verbose = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case 'V':
+			printf(PROG " " FERRY_VERSION "\n");
+			return 1;
+		case OPT_TIMEOUT:
+			if(parse_long(optarg, 1, 86400, &o->timeout_s) < 0) {
+				fprintf(stderr,
+					PROG ": --timeout wants whole seconds "
+					"1-86400, not '%s'\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case OPT_CONNECTIONS:
+			if(parse_long(optarg, 1, CONNECTIONS_MAX,
+				      &o->connections) < 0) {
+				fprintf(stderr,
+					PROG ": --connections wants 1-%ld, not "
+					"'%s'\n",
+					CONNECTIONS_MAX, optarg);
+				return -1;
+			}
+			break;
+		case ':':
+			fprintf(stderr, PROG ": option '%s' needs a value "
+					"(see --help)\n",
+				argv[optind - 1]);
+			return -1;
+		default:
+			fprintf(stderr, PROG ": unknown option '%s' (see --help)\n",
+				argv[optind - 1]);
+			return -1;
+		}
+	}
+	if(argc - optind != 2) {
+		fprintf(stderr, PROG ": expected URL and MOUNTPOINT, got %d "
+				"argument%s (see --help)\n",
+			argc - optind, argc - optind == 1 ? "" : "s");
+		return -1;
+	}
+	o->url = argv[optind];
+	o->mountpoint = argv[optind + 1];
+	return 0;
+}
+
+/* An existing, empty directory; its absolute path into m->mnt. */
+static int check_mountpoint(const char *path, struct mount *m)
+{
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	int busy = 0;
+
+	if(stat(path, &st) < 0) {
+		fprintf(stderr, PROG ": mountpoint %s: %s\n", path,
+			errno == ENOENT ? "does not exist" : strerror(errno));
+		return -1;
+	}
+	if(!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, PROG ": mountpoint %s is not a directory\n",
+			path);
+		return -1;
+	}
+	d = opendir(path);
+	if(!d) {
+		fprintf(stderr, PROG ": mountpoint %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	while((de = readdir(d)))
+		if(strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			busy = 1;
+			break;
+		}
+	closedir(d);
+	if(busy) {
+		fprintf(stderr, PROG ": mountpoint %s is not empty\n", path);
+		return -1;
+	}
+	if(!realpath(path, m->mnt)) {
+		fprintf(stderr, PROG ": mountpoint %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* mkdir -p; the last component gets mode, parents 0755. */
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(path), i;
+
+	if(len == 0 || len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for(i = 1; i <= len; i++) {
+		if(buf[i] != '/' && buf[i] != '\0')
+			continue;
+		buf[i] = '\0';
+		if(mkdir(buf, i == len ? mode : 0755) < 0 && errno != EEXIST)
+			return -errno;
+		buf[i] = i == len ? '\0' : '/';
+	}
+	return 0;
+}
+
+static int setup_cache_dir(const struct opts *o, struct mount *m)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int r;
+
+	if(o->cache_dir) {
+		if(strlen(o->cache_dir) >= sizeof(path)) {
+			fprintf(stderr, PROG ": cache directory name too long\n");
+			return -1;
+		}
+		memcpy(path, o->cache_dir, strlen(o->cache_dir) + 1);
+	} else {
+		r = hyd_cache_dir_default(m->base, m->name, path, sizeof(path));
+		if(r < 0) {
+			fprintf(stderr,
+				PROG ": no default cache directory (%s): set "
+				"HOME or XDG_CACHE_HOME, or pass -c DIR\n",
+				strerror(-r));
+			return -1;
+		}
+	}
+	r = mkdir_p(path, 0700);
+	if(r == 0 && stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
+		r = -ENOTDIR;
+	/* Absolute: the daemon chdirs to / and the store opens new packs by
+	 * path for as long as it runs. */
+	if(r == 0 && !realpath(path, m->cache))
+		r = -errno;
+	if(r < 0) {
+		fprintf(stderr, PROG ": cannot create cache directory %s: %s\n",
+			path, strerror(-r));
+		return -1;
+	}
+	return 0;
+}
+
+/* Read a decimal pid from a small file; 0 when there is none. */
+static long read_pid_file(const char *dir, const char *name)
+{
+	char path[PATH_MAX], buf[32];
+	ssize_t n;
+	long pid = 0;
+	int fd;
+
+	if(snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+		return 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if(fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if(n <= 0)
+		return 0;
+	buf[n] = '\0';
+	if(parse_long(strtok(buf, " \n"), 1, LONG_MAX, &pid) < 0)
+		return 0;
+	return pid;
+}
+
+static int open_store(struct mount *m)
+{
+	long pid;
+	int r;
+
+	r = hyd_store_open(m->cache, CHUNK_MAX_LIMIT, &m->store);
+	if(r == -EBUSY) {
+		/* The store writes the pid that opened it into lock; a
+		 * daemonized hydrator forked after that, so its own
+		 * hydrator.pid (removed at exit, written only while it holds
+		 * the lock) is the better answer when present. */
+		pid = read_pid_file(m->cache, "hydrator.pid");
+		if(!pid)
+			pid = read_pid_file(m->cache, "lock");
+		if(pid)
+			fprintf(stderr,
+				PROG ": cache directory %s is in use by another "
+				"hydrator (pid %ld)\n",
+				m->cache, pid);
+		else
+			fprintf(stderr,
+				PROG ": cache directory %s is in use by another "
+				"hydrator\n",
+				m->cache);
+		return -1;
+	}
+	if(r < 0) {
+		fprintf(stderr, PROG ": cannot open cache directory %s: %s\n",
+			m->cache, strerror(-r));
+		return -1;
+	}
+	/* We hold the lock: a hydrator.pid left by a crash is stale. */
+	snprintf(m->pidfile, sizeof(m->pidfile), "%s/hydrator.pid", m->cache);
+	unlink(m->pidfile);
+	return 0;
+}
+
+static int open_catalog(const struct opts *o, struct mount *m)
+{
+	struct hyd_catalog_result res;
+	char err[1024];
+	int r;
+
+	memset(&res, 0, sizeof(res));
+	err[0] = '\0';
+	r = hyd_catalog_fetch(m->base, m->cache, CONNECT_TIMEOUT_S, &res, err,
+			      sizeof(err));
+	if(r < 0) {
+		fprintf(stderr, PROG ": %s\n",
+			err[0] ? err : strerror(-r));
+		return -1;
+	}
+	if(res.from_cache)
+		fprintf(stderr,
+			PROG ": warning: serving cached generation %" PRIu64
+			": server unreachable\n",
+			res.generation);
+	r = cat_reader_open(res.path, &m->cat);
+	if(r < 0) {
+		fprintf(stderr, PROG ": catalog %s: %s\n", res.path,
+			r == -EBADMSG ? "not a valid ferry catalog"
+				      : strerror(-r));
+		return -1;
+	}
+	cat_reader_meta(m->cat, &m->fs.meta);
+	hyd_store_set_max_raw(m->store, m->fs.meta.params.max);
+	(void)o;
+	return 0;
+}
+
+/* Everything the FUSE ops need, except the fetcher's thread. */
+static int setup_fs(const struct opts *o, struct mount *m)
+{
+	struct hyd_fetch_config fc;
+	int r;
+
+	r = hyd_read_cache_new(HYD_READ_CACHE_SLOTS, &m->rcache);
+	if(r == 0) {
+		memset(&fc, 0, sizeof(fc));
+		fc.base_url = m->base;
+		fc.store = m->store;
+		fc.max_raw = m->fs.meta.params.max;
+		fc.connections = (unsigned)o->connections;
+		fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
+		fc.verbose = o->verbose;
+		r = hyd_fetch_new(&fc, &m->fetch);
+	}
+	if(r < 0) {
+		fprintf(stderr, PROG ": cannot set up the fetcher: %s\n",
+			strerror(-r));
+		return -1;
+	}
+	m->fs.cat = m->cat;
+	m->fs.verbose = o->verbose;
+	m->fs.rd.cat = m->cat;
+	m->fs.rd.store = m->store;
+	m->fs.rd.fetch = m->fetch;
+	m->fs.rd.cache = m->rcache;
+	m->fs.rd.max_raw = m->fs.meta.params.max;
+	m->fs.rd.timeout_ns = (uint64_t)o->timeout_s * 1000000000ull;
+	return 0;
+}
+
+static int setup_fuse(const struct opts *o, struct mount *m)
+{
+	struct fuse_lowlevel_ops ops;
+	char mopts[128];
+	char *argv[] = {PROG, "-o", mopts, NULL};
+	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+
+	snprintf(mopts, sizeof(mopts),
+		 "ro,default_permissions,fsname=ferry,subtype=ferry%s",
+		 o->allow_other ? ",allow_other" : "");
+	hyd_fuse_ops_fill(&ops);
+	m->se = fuse_session_new(&args, &ops, sizeof(ops), &m->fs);
+	fuse_opt_free_args(&args);
+	if(!m->se) {
+		fprintf(stderr, PROG ": cannot create the FUSE session\n");
+		return -1;
+	}
+	if(fuse_session_mount(m->se, m->mnt) != 0) {
+		fprintf(stderr,
+			PROG ": cannot mount on %s (is /dev/fuse there and "
+			"fusermount3 installed?%s)\n",
+			m->mnt,
+			o->allow_other ? " allow_other needs user_allow_other "
+					 "in /etc/fuse.conf"
+				       : "");
+		return -1;
+	}
+	m->mounted = 1;
+	return 0;
+}
+
+/* After daemonizing: stderr goes to CACHEDIR/hydrator.log, line-buffered. */
+static void redirect_log(struct mount *m)
+{
+	char path[sizeof(m->cache) + 16];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/hydrator.log", m->cache);
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if(fd < 0)
+		return; /* stderr stays /dev/null: nothing better to do */
+	dup2(fd, STDERR_FILENO);
+	close(fd);
+	setvbuf(stderr, NULL, _IOLBF, 0);
+}
+
+/* Durably enough for a pid: temp file, rename. */
+static void write_pidfile(struct mount *m)
+{
+	char tmp[sizeof(m->pidfile) + 8], buf[32];
+	int fd, n;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", m->pidfile);
+	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if(fd < 0)
+		goto fail;
+	if(write(fd, buf, (size_t)n) != n) {
+		close(fd);
+		unlink(tmp);
+		goto fail;
+	}
+	close(fd);
+	if(rename(tmp, m->pidfile) < 0) {
+		unlink(tmp);
+		goto fail;
+	}
+	m->pid_written = 1;
+	return;
+fail:
+	fprintf(stderr, PROG ": warning: cannot write %s: %s\n", m->pidfile,
+		strerror(errno));
+}
+
+static void log_stamp(const char *what, const struct mount *m)
+{
+	char when[64];
+	struct tm tm;
+	time_t t = time(NULL);
+
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	fprintf(stderr,
+		PROG ": %s time=%s url=%s mountpoint=%s generation=%" PRIu64
+		" pid=%ld\n",
+		what, when, m->base, m->mnt, m->fs.meta.generation,
+		(long)getpid());
+}
+
+/* Threads, then the FUSE loop until unmount or SIGTERM. */
+static int serve(struct mount *m)
+{
+	struct fuse_loop_config *cfg;
+	struct hyd_fetch_stats st;
+	int r;
+
+	r = hyd_fetch_start(m->fetch);
+	if(r < 0) {
+		fprintf(stderr, PROG ": cannot start the fetcher: %s\n",
+			strerror(-r));
+		return -1;
+	}
+	if(fuse_set_signal_handlers(m->se) != 0) {
+		fprintf(stderr, PROG ": cannot set signal handlers\n");
+		return -1;
+	}
+	cfg = fuse_loop_cfg_create();
+	if(!cfg) {
+		fuse_remove_signal_handlers(m->se);
+		fprintf(stderr, PROG ": out of memory\n");
+		return -1;
+	}
+	fuse_loop_cfg_set_clone_fd(cfg, 0);
+	fuse_loop_cfg_set_idle_threads(cfg, FUSE_IDLE_THREADS);
+	fuse_loop_cfg_set_max_threads(cfg, FUSE_MAX_THREADS);
+	r = fuse_session_loop_mt(m->se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	fuse_remove_signal_handlers(m->se);
+	hyd_fetch_stop(m->fetch);
+	hyd_fetch_stats(m->fetch, &st);
+	fprintf(stderr,
+		PROG ": stopping requests=%" PRIu64 " chunks=%" PRIu64
+		" wire_bytes=%" PRIu64 " failures=%" PRIu64
+		" mismatches=%" PRIu64 " retries=%" PRIu64 "\n",
+		st.requests, st.chunks, st.wire_bytes, st.failures,
+		st.mismatches, st.retries);
+	/* A signal number is a normal way to stop; -errno is not. */
+	if(r < 0) {
+		fprintf(stderr, PROG ": FUSE loop failed: %s\n", strerror(-r));
+		return -1;
+	}
+	return 0;
+}
+
+static void mount_free(struct mount *m)
+{
+	hyd_fetch_free(m->fetch);
+	if(m->se) {
+		if(m->mounted)
+			fuse_session_unmount(m->se);
+		fuse_session_destroy(m->se);
+	}
+	hyd_read_cache_free(m->rcache);
+	cat_reader_close(m->cat);
+	hyd_store_close(m->store);
+	if(m->pid_written)
+		unlink(m->pidfile);
+	free(m);
+}
+
+static int run(const struct opts *o)
+{
+	struct mount *m;
+	char err[512];
+	int r = 1;
+
+	m = calloc(1, sizeof(*m));
+	if(!m) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return 1;
+	}
+	if(hyd_url_parse(o->url, m->base, sizeof(m->base), m->name,
+			 sizeof(m->name), err, sizeof(err)) < 0) {
+		fprintf(stderr, PROG ": %s\n", err);
+		r = EXIT_USAGE;
+		goto out;
+	}
+	if(check_mountpoint(o->mountpoint, m) < 0 ||
+	   setup_cache_dir(o, m) < 0 || open_store(m) < 0 ||
+	   open_catalog(o, m) < 0 || setup_fs(o, m) < 0 ||
+	   setup_fuse(o, m) < 0)
+		goto out;
+	if(!o->foreground) {
+		/* The parent waits inside fuse_daemonize until the child is
+		 * set up, then exits 0: the mount already exists. */
+		if(fuse_daemonize(0) != 0) {
+			fprintf(stderr, PROG ": cannot daemonize\n");
+			goto out;
+		}
+		redirect_log(m);
+	}
+	write_pidfile(m);
+	log_stamp("mounted", m);
+	if(serve(m) == 0)
+		r = 0;
+	log_stamp(r == 0 ? "unmounted" : "failed", m);
+out:
+	mount_free(m);
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	int r;
+
+	r = parse_args(argc, argv, &o);
+	if(r != 0)
+		return r > 0 ? 0 : EXIT_USAGE;
+	/* Once, before any thread exists. */
+	if(curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fprintf(stderr, PROG ": curl_global_init failed\n");
+		return 1;
+	}
+	r = run(&o);
+	curl_global_cleanup();
+	return r;
+}

@@ -1,0 +1,715 @@
+/*
+ * replicator/repl_http.c — HTTP/1.1 connections: accept, read, parse with
+ * http_parser, queue requests, write responses in order, keep-alive and
+ * pipelining, and bounded everything (URL, headers, body, queue depth).
+ *
+ * Parsing never calls into routes: callbacks only fill the request being
+ * parsed and queue it; routes run from conn_kick after http_parser_execute
+ * returns, so a route that answers (or closes the connection) synchronously
+ * never re-enters the parser.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "replicator/repl_http_internal.h"
+#include "replicator/repl_server_internal.h"
+
+#define READ_BUF 65536u
+
+struct repl_conn {
+	uv_tcp_t tcp;
+	struct repl_server *srv;
+	struct repl_conn *prev, *next;
+	http_parser parser;
+	struct repl_req *cur; /* being parsed */
+	struct repl_req *head, *tail;
+	size_t queued;
+	int refs; /* the handle + every live request */
+	int closing, shutting, reading;
+	int eof;     /* peer finished sending */
+	int no_more; /* no further requests will be taken */
+	int paused;  /* parser paused: queue full */
+	int kicking;
+	int fail_status;
+	const char *fail_detail;
+	size_t hdr_bytes;
+	/* just enough of the current header to see "Expect: 100-continue" */
+	char field[16], value[16];
+	size_t field_len, value_len;
+	int in_value, expect_continue;
+	uv_shutdown_t shut;
+	size_t pend_off, pend_len; /* unparsed bytes in rbuf */
+	char rbuf[READ_BUF];
+};
+
+struct repl_wr {
+	uv_write_t w;
+	struct repl_req *req;
+	repl_write_cb cb;
+	void *arg;
+	char bytes[]; /* copied pre and post */
+};
+
+static void conn_close(struct repl_conn *c);
+static void conn_kick(struct repl_conn *c);
+static void parse_pending(struct repl_conn *c);
+static void read_start(struct repl_conn *c);
+
+static void conn_unref(struct repl_conn *c)
+{
+	if (--c->refs == 0)
+		free(c);
+}
+
+static void on_close(uv_handle_t *h)
+{
+	conn_unref(h->data);
+}
+
+void repl_req_ref(struct repl_req *req)
+{
+	req->refs++;
+}
+
+void repl_req_unref(struct repl_req *req)
+{
+	struct repl_conn *c = req->conn;
+
+	if (--req->refs > 0)
+		return;
+	if (req->on_free)
+		req->on_free(req);
+	free(req->body);
+	free(req);
+	conn_unref(c);
+}
+
+static struct repl_req *req_new(struct repl_conn *c)
+{
+	struct repl_req *req = calloc(1, sizeof(*req));
+
+	if (!req)
+		return NULL;
+	req->conn = c;
+	req->srv = c->srv;
+	req->refs = 1; /* the parser's, then the queue's */
+	c->refs++;
+	return req;
+}
+
+static void update_reading(struct repl_conn *c)
+{
+	int want = !c->closing && !c->shutting && !c->eof && !c->no_more &&
+		   !c->paused && c->pend_len == 0;
+
+	if (want == c->reading)
+		return;
+	c->reading = want;
+	if (!want) {
+		uv_read_stop((uv_stream_t *)&c->tcp);
+		return;
+	}
+	read_start(c);
+}
+
+static void on_shutdown(uv_shutdown_t *s, int status)
+{
+	(void)status;
+	conn_close(s->data);
+}
+
+/* Close once everything queued has been written. */
+static void conn_finish(struct repl_conn *c)
+{
+	if (c->closing || c->shutting)
+		return;
+	c->shutting = 1;
+	update_reading(c);
+	c->shut.data = c;
+	if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, on_shutdown) < 0)
+		conn_close(c);
+}
+
+static void conn_close(struct repl_conn *c)
+{
+	struct repl_req *r, *n;
+
+	if (c->closing)
+		return;
+	c->closing = 1;
+	if (c->reading)
+		uv_read_stop((uv_stream_t *)&c->tcp);
+	c->reading = 0;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->srv->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->srv->n_conns--;
+	if (c->cur) {
+		c->cur->dead = 1;
+		repl_req_unref(c->cur);
+		c->cur = NULL;
+	}
+	for (r = c->head; r; r = n) {
+		n = r->next;
+		r->dead = 1;
+		repl_req_unref(r);
+	}
+	c->head = c->tail = NULL;
+	c->queued = 0;
+	/* Pending writes get their callbacks (UV_ECANCELED) before on_close. */
+	uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+void repl_http_close_all(struct repl_server *srv)
+{
+	while (srv->conns)
+		conn_close(srv->conns);
+}
+
+static void enqueue(struct repl_conn *c, struct repl_req *req)
+{
+	if (c->tail)
+		c->tail->next = req;
+	else
+		c->head = req;
+	c->tail = req;
+	c->queued++;
+}
+
+/* Dispatch the head request if it has not started; a route that answers
+ * synchronously calls repl_http_done, which comes back here through the
+ * loop rather than by recursion. */
+static void conn_kick(struct repl_conn *c)
+{
+	if (c->kicking)
+		return;
+	c->kicking = 1;
+	while (!c->closing && c->head && !c->head->started) {
+		c->head->started = 1;
+		repl_routes_dispatch(c->head);
+	}
+	c->kicking = 0;
+	/* Nothing left to answer and nothing more coming (a half-sent
+	 * request after EOF will never complete either). */
+	if (!c->closing && !c->head && (c->eof || c->no_more))
+		conn_finish(c);
+}
+
+static const char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+static void on_continue_written(uv_write_t *w, int status)
+{
+	(void)status;
+	free(w);
+}
+
+static void send_continue(struct repl_conn *c)
+{
+	uv_write_t *w = malloc(sizeof(*w));
+	uv_buf_t b = uv_buf_init((char *)CONTINUE, sizeof(CONTINUE) - 1);
+
+	if (!w)
+		return; /* the client sends the body after its timeout anyway */
+	if (uv_write(w, (uv_stream_t *)&c->tcp, &b, 1, on_continue_written) < 0)
+		free(w);
+}
+
+/* -- http_parser callbacks: fill c->cur, never dispatch -- */
+
+static int fail(struct repl_conn *c, int status, const char *detail)
+{
+	c->fail_status = status;
+	c->fail_detail = detail;
+	return 1; /* stops the parser with an HPE_CB_* error */
+}
+
+static int cb_message_begin(http_parser *p)
+{
+	struct repl_conn *c = p->data;
+
+	c->cur = req_new(c);
+	if (!c->cur)
+		return fail(c, 500, "out of memory");
+	c->hdr_bytes = 0;
+	c->field_len = c->value_len = 0;
+	c->in_value = c->expect_continue = 0;
+	return 0;
+}
+
+static int cb_url(http_parser *p, const char *at, size_t len)
+{
+	struct repl_conn *c = p->data;
+	struct repl_req *req = c->cur;
+
+	if (req->url_len + len > REPL_URL_MAX)
+		return fail(c, 414, "URL longer than 4096 bytes");
+	memcpy(req->url + req->url_len, at, len);
+	req->url_len += len;
+	req->url[req->url_len] = '\0';
+	return 0;
+}
+
+static void check_expect(struct repl_conn *c)
+{
+	if (c->field_len == 6 && !strncasecmp(c->field, "expect", 6) &&
+	    c->value_len == 12 && !strncasecmp(c->value, "100-continue", 12))
+		c->expect_continue = 1;
+}
+
+static int cb_header_field(http_parser *p, const char *at, size_t len)
+{
+	struct repl_conn *c = p->data;
+
+	c->hdr_bytes += len;
+	if (c->hdr_bytes > REPL_HEADERS_MAX)
+		return fail(c, 431, "headers larger than 16384 bytes");
+	if (c->in_value) {
+		check_expect(c);
+		c->in_value = 0;
+		c->field_len = c->value_len = 0;
+	}
+	if (c->field_len + len <= sizeof(c->field))
+		memcpy(c->field + c->field_len, at, len);
+	c->field_len += len;
+	return 0;
+}
+
+static int cb_header_value(http_parser *p, const char *at, size_t len)
+{
+	struct repl_conn *c = p->data;
+
+	c->hdr_bytes += len;
+	if (c->hdr_bytes > REPL_HEADERS_MAX)
+		return fail(c, 431, "headers larger than 16384 bytes");
+	c->in_value = 1;
+	if (c->value_len + len <= sizeof(c->value))
+		memcpy(c->value + c->value_len, at, len);
+	c->value_len += len;
+	return 0;
+}
+
+static int cb_headers_complete(http_parser *p)
+{
+	struct repl_conn *c = p->data;
+	struct repl_req *req = c->cur;
+
+	if (c->in_value)
+		check_expect(c);
+	req->method = (enum http_method)p->method;
+	req->head_only = p->method == HTTP_HEAD;
+	req->http_minor = p->http_major > 1 ? 1 : p->http_minor;
+	if (p->method == HTTP_CONNECT)
+		return fail(c, 405, "CONNECT is not supported");
+	/* content_length is ULLONG_MAX when there is no Content-Length */
+	if (p->content_length != UINT64_MAX && p->content_length > REPL_BODY_MAX)
+		return fail(c, 413, "body larger than 1024 chunk ids");
+	if (c->expect_continue && !c->head)
+		send_continue(c);
+	return 0;
+}
+
+static int cb_body(http_parser *p, const char *at, size_t len)
+{
+	struct repl_conn *c = p->data;
+	struct repl_req *req = c->cur;
+
+	if (req->body_len + len > REPL_BODY_MAX)
+		return fail(c, 413, "body larger than 1024 chunk ids");
+	if (!req->body) {
+		req->body = malloc(REPL_BODY_MAX);
+		if (!req->body)
+			return fail(c, 500, "out of memory");
+	}
+	memcpy(req->body + req->body_len, at, len);
+	req->body_len += len;
+	return 0;
+}
+
+static int cb_message_complete(http_parser *p)
+{
+	struct repl_conn *c = p->data;
+	struct repl_req *req = c->cur;
+
+	req->keep_alive = http_should_keep_alive(p) && !p->upgrade;
+	c->cur = NULL;
+	enqueue(c, req);
+	if (!req->keep_alive) {
+		/* Nothing after a closing request is answered. */
+		c->no_more = 1;
+		http_parser_pause(p, 1);
+	} else if (c->queued >= REPL_PIPELINE_MAX) {
+		c->paused = 1;
+		http_parser_pause(p, 1);
+	}
+	return 0;
+}
+
+static const http_parser_settings SETTINGS = {
+	.on_message_begin = cb_message_begin,
+	.on_url = cb_url,
+	.on_header_field = cb_header_field,
+	.on_header_value = cb_header_value,
+	.on_headers_complete = cb_headers_complete,
+	.on_body = cb_body,
+	.on_message_complete = cb_message_complete,
+};
+
+/* The parser failed: answer with an error and take nothing more. */
+static void parse_failed(struct repl_conn *c)
+{
+	struct repl_req *req = c->cur;
+	enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+
+	c->cur = NULL;
+	if (!req)
+		req = req_new(c);
+	if (!req) {
+		conn_close(c);
+		return;
+	}
+	req->fail_status = c->fail_status ? c->fail_status : 400;
+	req->fail_detail = c->fail_detail ? c->fail_detail
+					  : http_errno_description(e);
+	req->keep_alive = 0;
+	if (!req->http_minor)
+		req->http_minor = 1;
+	c->no_more = 1;
+	c->pend_len = 0;
+	enqueue(c, req);
+}
+
+static void parse_pending(struct repl_conn *c)
+{
+	while (c->pend_len > 0 && !c->closing && !c->no_more && !c->paused) {
+		size_t n = http_parser_execute(&c->parser, &SETTINGS,
+					       c->rbuf + c->pend_off,
+					       c->pend_len);
+		enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+
+		if (n > c->pend_len)
+			n = c->pend_len;
+		c->pend_off += n;
+		c->pend_len -= n;
+		if (e == HPE_PAUSED)
+			break;
+		if (e != HPE_OK) {
+			parse_failed(c);
+			break;
+		}
+		if (n == 0)
+			break;
+	}
+	if (c->no_more)
+		c->pend_len = 0;
+	conn_kick(c);
+	update_reading(c);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct repl_conn *c = h->data;
+
+	(void)hint;
+	/* Reading only runs while no unparsed bytes are left in rbuf. */
+	*buf = uv_buf_init(c->rbuf, READ_BUF);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct repl_conn *c = s->data;
+
+	(void)buf;
+	if (nread == 0)
+		return;
+	if (nread < 0) {
+		if (nread != UV_EOF || !c->head) {
+			conn_close(c);
+			return;
+		}
+		/* Half-close: answer what was asked, then close. */
+		c->eof = 1;
+		update_reading(c);
+		return;
+	}
+	c->pend_off = 0;
+	c->pend_len = (size_t)nread;
+	parse_pending(c);
+}
+
+static void read_start(struct repl_conn *c)
+{
+	if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+		conn_close(c);
+}
+
+void repl_http_on_connection(uv_stream_t *server, int status)
+{
+	struct repl_server *srv = server->data;
+	struct repl_conn *c;
+
+	if (status < 0)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->srv = srv;
+	c->refs = 1;
+	uv_tcp_init(&srv->loop, &c->tcp);
+	c->tcp.data = c;
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || srv->stopping ||
+	    srv->n_conns >= REPL_CONN_MAX) {
+		uv_close((uv_handle_t *)&c->tcp, on_close);
+		return;
+	}
+	uv_tcp_nodelay(&c->tcp, 1);
+	http_parser_init(&c->parser, HTTP_REQUEST);
+	c->parser.data = c;
+	c->next = srv->conns;
+	if (srv->conns)
+		srv->conns->prev = c;
+	srv->conns = c;
+	srv->n_conns++;
+	update_reading(c);
+}
+
+/* -- writing -- */
+
+static void on_written(uv_write_t *w, int status)
+{
+	struct repl_wr *wr = (struct repl_wr *)w;
+	struct repl_req *req = wr->req;
+
+	if (wr->cb)
+		wr->cb(req, wr->arg, status);
+	if (status < 0 && !req->conn->closing)
+		conn_close(req->conn);
+	repl_req_unref(req);
+	free(wr);
+}
+
+int repl_http_send(struct repl_req *req, const void *pre, size_t pre_len,
+		   const void *data, size_t data_len, const void *post,
+		   size_t post_len, repl_write_cb cb, void *arg)
+{
+	struct repl_conn *c = req->conn;
+	struct repl_wr *wr;
+	uv_buf_t bufs[3];
+	unsigned n = 0;
+
+	if (c->closing || req->dead)
+		return -ECANCELED;
+	wr = malloc(sizeof(*wr) + pre_len + post_len);
+	if (!wr) {
+		conn_close(c);
+		return -ECANCELED;
+	}
+	wr->req = req;
+	wr->cb = cb;
+	wr->arg = arg;
+	if (pre_len) {
+		memcpy(wr->bytes, pre, pre_len);
+		bufs[n++] = uv_buf_init(wr->bytes, (unsigned)pre_len);
+	}
+	if (data_len)
+		bufs[n++] = uv_buf_init((char *)data, (unsigned)data_len);
+	if (post_len) {
+		memcpy(wr->bytes + pre_len, post, post_len);
+		bufs[n++] = uv_buf_init(wr->bytes + pre_len, (unsigned)post_len);
+	}
+	if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, bufs, n, on_written) < 0) {
+		free(wr);
+		conn_close(c);
+		return -ECANCELED;
+	}
+	repl_req_ref(req);
+	return 0;
+}
+
+static const char *status_text(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 304: return "Not Modified";
+	case 400: return "Bad Request";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 413: return "Payload Too Large";
+	case 414: return "URI Too Long";
+	case 431: return "Request Header Fields Too Large";
+	case 503: return "Service Unavailable";
+	default: return status >= 500 ? "Internal Server Error" : "Error";
+	}
+}
+
+int repl_http_head(struct repl_req *req, int status, const char *ctype,
+		   int64_t content_length, const char *extra, char *buf,
+		   size_t cap)
+{
+	char date[64], len_line[64];
+	struct tm tm;
+	time_t now = time(NULL);
+	const char *conn_line = "";
+	int n;
+
+	gmtime_r(&now, &tm);
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	if (content_length >= 0) {
+		snprintf(len_line, sizeof(len_line),
+			 "Content-Length: %" PRId64 "\r\n", content_length);
+	} else if (req->http_minor >= 1) {
+		req->chunked = 1;
+		snprintf(len_line, sizeof(len_line),
+			 "Transfer-Encoding: chunked\r\n");
+	} else {
+		req->keep_alive = 0; /* HTTP/1.0: the close ends the body */
+		len_line[0] = '\0';
+	}
+	if (!req->keep_alive)
+		conn_line = "Connection: close\r\n";
+	else if (req->http_minor == 0)
+		conn_line = "Connection: keep-alive\r\n";
+	req->status = status;
+	n = snprintf(buf, cap,
+		     "HTTP/1.1 %d %s\r\n"
+		     "Server: ferry-replicator/" REPL_VERSION "\r\n"
+		     "Date: %s\r\n"
+		     "Content-Type: %s\r\n"
+		     "%s%s%s\r\n",
+		     status, status_text(status), date, ctype, len_line,
+		     extra ? extra : "", conn_line);
+	if (n < 0 || (size_t)n >= cap)
+		return -ENOBUFS;
+	return n;
+}
+
+void repl_http_respond(struct repl_req *req, int status, const char *ctype,
+		       const char *extra, const void *body, size_t len)
+{
+	char head[1024];
+	int n = repl_http_head(req, status, ctype, (int64_t)len, extra, head,
+			       sizeof(head));
+
+	if (n < 0) {
+		repl_http_abort(req);
+		return;
+	}
+	if (req->head_only)
+		len = 0;
+	/* small bodies: copied with the head, one write */
+	if (repl_http_send(req, head, (size_t)n, NULL, 0, body, len, NULL,
+			   NULL) < 0)
+		return;
+	repl_http_done(req);
+}
+
+void repl_json_escape(char *dst, size_t cap, const void *src, size_t len)
+{
+	static const char hexd[] = "0123456789abcdef";
+	const unsigned char *s = src;
+	size_t i, o = 0;
+
+	if (!cap)
+		return;
+	for (i = 0; i < len; i++) {
+		char tmp[8];
+		size_t tl;
+		unsigned char ch = s[i];
+
+		if (ch == '"' || ch == '\\') {
+			tmp[0] = '\\';
+			tmp[1] = (char)ch;
+			tl = 2;
+		} else if (ch < 0x20 || ch >= 0x7f) {
+			/* not printable ASCII: \u00XX keeps the line valid JSON
+			 * whatever the bytes were */
+			memcpy(tmp, "\\u00", 4);
+			tmp[4] = hexd[ch >> 4];
+			tmp[5] = hexd[ch & 15];
+			tl = 6;
+		} else {
+			tmp[0] = (char)ch;
+			tl = 1;
+		}
+		if (o + tl + 4 > cap) {
+			if (o + 4 <= cap) {
+				memcpy(dst + o, "...", 3);
+				o += 3;
+			}
+			break;
+		}
+		memcpy(dst + o, tmp, tl);
+		o += tl;
+	}
+	dst[o] = '\0';
+}
+
+void repl_http_error(struct repl_req *req, int status, const char *code,
+		     const char *extra, const char *fmt, ...)
+{
+	char detail[512], esc[1024], body[1200];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		detail[0] = '\0';
+	repl_json_escape(esc, sizeof(esc), detail, strlen(detail));
+	n = snprintf(body, sizeof(body), "{\"error\":\"%s\",\"detail\":\"%s\"}\n",
+		     code, esc);
+	if (n < 0 || (size_t)n >= sizeof(body))
+		n = 0;
+	repl_http_respond(req, status, "application/json", extra, body,
+			  (size_t)n);
+}
+
+void repl_http_done(struct repl_req *req)
+{
+	struct repl_conn *c = req->conn;
+	int keep;
+
+	if (req->done || req->dead)
+		return;
+	req->done = 1;
+	if (c->srv->verbose)
+		fprintf(stderr, "ferry-replicator: %s %.*s %d\n",
+			http_method_str(req->method), (int)req->url_len,
+			req->url, req->status);
+	/* the answered request is always the head */
+	c->head = req->next;
+	if (!c->head)
+		c->tail = NULL;
+	c->queued--;
+	req->next = NULL;
+	keep = req->keep_alive;
+	repl_req_unref(req);
+	if (!keep) {
+		c->no_more = 1;
+		conn_finish(c);
+		return;
+	}
+	if (c->paused && c->queued < REPL_PIPELINE_MAX) {
+		c->paused = 0;
+		http_parser_pause(&c->parser, 0);
+		parse_pending(c);
+		return;
+	}
+	conn_kick(c);
+}
+
+void repl_http_abort(struct repl_req *req)
+{
+	if (!req->dead)
+		conn_close(req->conn);
+}
