@@ -38,7 +38,10 @@
 #define HYD_LOW_SPEED_BYTES 1024L
 #define HYD_LOW_SPEED_TIME_S 10L
 
-enum xfer_where { XFER_CURL, XFER_RETRY, XFER_WORK };
+/* Where a transfer is. CURL and RETRY count against `connections`: during
+ * an outage only that many flights back off and retry, the rest stay
+ * queued in priority order. */
+enum xfer_where { XFER_IDLE, XFER_CURL, XFER_RETRY, XFER_WORK, XFER_DONE };
 
 /* One socket curl wants watched. */
 struct hyd_poll {
@@ -57,6 +60,7 @@ struct hyd_xfer {
 	uint8_t *body;
 	size_t body_len, body_cap;
 	enum xfer_where where;
+	unsigned requests;   /* HTTP requests made for this flight */
 	unsigned attempts;   /* transient failures so far */
 	unsigned mismatches; /* bad frames so far */
 	uint64_t retry_at_ns;
@@ -90,7 +94,7 @@ struct hyd_fetch {
 	CURLM *multi;
 	struct hyd_poll *polls;
 	struct hyd_xfer *xfers;
-	unsigned n_curl;  /* transfers inside curl */
+	unsigned n_busy;  /* transfers in XFER_CURL or XFER_RETRY */
 	uint64_t rng;     /* xorshift state for backoff jitter */
 	int shutting_down;
 	int cleaning;     /* inside curl_multi_cleanup */
@@ -172,6 +176,21 @@ static int fetch_curl_errno(CURLcode res)
 	}
 }
 
+static int where_busy(enum xfer_where w)
+{
+	return w == XFER_CURL || w == XFER_RETRY;
+}
+
+/* Every change of x->where goes through here, to keep n_busy right. */
+static void xfer_set(struct hyd_xfer *x, enum xfer_where w)
+{
+	if(where_busy(x->where))
+		x->f->n_busy--;
+	x->where = w;
+	if(where_busy(w))
+		x->f->n_busy++;
+}
+
 static void xfer_unlink(struct hyd_xfer *x)
 {
 	hyd_fetch *f = x->f;
@@ -198,11 +217,12 @@ static void xfer_end(struct hyd_xfer *x, int rc)
 			chunk_id_to_hex(&x->fl->id, hex);
 			fprintf(stderr,
 				"ferry-hydrator: fetch failed chunk=%s "
-				"url=%s err=%s attempts=%u why=\"%s\"\n",
-				hex, x->url, err_name(rc),
-				x->attempts + x->mismatches + 1, x->why);
+				"url=%s err=%s requests=%u why=\"%s\"\n",
+				hex, x->url, err_name(rc), x->requests,
+				x->why);
 		}
 	}
+	xfer_set(x, XFER_DONE);
 	xfer_unlink(x);
 	hyd_flights_finish(&f->flights, x->fl, rc);
 	x->fl = NULL;
@@ -259,7 +279,7 @@ static void xfer_retry(struct hyd_xfer *x)
 			"delay_ms=%" PRIu64 " why=\"%s\"\n",
 			hex, x->attempts, delay_ms, x->why);
 	}
-	x->where = XFER_RETRY;
+	xfer_set(x, XFER_RETRY);
 	x->retry_at_ns = now + delay_ms * 1000000ull;
 	arm_retry_timer(f);
 }
@@ -314,9 +334,10 @@ static void verify_work(uv_work_t *w)
 		x->work_rc = r;
 		return;
 	}
-	/* Readers may go now; the store write below only makes it durable. */
-	hyd_flights_verified(&f->flights, fl, raw);
+	/* Readers may go now; the store write below only makes it durable.
+	 * Count first, so whoever wakes sees the counter already moved. */
 	STAT_ADD(f, chunks, 1);
+	hyd_flights_verified(&f->flights, fl, raw);
 	if(f->store) {
 		r = hyd_store_put(f->store, &fl->id, x->body, x->body_len);
 		if(r < 0) {
@@ -352,7 +373,7 @@ static void xfer_verify(struct hyd_xfer *x)
 {
 	int r;
 
-	x->where = XFER_WORK;
+	xfer_set(x, XFER_WORK);
 	x->work.data = x;
 	r = uv_queue_work(&x->f->loop, &x->work, verify_work, verify_done);
 	if(r < 0) {
@@ -448,8 +469,8 @@ static void xfer_start(struct hyd_xfer *x)
 		xfer_end(x, -EIO);
 		return;
 	}
-	x->where = XFER_CURL;
-	f->n_curl++;
+	xfer_set(x, XFER_CURL);
+	x->requests++;
 	STAT_ADD(f, requests, 1);
 }
 
@@ -505,7 +526,7 @@ static void pump(hyd_fetch *f)
 	struct hyd_flight *fl;
 	struct hyd_xfer *x;
 
-	while(!f->shutting_down && f->n_curl < f->connections) {
+	while(!f->shutting_down && f->n_busy < f->connections) {
 		fl = hyd_flights_next(&f->flights);
 		if(!fl)
 			break;
@@ -536,9 +557,10 @@ static void check_multi_info(hyd_fetch *f)
 		x = NULL;
 		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
 		curl_multi_remove_handle(f->multi, easy);
-		f->n_curl--;
-		if(x)
+		if(x) {
+			xfer_set(x, XFER_IDLE);
 			xfer_done(x, res);
+		}
 	}
 }
 
@@ -734,7 +756,6 @@ static void begin_shutdown(hyd_fetch *f)
 		next = x->next;
 		if(x->where == XFER_CURL) {
 			curl_multi_remove_handle(f->multi, x->easy);
-			f->n_curl--;
 			xfer_end(x, -ECANCELED);
 		} else if(x->where == XFER_RETRY) {
 			xfer_end(x, -ECANCELED);
@@ -885,6 +906,12 @@ void hyd_fetch_stop(hyd_fetch *f)
 	hyd_flights_close(&f->flights, -ECANCELED);
 	pthread_join(f->thread, NULL);
 	f->started = 0;
+}
+
+void hyd_fetch_cancel(hyd_fetch *f)
+{
+	/* The loop notices the closed table and shuts down on its own. */
+	hyd_flights_close(&f->flights, -ECANCELED);
 }
 
 void hyd_fetch_free(hyd_fetch *f)

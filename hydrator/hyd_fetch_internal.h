@@ -177,6 +177,11 @@ int hyd_fetch_start(hyd_fetch *f);
  * handles are closed, the thread is joined. Idempotent. */
 void hyd_fetch_stop(hyd_fetch *f);
 
+/* Begin stopping without waiting: every waiter is woken with -ECANCELED
+ * soon, new submits get -ESHUTDOWN. Any thread; hyd_fetch_stop still joins.
+ * For a process that is going away while reads are blocked. */
+void hyd_fetch_cancel(hyd_fetch *f);
+
 /* Stop (if needed) and free. NULL is a no-op. */
 void hyd_fetch_free(hyd_fetch *f);
 

@@ -17,6 +17,8 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -546,12 +548,72 @@ static void log_stamp(const char *what, const struct mount *m)
 		(long)getpid());
 }
 
+/* libfuse's signal handler only flags the session as exited, and its loop
+ * then joins workers that may sit in a read waiting out a dead server for
+ * --timeout seconds. This thread sees the flag and cancels the fetcher, so
+ * those reads end (EIO) at once and SIGTERM stops the hydrator promptly. */
+struct watch {
+	struct fuse_session *se;
+	hyd_fetch *fetch;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done;
+};
+
+#define WATCH_PERIOD_NS 100000000ull
+
+static void *watch_main(void *arg)
+{
+	struct watch *w = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&w->lock);
+	while(!w->done) {
+		if(fuse_session_exited(w->se)) {
+			hyd_fetch_cancel(w->fetch);
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)WATCH_PERIOD_NS;
+		if(ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+static int watch_start(struct watch *w, pthread_t *th)
+{
+	sigset_t all, old;
+	int r;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	r = pthread_create(th, NULL, watch_main, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -r;
+}
+
+static void watch_stop(struct watch *w, pthread_t th)
+{
+	pthread_mutex_lock(&w->lock);
+	w->done = 1;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(th, NULL);
+}
+
 /* Threads, then the FUSE loop until unmount or SIGTERM. */
 static int serve(struct mount *m)
 {
 	struct fuse_loop_config *cfg;
 	struct hyd_fetch_stats st;
-	int r;
+	struct watch w = {.se = m->se, .fetch = m->fetch};
+	pthread_t wth;
+	int r, watching;
 
 	r = hyd_fetch_start(m->fetch);
 	if(r < 0) {
@@ -572,7 +634,15 @@ static int serve(struct mount *m)
 	fuse_loop_cfg_set_clone_fd(cfg, 0);
 	fuse_loop_cfg_set_idle_threads(cfg, FUSE_IDLE_THREADS);
 	fuse_loop_cfg_set_max_threads(cfg, FUSE_MAX_THREADS);
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	/* Without the watcher SIGTERM still works, only slower. */
+	watching = watch_start(&w, &wth) == 0;
 	r = fuse_session_loop_mt(m->se, cfg);
+	if(watching)
+		watch_stop(&w, wth);
+	pthread_cond_destroy(&w.cond);
+	pthread_mutex_destroy(&w.lock);
 	fuse_loop_cfg_destroy(cfg);
 	fuse_remove_signal_handlers(m->se);
 	hyd_fetch_stop(m->fetch);

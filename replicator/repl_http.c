@@ -229,7 +229,9 @@ static int fail(struct repl_conn *c, int status, const char *detail)
 {
 	c->fail_status = status;
 	c->fail_detail = detail;
-	return 1; /* stops the parser with an HPE_CB_* error */
+	/* Any non-zero stops the parser with an HPE_CB_* error, except that
+	 * on_headers_complete reads 1 as "no body" and 2 as "upgrade". */
+	return -1;
 }
 
 static int cb_message_begin(http_parser *p)
@@ -305,6 +307,7 @@ static int cb_headers_complete(http_parser *p)
 	if (c->in_value)
 		check_expect(c);
 	req->method = (enum http_method)p->method;
+	req->head_parsed = 1;
 	req->head_only = p->method == HTTP_HEAD;
 	req->http_minor = p->http_major > 1 ? 1 : p->http_minor;
 	if (p->method == HTTP_CONNECT)
@@ -684,8 +687,8 @@ void repl_http_done(struct repl_req *req)
 	req->done = 1;
 	if (c->srv->verbose)
 		fprintf(stderr, "ferry-replicator: %s %.*s %d\n",
-			http_method_str(req->method), (int)req->url_len,
-			req->url, req->status);
+			req->head_parsed ? http_method_str(req->method) : "-",
+			(int)req->url_len, req->url, req->status);
 	/* the answered request is always the head */
 	c->head = req->next;
 	if (!c->head)

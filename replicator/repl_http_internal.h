@@ -46,6 +46,7 @@ struct repl_req {
 	struct repl_conn *conn;
 	struct repl_server *srv;
 	enum http_method method;
+	int head_parsed; /* method and version are known */
 	int head_only;	/* HEAD: headers as for GET, no body */
 	int keep_alive; /* decided at message end; 0 closes after the reply */
 	int http_minor;

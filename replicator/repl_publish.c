@@ -489,3 +489,20 @@ out:
 	free(src);
 	return r;
 }
+
+int repl_ns_name_check(const char *name)
+{
+	size_t i, n = strlen(name);
+
+	if (n < 1 || n > REPL_NS_NAME_MAX || name[0] == '.')
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		char ch = name[i];
+
+		if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+		      ch == '-'))
+			return -EINVAL;
+	}
+	return 0;
+}

@@ -579,7 +579,7 @@ static int list_dir(struct scan *s, int dfd, struct name_list *nl)
 			break;
 	}
 	closedir(d);
-	if (r == 0)
+	if (r == 0 && nl->n > 1)
 		qsort_r(nl->off, nl->n, sizeof(nl->off[0]), names_cmp,
 			nl->arena);
 	return r;

@@ -1,0 +1,248 @@
+/*
+ * replicator/repl_main.c — ferry-replicator: command line, defaults, and
+ * handing over to the server. Exit status: 0 clean shutdown, 1 runtime
+ * failure (cannot listen, cannot start), 2 bad arguments.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "replicator/replicator.h"
+#include "replicator/repl_server_internal.h"
+
+#define DEFAULT_LISTEN "127.0.0.1:8700"
+#define ROOT_STATE_DIR "/var/lib/ferry-replicator"
+
+static const char USAGE[] =
+	"Usage: ferry-replicator [OPTIONS] NAME=DIR...\n"
+	"\n"
+	"Serve each directory DIR as the ferry namespace NAME over HTTP.\n"
+	"Every start scans each DIR into a new catalog generation (older\n"
+	"generations stay available); a namespace answers 503 until its scan\n"
+	"is done. Chunk data is read from DIR on demand and checked against\n"
+	"its SHA-256 before it is sent.\n"
+	"\n"
+	"Options:\n"
+	"  -l, --listen HOST:PORT  address to serve on (default " DEFAULT_LISTEN
+	")\n"
+	"  -s, --state-dir DIR     where catalogs and indexes are kept\n"
+	"                          (default " ROOT_STATE_DIR " as root,\n"
+	"                          else $HOME/.local/state/ferry-replicator)\n"
+	"      --codec CODEC       frame compression: auto (default), zstd,\n"
+	"                          lz4 or raw\n"
+	"  -v, --verbose           log every request\n"
+	"  -h, --help              show this help and exit\n"
+	"  -V, --version           show the version and exit\n"
+	"\n"
+	"NAME is 1-64 characters of [A-Za-z0-9._-], not starting with '.'.\n"
+	"\n"
+	"Endpoints (per namespace NAME):\n"
+	"  GET  /v1/NAME/HEAD           current generation\n"
+	"  GET  /v1/NAME/catalog/GEN    catalog (zstd-compressed SQLite)\n"
+	"  GET  /v1/NAME/chunk/ID       one chunk frame (ID: 64 hex digits)\n"
+	"  POST /v1/NAME/chunks         body: 1..1024 ids of 32 bytes\n"
+	"  GET  /v1/NAME/stats          counters (JSON)\n"
+	"\n"
+	"Example:\n"
+	"  ferry-replicator -l 0.0.0.0:8700 models=/srv/models data=/srv/data\n";
+
+static int usage_error(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "ferry-replicator: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see ferry-replicator --help)\n");
+	return 2;
+}
+
+/* The default state dir; malloc'd, NULL when there is no HOME. */
+static char *default_state_dir(void)
+{
+	const char *home = getenv("HOME");
+	size_t n;
+	char *p;
+
+	if (geteuid() == 0)
+		return strdup(ROOT_STATE_DIR);
+	if (!home || home[0] != '/')
+		return NULL;
+	n = strlen(home) + sizeof("/.local/state/ferry-replicator");
+	p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s/.local/state/ferry-replicator", home);
+	return p;
+}
+
+static int parse_codec(const char *s, enum frame_policy *ret)
+{
+	if (!strcmp(s, "auto"))
+		*ret = FRAME_POLICY_AUTO;
+	else if (!strcmp(s, "zstd"))
+		*ret = FRAME_POLICY_ZSTD;
+	else if (!strcmp(s, "lz4"))
+		*ret = FRAME_POLICY_LZ4;
+	else if (!strcmp(s, "raw"))
+		*ret = FRAME_POLICY_RAW;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* Deep trees keep one fd per level open while scanning. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "state-dir", required_argument, NULL, 's' },
+		{ "codec", required_argument, NULL, 'c' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct repl_server_opts o = { .listen = DEFAULT_LISTEN };
+	struct repl_server srv;
+	const char **names = NULL, **dirs = NULL;
+	char *state = NULL, **split = NULL;
+	int opt, i, j, rc = 2, n;
+
+	while ((opt = getopt_long(argc, argv, "l:s:vhV", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'l':
+			o.listen = optarg;
+			break;
+		case 's':
+			free(state);
+			state = strdup(optarg);
+			break;
+		case 'c':
+			if (parse_codec(optarg, &o.policy) < 0) {
+				rc = usage_error("unknown codec '%s': use auto, "
+						 "zstd, lz4 or raw", optarg);
+				goto out;
+			}
+			break;
+		case 'v':
+			o.verbose = 1;
+			break;
+		case 'h':
+			fputs(USAGE, stdout);
+			rc = 0;
+			goto out;
+		case 'V':
+			printf("ferry-replicator %s\n", REPL_VERSION);
+			rc = 0;
+			goto out;
+		default:
+			fprintf(stderr, "ferry-replicator: bad option (see "
+					"ferry-replicator --help)\n");
+			goto out;
+		}
+	}
+	n = argc - optind;
+	if (n < 1) {
+		rc = usage_error("%s", "no NAME=DIR given");
+		goto out;
+	}
+	names = calloc((size_t)n, sizeof(*names));
+	dirs = calloc((size_t)n, sizeof(*dirs));
+	split = calloc((size_t)n, sizeof(*split));
+	if (!names || !dirs || !split) {
+		fprintf(stderr, "ferry-replicator: out of memory\n");
+		rc = 1;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		const char *arg = argv[optind + i];
+		const char *eq = strchr(arg, '=');
+		struct stat st;
+
+		if (!eq) {
+			rc = usage_error("'%s' is not NAME=DIR", arg);
+			goto out;
+		}
+		split[i] = strndup(arg, (size_t)(eq - arg));
+		if (!split[i]) {
+			rc = 1;
+			goto out;
+		}
+		if (repl_ns_name_check(split[i]) < 0) {
+			rc = usage_error("bad namespace name '%s': use 1-64 of "
+					 "[A-Za-z0-9._-], not starting with '.'",
+					 split[i]);
+			goto out;
+		}
+		for (j = 0; j < i; j++)
+			if (!strcmp(names[j], split[i])) {
+				rc = usage_error("namespace '%s' given twice",
+						 split[i]);
+				goto out;
+			}
+		if (stat(eq + 1, &st) < 0) {
+			fprintf(stderr, "ferry-replicator: '%s': %s\n", eq + 1,
+				strerror(errno));
+			goto out;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			fprintf(stderr,
+				"ferry-replicator: '%s': not a directory\n",
+				eq + 1);
+			goto out;
+		}
+		names[i] = split[i];
+		dirs[i] = eq + 1;
+	}
+	if (!state) {
+		state = default_state_dir();
+		if (!state) {
+			rc = usage_error("%s", "no HOME: give --state-dir");
+			goto out;
+		}
+	}
+	o.state_dir = state;
+	o.n_ns = (size_t)n;
+	o.ns_names = names;
+	o.ns_dirs = dirs;
+	raise_nofile();
+	/* A peer that goes away mid-write must be an EPIPE, not our death. */
+	signal(SIGPIPE, SIG_IGN);
+	/* One pool thread goes to scanning; keep enough for chunk reads. */
+	setenv("UV_THREADPOOL_SIZE", "8", 0);
+	rc = 1;
+	if (repl_server_init(&srv, &o) == 0) {
+		repl_server_run(&srv);
+		rc = 0;
+	}
+	repl_server_fini(&srv);
+out:
+	if (split)
+		for (i = 0; i < n; i++)
+			free(split[i]);
+	free(split);
+	free(names);
+	free(dirs);
+	free(state);
+	return rc;
+}

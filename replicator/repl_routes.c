@@ -1,0 +1,744 @@
+/*
+ * replicator/repl_routes.c — the protocol's endpoints (docs: the ENDPOINTS
+ * section of ferry-replicator(1)):
+ *
+ *   GET|HEAD /v1/NS/HEAD          current generation, text
+ *   GET|HEAD /v1/NS/catalog/GEN   GEN.db.zst, immutable, ETag = its SHA-256
+ *   GET|HEAD /v1/NS/chunk/ID      one frame, immutable, ETag = ID
+ *   POST     /v1/NS/chunks        for each id in the body: id, frame
+ *   GET|HEAD /v1/NS/stats         counters, JSON
+ *
+ * Everything that blocks (SQLite, file reads, hashing, compression) runs in
+ * uv_queue_work; the after-work callbacks here, on the loop thread, own the
+ * counters and the answers. A request whose connection went away while
+ * work was queued is `dead`: its callbacks only release what they hold.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "replicator/repl_http_internal.h"
+#include "replicator/repl_publish_internal.h"
+#include "replicator/repl_server_internal.h"
+
+#define IMMUTABLE "Cache-Control: public, max-age=31536000, immutable\r\n"
+#define CAT_READ_BUF (256u * 1024u)
+#define BATCH_WINDOW 8u	     /* chunks being read/encoded at once */
+#define BATCH_WRITES_MAX 4u  /* frames written but not yet sent */
+
+static const char *code_for(int status)
+{
+	switch (status) {
+	case 400: return "bad_request";
+	case 404: return "not_found";
+	case 405: return "method_not_allowed";
+	case 409: return "changed";
+	case 413: return "too_large";
+	case 414: return "uri_too_long";
+	case 431: return "headers_too_large";
+	case 503: return "not_ready";
+	default: return "internal";
+	}
+}
+
+static int is_hex(const char *s, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		char ch = s[i];
+
+		if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
+		      (ch >= 'A' && ch <= 'F')))
+			return 0;
+	}
+	return 1;
+}
+
+/* -- HEAD and stats -- */
+
+static void route_head(struct repl_req *req, struct repl_ns *ns)
+{
+	char body[32];
+	int n = snprintf(body, sizeof(body), "%" PRIu64 "\n", ns->generation);
+
+	repl_http_respond(req, 200, "text/plain", "Cache-Control: no-cache\r\n",
+			  body, (size_t)n);
+}
+
+static void route_stats(struct repl_req *req, struct repl_ns *ns)
+{
+	char body[256];
+	int n = snprintf(body, sizeof(body),
+			 "{\"generation\":%" PRIu64 ",\"requests\":%" PRIu64
+			 ",\"chunks_served\":%" PRIu64
+			 ",\"chunk_bytes_served\":%" PRIu64
+			 ",\"mismatches\":%" PRIu64 "}\n",
+			 ns->generation, ns->stats.requests,
+			 ns->stats.chunks_served, ns->stats.chunk_bytes_served,
+			 ns->stats.mismatches);
+
+	repl_http_respond(req, 200, "application/json",
+			  "Cache-Control: no-cache\r\n", body, (size_t)n);
+}
+
+/* -- catalog: open on a worker, stream with uv_fs_read -- */
+
+struct cat_job {
+	uv_work_t w;
+	uv_fs_t fs;
+	struct repl_req *req;
+	char *path;
+	int fd, err;
+	uint64_t size, off;
+	char sha[65];
+	char *buf;
+};
+
+static void cat_job_free(struct repl_req *req)
+{
+	struct cat_job *j = req->route;
+
+	/* a regular file's close does not block: fine on the loop thread */
+	if (j->fd >= 0)
+		close(j->fd);
+	free(j->path);
+	free(j->buf);
+	free(j);
+}
+
+static void cat_open_work(uv_work_t *w)
+{
+	struct cat_job *j = w->data;
+	struct stat st;
+
+	j->fd = open(j->path, O_RDONLY | O_CLOEXEC);
+	if (j->fd < 0) {
+		j->err = -errno;
+		return;
+	}
+	if (fstat(j->fd, &st) < 0) {
+		j->err = -errno;
+		return;
+	}
+	j->size = (uint64_t)st.st_size;
+	j->err = repl__catalog_sha_read(j->path, j->sha);
+}
+
+static void cat_read_next(struct repl_req *req);
+
+static void cat_written(struct repl_req *req, void *arg, int status)
+{
+	struct cat_job *j = arg;
+
+	if (status < 0 || req->dead || req->done)
+		return;
+	if (j->off < j->size)
+		cat_read_next(req);
+}
+
+static void cat_on_read(uv_fs_t *fs)
+{
+	struct cat_job *j = fs->data;
+	struct repl_req *req = j->req;
+	ssize_t n = fs->result;
+
+	uv_fs_req_cleanup(fs);
+	if (req->dead)
+		goto out;
+	if (n <= 0) {
+		/* a published catalog never shrinks; the length promised in
+		 * the head cannot be kept, so the client must see a cut */
+		fprintf(stderr, "ferry-replicator: %s: read failed at %" PRIu64
+			": %s\n", j->path, j->off,
+			n < 0 ? uv_strerror((int)n) : "unexpected end");
+		repl_http_abort(req);
+		goto out;
+	}
+	j->off += (uint64_t)n;
+	if (repl_http_send(req, NULL, 0, j->buf, (size_t)n, NULL, 0,
+			   cat_written, j) < 0)
+		goto out;
+	if (j->off >= j->size)
+		repl_http_done(req);
+out:
+	repl_req_unref(req);
+}
+
+static void cat_read_next(struct repl_req *req)
+{
+	struct cat_job *j = req->route;
+	uint64_t left = j->size - j->off;
+	uv_buf_t b = uv_buf_init(j->buf, left < CAT_READ_BUF ? (unsigned)left
+							     : CAT_READ_BUF);
+
+	j->fs.data = j;
+	repl_req_ref(req);
+	if (uv_fs_read(&req->srv->loop, &j->fs, j->fd, &b, 1, (int64_t)j->off,
+		       cat_on_read) < 0) {
+		repl_req_unref(req);
+		repl_http_abort(req);
+	}
+}
+
+static void cat_opened(uv_work_t *w, int status)
+{
+	struct cat_job *j = w->data;
+	struct repl_req *req = j->req;
+	char head[1024], extra[256];
+	int n;
+
+	if (req->dead || status < 0)
+		goto out;
+	if (j->err == -ENOENT) {
+		repl_http_error(req, 404, "not_found", NULL,
+				"no catalog file for this generation");
+		goto out;
+	}
+	if (j->err < 0) {
+		fprintf(stderr, "ferry-replicator: %s: %s\n", j->path,
+			strerror(-j->err));
+		repl_http_error(req, 500, "internal", NULL,
+				"cannot open the catalog: %s",
+				strerror(-j->err));
+		goto out;
+	}
+	snprintf(extra, sizeof(extra), "ETag: \"%s\"\r\n" IMMUTABLE, j->sha);
+	n = repl_http_head(req, 200, "application/zstd", (int64_t)j->size,
+			   extra, head, sizeof(head));
+	if (n < 0 || repl_http_send(req, head, (size_t)n, NULL, 0, NULL, 0,
+				    NULL, NULL) < 0)
+		goto out;
+	if (req->head_only || j->size == 0) {
+		repl_http_done(req);
+		goto out;
+	}
+	j->buf = malloc(CAT_READ_BUF);
+	if (!j->buf) {
+		repl_http_abort(req);
+		goto out;
+	}
+	cat_read_next(req);
+out:
+	repl_req_unref(req);
+}
+
+static void route_catalog(struct repl_req *req, struct repl_ns *ns,
+			  const char *arg, size_t len)
+{
+	struct cat_job *j;
+	char num[24], *end;
+	unsigned long long gen;
+
+	/* canonical decimal only: one URL per catalog, for caches */
+	if (len < 1 || len > 20 || arg[0] < '1' || arg[0] > '9') {
+		repl_http_error(req, 404, "not_found", NULL,
+				"unknown generation '%.*s'", (int)(len > 40 ? 40 : len), arg);
+		return;
+	}
+	memcpy(num, arg, len);
+	num[len] = '\0';
+	errno = 0;
+	gen = strtoull(num, &end, 10);
+	if (errno || *end != '\0' || gen > ns->generation) {
+		repl_http_error(req, 404, "not_found", NULL,
+				"unknown generation '%s'", num);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		return;
+	}
+	j->fd = -1;
+	j->req = req;
+	j->path = repl__catalog_zst_path(ns->state_dir, gen);
+	req->route = j;
+	req->on_free = cat_job_free;
+	if (!j->path) {
+		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		return;
+	}
+	j->w.data = j;
+	repl_req_ref(req);
+	if (uv_queue_work(&req->srv->loop, &j->w, cat_open_work, cat_opened) <
+	    0) {
+		repl_req_unref(req);
+		repl_http_error(req, 500, "internal", NULL, "cannot queue work");
+	}
+}
+
+/* -- one chunk -- */
+
+struct chunk_job {
+	uv_work_t w;
+	struct repl_req *req;
+	struct repl_ns *ns;
+	enum frame_policy policy;
+	chunk_id id;
+	struct repl_chunk_res res;
+};
+
+static void chunk_job_free(struct repl_req *req)
+{
+	struct chunk_job *j = req->route;
+
+	repl_chunk_res_fini(&j->res);
+	free(j);
+}
+
+static void chunk_work(uv_work_t *w)
+{
+	struct chunk_job *j = w->data;
+
+	repl_chunk_load(j->ns, j->policy, &j->id, &j->res);
+}
+
+static void log_mismatch(struct repl_ns *ns, const chunk_id *id,
+			 const char *path)
+{
+	char hex[CHUNK_ID_HEX_LEN + 1], esc[512];
+
+	chunk_id_to_hex(id, hex);
+	repl_json_escape(esc, sizeof(esc), path ? path : "?",
+			 path ? strlen(path) : 1);
+	ns->stats.mismatches++;
+	fprintf(stderr,
+		"ferry-replicator: %s: chunk %s: %s no longer matches its "
+		"source; not served\n",
+		ns->name, hex, esc);
+}
+
+static void chunk_done(uv_work_t *w, int status)
+{
+	struct chunk_job *j = w->data;
+	struct repl_req *req = j->req;
+	char hex[CHUNK_ID_HEX_LEN + 1], head[1024], extra[256], esc[512];
+	int n;
+
+	if (req->dead || status < 0)
+		goto out;
+	chunk_id_to_hex(&j->id, hex);
+	if (j->res.err == -ENOENT) {
+		repl_http_error(req, 404, "not_found", NULL,
+				"unknown chunk ID %s", hex);
+		goto out;
+	}
+	if (j->res.err == -EBADMSG) {
+		log_mismatch(j->ns, &j->id, j->res.path);
+		repl_json_escape(esc, sizeof(esc), j->res.path ? j->res.path : "?",
+				 j->res.path ? strlen(j->res.path) : 1);
+		repl_http_error(req, 409, "changed", NULL,
+				"chunk ID of %s no longer matches its source",
+				esc);
+		goto out;
+	}
+	if (j->res.err < 0) {
+		fprintf(stderr, "ferry-replicator: %s: chunk %s: %s\n",
+			j->ns->name, hex, strerror(-j->res.err));
+		repl_http_error(req, 500, "internal", NULL,
+				"reading chunk %s: %s", hex,
+				strerror(-j->res.err));
+		goto out;
+	}
+	snprintf(extra, sizeof(extra), "ETag: \"%s\"\r\n" IMMUTABLE, hex);
+	n = repl_http_head(req, 200, "application/octet-stream",
+			   (int64_t)j->res.frame_len, extra, head,
+			   sizeof(head));
+	if (n < 0) {
+		repl_http_abort(req);
+		goto out;
+	}
+	/* the frame stays with the job until the request is freed, which is
+	 * after its writes complete */
+	if (repl_http_send(req, head, (size_t)n, j->res.frame,
+			   req->head_only ? 0 : j->res.frame_len, NULL, 0, NULL,
+			   NULL) < 0)
+		goto out;
+	if (!req->head_only) {
+		j->ns->stats.chunks_served++;
+		j->ns->stats.chunk_bytes_served += j->res.raw_len;
+	}
+	repl_http_done(req);
+out:
+	repl_req_unref(req);
+}
+
+static void route_chunk(struct repl_req *req, struct repl_ns *ns,
+			const char *arg, size_t len)
+{
+	struct chunk_job *j;
+
+	if (len != CHUNK_ID_HEX_LEN || !is_hex(arg, len)) {
+		repl_http_error(req, 400, "bad_request", NULL,
+				"a chunk ID is 64 hex digits");
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		return;
+	}
+	chunk_id_from_hex(arg, len, &j->id);
+	j->req = req;
+	j->ns = ns;
+	j->policy = req->srv->policy;
+	j->w.data = j;
+	req->route = j;
+	req->on_free = chunk_job_free;
+	repl_req_ref(req);
+	if (uv_queue_work(&req->srv->loop, &j->w, chunk_work, chunk_done) < 0) {
+		repl_req_unref(req);
+		repl_http_error(req, 500, "internal", NULL, "cannot queue work");
+	}
+}
+
+/* -- batch: validate all ids, then stream id+frame in order -- */
+
+struct batch;
+
+struct batch_slot {
+	uv_work_t w;
+	struct batch *b;
+	size_t idx;
+	int ready;
+	struct repl_chunk_res res;
+};
+
+struct batch {
+	uv_work_t vw;
+	struct repl_req *req;
+	struct repl_ns *ns;
+	chunk_id *ids;
+	size_t n;
+	int vrc;
+	size_t bad;
+	size_t next_launch, next_write, writes;
+	int ended;
+	struct batch_slot slots[BATCH_WINDOW];
+};
+
+static void batch_free(struct repl_req *req)
+{
+	struct batch *b = req->route;
+	size_t i;
+
+	for (i = 0; i < BATCH_WINDOW; i++)
+		repl_chunk_res_fini(&b->slots[i].res);
+	free(b->ids);
+	free(b);
+}
+
+static void batch_pump(struct batch *b);
+
+static void batch_slot_work(uv_work_t *w)
+{
+	struct batch_slot *s = w->data;
+
+	repl_chunk_load(s->b->ns, s->b->req->srv->policy, &s->b->ids[s->idx],
+			&s->res);
+}
+
+static void batch_slot_done(uv_work_t *w, int status)
+{
+	struct batch_slot *s = w->data;
+	struct repl_req *req = s->b->req;
+
+	s->ready = 1;
+	if (status < 0 && !s->res.err)
+		s->res.err = -ECANCELED;
+	if (!req->dead)
+		batch_pump(s->b);
+	repl_req_unref(req);
+}
+
+static void batch_written(struct repl_req *req, void *arg, int status)
+{
+	struct batch *b = req->route;
+
+	free(arg); /* the frame */
+	b->writes--;
+	if (status >= 0 && !req->dead)
+		batch_pump(b);
+}
+
+/* Hand the ready head slot to the connection. Returns 0, or -1 when the
+ * stream had to be cut (mismatch or error mid-body). */
+static int batch_write_slot(struct batch *b, struct batch_slot *s)
+{
+	struct repl_req *req = b->req;
+	char pre[32 + CHUNK_ID_LEN], hex[CHUNK_ID_HEX_LEN + 1];
+	size_t plen = 0;
+	uint8_t *frame;
+
+	if (s->res.err) {
+		/* The status line went out long ago: cutting the connection is
+		 * the only way to tell the client this body is not whole. */
+		chunk_id_to_hex(&b->ids[s->idx], hex);
+		if (s->res.err == -EBADMSG)
+			log_mismatch(b->ns, &b->ids[s->idx], s->res.path);
+		else
+			fprintf(stderr,
+				"ferry-replicator: %s: chunk %s: %s; batch "
+				"response cut\n",
+				b->ns->name, hex, strerror(-s->res.err));
+		repl_http_abort(req);
+		return -1;
+	}
+	if (req->chunked)
+		plen = (size_t)snprintf(pre, sizeof(pre), "%zx\r\n",
+					CHUNK_ID_LEN + s->res.frame_len);
+	memcpy(pre + plen, b->ids[s->idx].b, CHUNK_ID_LEN);
+	plen += CHUNK_ID_LEN;
+	frame = s->res.frame;
+	if (repl_http_send(req, pre, plen, frame, s->res.frame_len,
+			   req->chunked ? "\r\n" : NULL, req->chunked ? 2 : 0,
+			   batch_written, frame) < 0)
+		return -1;
+	b->writes++;
+	b->ns->stats.chunks_served++;
+	b->ns->stats.chunk_bytes_served += s->res.raw_len;
+	s->res.frame = NULL; /* now the write's */
+	repl_chunk_res_fini(&s->res);
+	s->ready = 0;
+	return 0;
+}
+
+static void batch_pump(struct batch *b)
+{
+	struct repl_req *req = b->req;
+	int progress = 1;
+
+	while (progress && !b->ended && !req->dead) {
+		progress = 0;
+		while (b->next_launch < b->n &&
+		       b->next_launch - b->next_write < BATCH_WINDOW &&
+		       b->writes < BATCH_WRITES_MAX) {
+			struct batch_slot *s =
+				&b->slots[b->next_launch % BATCH_WINDOW];
+
+			s->b = b;
+			s->idx = b->next_launch++;
+			s->ready = 0;
+			s->w.data = s;
+			repl_req_ref(req);
+			if (uv_queue_work(&req->srv->loop, &s->w,
+					  batch_slot_work, batch_slot_done) < 0) {
+				repl_req_unref(req);
+				repl_http_abort(req);
+				return;
+			}
+		}
+		while (b->next_write < b->n &&
+		       b->slots[b->next_write % BATCH_WINDOW].ready &&
+		       b->slots[b->next_write % BATCH_WINDOW].idx ==
+			       b->next_write) {
+			if (batch_write_slot(
+				    b, &b->slots[b->next_write % BATCH_WINDOW]) < 0)
+				return;
+			b->next_write++;
+			progress = 1;
+		}
+	}
+	if (!b->ended && !req->dead && b->next_write == b->n) {
+		b->ended = 1;
+		if (!req->chunked ||
+		    repl_http_send(req, "0\r\n\r\n", 5, NULL, 0, NULL, 0, NULL,
+				   NULL) == 0)
+			repl_http_done(req);
+	}
+}
+
+static void batch_check_work(uv_work_t *w)
+{
+	struct batch *b = w->data;
+
+	b->vrc = repl_chunk_check(b->ns, b->ids, b->n, &b->bad);
+}
+
+static void batch_checked(uv_work_t *w, int status)
+{
+	struct batch *b = w->data;
+	struct repl_req *req = b->req;
+	char hex[CHUNK_ID_HEX_LEN + 1], head[1024];
+	int n;
+
+	if (req->dead || status < 0)
+		goto out;
+	if (b->vrc == 1) {
+		chunk_id_to_hex(&b->ids[b->bad], hex);
+		repl_http_error(req, 404, "not_found", NULL,
+				"unknown chunk ID %s (id %zu of the batch)", hex,
+				b->bad);
+		goto out;
+	}
+	if (b->vrc < 0) {
+		repl_http_error(req, 500, "internal", NULL,
+				"source index lookup failed: %s",
+				strerror(-b->vrc));
+		goto out;
+	}
+	n = repl_http_head(req, 200, "application/octet-stream", -1,
+			   "Cache-Control: no-store\r\n", head, sizeof(head));
+	if (n < 0 || repl_http_send(req, head, (size_t)n, NULL, 0, NULL, 0,
+				    NULL, NULL) < 0)
+		goto out;
+	batch_pump(b);
+out:
+	repl_req_unref(req);
+}
+
+static void route_batch(struct repl_req *req, struct repl_ns *ns)
+{
+	struct batch *b;
+
+	if (req->body_len == 0 || req->body_len % CHUNK_ID_LEN != 0) {
+		repl_http_error(req, 400, "bad_request", NULL,
+				"body must be 1..%u chunk ids of 32 bytes each "
+				"(got %zu bytes)",
+				REPL_BATCH_MAX, req->body_len);
+		return;
+	}
+	if (req->body_len > REPL_BODY_MAX) {
+		repl_http_error(req, 413, "too_large", NULL,
+				"at most %u chunk ids per batch",
+				REPL_BATCH_MAX);
+		return;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		return;
+	}
+	req->route = b;
+	req->on_free = batch_free;
+	b->req = req;
+	b->ns = ns;
+	b->n = req->body_len / CHUNK_ID_LEN;
+	b->ids = malloc(b->n * sizeof(*b->ids));
+	if (!b->ids) {
+		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		return;
+	}
+	memcpy(b->ids, req->body, b->n * sizeof(*b->ids));
+	b->vw.data = b;
+	repl_req_ref(req);
+	if (uv_queue_work(&req->srv->loop, &b->vw, batch_check_work,
+			  batch_checked) < 0) {
+		repl_req_unref(req);
+		repl_http_error(req, 500, "internal", NULL, "cannot queue work");
+	}
+}
+
+/* -- dispatch -- */
+
+enum route { R_HEAD, R_STATS, R_CHUNKS, R_CATALOG, R_CHUNK };
+
+static int route_of(const char *rest, size_t len, enum route *ret,
+		    const char **ret_arg, size_t *ret_arg_len)
+{
+	static const struct {
+		const char *prefix;
+		int has_arg;
+		enum route r;
+	} table[] = {
+		{ "HEAD", 0, R_HEAD },	       { "stats", 0, R_STATS },
+		{ "chunks", 0, R_CHUNKS },     { "catalog/", 1, R_CATALOG },
+		{ "chunk/", 1, R_CHUNK },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		size_t pl = strlen(table[i].prefix);
+
+		if (table[i].has_arg ? len <= pl : len != pl)
+			continue;
+		if (memcmp(rest, table[i].prefix, pl) != 0)
+			continue;
+		if (table[i].has_arg && memchr(rest + pl, '/', len - pl))
+			continue;
+		*ret = table[i].r;
+		*ret_arg = rest + pl;
+		*ret_arg_len = len - pl;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+void repl_routes_dispatch(struct repl_req *req)
+{
+	struct http_parser_url u;
+	struct repl_ns *ns;
+	const char *path, *slash, *arg;
+	size_t plen, nlen, arg_len;
+	enum route r;
+	int get_like;
+
+	if (req->fail_status) {
+		repl_http_error(req, req->fail_status,
+				code_for(req->fail_status), NULL, "%s",
+				req->fail_detail ? req->fail_detail : "bad request");
+		return;
+	}
+	http_parser_url_init(&u);
+	if (http_parser_parse_url(req->url, req->url_len, 0, &u) != 0 ||
+	    !(u.field_set & (1u << UF_PATH))) {
+		repl_http_error(req, 400, "bad_request", NULL, "malformed URL");
+		return;
+	}
+	path = req->url + u.field_data[UF_PATH].off;
+	plen = u.field_data[UF_PATH].len;
+	if (plen < 4 || memcmp(path, "/v1/", 4) != 0) {
+		repl_http_error(req, 404, "not_found", NULL, "unknown path '%.*s'",
+				(int)(plen > 200 ? 200 : plen), path);
+		return;
+	}
+	path += 4;
+	plen -= 4;
+	slash = memchr(path, '/', plen);
+	nlen = slash ? (size_t)(slash - path) : plen;
+	ns = repl_server_ns(req->srv, path, nlen);
+	if (!ns) {
+		repl_http_error(req, 404, "not_found", NULL,
+				"unknown namespace '%.*s'",
+				(int)(nlen > 80 ? 80 : nlen), path);
+		return;
+	}
+	ns->stats.requests++;
+	if (!slash || route_of(slash + 1, plen - nlen - 1, &r, &arg,
+			       &arg_len) < 0) {
+		repl_http_error(req, 404, "not_found", NULL,
+				"unknown path '/v1/%.*s'",
+				(int)(plen > 200 ? 200 : plen), path);
+		return;
+	}
+	get_like = req->method == HTTP_GET || req->method == HTTP_HEAD;
+	if (r == R_CHUNKS ? req->method != HTTP_POST : !get_like) {
+		repl_http_error(req, 405, "method_not_allowed",
+				r == R_CHUNKS ? "Allow: POST\r\n"
+					      : "Allow: GET, HEAD\r\n",
+				"%s is not allowed here",
+				http_method_str(req->method));
+		return;
+	}
+	if (ns->state != REPL_NS_READY) {
+		repl_http_error(req, 503, "not_ready", "Retry-After: 5\r\n",
+				ns->state == REPL_NS_FAILED
+					? "namespace '%s' failed to scan"
+					: "namespace '%s' is still being scanned",
+				ns->name);
+		return;
+	}
+	switch (r) {
+	case R_HEAD: route_head(req, ns); break;
+	case R_STATS: route_stats(req, ns); break;
+	case R_CHUNKS: route_batch(req, ns); break;
+	case R_CATALOG: route_catalog(req, ns, arg, arg_len); break;
+	case R_CHUNK: route_chunk(req, ns, arg, arg_len); break;
+	}
+}

@@ -1,0 +1,317 @@
+/*
+ * replicator/repl_server.c — the replicator's life: listen first, then scan
+ * the namespaces one after the other on a worker (each turns READY when
+ * its generation is published), serve until SIGINT/SIGTERM, then close
+ * everything and free it.
+ *
+ * Listening before scanning lets clients and health checks see the server
+ * at once (503 while scanning) and makes a port clash fail fast, before
+ * minutes of scanning.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "replicator/repl_http_internal.h"
+#include "replicator/repl_publish_internal.h"
+#include "replicator/repl_server_internal.h"
+
+struct repl_ns *repl_server_ns(struct repl_server *srv, const char *name,
+			       size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < srv->n_ns; i++)
+		if (strlen(srv->ns[i].name) == len &&
+		    memcmp(srv->ns[i].name, name, len) == 0)
+			return &srv->ns[i];
+	return NULL;
+}
+
+/* Print rel (raw bytes) with anything unprintable as \xNN, so a hostile
+ * file name cannot mess up a terminal or a log parser. */
+static void print_path(FILE *f, const char *dir, const char *rel, size_t len)
+{
+	size_t i;
+
+	fputs(dir, f);
+	if (len)
+		fputc('/', f);
+	for (i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)rel[i];
+
+		if (ch < 0x20 || ch >= 0x7f || ch == '\\')
+			fprintf(f, "\\x%02x", ch);
+		else
+			fputc(ch, f);
+	}
+}
+
+/* Scan warnings, on the scanning worker thread: one line each, written
+ * with the stream locked so lines from other threads do not interleave. */
+static void scan_warn(void *ctx, const char *rel, size_t rel_len, int err,
+		      const char *why)
+{
+	struct repl_ns *ns = ctx;
+
+	flockfile(stderr);
+	fprintf(stderr, "ferry-replicator: scan %s: ", ns->name);
+	print_path(stderr, ns->dir, rel, rel_len);
+	fprintf(stderr, ": %s; left out\n", why ? why : strerror(err));
+	funlockfile(stderr);
+}
+
+static void scan_work(uv_work_t *w)
+{
+	struct repl_ns *ns = w->data;
+	struct repl_scan_opts o = {
+		.cancel = &ns->srv->cancel,
+		.warn = scan_warn,
+		.ctx = ns,
+	};
+
+	ns->scan_rc = repl_generation_build(ns->state_dir, ns->dir, &o,
+					    &ns->gen);
+}
+
+static void scan_next(struct repl_server *srv);
+
+static void scan_done(uv_work_t *w, int status)
+{
+	struct repl_ns *ns = w->data;
+	struct repl_server *srv = ns->srv;
+	const struct repl_scan_stats *st = &ns->gen.stats;
+	int rc = status < 0 ? status : ns->scan_rc;
+
+	if (rc == -ECANCELED || srv->stopping) {
+		ns->state = REPL_NS_FAILED;
+		return;
+	}
+	if (rc < 0) {
+		ns->state = REPL_NS_FAILED;
+		fprintf(stderr,
+			"ferry-replicator: namespace %s: scan of %s failed: %s\n",
+			ns->name, ns->dir, strerror(-rc));
+		scan_next(srv);
+		return;
+	}
+	ns->srcindex_path = repl__srcindex_path(ns->state_dir,
+						ns->gen.generation);
+	if (!ns->srcindex_path) {
+		ns->state = REPL_NS_FAILED;
+		scan_next(srv);
+		return;
+	}
+	ns->generation = ns->gen.generation;
+	ns->state = REPL_NS_READY;
+	fprintf(stderr,
+		"ferry-replicator: namespace %s ready: generation %llu, %llu "
+		"files, %llu dirs, %.1f MB, %llu chunks (%llu unique), scanned "
+		"in %.1f s\n",
+		ns->name, (unsigned long long)ns->generation,
+		(unsigned long long)st->files, (unsigned long long)st->dirs,
+		(double)st->bytes / 1e6, (unsigned long long)st->chunks,
+		(unsigned long long)st->unique, ns->gen.seconds);
+	scan_next(srv);
+}
+
+static void scan_next(struct repl_server *srv)
+{
+	struct repl_ns *ns;
+
+	if (srv->stopping || srv->scan_next >= srv->n_ns)
+		return;
+	ns = &srv->ns[srv->scan_next++];
+	ns->scan_work.data = ns;
+	if (uv_queue_work(&srv->loop, &ns->scan_work, scan_work, scan_done) <
+	    0) {
+		ns->state = REPL_NS_FAILED;
+		scan_next(srv);
+	}
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	struct repl_server *srv = s->data;
+
+	(void)signum;
+	if (srv->stopping)
+		return;
+	srv->stopping = 1;
+	atomic_store(&srv->cancel, 1);
+	fprintf(stderr, "ferry-replicator: shutting down\n");
+	uv_close((uv_handle_t *)&srv->listener, NULL);
+	uv_close((uv_handle_t *)&srv->sig_int, NULL);
+	uv_close((uv_handle_t *)&srv->sig_term, NULL);
+	repl_http_close_all(srv);
+}
+
+/* HOST:PORT or [V6]:PORT into a sockaddr (numeric or resolvable host). */
+static int parse_listen(const char *s, struct sockaddr_storage *ret)
+{
+	char host[256], *end;
+	const char *colon = strrchr(s, ':');
+	struct addrinfo hints = { 0 }, *ai = NULL;
+	unsigned long port;
+	size_t hl;
+
+	if (!colon || colon == s)
+		return -EINVAL;
+	hl = (size_t)(colon - s);
+	if (s[0] == '[') {
+		if (hl < 3 || s[hl - 1] != ']')
+			return -EINVAL;
+		s++;
+		hl -= 2;
+	}
+	if (hl >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno || *end != '\0' || colon[1] < '0' || colon[1] > '9' ||
+	    port > 65535)
+		return -EINVAL;
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai)
+		return -EADDRNOTAVAIL;
+	memset(ret, 0, sizeof(*ret));
+	memcpy(ret, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	if (ret->ss_family == AF_INET)
+		((struct sockaddr_in *)ret)->sin_port = htons((uint16_t)port);
+	else if (ret->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ret)->sin6_port = htons((uint16_t)port);
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int ns_init(struct repl_server *srv, struct repl_ns *ns,
+		   const char *name, const char *dir, const char *state_dir)
+{
+	snprintf(ns->name, sizeof(ns->name), "%s", name);
+	ns->srv = srv;
+	ns->dirfd = -1;
+	uv_mutex_init(&ns->pool_lock);
+	ns->dir = strdup(dir);
+	ns->state_dir = repl__path_fmt("%s/%s", state_dir, name);
+	if (!ns->dir || !ns->state_dir)
+		return -ENOMEM;
+	ns->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (ns->dirfd < 0) {
+		int e = errno;
+
+		fprintf(stderr, "ferry-replicator: %s: %s\n", dir, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
+{
+	struct sockaddr_storage sa;
+	size_t i;
+	int r;
+
+	memset(srv, 0, sizeof(*srv));
+	atomic_init(&srv->cancel, 0);
+	srv->policy = o->policy;
+	srv->verbose = o->verbose;
+	snprintf(srv->listen_str, sizeof(srv->listen_str), "%s", o->listen);
+	r = uv_loop_init(&srv->loop);
+	if (r < 0) {
+		fprintf(stderr, "ferry-replicator: cannot start: %s\n",
+			uv_strerror(r));
+		return -EIO;
+	}
+	srv->loop.data = srv;
+	srv->ns = calloc(o->n_ns, sizeof(*srv->ns));
+	if (!srv->ns)
+		return -ENOMEM;
+	for (i = 0; i < o->n_ns; i++) {
+		srv->n_ns++;
+		r = ns_init(srv, &srv->ns[i], o->ns_names[i], o->ns_dirs[i],
+			    o->state_dir);
+		if (r < 0)
+			return r;
+	}
+	r = parse_listen(o->listen, &sa);
+	if (r < 0) {
+		fprintf(stderr, "ferry-replicator: cannot listen on %s: %s\n",
+			o->listen,
+			r == -EINVAL ? "expected HOST:PORT" : "unknown host");
+		return r;
+	}
+	uv_tcp_init(&srv->loop, &srv->listener);
+	srv->listener.data = srv;
+	r = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&sa, 0);
+	if (r == 0)
+		r = uv_listen((uv_stream_t *)&srv->listener, 511,
+			      repl_http_on_connection);
+	if (r < 0) {
+		fprintf(stderr, "ferry-replicator: cannot listen on %s: %s\n",
+			o->listen, uv_strerror(r));
+		return -EADDRINUSE;
+	}
+	uv_signal_init(&srv->loop, &srv->sig_int);
+	uv_signal_init(&srv->loop, &srv->sig_term);
+	srv->sig_int.data = srv->sig_term.data = srv;
+	uv_signal_start(&srv->sig_int, on_signal, SIGINT);
+	uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
+	return 0;
+}
+
+int repl_server_run(struct repl_server *srv)
+{
+	if (srv->verbose)
+		fprintf(stderr, "ferry-replicator: listening on %s\n",
+			srv->listen_str);
+	scan_next(srv);
+	uv_run(&srv->loop, UV_RUN_DEFAULT);
+	return 0;
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+	(void)arg;
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+void repl_server_fini(struct repl_server *srv)
+{
+	size_t i;
+
+	/* After a failed init, or to be sure: close whatever is still open
+	 * and let the callbacks run, so uv_loop_close succeeds. */
+	if (srv->loop.data) {
+		atomic_store(&srv->cancel, 1);
+		srv->stopping = 1;
+		repl_http_close_all(srv);
+		uv_walk(&srv->loop, close_walk, NULL);
+		uv_run(&srv->loop, UV_RUN_DEFAULT);
+		uv_loop_close(&srv->loop);
+	}
+	for (i = 0; i < srv->n_ns; i++) {
+		struct repl_ns *ns = &srv->ns[i];
+
+		repl_chunk_pool_free(ns);
+		uv_mutex_destroy(&ns->pool_lock);
+		if (ns->dirfd >= 0)
+			close(ns->dirfd);
+		free(ns->dir);
+		free(ns->state_dir);
+		free(ns->srcindex_path);
+	}
+	free(srv->ns);
+	memset(srv, 0, sizeof(*srv));
+}

@@ -1,0 +1,738 @@
+/*
+ * tests/unit/test_hyd_fetch.c — the single-flight table and the fetcher.
+ *
+ * The table is tested alone (join/queue order/priority bump/wake-ups/close).
+ * The fetcher is tested against a real loopback HTTP server started here
+ * (python3 -m http.server over a temp dir holding v1/ns/chunk/<hex> frame
+ * files): one fetch, 8 threads asking for one chunk at once (exactly one
+ * HTTP request), many chunks in parallel, a missing chunk (fails fast), a
+ * corrupt frame (one retry, then -EBADMSG), a server that is down (fails
+ * within the deadline), and the store receiving what was verified. Also
+ * the URL checks of hydrator.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/hyd_fetch_internal.h"
+#include "hydrator/hyd_store_internal.h"
+#include "hydrator/hydrator.h"
+
+#define SEC 1000000000ull
+#define MAX_RAW CHUNK_MAX_DEFAULT
+
+/* The server shared by the fetcher tests. */
+struct server {
+	char dir[64];
+	char base[128];
+	pid_t pid;
+};
+
+static struct server srv;
+
+static uint64_t splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+static uint8_t *random_bytes(size_t n, uint64_t seed)
+{
+	uint8_t *b = malloc(n);
+
+	assert_non_null(b);
+	for(size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(splitmix64(&seed) >> 24);
+	return b;
+}
+
+static void write_file(const char *path, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+}
+
+/* Put raw as a frame at v1/ns/chunk/<id>; frame_of (if not NULL) gives the
+ * bytes to frame instead (a corrupt chunk). */
+static void put_chunk(const void *raw, size_t len, const void *frame_of,
+		      chunk_id *ret_id)
+{
+	size_t cap = frame_bound(len), flen = 0;
+	uint8_t *frame = malloc(cap);
+	char hex[CHUNK_ID_HEX_LEN + 1], path[256];
+
+	assert_non_null(frame);
+	assert_int_equal(chunk_id_compute(raw, len, ret_id), 0);
+	assert_int_equal(frame_encode(NULL, FRAME_POLICY_AUTO, 0,
+				      frame_of ? frame_of : raw, len, frame,
+				      cap, &flen),
+			 0);
+	chunk_id_to_hex(ret_id, hex);
+	snprintf(path, sizeof(path), "%s/v1/ns/chunk/%s", srv.dir, hex);
+	write_file(path, frame, flen);
+	free(frame);
+}
+
+/* A loopback port nobody listens on (bound, then closed). */
+static int closed_port(void)
+{
+	struct sockaddr_in a;
+	socklen_t alen = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	assert_true(s >= 0);
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &alen), 0);
+	port = ntohs(a.sin_port);
+	close(s);
+	return port;
+}
+
+/* Start python3 -m http.server on port 0 and read the port it chose from
+ * its first line: "Serving HTTP on 127.0.0.1 port N (...)". */
+static int server_start(void **state)
+{
+	char buf[512], *p;
+	int pfd[2], port = 0;
+	size_t len = 0;
+	struct pollfd pp;
+
+	(void)state;
+	snprintf(srv.dir, sizeof(srv.dir), "/tmp/ferry-test-fetch-XXXXXX");
+	if(!mkdtemp(srv.dir))
+		return -1;
+	snprintf(buf, sizeof(buf), "%s/v1", srv.dir);
+	mkdir(buf, 0755);
+	snprintf(buf, sizeof(buf), "%s/v1/ns", srv.dir);
+	mkdir(buf, 0755);
+	snprintf(buf, sizeof(buf), "%s/v1/ns/chunk", srv.dir);
+	mkdir(buf, 0755);
+	if(pipe(pfd) < 0)
+		return -1;
+	srv.pid = fork();
+	if(srv.pid == 0) {
+		dup2(pfd[1], STDOUT_FILENO);
+		close(pfd[0]);
+		close(pfd[1]);
+		execlp("python3", "python3", "-u", "-m", "http.server", "0",
+		       "--bind", "127.0.0.1", "--directory", srv.dir,
+		       (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	pp.fd = pfd[0];
+	pp.events = POLLIN;
+	while(len < sizeof(buf) - 1 && !strchr(buf, '\n')) {
+		ssize_t n;
+
+		if(poll(&pp, 1, 10000) <= 0)
+			break;
+		n = read(pfd[0], buf + len, sizeof(buf) - 1 - len);
+		if(n <= 0)
+			break;
+		len += (size_t)n;
+		buf[len] = '\0';
+	}
+	close(pfd[0]);
+	buf[len] = '\0';
+	p = strstr(buf, " port ");
+	if(p)
+		port = (int)strtol(p + 6, NULL, 10);
+	if(port <= 0) {
+		fprintf(stderr, "cannot start python3 -m http.server: '%s'\n",
+			buf);
+		return -1;
+	}
+	snprintf(srv.base, sizeof(srv.base), "http://127.0.0.1:%d/v1/ns",
+		 port);
+	return 0;
+}
+
+static int server_stop(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	if(srv.pid > 0) {
+		kill(srv.pid, SIGTERM);
+		waitpid(srv.pid, NULL, 0);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", srv.dir);
+	if(system(cmd) != 0)
+		return -1;
+	return 0;
+}
+
+static hyd_fetch *fetcher(const char *base, hyd_store *store)
+{
+	struct hyd_fetch_config c;
+	hyd_fetch *f = NULL;
+
+	memset(&c, 0, sizeof(c));
+	c.base_url = base;
+	c.store = store;
+	c.max_raw = MAX_RAW;
+	c.connections = 4;
+	c.connect_timeout_ms = 1000;
+	assert_int_equal(hyd_fetch_new(&c, &f), 0);
+	assert_int_equal(hyd_fetch_start(f), 0);
+	return f;
+}
+
+/* Submit, wait, check bytes; returns the wait result. */
+static int fetch_one(hyd_fetch *f, const chunk_id *id, const void *want,
+		     size_t len, uint64_t timeout_ns)
+{
+	struct hyd_flight *fl = NULL;
+	uint64_t deadline = hyd_now_ns() + timeout_ns;
+	int r;
+
+	r = hyd_fetch_submit(f, id, (uint32_t)len, HYD_PRIO_DEMAND, deadline,
+			     &fl);
+	assert_true(r == 0 || r == 1);
+	r = hyd_fetch_wait(f, fl, deadline + 5 * SEC);
+	if(r == 0) {
+		assert_int_equal(fl->raw_len, len);
+		assert_memory_equal(fl->raw, want, len);
+	}
+	hyd_fetch_release(f, fl);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* single-flight table                                                */
+/* ------------------------------------------------------------------ */
+
+static void count_kick(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+static chunk_id mk_id(uint8_t v)
+{
+	chunk_id id;
+
+	memset(&id, v, sizeof(id));
+	return id;
+}
+
+static void test_flights_join_and_order(void **state)
+{
+	struct hyd_flights t;
+	struct hyd_flight *a, *a2, *b, *c, *d, *e;
+	chunk_id ia = mk_id(1), ib = mk_id(2), ic = mk_id(3), idd = mk_id(4),
+		 ie = mk_id(5);
+	uint64_t far = hyd_now_ns() + 60 * SEC;
+	int kicks = 0;
+
+	(void)state;
+	assert_int_equal(hyd_flights_init(&t, count_kick, &kicks), 0);
+	assert_int_equal(hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND, far,
+					  &a),
+			 -ESHUTDOWN);
+	hyd_flights_open(&t);
+	assert_int_equal(hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND, far,
+					  &a), 1);
+	assert_int_equal(hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND,
+					  far + SEC, &a2), 0);
+	assert_ptr_equal(a, a2);
+	assert_int_equal(kicks, 1); /* a join of a live flight is silent */
+	assert_int_equal(a->refs, 3);
+	assert_true(a->deadline_ns == far + SEC); /* extended */
+	assert_int_equal(hyd_flights_join(&t, &ib, 10, HYD_PRIO_BACKFILL, far,
+					  &b), 1);
+	assert_int_equal(hyd_flights_join(&t, &ic, 10, HYD_PRIO_DEMAND, far,
+					  &c), 1);
+	assert_int_equal(hyd_flights_join(&t, &idd, 10, HYD_PRIO_BACKFILL,
+					  far, &d), 1);
+	assert_int_equal(hyd_flights_join(&t, &ie, 10, HYD_PRIO_BACKFILL, far,
+					  &e), 1);
+	/* A demand reader of a queued backfill flight moves it up. */
+	assert_int_equal(hyd_flights_join(&t, &ie, 10, HYD_PRIO_DEMAND, far,
+					  &a2), 0);
+	assert_ptr_equal(a2, e);
+	hyd_flights_release(&t, a2);
+	assert_ptr_equal(hyd_flights_next(&t), a);
+	assert_ptr_equal(hyd_flights_next(&t), c);
+	assert_ptr_equal(hyd_flights_next(&t), e);
+	assert_ptr_equal(hyd_flights_next(&t), b);
+	assert_int_equal(a->state, HYD_FLIGHT_ACTIVE);
+	/* d stays queued: close ends it. */
+	assert_int_equal(hyd_flights_close(&t, -ECANCELED), 1);
+	assert_int_equal(hyd_flights_wait(&t, d, far), -ECANCELED);
+	assert_int_equal(hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND, far,
+					  &a2), -ESHUTDOWN);
+	hyd_flights_finish(&t, a, -ENOENT);
+	assert_int_equal(hyd_flights_wait(&t, a, far), -ENOENT);
+	hyd_flights_finish(&t, b, -EIO);
+	hyd_flights_finish(&t, c, -EIO);
+	hyd_flights_finish(&t, e, -EIO);
+	hyd_flights_release(&t, a);
+	hyd_flights_release(&t, a); /* the second join */
+	hyd_flights_release(&t, b);
+	hyd_flights_release(&t, c);
+	hyd_flights_release(&t, d);
+	hyd_flights_release(&t, e);
+	assert_int_equal(t.count, 0);
+	hyd_flights_fini(&t);
+}
+
+struct waiter {
+	struct hyd_flights *t;
+	struct hyd_flight *fl;
+	int r;
+};
+
+static void *wait_thread(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->r = hyd_flights_wait(w->t, w->fl, hyd_now_ns() + 10 * SEC);
+	return NULL;
+}
+
+static void test_flights_wake_and_rejoin(void **state)
+{
+	struct hyd_flights t;
+	struct hyd_flight *a, *a2;
+	struct waiter w;
+	pthread_t th;
+	chunk_id ia = mk_id(7);
+	uint64_t far = hyd_now_ns() + 60 * SEC;
+	uint8_t *raw = malloc(4);
+
+	(void)state;
+	assert_non_null(raw);
+	memcpy(raw, "abcd", 4);
+	assert_int_equal(hyd_flights_init(&t, NULL, NULL), 0);
+	hyd_flights_open(&t);
+	assert_int_equal(hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, far,
+					  &a), 1);
+	/* Nothing lands: a wait with a short deadline times out. */
+	assert_int_equal(hyd_flights_wait(&t, a, hyd_now_ns() + SEC / 50),
+			 -ETIMEDOUT);
+	w.t = &t;
+	w.fl = a;
+	w.r = 1;
+	assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
+	assert_ptr_equal(hyd_flights_next(&t), a);
+	usleep(20000);
+	hyd_flights_verified(&t, a, raw);
+	pthread_join(th, NULL);
+	assert_int_equal(w.r, 0);
+	assert_memory_equal(a->raw, "abcd", 4);
+	/* VERIFIED but not finished: a late reader joins, no new flight. */
+	assert_int_equal(hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, far,
+					  &a2), 0);
+	assert_ptr_equal(a, a2);
+	assert_int_equal(hyd_flights_wait(&t, a2, far), 0);
+	hyd_flights_release(&t, a2);
+	/* A failure after VERIFIED (say, the store) does not undo it. */
+	hyd_flights_finish(&t, a, -EIO);
+	assert_int_equal(hyd_flights_wait(&t, a, far), 0);
+	/* Finished: out of the table, the next join starts afresh. */
+	assert_int_equal(hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, far,
+					  &a2), 1);
+	assert_ptr_not_equal(a, a2);
+	hyd_flights_release(&t, a);
+	assert_ptr_equal(hyd_flights_next(&t), a2);
+	hyd_flights_finish(&t, a2, -ECANCELED);
+	hyd_flights_release(&t, a2);
+	hyd_flights_close(&t, -ECANCELED);
+	hyd_flights_fini(&t);
+}
+
+/* ------------------------------------------------------------------ */
+/* fetcher against the loopback server                                */
+/* ------------------------------------------------------------------ */
+
+static void test_fetch_one(void **state)
+{
+	struct hyd_fetch_stats st;
+	uint8_t *raw = random_bytes(100000, 1);
+	chunk_id id;
+	hyd_fetch *f;
+
+	(void)state;
+	put_chunk(raw, 100000, NULL, &id);
+	f = fetcher(srv.base, NULL);
+	assert_int_equal(fetch_one(f, &id, raw, 100000, 10 * SEC), 0);
+	hyd_fetch_stats(f, &st);
+	assert_int_equal(st.requests, 1);
+	assert_int_equal(st.chunks, 1);
+	assert_int_equal(st.failures, 0);
+	assert_true(st.wire_bytes >= 100000);
+	hyd_fetch_free(f);
+	free(raw);
+}
+
+struct reader {
+	hyd_fetch *f;
+	const chunk_id *id;
+	const uint8_t *want;
+	size_t len;
+	pthread_barrier_t *go;
+	int r;
+};
+
+static void *reader_thread(void *arg)
+{
+	struct reader *rd = arg;
+	struct hyd_flight *fl = NULL;
+	uint64_t deadline;
+
+	pthread_barrier_wait(rd->go);
+	deadline = hyd_now_ns() + 10 * SEC;
+	rd->r = hyd_fetch_submit(rd->f, rd->id, (uint32_t)rd->len,
+				 HYD_PRIO_DEMAND, deadline, &fl);
+	if(rd->r < 0)
+		return NULL;
+	rd->r = hyd_fetch_wait(rd->f, fl, deadline + SEC);
+	if(rd->r == 0 && (fl->raw_len != rd->len ||
+			  memcmp(fl->raw, rd->want, rd->len)))
+		rd->r = -EBADMSG;
+	hyd_fetch_release(rd->f, fl);
+	return NULL;
+}
+
+static void test_fetch_single_flight(void **state)
+{
+	enum { N = 8 };
+	struct hyd_fetch_stats st;
+	struct reader rd[N];
+	pthread_t th[N];
+	pthread_barrier_t go;
+	size_t len = MAX_RAW; /* big and random: in flight for a while */
+	uint8_t *raw = random_bytes(len, 2);
+	chunk_id id;
+	hyd_fetch *f;
+	int i;
+
+	(void)state;
+	put_chunk(raw, len, NULL, &id);
+	f = fetcher(srv.base, NULL);
+	pthread_barrier_init(&go, NULL, N);
+	for(i = 0; i < N; i++) {
+		rd[i] = (struct reader){f, &id, raw, len, &go, 1};
+		assert_int_equal(pthread_create(&th[i], NULL, reader_thread,
+						&rd[i]),
+				 0);
+	}
+	for(i = 0; i < N; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(rd[i].r, 0);
+	}
+	hyd_fetch_stats(f, &st);
+	assert_int_equal(st.requests, 1);
+	assert_int_equal(st.chunks, 1);
+	pthread_barrier_destroy(&go);
+	hyd_fetch_free(f);
+	free(raw);
+}
+
+static void test_fetch_many_parallel(void **state)
+{
+	enum { N = 40 };
+	struct hyd_fetch_stats st;
+	struct hyd_flight *fl[N];
+	uint8_t *raw[N];
+	chunk_id id[N];
+	uint64_t deadline;
+	hyd_fetch *f;
+	int i;
+
+	(void)state;
+	for(i = 0; i < N; i++) {
+		raw[i] = random_bytes(5000 + (size_t)i, 100 + (uint64_t)i);
+		put_chunk(raw[i], 5000 + (size_t)i, NULL, &id[i]);
+	}
+	f = fetcher(srv.base, NULL);
+	deadline = hyd_now_ns() + 20 * SEC;
+	/* Everything submitted first, then waited for. */
+	for(i = 0; i < N; i++)
+		assert_int_equal(hyd_fetch_submit(f, &id[i],
+						  5000 + (uint32_t)i,
+						  i % 2 ? HYD_PRIO_BACKFILL
+							: HYD_PRIO_DEMAND,
+						  deadline, &fl[i]),
+				 1);
+	for(i = 0; i < N; i++) {
+		assert_int_equal(hyd_fetch_wait(f, fl[i], deadline + SEC), 0);
+		assert_memory_equal(fl[i]->raw, raw[i], 5000 + (size_t)i);
+		hyd_fetch_release(f, fl[i]);
+		free(raw[i]);
+	}
+	hyd_fetch_stats(f, &st);
+	assert_int_equal(st.requests, N);
+	assert_int_equal(st.chunks, N);
+	hyd_fetch_free(f);
+}
+
+static void test_fetch_missing(void **state)
+{
+	struct hyd_fetch_stats st;
+	chunk_id id = mk_id(0x42);
+	uint64_t t0 = hyd_now_ns();
+	hyd_fetch *f;
+
+	(void)state;
+	f = fetcher(srv.base, NULL);
+	assert_int_equal(fetch_one(f, &id, NULL, 1000, 10 * SEC), -ENOENT);
+	assert_true(hyd_now_ns() - t0 < 3 * SEC); /* no retrying a 404 */
+	hyd_fetch_stats(f, &st);
+	assert_int_equal(st.requests, 1);
+	assert_int_equal(st.failures, 1);
+	hyd_fetch_free(f);
+}
+
+static void test_fetch_corrupt(void **state)
+{
+	struct hyd_fetch_stats st;
+	uint8_t *raw = random_bytes(3000, 3), *other = random_bytes(3000, 4);
+	chunk_id id;
+	hyd_fetch *f;
+
+	(void)state;
+	/* The file under id holds a well-formed frame of other bytes. */
+	put_chunk(raw, 3000, other, &id);
+	f = fetcher(srv.base, NULL);
+	assert_int_equal(fetch_one(f, &id, raw, 3000, 10 * SEC), -EBADMSG);
+	hyd_fetch_stats(f, &st);
+	assert_int_equal(st.requests, 2); /* one retry */
+	assert_int_equal(st.mismatches, 2);
+	assert_int_equal(st.chunks, 0);
+	hyd_fetch_free(f);
+	free(raw);
+	free(other);
+}
+
+static void test_fetch_server_down(void **state)
+{
+	struct hyd_fetch_stats st;
+	char base[128];
+	chunk_id id = mk_id(0x43);
+	uint64_t t0, dt;
+	hyd_fetch *f;
+
+	(void)state;
+	snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1/ns",
+		 closed_port());
+	f = fetcher(base, NULL);
+	t0 = hyd_now_ns();
+	assert_int_equal(fetch_one(f, &id, NULL, 1000, 3 * SEC / 2),
+			 -ETIMEDOUT);
+	dt = hyd_now_ns() - t0;
+	/* Retried until close to the deadline, not past it. */
+	assert_true(dt >= SEC / 2);
+	assert_true(dt < 3 * SEC);
+	hyd_fetch_stats(f, &st);
+	assert_true(st.retries >= 2);
+	assert_true(st.requests >= 3);
+	hyd_fetch_free(f);
+}
+
+/* An outage: only `connections` flights back off and retry, the others
+ * wait in the queue; every one still ends by its deadline. */
+static void test_fetch_outage_bounded(void **state)
+{
+	enum { N = 6 };
+	struct hyd_fetch_config c;
+	struct hyd_fetch_stats st;
+	struct hyd_flight *fl[N];
+	char base[128];
+	chunk_id id[N];
+	uint64_t t0, deadline;
+	hyd_fetch *f = NULL;
+	int i;
+
+	(void)state;
+	snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1/ns",
+		 closed_port());
+	memset(&c, 0, sizeof(c));
+	c.base_url = base;
+	c.max_raw = MAX_RAW;
+	c.connections = 2;
+	c.connect_timeout_ms = 1000;
+	assert_int_equal(hyd_fetch_new(&c, &f), 0);
+	assert_int_equal(hyd_fetch_start(f), 0);
+	t0 = hyd_now_ns();
+	deadline = t0 + SEC;
+	for(i = 0; i < N; i++) {
+		id[i] = mk_id((uint8_t)(0x50 + i));
+		assert_int_equal(hyd_fetch_submit(f, &id[i], 100,
+						  HYD_PRIO_DEMAND, deadline,
+						  &fl[i]),
+				 1);
+	}
+	for(i = 0; i < N; i++) {
+		assert_int_equal(hyd_fetch_wait(f, fl[i], deadline + 5 * SEC),
+				 -ETIMEDOUT);
+		hyd_fetch_release(f, fl[i]);
+	}
+	assert_true(hyd_now_ns() - t0 < 3 * SEC);
+	hyd_fetch_stats(f, &st);
+	assert_int_equal(st.failures, N);
+	/* Two retriers for about a second, backing off from 100 ms: far
+	 * fewer requests than six would make. */
+	assert_true(st.requests <= 2 * 6 + (N - 2));
+	hyd_fetch_free(f);
+}
+
+static void test_fetch_stores(void **state)
+{
+	char dir[] = "/tmp/ferry-test-store-XXXXXX", cmd[128];
+	uint8_t *raw = random_bytes(70000, 5), *back = malloc(MAX_RAW);
+	hyd_store *s = NULL;
+	size_t n = 0;
+	chunk_id id;
+	hyd_fetch *f;
+
+	(void)state;
+	assert_non_null(back);
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(hyd_store_open(dir, MAX_RAW, &s), 0);
+	put_chunk(raw, 70000, NULL, &id);
+	assert_int_equal(hyd_store_has(s, &id), 0);
+	f = fetcher(srv.base, s);
+	assert_int_equal(fetch_one(f, &id, raw, 70000, 10 * SEC), 0);
+	/* The store write follows the wake-up; stop waits for it. */
+	hyd_fetch_free(f);
+	assert_int_equal(hyd_store_has(s, &id), 1);
+	assert_int_equal(hyd_store_get(s, &id, back, MAX_RAW, &n), 0);
+	assert_int_equal(n, 70000);
+	assert_memory_equal(back, raw, 70000);
+	hyd_store_close(s);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+	free(raw);
+	free(back);
+}
+
+/* Stopping with a transfer in the air ends it with -ECANCELED. */
+static void test_fetch_stop_in_flight(void **state)
+{
+	struct hyd_flight *fl = NULL;
+	char base[128];
+	chunk_id id = mk_id(0x44);
+	hyd_fetch *f;
+
+	(void)state;
+	snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1/ns",
+		 closed_port());
+	f = fetcher(base, NULL);
+	assert_int_equal(hyd_fetch_submit(f, &id, 100, HYD_PRIO_DEMAND,
+					  hyd_now_ns() + 60 * SEC, &fl),
+			 1);
+	usleep(50000);
+	hyd_fetch_stop(f);
+	assert_int_equal(hyd_fetch_wait(f, fl, hyd_now_ns() + SEC),
+			 -ECANCELED);
+	hyd_fetch_release(f, fl);
+	assert_int_equal(hyd_fetch_submit(f, &id, 100, HYD_PRIO_DEMAND,
+					  hyd_now_ns() + SEC, &fl),
+			 -ESHUTDOWN);
+	hyd_fetch_free(f);
+}
+
+/* ------------------------------------------------------------------ */
+/* URLs                                                               */
+/* ------------------------------------------------------------------ */
+
+static void test_url_parse(void **state)
+{
+	char base[256], name[80], err[256], dir[512];
+
+	(void)state;
+	assert_int_equal(hyd_url_parse("http://127.0.0.1:8700/v1/data", base,
+				       sizeof(base), name, sizeof(name), err,
+				       sizeof(err)),
+			 0);
+	assert_string_equal(base, "http://127.0.0.1:8700/v1/data");
+	assert_string_equal(name, "data");
+	assert_int_equal(hyd_url_parse("https://Example.com/v1/a.b-c_d/",
+				       base, sizeof(base), name, sizeof(name),
+				       err, sizeof(err)),
+			 0);
+	assert_string_equal(name, "a.b-c_d");
+	assert_true(base[strlen(base) - 1] != '/');
+	static const char *const bad[] = {
+		"ftp://h/v1/a",	      "http://h/v2/a",	  "http://h/v1/",
+		"http://h/v1/a/b",    "http://h/v1/.a",	  "http://h/v1/a?x=1",
+		"http://u:p@h/v1/a",  "http://h/v1/a#f",  "not a url",
+		"http://h/v1/a%2fb",  "/v1/a",
+	};
+	for(size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		err[0] = '\0';
+		assert_int_equal(hyd_url_parse(bad[i], base, sizeof(base), name,
+					       sizeof(name), err, sizeof(err)),
+				 -EINVAL);
+		assert_true(err[0] != '\0');
+	}
+	assert_int_equal(hyd_cache_dir_default("http://127.0.0.1:8700/v1/data",
+					       "data", dir, sizeof(dir)),
+			 0);
+	/* NAME-<12 hex>, under a cache root. */
+	assert_non_null(strstr(dir, "/ferry/data-"));
+	assert_int_equal(strlen(strstr(dir, "/ferry/data-")),
+			 strlen("/ferry/data-") + 12);
+}
+
+int main(void)
+{
+	const struct CMUnitTest table[] = {
+		cmocka_unit_test(test_flights_join_and_order),
+		cmocka_unit_test(test_flights_wake_and_rejoin),
+		cmocka_unit_test(test_url_parse),
+	};
+	const struct CMUnitTest net[] = {
+		cmocka_unit_test(test_fetch_one),
+		cmocka_unit_test(test_fetch_single_flight),
+		cmocka_unit_test(test_fetch_many_parallel),
+		cmocka_unit_test(test_fetch_missing),
+		cmocka_unit_test(test_fetch_corrupt),
+		cmocka_unit_test(test_fetch_server_down),
+		cmocka_unit_test(test_fetch_outage_bounded),
+		cmocka_unit_test(test_fetch_stores),
+		cmocka_unit_test(test_fetch_stop_in_flight),
+	};
+	int fails;
+
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	fails = cmocka_run_group_tests_name("hyd_flights", table, NULL, NULL);
+	if(system("python3 -c '' >/dev/null 2>&1") != 0) {
+		curl_global_cleanup();
+		printf("SKIP: python3 is needed for the loopback HTTP server\n");
+		return fails ? 1 : 77;
+	}
+	fails += cmocka_run_group_tests_name("hyd_fetch", net, server_start,
+					     server_stop);
+	curl_global_cleanup();
+	return fails ? 1 : 0;
+}
