@@ -392,7 +392,7 @@ static int open_store(struct mount *m)
 	return 0;
 }
 
-static int open_catalog(const struct opts *o, struct mount *m)
+static int open_catalog(struct mount *m)
 {
 	struct hyd_catalog_result res;
 	char err[1024];
@@ -421,7 +421,6 @@ static int open_catalog(const struct opts *o, struct mount *m)
 	}
 	cat_reader_meta(m->cat, &m->fs.meta);
 	hyd_store_set_max_raw(m->store, m->fs.meta.params.max);
-	(void)o;
 	return 0;
 }
 
@@ -696,7 +695,7 @@ static int run(const struct opts *o)
 	}
 	if(check_mountpoint(o->mountpoint, m) < 0 ||
 	   setup_cache_dir(o, m) < 0 || open_store(m) < 0 ||
-	   open_catalog(o, m) < 0 || setup_fs(o, m) < 0 ||
+	   open_catalog(m) < 0 || setup_fs(o, m) < 0 ||
 	   setup_fuse(o, m) < 0)
 		goto out;
 	if(!o->foreground) {
