@@ -145,13 +145,19 @@ static int sink_zstd(struct hyd_sink *k, const void *buf, size_t len)
 		return -EFBIG;
 	for (;;) {
 		ZSTD_outBuffer out = {k->zout, k->zout_cap, 0};
+		size_t in_before = in.pos;
 		size_t ret = ZSTD_decompressStream(k->zd, &out, &in);
 
 		if (ZSTD_isError(ret)) {
 			k->zerr = ZSTD_getErrorName(ret);
 			return -EBADMSG;
 		}
-		k->zlast = ret;
+		/* Only a call that moved bytes says where the frame stands: after
+		 * a frame has ended, a further call with no input (taken when the
+		 * output buffer came back exactly full) returns the header size
+		 * of a next frame that does not exist. */
+		if (in.pos > in_before || out.pos > 0)
+			k->zlast = ret;
 		if (out.pos > 0) {
 			k->out_total += out.pos;
 			if (k->out_total > HYD_CATALOG_MAX_BYTES)
