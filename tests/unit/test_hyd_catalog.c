@@ -570,6 +570,58 @@ static void test_bad_url(void **state)
 			 -EINVAL);
 }
 
+/* A catalog whose size is an exact multiple of zstd's streaming output
+ * buffer: the decoder then sees one call with no input after the frame
+ * ended, which must not read as "frame incomplete" (a regression). */
+static void test_aligned_size(void **state)
+{
+	struct gx *g = *state;
+	struct hyd_catalog_result res;
+	char cache[128], url[128], err[512], path[256];
+	char value[3000];
+	size_t align = ZSTD_DStreamOutSize(), db_len = 0, z_len;
+	void *db = NULL, *z;
+	int n;
+
+	NEED_PYTHON(g);
+	memset(value, 'v', sizeof(value));
+	snprintf(path, sizeof(path), "%s/aligned.db", g->root);
+	/* Each 3000-byte xattr adds about a page: grow until aligned. */
+	for (n = 0; n < 200; n++) {
+		struct cat_meta m = {.generation = 1, .created_ns = 1};
+		struct cat_inode root = {.ino = 1, .kind = CAT_DIR,
+					 .mode = S_IFDIR | 0755, .nlink = 2};
+		cat_writer *w = NULL;
+		char name[32];
+
+		chunk_params_default(&m.params);
+		unlink(path);
+		assert_int_equal(cat_writer_open(path, &m, &w), 0);
+		assert_int_equal(cat_writer_add_inode(w, &root, NULL, 0), 0);
+		for (int i = 0; i < n; i++) {
+			int k = snprintf(name, sizeof(name), "user.x%d", i);
+			assert_int_equal(cat_writer_add_xattr(w, 1, name, (size_t)k,
+							      value, sizeof(value)),
+					 0);
+		}
+		assert_int_equal(cat_writer_commit(w), 0);
+		free(db);
+		db = read_file(path, &db_len);
+		if (db_len % align == 0)
+			break;
+	}
+	assert_int_equal(db_len % align, 0);
+	z = zstd_of(db, db_len, &z_len);
+	publish(g, "aligned", 1, z, z_len);
+	new_cache(g, cache, sizeof(cache));
+	url_of(&g->plain, "aligned", url, sizeof(url));
+	assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
+			 0);
+	assert_int_equal(res.generation, 1);
+	free(z);
+	free(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -581,6 +633,7 @@ int main(void)
 		cmocka_unit_test(test_garbage),
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test(test_bad_url),
+		cmocka_unit_test(test_aligned_size),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
