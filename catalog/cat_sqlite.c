@@ -67,8 +67,13 @@ int cat__sqlite_errno(sqlite3 *db, int rc, const char *what)
 		ret = -EIO;
 		break;
 	}
-	/* sqlite3_errmsg describes the most recent failure on db, which is
-	 * this one: callers translate right after the failing call. */
+	/* Bad input (a damaged or foreign catalog, a duplicate name) is the
+	 * caller's to report, in its own words and with the path: one line
+	 * for the user, not two. Only failures of the machine or the library
+	 * are logged here. sqlite3_errmsg describes the most recent failure on
+	 * db, which is this one: callers translate right after the call. */
+	if (ret == -EBADMSG || ret == -EEXIST)
+		return ret;
 	fprintf(stderr, "catalog: op=%s sqlite_rc=%d sqlite_err=\"%s\" msg=\"%s\"\n",
 		what ? what : "?", rc, sqlite3_errstr(rc),
 		db ? sqlite3_errmsg(db) : "-");

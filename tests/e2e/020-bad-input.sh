@@ -79,6 +79,7 @@ head -c 5000 /dev/urandom | zstd -q -c >"$T/static/v1/bad/catalog/1" 2>/dev/null
 sport=$(free_port)
 python3 -m http.server --bind 127.0.0.1 "$sport" --directory "$T/static" >/dev/null 2>&1 &
 spid=$!
+trap 'kill $spid 2>/dev/null; cleanup' EXIT
 for i in $(seq 50); do curl -sf "http://127.0.0.1:$sport/v1/bad/HEAD" >/dev/null && break; sleep 0.1; done
 expect_fail "invalid catalog" "catalog" "$HYD" -c "$T/c6" "http://127.0.0.1:$sport/v1/bad" "$T/mnt"
 kill $spid

@@ -9,14 +9,17 @@ head -c 6000000 /dev/urandom >"$T/src/many-chunks"
 port=$(free_port)
 start_repl "$port" "s=$T/src"
 mount_hyd "http://127.0.0.1:$port/v1/s" "$T/mnt"
-for i in $(seq 16); do cat "$T/mnt/one-chunk" >"$T/out.$i" & done
-wait
+# Plain `wait` would also wait for the replicator: wait for the readers.
+pids=()
+for i in $(seq 16); do cat "$T/mnt/one-chunk" >"$T/out.$i" & pids+=($!); done
+wait "${pids[@]}"
 for i in $(seq 16); do cmp -s "$T/src/one-chunk" "$T/out.$i" || die "reader $i got wrong bytes"; done
 served=$(repl_stat "$port" s chunks_served)
 [ "$served" = 1 ] || die "16 concurrent readers of one chunk caused $served fetches"
 ok "16 concurrent readers of one chunk: 1 fetch"
-for i in $(seq 6); do cat "$T/mnt/many-chunks" >"$T/big.$i" & done
-wait
+pids=()
+for i in $(seq 6); do cat "$T/mnt/many-chunks" >"$T/big.$i" & pids+=($!); done
+wait "${pids[@]}"
 for i in $(seq 6); do cmp -s "$T/src/many-chunks" "$T/big.$i" || die "reader $i of many-chunks got wrong bytes"; done
 n=$(sql "$T/cache/catalogs/1.db" "select count(distinct id) from chunk")
 served=$(repl_stat "$port" s chunks_served)
