@@ -530,39 +530,6 @@ out:
 	return ret;
 }
 
-/* fsync a file or directory by name. */
-static int fsync_path(const char *p, int flags)
-{
-	int fd, ret = 0;
-
-	fd = open(p, O_RDONLY | O_CLOEXEC | flags);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd))
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
-/* fsync the directory holding path, so the rename itself is durable. */
-static int fsync_parent(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir;
-	int ret;
-
-	if (!slash)
-		return fsync_path(".", O_DIRECTORY);
-	if (slash == path)
-		return fsync_path("/", O_DIRECTORY);
-	dir = strndup(path, (size_t)(slash - path));
-	if (!dir)
-		return -ENOMEM;
-	ret = fsync_path(dir, O_DIRECTORY);
-	free(dir);
-	return ret;
-}
-
 int cat_writer_commit(cat_writer *w)
 {
 	int rc, ret;
@@ -588,14 +555,14 @@ int cat_writer_commit(cat_writer *w)
 	}
 	/* synchronous=OFF wrote without fsync: make the bytes durable before
 	 * the name points at them, then make the name durable. */
-	ret = fsync_path(w->tmp, 0);
+	ret = cat_fsync_path(w->tmp);
 	if (ret)
 		goto fail;
 	if (rename(w->tmp, w->path)) {
 		ret = -errno;
 		goto fail;
 	}
-	ret = fsync_parent(w->path);
+	ret = cat_fsync_parent(w->path);
 	writer_free(w);
 	return ret;
 fail:

@@ -116,23 +116,6 @@ static int hyd_curl_errno(struct hyd_cf *f, CURLcode cc, const char *url,
 	return -EPROTO;
 }
 
-static int write_full(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Feed compressed bytes to zstd and append what comes out to k->fd. */
 static int sink_zstd(struct hyd_sink *k, const void *buf, size_t len)
 {
@@ -162,7 +145,7 @@ static int sink_zstd(struct hyd_sink *k, const void *buf, size_t len)
 			k->out_total += out.pos;
 			if (k->out_total > HYD_CATALOG_MAX_BYTES)
 				return -EFBIG;
-			r = write_full(k->fd, k->zout, out.pos);
+			r = cat_write_all(k->fd, k->zout, out.pos);
 			if (r < 0)
 				return r;
 		}
@@ -355,18 +338,6 @@ static int cf_path(const struct hyd_cf *f, char *buf, size_t cap,
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
 /* Remove a temp catalog and whatever SQLite may have put beside it. */
 static void unlink_db_tmp(const char *tmp)
 {
@@ -488,7 +459,7 @@ static int cf_catalog(struct hyd_cf *f, uint64_t gen)
 	}
 	/* The checked file goes into place in one step, and the rename is
 	 * made durable before anyone is told the catalog is there. */
-	if (rename(tmp, dst) < 0 || (r = fsync_dir(f->cat_dir)) < 0) {
+	if (rename(tmp, dst) < 0 || (r = cat_fsync_path(f->cat_dir)) < 0) {
 		cf_err(f, "%s: installing %s: %s", url, dst,
 		       strerror(r < 0 ? -r : errno));
 		r = -EIO;
@@ -580,16 +551,16 @@ static int cached_url_write(struct hyd_cf *f)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	r = write_full(fd, f->base_norm, strlen(f->base_norm));
+	r = cat_write_all(fd, f->base_norm, strlen(f->base_norm));
 	if (r == 0)
-		r = write_full(fd, "\n", 1);
+		r = cat_write_all(fd, "\n", 1);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	close(fd);
 	if (r == 0 && rename(tmp, dst) < 0)
 		r = -errno;
 	if (r == 0)
-		r = fsync_dir(f->cat_dir);
+		r = cat_fsync_path(f->cat_dir);
 	if (r < 0)
 		unlink(tmp);
 	return r;
@@ -752,7 +723,7 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 		if (cf_path(&f, path, sizeof(path), "url") == 0)
 			unlink(path);
 		cached_newest(&f, 1);
-		fsync_dir(f.cat_dir);
+		cat_fsync_path(f.cat_dir);
 	}
 	r = cf_catalog(&f, gen);
 	if (r < 0)

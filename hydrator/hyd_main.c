@@ -275,26 +275,6 @@ static int check_mountpoint(const char *path, struct mount *m)
 	return 0;
 }
 
-/* mkdir -p; the last component gets mode, parents 0755. */
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char buf[PATH_MAX];
-	size_t len = strlen(path), i;
-
-	if(len == 0 || len >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, len + 1);
-	for(i = 1; i <= len; i++) {
-		if(buf[i] != '/' && buf[i] != '\0')
-			continue;
-		buf[i] = '\0';
-		if(mkdir(buf, i == len ? mode : 0755) < 0 && errno != EEXIST)
-			return -errno;
-		buf[i] = i == len ? '\0' : '/';
-	}
-	return 0;
-}
-
 static int setup_cache_dir(const struct opts *o, struct mount *m)
 {
 	char path[PATH_MAX];
@@ -317,7 +297,7 @@ static int setup_cache_dir(const struct opts *o, struct mount *m)
 			return -1;
 		}
 	}
-	r = mkdir_p(path, 0700);
+	r = cat_mkdir_p(path, 0700);
 	if(r == 0 && stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
 		r = -ENOTDIR;
 	/* Absolute: the daemon chdirs to / and the store opens new packs by
@@ -362,13 +342,9 @@ static int open_store(struct mount *m)
 
 	r = hyd_store_open(m->cache, CHUNK_MAX_LIMIT, &m->store);
 	if(r == -EBUSY) {
-		/* The store writes the pid that opened it into lock; a
-		 * daemonized hydrator forked after that, so its own
-		 * hydrator.pid (removed at exit, written only while it holds
-		 * the lock) is the better answer when present. */
-		pid = read_pid_file(m->cache, "hydrator.pid");
-		if(!pid)
-			pid = read_pid_file(m->cache, "lock");
+		/* The holder wrote its pid into lock (again after it
+		 * daemonized: hyd_store_claim). */
+		pid = read_pid_file(m->cache, "lock");
 		if(pid)
 			fprintf(stderr,
 				PROG ": cache directory %s is in use by another "
@@ -706,6 +682,10 @@ static int run(const struct opts *o)
 			goto out;
 		}
 		redirect_log(m);
+		/* The lock file still names the parent, which has exited. */
+		if(hyd_store_claim(m->store) < 0)
+			fprintf(stderr, PROG ": cannot record pid in %s/lock\n",
+				m->cache);
 	}
 	write_pidfile(m);
 	log_stamp("mounted", m);

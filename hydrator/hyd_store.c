@@ -133,26 +133,6 @@ static uint32_t pack_parse(const char *name)
 	return v;
 }
 
-static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
 /* Bytes read (short only at end of file) or -errno. */
 static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
 {
@@ -173,44 +153,13 @@ static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return (ssize_t)got;
 }
 
-/* mkdir -p with mode 0700 for what we create. */
-static int mkdir_parents(const char *dir)
-{
-	char *p = strdup(dir);
-	struct stat sb;
-	size_t i, len;
-	int r = 0;
-
-	if (!p)
-		return -ENOMEM;
-	len = strlen(p);
-	for (i = 1; i <= len; i++) {
-		if (p[i] != '/' && p[i] != '\0')
-			continue;
-		p[i] = '\0';
-		if (mkdir(p, 0700) < 0 && errno != EEXIST) {
-			r = -errno;
-			goto out;
-		}
-		if (i < len)
-			p[i] = '/';
-	}
-	if (stat(dir, &sb) < 0)
-		r = -errno;
-	else if (!S_ISDIR(sb.st_mode))
-		r = -ENOTDIR;
-out:
-	free(p);
-	return r;
-}
-
 /* Take dir/lock exclusively and write our pid into it, so whoever finds it
  * held can say which process is using the store. flock belongs to the open
  * file description: it dies with the process, never goes stale. */
 static int store_lock(hyd_store *s)
 {
-	char path[4096], pid[32];
-	int n, r = 0;
+	char path[4096];
+	int n;
 
 	n = snprintf(path, sizeof(path), "%s/lock", s->dir);
 	if (n < 0 || (size_t)n >= sizeof(path))
@@ -220,12 +169,20 @@ static int store_lock(hyd_store *s)
 		return -errno;
 	if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	return hyd_store_claim(s);
+}
+
+int hyd_store_claim(hyd_store *s)
+{
+	char pid[32];
+	int n;
+
+	/* The flock belongs to the open file description, which a forked
+	 * child shares: only the pid written here needs to change. */
 	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
 	if (ftruncate(s->lock_fd, 0) < 0)
-		r = -errno;
-	if (r == 0)
-		r = pwrite_full(s->lock_fd, pid, (size_t)n, 0);
-	return r;
+		return -errno;
+	return cat_pwrite_all(s->lock_fd, pid, (size_t)n, 0);
 }
 
 /* Schema migrations, one step per revision; index i takes user_version i
@@ -544,7 +501,7 @@ int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
 		r = -ENOMEM;
 		goto out;
 	}
-	r = mkdir_parents(dir);
+	r = cat_mkdir_p(dir, 0700);
 	if (r == 0)
 		r = store_lock(s);
 	if (r < 0)
@@ -947,7 +904,7 @@ int hyd_store_put(hyd_store *s, const chunk_id *id, const void *frame,
 	loc.off = s->cur_end;
 	loc.frame_len = (uint32_t)frame_len;
 	loc.raw_len = fi.raw_len;
-	r = pwrite_full(s->cur_fd, frame, frame_len, loc.off);
+	r = cat_pwrite_all(s->cur_fd, frame, frame_len, loc.off);
 	if (r < 0)
 		goto out;
 	/* From here the bytes may be on disk: never write over them again,

@@ -32,6 +32,12 @@ typedef struct hyd_store hyd_store;
  * Returns 0, -EBUSY, -ENOTDIR, -EACCES, -EIO, -ENOMEM. */
 int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s);
 
+/* Write the calling process's pid into dir/lock, so a refused second
+ * hydrator can name the holder. The lock itself survives fork (it belongs
+ * to the open file description): call this in the child after
+ * daemonizing. Returns 0 or -errno. */
+int hyd_store_claim(hyd_store *s);
+
 /* Close; releases the lock. NULL is a no-op. */
 void hyd_store_close(hyd_store *s);
 

@@ -62,63 +62,6 @@ char *repl__srcindex_path(const char *state_dir, uint64_t gen)
 	return repl__path_fmt("%s/source/%" PRIu64 ".db", state_dir, gen);
 }
 
-int repl__fsync_parent(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir;
-	int fd, r = 0;
-
-	if (!slash)
-		dir = strdup(".");
-	else if (slash == path)
-		dir = strdup("/");
-	else
-		dir = strndup(path, (size_t)(slash - path));
-	if (!dir)
-		return -ENOMEM;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0)
-		r = -errno;
-	if (fd >= 0)
-		close(fd);
-	free(dir);
-	return r;
-}
-
-int repl__mkdir_p(const char *path)
-{
-	char *p = strdup(path);
-	size_t i, n;
-	int r = 0;
-
-	if (!p)
-		return -ENOMEM;
-	n = strlen(p);
-	/* Create each prefix in turn; EEXIST is fine as long as the final
-	 * thing is a directory (checked below). */
-	for (i = 1; i <= n; i++) {
-		if (p[i] != '/' && p[i] != '\0')
-			continue;
-		p[i] = '\0';
-		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
-			r = -errno;
-			goto out;
-		}
-		p[i] = i < n ? '/' : '\0';
-	}
-	{
-		struct stat st;
-
-		if (stat(path, &st) < 0)
-			r = -errno;
-		else if (!S_ISDIR(st.st_mode))
-			r = -ENOTDIR;
-	}
-out:
-	free(p);
-	return r;
-}
-
 /* Write data to path durably: "path.tmp" (O_EXCL after removing a stale
  * one), write, fsync, rename, fsync the directory. */
 static int write_file_atomic(const char *path, const void *data, size_t len)
@@ -160,7 +103,7 @@ static int write_file_atomic(const char *path, const void *data, size_t len)
 		r = -errno;
 		goto out;
 	}
-	r = repl__fsync_parent(path);
+	r = cat_fsync_parent(path);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -269,23 +212,6 @@ int repl__catalog_sha_read(const char *zst_path, char ret_hex[65])
 	return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* The zstd stream loop: src fd to dst fd, hashing what is written. */
 static int compress_fd(int in, int outfd, EVP_MD_CTX *md, uint64_t *ret_bytes)
 {
@@ -327,7 +253,7 @@ static int compress_fd(int in, int outfd, EVP_MD_CTX *md, uint64_t *ret_bytes)
 				goto out;
 			}
 			if (zout.pos) {
-				r = write_all(outfd, obuf, zout.pos);
+				r = cat_write_all(outfd, obuf, zout.pos);
 				if (r < 0)
 					goto out;
 				if (EVP_DigestUpdate(md, obuf, zout.pos) != 1) {
@@ -410,7 +336,7 @@ int repl_catalog_compress(const char *src, const char *dst, char ret_hex[65],
 		r = -errno;
 		goto out;
 	}
-	r = repl__fsync_parent(dst);
+	r = cat_fsync_parent(dst);
 out:
 	if (outfd >= 0)
 		close(outfd);
@@ -443,7 +369,7 @@ int repl_generation_build(const char *state_dir, const char *dir,
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
-	r = repl__mkdir_p(state_dir);
+	r = cat_mkdir_p(state_dir, 0755);
 	if (r < 0)
 		return r;
 	r = repl_head_read(state_dir, &head);
@@ -452,14 +378,14 @@ int repl_generation_build(const char *state_dir, const char *dir,
 	sub = repl__path_fmt("%s/catalog", state_dir);
 	if (!sub)
 		return -ENOMEM;
-	r = repl__mkdir_p(sub);
+	r = cat_mkdir_p(sub, 0755);
 	free(sub);
 	if (r < 0)
 		return r;
 	sub = repl__path_fmt("%s/source", state_dir);
 	if (!sub)
 		return -ENOMEM;
-	r = repl__mkdir_p(sub);
+	r = cat_mkdir_p(sub, 0755);
 	free(sub);
 	if (r < 0)
 		return r;

@@ -1,19 +1,15 @@
 /*
- * replicator/repl_publish_internal.h — durable-file helpers shared by the
- * scanner, the source index and the publisher (implemented in
- * repl_publish.c). Any thread; all blocking.
+ * replicator/repl_publish_internal.h — state-dir paths and catalog hash
+ * helpers shared by the scanner, the source index and the publisher
+ * (implemented in repl_publish.c; the durable-write primitives themselves
+ * are catalog.h's cat_write_all / cat_mkdir_p / cat_fsync_parent). Any
+ * thread; all blocking.
  */
 #ifndef FERRY_REPL_PUBLISH_INTERNAL_H
 #define FERRY_REPL_PUBLISH_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* fsync the directory that holds path. Returns 0 or -errno. */
-int repl__fsync_parent(const char *path);
-
-/* mkdir -p with mode 0755. Returns 0 or -errno. */
-int repl__mkdir_p(const char *path);
 
 /* malloc'd "a/b" (fmt-style): NULL on allocation failure or overflow.
  * The caller frees. */

@@ -168,7 +168,7 @@ static void writer_free(repl_srcindex_writer *w)
 
 int repl_srcindex_commit(repl_srcindex_writer *w)
 {
-	int rc, r = 0, fd;
+	int rc, r = 0;
 
 	rc = sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
@@ -186,19 +186,14 @@ int repl_srcindex_commit(repl_srcindex_writer *w)
 	}
 	/* synchronous=OFF above: make the bytes durable before the rename
 	 * publishes them. */
-	fd = open(w->tmp, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0) {
-		r = -errno;
-		if (fd >= 0)
-			close(fd);
+	r = cat_fsync_path(w->tmp);
+	if (r < 0)
 		goto out;
-	}
-	close(fd);
 	if (rename(w->tmp, w->path) < 0) {
 		r = -errno;
 		goto out;
 	}
-	r = repl__fsync_parent(w->path);
+	r = cat_fsync_parent(w->path);
 out:
 	if (r < 0)
 		unlink(w->tmp);
