@@ -23,7 +23,7 @@ PKGS := libuv liburing libcurl sqlite3 liblz4 libzstd fuse3 libcrypto cmocka
 DEB_PKGS := gcc make pkg-config libuv1-dev liburing-dev libcurl4-openssl-dev \
 	libsqlite3-dev liblz4-dev libzstd-dev libfuse3-dev fuse3 libssl-dev \
 	libcmocka-dev libhttp-parser-dev attr sqlite3 curl python3 rsync \
-	iproute2 psmisc procps
+	iproute2 psmisc procps zstd
 
 CC ?= gcc
 WARN := -Wall -Wextra -Wshadow -Wformat=2 -Wmissing-prototypes -Wvla -Werror
