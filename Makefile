@@ -96,6 +96,11 @@ $(B)/bin/ferry-hydrator: $(call obj,hydrator/hyd_main.c) $(HYD_LIB) $(CAT_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
+TOOLS_SRC := $(sort $(wildcard tools/*.c))
+$(B)/bin/ferry: $(call obj,$(TOOLS_SRC)) $(HYD_LIB) $(CAT_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
 # Unit tests link every library; each is one cmocka program.
 $(B)/tests/%: $(B)/tests/unit/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)

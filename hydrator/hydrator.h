@@ -45,4 +45,113 @@ int hyd_url_parse(const char *url, char *ret_base, size_t base_cap,
 int hyd_cache_dir_default(const char *base_url, const char *name, char *buf,
 			  size_t cap);
 
+/* ------------------------------------------------------------------ */
+/* Status (hyd_status.c): what is hydrated, how fast, how long to go.  */
+/* ------------------------------------------------------------------ */
+
+#include <stdint.h>
+
+enum hyd_state {
+	HYD_STATE_BROWSING = 0,    /* mounted, backfill off or not started */
+	HYD_STATE_BACKFILLING = 1, /* workers are fetching the rest */
+	HYD_STATE_COMPLETE = 2,    /* every chunk of the catalog is stored */
+	HYD_STATE_STALLED = 3,     /* backfill cannot progress: last_error */
+	HYD_STATE_STOPPED = 4,     /* no hydrator running on this cache */
+};
+
+/* "browsing", "backfilling", "complete", "stalled", "stopped". */
+const char *hyd_state_name(enum hyd_state s);
+
+struct hyd_status {
+	enum hyd_state state;
+	char url[HYD_URL_MAX];   /* base URL the cache was filled from */
+	char last_error[256];    /* empty when none */
+	long pid;                /* running hydrator, 0 when none */
+	uint64_t generation;
+	uint64_t files_total, files_hydrated;     /* regular files; a file is
+						   * hydrated when all its chunks
+						   * are stored (empty files are) */
+	uint64_t bytes_total, bytes_hydrated;     /* logical file bytes */
+	uint64_t chunks_total, chunks_stored;     /* distinct chunk ids */
+	uint64_t unique_bytes_total;              /* raw bytes of distinct chunks */
+	uint64_t unique_bytes_stored;
+	uint64_t rest_bytes;                      /* frame bytes in packs */
+	uint64_t wire_bytes;                      /* bytes received, all runs */
+	uint64_t mismatches, retries, failures;   /* this run (0 offline) */
+	double rate_now, rate_avg;                /* wire bytes/s (0 offline) */
+	int64_t eta_s;                            /* -1 unknown */
+	double elapsed_s;                         /* this run (0 offline) */
+};
+
+/* Fill *ret from a cache directory's files alone (catalog + state.db, read
+ * only; works while a hydrator runs and when none does: state is then
+ * STOPPED unless complete). Returns 0, -ENOENT (no catalog in it), -errno. */
+int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret);
+
+/* Ask the hydrator running on cache_dir over its control socket
+ * (CACHEDIR/control.sock) for live status, falling back to
+ * hyd_status_from_cache when none answers. Returns 0 or -errno. */
+int hyd_status_query(const char *cache_dir, struct hyd_status *ret);
+
+/* Stable JSON for machines, one line, no trailing newline. Keys:
+ * state, url, last_error, pid, generation, files_total, files_hydrated,
+ * bytes_total, bytes_hydrated, chunks_total, chunks_stored,
+ * unique_bytes_total, unique_bytes_stored, rest_bytes, wire_bytes,
+ * dedup_savings_bytes (bytes_total - unique_bytes_total),
+ * compression_savings_bytes (unique_bytes_stored - rest_bytes),
+ * mismatches, retries, failures, rate_now, rate_avg, eta_s, elapsed_s.
+ * Returns the length written (truncated at cap like snprintf). */
+int hyd_status_json(const struct hyd_status *st, char *buf, size_t cap);
+
+/* ------------------------------------------------------------------ */
+/* Sync and verify (hyd_sync*.c, hyd_verify.c)                         */
+/* ------------------------------------------------------------------ */
+
+struct hyd_sync_opts {
+	const char *url;       /* http[s]://HOST[:PORT]/v1/NAME */
+	const char *dest;      /* directory to create or update */
+	const char *cache_dir; /* NULL: hyd_cache_dir_default */
+	unsigned jobs;         /* parallel connections, 0: default 8 */
+	long timeout_s;        /* per chunk fetch deadline, 0: default 30 */
+	int owners;            /* set uid/gid (default: when root) */
+	int verbose;
+	/* Progress, called from the syncing thread at most ~5 times a second
+	 * and once at the end; may be NULL. */
+	void (*progress)(void *arg, const struct hyd_status *st);
+	void *progress_arg;
+};
+
+struct hyd_sync_result {
+	uint64_t files, dirs, symlinks, specials;  /* entries in the tree */
+	uint64_t files_written;   /* regular files (re)written this run */
+	uint64_t bytes_written;   /* their bytes */
+	uint64_t chunks_fetched;  /* this run */
+	uint64_t wire_bytes;      /* this run */
+	uint64_t logical_bytes;   /* regular file bytes in the tree */
+	uint64_t unique_bytes;    /* raw bytes of distinct chunks */
+	uint64_t rest_bytes;      /* frame bytes of those chunks at rest */
+	double elapsed_s;
+	uint64_t failed;          /* entries that could not be reproduced */
+};
+
+/* Hydrate everything of url into the store (same store and fetcher as the
+ * mount, no FUSE) and write a plain tree at dest identical to the source:
+ * files to a temp name then renamed, modes, mtimes, owners (opts->owners),
+ * symlinks never followed, hard links, xattrs, empty directories,
+ * directory times set last. Files already correct (size, mtime, content
+ * per the catalog) are not rewritten; stored chunks are not fetched again.
+ * dest inside a ferry mount, or a name that would escape dest, is refused.
+ * Each entry that fails is named on stderr and counted in ret->failed.
+ * Returns 0 (ret->failed may still be > 0), or -errno for a failure of the
+ * whole run (with one line on stderr). */
+int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret);
+
+/* Re-hash everything in a cache's store (path is a CACHEDIR), or compare a
+ * materialized tree against a catalog (path is a DEST, catalog_path the
+ * catalog it was made from). Mismatches are named on stderr.
+ * Returns the number of mismatches (0 = all good) or -errno. */
+int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked);
+int hyd_verify_tree(const char *dest, const char *catalog_path,
+		    uint64_t *ret_checked);
+
 #endif

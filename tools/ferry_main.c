@@ -1,0 +1,50 @@
+/*
+ * tools/ferry_main.c — the `ferry` command: dispatch to a subcommand.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/hydrator.h"
+#include "tools/ferry_internal.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: ferry COMMAND [ARGS]\n"
+		"\n"
+		"Commands:\n"
+		"  sync URL DEST        hydrate everything and write a plain tree\n"
+		"                       at DEST identical to the source\n"
+		"  status MOUNT|CACHE   what is hydrated, how fast, how long to go\n"
+		"  verify CACHE|DEST    re-hash what is stored, or check a tree\n"
+		"                       against its catalog\n"
+		"\n"
+		"ferry COMMAND --help shows a command's options. See ferry(1),\n"
+		"ferry-hydrator(1) and ferry-replicator(1).\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		printf("ferry %s\n", FERRY_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[1], "sync"))
+		return ferry_cmd_sync(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "status"))
+		return ferry_cmd_status(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "verify"))
+		return ferry_cmd_verify(argc - 1, argv + 1);
+	fprintf(stderr, "ferry: unknown command '%s' (see ferry --help)\n",
+		argv[1]);
+	return 2;
+}
