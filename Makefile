@@ -1,6 +1,6 @@
 # ferry — one non-recursive Makefile.
 #
-#   make            build build/$(VARIANT)/bin/{ferry-replicator,ferry-hydrator}
+#   make            build build/$(VARIANT)/bin/{ferry-replicator,ferry-hydrator,ferry}
 #   make check      install missing Debian packages (as root), build, run every test
 #   make asan       ASan+UBSan build in build/asan (make check VARIANT=asan runs on it)
 #   make demo       run the quickstart: replicator + hydrator on loopback
@@ -65,7 +65,7 @@ REPL_LIB := $(B)/lib/libferry_replicator.a
 HYD_LIB  := $(B)/lib/libferry_hydrator.a
 ALL_LIBS := $(HYD_LIB) $(REPL_LIB) $(CAT_LIB)
 
-PROGS := $(B)/bin/ferry-replicator $(B)/bin/ferry-hydrator
+PROGS := $(B)/bin/ferry-replicator $(B)/bin/ferry-hydrator $(B)/bin/ferry
 UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 

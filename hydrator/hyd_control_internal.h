@@ -30,4 +30,19 @@ int hyd_control_start(const char *cache_dir, hyd_control_live_fn live,
 /* Stop the thread, remove the socket file, free. NULL is a no-op. */
 void hyd_control_stop(hyd_control *c);
 
+/* Bounds of the protocol: a reply line is at most HYD_STATUS_LINE_MAX bytes
+ * with its newline; hyd_status_json never needs more than
+ * HYD_STATUS_JSON_MAX bytes (every string byte escaped as \ufffd). */
+#define HYD_STATUS_JSON_MAX 16384u
+#define HYD_STATUS_LINE_MAX 65536u
+
+/* Parse one status line (without or with its trailing newline) as
+ * hyd_status_json writes it, back into *ret: a flat object, keys in any
+ * order, unknown keys skipped (scalar values only), "state" required,
+ * missing counters 0 (eta_s -1); a string longer than its field is cut at
+ * a UTF-8 character boundary. buf is untrusted: anything malformed,
+ * duplicated, nested, out of range or longer than HYD_STATUS_LINE_MAX is
+ * -EBADMSG and *ret is left untouched. Any thread. */
+int hyd__status_parse(const char *buf, size_t len, struct hyd_status *ret);
+
 #endif

@@ -4,10 +4,15 @@
  *
  * FUSE threads join flights in the single-flight table (hyd_fetch_flight.c);
  * a new flight wakes this loop through uv_async_send. The loop starts the
- * most urgent queued flights while fewer than `connections` transfers run,
- * one GET BASE/chunk/<hex> each, on keep-alive connections. A finished 200
- * answer goes to the libuv thread pool (uv_queue_work): decode, SHA-256
- * check, publish to the waiters, hyd_store_put — never on the loop thread.
+ * most urgent queued flights while fewer than `connections` transfers run:
+ * demand and readahead flights as one GET BASE/chunk/<hex> each (lowest
+ * latency), backfill flights as POST BASE/chunks batches
+ * (hyd_fetch_batch.c), which never take more than bg_max transfers, so a
+ * read never waits for a free one behind the backfill. hyd_fetch_pace.c
+ * decides who may receive bytes (the --bwlimit bucket, backfill yielding
+ * to running demand transfers). A finished 200 answer goes to the libuv
+ * thread pool (uv_queue_work): decode, SHA-256 check, publish to the
+ * waiters, hyd_store_put — never on the loop thread.
  * Transient failures (connect refused or reset, timeouts, 5xx) are retried
  * with capped exponential backoff and jitter until the flight's deadline;
  * 404 and 409 end the flight at once; a frame or hash mismatch is retried
@@ -20,6 +25,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,90 +33,16 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "hydrator/hyd_fetch_internal.h"
+#include "hydrator/hyd_fetch_loop_internal.h"
 #include "hydrator/hydrator.h"
 
 #define HYD_BACKOFF_FIRST_MS 100u
 #define HYD_BACKOFF_MAX_MS 2000u
 #define HYD_MISMATCH_TRIES 2u /* the first fetch and one retry */
-#define HYD_CODER_POOL 16u
-/* A transfer moving less than LOW_SPEED bytes/s for LOW_TIME s is stalled. */
-#define HYD_LOW_SPEED_BYTES 1024L
-#define HYD_LOW_SPEED_TIME_S 10L
+#define HYD_BATCH_MAX_DEFAULT 64u
+#define HYD_BATCH_BYTES_DEFAULT (8ull << 20)
 
-/* Where a transfer is. CURL and RETRY count against `connections`: during
- * an outage only that many flights back off and retry, the rest stay
- * queued in priority order. */
-enum xfer_where { XFER_IDLE, XFER_CURL, XFER_RETRY, XFER_WORK, XFER_DONE };
-
-/* One socket curl wants watched. */
-struct hyd_poll {
-	uv_poll_t h;
-	hyd_fetch *f;
-	curl_socket_t fd;
-	struct hyd_poll *prev, *next;
-};
-
-/* The loop's side of one ACTIVE flight. */
-struct hyd_xfer {
-	hyd_fetch *f;
-	struct hyd_flight *fl; /* holds the fetch reference */
-	CURL *easy;
-	char *url;
-	uint8_t *body;
-	size_t body_len, body_cap;
-	enum xfer_where where;
-	unsigned requests;   /* HTTP requests made for this flight */
-	unsigned attempts;   /* transient failures so far */
-	unsigned mismatches; /* bad frames so far */
-	uint64_t retry_at_ns;
-	int work_rc;
-	uv_work_t work;
-	char why[CURL_ERROR_SIZE + 64]; /* last failure, for the one log line */
-	char errbuf[CURL_ERROR_SIZE];
-	struct hyd_xfer *prev, *next;
-};
-
-struct hyd_fetch {
-	char *base_url;
-	hyd_store *store;
-	uint32_t max_raw;
-	unsigned connections;
-	long connect_timeout_ms;
-	int verbose;
-
-	struct hyd_flights flights;
-	struct hyd_fetch_stats stats; /* relaxed atomics */
-
-	pthread_mutex_t coder_lock; /* frame coders for the pool threads */
-	frame_coder *coders[HYD_CODER_POOL];
-	size_t n_coders;
-
-	/* loop thread only */
-	uv_loop_t loop;
-	uv_async_t async;
-	uv_timer_t curl_timer;
-	uv_timer_t retry_timer;
-	CURLM *multi;
-	struct hyd_poll *polls;
-	struct hyd_xfer *xfers;
-	unsigned n_busy;  /* transfers in XFER_CURL or XFER_RETRY */
-	uint64_t rng;     /* xorshift state for backoff jitter */
-	int shutting_down;
-	int cleaning;     /* inside curl_multi_cleanup */
-	int closed;
-
-	/* owner thread (start/stop) only */
-	pthread_t thread;
-	int started;
-};
-
-#define STAT_ADD(f, field, n) \
-	__atomic_fetch_add(&(f)->stats.field, (uint64_t)(n), __ATOMIC_RELAXED)
-
-static void pump(hyd_fetch *f);
 static void xfer_start(struct hyd_xfer *x);
-static void maybe_close(hyd_fetch *f);
 
 /* ------------------------------------------------------------------ */
 /* frame coder pool (any thread)                                      */
@@ -144,15 +76,14 @@ static void coder_put(hyd_fetch *f, frame_coder *c)
 /* transfers                                                          */
 /* ------------------------------------------------------------------ */
 
-static const char *err_name(int err)
+const char *hyd_fetch__err_name(int err)
 {
 	const char *s = strerrorname_np(err < 0 ? -err : err);
 
 	return s ? s : "EUNKNOWN";
 }
 
-/* The one place curl codes become -errno: -EAGAIN means worth retrying. */
-static int fetch_curl_errno(CURLcode res)
+int hyd_fetch__curl_errno(CURLcode res)
 {
 	switch(res) {
 	case CURLE_OK:
@@ -176,19 +107,51 @@ static int fetch_curl_errno(CURLcode res)
 	}
 }
 
+void hyd_fetch__note_error(hyd_fetch *f, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&f->err_lock);
+	va_start(ap, fmt);
+	vsnprintf(f->stats.last_error, sizeof(f->stats.last_error), fmt, ap);
+	va_end(ap);
+	f->stats.last_error_ns = hyd_now_ns();
+	pthread_mutex_unlock(&f->err_lock);
+}
+
 static int where_busy(enum xfer_where w)
 {
 	return w == XFER_CURL || w == XFER_RETRY;
 }
 
-/* Every change of x->where goes through here, to keep n_busy right. */
-static void xfer_set(struct hyd_xfer *x, enum xfer_where w)
+/* Every change of x->where goes through here, to keep the counts right. */
+void hyd_fetch__xfer_set(struct hyd_xfer *x, enum xfer_where w)
 {
-	if(where_busy(x->where))
-		x->f->n_busy--;
+	hyd_fetch *f = x->f;
+
+	if(where_busy(x->where)) {
+		f->n_busy--;
+		if(x->bg)
+			f->n_bg--;
+	}
+	if(x->where == XFER_CURL && x->urgent) {
+		f->n_urgent--;
+		/* Backfill held for this one may go on. */
+		if(!f->n_urgent)
+			hyd_fetch__pace_kick(f);
+	}
 	x->where = w;
-	if(where_busy(w))
-		x->f->n_busy++;
+	if(w != XFER_CURL)
+		x->paused = 0; /* curl forgets a removed handle's pause */
+	if(where_busy(w)) {
+		f->n_busy++;
+		if(x->bg)
+			f->n_bg++;
+	}
+	if(w == XFER_CURL && x->urgent)
+		f->n_urgent++;
+	__atomic_store_n(&f->stats.active, (uint64_t)f->n_busy,
+			 __ATOMIC_RELAXED);
 }
 
 static void xfer_unlink(struct hyd_xfer *x)
@@ -204,12 +167,27 @@ static void xfer_unlink(struct hyd_xfer *x)
 	x->prev = x->next = NULL;
 }
 
+void hyd_fetch__xfer_free(struct hyd_xfer *x)
+{
+	hyd_fetch__xfer_set(x, XFER_DONE);
+	xfer_unlink(x);
+	curl_easy_cleanup(x->easy);
+	hyd_fetch__batch_free(x->bx);
+	free(x->url);
+	free(x->body);
+	free(x);
+}
+
 /* End the flight with rc (0: verified and stored) and free the transfer. */
 static void xfer_end(struct hyd_xfer *x, int rc)
 {
 	hyd_fetch *f = x->f;
 	char hex[CHUNK_ID_HEX_LEN + 1];
 
+	if(x->bx) {
+		hyd_fetch__batch_end(x, rc);
+		return;
+	}
 	if(rc < 0) {
 		STAT_ADD(f, failures, 1);
 		/* -ECANCELED is shutdown, not news. */
@@ -218,18 +196,15 @@ static void xfer_end(struct hyd_xfer *x, int rc)
 			fprintf(stderr,
 				"ferry-hydrator: fetch failed chunk=%s "
 				"url=%s err=%s requests=%u why=\"%s\"\n",
-				hex, x->url, err_name(rc), x->requests,
-				x->why);
+				hex, x->url, hyd_fetch__err_name(rc),
+				x->requests, x->why);
+			hyd_fetch__note_error(f, "chunk %.16s: %s (%s)", hex,
+					      hyd_fetch__err_name(rc), x->why);
 		}
 	}
-	xfer_set(x, XFER_DONE);
-	xfer_unlink(x);
 	hyd_flights_finish(&f->flights, x->fl, rc);
 	x->fl = NULL;
-	curl_easy_cleanup(x->easy);
-	free(x->url);
-	free(x->body);
-	free(x);
+	hyd_fetch__xfer_free(x);
 }
 
 static uint64_t rng_next(hyd_fetch *f)
@@ -243,7 +218,17 @@ static uint64_t rng_next(hyd_fetch *f)
 	return v;
 }
 
-static void arm_retry_timer(hyd_fetch *f);
+uint64_t hyd_fetch__backoff_ms(hyd_fetch *f, unsigned attempts)
+{
+	unsigned shift = attempts < 16 ? attempts : 16;
+	uint64_t delay_ms = (uint64_t)HYD_BACKOFF_FIRST_MS << shift;
+
+	if(delay_ms > HYD_BACKOFF_MAX_MS)
+		delay_ms = HYD_BACKOFF_MAX_MS;
+	/* Jitter in [delay/2, delay] keeps many readers from retrying in
+	 * lockstep against a recovering server. */
+	return delay_ms / 2 + rng_next(f) % (delay_ms / 2 + 1);
+}
 
 /* A transient failure: try again after a jittered, capped exponential
  * backoff, unless that would pass the flight's deadline. */
@@ -251,18 +236,11 @@ static void xfer_retry(struct hyd_xfer *x)
 {
 	hyd_fetch *f = x->f;
 	uint64_t now = hyd_now_ns(), deadline, delay_ms;
-	unsigned shift;
 	char hex[CHUNK_ID_HEX_LEN + 1];
 
 	deadline = hyd_flights_deadline(&f->flights, x->fl);
-	shift = x->attempts < 16 ? x->attempts : 16;
+	delay_ms = hyd_fetch__backoff_ms(f, x->attempts);
 	x->attempts++;
-	delay_ms = (uint64_t)HYD_BACKOFF_FIRST_MS << shift;
-	if(delay_ms > HYD_BACKOFF_MAX_MS)
-		delay_ms = HYD_BACKOFF_MAX_MS;
-	/* Jitter in [delay/2, delay] keeps many readers from retrying in
-	 * lockstep against a recovering server. */
-	delay_ms = delay_ms / 2 + rng_next(f) % (delay_ms / 2 + 1);
 	if(f->shutting_down) {
 		xfer_end(x, -ECANCELED);
 		return;
@@ -272,16 +250,16 @@ static void xfer_retry(struct hyd_xfer *x)
 		return;
 	}
 	STAT_ADD(f, retries, 1);
-	if(f->verbose) {
-		chunk_id_to_hex(&x->fl->id, hex);
+	chunk_id_to_hex(&x->fl->id, hex);
+	hyd_fetch__note_error(f, "chunk %.16s: %s (retrying)", hex, x->why);
+	if(f->verbose)
 		fprintf(stderr,
 			"ferry-hydrator: fetch retry chunk=%s attempt=%u "
 			"delay_ms=%" PRIu64 " why=\"%s\"\n",
 			hex, x->attempts, delay_ms, x->why);
-	}
-	xfer_set(x, XFER_RETRY);
+	hyd_fetch__xfer_set(x, XFER_RETRY);
 	x->retry_at_ns = now + delay_ms * 1000000ull;
-	arm_retry_timer(f);
+	hyd_fetch__arm_retry_timer(f);
 }
 
 /* A frame that failed decoding or the hash check (or an oversized body):
@@ -301,12 +279,11 @@ static void xfer_mismatch(struct hyd_xfer *x)
 	xfer_start(x);
 }
 
-/* libuv pool thread: decode, verify, publish, store. */
-static void verify_work(uv_work_t *w)
+int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
+			  const uint8_t *frame, size_t frame_len, char *why,
+			  size_t whycap)
 {
-	struct hyd_xfer *x = w->data;
-	hyd_fetch *f = x->f;
-	struct hyd_flight *fl = x->fl;
+	char hex[CHUNK_ID_HEX_LEN + 1];
 	frame_coder *coder;
 	uint8_t *raw;
 	size_t n = 0;
@@ -314,13 +291,13 @@ static void verify_work(uv_work_t *w)
 
 	raw = malloc(fl->raw_len ? fl->raw_len : 1);
 	if(!raw) {
-		x->work_rc = -ENOMEM;
-		return;
+		snprintf(why, whycap, "out of memory");
+		return -ENOMEM;
 	}
 	coder = coder_get(f);
 	/* The catalog's length for this chunk bounds the decode: a frame
 	 * claiming more is bad, whatever its header says. */
-	r = frame_decode(coder, x->body, x->body_len, fl->raw_len, raw,
+	r = frame_decode(coder, frame, frame_len, fl->raw_len, raw,
 			 fl->raw_len, &n);
 	coder_put(f, coder);
 	if(r == -ENOBUFS || (r == 0 && n != fl->raw_len))
@@ -328,30 +305,47 @@ static void verify_work(uv_work_t *w)
 	if(r == 0)
 		r = chunk_id_verify(&fl->id, raw, n);
 	if(r < 0) {
-		snprintf(x->why, sizeof(x->why), "frame or hash check: %s",
-			 err_name(r));
+		snprintf(why, whycap, "frame or hash check: %s",
+			 hyd_fetch__err_name(r));
 		free(raw);
-		x->work_rc = r;
-		return;
+		return r;
 	}
 	/* Readers may go now; the store write below only makes it durable.
 	 * Count first, so whoever wakes sees the counter already moved. */
 	STAT_ADD(f, chunks, 1);
+	__atomic_store_n(&f->stats.last_ok_ns, hyd_now_ns(),
+			 __ATOMIC_RELAXED);
 	hyd_flights_verified(&f->flights, fl, raw);
+	r = 0;
 	if(f->store) {
-		r = hyd_store_put(f->store, &fl->id, x->body, x->body_len);
+		r = hyd_store_put(f->store, &fl->id, frame, frame_len);
 		if(r < 0) {
-			char hex[CHUNK_ID_HEX_LEN + 1];
-
 			STAT_ADD(f, store_errors, 1);
+			__atomic_store_n(&f->stats.last_store_err, r,
+					 __ATOMIC_RELAXED);
 			chunk_id_to_hex(&fl->id, hex);
 			fprintf(stderr,
 				"ferry-hydrator: store put failed chunk=%s "
 				"err=%s\n",
-				hex, err_name(r));
+				hex, hyd_fetch__err_name(r));
+		} else {
+			__atomic_store_n(&f->stats.last_store_err, 0,
+					 __ATOMIC_RELAXED);
 		}
 	}
-	x->work_rc = 0;
+	/* Written before the flight ends (under the table lock), which is
+	 * what orders it for the done hook. */
+	fl->store_rc = r;
+	return 0;
+}
+
+/* libuv pool thread: decode, verify, publish, store. */
+static void verify_work(uv_work_t *w)
+{
+	struct hyd_xfer *x = w->data;
+
+	x->work_rc = hyd_fetch__frame_land(x->f, x->fl, x->body, x->body_len,
+					   x->why, sizeof(x->why));
 }
 
 /* Loop thread, after verify_work. */
@@ -365,15 +359,15 @@ static void verify_done(uv_work_t *w, int status)
 		xfer_mismatch(x);
 	else
 		xfer_end(x, rc);
-	pump(f);
-	maybe_close(f);
+	hyd_fetch__pump(f);
+	hyd_fetch__maybe_close(f);
 }
 
 static void xfer_verify(struct hyd_xfer *x)
 {
 	int r;
 
-	xfer_set(x, XFER_WORK);
+	hyd_fetch__xfer_set(x, XFER_WORK);
 	x->work.data = x;
 	r = uv_queue_work(&x->f->loop, &x->work, verify_work, verify_done);
 	if(r < 0) {
@@ -389,6 +383,10 @@ static void xfer_done(struct hyd_xfer *x, CURLcode res)
 	long code = 0;
 	int rc;
 
+	if(x->bx) {
+		hyd_fetch__batch_done(x, res);
+		return;
+	}
 	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
 	if((res == CURLE_OK || res == CURLE_WRITE_ERROR) && code != 200 &&
 	   code != 0) {
@@ -417,7 +415,7 @@ static void xfer_done(struct hyd_xfer *x, CURLcode res)
 	}
 	snprintf(x->why, sizeof(x->why), "curl %d: %s", (int)res,
 		 x->errbuf[0] ? x->errbuf : curl_easy_strerror(res));
-	rc = fetch_curl_errno(res);
+	rc = hyd_fetch__curl_errno(res);
 	if(rc == -EAGAIN)
 		xfer_retry(x);
 	else
@@ -428,11 +426,18 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	struct hyd_xfer *x = userdata;
 	size_t n = size * nmemb;
+	unsigned why;
 
 	/* Returning less than n aborts with CURLE_WRITE_ERROR: a body past
 	 * frame_bound(raw_len) is not a frame of this chunk. */
 	if(n > x->body_cap - x->body_len)
 		return 0;
+	why = hyd_fetch__gate(x, n);
+	if(why) {
+		/* curl keeps these bytes and hands them over again later. */
+		x->paused |= why;
+		return CURL_WRITEFUNC_PAUSE;
+	}
 	memcpy(x->body + x->body_len, ptr, n);
 	x->body_len += n;
 	return n;
@@ -446,6 +451,10 @@ static void xfer_start(struct hyd_xfer *x)
 	long left_ms, conn_ms;
 	CURLMcode mc;
 
+	if(x->bx) {
+		hyd_fetch__batch_start(x);
+		return;
+	}
 	deadline = hyd_flights_deadline(&f->flights, x->fl);
 	if(now >= deadline) {
 		if(!x->why[0])
@@ -462,6 +471,7 @@ static void xfer_start(struct hyd_xfer *x)
 	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, conn_ms);
 	x->body_len = 0;
 	x->errbuf[0] = '\0';
+	x->last_rx_ns = now;
 	mc = curl_multi_add_handle(f->multi, x->easy);
 	if(mc != CURLM_OK) {
 		snprintf(x->why, sizeof(x->why), "curl_multi_add_handle: %s",
@@ -469,9 +479,43 @@ static void xfer_start(struct hyd_xfer *x)
 		xfer_end(x, -EIO);
 		return;
 	}
-	xfer_set(x, XFER_CURL);
+	hyd_fetch__xfer_set(x, XFER_CURL);
 	x->requests++;
 	STAT_ADD(f, requests, 1);
+}
+
+struct hyd_xfer *hyd_fetch__xfer_alloc(hyd_fetch *f)
+{
+	struct hyd_xfer *x;
+
+	x = calloc(1, sizeof(*x));
+	if(!x)
+		return NULL;
+	x->f = f;
+	x->easy = curl_easy_init();
+	if(!x->easy) {
+		free(x);
+		return NULL;
+	}
+	curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
+	curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
+	curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(x->easy, CURLOPT_HTTP_VERSION,
+			 (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(x->easy, CURLOPT_USERAGENT,
+			 "ferry-hydrator/" FERRY_VERSION);
+	if(f->bwlimit) {
+		curl_easy_setopt(x->easy, CURLOPT_SOCKOPTFUNCTION,
+				 hyd_fetch__sockopt);
+		curl_easy_setopt(x->easy, CURLOPT_SOCKOPTDATA, f);
+	}
+	x->next = f->xfers;
+	if(f->xfers)
+		f->xfers->prev = x;
+	f->xfers = x;
+	return x;
 }
 
 static struct hyd_xfer *xfer_new(hyd_fetch *f, struct hyd_flight *fl)
@@ -480,63 +524,72 @@ static struct hyd_xfer *xfer_new(hyd_fetch *f, struct hyd_flight *fl)
 	char hex[CHUNK_ID_HEX_LEN + 1];
 	size_t ulen;
 
-	x = calloc(1, sizeof(*x));
+	x = hyd_fetch__xfer_alloc(f);
 	if(!x)
 		return NULL;
-	x->f = f;
 	x->fl = fl;
+	/* The class is fixed at start: a flight bumped to demand while
+	 * queued starts as demand. */
+	x->bg = fl->prio == HYD_PRIO_BACKFILL;
+	x->urgent = !x->bg;
 	chunk_id_to_hex(&fl->id, hex);
 	ulen = strlen(f->base_url) + sizeof("/chunk/") + CHUNK_ID_HEX_LEN;
 	x->url = malloc(ulen);
 	x->body_cap = frame_bound(fl->raw_len);
 	x->body = malloc(x->body_cap);
-	x->easy = curl_easy_init();
-	if(!x->url || !x->body || !x->easy) {
-		curl_easy_cleanup(x->easy);
-		free(x->url);
-		free(x->body);
-		free(x);
+	if(!x->url || !x->body) {
+		x->fl = NULL;
+		hyd_fetch__xfer_free(x);
 		return NULL;
 	}
 	snprintf(x->url, ulen, "%s/chunk/%s", f->base_url, hex);
 	curl_easy_setopt(x->easy, CURLOPT_URL, x->url);
-	curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
 	curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
-	curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
-	curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(x->easy, CURLOPT_HTTP_VERSION,
-			 (long)CURL_HTTP_VERSION_1_1);
-	curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* A single GET is never held for long (only by the bucket), so
+	 * curl's own low-speed check is safe for it. */
 	curl_easy_setopt(x->easy, CURLOPT_LOW_SPEED_LIMIT, HYD_LOW_SPEED_BYTES);
 	curl_easy_setopt(x->easy, CURLOPT_LOW_SPEED_TIME, HYD_LOW_SPEED_TIME_S);
-	curl_easy_setopt(x->easy, CURLOPT_USERAGENT,
-			 "ferry-hydrator/" FERRY_VERSION);
-	x->next = f->xfers;
-	if(f->xfers)
-		f->xfers->prev = x;
-	f->xfers = x;
 	return x;
 }
 
-/* Start queued flights, most urgent first, while connections are free. */
-static void pump(hyd_fetch *f)
+static void start_single(hyd_fetch *f, struct hyd_flight *fl)
+{
+	struct hyd_xfer *x = xfer_new(f, fl);
+
+	if(!x) {
+		STAT_ADD(f, failures, 1);
+		hyd_flights_finish(&f->flights, fl, -ENOMEM);
+		return;
+	}
+	xfer_start(x);
+}
+
+/* Start queued flights, most urgent first, while connections are free.
+ * Backfill-class work never takes more than bg_max transfers, so the last
+ * ones are always there for a read that blocks. */
+void hyd_fetch__pump(hyd_fetch *f)
 {
 	struct hyd_flight *fl;
-	struct hyd_xfer *x;
+	int top, nobatch;
 
 	while(!f->shutting_down && f->n_busy < f->connections) {
+		top = hyd_flights_top(&f->flights, &nobatch);
+		if(top < 0)
+			break;
+		if(top == HYD_PRIO_BACKFILL) {
+			if(f->n_bg >= f->bg_max)
+				break;
+			if(!nobatch && !f->batch_off && f->batch_max > 1) {
+				if(!hyd_fetch__batch_launch(f))
+					break;
+				continue;
+			}
+		}
 		fl = hyd_flights_next(&f->flights);
 		if(!fl)
 			break;
-		x = xfer_new(f, fl);
-		if(!x) {
-			STAT_ADD(f, failures, 1);
-			hyd_flights_finish(&f->flights, fl, -ENOMEM);
-			continue;
-		}
-		xfer_start(x);
+		start_single(f, fl);
 	}
 }
 
@@ -558,7 +611,7 @@ static void check_multi_info(hyd_fetch *f)
 		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
 		curl_multi_remove_handle(f->multi, easy);
 		if(x) {
-			xfer_set(x, XFER_IDLE);
+			hyd_fetch__xfer_set(x, XFER_IDLE);
 			xfer_done(x, res);
 		}
 	}
@@ -579,11 +632,11 @@ static void on_retry_timer(uv_timer_t *t)
 		if(x->where == XFER_RETRY && x->retry_at_ns <= now)
 			xfer_start(x);
 	}
-	arm_retry_timer(f);
-	pump(f);
+	hyd_fetch__arm_retry_timer(f);
+	hyd_fetch__pump(f);
 }
 
-static void arm_retry_timer(hyd_fetch *f)
+void hyd_fetch__arm_retry_timer(hyd_fetch *f)
 {
 	struct hyd_xfer *x;
 	uint64_t next = UINT64_MAX, now = hyd_now_ns();
@@ -607,7 +660,7 @@ static void on_curl_timeout(uv_timer_t *t)
 
 	curl_multi_socket_action(f->multi, CURL_SOCKET_TIMEOUT, 0, &running);
 	check_multi_info(f);
-	pump(f);
+	hyd_fetch__pump(f);
 }
 
 /* CURLMOPT_TIMERFUNCTION: curl wants socket_action called after ms. */
@@ -663,7 +716,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
 	 * after this call. */
 	curl_multi_socket_action(f->multi, p->fd, flags, &running);
 	check_multi_info(f);
-	pump(f);
+	hyd_fetch__pump(f);
 }
 
 /* CURLMOPT_SOCKETFUNCTION: watch (or stop watching) one socket. */
@@ -723,6 +776,8 @@ static void close_handles(hyd_fetch *f)
 		(uv_handle_t *)&f->async,
 		(uv_handle_t *)&f->curl_timer,
 		(uv_handle_t *)&f->retry_timer,
+		(uv_handle_t *)&f->pace_timer,
+		(uv_handle_t *)&f->tick_timer,
 	};
 	size_t i;
 
@@ -735,9 +790,10 @@ static void close_handles(hyd_fetch *f)
 /* Once shutting down and no transfer is left (pool work included), tear
  * curl down while the loop still runs, so its last socket callbacks can
  * close their polls; then close our handles and let uv_run return. */
-static void maybe_close(hyd_fetch *f)
+void hyd_fetch__maybe_close(hyd_fetch *f)
 {
-	if(!f->shutting_down || f->xfers || f->closed)
+	if(!f->shutting_down || f->xfers || f->closed || f->fq_len ||
+	   f->fw_running)
 		return;
 	f->cleaning = 1;
 	curl_multi_cleanup(f->multi);
@@ -762,8 +818,11 @@ static void begin_shutdown(hyd_fetch *f)
 		}
 		/* XFER_WORK: verify_done ends it. */
 	}
+	hyd_fetch__fwork_cancel_queued(f);
 	uv_timer_stop(&f->retry_timer);
-	maybe_close(f);
+	uv_timer_stop(&f->pace_timer);
+	uv_timer_stop(&f->tick_timer);
+	hyd_fetch__maybe_close(f);
 }
 
 static void on_async(uv_async_t *a)
@@ -778,7 +837,7 @@ static void on_async(uv_async_t *a)
 		begin_shutdown(f);
 		return;
 	}
-	pump(f);
+	hyd_fetch__pump(f);
 }
 
 static void kick(void *arg)
@@ -828,21 +887,44 @@ int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret)
 		cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
 	f->verbose = cfg->verbose;
 	f->rng = hyd_now_ns() | 1;
-	r = pthread_mutex_init(&f->coder_lock, NULL);
-	if(r) {
-		free(f->base_url);
-		free(f);
-		return -r;
+	/* The last transfer is never backfill's (unless there is only one:
+	 * then backfill may use it, and demand still goes first in pump). */
+	f->bg_max = f->connections > 1 ? f->connections - 1 : 1;
+	if(cfg->bg_connections && cfg->bg_connections < f->bg_max)
+		f->bg_max = cfg->bg_connections;
+	f->batch_max = cfg->batch_max ? cfg->batch_max : HYD_BATCH_MAX_DEFAULT;
+	if(f->batch_max > HYD_BATCH_MAX_IDS)
+		f->batch_max = HYD_BATCH_MAX_IDS;
+	f->batch_bytes =
+		cfg->batch_bytes ? cfg->batch_bytes : HYD_BATCH_BYTES_DEFAULT;
+	f->bwlimit = cfg->bwlimit;
+	r = -ENOMEM;
+	f->batch_url = malloc(strlen(f->base_url) + sizeof("/chunks"));
+	if(!f->batch_url)
+		goto fail;
+	snprintf(f->batch_url, strlen(f->base_url) + sizeof("/chunks"),
+		 "%s/chunks", f->base_url);
+	r = -pthread_mutex_init(&f->coder_lock, NULL);
+	if(r < 0)
+		goto fail;
+	r = -pthread_mutex_init(&f->err_lock, NULL);
+	if(r < 0) {
+		pthread_mutex_destroy(&f->coder_lock);
+		goto fail;
 	}
 	r = hyd_flights_init(&f->flights, kick, f);
 	if(r < 0) {
+		pthread_mutex_destroy(&f->err_lock);
 		pthread_mutex_destroy(&f->coder_lock);
-		free(f->base_url);
-		free(f);
-		return r;
+		goto fail;
 	}
 	*ret = f;
 	return 0;
+fail:
+	free(f->batch_url);
+	free(f->base_url);
+	free(f);
+	return r;
 }
 
 int hyd_fetch_start(hyd_fetch *f)
@@ -859,6 +941,7 @@ int hyd_fetch_start(hyd_fetch *f)
 	uv_async_init(&f->loop, &f->async, on_async);
 	uv_timer_init(&f->loop, &f->curl_timer);
 	uv_timer_init(&f->loop, &f->retry_timer);
+	hyd_fetch__pace_init(f);
 	f->multi = curl_multi_init();
 	if(!f->multi) {
 		r = -ENOMEM;
@@ -926,6 +1009,8 @@ void hyd_fetch_free(hyd_fetch *f)
 	for(i = 0; i < f->n_coders; i++)
 		frame_coder_free(f->coders[i]);
 	pthread_mutex_destroy(&f->coder_lock);
+	pthread_mutex_destroy(&f->err_lock);
+	free(f->batch_url);
 	free(f->base_url);
 	free(f);
 }
@@ -963,4 +1048,37 @@ void hyd_fetch_stats(hyd_fetch *f, struct hyd_fetch_stats *ret)
 	ret->retries = __atomic_load_n(&f->stats.retries, __ATOMIC_RELAXED);
 	ret->store_errors =
 		__atomic_load_n(&f->stats.store_errors, __ATOMIC_RELAXED);
+	ret->batches = __atomic_load_n(&f->stats.batches, __ATOMIC_RELAXED);
+	ret->batch_frames =
+		__atomic_load_n(&f->stats.batch_frames, __ATOMIC_RELAXED);
+	ret->queued = hyd_flights_queued(&f->flights);
+	ret->active = __atomic_load_n(&f->stats.active, __ATOMIC_RELAXED);
+	ret->last_ok_ns =
+		__atomic_load_n(&f->stats.last_ok_ns, __ATOMIC_RELAXED);
+	ret->last_store_err =
+		__atomic_load_n(&f->stats.last_store_err, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&f->err_lock);
+	ret->last_error_ns = f->stats.last_error_ns;
+	memcpy(ret->last_error, f->stats.last_error, sizeof(ret->last_error));
+	pthread_mutex_unlock(&f->err_lock);
+}
+
+int hyd_fetch_submit_watched(hyd_fetch *f, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, struct hyd_flight **ret)
+{
+	*ret = NULL;
+	if(!raw_len || raw_len > f->max_raw)
+		return -EINVAL;
+	return hyd_flights_join_watched(&f->flights, id, raw_len, prio,
+					deadline_ns, ret);
+}
+
+void hyd_fetch_set_done_hook(hyd_fetch *f,
+			     void (*done)(void *arg,
+					  const struct hyd_flight *fl,
+					  int result),
+			     void *arg)
+{
+	hyd_flights_set_done_hook(&f->flights, done, arg);
 }

@@ -134,9 +134,10 @@ static void flight_free(struct hyd_flight *fl)
 	free(fl);
 }
 
-int hyd_flights_join(struct hyd_flights *t, const chunk_id *id,
-		     uint32_t raw_len, enum hyd_prio prio, uint64_t deadline_ns,
-		     struct hyd_flight **ret)
+static int flights_join(struct hyd_flights *t, const chunk_id *id,
+			uint32_t raw_len, enum hyd_prio prio,
+			uint64_t deadline_ns, unsigned watch,
+			struct hyd_flight **ret)
 {
 	struct hyd_flight *fl;
 	pthread_condattr_t ca;
@@ -153,6 +154,7 @@ int hyd_flights_join(struct hyd_flights *t, const chunk_id *id,
 	fl = table_find(t, id);
 	if(fl) {
 		fl->refs++;
+		fl->watch += watch;
 		if(fl->deadline_ns < deadline_ns)
 			fl->deadline_ns = deadline_ns;
 		/* A demand read must not wait behind backfill: move it up. */
@@ -186,6 +188,7 @@ int hyd_flights_join(struct hyd_flights *t, const chunk_id *id,
 	fl->state = HYD_FLIGHT_QUEUED;
 	fl->refs = 2; /* the caller's and the fetch's own */
 	fl->deadline_ns = deadline_ns;
+	fl->watch = watch;
 	fl->in_table = 1;
 	fl->hnext = t->buckets[flight_bucket(t, id)];
 	t->buckets[flight_bucket(t, id)] = fl;
@@ -198,6 +201,20 @@ int hyd_flights_join(struct hyd_flights *t, const chunk_id *id,
 out:
 	pthread_mutex_unlock(&t->lock);
 	return r;
+}
+
+int hyd_flights_join(struct hyd_flights *t, const chunk_id *id,
+		     uint32_t raw_len, enum hyd_prio prio, uint64_t deadline_ns,
+		     struct hyd_flight **ret)
+{
+	return flights_join(t, id, raw_len, prio, deadline_ns, 0, ret);
+}
+
+int hyd_flights_join_watched(struct hyd_flights *t, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, struct hyd_flight **ret)
+{
+	return flights_join(t, id, raw_len, prio, deadline_ns, 1, ret);
 }
 
 int hyd_flights_is_open(struct hyd_flights *t)
@@ -259,6 +276,8 @@ static void flight_end_locked(struct hyd_flights *t, struct hyd_flight *fl,
 		fl->result = result;
 	fl->state = HYD_FLIGHT_DONE;
 	pthread_cond_broadcast(&fl->cond);
+	if(fl->watch && t->done)
+		t->done(t->done_arg, fl, fl->result);
 }
 
 static void release_locked(struct hyd_flights *t, struct hyd_flight *fl,
@@ -348,5 +367,104 @@ size_t hyd_flights_close(struct hyd_flights *t, int err)
 		dead = fl->qnext;
 		flight_free(fl);
 	}
+	return n;
+}
+
+void hyd_flights_set_done_hook(struct hyd_flights *t,
+			       void (*done)(void *arg,
+					    const struct hyd_flight *fl,
+					    int result),
+			       void *arg)
+{
+	pthread_mutex_lock(&t->lock);
+	t->done = done;
+	t->done_arg = arg;
+	pthread_mutex_unlock(&t->lock);
+}
+
+int hyd_flights_top(struct hyd_flights *t, int *ret_nobatch)
+{
+	int p, top = -1;
+
+	*ret_nobatch = 0;
+	pthread_mutex_lock(&t->lock);
+	for(p = 0; p < HYD_PRIO_N; p++) {
+		if(t->qhead[p]) {
+			top = p;
+			*ret_nobatch = t->qhead[p]->nobatch;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return top;
+}
+
+size_t hyd_flights_next_batch(struct hyd_flights *t, enum hyd_prio prio,
+			      size_t max_n, uint64_t max_bytes,
+			      struct hyd_flight **ret)
+{
+	struct hyd_flight *fl;
+	uint64_t bytes = 0;
+	size_t n = 0;
+
+	if(prio >= HYD_PRIO_N)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	while(n < max_n && (fl = t->qhead[prio])) {
+		if(fl->nobatch && n)
+			break;
+		if(n && bytes + fl->raw_len > max_bytes)
+			break;
+		queue_unlink(t, fl);
+		fl->state = HYD_FLIGHT_ACTIVE;
+		bytes += fl->raw_len;
+		ret[n++] = fl;
+		if(fl->nobatch)
+			break;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+int hyd_flights_requeue(struct hyd_flights *t, struct hyd_flight *fl,
+			int nobatch)
+{
+	enum hyd_prio p;
+	int do_free = 0, r = 0;
+
+	pthread_mutex_lock(&t->lock);
+	if(!t->open) {
+		/* Closed: nobody will pop it again, so end it here. */
+		flight_end_locked(t, fl, -ECANCELED);
+		release_locked(t, fl, &do_free);
+		r = -ESHUTDOWN;
+	} else if(fl->state == HYD_FLIGHT_ACTIVE) {
+		fl->state = HYD_FLIGHT_QUEUED;
+		if(nobatch)
+			fl->nobatch = 1;
+		/* At the head: it already waited its turn once. */
+		p = fl->prio;
+		fl->qprev = NULL;
+		fl->qnext = t->qhead[p];
+		if(t->qhead[p])
+			t->qhead[p]->qprev = fl;
+		else
+			t->qtail[p] = fl;
+		t->qhead[p] = fl;
+		t->queued++;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if(do_free)
+		flight_free(fl);
+	return r;
+}
+
+size_t hyd_flights_queued(struct hyd_flights *t)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->lock);
+	n = t->queued;
+	pthread_mutex_unlock(&t->lock);
 	return n;
 }

@@ -65,6 +65,11 @@ struct hyd_flight {
 	uint8_t *raw;         /* verified bytes (owned) once VERIFIED */
 	pthread_cond_t cond;  /* broadcast on VERIFIED and DONE */
 	int in_table;
+	/* Added for backfill and batches (all under the table lock): */
+	unsigned watch; /* watched joins (hyd_flights_join_watched) */
+	int nobatch;    /* fetch alone with a GET, not in a batch */
+	int store_rc;   /* hyd_store_put's result once VERIFIED (0, 1 or
+			 * -errno); set by the fetcher before finishing */
 	struct hyd_flight *hnext;        /* hash chain */
 	struct hyd_flight *qprev, *qnext; /* priority queue while QUEUED */
 };
@@ -81,6 +86,10 @@ struct hyd_flights {
 	 * wake-up can never race with the loop shutting down. */
 	void (*kick)(void *arg);
 	void *kick_arg;
+	/* Called with the lock held when a flight with watch > 0 ends (see
+	 * hyd_flights_set_done_hook). */
+	void (*done)(void *arg, const struct hyd_flight *fl, int result);
+	void *done_arg;
 };
 
 /* ---- single-flight table (hyd_fetch_flight.c); any thread ---- */
@@ -140,6 +149,48 @@ size_t hyd_flights_close(struct hyd_flights *t, int err);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t hyd_now_ns(void);
 
+/* -- added for backfill and batches -- */
+
+/* hyd_flights_join, and count the join in fl->watch: when the flight
+ * ends, the done hook is called (once per flight, with watch telling how
+ * many watched joins it had). A watcher may release its reference at once
+ * and learn the outcome from the hook alone. */
+int hyd_flights_join_watched(struct hyd_flights *t, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, struct hyd_flight **ret);
+
+/* Set the hook called, with the table lock held, when a watched flight
+ * ends: result is its final result (0 when verified; fl->store_rc then
+ * says whether the store took it). The hook must be quick and must not
+ * call into the table. Set it before the table is opened. */
+void hyd_flights_set_done_hook(struct hyd_flights *t,
+			       void (*done)(void *arg,
+					    const struct hyd_flight *fl,
+					    int result),
+			       void *arg);
+
+/* The prio of the most urgent queued flight, or -1 when none is queued;
+ * *ret_nobatch says whether that flight must be fetched alone. */
+int hyd_flights_top(struct hyd_flights *t, int *ret_nobatch);
+
+/* Loop side: pop up to max_n queued flights of prio (now ACTIVE), in queue
+ * order, stopping before one marked nobatch or when their raw lengths
+ * would pass max_bytes (the first is always taken). Returns how many were
+ * put in ret; each carries the table's reference, as hyd_flights_next. */
+size_t hyd_flights_next_batch(struct hyd_flights *t, enum hyd_prio prio,
+			      size_t max_n, uint64_t max_bytes,
+			      struct hyd_flight **ret);
+
+/* Loop side: put an ACTIVE flight back at the head of its queue (with
+ * nobatch set if asked); the caller's reference goes back to the table.
+ * Returns 0, or -ESHUTDOWN when the table is closed: the flight was then
+ * ended with -ECANCELED and the reference dropped. */
+int hyd_flights_requeue(struct hyd_flights *t, struct hyd_flight *fl,
+			int nobatch);
+
+/* Number of QUEUED flights. */
+size_t hyd_flights_queued(struct hyd_flights *t);
+
 /* ---- fetcher (hyd_fetch.c) ---- */
 
 typedef struct hyd_fetch hyd_fetch;
@@ -152,17 +203,36 @@ struct hyd_fetch_config {
 	unsigned connections;  /* parallel transfers, >= 1 */
 	long connect_timeout_ms;
 	int verbose;           /* log every retry */
+	/* Added for backfill (0 = default): */
+	unsigned bg_connections; /* most transfers backfill-class flights may
+				  * hold; default and cap connections - 1
+				  * (at least 1): the last one is always
+				  * left for demand reads */
+	unsigned batch_max;      /* flights per POST BASE/chunks, default 64,
+				  * 1 turns batching off */
+	uint64_t batch_bytes;    /* raw bytes per batch, default 8 MiB */
+	uint64_t bwlimit;        /* wire bytes/s for everything, 0 = none */
 };
 
 /* Counters; read with hyd_fetch_stats (relaxed atomics: a snapshot). */
 struct hyd_fetch_stats {
-	uint64_t requests;   /* HTTP requests started */
+	uint64_t requests;   /* GET requests started (batches: below) */
 	uint64_t chunks;     /* chunks fetched and verified */
 	uint64_t wire_bytes; /* response body bytes of 200 answers */
 	uint64_t failures;   /* flights that ended in an error */
 	uint64_t mismatches; /* frames that failed decode or hash check */
 	uint64_t retries;    /* transient failures retried */
 	uint64_t store_errors; /* verified chunks hyd_store_put refused */
+	/* Added for backfill and status: */
+	uint64_t batches;      /* POST BASE/chunks requests started (not in
+				* requests) */
+	uint64_t batch_frames; /* frames that arrived inside batches */
+	uint64_t queued;       /* flights waiting for a transfer (snapshot) */
+	uint64_t active;       /* transfers running or backing off */
+	uint64_t last_ok_ns;   /* hyd_now_ns of the last verified chunk, 0 */
+	uint64_t last_error_ns; /* hyd_now_ns of last_error, 0 when none */
+	int last_store_err;    /* last -errno of hyd_store_put, 0 when none */
+	char last_error[256];  /* the last transfer failure, one line */
 };
 
 /* Allocate a fetcher; no thread, no loop yet (safe before fork()). The
@@ -199,5 +269,22 @@ int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
 void hyd_fetch_release(hyd_fetch *f, struct hyd_flight *fl);
 
 void hyd_fetch_stats(hyd_fetch *f, struct hyd_fetch_stats *ret);
+
+/* hyd_fetch_submit through hyd_flights_join_watched: the done hook (see
+ * hyd_fetch_set_done_hook) learns how the flight ended, so the caller may
+ * hyd_fetch_release at once. */
+int hyd_fetch_submit_watched(hyd_fetch *f, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, struct hyd_flight **ret);
+
+/* See hyd_flights_set_done_hook. Call before hyd_fetch_start. */
+void hyd_fetch_set_done_hook(hyd_fetch *f,
+			     void (*done)(void *arg,
+					  const struct hyd_flight *fl,
+					  int result),
+			     void *arg);
+
+/* A deadline far enough away to mean "keep retrying" (backfill). */
+#define HYD_DEADLINE_NONE (UINT64_MAX / 4)
 
 #endif

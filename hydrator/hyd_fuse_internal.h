@@ -28,6 +28,7 @@ struct hyd_fs {
 	struct cat_meta meta; /* copy, read at start-up */
 	struct hyd_read_ctx rd;
 	int verbose;
+	struct hyd_backfill *bf; /* borrowed; NULL: no backfill hooks */
 };
 
 /* Fill ops with every operation the filesystem implements. */

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 
+#include "hydrator/hyd_backfill_internal.h"
 #include "hydrator/hyd_fuse_internal.h"
 
 void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -43,6 +44,8 @@ void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->keep_cache = 1;
 	fi->noflush = 1; /* nothing to flush on a read-only file */
 	fuse_reply_open(req, fi);
+	/* Its directory goes to the front of the backfill order. */
+	hyd_backfill_note_open(fs->bf, ino);
 }
 
 void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -73,6 +76,10 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	else
 		fuse_reply_buf(req, (const char *)buf, n);
 	free(buf);
+	/* After the reply, so it costs this read nothing: a sequential
+	 * reader gets its next chunks asked for (readahead). */
+	if(r == 0)
+		hyd_backfill_note_read(fs->bf, ino, (uint64_t)off, n, fi->fh);
 }
 
 void hyd_fuse_release(fuse_req_t req, fuse_ino_t ino,

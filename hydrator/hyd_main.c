@@ -7,9 +7,11 @@
  * nothing mounted: arguments, mountpoint checks, cache directory, chunk
  * store (its lock), catalog download, catalog open, FUSE session and mount,
  * then fuse_daemonize — whose parent returns only once the mount exists, so
- * the tree is browsable when the command returns. Threads (the fetcher's
- * loop, FUSE workers) are started only after that fork: a fork copies the
- * calling thread alone.
+ * the tree is browsable when the command returns. The daemon child then
+ * reopens the store and the catalog (SQLite connections must not cross a
+ * fork) and only then makes the fetcher and backfill. Threads (the
+ * fetcher's loop, backfill, the control socket, FUSE workers) are started
+ * only after that fork: a fork copies the calling thread alone.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -30,7 +32,10 @@
 #include <fuse_lowlevel.h>
 
 #include "catalog/catalog.h"
+#include "hydrator/hyd_backfill_internal.h"
+#include "hydrator/hyd_bwlimit_internal.h"
 #include "hydrator/hyd_catalog_internal.h"
+#include "hydrator/hyd_control_internal.h"
 #include "hydrator/hyd_fetch_internal.h"
 #include "hydrator/hyd_fuse_internal.h"
 #include "hydrator/hyd_read_internal.h"
@@ -40,8 +45,13 @@
 #define PROG "ferry-hydrator"
 #define EXIT_USAGE 2
 #define TIMEOUT_DEFAULT_S 30L
-#define CONNECTIONS_DEFAULT 8L
-#define CONNECTIONS_MAX 256L
+#define JOBS_DEFAULT 4L
+#define JOBS_MAX 256L
+/* With --bwlimit one batch connection per this much rate is plenty; fewer
+ * connections mean fewer bytes buffered beyond the bucket's sight. */
+#define BWLIMIT_PER_BATCH_CONN (32ull << 20)
+#define BATCH_BYTES_MIN (256u << 10)
+#define BATCH_BYTES_MAX (8u << 20)
 #define CONNECT_TIMEOUT_S 5L
 #define FUSE_IDLE_THREADS 16u
 /* Reads block while their chunks travel, so allow more workers than the
@@ -56,7 +66,9 @@ struct opts {
 	int allow_other;
 	int verbose;
 	long timeout_s;
-	long connections;
+	long jobs;        /* --jobs, also spelled --connections */
+	int no_backfill;
+	uint64_t bwlimit; /* bytes/s, 0: none */
 };
 
 /* Everything the running mount owns; freed by mount_free. */
@@ -66,8 +78,12 @@ struct mount {
 	char mnt[PATH_MAX];
 	char cache[PATH_MAX];
 	char pidfile[PATH_MAX + 16];
+	char catpath[PATH_MAX];
 	hyd_store *store;
 	cat_reader *cat;
+	cat_reader *bf_cat; /* backfill's own reader of the same catalog */
+	hyd_backfill *bf;
+	hyd_control *ctl;
 	hyd_read_cache *rcache;
 	hyd_fetch *fetch;
 	struct fuse_session *se;
@@ -99,7 +115,15 @@ static void usage(FILE *out)
 		"                        user_allow_other in /etc/fuse.conf)\n"
 		"      --timeout SECONDS give up a read after this long without\n"
 		"                        its data (EIO); default %ld\n"
-		"      --connections N   parallel HTTP connections; default %ld\n"
+		"  -j, --jobs N          parallel HTTP transfers; default %ld.\n"
+		"                        Backfill batches use at most N-1 of\n"
+		"                        them: the last is kept for reads\n"
+		"      --connections N   the same as --jobs\n"
+		"      --no-backfill     fetch only what is read (and its\n"
+		"                        readahead), nothing in the background\n"
+		"      --bwlimit RATE    cap the wire rate of everything fetched:\n"
+		"                        bytes/s with an optional K, M, G suffix\n"
+		"                        (1024-based), e.g. 50M; 0 = no cap\n"
 		"  -v, --verbose         log every fetch retry\n"
 		"  -h, --help            this text\n"
 		"  -V, --version         print the version\n"
@@ -107,7 +131,7 @@ static void usage(FILE *out)
 		"Unmount with: fusermount3 -u MOUNTPOINT (or send SIGTERM).\n"
 		"A daemonized hydrator logs to CACHEDIR/hydrator.log and writes\n"
 		"its pid to CACHEDIR/hydrator.pid. See ferry-hydrator(1).\n",
-		TIMEOUT_DEFAULT_S, CONNECTIONS_DEFAULT);
+		TIMEOUT_DEFAULT_S, JOBS_DEFAULT);
 }
 
 static int parse_long(const char *s, long lo, long hi, long *ret)
@@ -153,7 +177,7 @@ static int parse_o(const char *arg, struct opts *o)
  * error (already reported). */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_TIMEOUT = 256, OPT_CONNECTIONS };
+	enum { OPT_TIMEOUT = 256, OPT_NO_BACKFILL, OPT_BWLIMIT };
 	static const struct option longopts[] = {
 		{"cache-dir", required_argument, NULL, 'c'},
 		{"foreground", no_argument, NULL, 'f'},
@@ -161,16 +185,20 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
-		{"connections", required_argument, NULL, OPT_CONNECTIONS},
+		{"jobs", required_argument, NULL, 'j'},
+		{"connections", required_argument, NULL, 'j'},
+		{"no-backfill", no_argument, NULL, OPT_NO_BACKFILL},
+		{"bwlimit", required_argument, NULL, OPT_BWLIMIT},
 		{NULL, 0, NULL, 0},
 	};
+	char err[256];
 	int c;
 
 	memset(o, 0, sizeof(*o));
 	o->timeout_s = TIMEOUT_DEFAULT_S;
-	o->connections = CONNECTIONS_DEFAULT;
+	o->jobs = JOBS_DEFAULT;
 	opterr = 0;
-	while((c = getopt_long(argc, argv, ":c:fo:vhV", longopts, NULL)) !=
+	while((c = getopt_long(argc, argv, ":c:fo:vhVj:", longopts, NULL)) !=
 	      -1) {
 		switch(c) {
 		case 'c':
@@ -201,13 +229,21 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return -1;
 			}
 			break;
-		case OPT_CONNECTIONS:
-			if(parse_long(optarg, 1, CONNECTIONS_MAX,
-				      &o->connections) < 0) {
+		case 'j':
+			if(parse_long(optarg, 1, JOBS_MAX, &o->jobs) < 0) {
 				fprintf(stderr,
-					PROG ": --connections wants 1-%ld, not "
-					"'%s'\n",
-					CONNECTIONS_MAX, optarg);
+					PROG ": --jobs wants 1-%ld, not '%s'\n",
+					JOBS_MAX, optarg);
+				return -1;
+			}
+			break;
+		case OPT_NO_BACKFILL:
+			o->no_backfill = 1;
+			break;
+		case OPT_BWLIMIT:
+			if(hyd_rate_parse(optarg, &o->bwlimit, err,
+					  sizeof(err)) < 0) {
+				fprintf(stderr, PROG ": --bwlimit: %s\n", err);
 				return -1;
 			}
 			break;
@@ -397,13 +433,20 @@ static int open_catalog(struct mount *m)
 	}
 	cat_reader_meta(m->cat, &m->fs.meta);
 	hyd_store_set_max_raw(m->store, m->fs.meta.params.max);
+	if(strlen(res.path) >= sizeof(m->catpath)) {
+		fprintf(stderr, PROG ": catalog path too long\n");
+		return -1;
+	}
+	memcpy(m->catpath, res.path, strlen(res.path) + 1);
 	return 0;
 }
 
 /* Everything the FUSE ops need, except the fetcher's thread. */
 static int setup_fs(const struct opts *o, struct mount *m)
 {
+	struct hyd_backfill_config bc;
 	struct hyd_fetch_config fc;
+	uint64_t bg = 1;
 	int r;
 
 	r = hyd_read_cache_new(HYD_READ_CACHE_SLOTS, &m->rcache);
@@ -412,7 +455,24 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		fc.base_url = m->base;
 		fc.store = m->store;
 		fc.max_raw = m->fs.meta.params.max;
-		fc.connections = (unsigned)o->connections;
+		/* --jobs 1 still keeps a transfer for reads beside the one
+		 * backfill batch. */
+		fc.connections = o->jobs > 1 ? (unsigned)o->jobs : 2;
+		bg = o->jobs > 1 ? (uint64_t)o->jobs - 1 : 1;
+		if(o->bwlimit && bg > o->bwlimit / BWLIMIT_PER_BATCH_CONN + 1)
+			bg = o->bwlimit / BWLIMIT_PER_BATCH_CONN + 1;
+		fc.bg_connections = (unsigned)bg;
+		fc.bwlimit = o->bwlimit;
+		/* A server pushes a whole batch into its socket buffers at
+		 * once, beyond the bucket's reach: under a cap, a batch is a
+		 * quarter second of it, so the server is never far ahead. */
+		if(o->bwlimit) {
+			fc.batch_bytes = o->bwlimit / 4;
+			if(fc.batch_bytes < BATCH_BYTES_MIN)
+				fc.batch_bytes = BATCH_BYTES_MIN;
+			if(fc.batch_bytes > BATCH_BYTES_MAX)
+				fc.batch_bytes = BATCH_BYTES_MAX;
+		}
 		fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
 		fc.verbose = o->verbose;
 		r = hyd_fetch_new(&fc, &m->fetch);
@@ -422,6 +482,32 @@ static int setup_fs(const struct opts *o, struct mount *m)
 			strerror(-r));
 		return -1;
 	}
+	/* Backfill walks with a reader of its own, so its long walk never
+	 * waits on (or holds up) FUSE's lookups. */
+	r = cat_reader_open(m->catpath, &m->bf_cat);
+	if(r == 0) {
+		memset(&bc, 0, sizeof(bc));
+		bc.cat = m->bf_cat;
+		bc.store = m->store;
+		bc.fetch = m->fetch;
+		bc.max_raw = m->fs.meta.params.max;
+		bc.enabled = !o->no_backfill;
+		/* Enough to keep every batch transfer busy with the next
+		 * batch ready behind it. */
+		bc.window = (unsigned)(bg * 64 * 2 < 128 ? 128 : bg * 64 * 2);
+		bc.window_bytes = bg * (16ull << 20);
+		bc.readahead_timeout_ns =
+			(uint64_t)o->timeout_s * 1000000000ull;
+		bc.verbose = o->verbose;
+		bc.log_progress = 1;
+		r = hyd_backfill_new(&bc, &m->bf);
+	}
+	if(r < 0) {
+		fprintf(stderr, PROG ": cannot set up backfill: %s\n",
+			strerror(-r));
+		return -1;
+	}
+	m->fs.bf = m->bf;
 	m->fs.cat = m->cat;
 	m->fs.verbose = o->verbose;
 	m->fs.rd.cat = m->cat;
@@ -506,6 +592,48 @@ static void write_pidfile(struct mount *m)
 fail:
 	fprintf(stderr, PROG ": warning: cannot write %s: %s\n", m->pidfile,
 		strerror(errno));
+}
+
+#define REOPEN_TRIES 100
+#define REOPEN_WAIT_US 50000
+
+/* In the daemon, after fuse_daemonize's fork: SQLite connections must not
+ * cross a fork (fcntl locks are not inherited, so the child's connection
+ * would hold none, and another process opening state.db would think it
+ * the last user and delete the live WAL under it). Close what the parent
+ * opened and open it again here. The cache lock (flock) is shared with the
+ * parent until it exits, which it does at once: wait for it. */
+static int reopen_after_fork(struct mount *m)
+{
+	int r = -EBUSY, i;
+
+	cat_reader_close(m->cat);
+	m->cat = NULL;
+	hyd_store_close(m->store);
+	m->store = NULL;
+	for(i = 0; i < REOPEN_TRIES && r == -EBUSY; i++) {
+		r = hyd_store_open(m->cache, CHUNK_MAX_LIMIT, &m->store);
+		if(r == -EBUSY)
+			usleep(REOPEN_WAIT_US);
+	}
+	if(r < 0) {
+		fprintf(stderr, PROG ": cannot reopen cache directory %s after "
+				"daemonizing: %s\n",
+			m->cache, strerror(-r));
+		return -1;
+	}
+	hyd_store_set_max_raw(m->store, m->fs.meta.params.max);
+	r = cat_reader_open(m->catpath, &m->cat);
+	if(r < 0) {
+		fprintf(stderr, PROG ": cannot reopen catalog %s: %s\n",
+			m->catpath, strerror(-r));
+		return -1;
+	}
+	/* The lock file still names the parent, which has exited. */
+	if(hyd_store_claim(m->store) < 0)
+		fprintf(stderr, PROG ": cannot record pid in %s/lock\n",
+			m->cache);
+	return 0;
 }
 
 static void log_stamp(const char *what, const struct mount *m)
@@ -596,6 +724,19 @@ static int serve(struct mount *m)
 			strerror(-r));
 		return -1;
 	}
+	r = hyd_backfill_start(m->bf);
+	if(r < 0) {
+		fprintf(stderr, PROG ": cannot start backfill: %s\n",
+			strerror(-r));
+		return -1;
+	}
+	/* Status without a control socket still works (from the cache), so
+	 * a failure here is a warning. */
+	r = hyd_control_start(m->cache, hyd_backfill_live, m->bf, &m->ctl);
+	if(r < 0)
+		fprintf(stderr,
+			PROG ": warning: no control socket in %s: %s\n",
+			m->cache, strerror(-r));
 	if(fuse_set_signal_handlers(m->se) != 0) {
 		fprintf(stderr, PROG ": cannot set signal handlers\n");
 		return -1;
@@ -620,14 +761,17 @@ static int serve(struct mount *m)
 	pthread_mutex_destroy(&w.lock);
 	fuse_loop_cfg_destroy(cfg);
 	fuse_remove_signal_handlers(m->se);
+	hyd_control_stop(m->ctl);
+	m->ctl = NULL;
+	hyd_backfill_stop(m->bf);
 	hyd_fetch_stop(m->fetch);
 	hyd_fetch_stats(m->fetch, &st);
 	fprintf(stderr,
-		PROG ": stopping requests=%" PRIu64 " chunks=%" PRIu64
-		" wire_bytes=%" PRIu64 " failures=%" PRIu64
+		PROG ": stopping requests=%" PRIu64 " batches=%" PRIu64
+		" chunks=%" PRIu64 " wire_bytes=%" PRIu64 " failures=%" PRIu64
 		" mismatches=%" PRIu64 " retries=%" PRIu64 "\n",
-		st.requests, st.chunks, st.wire_bytes, st.failures,
-		st.mismatches, st.retries);
+		st.requests, st.batches, st.chunks, st.wire_bytes,
+		st.failures, st.mismatches, st.retries);
 	/* A signal number is a normal way to stop; -errno is not. */
 	if(r < 0) {
 		fprintf(stderr, PROG ": FUSE loop failed: %s\n", strerror(-r));
@@ -638,7 +782,12 @@ static int serve(struct mount *m)
 
 static void mount_free(struct mount *m)
 {
+	hyd_control_stop(m->ctl);
+	/* The fetcher first: its done hook points into backfill. */
+	hyd_backfill_stop(m->bf);
 	hyd_fetch_free(m->fetch);
+	hyd_backfill_free(m->bf);
+	cat_reader_close(m->bf_cat);
 	if(m->se) {
 		if(m->mounted)
 			fuse_session_unmount(m->se);
@@ -671,8 +820,7 @@ static int run(const struct opts *o)
 	}
 	if(check_mountpoint(o->mountpoint, m) < 0 ||
 	   setup_cache_dir(o, m) < 0 || open_store(m) < 0 ||
-	   open_catalog(m) < 0 || setup_fs(o, m) < 0 ||
-	   setup_fuse(o, m) < 0)
+	   open_catalog(m) < 0 || setup_fuse(o, m) < 0)
 		goto out;
 	if(!o->foreground) {
 		/* The parent waits inside fuse_daemonize until the child is
@@ -682,11 +830,13 @@ static int run(const struct opts *o)
 			goto out;
 		}
 		redirect_log(m);
-		/* The lock file still names the parent, which has exited. */
-		if(hyd_store_claim(m->store) < 0)
-			fprintf(stderr, PROG ": cannot record pid in %s/lock\n",
-				m->cache);
+		if(reopen_after_fork(m) < 0)
+			goto out;
 	}
+	/* The FUSE session only calls into m->fs from serve() on, so the
+	 * fetcher and backfill are made here, on this side of the fork. */
+	if(setup_fs(o, m) < 0)
+		goto out;
 	write_pidfile(m);
 	log_stamp("mounted", m);
 	if(serve(m) == 0)

@@ -113,7 +113,8 @@ struct hyd_sync_opts {
 	const char *cache_dir; /* NULL: hyd_cache_dir_default */
 	unsigned jobs;         /* parallel connections, 0: default 8 */
 	long timeout_s;        /* per chunk fetch deadline, 0: default 30 */
-	int owners;            /* set uid/gid (default: when root) */
+	int owners;            /* set uid/gid: < 0 when root (the CLI's
+				* default), 0 never, > 0 always */
 	int verbose;
 	/* Progress, called from the syncing thread at most ~5 times a second
 	 * and once at the end; may be NULL. */

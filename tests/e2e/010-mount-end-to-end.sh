@@ -10,6 +10,8 @@
 #  (d) with the replicator stopped, a remount on the same cache serves what
 #      was read;
 #  (f) a never-fetched file fails with EIO within a bounded time.
+# Background backfill is off here (--no-backfill): this test is about the
+# demand path; 040-060 cover backfill.
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 command -v sqlite3 >/dev/null || skip "sqlite3 CLI missing (Debian package sqlite3)"
@@ -19,7 +21,7 @@ port=$(free_port)
 start_repl "$port" "tree=$T/src"
 URL="http://127.0.0.1:$port/v1/tree"
 M="$T/mnt"
-mount_hyd "$URL" "$M" --timeout 3
+mount_hyd "$URL" "$M" --timeout 3 --no-backfill
 
 # (a) metadata, answered from the catalog alone.
 python3 "$E2E_LIB/treecmp.py" "$T/src" "$M" >"$T/cmp-a.txt" || { cat "$T/cmp-a.txt"; die "(a) metadata differs"; }
@@ -78,7 +80,7 @@ ok "(c) identical content fetched once and stored once ($stored chunks, $packs b
 # (d) replicator gone; remount on the same cache serves what was read.
 stop_repl || die "replicator did not shut down cleanly"
 umount_hyd "$M"
-mount_hyd "$URL" "$M" --timeout 3
+mount_hyd "$URL" "$M" --timeout 3 --no-backfill
 python3 "$E2E_LIB/treecmp.py" --content --exclude changed.bin --exclude unread.bin \
 	"$T/src" "$M" >"$T/cmp-d.txt" || { cat "$T/cmp-d.txt"; die "(d) cached remount differs"; }
 ok "(d) with the replicator stopped, the remount serves everything read"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # 030: concurrent reads of one chunk cause one fetch; a file of many chunks
 # read by several readers at once is fetched once per distinct chunk.
+# Backfill off (--no-backfill): only the readers fetch.
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 mkdir -p "$T/src"
@@ -8,7 +9,7 @@ head -c 50000 /dev/urandom >"$T/src/one-chunk"
 head -c 6000000 /dev/urandom >"$T/src/many-chunks"
 port=$(free_port)
 start_repl "$port" "s=$T/src"
-mount_hyd "http://127.0.0.1:$port/v1/s" "$T/mnt"
+mount_hyd "http://127.0.0.1:$port/v1/s" "$T/mnt" --no-backfill
 # Plain `wait` would also wait for the replicator: wait for the readers.
 pids=()
 for i in $(seq 16); do cat "$T/mnt/one-chunk" >"$T/out.$i" & pids+=($!); done

@@ -44,9 +44,11 @@ free_port() {
 # wait until every namespace logged "ready".
 start_repl() {
 	local port=$1; shift
+	local before
+	before=$(grep -c ' ready' "$T/repl.log" 2>/dev/null || true)
 	"$REPL" -l "127.0.0.1:$port" -s "$T/state" "$@" >>"$T/repl.log" 2>&1 &
 	REPL_PID=$!
-	local want=$# i
+	local want=$(($# + ${before:-0})) i
 	for i in $(seq 1 600); do
 		[ "$(grep -c ' ready' "$T/repl.log")" -ge "$want" ] && return 0
 		kill -0 "$REPL_PID" 2>/dev/null || { cat "$T/repl.log" >&2; die "replicator exited"; }
@@ -92,3 +94,56 @@ repl_stat() {
 
 # sql DB QUERY — one value from an SQLite file (read-only).
 sql() { sqlite3 -readonly "$1" "$2"; }
+
+FERRY="$FERRY_BIN/ferry"
+
+# status_field CACHEDIR KEY — one field of `ferry status --json`.
+status_field() {
+	"$FERRY" status "$1" --json |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"
+}
+
+# wait_status CACHEDIR KEY VALUE SECONDS — until the field equals VALUE.
+wait_status() {
+	local i v
+	for i in $(seq 1 $(($4 * 5))); do
+		v=$(status_field "$1" "$2" 2>/dev/null || true)
+		[ "$v" = "$3" ] && return 0
+		sleep 0.2
+	done
+	"$FERRY" status "$1" --json >&2 || true
+	return 1
+}
+
+# A source tree of N MiB of incompressible data in files of mixed sizes,
+# plus some shared content: enough to take a few seconds to hydrate.
+mk_bulk_tree() { # DIR MIB
+	python3 - "$1" "$2" <<'PY'
+import os, random, sys
+root, mib = sys.argv[1], int(sys.argv[2])
+r = random.Random(3)
+os.makedirs(root, exist_ok=True)
+left, i = mib << 20, 0
+shared = r.randbytes(1 << 20)
+while left > 0:
+    d = os.path.join(root, "d%02d" % (i % 7))
+    os.makedirs(d, exist_ok=True)
+    n = min(left, r.choice([4096, 60000, 300000, 1 << 20, 3 << 20]))
+    data = r.randbytes(n)
+    if i % 9 == 0:
+        data = shared + data
+    with open(os.path.join(d, "f%04d" % i), "wb") as f:
+        f.write(data)
+    left -= n
+    i += 1
+PY
+}
+
+# unfetched_file CATALOG CACHEDIR — the name of a non-empty regular file one
+# directory below the root none of whose chunks is stored yet.
+unfetched_file() {
+	sqlite3 "$1" "attach '$2/state.db' as st;
+	select d.name from dirent d join inode i on i.ino=d.ino where i.kind=1 and i.size>0
+	and not exists (select 1 from chunk c join st.chunk s on s.id=c.id where c.ino=i.ino)
+	and d.parent in (select ino from dirent where parent=1) limit 1"
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# 060: the replicator stops in the middle of a backfill and starts again.
+# During the outage the mount stays up, status says stalled with the error,
+# and a read of data not yet stored fails with EIO within the configured
+# time; afterwards the hydrator recovers by itself, backfill completes and
+# the same read succeeds.
+. "$(dirname "$0")/lib/common.sh"
+need_fuse
+[ -x "$FERRY" ] || die "ferry not built"
+mk_bulk_tree "$T/src" 40
+port=$(free_port)
+start_repl "$port" "r=$T/src"
+URL="http://127.0.0.1:$port/v1/r"
+M="$T/mnt"
+mount_hyd "$URL" "$M" --jobs 4 --bwlimit 8M --timeout 3
+CAT="$T/cache/catalogs/1.db"
+total=$(sql "$CAT" "select count(distinct id) from chunk")
+stored() { sqlite3 "$T/cache/state.db" "select count(*) from chunk"; }
+for i in $(seq 1 600); do [ "$(stored)" -ge $((total / 4)) ] && break; sleep 0.05; done
+stop_repl || die "replicator did not stop cleanly"
+have=$(stored)
+[ "$have" -lt "$total" ] || die "backfill finished before the outage; nothing to test"
+# A file with no chunk stored yet (after the outage began).
+victim=$(unfetched_file "$CAT" "$T/cache")
+vpath=$(find "$T/src" -name "$victim" | head -n 1)
+rel=${vpath#"$T/src/"}
+[ -n "$victim" ] && [ -f "$vpath" ] || die "no unfetched file found"
+t0=$(date +%s)
+if out=$(timeout 60 cat "$M/$rel" 2>&1 >/dev/null); then die "read during the outage succeeded"; fi
+dt=$(($(date +%s) - t0))
+echo "$out" | grep -q "Input/output error" || die "expected EIO, got: $out"
+[ "$dt" -le 15 ] || die "EIO took ${dt}s with --timeout 3"
+ok "during the outage: $rel -> EIO after ${dt}s; mount still up"
+mountpoint -q "$M" || die "mount went away"
+wait_status "$T/cache" state stalled 30 || die "status did not say stalled"
+err=$(status_field "$T/cache" last_error)
+[ -n "$err" ] || die "stalled without last_error"
+ok "status: stalled ($err)"
+
+start_repl "$port" "r=$T/src"
+wait_status "$T/cache" state complete 180 || die "backfill did not resume and complete by itself"
+cmp "$vpath" "$M/$rel" || die "the same read after recovery gives wrong bytes"
+ok "recovered by itself; backfill complete; the same read now succeeds"
+python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$M" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "tree differs"; }
+umount_hyd "$M"

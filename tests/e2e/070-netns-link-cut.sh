@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# 070: a link cut inside network namespaces this test creates: the
+# replicator lives in namespace "src", the hydrator in "dst" (a veth pair
+# between them). The link goes down in the middle of a backfill and comes
+# back: reads fail with EIO within the configured time during the cut, and
+# the hydrator recovers by itself afterwards.
+. "$(dirname "$0")/lib/common.sh"
+need_fuse
+[ -x "$FERRY" ] || die "ferry not built"
+command -v ip >/dev/null || skip "ip (iproute2) missing"
+NS_A="ferry-src-$$"; NS_B="ferry-dst-$$"
+ip netns add "$NS_A" 2>/dev/null || skip "cannot create network namespaces here"
+ip netns add "$NS_B"
+netns_cleanup() {
+	cleanup
+	ip netns del "$NS_A" 2>/dev/null
+	ip netns del "$NS_B" 2>/dev/null
+}
+trap netns_cleanup EXIT
+VA="fva$$"; VB="fvb$$"
+ip link add "$VA" type veth peer name "$VB"
+ip link set "$VA" netns "$NS_A"
+ip link set "$VB" netns "$NS_B"
+ip -n "$NS_A" addr add 10.231.0.1/24 dev "$VA"
+ip -n "$NS_B" addr add 10.231.0.2/24 dev "$VB"
+ip -n "$NS_A" link set "$VA" up; ip -n "$NS_A" link set lo up
+ip -n "$NS_B" link set "$VB" up; ip -n "$NS_B" link set lo up
+
+mk_bulk_tree "$T/src" 32
+# nsenter into the namespace's network only (not ip netns exec), so the
+# replicator stays our child for cleanup.
+nsenter --net=/run/netns/"$NS_A" "$REPL" -l 10.231.0.1:8700 -s "$T/state" "n=$T/src" >"$T/repl.log" 2>&1 &
+REPL_PID=$!
+for i in $(seq 1 300); do grep -q ' ready' "$T/repl.log" && break; sleep 0.1; done
+grep -q ' ready' "$T/repl.log" || { cat "$T/repl.log"; die "replicator not ready"; }
+URL="http://10.231.0.1:8700/v1/n"
+M="$T/mnt"; mkdir -p "$M"; MOUNTS+=("$M")
+# The mount is made from the dst namespace's network only, so it stays
+# visible here (a mount made under `ip netns exec` would not be).
+nsenter --net=/run/netns/"$NS_B" "$HYD" -c "$T/cache" --jobs 4 --bwlimit 6M --timeout 3 "$URL" "$M" ||
+	die "hydrator failed to mount across the veth"
+CAT="$T/cache/catalogs/1.db"
+total=$(sql "$CAT" "select count(distinct id) from chunk")
+stored() { sqlite3 "$T/cache/state.db" "select count(*) from chunk"; }
+for i in $(seq 1 600); do [ "$(stored)" -ge $((total / 4)) ] && break; sleep 0.05; done
+ip -n "$NS_B" link set "$VB" down
+log "link down at $(stored) of $total chunks"
+victim=$(unfetched_file "$CAT" "$T/cache")
+vpath=$(find "$T/src" -name "$victim" | head -n 1); rel=${vpath#"$T/src/"}
+[ -n "$victim" ] && [ -f "$vpath" ] || die "no unfetched file found"
+t0=$(date +%s)
+if out=$(timeout 60 cat "$M/$rel" 2>&1 >/dev/null); then die "read during the cut succeeded"; fi
+dt=$(($(date +%s) - t0))
+echo "$out" | grep -q "Input/output error" || die "expected EIO, got: $out"
+[ "$dt" -le 15 ] || die "EIO took ${dt}s with --timeout 3"
+ok "link down: $rel -> EIO after ${dt}s"
+sleep 2
+ip -n "$NS_B" link set "$VB" up
+wait_status "$T/cache" state complete 180 || die "backfill did not resume after the link came back"
+cmp "$vpath" "$M/$rel" || die "read after the link came back gives wrong bytes"
+python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$M" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "tree differs"; }
+ok "link up: recovered by itself, backfill complete, tree identical"
+umount_hyd "$M"

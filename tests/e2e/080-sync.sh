@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# 080: `ferry sync URL DEST` makes a plain tree equal to the source in
+# content and metadata — compared with the same tree copied by rsync -aHX —
+# a second run writes nothing and fetches nothing, and a run killed in the
+# middle completes when run again.
+. "$(dirname "$0")/lib/common.sh"
+[ "$(id -u)" -eq 0 ] || skip "needs root (owners, devices)"
+[ -x "$FERRY" ] || die "ferry not built"
+command -v rsync >/dev/null || skip "rsync missing"
+python3 "$E2E_LIB/mktree.py" "$T/src" --big-dir 3000 --sparse-gib 4.25 || die "mktree"
+mk_bulk_tree "$T/src/bulk" 24
+port=$(free_port)
+start_repl "$port" "s=$T/src"
+URL="http://127.0.0.1:$port/v1/s"
+rsync -aHX "$T/src/" "$T/rsync/" || die "rsync -aHX failed"
+
+# A first run killed part way, then run again to completion.
+"$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/sync0.log" 2>&1 &
+spid=$!
+for i in $(seq 1 200); do
+	n=$(sqlite3 "$T/cache/state.db" "select count(*) from chunk" 2>/dev/null || echo 0)
+	[ "${n:-0}" -ge 20 ] && break
+	sleep 0.05
+done
+kill -9 $spid; wait $spid 2>/dev/null
+log "first run killed with $(sqlite3 "$T/cache/state.db" 'select count(*) from chunk') chunks stored"
+"$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/sync1.log" 2>&1 || { cat "$T/sync1.log"; die "sync after the kill failed"; }
+tail -n 12 "$T/sync1.log"
+python3 "$E2E_LIB/treecmp.py" --content "$T/rsync" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "ferry sync tree differs from rsync -aHX's"; }
+ok "sync (resumed after kill -9) equals rsync -aHX's copy: $(tail -n 1 "$T/cmp.txt")"
+python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >/dev/null || die "sync tree differs from the source"
+
+served=$(repl_stat "$port" s chunks_served)
+find "$T/dest" -printf '%p %T@ %i\n' | sort >"$T/before.txt"
+"$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/sync2.log" 2>&1 || { cat "$T/sync2.log"; die "second sync failed"; }
+find "$T/dest" -printf '%p %T@ %i\n' | sort >"$T/after.txt"
+[ "$(repl_stat "$port" s chunks_served)" = "$served" ] || die "second sync fetched chunks"
+cmp -s "$T/before.txt" "$T/after.txt" || { diff "$T/before.txt" "$T/after.txt" | head; die "second sync rewrote files"; }
+ok "second run: nothing fetched, nothing rewritten"
+
+# Refused destinations and a bad URL: one line, non-zero exit.
+mkdir -p "$T/mnt"; MOUNTS+=("$T/mnt")
+"$HYD" -c "$T/cache-m" --no-backfill "$URL" "$T/mnt" || die "mount for the refusal test"
+if "$FERRY" sync -c "$T/cache2" "$URL" "$T/mnt/inside" 2>"$T/err"; then die "DEST inside the mount accepted"; fi
+grep -qi "mount" "$T/err" || die "refusal does not say why: $(cat "$T/err")"
+ok "DEST inside a ferry mount refused: $(cat "$T/err")"
+fusermount3 -u "$T/mnt"

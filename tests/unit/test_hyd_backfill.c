@@ -1,0 +1,723 @@
+/*
+ * tests/unit/test_hyd_backfill.c — backfill, batches, readahead and resume
+ * against the real ferry-replicator (the one built next to this test, in
+ * ../bin), started here on a free loopback port over a generated tree:
+ * small files, files sharing a large prefix (dedup), and one big file.
+ *
+ *   all_and_dedup     with nothing read, everything gets stored; the
+ *                     replicator served each distinct chunk exactly once;
+ *                     files read back from the store alone are the source
+ *   no_backfill       enabled = 0 fetches nothing, state browsing
+ *   demand_during     a cold read in the middle of a (capped) backfill is
+ *                     answered, right, and quickly
+ *   readahead         sequential reads get the next chunks asked for
+ *   resume            a backfill stopped midway, restarted on the same
+ *                     cache, asks only for what is missing: nothing stored
+ *                     is fetched again
+ *   stall_recover     the replicator goes away: STALLED with an error;
+ *                     it comes back: COMPLETE without help
+ * Skips (with the reason) when the replicator binary is not built.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/hyd_backfill_internal.h"
+#include "hydrator/hyd_catalog_internal.h"
+#include "hydrator/hyd_fetch_internal.h"
+#include "hydrator/hyd_read_internal.h"
+#include "hydrator/hyd_store_internal.h"
+
+#define SEC 1000000000ull
+#define BIG_MIB 24
+#define SHARED_FILES 6
+
+struct fixture {
+	char dir[64];
+	char repl[PATH_MAX];
+	char base[128];
+	int port;
+	pid_t pid;
+	unsigned caches;
+};
+
+static struct fixture fx;
+
+/* A fetcher, store, catalog and backfill on one cache directory. */
+struct rig {
+	char cache[PATH_MAX];
+	hyd_store *store;
+	cat_reader *cat, *bf_cat;
+	struct cat_meta meta;
+	hyd_fetch *f;
+	hyd_backfill *bf;
+	struct hyd_read_ctx rd;
+};
+
+/* ---- the source tree ---- */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+static void fill(uint8_t *b, size_t n, uint64_t seed)
+{
+	for(size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(splitmix64(&seed) >> 29);
+}
+
+static void write_file(const char *path, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(cat_write_all(fd, buf, len), 0);
+	close(fd);
+}
+
+static uint8_t *read_file(const char *path, size_t *ret_len)
+{
+	struct stat st;
+	uint8_t *b;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	b = malloc((size_t)st.st_size + 1);
+	assert_non_null(b);
+	assert_int_equal(pread(fd, b, (size_t)st.st_size, 0), st.st_size);
+	close(fd);
+	*ret_len = (size_t)st.st_size;
+	return b;
+}
+
+static void make_tree(void)
+{
+	char p[PATH_MAX];
+	uint8_t *buf = malloc((size_t)BIG_MIB << 20);
+	size_t i, n;
+
+	assert_non_null(buf);
+	snprintf(p, sizeof(p), "%s/src", fx.dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/src/small", fx.dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/src/shared", fx.dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/src/big", fx.dir);
+	mkdir(p, 0755);
+	for(i = 0; i < 40; i++) {
+		n = 1 + (i * 7919) % 40000;
+		fill(buf, n, 1000 + i);
+		snprintf(p, sizeof(p), "%s/src/small/f%02zu", fx.dir, i);
+		write_file(p, buf, n);
+	}
+	/* 1 MiB each: the same 768 KiB first (content-defined chunks make
+	 * that the same chunks), then their own 256 KiB. */
+	fill(buf, 768u << 10, 7);
+	for(i = 0; i < SHARED_FILES; i++) {
+		fill(buf + (768u << 10), 256u << 10, 2000 + i);
+		snprintf(p, sizeof(p), "%s/src/shared/s%zu", fx.dir, i);
+		write_file(p, buf, 1u << 20);
+	}
+	fill(buf, (size_t)BIG_MIB << 20, 3);
+	snprintf(p, sizeof(p), "%s/src/big/big", fx.dir);
+	write_file(p, buf, (size_t)BIG_MIB << 20);
+	free(buf);
+}
+
+/* ---- the replicator ---- */
+
+static int free_port(void)
+{
+	struct sockaddr_in a;
+	socklen_t alen = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	assert_true(s >= 0);
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &alen), 0);
+	port = ntohs(a.sin_port);
+	close(s);
+	return port;
+}
+
+/* Count " ready" lines in the replicator's log. */
+static int ready_lines(void)
+{
+	char p[PATH_MAX], buf[8192];
+	int fd, n = 0;
+	ssize_t got;
+
+	snprintf(p, sizeof(p), "%s/repl.log", fx.dir);
+	fd = open(p, O_RDONLY);
+	if(fd < 0)
+		return 0;
+	got = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if(got <= 0)
+		return 0;
+	buf[got] = '\0';
+	for(char *q = buf; (q = strstr(q, " ready")); q++)
+		n++;
+	return n;
+}
+
+static int repl_start(void)
+{
+	char listen[64], ns[PATH_MAX + 8], state[PATH_MAX], log[PATH_MAX];
+	int before = ready_lines(), fd, i;
+
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", fx.port);
+	snprintf(ns, sizeof(ns), "ns=%s/src", fx.dir);
+	snprintf(state, sizeof(state), "%s/state", fx.dir);
+	snprintf(log, sizeof(log), "%s/repl.log", fx.dir);
+	fx.pid = fork();
+	if(fx.pid < 0)
+		return -1;
+	if(fx.pid == 0) {
+		/* A test that crashes must not leave its server behind. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if(fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execl(fx.repl, fx.repl, "-l", listen, "-s", state, ns,
+		      (char *)NULL);
+		_exit(127);
+	}
+	for(i = 0; i < 600; i++) {
+		if(ready_lines() > before)
+			return 0;
+		if(waitpid(fx.pid, NULL, WNOHANG) == fx.pid) {
+			fx.pid = 0;
+			return -1;
+		}
+		usleep(50000);
+	}
+	return -1;
+}
+
+static void repl_stop(void)
+{
+	if(fx.pid > 0) {
+		kill(fx.pid, SIGTERM);
+		waitpid(fx.pid, NULL, 0);
+	}
+	fx.pid = 0;
+}
+
+static size_t collect(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	char *buf = ud;
+	size_t have = strlen(buf), n = size * nmemb;
+
+	if(have + n >= 1024)
+		return 0;
+	memcpy(buf + have, ptr, n);
+	buf[have + n] = '\0';
+	return n;
+}
+
+/* One counter of GET BASE/stats. */
+static uint64_t repl_stat(const char *key)
+{
+	char url[256], buf[1024] = "", pat[64], *q;
+	CURL *e = curl_easy_init();
+
+	assert_non_null(e);
+	snprintf(url, sizeof(url), "%s/stats", fx.base);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, buf);
+	assert_int_equal(curl_easy_perform(e), CURLE_OK);
+	curl_easy_cleanup(e);
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	q = strstr(buf, pat);
+	assert_non_null(q);
+	return strtoull(q + strlen(pat), NULL, 10);
+}
+
+static int group_setup(void **state)
+{
+	char self[PATH_MAX], *slash;
+	ssize_t n;
+
+	(void)state;
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if(n <= 0)
+		return -1;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if(!slash)
+		return -1;
+	*slash = '\0';
+	if(strlen(self) + sizeof("/../bin/ferry-replicator") > sizeof(fx.repl))
+		return -1;
+	memcpy(fx.repl, self, strlen(self));
+	memcpy(fx.repl + strlen(self), "/../bin/ferry-replicator",
+	       sizeof("/../bin/ferry-replicator"));
+	snprintf(fx.dir, sizeof(fx.dir), "/tmp/ferry-test-bf-XXXXXX");
+	if(!mkdtemp(fx.dir))
+		return -1;
+	if(access(fx.repl, X_OK) != 0)
+		return 0; /* each test skips */
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	make_tree();
+	fx.port = free_port();
+	snprintf(fx.base, sizeof(fx.base), "http://127.0.0.1:%d/v1/ns",
+		 fx.port);
+	return repl_start();
+}
+
+static int group_teardown(void **state)
+{
+	char cmd[PATH_MAX + 16];
+
+	(void)state;
+	repl_stop();
+	if(fx.dir[0] && !getenv("KEEP_TMP")) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx.dir);
+		if(system(cmd) != 0)
+			return -1;
+	}
+	curl_global_cleanup();
+	return 0;
+}
+
+#define NEED_REPL()                                                       \
+	do {                                                              \
+		if(access(fx.repl, X_OK) != 0) {                          \
+			fprintf(stderr, "SKIP: %s not built\n", fx.repl); \
+			skip();                                           \
+		}                                                         \
+	} while(0)
+
+/* ---- a hydrator without FUSE ---- */
+
+static void rig_new_cache(struct rig *r)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->cache, sizeof(r->cache), "%s/cache%u", fx.dir,
+		 fx.caches++);
+}
+
+static void rig_up(struct rig *r, int enabled, uint64_t bwlimit)
+{
+	struct hyd_catalog_result res;
+	struct hyd_fetch_config fc;
+	struct hyd_backfill_config bc;
+	char err[512];
+
+	assert_int_equal(cat_mkdir_p(r->cache, 0700), 0);
+	assert_int_equal(hyd_store_open(r->cache, CHUNK_MAX_LIMIT, &r->store),
+			 0);
+	memset(&res, 0, sizeof(res));
+	assert_int_equal(hyd_catalog_fetch(fx.base, r->cache, 2, &res, err,
+					   sizeof(err)),
+			 0);
+	assert_int_equal(cat_reader_open(res.path, &r->cat), 0);
+	assert_int_equal(cat_reader_open(res.path, &r->bf_cat), 0);
+	cat_reader_meta(r->cat, &r->meta);
+	hyd_store_set_max_raw(r->store, r->meta.params.max);
+	memset(&fc, 0, sizeof(fc));
+	fc.base_url = fx.base;
+	fc.store = r->store;
+	fc.max_raw = r->meta.params.max;
+	fc.connections = 4;
+	fc.bg_connections = bwlimit ? 1 : 3;
+	fc.bwlimit = bwlimit;
+	fc.connect_timeout_ms = 2000;
+	assert_int_equal(hyd_fetch_new(&fc, &r->f), 0);
+	memset(&bc, 0, sizeof(bc));
+	bc.cat = r->bf_cat;
+	bc.store = r->store;
+	bc.fetch = r->f;
+	bc.max_raw = r->meta.params.max;
+	bc.enabled = enabled;
+	bc.window = 384;
+	bc.readahead_timeout_ns = 10 * SEC;
+	assert_int_equal(hyd_backfill_new(&bc, &r->bf), 0);
+	assert_int_equal(hyd_fetch_start(r->f), 0);
+	assert_int_equal(hyd_backfill_start(r->bf), 0);
+	r->rd.cat = r->cat;
+	r->rd.store = r->store;
+	r->rd.fetch = r->f;
+	r->rd.max_raw = r->meta.params.max;
+	r->rd.timeout_ns = 10 * SEC;
+}
+
+static void rig_down(struct rig *r)
+{
+	hyd_backfill_stop(r->bf);
+	hyd_fetch_stop(r->f);
+	hyd_fetch_free(r->f);
+	hyd_backfill_free(r->bf);
+	cat_reader_close(r->bf_cat);
+	cat_reader_close(r->cat);
+	hyd_store_close(r->store);
+	r->f = NULL;
+	r->bf = NULL;
+	r->cat = r->bf_cat = NULL;
+	r->store = NULL;
+}
+
+static int wait_state(struct rig *r, enum hyd_state want, unsigned secs)
+{
+	struct hyd_backfill_stats st;
+	uint64_t until = hyd_now_ns() + secs * SEC;
+
+	while(hyd_now_ns() < until) {
+		hyd_backfill_stats(r->bf, &st);
+		if(st.state == want)
+			return 0;
+		usleep(50000);
+	}
+	hyd_backfill_stats(r->bf, &st);
+	fprintf(stderr, "state %s, wanted %s; stored %" PRIu64 "/%" PRIu64
+			" last_error=%s\n",
+		hyd_state_name(st.state), hyd_state_name(want),
+		st.chunks_stored, st.chunks_total, st.last_error);
+	return -1;
+}
+
+static uint64_t stored_chunks(struct rig *r)
+{
+	struct hyd_store_stats ss;
+
+	assert_int_equal(hyd_store_stats(r->store, &ss), 0);
+	return ss.chunks;
+}
+
+struct distinct {
+	hyd_store *store;
+	uint64_t n, stored;
+};
+
+static int count_one(void *ctx, uint64_t ino, const struct cat_chunk *c)
+{
+	struct distinct *d = ctx;
+
+	(void)ino;
+	d->n++;
+	if(hyd_store_has(d->store, &c->id) == 1)
+		d->stored++;
+	return 0;
+}
+
+static struct distinct distinct_chunks(struct rig *r)
+{
+	struct distinct d = {.store = r->store};
+
+	assert_int_equal(cat_chunks_each(r->cat, count_one, &d), 0);
+	return d;
+}
+
+/* Read rel (under src/) through the read path and compare. */
+static void check_file(struct rig *r, const char *rel)
+{
+	char p[PATH_MAX];
+	struct cat_inode in;
+	uint8_t *want, *got;
+	size_t len, n = 0;
+	const char *name = strrchr(rel, '/') + 1;
+	char dir[64];
+
+	snprintf(p, sizeof(p), "%s/src/%s", fx.dir, rel);
+	want = read_file(p, &len);
+	snprintf(dir, sizeof(dir), "%.*s", (int)(name - 1 - rel), rel);
+	assert_int_equal(cat_lookup(r->cat, CAT_ROOT_INO, dir, strlen(dir),
+				    &in),
+			 0);
+	assert_int_equal(cat_lookup(r->cat, in.ino, name, strlen(name), &in),
+			 0);
+	got = malloc(len + 1);
+	assert_non_null(got);
+	assert_int_equal(hyd_read_file(&r->rd, in.ino, in.size, 0, len, got,
+				       &n),
+			 0);
+	assert_int_equal(n, len);
+	assert_memory_equal(got, want, len);
+	free(got);
+	free(want);
+}
+
+/* ---- tests ---- */
+
+static void test_all_and_dedup(void **state)
+{
+	struct hyd_fetch_stats fs;
+	struct hyd_backfill_stats bs;
+	struct distinct d;
+	struct rig r;
+	uint64_t served0, served, gets0;
+	char rel[32];
+	int i;
+
+	(void)state;
+	NEED_REPL();
+	served0 = repl_stat("chunks_served");
+	rig_new_cache(&r);
+	rig_up(&r, 1, 0);
+	assert_int_equal(wait_state(&r, HYD_STATE_COMPLETE, 120), 0);
+	d = distinct_chunks(&r);
+	assert_int_equal(d.stored, d.n);
+	hyd_backfill_stats(r.bf, &bs);
+	assert_int_equal(bs.chunks_total, d.n);
+	assert_int_equal(bs.chunks_stored, d.n);
+	served = repl_stat("chunks_served") - served0;
+	hyd_fetch_stats(r.f, &fs);
+	fprintf(stderr,
+		"# %" PRIu64 " distinct chunks, served %" PRIu64
+		", %" PRIu64 " batches, %" PRIu64 " GETs, wire %" PRIu64
+		" bytes in %.2f s\n",
+		d.n, served, fs.batches, fs.requests, fs.wire_bytes,
+		bs.elapsed_s);
+	/* Shared chunks travelled once: the server sent each distinct
+	 * chunk exactly once, and mostly inside batches. */
+	assert_int_equal(served, d.n);
+	assert_int_equal(fs.chunks, d.n);
+	assert_true(fs.batches > 0);
+	assert_true(fs.batch_frames >= d.n / 2);
+	assert_int_equal(fs.mismatches, 0);
+	/* Read back with no fetch at all. */
+	gets0 = fs.requests;
+	for(i = 0; i < SHARED_FILES; i++) {
+		snprintf(rel, sizeof(rel), "shared/s%d", i);
+		check_file(&r, rel);
+	}
+	check_file(&r, "small/f07");
+	check_file(&r, "big/big");
+	hyd_fetch_stats(r.f, &fs);
+	assert_int_equal(fs.requests, gets0);
+	rig_down(&r);
+}
+
+static void test_no_backfill(void **state)
+{
+	struct hyd_backfill_stats bs;
+	struct rig r;
+	uint64_t served0;
+
+	(void)state;
+	NEED_REPL();
+	served0 = repl_stat("chunks_served");
+	rig_new_cache(&r);
+	rig_up(&r, 0, 0);
+	usleep(1500000);
+	hyd_backfill_stats(r.bf, &bs);
+	assert_int_equal(bs.state, HYD_STATE_BROWSING);
+	assert_int_equal(repl_stat("chunks_served"), served0);
+	assert_int_equal(stored_chunks(&r), 0);
+	/* A read still works, and fetches just what it needs. */
+	check_file(&r, "small/f03");
+	assert_true(repl_stat("chunks_served") - served0 <= 2);
+	rig_down(&r);
+}
+
+/* Time one cold 128 KiB read at off of the big file. */
+static uint64_t cold_read_ns(struct rig *r, uint64_t off)
+{
+	char p[PATH_MAX];
+	struct cat_inode in;
+	uint8_t *got = malloc(128u << 10), *want;
+	size_t n = 0, len;
+	uint64_t t0, t;
+
+	assert_non_null(got);
+	assert_int_equal(cat_lookup(r->cat, CAT_ROOT_INO, "big", 3, &in), 0);
+	assert_int_equal(cat_lookup(r->cat, in.ino, "big", 3, &in), 0);
+	t0 = hyd_now_ns();
+	assert_int_equal(hyd_read_file(&r->rd, in.ino, in.size, off,
+				       128u << 10, got, &n),
+			 0);
+	t = hyd_now_ns() - t0;
+	assert_int_equal(n, 128u << 10);
+	snprintf(p, sizeof(p), "%s/src/big/big", fx.dir);
+	want = read_file(p, &len);
+	assert_memory_equal(got, want + off, n);
+	free(want);
+	free(got);
+	return t;
+}
+
+static void test_demand_during(void **state)
+{
+	struct hyd_backfill_stats bs;
+	struct rig r;
+	uint64_t idle, busy, cap = 16u << 20;
+	int i;
+
+	(void)state;
+	NEED_REPL();
+	/* The same capped link, idle: no backfill. */
+	rig_new_cache(&r);
+	rig_up(&r, 0, cap);
+	idle = cold_read_ns(&r, 5u << 20);
+	rig_down(&r);
+	/* A full backfill on it; the big file comes last (small first). */
+	rig_new_cache(&r);
+	rig_up(&r, 1, cap);
+	for(i = 0; i < 200; i++) {
+		hyd_backfill_stats(r.bf, &bs);
+		if(bs.chunks_stored > bs.chunks_total / 4)
+			break;
+		usleep(20000);
+	}
+	busy = cold_read_ns(&r, 20u << 20);
+	hyd_backfill_stats(r.bf, &bs);
+	fprintf(stderr,
+		"# cold 128 KiB read on a 16 MiB/s cap: idle %.1f ms, during "
+		"backfill %.1f ms (backfill %s, %" PRIu64 " of %" PRIu64
+		" chunks)\n",
+		(double)idle / 1e6, (double)busy / 1e6,
+		hyd_state_name(bs.state), bs.chunks_stored, bs.chunks_total);
+	assert_int_equal(bs.state, HYD_STATE_BACKFILLING);
+	/* Never queued behind the backfill's batches: a few times idle at
+	 * worst (the CPU is shared with the replicator here). */
+	assert_true(busy < 5 * idle + SEC / 5);
+	assert_int_equal(wait_state(&r, HYD_STATE_COMPLETE, 120), 0);
+	rig_down(&r);
+}
+
+static void test_readahead(void **state)
+{
+	struct hyd_fetch_stats fs;
+	struct cat_inode in;
+	struct rig r;
+	uint8_t *buf = malloc(128u << 10);
+	uint64_t off;
+	size_t n;
+	int i;
+
+	(void)state;
+	NEED_REPL();
+	assert_non_null(buf);
+	rig_new_cache(&r);
+	rig_up(&r, 0, 0);
+	assert_int_equal(cat_lookup(r.cat, CAT_ROOT_INO, "big", 3, &in), 0);
+	assert_int_equal(cat_lookup(r.cat, in.ino, "big", 3, &in), 0);
+	for(i = 0, off = 0; i < 4; i++, off += 128u << 10) {
+		assert_int_equal(hyd_read_file(&r.rd, in.ino, in.size, off,
+					       128u << 10, buf, &n),
+				 0);
+		hyd_backfill_note_read(r.bf, in.ino, off, n, in.size);
+	}
+	/* The reads covered 512 KiB; readahead asked for up to 1 MiB more. */
+	usleep(500000);
+	hyd_fetch_stats(r.f, &fs);
+	fprintf(stderr, "# readahead: %" PRIu64 " chunks fetched for 512 KiB "
+			"read sequentially\n",
+		fs.chunks);
+	assert_true(stored_chunks(&r) * 65536 > (1u << 20));
+	/* A non-sequential read adds nothing. */
+	hyd_backfill_note_read(r.bf, in.ino, 10u << 20, n, in.size);
+	free(buf);
+	rig_down(&r);
+}
+
+static void test_resume(void **state)
+{
+	struct hyd_backfill_stats bs;
+	struct distinct d;
+	struct rig r;
+	uint64_t served0, served1, stored1, served2, i;
+
+	(void)state;
+	NEED_REPL();
+	served0 = repl_stat("chunks_served");
+	rig_new_cache(&r);
+	rig_up(&r, 1, 8u << 20); /* slow enough to stop midway */
+	d = distinct_chunks(&r);
+	for(i = 0; i < 600 && stored_chunks(&r) < d.n * 4 / 10; i++)
+		usleep(50000);
+	rig_down(&r); /* in-flight flights are cancelled, never stored */
+	served1 = repl_stat("chunks_served") - served0;
+	rig_up(&r, 1, 0);
+	stored1 = stored_chunks(&r);
+	assert_true(stored1 >= d.n * 4 / 10);
+	assert_true(stored1 < d.n);
+	assert_int_equal(wait_state(&r, HYD_STATE_COMPLETE, 120), 0);
+	hyd_backfill_stats(r.bf, &bs);
+	served2 = repl_stat("chunks_served") - served0;
+	fprintf(stderr,
+		"# resume: %" PRIu64 " distinct, stopped with %" PRIu64
+		" stored and %" PRIu64 " served; second run asked for %" PRIu64
+		", %" PRIu64 " served in all\n",
+		d.n, stored1, served1, bs.submitted, served2);
+	/* The second run asked for exactly what was missing... */
+	assert_int_equal(bs.submitted, d.n - stored1);
+	/* ...and the only waste is what was in flight at the stop. */
+	assert_true(served2 - d.n <= served1 - stored1);
+	assert_int_equal(distinct_chunks(&r).stored, d.n);
+	rig_down(&r);
+}
+
+static void test_stall_recover(void **state)
+{
+	struct hyd_backfill_stats bs;
+	struct distinct d;
+	struct rig r;
+	int i;
+
+	(void)state;
+	NEED_REPL();
+	rig_new_cache(&r);
+	rig_up(&r, 1, 6u << 20);
+	d = distinct_chunks(&r);
+	for(i = 0; i < 600 && stored_chunks(&r) < d.n / 4; i++)
+		usleep(50000);
+	repl_stop();
+	assert_int_equal(wait_state(&r, HYD_STATE_STALLED, 30), 0);
+	hyd_backfill_stats(r.bf, &bs);
+	fprintf(stderr, "# stalled: %s\n", bs.last_error);
+	assert_true(bs.last_error[0] != '\0');
+	assert_int_equal(repl_start(), 0);
+	assert_int_equal(wait_state(&r, HYD_STATE_COMPLETE, 120), 0);
+	assert_int_equal(distinct_chunks(&r).stored, d.n);
+	rig_down(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_all_and_dedup),
+		cmocka_unit_test(test_no_backfill),
+		cmocka_unit_test(test_demand_during),
+		cmocka_unit_test(test_readahead),
+		cmocka_unit_test(test_resume),
+		cmocka_unit_test(test_stall_recover),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

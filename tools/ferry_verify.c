@@ -1,0 +1,164 @@
+/*
+ * tools/ferry_verify.c — `ferry verify CACHEDIR|DEST`: re-hash a cache's
+ * chunk store, or check a tree written by `ferry sync` against a catalog.
+ *
+ * PATH is a cache directory when it holds state.db and no catalog option
+ * is given. A tree needs its catalog: --catalog FILE, or -c CACHEDIR whose
+ * newest catalogs/GEN.db is used (the one a sync from that cache wrote).
+ * Mismatches are named on stderr, a summary goes to stdout. Exit: 0 all
+ * good, 1 any mismatch or error, 2 bad usage.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "hydrator/hydrator.h"
+#include "tools/ferry_internal.h"
+
+#define EXIT_USAGE 2
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: ferry verify [OPTIONS] CACHEDIR\n"
+		"       ferry verify [OPTIONS] (--catalog FILE | -c CACHEDIR) DEST\n"
+		"\n"
+		"Re-hash every chunk stored in CACHEDIR (read-only: works while a\n"
+		"hydrator runs on it), or compare the tree DEST with a catalog:\n"
+		"type, mode, size, mtime, symlink targets, hard links, user.*\n"
+		"xattrs and the content of every file, hashed chunk by chunk.\n"
+		"\n"
+		"Options:\n"
+		"      --catalog FILE   the catalog DEST was written from\n"
+		"  -c, --cache-dir DIR  use DIR's newest catalogs/GEN.db\n"
+		"  -q, --quiet          no summary line\n"
+		"  -h, --help           this text\n"
+		"\n"
+		"Exit status: 0 when everything matches, 1 on any mismatch or\n"
+		"error, 2 on bad usage. See ferry(1).\n");
+}
+
+/* CACHEDIR/catalogs/GEN.db with the largest GEN into buf. */
+static int newest_catalog(const char *cache, char *buf, size_t cap)
+{
+	char dir[PATH_MAX];
+	unsigned long long gen, best = 0;
+	struct dirent *de;
+	char *end;
+	DIR *d;
+
+	if(snprintf(dir, sizeof(dir), "%s/catalogs", cache) >= (int)sizeof(dir))
+		return -ENAMETOOLONG;
+	d = opendir(dir);
+	if(!d)
+		return -errno;
+	while((de = readdir(d))) {
+		if(de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		errno = 0;
+		gen = strtoull(de->d_name, &end, 10);
+		if(errno || strcmp(end, ".db"))
+			continue;
+		if(gen > best)
+			best = gen;
+	}
+	closedir(d);
+	if(!best)
+		return -ENOENT;
+	if(snprintf(buf, cap, "%s/%llu.db", dir, best) >= (int)cap)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int ferry_cmd_verify(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"catalog", required_argument, NULL, 'C'},
+		{"cache-dir", required_argument, NULL, 'c'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *catalog = NULL, *cache = NULL, *path;
+	char cat_path[PATH_MAX + 32], probe[PATH_MAX + 16];
+	uint64_t checked = 0;
+	struct stat st;
+	int ch, quiet = 0, r;
+
+	opterr = 0;
+	optind = 1;
+	while((ch = getopt_long(argc, argv, ":c:qh", longopts, NULL)) != -1) {
+		switch(ch) {
+		case 'C':
+			catalog = optarg;
+			break;
+		case 'c':
+			cache = optarg;
+			break;
+		case 'q':
+			quiet = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case ':':
+			fprintf(stderr, "ferry verify: option '%s' needs a value "
+					"(see --help)\n",
+				argv[optind - 1]);
+			return EXIT_USAGE;
+		default:
+			fprintf(stderr, "ferry verify: unknown option '%s' (see "
+					"--help)\n",
+				argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+	}
+	if(argc - optind != 1) {
+		fprintf(stderr, "ferry verify: expected one CACHEDIR or DEST "
+				"(see --help)\n");
+		return EXIT_USAGE;
+	}
+	path = argv[optind];
+	if(!catalog && !cache) {
+		snprintf(probe, sizeof(probe), "%s/state.db", path);
+		if(stat(probe, &st) < 0) {
+			fprintf(stderr,
+				"ferry verify: %s is not a cache directory (no "
+				"state.db); to check a tree give its catalog "
+				"with --catalog FILE or -c CACHEDIR\n",
+				path);
+			return EXIT_USAGE;
+		}
+		r = hyd_verify_cache(path, &checked);
+		if(r < 0)
+			return 1;
+		if(!quiet)
+			printf("%s: %" PRIu64 " chunks checked, %d mismatch%s\n",
+			       path, checked, r, r == 1 ? "" : "es");
+		return r ? 1 : 0;
+	}
+	if(!catalog) {
+		r = newest_catalog(cache, cat_path, sizeof(cat_path));
+		if(r < 0) {
+			fprintf(stderr, "ferry verify: no catalog in %s/catalogs: "
+					"%s\n",
+				cache, strerror(-r));
+			return 1;
+		}
+		catalog = cat_path;
+	}
+	r = hyd_verify_tree(path, catalog, &checked);
+	if(r < 0)
+		return 1;
+	if(!quiet)
+		printf("%s: %" PRIu64 " entries checked against %s, %d "
+		       "mismatch%s\n",
+		       path, checked, catalog, r, r == 1 ? "" : "es");
+	return r ? 1 : 0;
+}
