@@ -23,9 +23,16 @@ for i in $(seq 1 200); do
 	sleep 0.05
 done
 kill -9 $spid; wait $spid 2>/dev/null
-log "first run killed with $(sqlite3 "$T/cache/state.db" 'select count(*) from chunk') chunks stored"
+sleep 0.3
+at_kill=$(sqlite3 "$T/cache/state.db" 'select count(*) from chunk')
+lost=$(($(repl_stat "$port" s chunks_served) - at_kill))
+log "first run killed with $at_kill chunks stored, $lost in flight"
 "$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/sync1.log" 2>&1 || { cat "$T/sync1.log"; die "sync after the kill failed"; }
 tail -n 12 "$T/sync1.log"
+distinct=$(sql "$(ls "$T"/cache/catalogs/*.db | head -n 1)" "select count(distinct id) from chunk")
+extra=$(($(repl_stat "$port" s chunks_served) - distinct))
+[ "$extra" -le "$lost" ] || die "the resumed sync refetched $extra chunks, more than the $lost in flight at the kill"
+ok "resumed sync fetched only what was missing (extra $extra <= $lost in flight)"
 python3 "$E2E_LIB/treecmp.py" --content "$T/rsync" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "ferry sync tree differs from rsync -aHX's"; }
 ok "sync (resumed after kill -9) equals rsync -aHX's copy: $(tail -n 1 "$T/cmp.txt")"
 python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >/dev/null || die "sync tree differs from the source"
