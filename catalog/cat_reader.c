@@ -74,20 +74,6 @@ static const struct {
 	  " LEFT JOIN inode i ON i.ino=c.ino" },
 };
 
-static int kind_ifmt(int64_t k)
-{
-	switch (k) {
-	case CAT_REG: return S_IFREG;
-	case CAT_DIR: return S_IFDIR;
-	case CAT_LNK: return S_IFLNK;
-	case CAT_FIFO: return S_IFIFO;
-	case CAT_CHR: return S_IFCHR;
-	case CAT_BLK: return S_IFBLK;
-	case CAT_SOCK: return S_IFSOCK;
-	}
-	return -1;
-}
-
 /* Integer column within [lo, hi]; a wrong type (text, blob, NULL, real)
  * fails too, so no implicit conversion hides a malformed row. */
 static int col_int(sqlite3_stmt *st, int col, int64_t lo, int64_t hi,
@@ -124,7 +110,7 @@ static int inode_from_row(sqlite3_stmt *st, int col, uint64_t ino,
 	    col_int(st, col + 7, INT64_MIN, INT64_MAX, &ct) ||
 	    col_int(st, col + 8, INT64_MIN, INT64_MAX, &rdev))
 		return -EBADMSG;
-	fmt = kind_ifmt(kind);
+	fmt = cat_kind_ifmt((int)kind);
 	if ((mode & S_IFMT) != fmt || (mode & ~(int64_t)(S_IFMT | 07777)))
 		return -EBADMSG;
 	if (kind == CAT_LNK) {

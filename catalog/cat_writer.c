@@ -60,20 +60,6 @@ static const char schema_sql[] =
 	" len INTEGER NOT NULL, id BLOB NOT NULL,"
 	" PRIMARY KEY(ino, off)) WITHOUT ROWID;";
 
-static int kind_ifmt(enum cat_kind k)
-{
-	switch (k) {
-	case CAT_REG: return S_IFREG;
-	case CAT_DIR: return S_IFDIR;
-	case CAT_LNK: return S_IFLNK;
-	case CAT_FIFO: return S_IFIFO;
-	case CAT_CHR: return S_IFCHR;
-	case CAT_BLK: return S_IFBLK;
-	case CAT_SOCK: return S_IFSOCK;
-	}
-	return -1;
-}
-
 /* Step a bound insert to completion, reset it, and map the result. A
  * constraint failure is the caller's duplicate, not a broken load. */
 static int step_insert(cat_writer *w, sqlite3_stmt *st, const char *what)
@@ -256,7 +242,7 @@ fail:
 static int inode_check(const struct cat_inode *in, const void *target,
 		       size_t target_len)
 {
-	int fmt = kind_ifmt(in->kind);
+	int fmt = cat_kind_ifmt((int)in->kind);
 
 	if (in->ino < 1 || in->ino > INT64_MAX || fmt < 0)
 		return -EINVAL;

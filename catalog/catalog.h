@@ -227,6 +227,11 @@ enum cat_kind {
 	CAT_SOCK = 7,
 };
 
+/* The S_IFMT bits of a kind, or -1 for a value that is not a kind. */
+int cat_kind_ifmt(int kind);
+/* The kind of an st_mode's file type, or 0 when it has none we record. */
+int cat_kind_of_mode(unsigned mode);
+
 struct cat_inode {
 	uint64_t ino;
 	enum cat_kind kind;

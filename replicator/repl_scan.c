@@ -174,26 +174,12 @@ static int64_t ts_ns(const struct timespec *t)
 	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
 }
 
-static enum cat_kind kind_of(mode_t m)
-{
-	switch (m & S_IFMT) {
-	case S_IFREG: return CAT_REG;
-	case S_IFDIR: return CAT_DIR;
-	case S_IFLNK: return CAT_LNK;
-	case S_IFIFO: return CAT_FIFO;
-	case S_IFCHR: return CAT_CHR;
-	case S_IFBLK: return CAT_BLK;
-	case S_IFSOCK: return CAT_SOCK;
-	default: return 0;
-	}
-}
-
 static void inode_from_stat(struct cat_inode *in, uint64_t ino,
 			    const struct stat *st)
 {
 	memset(in, 0, sizeof(*in));
 	in->ino = ino;
-	in->kind = kind_of(st->st_mode);
+	in->kind = (enum cat_kind)cat_kind_of_mode(st->st_mode);
 	in->mode = st->st_mode;
 	in->uid = st->st_uid;
 	in->gid = st->st_gid;
