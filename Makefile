@@ -67,6 +67,7 @@ ALL_LIBS := $(HYD_LIB) $(REPL_LIB) $(CAT_LIB)
 
 PROGS := $(B)/bin/ferry-replicator $(B)/bin/ferry-hydrator $(B)/bin/ferry
 UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+TSUP_OBJ := $(B)/tests/unit/tsupport.o
 FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 
 .PHONY: all check check-run asan demo deps lint install clean tests
@@ -102,9 +103,9 @@ $(B)/bin/ferry: $(call obj,$(TOOLS_SRC)) $(HYD_LIB) $(CAT_LIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 # Unit tests link every library; each is one cmocka program.
-$(B)/tests/%: $(B)/tests/unit/%.o $(ALL_LIBS)
+$(B)/tests/%: $(B)/tests/unit/%.o $(TSUP_OBJ) $(ALL_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(ALL_LIBS) $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(TSUP_OBJ) $(ALL_LIBS) $(LIBS)
 
 # Fuzz targets: LLVMFuzzerTestOneInput plus tests/fuzz/fuzz_replay.c, a
 # driver that replays a corpus directory (used by make check).

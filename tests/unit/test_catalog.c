@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +22,7 @@
 #include <sqlite3.h>
 
 #include "catalog/catalog.h"
+#include "tsupport.h"
 
 #define GIB (UINT64_C(1) << 30)
 #define BIG_SIZE (5 * GIB + 123)
@@ -53,20 +53,11 @@ static int setup(void **state)
 	return 0;
 }
 
-static int rm_one(const char *p, const struct stat *sb, int type,
-		  struct FTW *ftw)
-{
-	(void)sb;
-	(void)type;
-	(void)ftw;
-	return remove(p);
-}
-
 static int teardown(void **state)
 {
 	struct fx *f = *state;
 
-	nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tsup_rm_rf(f->dir);
 	free(f);
 	return 0;
 }
@@ -729,15 +720,6 @@ static void expect_bad(const char *path, int err)
 	assert_null(r);
 }
 
-static void write_file(const char *path, const void *buf, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, buf, len), (ssize_t)len);
-	close(fd);
-}
-
 static void test_reader_rejects_files(void **state)
 {
 	struct fx *f = *state;
@@ -754,15 +736,15 @@ static void test_reader_rejects_files(void **state)
 		junk[i] = (uint8_t)(s >> 56);
 	}
 	snprintf(p, sizeof(p), "%s/random.db", f->dir);
-	write_file(p, junk, sizeof(junk));
+	tsup_write_file(p, junk, sizeof(junk));
 	expect_bad(p, -EBADMSG);
 	/* Random bytes behind a valid SQLite magic string. */
 	memcpy(junk, "SQLite format 3", 16);
-	write_file(p, junk, sizeof(junk));
+	tsup_write_file(p, junk, sizeof(junk));
 	expect_bad(p, -EBADMSG);
 
 	snprintf(p, sizeof(p), "%s/empty.db", f->dir);
-	write_file(p, "", 0);
+	tsup_write_file(p, "", 0);
 	expect_bad(p, -EBADMSG);
 
 	snprintf(p, sizeof(p), "%s/other.db", f->dir);

@@ -14,16 +14,7 @@
 #include <cmocka.h>
 
 #include "catalog/catalog.h"
-
-/* splitmix64: a fixed, portable stream of test bytes. */
-static uint64_t splitmix64(uint64_t *state)
-{
-	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
+#include "tsupport.h"
 
 /* n pseudo-random bytes (n a multiple of 8), little-endian words. */
 static uint8_t *random_bytes(size_t n, uint64_t seed)
@@ -32,7 +23,7 @@ static uint8_t *random_bytes(size_t n, uint64_t seed)
 
 	assert_non_null(b);
 	for (size_t i = 0; i + 8 <= n; i += 8) {
-		uint64_t v = splitmix64(&seed);
+		uint64_t v = tsup_splitmix64(&seed);
 
 		for (int k = 0; k < 8; k++)
 			b[i + k] = (uint8_t)(v >> (8 * k));

@@ -15,27 +15,9 @@
 #include <zstd.h>
 
 #include "catalog/catalog.h"
+#include "tsupport.h"
 
 #define MAX_RAW CHUNK_MAX_DEFAULT
-
-static uint64_t splitmix64(uint64_t *state)
-{
-	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
-static uint8_t *random_bytes(size_t n, uint64_t seed)
-{
-	uint8_t *b = malloc(n ? n : 1);
-
-	assert_non_null(b);
-	for (size_t i = 0; i < n; i++)
-		b[i] = (uint8_t)(splitmix64(&seed) >> 24);
-	return b;
-}
 
 /* Text-like bytes: words from a small vocabulary, spaces and newlines. */
 static uint8_t *text_bytes(size_t n, uint64_t seed)
@@ -51,7 +33,7 @@ static uint8_t *text_bytes(size_t n, uint64_t seed)
 
 	assert_non_null(b);
 	while (i < n) {
-		uint64_t r = splitmix64(&seed);
+		uint64_t r = tsup_splitmix64(&seed);
 		const char *w = words[r % nwords];
 
 		for (size_t k = 0; w[k] && i < n; k++)
@@ -119,7 +101,7 @@ static void test_roundtrip(void **state)
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(*sizes); k++) {
 		size_t n = sizes[k];
 		uint8_t *txt = text_bytes(n, k + 1);
-		uint8_t *rnd = random_bytes(n, k + 100);
+		uint8_t *rnd = tsup_random_bytes(n, k + 100);
 
 		/* With a coder and with a temporary context. */
 		for (int pass = 0; pass < 2; pass++) {
@@ -173,7 +155,7 @@ static void test_tiny(void **state)
 static void test_auto_threshold(void **state)
 {
 	const size_t n = 65536;
-	uint8_t *raw = random_bytes(n, 77);
+	uint8_t *raw = tsup_random_bytes(n, 77);
 
 	(void)state;
 	/* 1.5 KiB of zeros saves about that much: under 2 KiB (= n/32), yet

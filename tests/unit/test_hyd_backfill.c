@@ -22,7 +22,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -33,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -48,6 +46,7 @@
 #include "hydrator/hyd_fetch_internal.h"
 #include "hydrator/hyd_read_internal.h"
 #include "hydrator/hyd_store_internal.h"
+#include "tsupport.h"
 
 #define SEC 1000000000ull
 #define BIG_MIB 24
@@ -77,19 +76,10 @@ struct rig {
 
 /* ---- the source tree ---- */
 
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
 static void fill(uint8_t *b, size_t n, uint64_t seed)
 {
 	for(size_t i = 0; i < n; i++)
-		b[i] = (uint8_t)(splitmix64(&seed) >> 29);
+		b[i] = (uint8_t)(tsup_splitmix64(&seed) >> 29);
 }
 
 static void write_file(const char *path, const void *buf, size_t len)
@@ -99,22 +89,6 @@ static void write_file(const char *path, const void *buf, size_t len)
 	assert_true(fd >= 0);
 	assert_int_equal(cat_write_all(fd, buf, len), 0);
 	close(fd);
-}
-
-static uint8_t *read_file(const char *path, size_t *ret_len)
-{
-	struct stat st;
-	uint8_t *b;
-	int fd = open(path, O_RDONLY);
-
-	assert_true(fd >= 0);
-	assert_int_equal(fstat(fd, &st), 0);
-	b = malloc((size_t)st.st_size + 1);
-	assert_non_null(b);
-	assert_int_equal(pread(fd, b, (size_t)st.st_size, 0), st.st_size);
-	close(fd);
-	*ret_len = (size_t)st.st_size;
-	return b;
 }
 
 static void make_tree(void)
@@ -153,23 +127,6 @@ static void make_tree(void)
 }
 
 /* ---- the replicator ---- */
-
-static int free_port(void)
-{
-	struct sockaddr_in a;
-	socklen_t alen = sizeof(a);
-	int s = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	assert_true(s >= 0);
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &alen), 0);
-	port = ntohs(a.sin_port);
-	close(s);
-	return port;
-}
 
 /* Count " ready" lines in the replicator's log. */
 static int ready_lines(void)
@@ -294,7 +251,7 @@ static int group_setup(void **state)
 		return 0; /* each test skips */
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	make_tree();
-	fx.port = free_port();
+	fx.port = tsup_free_port();
 	snprintf(fx.base, sizeof(fx.base), "http://127.0.0.1:%d/v1/ns",
 		 fx.port);
 	return repl_start();
@@ -454,7 +411,7 @@ static void check_file(struct rig *r, const char *rel)
 	char dir[64];
 
 	snprintf(p, sizeof(p), "%s/src/%s", fx.dir, rel);
-	want = read_file(p, &len);
+	want = tsup_read_file(p, &len);
 	snprintf(dir, sizeof(dir), "%.*s", (int)(name - 1 - rel), rel);
 	assert_int_equal(cat_lookup(r->cat, CAT_ROOT_INO, dir, strlen(dir),
 				    &in),
@@ -564,7 +521,7 @@ static uint64_t cold_read_ns(struct rig *r, uint64_t off)
 	t = hyd_now_ns() - t0;
 	assert_int_equal(n, 128u << 10);
 	snprintf(p, sizeof(p), "%s/src/big/big", fx.dir);
-	want = read_file(p, &len);
+	want = tsup_read_file(p, &len);
 	assert_memory_equal(got, want + off, n);
 	free(want);
 	free(got);

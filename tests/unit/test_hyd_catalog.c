@@ -10,8 +10,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -20,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,6 +29,7 @@
 
 #include "catalog/catalog.h"
 #include "hydrator/hyd_catalog_internal.h"
+#include "tsupport.h"
 
 struct server {
 	pid_t pid;
@@ -65,45 +63,6 @@ static const char json_server_py[] =
 	"        self.wfile.write(b)\n"
 	"http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n";
 
-static int rm_cb(const char *path, const struct stat *sb, int flag,
-		 struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-/* A loopback port nobody listens on right now. */
-static int free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	assert_true(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
-static int port_answers(int port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
-
-	if (fd < 0)
-		return 0;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok;
-}
-
 static int python_works(void)
 {
 	pid_t pid = fork();
@@ -131,7 +90,7 @@ static void server_start(struct server *sv, const char *script,
 	struct timespec ts = {0, 20 * 1000 * 1000};
 	int i;
 
-	sv->port = free_port();
+	sv->port = tsup_free_port();
 	snprintf(port, sizeof(port), "%d", sv->port);
 	sv->pid = fork();
 	assert_true(sv->pid >= 0);
@@ -150,7 +109,7 @@ static void server_start(struct server *sv, const char *script,
 		_exit(127);
 	}
 	for (i = 0; i < 500; i++) {
-		if (port_answers(sv->port))
+		if (tsup_port_answers(sv->port))
 			return;
 		nanosleep(&ts, NULL);
 	}
@@ -164,31 +123,6 @@ static void server_stop(struct server *sv)
 	kill(sv->pid, SIGTERM);
 	waitpid(sv->pid, NULL, 0);
 	sv->pid = 0;
-}
-
-static void write_file(const char *path, const void *buf, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, buf, len), (ssize_t)len);
-	close(fd);
-}
-
-static void *read_file(const char *path, size_t *ret_len)
-{
-	struct stat sb;
-	uint8_t *buf;
-	int fd = open(path, O_RDONLY);
-
-	assert_true(fd >= 0);
-	assert_int_equal(fstat(fd, &sb), 0);
-	buf = malloc((size_t)sb.st_size + 1);
-	assert_non_null(buf);
-	assert_int_equal(read(fd, buf, (size_t)sb.st_size), sb.st_size);
-	close(fd);
-	*ret_len = (size_t)sb.st_size;
-	return buf;
 }
 
 static void mkdirs(const char *fmt_root, const char *ns)
@@ -213,10 +147,10 @@ static void publish(const struct gx *g, const char *ns, uint64_t gen,
 	mkdirs(g->www, ns);
 	n = snprintf(head, sizeof(head), "%llu\n", (unsigned long long)gen);
 	snprintf(p, sizeof(p), "%s/v1/%s/HEAD", g->www, ns);
-	write_file(p, head, (size_t)n);
+	tsup_write_file(p, head, (size_t)n);
 	snprintf(p, sizeof(p), "%s/v1/%s/catalog/%llu", g->www, ns,
 		 (unsigned long long)gen);
-	write_file(p, body, len);
+	tsup_write_file(p, body, len);
 }
 
 static void *zstd_of(const void *buf, size_t len, size_t *ret_len)
@@ -278,7 +212,7 @@ static int group_setup(void **state)
 
 	snprintf(p, sizeof(p), "%s/built.db", g->root);
 	build_catalog(p);
-	db = read_file(p, &db_len);
+	db = tsup_read_file(p, &db_len);
 	z = zstd_of(db, db_len, &z_len);
 	publish(g, "ns", 1, z, z_len);
 	/* Broken namespaces: not zstd, zstd of not-a-catalog, a catalog of
@@ -311,7 +245,7 @@ static int group_teardown(void **state)
 	server_stop(&g->plain);
 	server_stop(&g->json);
 	if (g->root[0])
-		nftw(g->root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+		tsup_rm_rf(g->root);
 	free(g);
 	return 0;
 }
@@ -392,7 +326,7 @@ static void test_fetch(void **state)
 	/* Only the catalog and the url record: no temp files. */
 	assert_int_equal(count_entries(cache), 2);
 	snprintf(want, sizeof(want), "%s/catalogs/url", cache);
-	txt = read_file(want, &len);
+	txt = tsup_read_file(want, &len);
 	txt[len] = '\0';
 	snprintf(want, sizeof(want), "%s/\n", url);
 	assert_string_equal(txt, want);
@@ -471,7 +405,7 @@ static void test_url_change(void **state)
 	assert_int_not_equal(sb1.st_ino, sb2.st_ino); /* downloaded anew */
 	assert_int_equal(count_entries(cache), 2);
 	snprintf(p, sizeof(p), "%s/catalogs/url", cache);
-	txt = read_file(p, &len);
+	txt = tsup_read_file(p, &len);
 	txt[len] = '\0';
 	snprintf(p, sizeof(p), "%s/\n", url2);
 	assert_string_equal(txt, p);
@@ -544,7 +478,7 @@ static void test_unreachable(void **state)
 	char cache[128], url[128], err[512];
 
 	new_cache(g, cache, sizeof(cache));
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/x", free_port());
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/x", tsup_free_port());
 	assert_int_equal(hyd_catalog_fetch(url, cache, 2, &res, err, sizeof(err)),
 			 -EHOSTUNREACH);
 	assert_non_null(strstr(err, "cannot reach"));
@@ -606,7 +540,7 @@ static void test_aligned_size(void **state)
 		}
 		assert_int_equal(cat_writer_commit(w), 0);
 		free(db);
-		db = read_file(path, &db_len);
+		db = tsup_read_file(path, &db_len);
 		if (db_len % align == 0)
 			break;
 	}

@@ -12,7 +12,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -23,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +33,7 @@
 #include "hydrator/hyd_fetch_internal.h"
 #include "hydrator/hyd_store_internal.h"
 #include "hydrator/hydrator.h"
+#include "tsupport.h"
 
 #define SEC 1000000000ull
 #define MAX_RAW CHUNK_MAX_DEFAULT
@@ -47,34 +46,6 @@ struct server {
 };
 
 static struct server srv;
-
-static uint64_t splitmix64(uint64_t *state)
-{
-	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
-static uint8_t *random_bytes(size_t n, uint64_t seed)
-{
-	uint8_t *b = malloc(n);
-
-	assert_non_null(b);
-	for(size_t i = 0; i < n; i++)
-		b[i] = (uint8_t)(splitmix64(&seed) >> 24);
-	return b;
-}
-
-static void write_file(const char *path, const void *buf, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, buf, len), (ssize_t)len);
-	close(fd);
-}
 
 /* Put raw as a frame at v1/ns/chunk/<id>; frame_of (if not NULL) gives the
  * bytes to frame instead (a corrupt chunk). */
@@ -93,26 +64,8 @@ static void put_chunk(const void *raw, size_t len, const void *frame_of,
 			 0);
 	chunk_id_to_hex(ret_id, hex);
 	snprintf(path, sizeof(path), "%s/v1/ns/chunk/%s", srv.dir, hex);
-	write_file(path, frame, flen);
+	tsup_write_file(path, frame, flen);
 	free(frame);
-}
-
-/* A loopback port nobody listens on (bound, then closed). */
-static int closed_port(void)
-{
-	struct sockaddr_in a;
-	socklen_t alen = sizeof(a);
-	int s = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	assert_true(s >= 0);
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &alen), 0);
-	port = ntohs(a.sin_port);
-	close(s);
-	return port;
 }
 
 /* Start python3 -m http.server on port 0 and read the port it chose from
@@ -376,7 +329,7 @@ static void test_flights_wake_and_rejoin(void **state)
 static void test_fetch_one(void **state)
 {
 	struct hyd_fetch_stats st;
-	uint8_t *raw = random_bytes(100000, 1);
+	uint8_t *raw = tsup_random_bytes(100000, 1);
 	chunk_id id;
 	hyd_fetch *f;
 
@@ -430,7 +383,7 @@ static void test_fetch_single_flight(void **state)
 	pthread_t th[N];
 	pthread_barrier_t go;
 	size_t len = MAX_RAW; /* big and random: in flight for a while */
-	uint8_t *raw = random_bytes(len, 2);
+	uint8_t *raw = tsup_random_bytes(len, 2);
 	chunk_id id;
 	hyd_fetch *f;
 	int i;
@@ -470,7 +423,7 @@ static void test_fetch_many_parallel(void **state)
 
 	(void)state;
 	for(i = 0; i < N; i++) {
-		raw[i] = random_bytes(5000 + (size_t)i, 100 + (uint64_t)i);
+		raw[i] = tsup_random_bytes(5000 + (size_t)i, 100 + (uint64_t)i);
 		put_chunk(raw[i], 5000 + (size_t)i, NULL, &id[i]);
 	}
 	f = fetcher(srv.base, NULL);
@@ -515,7 +468,8 @@ static void test_fetch_missing(void **state)
 static void test_fetch_corrupt(void **state)
 {
 	struct hyd_fetch_stats st;
-	uint8_t *raw = random_bytes(3000, 3), *other = random_bytes(3000, 4);
+	uint8_t *raw = tsup_random_bytes(3000, 3);
+	uint8_t *other = tsup_random_bytes(3000, 4);
 	chunk_id id;
 	hyd_fetch *f;
 
@@ -543,7 +497,7 @@ static void test_fetch_server_down(void **state)
 
 	(void)state;
 	snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1/ns",
-		 closed_port());
+		 tsup_free_port());
 	f = fetcher(base, NULL);
 	t0 = hyd_now_ns();
 	assert_int_equal(fetch_one(f, &id, NULL, 1000, 3 * SEC / 2),
@@ -575,7 +529,7 @@ static void test_fetch_outage_bounded(void **state)
 
 	(void)state;
 	snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1/ns",
-		 closed_port());
+		 tsup_free_port());
 	memset(&c, 0, sizeof(c));
 	c.base_url = base;
 	c.max_raw = MAX_RAW;
@@ -607,7 +561,7 @@ static void test_fetch_outage_bounded(void **state)
 static void test_fetch_stores(void **state)
 {
 	char dir[] = "/tmp/ferry-test-store-XXXXXX", cmd[128];
-	uint8_t *raw = random_bytes(70000, 5), *back = malloc(MAX_RAW);
+	uint8_t *raw = tsup_random_bytes(70000, 5), *back = malloc(MAX_RAW);
 	hyd_store *s = NULL;
 	size_t n = 0;
 	chunk_id id;
@@ -644,7 +598,7 @@ static void test_fetch_stop_in_flight(void **state)
 
 	(void)state;
 	snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1/ns",
-		 closed_port());
+		 tsup_free_port());
 	f = fetcher(base, NULL);
 	assert_int_equal(hyd_fetch_submit(f, &id, 100, HYD_PRIO_DEMAND,
 					  hyd_now_ns() + 60 * SEC, &fl),

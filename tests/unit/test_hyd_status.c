@@ -12,7 +12,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
@@ -38,6 +37,7 @@
 #include "catalog/catalog.h"
 #include "hydrator/hyd_control_internal.h"
 #include "hydrator/hyd_store_internal.h"
+#include "tsupport.h"
 
 #define TEST_URL "http://127.0.0.1:8700/v1/demo"
 
@@ -55,15 +55,6 @@ struct fx {
 	char sock[100];
 	struct tchunk a, b, c, d; /* d is stored but not in the catalog */
 };
-
-static int rm_cb(const char *path, const struct stat *sb, int flag,
-		 struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static void fill(uint8_t *buf, size_t len, uint32_t seed, int text)
 {
@@ -186,7 +177,7 @@ static int teardown(void **state)
 {
 	struct fx *fx = *state;
 
-	nftw(fx->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	tsup_rm_rf(fx->dir);
 	free(fx->a.frame);
 	free(fx->b.frame);
 	free(fx->c.frame);

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +23,7 @@
 
 #include "catalog/catalog.h"
 #include "hydrator/hyd_store_internal.h"
+#include "tsupport.h"
 
 struct fx {
 	char dir[64];
@@ -37,15 +37,6 @@ struct tchunk {
 	uint8_t *frame;
 	size_t frame_len;
 };
-
-static int rm_cb(const char *path, const struct stat *sb, int flag,
-		 struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static int setup(void **state)
 {
@@ -62,7 +53,7 @@ static int teardown(void **state)
 {
 	struct fx *fx = *state;
 
-	nftw(fx->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	tsup_rm_rf(fx->dir);
 	free(fx);
 	unsetenv("FERRY_PACK_ROLL_BYTES");
 	return 0;

@@ -24,9 +24,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -50,6 +47,7 @@
 #include "hydrator/hyd_store_internal.h"
 #include "hydrator/hyd_sync_internal.h"
 #include "hydrator/hydrator.h"
+#include "tsupport.h"
 
 #define NONUTF8 "n\xff\xfe-name"
 
@@ -195,21 +193,6 @@ static void build_src(struct fx *f)
 
 /* ---- the replicator ---- */
 
-static int free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	assert_true(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
 static size_t sink(void *p, size_t sz, size_t n, void *u)
 {
 	(void)p;
@@ -237,7 +220,7 @@ static int http_ok(const char *url)
 static void repl_start(struct fx *f)
 {
 	char listen[64], ns[192], log[160], head[192];
-	int port = free_port(), i, fd;
+	int port = tsup_free_port(), i, fd;
 
 	pathf(listen, sizeof(listen), "127.0.0.1:%d", port);
 	pathf(ns, sizeof(ns), "ns=%s", f->src);
@@ -271,15 +254,6 @@ static void repl_stop(struct fx *f)
 		waitpid(f->pid, NULL, 0);
 		f->pid = 0;
 	}
-}
-
-static int rm_cb(const char *p, const struct stat *st, int flag,
-		 struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
 }
 
 static int setup(void **state)
@@ -331,7 +305,7 @@ static int teardown(void **state)
 		return 0;
 	repl_stop(f);
 	if(!getenv("KEEP_TMP"))
-		nftw(f->t, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+		tsup_rm_rf(f->t);
 	curl_global_cleanup();
 	free(f);
 	return 0;
@@ -592,7 +566,7 @@ static void test_bad_url(void **state)
 	struct hyd_sync_opts o;
 	struct hyd_sync_result r;
 	char cache[256], dest[256];
-	int port = free_port();
+	int port = tsup_free_port();
 	char url[128];
 
 	memset(&o, 0, sizeof(o));

@@ -26,6 +26,7 @@
 #include "catalog/catalog.h"
 #include "replicator/replicator.h"
 #include "replicator/repl_srcindex_internal.h"
+#include "tsupport.h"
 
 #define BIG_LEN (1024u * 1024u)
 static const char ODD_NAME[] = "caf\xe9 \x01odd\xff";
@@ -48,15 +49,6 @@ struct warn_log {
 static void path_in(char *buf, size_t cap, const char *dir, const char *name)
 {
 	snprintf(buf, cap, "%s/%s", dir, name);
-}
-
-static void write_file(const char *path, const void *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, data, len), (ssize_t)len);
-	close(fd);
 }
 
 static int setup(void **state)
@@ -83,9 +75,9 @@ static int setup(void **state)
 		f->big[i] = (uint8_t)(x >> 24);
 	}
 	path_in(p, sizeof(p), f->src, "big.bin");
-	write_file(p, f->big, BIG_LEN);
+	tsup_write_file(p, f->big, BIG_LEN);
 	path_in(p, sizeof(p), f->src, "a.txt");
-	write_file(p, "hello\n", 6);
+	tsup_write_file(p, "hello\n", 6);
 	f->have_xattr = setxattr(p, "user.color", "blue", 4, 0) == 0;
 	path_in(q, sizeof(q), f->src, "sub");
 	assert_int_equal(mkdir(q, 0755), 0);
@@ -96,15 +88,15 @@ static int setup(void **state)
 	path_in(p, sizeof(p), f->src, "dangling");
 	assert_int_equal(symlink("nowhere/at/all", p), 0);
 	path_in(p, sizeof(p), f->src, "empty");
-	write_file(p, "", 0);
+	tsup_write_file(p, "", 0);
 	path_in(p, sizeof(p), f->src, "emptydir");
 	assert_int_equal(mkdir(p, 0700), 0);
 	path_in(p, sizeof(p), f->src, "fifo");
 	assert_int_equal(mkfifo(p, 0600), 0);
 	path_in(p, sizeof(p), f->src, ODD_NAME);
-	write_file(p, "odd", 3);
+	tsup_write_file(p, "odd", 3);
 	path_in(p, sizeof(p), f->src, "vanish.txt");
-	write_file(p, "now you see me", 14);
+	tsup_write_file(p, "now you see me", 14);
 	*state = f;
 	return 0;
 }

@@ -1,0 +1,40 @@
+/*
+ * tests/unit/tsupport.h — small helpers the cmocka unit tests share, so that
+ * each test_*.c does not carry its own copy: removing a temporary tree, a
+ * free loopback port, whole-file write and read, and a fixed stream of
+ * pseudo-random test bytes. Helpers that can fail do so with cmocka's
+ * assert macros, failing the test that called them. Not a test itself:
+ * the Makefile links tsupport.o into every unit test.
+ */
+#ifndef FERRY_TESTS_TSUPPORT_H
+#define FERRY_TESTS_TSUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* rm -rf of dir: depth first, links not followed. Returns nftw's result;
+ * callers in teardown may ignore it. */
+int tsup_rm_rf(const char *dir);
+
+/* A loopback port nobody listens on right now (bound, then closed). */
+int tsup_free_port(void);
+
+/* 1 when something accepts a TCP connection on 127.0.0.1:port. */
+int tsup_port_answers(int port);
+
+/* Create or truncate path (0644) and write len bytes of buf with one
+ * write(2), which must write them all. */
+void tsup_write_file(const char *path, const void *buf, size_t len);
+
+/* The whole of path, malloc'd with one spare byte after it (so a caller may
+ * put a '\0' at [*ret_len]); *ret_len is its size. Free with free(). */
+void *tsup_read_file(const char *path, size_t *ret_len);
+
+/* splitmix64: a fixed, portable stream of 64-bit test values. */
+uint64_t tsup_splitmix64(uint64_t *state);
+
+/* n pseudo-random bytes from seed (byte i is bits 24..31 of the i-th
+ * splitmix64 value), malloc'd; n may be 0. Free with free(). */
+uint8_t *tsup_random_bytes(size_t n, uint64_t seed);
+
+#endif
