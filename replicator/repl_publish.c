@@ -375,20 +375,16 @@ int repl_generation_build(const char *state_dir, const char *dir,
 	r = repl_head_read(state_dir, &head);
 	if (r < 0)
 		return r;
-	sub = repl__path_fmt("%s/catalog", state_dir);
-	if (!sub)
-		return -ENOMEM;
-	r = cat_mkdir_p(sub, 0755);
-	free(sub);
-	if (r < 0)
-		return r;
-	sub = repl__path_fmt("%s/source", state_dir);
-	if (!sub)
-		return -ENOMEM;
-	r = cat_mkdir_p(sub, 0755);
-	free(sub);
-	if (r < 0)
-		return r;
+	for (size_t i = 0; i < 2; i++) {
+		sub = repl__path_fmt("%s/%s", state_dir,
+				     i == 0 ? "catalog" : "source");
+		if (!sub)
+			return -ENOMEM;
+		r = cat_mkdir_p(sub, 0755);
+		free(sub);
+		if (r < 0)
+			return r;
+	}
 
 	ret->generation = head + 1;
 	cat = repl__catalog_path(state_dir, ret->generation);
