@@ -58,6 +58,25 @@ static size_t batch_compact(struct hyd_batch_xfer *bx)
 	return n;
 }
 
+/* End the flights of a batch whose deadline falls at or before `at`
+ * (monotonic ns) with -ETIMEDOUT, and compact the rest: how many remain. */
+static size_t batch_expire(struct hyd_xfer *x, uint64_t at)
+{
+	struct hyd_batch_xfer *bx = x->bx;
+	hyd_fetch *f = x->f;
+	size_t i;
+
+	for(i = 0; i < bx->n; i++) {
+		if(bx->fls[i] &&
+		   hyd_flights_deadline(&f->flights, bx->fls[i]) <= at) {
+			STAT_ADD(f, failures, 1);
+			hyd_flights_finish(&f->flights, bx->fls[i], -ETIMEDOUT);
+			bx->fls[i] = NULL;
+		}
+	}
+	return batch_compact(bx);
+}
+
 void hyd_fetch__batch_end(struct hyd_xfer *x, int rc)
 {
 	struct hyd_batch_xfer *bx = x->bx;
@@ -263,15 +282,7 @@ void hyd_fetch__batch_start(struct hyd_xfer *x)
 
 	/* Flights a joiner's deadline no longer covers end here; backfill's
 	 * own never expire. */
-	for(i = 0; i < bx->n; i++) {
-		if(bx->fls[i] &&
-		   hyd_flights_deadline(&f->flights, bx->fls[i]) <= now) {
-			STAT_ADD(f, failures, 1);
-			hyd_flights_finish(&f->flights, bx->fls[i], -ETIMEDOUT);
-			bx->fls[i] = NULL;
-		}
-	}
-	n = batch_compact(bx);
+	n = batch_expire(x, now);
 	if(!n) {
 		hyd_fetch__xfer_free(x);
 		return;
@@ -309,10 +320,9 @@ void hyd_fetch__batch_start(struct hyd_xfer *x)
  * is left. Flights whose deadline the delay would pass end now. */
 static void batch_retry(struct hyd_xfer *x)
 {
-	struct hyd_batch_xfer *bx = x->bx;
 	hyd_fetch *f = x->f;
 	uint64_t now = hyd_now_ns(), delay_ms, at;
-	size_t i, n;
+	size_t n;
 
 	delay_ms = hyd_fetch__backoff_ms(f, x->attempts);
 	x->attempts++;
@@ -321,15 +331,7 @@ static void batch_retry(struct hyd_xfer *x)
 		return;
 	}
 	at = now + delay_ms * 1000000ull;
-	for(i = 0; i < bx->n; i++) {
-		if(bx->fls[i] &&
-		   hyd_flights_deadline(&f->flights, bx->fls[i]) <= at) {
-			STAT_ADD(f, failures, 1);
-			hyd_flights_finish(&f->flights, bx->fls[i], -ETIMEDOUT);
-			bx->fls[i] = NULL;
-		}
-	}
-	n = batch_compact(bx);
+	n = batch_expire(x, at);
 	if(!n) {
 		hyd_fetch__xfer_free(x);
 		return;
