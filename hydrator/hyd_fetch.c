@@ -1026,6 +1026,11 @@ int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 				ret);
 }
 
+int hyd_fetch_unsubmit(hyd_fetch *f, struct hyd_flight *fl)
+{
+	return hyd_flights_cancel_queued(&f->flights, fl);
+}
+
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns)
 {
 	return hyd_flights_wait(&f->flights, fl, deadline_ns);

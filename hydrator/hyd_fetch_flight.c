@@ -287,6 +287,24 @@ static void release_locked(struct hyd_flights *t, struct hyd_flight *fl,
 	*ret_free = (--fl->refs == 0);
 }
 
+int hyd_flights_cancel_queued(struct hyd_flights *t, struct hyd_flight *fl)
+{
+	int done = 0, do_free = 0;
+
+	pthread_mutex_lock(&t->lock);
+	/* Only a flight nobody else waits on (the table's reference and the
+	 * caller's) and that no transfer has taken yet. */
+	if(fl->state == HYD_FLIGHT_QUEUED && fl->refs == 2) {
+		flight_end_locked(t, fl, -ECANCELED);
+		release_locked(t, fl, &do_free);
+		done = 1;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if(do_free)
+		flight_free(fl);
+	return done;
+}
+
 void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,
 			int result)
 {

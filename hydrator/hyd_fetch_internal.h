@@ -138,6 +138,11 @@ void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,
 int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
 		     uint64_t deadline_ns);
 
+/* Withdraw a flight the caller created that is still QUEUED and has no
+ * other waiter (it found the chunk stored after all). Returns 1 when
+ * withdrawn (the caller still releases its reference), 0 otherwise. */
+int hyd_flights_cancel_queued(struct hyd_flights *t, struct hyd_flight *fl);
+
 /* Drop a reference; the last one frees the flight. NULL is a no-op. */
 void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl);
 
@@ -264,6 +269,9 @@ int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 /* Wait for a submitted flight; see hyd_flights_wait. Blocks: never call
  * from the loop thread. */
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
+
+/* See hyd_flights_cancel_queued. */
+int hyd_fetch_unsubmit(hyd_fetch *f, struct hyd_flight *fl);
 
 /* Give back the reference from hyd_fetch_submit. NULL is a no-op. */
 void hyd_fetch_release(hyd_fetch *f, struct hyd_flight *fl);

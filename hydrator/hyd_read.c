@@ -140,6 +140,24 @@ static int slot_start(const struct hyd_read_ctx *rc, struct read_slot *s,
 		*why = "cannot submit fetch";
 		return r;
 	}
+	/* A new flight: an earlier one may have left the table between our
+	 * store miss and the join, its chunk stored by then. Look again, so
+	 * one chunk is not fetched twice. */
+	if(r == 1 && rc->store && hyd_fetch_unsubmit(rc->fetch, s->fl) == 1) {
+		hyd_fetch_release(rc->fetch, s->fl);
+		s->fl = NULL;
+		if(hyd_store_get(rc->store, &s->c.id, *scratch, rc->max_raw,
+				 &got) == 0 && got == s->c.len) {
+			memcpy(out + s->dst_off, *scratch + s->src_off, s->n);
+			return 0;
+		}
+		r = hyd_fetch_submit(rc->fetch, &s->c.id, s->c.len,
+				     HYD_PRIO_DEMAND, deadline, &s->fl);
+		if(r < 0) {
+			*why = "cannot submit fetch";
+			return r;
+		}
+	}
 	return 0;
 }
 
