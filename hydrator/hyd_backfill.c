@@ -376,9 +376,21 @@ static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c)
 	bf->outstanding_bytes += c->len;
 	bf->submitted++;
 	pthread_mutex_unlock(&bf->lock);
-	r = hyd_fetch_submit_watched(bf->cfg.fetch, &c->id, c->len,
+	/* The wait for a window can be long; a read may have fetched and
+	 * stored the chunk meanwhile, so look once more. */
+	r = hyd_store_has(bf->cfg.store, &c->id) == 1
+		    ? 0
+		    : hyd_fetch_submit_watched(bf->cfg.fetch, &c->id, c->len,
 				     HYD_PRIO_BACKFILL, HYD_DEADLINE_NONE,
 				     &fl);
+	if(r == 0 && !fl) {
+		pthread_mutex_lock(&bf->lock);
+		bf->outstanding--;
+		bf->outstanding_bytes -= c->len;
+		bf->submitted--;
+		pthread_mutex_unlock(&bf->lock);
+		return 0;
+	}
 	if(r < 0) {
 		/* Not joined: the hook will not count it. */
 		pthread_mutex_lock(&bf->lock);
