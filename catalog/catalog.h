@@ -4,7 +4,8 @@
  * This is the one public header of catalog/. It offers:
  *   - chunk ids (SHA-256 of a chunk's raw bytes, OpenSSL EVP),
  *   - the FastCDC content-defined chunker,
- *   - chunk frames (how a chunk travels and rests: raw, lz4 or zstd),
+ *   - chunk frames (how a chunk travels and rests: raw, lz4, zstd, or
+ *     zstd over byte planes),
  *   - name and size checks for untrusted input,
  *   - the SQLite catalog: a writer (source side) and a read-only reader
  *     (destination side).
@@ -90,15 +91,25 @@ size_t chunker_next(const chunk_params *p, const uint8_t *buf, size_t len);
  *
  *   offset size field
  *   0      4    magic "FRC1"
- *   4      1    codec      (FRAME_RAW, FRAME_LZ4, FRAME_ZSTD)
+ *   4      1    codec      (enum frame_codec)
  *   5      1    flags      (must be 0)
  *   6      2    reserved   (must be 0)
  *   8      4    raw_len    (bytes after decoding; 1..max chunk size)
- *   12     4    stored_len (payload bytes that follow)
+ *   12     4    stored_len (payload bytes that follow; 1..raw_len)
  *   16     ...  payload
  *
  * For FRAME_RAW stored_len == raw_len. A codec that does not shrink the
  * chunk is dropped for raw.
+ *
+ * FRAME_ZSTD_SHUF2 and FRAME_ZSTD_SHUF4 ("byte planes", the shuffle filter
+ * of HDF5 and Blosc): the payload is one zstd frame of the chunk's bytes
+ * regrouped by position modulo S (S = 2 or 4). With m = raw_len / S, the
+ * regrouped buffer is plane 0 (raw[0], raw[S], ..., raw[(m-1)S]), then
+ * plane 1 (raw[1], raw[S+1], ...), ..., plane S-1, then the last
+ * raw_len % S bytes unchanged. Words of 16-bit (bf16, fp16) or 32-bit
+ * (fp32) numbers then put their skewed sign/exponent bytes in planes of
+ * their own, which zstd's Huffman stage codes far better than the
+ * interleaved bytes. Decoding is zstd, then the inverse regrouping.
  */
 #define FRAME_MAGIC "FRC1"
 #define FRAME_HDR_LEN 16u
@@ -107,14 +118,25 @@ enum frame_codec {
 	FRAME_RAW = 0,
 	FRAME_LZ4 = 1,
 	FRAME_ZSTD = 2,
+	FRAME_ZSTD_SHUF2 = 3, /* zstd over 2 byte planes */
+	FRAME_ZSTD_SHUF4 = 4, /* zstd over 4 byte planes */
 };
 
-/* How frame_encode picks a codec. */
+/* How frame_encode picks a codec. Every policy falls back to raw when its
+ * codec does not shrink the chunk. */
 enum frame_policy {
-	FRAME_POLICY_AUTO = 0, /* zstd level 1; raw when it saves < 1/32 */
-	FRAME_POLICY_ZSTD = 1, /* zstd at the given level; raw if no gain */
-	FRAME_POLICY_LZ4 = 2,  /* lz4 default; raw if no gain */
-	FRAME_POLICY_RAW = 3,  /* always raw */
+	/* Per chunk of >= 4 KiB: a probe of 4 KiB sampled from the chunk
+	 * compares the order-0 entropy of its bytes taken whole, as 2
+	 * planes and as 4 planes; a layout that saves >= 5% picks
+	 * FRAME_ZSTD_SHUF2/4 at zstd level 1, anything else (and any
+	 * smaller chunk) is FRAME_ZSTD level 1. Raw when the result saves
+	 * < 1/32 of the chunk. level is ignored. */
+	FRAME_POLICY_AUTO = 0,
+	FRAME_POLICY_ZSTD = 1,	     /* zstd at the given level */
+	FRAME_POLICY_LZ4 = 2,	     /* lz4 default */
+	FRAME_POLICY_RAW = 3,	     /* always raw */
+	FRAME_POLICY_ZSTD_SHUF2 = 4, /* zstd over 2 planes, given level */
+	FRAME_POLICY_ZSTD_SHUF4 = 5, /* zstd over 4 planes, given level */
 };
 
 struct frame_info {
@@ -124,9 +146,11 @@ struct frame_info {
 	size_t frame_len; /* FRAME_HDR_LEN + stored_len */
 };
 
-/* Reusable compression/decompression contexts (zstd CCtx/DCtx). One coder
- * per thread; a coder is not thread-safe. frame_coder_new returns NULL on
- * allocation failure; frame_coder_free(NULL) is a no-op. */
+/* Reusable compression/decompression contexts (zstd CCtx/DCtx, and made on
+ * first use: a byte-plane buffer up to the largest chunk seen, the AUTO
+ * probe's 32 KiB table). One coder per thread; a coder is not thread-safe.
+ * frame_coder_new returns NULL on allocation failure;
+ * frame_coder_free(NULL) is a no-op. */
 typedef struct frame_coder frame_coder;
 frame_coder *frame_coder_new(void);
 void frame_coder_free(frame_coder *c);
@@ -136,9 +160,9 @@ size_t frame_bound(size_t raw_len);
 
 /* Encode raw[0..raw_len) (1 <= raw_len <= CHUNK_MAX_LIMIT) into out, which
  * has room for out_cap >= frame_bound(raw_len) bytes. level is used by
- * FRAME_POLICY_ZSTD (0 means 1). *ret_len is the frame length.
- * coder may be NULL (a temporary context is used). Returns 0, -EINVAL,
- * -ENOBUFS (out_cap too small), -EIO. */
+ * FRAME_POLICY_ZSTD and _ZSTD_SHUF2/4 (0 means 1). *ret_len is the frame
+ * length. coder may be NULL (a temporary one is made and freed). Returns
+ * 0, -EINVAL, -ENOBUFS (out_cap too small), -ENOMEM, -EIO. */
 int frame_encode(frame_coder *coder, enum frame_policy policy, int level,
 		 const void *raw, size_t raw_len, void *out, size_t out_cap,
 		 size_t *ret_len);
@@ -158,7 +182,8 @@ int frame_header_parse(const void *buf, size_t len, uint32_t max_raw,
  * exactly raw_len bytes. Does not check the hash: callers check the id with
  * chunk_id_verify before serving. coder may be NULL.
  * Returns 0 with *ret_raw_len set, -EBADMSG for any malformed, truncated,
- * oversized or undecodable frame, -ENOBUFS if out_cap < raw_len. */
+ * oversized or undecodable frame, -ENOBUFS if out_cap < raw_len, -ENOMEM.
+ * On failure the contents of out[0..raw_len) are unspecified. */
 int frame_decode(frame_coder *coder, const void *frame, size_t frame_len,
 		 uint32_t max_raw, void *out, size_t out_cap,
 		 size_t *ret_raw_len);
@@ -345,7 +370,8 @@ int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
 		     struct cat_chunk *ret, size_t cap, size_t *ret_n);
 
 /* Call cb for every distinct chunk id of the catalog with one (ino, off,
- * len) that holds it, until cb returns non-zero. For backfill and tests. */
+ * len) that holds it (the lowest ino), in (ino, off) order, until cb
+ * returns non-zero. For backfill, sync and tests. */
 typedef int (*cat_chunk_cb)(void *ctx, uint64_t ino, const struct cat_chunk *c);
 int cat_chunks_each(cat_reader *r, cat_chunk_cb cb, void *ctx);
 

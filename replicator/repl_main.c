@@ -35,8 +35,13 @@ static const char USAGE[] =
 	"  -s, --state-dir DIR     where catalogs and indexes are kept\n"
 	"                          (default " ROOT_STATE_DIR " as root,\n"
 	"                          else $HOME/.local/state/ferry-replicator)\n"
-	"      --codec CODEC       frame compression: auto (default), zstd,\n"
-	"                          lz4 or raw\n"
+	"      --codec CODEC       frame compression: auto (default: per\n"
+	"                          chunk, zstd over byte planes for 16/32-bit\n"
+	"                          numbers, else zstd), zstd, zstd-shuf2,\n"
+	"                          zstd-shuf4, lz4 or raw\n"
+	"      --scan-threads N    threads that read, chunk and hash files\n"
+	"                          while scanning, 1-64 (default: one per\n"
+	"                          CPU); the catalog is the same for any N\n"
 	"  -v, --verbose           log every request\n"
 	"  -h, --help              show this help and exit\n"
 	"  -V, --version           show the version and exit\n"
@@ -95,8 +100,28 @@ static int parse_codec(const char *s, enum frame_policy *ret)
 		*ret = FRAME_POLICY_LZ4;
 	else if (!strcmp(s, "raw"))
 		*ret = FRAME_POLICY_RAW;
+	else if (!strcmp(s, "zstd-shuf2"))
+		*ret = FRAME_POLICY_ZSTD_SHUF2;
+	else if (!strcmp(s, "zstd-shuf4"))
+		*ret = FRAME_POLICY_ZSTD_SHUF4;
 	else
 		return -EINVAL;
+	return 0;
+}
+
+/* --scan-threads: a decimal 1..64. */
+static int parse_threads(const char *s, unsigned *ret)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < 1 || v > 64)
+		return -EINVAL;
+	*ret = (unsigned)v;
 	return 0;
 }
 
@@ -117,6 +142,7 @@ int main(int argc, char **argv)
 		{ "listen", required_argument, NULL, 'l' },
 		{ "state-dir", required_argument, NULL, 's' },
 		{ "codec", required_argument, NULL, 'c' },
+		{ "scan-threads", required_argument, NULL, 't' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -139,8 +165,19 @@ int main(int argc, char **argv)
 			break;
 		case 'c':
 			if (parse_codec(optarg, &o.policy) < 0) {
-				rc = usage_error("unknown codec '%s': use auto, "
-						 "zstd, lz4 or raw", optarg);
+				rc =
+				    usage_error("unknown codec '%s': use auto, "
+						"zstd, zstd-shuf2, zstd-shuf4, "
+						"lz4 or raw",
+						optarg);
+				goto out;
+			}
+			break;
+		case 't':
+			if (parse_threads(optarg, &o.scan_threads) < 0) {
+				rc = usage_error("bad --scan-threads '%s': use "
+						 "a number from 1 to 64",
+						 optarg);
 				goto out;
 			}
 			break;

@@ -13,10 +13,20 @@
  * Hard links (non-directories with st_nlink > 1) are keyed by
  * (st_dev, st_ino); their inode rows are written at the end, when the
  * number of dirents inside the tree (the catalog nlink) is known.
+ *
+ * Threads: this walk runs on one thread and is the only writer. Reading,
+ * chunking and hashing regular files is the expensive part, so as soon as
+ * a directory is listed, jobs for the regular files in it (by readdir's
+ * d_type) go to a pool (repl_scan_pool.c), up to a lookahead limit; when
+ * the walk reaches a file it takes that file's result, or runs the job
+ * itself if no thread has started it. Inode numbers, rows and warnings
+ * therefore come out in walk order whatever the thread timing: a catalog
+ * is the same with 1 thread or 16.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +53,12 @@ struct link_map {
 	size_t cap, n;
 };
 
+/* Jobs in flight per scanning thread: enough to keep the pool busy on
+ * small files while the walker writes rows; each holds at most one
+ * manifest (bounded) until the walk takes it. */
+#define LOOKAHEAD_PER_THREAD 16u
+#define SCAN_THREADS_MAX 64u
+
 struct scan {
 	const struct repl_scan_opts *o;
 	struct repl_scan_stats *st;
@@ -53,8 +69,11 @@ struct scan {
 	struct link_map links;
 	char *path; /* relative path of the current entry */
 	size_t plen, pcap;
-	struct repl_manifest m;
-	struct repl_file_reader fr;
+	struct repl_scan_shared sh;
+	int hook_lock_ready;
+	struct repl_file_reader fr;  /* the walker's own */
+	struct repl_scan_pool *pool; /* NULL with one thread */
+	size_t inflight, lookahead;  /* jobs handed to the pool */
 	struct repl_xattrs xa;
 };
 
@@ -191,19 +210,19 @@ static void inode_from_stat(struct cat_inode *in, uint64_t ino,
 		in->rdev = st->st_rdev;
 }
 
-static int write_xattrs(struct scan *s, uint64_t ino)
+static int write_xattrs(struct scan *s, uint64_t ino, struct repl_xattrs *xa)
 {
 	size_t i;
 	int r;
 
-	for (i = 0; i < s->xa.n; i++) {
-		r = cat_writer_add_xattr(s->cw, ino, s->xa.v[i].name,
-					 strlen(s->xa.v[i].name),
-					 s->xa.v[i].value, s->xa.v[i].value_len);
+	for (i = 0; i < xa->n; i++) {
+		r = cat_writer_add_xattr(s->cw, ino, xa->v[i].name,
+					 strlen(xa->v[i].name), xa->v[i].value,
+					 xa->v[i].value_len);
 		if (r < 0)
 			return r;
 	}
-	repl_xattrs_clear(&s->xa);
+	repl_xattrs_clear(xa);
 	return 0;
 }
 
@@ -251,81 +270,36 @@ static int flush_chunk(void *ctx, const struct cat_chunk *c)
 	return 0;
 }
 
-static int open_file(struct scan *s, int dfd, const char *name)
-{
-	int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, fd;
-
-	if (s->o->before_read)
-		s->o->before_read(s->o->ctx, dfd, name);
-	/* O_NOATIME keeps the scan from dirtying every inode; the kernel
-	 * refuses it for files we do not own unless we are root. */
-	fd = openat(dfd, name, fl | O_NOATIME);
-	if (fd < 0 && errno == EPERM)
-		fd = openat(dfd, name, fl);
-	return fd;
-}
-
-/* A regular file: chunk it (re-reading once if it changed underneath),
- * then write its inode, xattrs, manifest and source path. *ret_ino stays 0
- * when it was left out. Negative only for errors that end the scan. */
+/* A regular file: take its job's result (running the job here when no
+ * thread has started it, or when there is no job), then write its inode,
+ * xattrs, manifest and source path. *ret_ino stays 0 when it was left
+ * out. Negative only for errors that end the scan. */
 static int scan_reg(struct scan *s, int dfd, const char *name,
-		    uint64_t *ret_ino)
+		    struct repl_file_job *j, uint64_t *ret_ino)
 {
-	struct stat a, b;
+	struct repl_file_job local;
 	struct cat_inode in;
-	uint64_t total = 0;
-	int attempt, fd = -1, r = 0;
+	int r = 0;
 
-	for (attempt = 0; attempt < 2; attempt++) {
-		fd = open_file(s, dfd, name);
-		if (fd < 0) {
-			warn(s, errno, NULL);
-			return 0;
-		}
-		if (fstat(fd, &a) < 0) {
-			warn(s, errno, NULL);
-			goto out;
-		}
-		if (!S_ISREG(a.st_mode)) {
-			warn(s, 0, "replaced while being scanned");
-			goto out;
-		}
-		if ((uint64_t)a.st_size > CAT_SIZE_MAX) {
-			warn(s, EFBIG, NULL);
-			goto out;
-		}
-		r = repl_file_chunk(&s->fr, fd, &s->m, &total);
-		if (r == -ECANCELED || r == -ENOMEM)
-			goto out;
-		if (r < 0) {
-			warn(s, -r, NULL);
-			r = 0;
-			goto out;
-		}
-		if (fstat(fd, &b) < 0) {
-			warn(s, errno, NULL);
-			goto out;
-		}
-		if (total == (uint64_t)b.st_size && a.st_size == b.st_size &&
-		    ts_ns(&a.st_mtim) == ts_ns(&b.st_mtim))
-			break;
-		close(fd);
-		fd = -1;
+	if (!j) {
+		repl_file_job_init(&local, &s->sh, dfd, name);
+		j = &local;
 	}
-	if (attempt == 2) {
-		warn(s, 0, "changed while being read");
-		return 0;
-	}
-	r = repl_xattrs_collect(&s->xa, fd, NULL);
-	if (r == -ENOMEM)
+	repl_scan_pool_wait_job(s->pool, j, &s->fr);
+	if (j->rc < 0) {
+		r = j->rc;
 		goto out;
-	r = 0; /* xattrs we cannot read do not cost the file */
+	}
+	if (j->left_out) {
+		warn(s, j->warn_err, j->warn_why);
+		goto out;
+	}
 	s->cur_ino = s->next_ino++;
-	inode_from_stat(&in, s->cur_ino, &b);
-	r = write_xattrs(s, s->cur_ino);
+	inode_from_stat(&in, s->cur_ino, &j->st);
+	r = write_xattrs(s, s->cur_ino, &j->xa);
 	if (r < 0)
 		goto out;
-	r = repl_manifest_each(&s->m, flush_chunk, s);
+	r = repl_manifest_each(&j->m, flush_chunk, s);
 	if (r < 0)
 		goto out;
 	if (s->sw) {
@@ -333,16 +307,15 @@ static int scan_reg(struct scan *s, int dfd, const char *name,
 		if (r < 0)
 			goto out;
 	}
-	r = finish_inode(s, &b, &in, NULL, 0);
+	r = finish_inode(s, &j->st, &in, NULL, 0);
 	if (r < 0)
 		goto out;
 	s->st->files++;
-	s->st->bytes += (uint64_t)b.st_size;
+	s->st->bytes += (uint64_t)j->st.st_size;
 	*ret_ino = s->cur_ino;
 out:
-	repl_xattrs_clear(&s->xa);
-	if (fd >= 0)
-		close(fd);
+	if (j == &local)
+		repl_file_job_fini(&local);
 	return r;
 }
 
@@ -378,7 +351,7 @@ static int scan_other(struct scan *s, int dfd, const char *name,
 	ino = s->next_ino++;
 	inode_from_stat(&in, ino, st);
 	in.size = tlen;
-	r = write_xattrs(s, ino);
+	r = write_xattrs(s, ino, &s->xa);
 	if (r < 0)
 		return r;
 	r = finish_inode(s, st, &in, tlen ? target : NULL, tlen);
@@ -415,7 +388,7 @@ static int scan_subdir(struct scan *s, int dfd, const char *name,
 	if (r == -ENOMEM)
 		goto out;
 	ino = s->next_ino++;
-	r = write_xattrs(s, ino);
+	r = write_xattrs(s, ino, &s->xa);
 	if (r < 0)
 		goto out;
 	r = scan_dir(s, fd, ino, &subdirs);
@@ -436,7 +409,8 @@ out:
 /* One entry of a directory. 0 with *ret_ino set (kept) or 0 (left out,
  * reported); negative only when the scan must stop. */
 static int scan_entry(struct scan *s, int dfd, const char *name,
-		      uint64_t *ret_ino, int *ret_is_dir)
+		      struct repl_file_job *j, uint64_t *ret_ino,
+		      int *ret_is_dir)
 {
 	size_t len = strlen(name), old;
 	struct link_ent *le;
@@ -470,7 +444,7 @@ static int scan_entry(struct scan *s, int dfd, const char *name,
 		*ret_is_dir = *ret_ino != 0;
 		break;
 	case S_IFREG:
-		r = scan_reg(s, dfd, name, ret_ino);
+		r = scan_reg(s, dfd, name, j, ret_ino);
 		break;
 	case S_IFLNK:
 	case S_IFIFO:
@@ -488,6 +462,8 @@ out:
 	return r;
 }
 
+/* A directory listing: names in one arena, each preceded by its d_type
+ * byte, so sorting the offsets keeps each type with its name. */
 struct name_list {
 	char *arena;
 	size_t alen, acap;
@@ -495,15 +471,15 @@ struct name_list {
 	size_t n, cap;
 };
 
-static int names_add(struct name_list *nl, const char *name)
+static int names_add(struct name_list *nl, const char *name, unsigned char type)
 {
 	size_t len = strlen(name) + 1;
 
-	if (nl->alen + len > nl->acap) {
+	if (nl->alen + 1 + len > nl->acap) {
 		size_t nc = nl->acap ? nl->acap : 4096;
 		char *na;
 
-		while (nc < nl->alen + len)
+		while (nc < nl->alen + 1 + len)
 			nc *= 2;
 		na = realloc(nl->arena, nc);
 		if (!na)
@@ -520,10 +496,21 @@ static int names_add(struct name_list *nl, const char *name)
 		nl->off = no;
 		nl->cap = nc;
 	}
+	nl->arena[nl->alen++] = (char)type;
 	memcpy(nl->arena + nl->alen, name, len);
 	nl->off[nl->n++] = nl->alen;
 	nl->alen += len;
 	return 0;
+}
+
+static const char *name_at(const struct name_list *nl, size_t i)
+{
+	return nl->arena + nl->off[i];
+}
+
+static unsigned char type_at(const struct name_list *nl, size_t i)
+{
+	return (unsigned char)nl->arena[nl->off[i] - 1];
 }
 
 /* strcmp compares as unsigned char, i.e. memcmp order over name bytes
@@ -560,7 +547,7 @@ static int list_dir(struct scan *s, int dfd, struct name_list *nl)
 		}
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		r = names_add(nl, de->d_name);
+		r = names_add(nl, de->d_name, de->d_type);
 		if (r < 0)
 			break;
 	}
@@ -571,20 +558,76 @@ static int list_dir(struct scan *s, int dfd, struct name_list *nl)
 	return r;
 }
 
+/* Hand jobs for the regular files of nl from max(*next, at) on to the
+ * pool, while the lookahead allows, but never past a subdirectory: the
+ * walk descends there first, and jobs waiting behind it would only hold
+ * the lookahead the subdirectory's own files need. The type is readdir's
+ * d_type (an fstatat when the filesystem does not say); only a hint, since
+ * scan_entry decides with its own fstatat, and a file without a job is
+ * read when the walk reaches it. */
+static int jobs_top_up(struct scan *s, int dfd, const struct name_list *nl,
+		       struct repl_file_job **jobs, size_t *next, size_t at)
+{
+	if (*next < at)
+		*next = at;
+	while (s->pool && s->inflight < s->lookahead && *next < nl->n) {
+		const char *name = name_at(nl, *next);
+		unsigned char type = type_at(nl, *next);
+		struct repl_file_job *j;
+		struct stat st;
+
+		if (type == DT_UNKNOWN) {
+			if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				type = DT_UNKNOWN; /* scan_entry reports it */
+			else if (S_ISDIR(st.st_mode))
+				type = DT_DIR;
+			else
+				type = S_ISREG(st.st_mode) ? DT_REG : DT_LNK;
+		}
+		if (type == DT_DIR)
+			break;
+		(*next)++;
+		if (type != DT_REG || cat_name_check(name, strlen(name)) < 0)
+			continue;
+		j = malloc(sizeof(*j));
+		if (!j)
+			return -ENOMEM;
+		repl_file_job_init(j, &s->sh, dfd, name);
+		repl_scan_pool_submit(s->pool, j);
+		jobs[*next - 1] = j;
+		s->inflight++;
+	}
+	return 0;
+}
+
+/* Take a job back (or wait for it to stop) and free it. */
+static void job_drop(struct scan *s, struct repl_file_job **jp)
+{
+	if (!*jp)
+		return;
+	repl_scan_pool_cancel_job(s->pool, *jp);
+	repl_file_job_fini(*jp);
+	free(*jp);
+	*jp = NULL;
+	s->inflight--;
+}
+
 static int scan_dir(struct scan *s, int dfd, uint64_t dir_ino,
 		    uint32_t *ret_subdirs)
 {
 	struct name_list nl = { 0 };
+	struct repl_file_job **jobs = NULL;
 	uint64_t *inos = NULL;
 	uint32_t subdirs = 0;
-	size_t i;
+	size_t i, next = 0;
 	int r, is_dir;
 
 	r = list_dir(s, dfd, &nl);
 	if (r < 0)
 		goto out;
 	inos = calloc(nl.n ? nl.n : 1, sizeof(*inos));
-	if (!inos) {
+	jobs = calloc(nl.n ? nl.n : 1, sizeof(*jobs));
+	if (!inos || !jobs) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -593,14 +636,21 @@ static int scan_dir(struct scan *s, int dfd, uint64_t dir_ino,
 			r = -ECANCELED;
 			goto out;
 		}
-		r = scan_entry(s, dfd, nl.arena + nl.off[i], &inos[i], &is_dir);
+		r = jobs_top_up(s, dfd, &nl, jobs, &next, i);
+		if (r < 0)
+			goto out;
+		r = scan_entry(s, dfd, name_at(&nl, i), jobs[i], &inos[i],
+			       &is_dir);
+		/* Used, or not wanted after all (a hard link already seen,
+		 * no longer a regular file, an error). */
+		job_drop(s, &jobs[i]);
 		if (r < 0)
 			goto out;
 		subdirs += (uint32_t)is_dir;
 	}
 	/* All children are done: this directory's dirents go in one run. */
 	for (i = 0; i < nl.n; i++) {
-		const char *name = nl.arena + nl.off[i];
+		const char *name = name_at(&nl, i);
 
 		if (!inos[i])
 			continue;
@@ -611,6 +661,10 @@ static int scan_dir(struct scan *s, int dfd, uint64_t dir_ino,
 	}
 	*ret_subdirs = subdirs;
 out:
+	/* On the way out early, no job may outlive dfd and the names. */
+	for (i = 0; jobs && i < nl.n; i++)
+		job_drop(s, &jobs[i]);
+	free(jobs);
 	free(inos);
 	free(nl.arena);
 	free(nl.off);
@@ -661,7 +715,7 @@ static int scan_root(struct scan *s, const char *dir, int rootfd)
 	if (r == -ENOMEM)
 		return r;
 	s->next_ino = CAT_ROOT_INO + 1;
-	r = write_xattrs(s, CAT_ROOT_INO);
+	r = write_xattrs(s, CAT_ROOT_INO, &s->xa);
 	if (r < 0)
 		return r;
 	(void)dir;
@@ -677,6 +731,46 @@ static int scan_root(struct scan *s, const char *dir, int rootfd)
 	return flush_links(s);
 }
 
+/* Scanning threads for o: o->threads, or one per online CPU. */
+static unsigned scan_threads(const struct repl_scan_opts *o)
+{
+	long n = o->threads;
+
+	if (n == 0)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n < 1)
+		n = 1;
+	return n > (long)SCAN_THREADS_MAX ? SCAN_THREADS_MAX : (unsigned)n;
+}
+
+/* The walker's reader and, with more than one thread, the pool. */
+static int scan_threads_start(struct scan *s, const chunk_params *p,
+			      const char *spill)
+{
+	unsigned n = scan_threads(s->o);
+	int r;
+
+	s->sh.p = *p;
+	s->sh.cancel = s->o->cancel;
+	s->sh.before_read = s->o->before_read;
+	s->sh.ctx = s->o->ctx;
+	s->sh.spill_dir = spill;
+	r = -pthread_mutex_init(&s->sh.hook_lock, NULL);
+	if (r < 0)
+		return r;
+	s->hook_lock_ready = 1;
+	r = repl_file_reader_init(&s->fr, &s->sh);
+	if (r < 0 || n == 1)
+		return r;
+	/* The walker is the n-th thread: it runs jobs while it waits. */
+	r = repl_scan_pool_new(&s->sh, n - 1, &s->pool);
+	if (r < 0)
+		return r;
+	s->sh.pool = s->pool;
+	s->lookahead = (size_t)n * LOOKAHEAD_PER_THREAD;
+	return 0;
+}
+
 int repl_scan(const char *dir, const char *catalog_path,
 	      const struct repl_scan_opts *o, struct repl_scan_stats *ret)
 {
@@ -689,7 +783,6 @@ int repl_scan(const char *dir, const char *catalog_path,
 	memset(ret, 0, sizeof(*ret));
 	s.o = o;
 	s.st = ret;
-	s.m.spill_fd = -1;
 	if (o->params)
 		ret->params = *o->params;
 	else
@@ -704,10 +797,7 @@ int repl_scan(const char *dir, const char *catalog_path,
 		r = -ENOMEM;
 		goto out;
 	}
-	r = repl_manifest_init(&s.m, spill);
-	if (r < 0)
-		goto out;
-	r = repl_file_reader_init(&s.fr, &ret->params, o->cancel);
+	r = scan_threads_start(&s, &ret->params, spill);
 	if (r < 0)
 		goto out;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -738,10 +828,13 @@ int repl_scan(const char *dir, const char *catalog_path,
 	if (r < 0 && o->srcindex_path)
 		unlink(o->srcindex_path); /* never one without the other */
 out:
+	/* scan_dir leaves no job behind, so the workers are idle here. */
+	repl_scan_pool_free(s.pool);
 	repl_srcindex_abort(s.sw);
 	cat_writer_abort(s.cw);
 	repl_file_reader_fini(&s.fr);
-	repl_manifest_fini(&s.m);
+	if (s.hook_lock_ready)
+		pthread_mutex_destroy(&s.sh.hook_lock);
 	repl_xattrs_clear(&s.xa);
 	link_free(&s.links);
 	free(s.path);

@@ -1,12 +1,20 @@
 /*
  * replicator/repl_scan_file.c — what the scanner does inside one inode:
- * chunk a regular file's bytes into a manifest, and collect xattrs.
+ * read, chunk and hash a regular file's bytes into a manifest (a file
+ * job, run on any scanning thread), and collect xattrs.
  *
  * The manifest is built completely before anything is written to the
  * catalog, because a file that changes while it is read must be re-read or
- * left out, and the catalog writer cannot take rows back. Past
- * REPL_MANIFEST_MEM entries it spills to an unlinked temp file, so a
- * terabyte file costs the same memory as a small one.
+ * left out, and the catalog writer cannot take rows back. It grows as
+ * needed and past REPL_MANIFEST_MEM entries spills to an unlinked temp
+ * file, so a terabyte file costs the same memory as a small one.
+ *
+ * A file is read through one window at a time. The thread that runs the
+ * job reads and cuts (FastCDC is serial within a file); hashing a window
+ * (the bigger half of the work) becomes hash tasks any free pool thread
+ * takes, while the job reads and cuts the next window into the other
+ * buffer. So one big file keeps two cores busy: one reading, cutting and
+ * hashing, the other hashing.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,27 +22,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "replicator/repl_scan_internal.h"
 
-int repl_manifest_init(struct repl_manifest *m, const char *spill_dir)
+void repl_manifest_init(struct repl_manifest *m, const char *spill_dir)
 {
 	memset(m, 0, sizeof(*m));
 	m->spill_fd = -1;
-	m->v = malloc(REPL_MANIFEST_MEM * sizeof(*m->v));
-	m->spill_dir = strdup(spill_dir);
-	if (!m->v || !m->spill_dir) {
-		repl_manifest_fini(m);
-		return -ENOMEM;
-	}
-	return 0;
+	m->spill_dir = spill_dir;
 }
 
 void repl_manifest_fini(struct repl_manifest *m)
 {
 	free(m->v);
-	free(m->spill_dir);
 	if (m->spill_fd >= 0)
 		close(m->spill_fd);
 	memset(m, 0, sizeof(*m));
@@ -91,20 +93,30 @@ static int spill(struct repl_manifest *m)
 	return 0;
 }
 
-int repl_manifest_add(struct repl_manifest *m, uint64_t off, uint32_t len,
-		      const chunk_id *id)
+int repl_manifest_add(struct repl_manifest *m, const struct cat_chunk *c)
 {
 	int r;
 
-	if (m->n == REPL_MANIFEST_MEM) {
-		r = spill(m);
-		if (r < 0)
-			return r;
+	if (m->n == m->cap) {
+		if (m->cap == REPL_MANIFEST_MEM) {
+			r = spill(m);
+			if (r < 0)
+				return r;
+		} else {
+			/* Most files have a few chunks: start small. */
+			size_t nc = m->cap ? 4 * m->cap : 8;
+			struct cat_chunk *nv;
+
+			if (nc > REPL_MANIFEST_MEM)
+				nc = REPL_MANIFEST_MEM;
+			nv = realloc(m->v, nc * sizeof(*nv));
+			if (!nv)
+				return -ENOMEM;
+			m->v = nv;
+			m->cap = nc;
+		}
 	}
-	m->v[m->n].off = off;
-	m->v[m->n].len = len;
-	m->v[m->n].id = *id;
-	m->n++;
+	m->v[m->n++] = *c;
 	return 0;
 }
 
@@ -149,76 +161,306 @@ int repl_manifest_each(struct repl_manifest *m, repl_manifest_cb cb,
 	return 0;
 }
 
-int repl_file_reader_init(struct repl_file_reader *fr, const chunk_params *p,
-			  const atomic_int *cancel)
+int repl_file_reader_init(struct repl_file_reader *fr,
+			  struct repl_scan_shared *sh)
 {
-	fr->p = *p;
-	fr->cancel = cancel;
+	size_t k;
+
+	memset(fr, 0, sizeof(*fr));
+	fr->sh = sh;
 	fr->cap = REPL_READ_WINDOW;
-	if (fr->cap < 2 * (size_t)p->max)
-		fr->cap = 2 * (size_t)p->max;
-	fr->buf = malloc(fr->cap);
-	return fr->buf ? 0 : -ENOMEM;
+	if (fr->cap < 2 * (size_t)sh->p.max)
+		fr->cap = 2 * (size_t)sh->p.max;
+	for (k = 0; k < REPL_WINDOWS; k++) {
+		fr->w[k].buf = malloc(fr->cap);
+		fr->w[k].c = malloc(REPL_WINDOW_CHUNKS * sizeof(*fr->w[k].c));
+		if (!fr->w[k].buf || !fr->w[k].c) {
+			repl_file_reader_fini(fr);
+			return -ENOMEM;
+		}
+	}
+	return 0;
 }
 
 void repl_file_reader_fini(struct repl_file_reader *fr)
 {
-	free(fr->buf);
-	fr->buf = NULL;
+	size_t k;
+
+	for (k = 0; k < REPL_WINDOWS; k++) {
+		free(fr->w[k].buf);
+		free(fr->w[k].c);
+		fr->w[k].buf = NULL;
+		fr->w[k].c = NULL;
+	}
 }
 
-int repl_file_chunk(struct repl_file_reader *fr, int fd,
+int repl_hash_task_run(const struct repl_hash_task *t)
+{
+	const struct repl_window *w = t->w;
+	size_t k;
+	int r;
+
+	for (k = t->lo; k < t->hi; k++) {
+		struct cat_chunk *c = &w->c[k];
+
+		r = chunk_id_compute(w->buf + (c->off - w->base), c->len,
+				     &c->id);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Hash the chunks of w: as tasks for the pool when there is enough for
+ * two and a pool thread to share them, else right here. */
+static int window_hash(struct repl_file_reader *fr, struct repl_window *w,
+		       size_t bytes)
+{
+	struct repl_scan_pool *pool = fr->sh->pool;
+	size_t k, nt = 0, acc = 0;
+
+	if (!pool || bytes < 2 * (size_t)REPL_HASH_TASK) {
+		struct repl_hash_task t = { .w = w, .lo = 0, .hi = w->n };
+
+		return repl_hash_task_run(&t);
+	}
+	for (k = 0; k < w->n; k++) {
+		if (acc == 0)
+			w->t[nt].lo = k;
+		acc += w->c[k].len;
+		/* the last task takes whatever is left */
+		if ((acc >= REPL_HASH_TASK && nt + 1 < REPL_WINDOW_TASKS) ||
+		    k + 1 == w->n) {
+			w->t[nt].w = w;
+			w->t[nt].hi = k + 1;
+			nt++;
+			acc = 0;
+		}
+	}
+	w->posted = 1;
+	repl_scan_pool_post_hash(pool, w, nt);
+	return 0;
+}
+
+/* Wait for w's hashing (helping), then append its chunks to m in order.
+ * Returns 0, -EIO (hashing failed), -ENOMEM/-errno (spill). */
+static int window_finish(struct repl_file_reader *fr, struct repl_window *w,
+			 struct repl_manifest *m, int keep)
+{
+	size_t k;
+	int r = 0;
+
+	if (w->posted)
+		r = repl_scan_pool_wait_window(fr->sh->pool, w);
+	w->posted = 0;
+	for (k = 0; r == 0 && keep && k < w->n; k++)
+		r = repl_manifest_add(m, &w->c[k]);
+	w->n = 0;
+	return r;
+}
+
+/* Fill buf[have..cap) from fd; stop early at EOF, which is also assumed
+ * once `size` bytes (what fstat said) are in: the caller compares the
+ * total with a second fstat, so a file that grew is read again anyway. */
+static int window_fill(int fd, uint8_t *buf, size_t cap, size_t *have,
+		       uint64_t done, uint64_t size, int *eof)
+{
+	while (!*eof && *have < cap) {
+		size_t want = cap - *have;
+		ssize_t n;
+
+		if (done + *have < size && size - (done + *have) < want)
+			want = (size_t)(size - (done + *have));
+		n = read(fd, buf + *have, want);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			*eof = 1;
+		*have += (size_t)n;
+		if (done + *have == size && (size_t)n == want)
+			*eof = 1;
+	}
+	return 0;
+}
+
+int repl_file_chunk(struct repl_file_reader *fr, int fd, uint64_t size,
 		    struct repl_manifest *m, uint64_t *ret_total)
 {
-	uint64_t base = 0; /* file offset of buf[0] */
-	size_t have = 0, pos;
-	int eof = 0, r;
+	const chunk_params *p = &fr->sh->p;
+	const atomic_int *cancel = fr->sh->cancel;
+	struct repl_window *prev = NULL;
+	uint64_t base = 0; /* file offset of the current window's buf[0] */
+	size_t carry = 0, k = 0, i;
+	int eof = 0, r = 0;
 
 	repl_manifest_reset(m);
-	if (lseek(fd, 0, SEEK_SET) < 0)
-		return -errno;
-	while (!eof || have > 0) {
-		/* Fill the window: the chunker must see min(remaining, max)
-		 * bytes at every cut, so only stop short at EOF. */
-		while (!eof && have < fr->cap) {
-			ssize_t n = read(fd, fr->buf + have, fr->cap - have);
+	for (;; k++) {
+		struct repl_window *w = &fr->w[k % REPL_WINDOWS];
+		size_t have, pos = 0, bytes;
 
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				return -errno;
-			if (n == 0)
-				eof = 1;
-			have += (size_t)n;
+		/* The buffer's last use (REPL_WINDOWS windows ago) must be
+		 * hashed and in the manifest before its bytes go. Windows
+		 * finish in file order, so the manifest stays in order. */
+		r = window_finish(fr, w, m, 1);
+		if (r < 0)
+			goto out;
+		/* Carry the previous window's uncut tail to the front. */
+		if (carry)
+			memcpy(w->buf, prev->buf + (base - prev->base), carry);
+		have = carry;
+		w->base = base;
+		r = window_fill(fd, w->buf, fr->cap, &have, base, size, &eof);
+		if (r < 0)
+			goto out;
+		if (cancel && atomic_load(cancel)) {
+			r = -ECANCELED;
+			goto out;
 		}
-		if (fr->cancel && atomic_load(fr->cancel))
-			return -ECANCELED;
-		pos = 0;
-		while (have - pos >= fr->p.max || (eof && pos < have)) {
-			size_t len = have - pos;
-			size_t c;
-			chunk_id id;
+		/* The chunker must see min(remaining, max) bytes at every
+		 * cut, so only cut short of max at EOF. */
+		while ((have - pos >= p->max || (eof && pos < have)) &&
+		       w->n < REPL_WINDOW_CHUNKS) {
+			size_t len = have - pos < p->max ? have - pos : p->max;
+			size_t c = chunker_next(p, w->buf + pos, len);
 
-			if (len > fr->p.max)
-				len = fr->p.max;
-			c = chunker_next(&fr->p, fr->buf + pos, len);
-			if (c == 0 || c > len)
-				return -EIO; /* chunker contract broken */
-			r = chunk_id_compute(fr->buf + pos, c, &id);
-			if (r < 0)
-				return r;
-			r = repl_manifest_add(m, base + pos, (uint32_t)c, &id);
-			if (r < 0)
-				return r;
+			if (c == 0 || c > len) {
+				r = -EIO; /* chunker contract broken */
+				goto out;
+			}
+			w->c[w->n].off = base + pos;
+			w->c[w->n].len = (uint32_t)c;
+			w->n++;
 			pos += c;
 		}
-		/* Carry the unchunked tail (< max bytes) to the front. */
-		memmove(fr->buf, fr->buf + pos, have - pos);
+		bytes = pos;
+		r = window_hash(fr, w, bytes);
+		if (r < 0)
+			goto out;
 		base += pos;
-		have -= pos;
+		carry = have - pos;
+		prev = w;
+		if (eof && carry == 0)
+			break;
+	}
+	/* The oldest window first: k + 1, ..., k. */
+	for (i = 1; i <= REPL_WINDOWS; i++) {
+		r = window_finish(fr, &fr->w[(k + i) % REPL_WINDOWS], m, 1);
+		if (r < 0)
+			goto out;
 	}
 	*ret_total = base;
 	return 0;
+out:
+	/* Tasks may still read our buffers: wait for all, keep nothing. */
+	for (i = 0; i < REPL_WINDOWS; i++)
+		window_finish(fr, &fr->w[i], m, 0);
+	return r;
+}
+
+void repl_file_job_init(struct repl_file_job *j,
+			const struct repl_scan_shared *sh, int dfd,
+			const char *name)
+{
+	memset(j, 0, sizeof(*j));
+	j->dfd = dfd;
+	j->name = name;
+	repl_manifest_init(&j->m, sh->spill_dir);
+}
+
+void repl_file_job_fini(struct repl_file_job *j)
+{
+	repl_manifest_fini(&j->m);
+	repl_xattrs_clear(&j->xa);
+}
+
+static int open_file(struct repl_scan_shared *sh, int dfd, const char *name)
+{
+	int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, fd;
+
+	if (sh->before_read) {
+		/* A test hook: it may run on any scanning thread, so calls
+		 * are serialized for it. */
+		pthread_mutex_lock(&sh->hook_lock);
+		sh->before_read(sh->ctx, dfd, name);
+		pthread_mutex_unlock(&sh->hook_lock);
+	}
+	/* O_NOATIME keeps the scan from dirtying every inode; the kernel
+	 * refuses it for files we do not own unless we are root. */
+	fd = openat(dfd, name, fl | O_NOATIME);
+	if (fd < 0 && errno == EPERM)
+		fd = openat(dfd, name, fl);
+	return fd;
+}
+
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+static void left_out(struct repl_file_job *j, int err, const char *why)
+{
+	j->left_out = 1;
+	j->warn_err = err;
+	j->warn_why = why;
+}
+
+void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr)
+{
+	struct stat a;
+	uint64_t total = 0;
+	int attempt, fd = -1, r;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		fd = open_file(fr->sh, j->dfd, j->name);
+		if (fd < 0) {
+			left_out(j, errno, NULL);
+			return;
+		}
+		if (fstat(fd, &a) < 0) {
+			left_out(j, errno, NULL);
+			goto out;
+		}
+		if (!S_ISREG(a.st_mode)) {
+			left_out(j, 0, "replaced while being scanned");
+			goto out;
+		}
+		if ((uint64_t)a.st_size > CAT_SIZE_MAX) {
+			left_out(j, EFBIG, NULL);
+			goto out;
+		}
+		r = repl_file_chunk(fr, fd, (uint64_t)a.st_size, &j->m, &total);
+		if (r == -ECANCELED || r == -ENOMEM) {
+			j->rc = r;
+			goto out;
+		}
+		if (r < 0) {
+			left_out(j, -r, NULL);
+			goto out;
+		}
+		if (fstat(fd, &j->st) < 0) {
+			left_out(j, errno, NULL);
+			goto out;
+		}
+		if (total == (uint64_t)j->st.st_size &&
+		    a.st_size == j->st.st_size &&
+		    mtime_ns(&a) == mtime_ns(&j->st))
+			break;
+		close(fd);
+		fd = -1;
+	}
+	if (attempt == 2) {
+		left_out(j, 0, "changed while being read");
+		return;
+	}
+	/* xattrs we cannot read do not cost the file */
+	r = repl_xattrs_collect(&j->xa, fd, NULL);
+	if (r == -ENOMEM)
+		j->rc = r;
+out:
+	if (fd >= 0)
+		close(fd);
 }
 
 void repl_xattrs_clear(struct repl_xattrs *x)

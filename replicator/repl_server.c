@@ -73,6 +73,7 @@ static void scan_work(uv_work_t *w)
 		.cancel = &ns->srv->cancel,
 		.warn = scan_warn,
 		.ctx = ns,
+		.threads = ns->srv->scan_threads,
 	};
 
 	ns->scan_rc = repl_generation_build(ns->state_dir, ns->dir, &o,
@@ -226,6 +227,7 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	atomic_init(&srv->cancel, 0);
 	srv->policy = o->policy;
 	srv->verbose = o->verbose;
+	srv->scan_threads = o->scan_threads;
 	snprintf(srv->listen_str, sizeof(srv->listen_str), "%s", o->listen);
 	r = uv_loop_init(&srv->loop);
 	if (r < 0) {

@@ -77,6 +77,7 @@ struct repl_server {
 	size_t n_ns;
 	enum frame_policy policy;
 	int verbose;
+	unsigned scan_threads; /* 0: one per CPU */
 	atomic_int cancel; /* set on shutdown; scans poll it */
 	int stopping;
 	size_t scan_next; /* next namespace to scan */
@@ -91,6 +92,7 @@ struct repl_server_opts {
 	const char *state_dir;
 	enum frame_policy policy;
 	int verbose;
+	unsigned scan_threads; /* repl_scan_opts.threads */
 	size_t n_ns;
 	const char *const *ns_names;
 	const char *const *ns_dirs;

@@ -47,7 +47,8 @@ typedef void (*repl_scan_warn_fn)(void *ctx, const char *rel, size_t rel_len,
 				  int err, const char *why);
 
 /* Test hook: called just before a regular file is opened for reading, with
- * the directory fd and the entry's name. A non-zero return is ignored. */
+ * the directory fd and the entry's name. A non-zero return is ignored.
+ * May run on any scanning thread, never two calls at once. */
 typedef int (*repl_scan_hook_fn)(void *ctx, int dirfd, const char *name);
 
 struct repl_scan_opts {
@@ -63,6 +64,11 @@ struct repl_scan_opts {
 	repl_scan_warn_fn warn; /* NULL: silent */
 	repl_scan_hook_fn before_read; /* NULL: none (tests only) */
 	void *ctx;			/* passed to warn and before_read */
+	/* Threads that read, chunk and hash files (the calling thread is
+	 * one of them); 0: one per online CPU; at most 64 are used. The
+	 * catalog does not depend on it. Each holds 2 read windows
+	 * (2 x 4 MiB with the default chunk sizes). */
+	unsigned threads;
 };
 
 struct repl_scan_stats {

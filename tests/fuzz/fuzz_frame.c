@@ -6,7 +6,9 @@
  *   - a successful decode yields exactly the header's raw_len bytes, and
  *     only for input that is exactly one frame;
  *   - decode never succeeds where the header parser refuses;
- *   - decoded data survives a re-encode/decode round trip unchanged;
+ *   - decoded data survives a re-encode/decode round trip unchanged,
+ *     under AUTO (which probes for byte planes) and forced into 2 and 4
+ *     byte planes (any length: the tails of the plane layout);
  *   - a stream holding the frame followed by more bytes parses the same.
  * Out-buffers are heap blocks of exactly raw_len so ASan sees overruns.
  */
@@ -21,20 +23,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check_reencode(const uint8_t *raw, size_t raw_len)
 {
+	static const enum frame_policy pols[] = {FRAME_POLICY_AUTO,
+						 FRAME_POLICY_ZSTD_SHUF2,
+						 FRAME_POLICY_ZSTD_SHUF4};
 	size_t cap = frame_bound(raw_len), flen = 0, got = 0;
 	uint8_t *frame = malloc(cap);
 	uint8_t *back = malloc(raw_len);
 
 	if (!frame || !back)
 		abort();
-	if (frame_encode(NULL, FRAME_POLICY_AUTO, 0, raw, raw_len, frame, cap,
-			 &flen) != 0)
-		abort();
-	if (frame_decode(NULL, frame, flen, CHUNK_MAX_DEFAULT, back, raw_len,
-			 &got) != 0)
-		abort();
-	if (got != raw_len || memcmp(back, raw, raw_len) != 0)
-		abort();
+	for (size_t k = 0; k < sizeof(pols) / sizeof(*pols); k++) {
+		if (frame_encode(NULL, pols[k], 0, raw, raw_len, frame, cap,
+				 &flen) != 0)
+			abort();
+		if (frame_decode(NULL, frame, flen, CHUNK_MAX_DEFAULT, back,
+				 raw_len, &got) != 0)
+			abort();
+		if (got != raw_len || memcmp(back, raw, raw_len) != 0)
+			abort();
+	}
 	free(back);
 	free(frame);
 }

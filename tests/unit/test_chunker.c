@@ -384,18 +384,185 @@ static void test_zeros(void **state)
 	free(zero);
 }
 
+/*
+ * The chunker finds its cuts with interleaved lanes (see cat_chunker.c);
+ * this is the definition it must match cut for cut: the plain byte loop
+ * over a gear table rebuilt here from its documented recipe (splitmix64
+ * seeded with "ferrygea"), so the table is pinned too.
+ */
+struct ref_chunker {
+	uint64_t gear[256];
+};
+
+static void ref_init(struct ref_chunker *rc)
+{
+	uint64_t st = UINT64_C(0x6665727279676561);
+
+	for (int i = 0; i < 256; i++)
+		rc->gear[i] = tsup_splitmix64(&st);
+}
+
+static size_t ref_next(const struct ref_chunker *rc, const chunk_params *p,
+		       const uint8_t *buf, size_t len)
+{
+	unsigned bits = (unsigned)__builtin_ctz(p->avg);
+	uint64_t hard = ~UINT64_C(0) << (64 - (bits + 2));
+	uint64_t easy = ~UINT64_C(0) << (64 - (bits - 2));
+	uint64_t h = 0;
+
+	if (len == 0)
+		return 0;
+	if (len <= p->min)
+		return len;
+	if (len > p->max)
+		len = p->max;
+	for (size_t i = p->min; i < len; i++) {
+		h = (h << 1) + rc->gear[buf[i]];
+		if (!(h & (i < p->avg ? hard : easy)))
+			return i + 1;
+	}
+	return len;
+}
+
+/* Inputs of different texture: uniform bytes, a 16-letter alphabet (so
+ * hashes repeat more), and long runs broken by random bytes (so some
+ * stretches never match and others match at once). */
+static uint8_t *textured_bytes(size_t n, uint64_t seed, int kind)
+{
+	uint8_t *b = random_bytes(n, seed);
+	size_t i;
+
+	if (kind == 1) {
+		for (i = 0; i < n; i++)
+			b[i] = (uint8_t)('a' + (b[i] & 15));
+	} else if (kind == 2) {
+		uint8_t run = 0;
+
+		for (i = 0; i < n; i++) {
+			if (b[i] < 3)
+				run = b[(i * 7) % n];
+			else if (b[i] < 40)
+				continue; /* keep the random byte */
+			b[i] = run;
+		}
+	}
+	return b;
+}
+
+/* Every cut of a whole "file", and of calls at odd offsets with odd
+ * lengths (tails shorter than max), equals the reference. */
+static void check_against_ref(const struct ref_chunker *rc,
+			      const chunk_params *p, const uint8_t *data,
+			      size_t n, uint64_t seed, size_t *ret_cuts)
+{
+	size_t off = 0, cuts = 0;
+
+	while (off < n) {
+		size_t left = n - off;
+		size_t len = left < p->max ? left : p->max;
+		size_t want = ref_next(rc, p, data + off, len);
+
+		assert_int_equal(chunker_next(p, data + off, len), want);
+		off += want;
+		cuts++;
+	}
+	for (int k = 0; k < 300; k++) {
+		size_t at = (size_t)(tsup_splitmix64(&seed) % n);
+		size_t len = (size_t)(tsup_splitmix64(&seed) % (p->max + 1));
+
+		if (len > n - at)
+			len = n - at;
+		assert_int_equal(chunker_next(p, data + at, len),
+				 ref_next(rc, p, data + at, len));
+	}
+	*ret_cuts = cuts;
+}
+
+static void test_matches_reference(void **state)
+{
+	/* From rare matches over long stretches (whole lanes without a cut)
+	 * to a match every ~32 bytes (several lanes matching in the same
+	 * step, so the first one in position order must win). */
+	static const chunk_params sets[] = {
+		{ CHUNK_MIN_DEFAULT, CHUNK_AVG_DEFAULT, CHUNK_MAX_DEFAULT },
+		{ 64, 128, 65536 },
+		{ 64, 256, 1024 },
+		{ 1000, 2048, 3000 },
+		{ 100, 4096, 65536 },
+		{ 333, 16384, 100000 },
+		{ 4096, 1u << 20, 4u << 20 },
+	};
+	const size_t n = 3u << 20;
+	struct ref_chunker rc;
+
+	(void)state;
+	ref_init(&rc);
+	for (int kind = 0; kind < 3; kind++) {
+		uint8_t *data = textured_bytes(n, 1000 + (uint64_t)kind, kind);
+
+		for (size_t s = 0; s < sizeof(sets) / sizeof(sets[0]); s++) {
+			size_t cuts;
+
+			assert_int_equal(chunk_params_check(&sets[s]), 0);
+			check_against_ref(&rc, &sets[s], data, n, 77 + s,
+					  &cuts);
+			/* the inputs must make content cuts, or this test
+			 * would only check the forced ones */
+			if (kind == 0)
+				assert_true(cuts > n / sets[s].max + 1);
+		}
+		free(data);
+	}
+}
+
+/* A cut found in one lane must lose to an earlier one in another: place
+ * a matching window by hand. With {64, 128, max} a match anywhere past
+ * 128 needs only the top 5 hash bits zero; search a long stretch of one
+ * repeated byte (which never matches) with a random region dropped in at
+ * every offset of a stripe. */
+static void test_lane_boundaries(void **state)
+{
+	const chunk_params p = {64, 128, 65536};
+	const size_t n = 65536;
+	uint8_t *data = malloc(n), *noise = random_bytes(4096, 5);
+	struct ref_chunker rc;
+	size_t c0 = 0;
+
+	(void)state;
+	assert_non_null(data);
+	ref_init(&rc);
+	memset(data, 0, n);
+	assert_int_equal(chunker_next(&p, data, n), n); /* zeros never cut */
+	for (size_t at = 128; at < 9000; at += 37) {
+		size_t want, got;
+
+		memset(data, 0, n);
+		memcpy(data + at, noise + (at % 2048), 40);
+		want = ref_next(&rc, &p, data, n);
+		got = chunker_next(&p, data, n);
+		assert_int_equal(got, want);
+		c0 += want < n;
+	}
+	/* most placements produce a content cut, so lanes were exercised */
+	assert_true(c0 > 100);
+	free(noise);
+	free(data);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_params),
-		cmocka_unit_test(test_bounds_default),
-		cmocka_unit_test(test_bounds_small),
-		cmocka_unit_test(test_golden),
-		cmocka_unit_test(test_deterministic),
-		cmocka_unit_test(test_stability_insert),
-		cmocka_unit_test(test_stability_delete),
-		cmocka_unit_test(test_small_and_edge),
-		cmocka_unit_test(test_zeros),
+	    cmocka_unit_test(test_params),
+	    cmocka_unit_test(test_bounds_default),
+	    cmocka_unit_test(test_bounds_small),
+	    cmocka_unit_test(test_golden),
+	    cmocka_unit_test(test_deterministic),
+	    cmocka_unit_test(test_stability_insert),
+	    cmocka_unit_test(test_stability_delete),
+	    cmocka_unit_test(test_small_and_edge),
+	    cmocka_unit_test(test_zeros),
+	    cmocka_unit_test(test_matches_reference),
+	    cmocka_unit_test(test_lane_boundaries),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

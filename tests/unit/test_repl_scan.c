@@ -6,9 +6,13 @@
  * nlink, target, xattr, and chunk manifests that tile each file and hash to
  * its bytes. Also: an entry removed between the walk and the read is left
  * out with a warning while the scan succeeds; the source index maps ids
- * back to file bytes; repl_generation_build advances HEAD.
+ * back to file bytes; repl_generation_build advances HEAD. The scan is
+ * threaded: the same tree scanned with 1, 2, 4 and 7 threads gives the
+ * same catalog and source index rows, and a cancelled threaded scan stops
+ * cleanly.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +26,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "catalog/catalog.h"
 #include "replicator/replicator.h"
@@ -139,7 +144,7 @@ static int before_read(void *ctx, int dirfd, const char *name)
 
 static cat_reader *scan_tree(struct fixture *f, struct warn_log *w,
 			     struct repl_scan_stats *st, char *srcidx,
-			     size_t cap)
+			     size_t cap, unsigned threads)
 {
 	char cat[256];
 	struct repl_scan_opts o = {
@@ -147,6 +152,7 @@ static cat_reader *scan_tree(struct fixture *f, struct warn_log *w,
 		.warn = on_warn,
 		.before_read = before_read,
 		.ctx = w,
+		.threads = threads,
 	};
 	cat_reader *r = NULL;
 
@@ -214,7 +220,7 @@ static void check_manifest(cat_reader *r, uint64_t ino, const uint8_t *data,
 	*ret_n = total;
 }
 
-static void test_scan_tree(void **state)
+static void check_scan_tree(void **state, unsigned threads)
 {
 	struct fixture *f = *state;
 	struct warn_log w = { .victim = "vanish.txt" };
@@ -224,7 +230,7 @@ static void test_scan_tree(void **state)
 	struct cat_meta meta;
 	char srcidx[256], buf[64];
 	size_t len, nchunks;
-	cat_reader *r = scan_tree(f, &w, &st, srcidx, sizeof(srcidx));
+	cat_reader *r = scan_tree(f, &w, &st, srcidx, sizeof(srcidx), threads);
 	static const char *const sorted[] = {
 		"a.txt", "big.bin", "caf\xe9 \x01odd\xff", "dangling", "empty",
 		"emptydir", "fifo", "link", "sub",
@@ -322,6 +328,22 @@ static void test_scan_tree(void **state)
 	cat_reader_close(r);
 }
 
+/* threads 0 is one per CPU; 1 is the walker alone; 4 oversubscribes. */
+static void test_scan_tree(void **state)
+{
+	check_scan_tree(state, 0);
+}
+
+static void test_scan_tree_1(void **state)
+{
+	check_scan_tree(state, 1);
+}
+
+static void test_scan_tree_4(void **state)
+{
+	check_scan_tree(state, 4);
+}
+
 /* Every start is a new generation; HEAD moves last and older catalogs
  * stay. */
 static void test_generation_build(void **state)
@@ -375,10 +397,227 @@ static void test_bad_input(void **state)
 		-EINVAL);
 }
 
+/*
+ * A tree where thread timing could show: many small files in several
+ * directories (files before and after subdirectories in name order),
+ * files big enough to be hashed in several windows by several threads,
+ * the same content under several names (the source index keeps the first
+ * location), hard links across directories, symlinks and empty files.
+ */
+static void make_busy_tree(const char *src)
+{
+	static const char *const dirs[] = { "a", "a/b", "a/b/c", "m", "z" };
+	char p[512], q[512];
+	uint8_t *big = tsup_random_bytes(9u << 20, 4242);
+	size_t i, d;
+
+	for (d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
+		snprintf(p, sizeof(p), "%s/%s", src, dirs[d]);
+		assert_int_equal(mkdir(p, 0755), 0);
+		for (i = 0; i < 40; i++) {
+			size_t len = (i * 7919 + d * 131) % 70000;
+
+			snprintf(p, sizeof(p), "%s/%s/f%02zu", src, dirs[d], i);
+			tsup_write_file(p, big + i * 1000 + d, len);
+		}
+	}
+	snprintf(p, sizeof(p), "%s/0first.bin", src);
+	tsup_write_file(p, big, 9u << 20);
+	snprintf(p, sizeof(p), "%s/a/b/same.bin", src);
+	tsup_write_file(p, big, 5u << 20); /* a prefix: shared chunks */
+	snprintf(p, sizeof(p), "%s/z/zz.bin", src);
+	tsup_write_file(p, big + 12345, 6u << 20);
+	snprintf(p, sizeof(p), "%s/m/f03", src);
+	snprintf(q, sizeof(q), "%s/z/hard", src);
+	assert_int_equal(link(p, q), 0);
+	snprintf(q, sizeof(q), "%s/a/hard2", src);
+	assert_int_equal(link(p, q), 0);
+	snprintf(p, sizeof(p), "%s/a/ln", src);
+	assert_int_equal(symlink("../z/zz.bin", p), 0);
+	snprintf(p, sizeof(p), "%s/m/empty", src);
+	tsup_write_file(p, "", 0);
+	snprintf(p, sizeof(p), "%s/m/f07", src);
+	if (setxattr(p, "user.k", "v", 1, 0) < 0)
+		print_message("no user xattrs here: %s\n", strerror(errno));
+	free(big);
+}
+
+/* Append every row of sql's result to *buf: column types and bytes. */
+static void dump_rows(sqlite3 *db, const char *sql, char **buf, size_t *len)
+{
+	sqlite3_stmt *st;
+	FILE *f;
+	int rc, c;
+
+	f = open_memstream(buf, len);
+	assert_non_null(f);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		for (c = 0; c < sqlite3_column_count(st); c++) {
+			int t = sqlite3_column_type(st, c);
+			const void *b = sqlite3_column_blob(st, c);
+			int n = sqlite3_column_bytes(st, c);
+
+			fprintf(f, "%d:%d:", t, n);
+			if (n)
+				fwrite(b, 1, (size_t)n, f);
+			fputc('|', f);
+		}
+		fputc('\n', f);
+	}
+	assert_int_equal(rc, SQLITE_DONE);
+	sqlite3_finalize(st);
+	fclose(f);
+}
+
+/* All rows of the tables in sqls, in key order, as one byte string. */
+static char *dump_db(const char *path, const char *const *sqls, size_t n,
+		     size_t *ret_len)
+{
+	sqlite3 *db;
+	char *all = NULL, *part;
+	size_t alen = 0, plen, i;
+
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL),
+			 SQLITE_OK);
+	for (i = 0; i < n; i++) {
+		part = NULL;
+		dump_rows(db, sqls[i], &part, &plen);
+		all = realloc(all, alen + plen + 1);
+		assert_non_null(all);
+		memcpy(all + alen, part, plen);
+		alen += plen;
+		free(part);
+	}
+	sqlite3_close(db);
+	*ret_len = alen;
+	return all;
+}
+
+static const char *const CAT_SQL[] = {
+	"SELECT * FROM meta WHERE key != 'created_ns' ORDER BY key",
+	"SELECT * FROM inode ORDER BY ino",
+	"SELECT * FROM dirent ORDER BY parent, pos",
+	"SELECT * FROM xattr ORDER BY ino, name",
+	"SELECT * FROM chunk ORDER BY ino, off",
+};
+
+static const char *const SRC_SQL[] = {
+	"SELECT * FROM meta ORDER BY key",
+	"SELECT * FROM file ORDER BY ino",
+	"SELECT * FROM chunk ORDER BY id",
+};
+
+static void test_threads_same_catalog(void **state)
+{
+	static const unsigned threads[] = { 1, 2, 4, 7 };
+	struct fixture *f = *state;
+	char *cat0 = NULL, *src0 = NULL;
+	size_t clen0 = 0, slen0 = 0;
+	struct repl_scan_stats st0 = { 0 };
+	char src[160];
+	size_t t;
+
+	snprintf(src, sizeof(src), "%s/busy", f->root);
+	assert_int_equal(mkdir(src, 0755), 0);
+	make_busy_tree(src);
+	for (t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
+		char cat[256], idx[256];
+		struct repl_scan_opts o = { .generation = 1,
+					    .threads = threads[t] };
+		struct repl_scan_stats st;
+		size_t clen, slen;
+		char *c, *x;
+
+		snprintf(cat, sizeof(cat), "%s/t%u.db", f->state, threads[t]);
+		snprintf(idx, sizeof(idx), "%s/t%u-src.db", f->state,
+			 threads[t]);
+		o.srcindex_path = idx;
+		assert_int_equal(repl_scan(src, cat, &o, &st), 0);
+		assert_int_equal(st.left_out, 0);
+		c = dump_db(cat, CAT_SQL, 5, &clen);
+		x = dump_db(idx, SRC_SQL, 3, &slen);
+		if (t == 0) {
+			/* 200 small (one hard-linked twice more), 3 big,
+			 * one empty; and dedup between the big ones */
+			assert_int_equal(st.files, 204);
+			assert_true(st.unique < st.chunks);
+			cat0 = c;
+			src0 = x;
+			clen0 = clen;
+			slen0 = slen;
+			st0 = st;
+			continue;
+		}
+		assert_int_equal(st.files, st0.files);
+		assert_int_equal(st.chunks, st0.chunks);
+		assert_int_equal(st.unique, st0.unique);
+		assert_int_equal(clen, clen0);
+		assert_memory_equal(c, cat0, clen);
+		assert_int_equal(slen, slen0);
+		assert_memory_equal(x, src0, slen);
+		free(c);
+		free(x);
+	}
+	free(cat0);
+	free(src0);
+}
+
+/* Cancel from inside the scan (the hook runs on pool threads): the scan
+ * stops with -ECANCELED, leaves no catalog or index, and every job and
+ * hash task is finished before it returns (ASan checks the rest). */
+struct cancel_ctx {
+	atomic_int flag;
+	int calls;
+};
+
+static int cancel_after(void *ctx, int dirfd, const char *name)
+{
+	struct cancel_ctx *c = ctx;
+
+	(void)dirfd;
+	(void)name;
+	if (++c->calls == 30)
+		atomic_store(&c->flag, 1);
+	return 0;
+}
+
+static void test_threads_cancel(void **state)
+{
+	struct fixture *f = *state;
+	struct cancel_ctx cc = { .calls = 0 };
+	struct repl_scan_opts o = { .generation = 1, .threads = 3 };
+	struct repl_scan_stats st;
+	char src[160], cat[256], idx[256];
+
+	atomic_init(&cc.flag, 0);
+	o.cancel = &cc.flag;
+	o.before_read = cancel_after;
+	o.ctx = &cc;
+	snprintf(src, sizeof(src), "%s/busy", f->root);
+	assert_int_equal(mkdir(src, 0755), 0);
+	make_busy_tree(src);
+	snprintf(cat, sizeof(cat), "%s/c.db", f->state);
+	snprintf(idx, sizeof(idx), "%s/c-src.db", f->state);
+	o.srcindex_path = idx;
+	assert_int_equal(repl_scan(src, cat, &o, &st), -ECANCELED);
+	assert_true(cc.calls >= 30);
+	assert_int_equal(access(cat, F_OK), -1);
+	assert_int_equal(access(idx, F_OK), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_scan_tree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scan_tree_1, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_scan_tree_4, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_threads_same_catalog,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads_cancel, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_generation_build, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
