@@ -510,6 +510,7 @@ static int setup_fs(const struct opts *o, struct mount *m)
 	m->fs.bf = m->bf;
 	m->fs.cat = m->cat;
 	m->fs.verbose = o->verbose;
+	m->fs.mountpoint = m->mnt;
 	m->fs.rd.cat = m->cat;
 	m->fs.rd.store = m->store;
 	m->fs.rd.fetch = m->fetch;
