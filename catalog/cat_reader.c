@@ -67,11 +67,13 @@ static const struct {
 	  "SELECT off,len,id FROM chunk WHERE ino=?1 AND off >="
 	  " (SELECT ifnull(max(off),0) FROM chunk WHERE ino=?1 AND off<=?2)"
 	  " AND off<?3 ORDER BY off LIMIT ?4" },
-	/* min(ino) makes the bare columns come from one row holding the id. */
+	/* min(ino) makes the bare columns come from one row holding the id.
+	 * Inode order is the scan's depth-first order: sync fetches in the
+	 * order its writer walks the tree. */
 	{ offsetof(struct cat_reader, st_each),
 	  "SELECT c.off,c.len,c.id,c.ino,i.kind,i.size FROM"
 	  " (SELECT id,min(ino) AS ino,off,len FROM chunk GROUP BY id) c"
-	  " LEFT JOIN inode i ON i.ino=c.ino" },
+	  " LEFT JOIN inode i ON i.ino=c.ino ORDER BY c.ino, c.off" },
 };
 
 /* Integer column within [lo, hi]; a wrong type (text, blob, NULL, real)

@@ -8,7 +8,9 @@
  *            after a crash only what is missing is ever asked for; nothing
  *            missing means COMPLETE;
  *   pass     files in order — the directories of recently opened files
- *            first, then small files before large ones — and for each,
+ *            first, then the rest in catalog (inode) order, which is the
+ *            scan's depth-first order and so the order in which a
+ *            sequential reader (tar, cp -r, rsync) visits them — and for each,
  *            its chunks not yet stored are submitted at HYD_PRIO_BACKFILL
  *            with no deadline (the fetcher retries transient failures by
  *            itself, capped backoff), at most `window` flights and
@@ -391,6 +393,13 @@ static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c)
 		pthread_mutex_unlock(&bf->lock);
 		return 0;
 	}
+	if(r == 0) {
+		/* Joined a flight already on its way (the same chunk earlier
+		 * in this file or a neighbour, or a read's): not a new ask. */
+		pthread_mutex_lock(&bf->lock);
+		bf->submitted--;
+		pthread_mutex_unlock(&bf->lock);
+	}
 	if(r < 0) {
 		/* Not joined: the hook will not count it. */
 		pthread_mutex_lock(&bf->lock);
@@ -489,7 +498,7 @@ static int run_pass(hyd_backfill *bf)
 			return r;
 		if(r > 0)
 			continue;
-		idx = bf->files.by_size[k++];
+		idx = k++;
 		if(is_done(bf, idx))
 			continue;
 		r = do_file(bf, idx);

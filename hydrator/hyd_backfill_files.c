@@ -1,8 +1,8 @@
 /*
  * hydrator/hyd_backfill_files.c — the table of regular files backfill walks
  * in order: built once per run by a breadth-first walk of the catalog, then
- * sorted three ways (by inode for lookups from FUSE opens, by size for
- * "small files first", by directory for "near what users opened").
+ * sorted two ways: by inode (the walk order of a pass, and lookups from
+ * FUSE opens) and by directory (for "near what users opened").
  *
  * The catalog is untrusted: a directory entry naming an ancestor (a
  * cycle) would make the walk endless, so the directories queued may not
@@ -111,8 +111,7 @@ static int cmp_keyed(const void *a, const void *b)
 	return 0;
 }
 
-static int make_index(const struct hyd_bf_files *t, int by_parent,
-		      uint32_t **ret)
+static int make_index(const struct hyd_bf_files *t, uint32_t **ret)
 {
 	struct keyed *k;
 	uint32_t *out;
@@ -126,8 +125,8 @@ static int make_index(const struct hyd_bf_files *t, int by_parent,
 		return -ENOMEM;
 	}
 	for(i = 0; i < t->n; i++) {
-		k[i].k1 = by_parent ? t->v[i].parent : t->v[i].size;
-		k[i].k2 = by_parent ? t->v[i].size : t->v[i].ino;
+		k[i].k1 = t->v[i].parent;
+		k[i].k2 = t->v[i].size;
 		k[i].idx = (uint32_t)i;
 	}
 	qsort(k, t->n, sizeof(*k), cmp_keyed);
@@ -198,9 +197,7 @@ int hyd_bf__files_build(cat_reader *cat, const int *stop,
 	ret->v = w.files;
 	ret->n = j;
 	w.files = NULL;
-	r = make_index(ret, 0, &ret->by_size);
-	if(r == 0)
-		r = make_index(ret, 1, &ret->by_parent);
+	r = make_index(ret, &ret->by_parent);
 out:
 	free(w.files);
 	if(r < 0)
@@ -211,7 +208,6 @@ out:
 void hyd_bf__files_free(struct hyd_bf_files *t)
 {
 	free(t->v);
-	free(t->by_size);
 	free(t->by_parent);
 	memset(t, 0, sizeof(*t));
 }

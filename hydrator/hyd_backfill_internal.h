@@ -5,7 +5,8 @@
  * fetcher (at HYD_PRIO_BACKFILL, so always after demand reads and
  * readahead) for every chunk the store does not have, keeping a bounded
  * number of flights outstanding. Order: the files of directories users
- * opened something in, then small files before large ones. The store is
+ * opened something in, then catalog (inode) order, the scan's depth-first
+ * order, which is the order a sequential reader of the tree visits. The store is
  * the progress record: after a crash, a new run asks only for what
  * hyd_store_has says is missing. When a pass finds nothing missing the
  * state is COMPLETE.
@@ -53,7 +54,7 @@ struct hyd_backfill_stats {
 				 * plus what backfill stored since) */
 	uint64_t bytes_total, bytes_stored; /* their raw bytes */
 	uint64_t queued;        /* backfill flights outstanding */
-	uint64_t submitted;     /* backfill flights asked for, this run */
+	uint64_t submitted;     /* new backfill flights (not joins), this run */
 	uint64_t failed;        /* of them, ended in an error */
 	uint64_t passes;
 	uint64_t wire_total;    /* wire bytes of all runs (store meta) */
@@ -118,7 +119,6 @@ struct hyd_bf_file {
 struct hyd_bf_files {
 	struct hyd_bf_file *v; /* sorted by ino */
 	size_t n;
-	uint32_t *by_size;   /* indices into v: small files first */
 	uint32_t *by_parent; /* indices into v: grouped by directory */
 	uint64_t dirs;
 };

@@ -531,7 +531,7 @@ static struct hyd_xfer *xfer_new(hyd_fetch *f, struct hyd_flight *fl)
 	/* The class is fixed at start: a flight bumped to demand while
 	 * queued starts as demand. */
 	x->bg = fl->prio == HYD_PRIO_BACKFILL;
-	x->urgent = !x->bg;
+	x->urgent = fl->prio == HYD_PRIO_DEMAND;
 	chunk_id_to_hex(&fl->id, hex);
 	ulen = strlen(f->base_url) + sizeof("/chunk/") + CHUNK_ID_HEX_LEN;
 	x->url = malloc(ulen);

@@ -273,6 +273,12 @@ int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
 /* See hyd_flights_cancel_queued. */
 int hyd_fetch_unsubmit(hyd_fetch *f, struct hyd_flight *fl);
 
+/* Someone is browsing (a FUSE metadata request): backfill transfers hold
+ * still for ms from now, so listing the tree does not share the CPU and
+ * the link with the background. Demand reads are not held. Any thread;
+ * one atomic load (and at most one store). */
+void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms);
+
 /* Give back the reference from hyd_fetch_submit. NULL is a no-op. */
 void hyd_fetch_release(hyd_fetch *f, struct hyd_flight *fl);
 

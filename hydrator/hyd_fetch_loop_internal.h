@@ -33,7 +33,7 @@ enum xfer_where { XFER_IDLE, XFER_CURL, XFER_RETRY, XFER_WORK, XFER_DONE };
 
 /* Why curl holds a transfer paused (bits of hyd_xfer.paused). */
 #define HYD_PAUSE_BUCKET 1u /* --bwlimit: no tokens */
-#define HYD_PAUSE_HOLD 2u   /* backfill yields while demand transfers run */
+#define HYD_PAUSE_HOLD 2u   /* backfill yields to demand reads and browsing */
 #define HYD_PAUSE_WORK 4u   /* too many batch frames wait for verification */
 
 /* One socket curl wants watched. */
@@ -112,6 +112,7 @@ struct hyd_fetch {
 
 	struct hyd_flights flights;
 	struct hyd_fetch_stats stats; /* relaxed atomics; not last_error */
+	uint64_t browse_until_ns; /* atomic; see hyd_fetch_hold_background */
 	pthread_mutex_t err_lock;     /* guards stats.last_error */
 
 	pthread_mutex_t coder_lock; /* frame coders for the pool threads */

@@ -8,8 +8,13 @@
  *   - the --bwlimit token bucket is empty. One bucket for the whole
  *     hydrator, so demand and backfill together stay under the cap; when
  *     tokens come back, urgent transfers are let go first;
- *   - a demand or readahead transfer is running: backfill holds still, so
- *     a cold read gets the link (and the server's attention) to itself;
+ *   - a demand transfer is running: backfill holds still, so a cold read
+ *     gets the link (and the server's attention) to itself; readahead
+ *     does not hold it (a sequential reader behind the backfill would
+ *     otherwise leave the link idle between its requests);
+ *   - someone browses (FUSE metadata requests in the last moment,
+ *     hyd_fetch_hold_background): backfill holds still, so the CPU and
+ *     the link go to `ls -lR` or `find` first;
  *   - too many batch frames wait for verification: the batch pauses until
  *     the pool catches up (memory stays bounded).
  * A once-a-second tick is the stall watchdog of batch transfers. curl's
@@ -60,7 +65,9 @@ static unsigned pause_reasons(hyd_fetch *f, const struct hyd_xfer *x)
 {
 	unsigned why = 0;
 
-	if(x->bg && f->n_urgent)
+	if(x->bg && (f->n_urgent ||
+		     hyd_now_ns() < __atomic_load_n(&f->browse_until_ns,
+						    __ATOMIC_RELAXED)))
 		why |= HYD_PAUSE_HOLD;
 	if(x->bx && f->fq_len + f->fw_running >= FW_BACKLOG)
 		why |= HYD_PAUSE_WORK;
@@ -100,6 +107,17 @@ unsigned hyd_fetch__gate(struct hyd_xfer *x, size_t n)
 		hyd_bucket_take(&f->bucket, n);
 	x->last_rx_ns = now;
 	return 0;
+}
+
+void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms)
+{
+	uint64_t until = hyd_now_ns() + (uint64_t)ms * 1000000ull;
+
+	/* One relaxed store per call, so a burst of lookups costs nothing;
+	 * a racing older value only shortens one hold. */
+	if(until > __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED) +
+			   1000000ull)
+		__atomic_store_n(&f->browse_until_ns, until, __ATOMIC_RELAXED);
 }
 
 /* Let go every paused transfer whose reasons are gone, urgent ones first

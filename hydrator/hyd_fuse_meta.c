@@ -21,10 +21,22 @@
  * pointers); the same value libfuse's high-level API uses. */
 #define HYD_UNKNOWN_INO 0xffffffffu
 #define HYD_STATFS_FRSIZE 4096u
+#define HYD_BROWSE_HOLD_MS 100u
 
 static struct hyd_fs *req_fs(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
+}
+
+/* req_fs for a metadata request: someone is browsing, so backfill holds
+ * still for a moment (see hyd_fetch_hold_background). */
+static struct hyd_fs *browse_fs(fuse_req_t req)
+{
+	struct hyd_fs *fs = fuse_req_userdata(req);
+
+	if(fs->bf && fs->rd.fetch)
+		hyd_fetch_hold_background(fs->rd.fetch, HYD_BROWSE_HOLD_MS);
+	return fs;
 }
 
 static const char *err_name(int err)
@@ -118,12 +130,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct hyd_fs *fs = req_fs(req);
+	struct hyd_fs *fs = browse_fs(req);
 	struct fuse_entry_param e;
 	struct cat_inode in;
 	size_t len = strlen(name);
 	int r;
 
+	hyd_fuse_tune_readahead(fs);
 	if(len > CAT_NAME_MAX) {
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
@@ -149,12 +162,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	struct hyd_fs *fs = req_fs(req);
+	struct hyd_fs *fs = browse_fs(req);
 	struct cat_inode in;
 	struct stat st;
 	int r;
 
 	(void)fi;
+	hyd_fuse_tune_readahead(fs);
 	r = cat_getattr(fs->cat, ino, &in);
 	if(r < 0) {
 		hyd_fuse_log("getattr", ino, r);
@@ -223,7 +237,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 
 	memset(&c, 0, sizeof(c));
 	c.req = req;
-	c.fs = req_fs(req);
+	c.fs = browse_fs(req);
 	c.plus = plus;
 	c.size = size;
 	c.buf = malloc(size ? size : 1);
@@ -277,7 +291,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	struct hyd_fs *fs = req_fs(req);
+	struct hyd_fs *fs = browse_fs(req);
 	char buf[CAT_TARGET_MAX + 1];
 	size_t len = 0;
 	int r;
@@ -296,7 +310,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 static void reply_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
-	struct hyd_fs *fs = req_fs(req);
+	struct hyd_fs *fs = browse_fs(req);
 	size_t cap = size, len = 0;
 	char *buf = NULL;
 	int r;

@@ -10,7 +10,12 @@
  *
  * Hydration walks the distinct chunks twice: a counting pass (totals and
  * what is stored already, for the percentage and ETA) and a fetching pass
- * that keeps a window of backfill-class flights outstanding. The window is
+ * that keeps a window of backfill-class flights outstanding. The fetching
+ * pass runs on its own thread (with its own catalog connection) while the
+ * writer (hyd_materialize.c) writes the tree: both go in inode order, the
+ * scan's depth-first order, so the writer follows right behind the
+ * fetcher and waits only for chunks not stored yet. Writing thus costs no
+ * time of its own on a link slower than the disk. The window is
  * bounded (jobs * 16, at most 256) because a flight's deadline runs from
  * its submission: on a slow link, a deep queue would time out chunks that
  * never had a connection. A failed chunk is retried once after the pass;
@@ -23,6 +28,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +74,8 @@ struct sync {
 	char cache[PATH_MAX];
 	hyd_store *store;
 	cat_reader *cat;
+	cat_reader *cat_fetch; /* the fetching thread's own connection */
+	char cat_path[PATH_MAX];
 	hyd_fetch *fetch;
 	struct cat_meta meta;
 	uint64_t t0, timeout_ns;
@@ -83,7 +91,9 @@ struct sync {
 	size_t ndead, capdead;
 	unsigned fail_streak;
 
-	/* progress */
+	/* progress: st is written by both threads, under lock */
+	pthread_mutex_t lock;
+	struct hyd_mat *mat; /* told when the fetching pass ends */
 	struct hyd_status st;
 	uint64_t last_tick, rate_t, rate_wire, phase_t0;
 	uint64_t stored_at_start; /* raw bytes stored before fetching */
@@ -250,19 +260,23 @@ static void progress(struct sync *s, int force)
 	if(!s->o->progress)
 		return;
 	now = hyd_now_ns();
-	if(!force && now - s->last_tick < TICK_NS)
-		return;
-	s->last_tick = now;
-	status_fill(s, 0);
-	s->o->progress(s->o->progress_arg, &s->st);
+	pthread_mutex_lock(&s->lock);
+	if(force || now - s->last_tick >= TICK_NS) {
+		s->last_tick = now;
+		status_fill(s, 0);
+		s->o->progress(s->o->progress_arg, &s->st);
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 static void mat_tick(void *arg, uint64_t files_done, uint64_t bytes_done)
 {
 	struct sync *s = arg;
 
+	pthread_mutex_lock(&s->lock);
 	s->st.files_hydrated = files_done;
 	s->st.bytes_hydrated = bytes_done;
+	pthread_mutex_unlock(&s->lock);
 	progress(s, 0);
 }
 
@@ -312,8 +326,10 @@ static void note_failure(struct sync *s, const chunk_id *id, uint32_t len,
 	char hex[CHUNK_ID_HEX_LEN + 1];
 
 	chunk_id_to_hex(id, hex);
+	pthread_mutex_lock(&s->lock);
 	snprintf(s->st.last_error, sizeof(s->st.last_error), "chunk %s: %s",
 		 hex, strerror(-err));
+	pthread_mutex_unlock(&s->lock);
 	if(s->o->verbose || s->retrying)
 		fprintf(stderr, "ferry sync: fetch failed chunk=%s err=%s\n",
 			hex, strerror(-err));
@@ -343,8 +359,10 @@ static void reap_one(struct sync *s)
 		note_failure(s, &sl->id, sl->len, r);
 	} else {
 		s->fail_streak = 0;
+		pthread_mutex_lock(&s->lock);
 		s->st.chunks_stored++;
 		s->st.unique_bytes_stored += sl->len;
+		pthread_mutex_unlock(&s->lock);
 	}
 	s->head = (s->head + 1) % s->window;
 	s->n--;
@@ -418,9 +436,10 @@ static int fetch_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	return 0;
 }
 
-static int hydrate(struct sync *s, int offline)
+/* The counting pass: totals and what is stored already. Returns 1 when
+ * there is something to fetch, 0 when not, -errno. */
+static int hydrate_count(struct sync *s, int offline)
 {
-	size_t i, n;
 	int r;
 
 	r = cat_chunks_each(s->cat, count_cb, s);
@@ -442,6 +461,16 @@ static int hydrate(struct sync *s, int offline)
 			s->st.chunks_total - s->st.chunks_stored);
 		return 0;
 	}
+	return 1;
+}
+
+/* The fetching pass (its own thread, its own catalog connection), then
+ * one more try for what failed. */
+static int hydrate_fetch(struct sync *s)
+{
+	size_t i, n;
+	int r;
+
 	s->window = s->o->jobs * WINDOW_PER_JOB;
 	if(s->window < WINDOW_MIN)
 		s->window = WINDOW_MIN;
@@ -450,7 +479,7 @@ static int hydrate(struct sync *s, int offline)
 	s->ring = calloc(s->window, sizeof(*s->ring));
 	if(!s->ring)
 		return -ENOMEM;
-	r = cat_chunks_each(s->cat, fetch_cb, s);
+	r = cat_chunks_each(s->cat_fetch, fetch_cb, s);
 	drain(s);
 	if(r < 0) {
 		fprintf(stderr, "ferry sync: cannot read the catalog's chunks: "
@@ -558,6 +587,7 @@ static int open_catalog(struct sync *s, int *ret_offline)
 			"ferry sync: warning: %s cannot be reached: using cached "
 			"catalog generation %" PRIu64 "\n",
 			s->base, cr.generation);
+	snprintf(s->cat_path, sizeof(s->cat_path), "%s", cr.path);
 	r = cat_reader_open(cr.path, &s->cat);
 	if(r < 0) {
 		fprintf(stderr, "ferry sync: catalog %s: %s\n", cr.path,
@@ -596,6 +626,7 @@ static int start_fetch(struct sync *s)
 static void sync_free(struct sync *s)
 {
 	hyd_fetch_free(s->fetch);
+	cat_reader_close(s->cat_fetch);
 	cat_reader_close(s->cat);
 	hyd_store_close(s->store);
 	free(s->ring);
@@ -603,12 +634,49 @@ static void sync_free(struct sync *s)
 	free(s->dead);
 }
 
+/* The end of hydration, on whichever thread did it: the state, the
+ * writer's phase, and what the writer needs to know about failures. */
+static void hydrate_done(struct sync *s)
+{
+	struct hyd_mat *m = s->mat;
+
+	pthread_mutex_lock(&s->lock);
+	s->res->unique_bytes = s->st.unique_bytes_total;
+	s->st.state = s->st.chunks_stored == s->st.chunks_total
+			      ? HYD_STATE_COMPLETE
+			      : HYD_STATE_STALLED;
+	s->phase_t0 = hyd_now_ns();
+	pthread_mutex_unlock(&s->lock);
+	m->fetch = s->gave_up ? NULL : s->fetch;
+	m->dead = s->dead;
+	m->ndead = s->ndead;
+	/* Release: the writer reads the fields above once it sees 0. */
+	__atomic_store_n(&m->hydrating, 0, __ATOMIC_RELEASE);
+	progress(s, 1);
+}
+
+struct fetch_thread {
+	struct sync *s;
+	int r;
+};
+
+static void *fetch_main(void *arg)
+{
+	struct fetch_thread *t = arg;
+
+	t->r = hydrate_fetch(t->s);
+	hydrate_done(t->s);
+	return NULL;
+}
+
 static int run(struct sync *s)
 {
 	struct hyd_mat m;
 	struct hyd_fetch_stats fs;
 	struct hyd_store_stats ss;
-	int r, offline = 0;
+	struct fetch_thread ft = { s, 0 };
+	pthread_t tid;
+	int r, offline = 0, threaded = 0;
 
 	r = hyd_sync__dest_check(s->o->dest);
 	if(r == -EXDEV) {
@@ -633,17 +701,27 @@ static int run(struct sync *s)
 	snprintf(s->st.url, sizeof(s->st.url), "%s", s->base);
 	s->st.pid = (long)getpid();
 	s->st.state = HYD_STATE_BACKFILLING;
-	r = hydrate(s, offline);
+	memset(&m, 0, sizeof(m));
+	s->mat = &m;
+	m.fetch = s->fetch;
+	m.hydrating = 1;
+	r = hydrate_count(s, offline);
+	if(r > 0) {
+		r = cat_reader_open(s->cat_path, &s->cat_fetch);
+		if(r == 0) {
+			r = -pthread_create(&tid, NULL, fetch_main, &ft);
+			threaded = r == 0;
+		}
+		if(r < 0)
+			fprintf(stderr, "ferry sync: cannot start fetching: "
+					"%s\n",
+				strerror(-r));
+	}
 	if(r < 0)
 		return r;
-	s->res->unique_bytes = s->st.unique_bytes_total;
-	s->st.state = s->st.chunks_stored == s->st.chunks_total
-			      ? HYD_STATE_COMPLETE
-			      : HYD_STATE_STALLED;
-	s->phase_t0 = hyd_now_ns();
-	progress(s, 1);
+	if(!threaded)
+		hydrate_done(s);
 
-	memset(&m, 0, sizeof(m));
 	m.cat = s->cat;
 	m.store = s->store;
 	m.max_raw = s->meta.params.max;
@@ -653,11 +731,15 @@ static int run(struct sync *s)
 	m.res = s->res;
 	m.tick = mat_tick;
 	m.tick_arg = s;
-	m.fetch = s->gave_up ? NULL : s->fetch;
 	m.timeout_ns = s->timeout_ns;
-	m.dead = s->dead;
-	m.ndead = s->ndead;
 	r = hyd_sync__materialize(&m);
+	if(threaded) {
+		/* The writer may stop early (DEST unusable): the fetching pass
+		 * still completes the store, which a rerun then uses. */
+		pthread_join(tid, NULL);
+		if(ft.r < 0 && r == 0)
+			r = ft.r;
+	}
 
 	if(s->fetch) {
 		/* Joins the loop: every store write it started has landed. */
@@ -700,6 +782,7 @@ int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret)
 		return -ENOMEM;
 	s->o = &o;
 	s->res = ret;
+	pthread_mutex_init(&s->lock, NULL);
 	s->t0 = hyd_now_ns();
 	s->rate_t = s->t0;
 	s->timeout_ns = (uint64_t)o.timeout_s * SEC_NS;
@@ -712,6 +795,7 @@ int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret)
 	r = run(s);
 	ret->elapsed_s = (double)(hyd_now_ns() - s->t0) / 1e9;
 	sync_free(s);
+	pthread_mutex_destroy(&s->lock);
 	free(s);
 	curl_global_cleanup();
 	return r;

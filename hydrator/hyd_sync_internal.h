@@ -59,6 +59,11 @@ struct hyd_mat {
 	 * their files fail at once (borrowed; sorted; may be NULL). */
 	const struct hyd_sync_dead *dead;
 	size_t ndead;
+	/* Non-zero (read atomically) while the fetching pass still runs on
+	 * another thread: a chunk the store lacks is then waited for, not
+	 * fetched. That pass sets fetch, dead and ndead before it clears
+	 * this (release), so they are read only after seeing 0 (acquire). */
+	int hydrating;
 };
 
 /* Write the catalog's tree at m->dest (created when missing). Every entry
