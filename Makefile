@@ -17,13 +17,16 @@ PREFIX ?= /usr/local
 
 # Every library comes through pkg-config, except http-parser, whose Debian
 # package ships no .pc file; it is linked as -lhttp_parser.
-PKGS := libuv liburing libcurl sqlite3 liblz4 libzstd fuse3 libcrypto cmocka
+PKGS := libuv liburing libcurl sqlite3 liblz4 libzstd fuse3 libcrypto libxxhash cmocka
 
 # Debian packages the build, the tests and the demo need.
 DEB_PKGS := gcc make pkg-config libuv1-dev liburing-dev libcurl4-openssl-dev \
 	libsqlite3-dev liblz4-dev libzstd-dev libfuse3-dev fuse3 libssl-dev \
-	libcmocka-dev libhttp-parser-dev attr sqlite3 curl python3 rsync \
+	libcmocka-dev libhttp-parser-dev libxxhash-dev attr sqlite3 curl python3 rsync \
 	iproute2 psmisc procps zstd
+# make bench / bench-micro only: the peer tools, their web server, the
+# time(1) that reports peak RSS, the chart.
+BENCH_PKGS := rclone casync nginx-light time gnuplot-nox linux-perf
 
 CC ?= gcc
 WARN := -Wall -Wextra -Wshadow -Wformat=2 -Wmissing-prototypes -Wvla -Werror
@@ -70,7 +73,7 @@ UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 TSUP_OBJ := $(B)/tests/unit/tsupport.o
 FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 
-.PHONY: all check check-run asan demo deps lint install clean tests
+.PHONY: all check check-run asan demo deps deps-bench bench bench-micro lint install clean tests
 
 all: $(PROGS)
 
@@ -138,6 +141,26 @@ demo: deps
 
 deps:
 	@tools/deps.sh $(DEB_PKGS)
+
+deps-bench: deps
+	@tools/deps.sh $(BENCH_PKGS)
+
+# make bench: ferry against rsync, rclone and casync over a shaped link
+# (needs root; see bench/run.sh for the knobs). make bench-micro: the hot
+# paths against this machine's limits. Both write under build/bench/.
+NEED_ROOT = @[ "$$(id -u)" = 0 ] || { echo "make $@ needs root: network namespaces, tbf and FUSE mounts (run it as root)" >&2; exit 2; }
+
+bench:
+	$(NEED_ROOT)
+	$(MAKE) deps-bench
+	$(MAKE) VARIANT=release all
+	bench/run.sh build/release
+
+bench-micro:
+	$(NEED_ROOT)
+	$(MAKE) deps-bench
+	$(MAKE) VARIANT=release all
+	bench/micro.sh build/release
 
 lint:
 	@tools/lint.sh

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""report.py --out DIR --rate RATE RESULTS.jsonl...
+
+Turn the runs of `make bench` (ferry's results.jsonl and the peers'
+results.jsonl from run_anchors.sh) into:
+  DIR/bench.md    the table (median of runs) and the targets with PASS/MISS
+  DIR/bench.json  the same as data
+  DIR/bench.png   time-to-browse and time-to-complete per tool and link
+                  (gnuplot)
+The table is also printed. The targets are the issue's, stated as ratios
+against the peers measured in the same run; a target whose inputs are
+missing is reported as "n/a", never as a pass.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+COLS = [("browse_s", "browse s"), ("fb_large_s", "1st byte large s"),
+        ("fb_small_s", "1st byte small s"), ("full_s", "complete s"),
+        ("wire_bytes", "wire MB"), ("wire_ratio", "tree/wire"),
+        ("peak_rss_kb", "peak RSS MB"), ("correct", "correct")]
+
+NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
+         "rclone_mount": "rclone mount", "rclone_copy": "rclone copy",
+         "casync_mount": "casync mount", "casync_extract": "casync extract",
+         "ferry_mount": "ferry mount", "ferry_sync": "ferry sync"}
+
+
+def rate_bps(rate):
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)(bit|bps)?", rate.lower())
+    if not m:
+        sys.exit("report.py: cannot parse rate %r" % rate)
+    v = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+    return v * 8 if m.group(3) == "bps" else v
+
+
+def correct_of(r):
+    """exact / content / DIFF, as the shared harness labels its runs; ferry
+    runs must also pass the stricter treecmp to be called exact."""
+    if "correct" in r and r["correct"] is not None and "strict_ok" not in r:
+        return r["correct"]
+    v = r.get("verdict") or {}
+    if not isinstance(v, dict):
+        return None
+    if v.get("meta_ok") and r.get("strict_ok", True):
+        return "exact"
+    return "content" if v.get("content_ok") else "DIFF"
+
+
+def load(paths):
+    runs = {}
+    for p in paths:
+        if not os.path.exists(p):
+            continue
+        for line in open(p):
+            line = line.strip()
+            if not line:
+                continue
+            r = json.loads(line)
+            if r.get("error"):
+                continue
+            if r.get("tree_bytes") and r.get("wire_bytes"):
+                r["wire_ratio"] = r["tree_bytes"] / r["wire_bytes"]
+            r["correct"] = correct_of(r)
+            runs.setdefault((r["rate"], r["approach"]), []).append(r)
+    return runs
+
+
+def medians(runs):
+    rows = {}
+    for key, rs in runs.items():
+        row = {"runs": len(rs)}
+        for k, _ in COLS:
+            vals = [r.get(k) for r in rs if r.get(k) is not None]
+            if k == "correct":
+                row[k] = ",".join(sorted(set(str(v) for v in vals))) or None
+                continue
+            nums = [v for v in vals if isinstance(v, (int, float))]
+            row[k] = statistics.median(nums) if nums else None
+        rows[key] = row
+    return rows
+
+
+def fmt(k, v):
+    if v is None:
+        return "—"
+    if k == "wire_bytes":
+        return "%.1f" % (v / 1e6)
+    if k == "peak_rss_kb":
+        return "%.0f" % (v / 1024)
+    if k == "wire_ratio":
+        return "%.2f" % v
+    if isinstance(v, float):
+        return "%.3f" % v if v < 1 else "%.2f" % v
+    return str(v)
+
+
+def targets(rows, rate):
+    """The issue's targets: (name, measured ratio, limit, 'le'|'ge', how)."""
+    r0, r20 = rate, rate + "+rtt20ms"
+    bps = rate_bps(rate)
+
+    def get(label, appr, k):
+        return (rows.get((label, appr)) or {}).get(k)
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
+    out = []
+
+    def add(name, value, limit, op, how):
+        out.append({"target": name, "ratio": value, "limit": limit, "op": op, "how": how,
+                    "result": "n/a" if value is None else
+                    ("PASS" if (value <= limit if op == "le" else value >= limit) else "MISS")})
+
+    fb = get(r0, "ferry_mount", "browse_s")
+    add("browse vs rsync -aHX (0 RTT)", ratio(fb, get(r0, "rsync_hx", "full_s")), 1 / 20, "le",
+        "ferry mount start -> ls -lR done / rsync -aHX completion")
+    add("browse vs rclone mount (0 RTT)", ratio(fb, get(r0, "rclone_mount", "browse_s")), 1 / 2, "le",
+        "ferry browse / rclone mount browse")
+    add("browse vs rclone mount (20 ms RTT)",
+        ratio(get(r20, "ferry_mount", "browse_s"), get(r20, "rclone_mount", "browse_s")), 1 / 10, "le",
+        "ferry browse / rclone mount browse")
+    for size in ("large", "small"):
+        k = "fb_%s_s" % size
+        add("first byte %s vs rclone mount (0 RTT)" % size,
+            ratio(get(r0, "ferry_mount", k), get(r0, "rclone_mount", k)), 1.0, "le",
+            "fresh mount start -> head -c1 returned, mount included")
+        add("first byte %s vs casync mount (20 ms RTT)" % size,
+            ratio(get(r20, "ferry_mount", k), get(r20, "casync_mount", k)), 1 / 2, "le",
+            "fresh mount start -> head -c1 returned, mount included")
+    for appr in ("ferry_mount", "ferry_sync"):
+        full = get(r0, appr, "full_s")
+        add("%s complete vs rsync -aHX (0 RTT)" % NAMES[appr],
+            ratio(full, get(r0, "rsync_hx", "full_s")), 0.6, "le",
+            "time to everything local / rsync -aHX completion")
+        wire = get(r0, appr, "wire_bytes")
+        add("%s complete vs own wire bytes / link rate (0 RTT)" % NAMES[appr],
+            ratio(full, wire * 8 / bps if wire else None), 1.25, "le",
+            "completion / (wire bytes * 8 / %s)" % rate)
+        add("%s complete at 20 ms RTT vs 0 RTT" % NAMES[appr],
+            ratio(get(r20, appr, "full_s"), full), 1.2, "le", "own completion time, 20 ms / 0 ms RTT")
+        exact = get(r0, appr, "correct")
+        wr = get(r0, appr, "wire_ratio")
+        add("%s logical/wire (0 RTT, exact metadata)" % NAMES[appr],
+            wr if exact == "exact" else (0.0 if wr is not None else None), 1.9, "ge",
+            "tree bytes / wire bytes on the link; 0 when the result was not exact")
+    return out
+
+
+def table(rows):
+    lines = ["| link | approach | runs | " + " | ".join(c[1] for c in COLS) + " |",
+             "|" + "---|" * (len(COLS) + 3)]
+    for (label, appr) in sorted(rows, key=lambda k: (k[0], not k[1].startswith("ferry"), k[1])):
+        row = rows[(label, appr)]
+        lines.append("| %s | %s | %d | " % (label, NAMES.get(appr, appr), row["runs"]) +
+                     " | ".join(fmt(k, row[k]) for k, _ in COLS) + " |")
+    return lines
+
+
+def target_lines(tg):
+    lines = ["| target | measured | limit | result |", "|---|---|---|---|"]
+    for t in tg:
+        meas = "—" if t["ratio"] is None else "%.3f" % t["ratio"]
+        lim = ("<= " if t["op"] == "le" else ">= ") + "%.3g" % t["limit"]
+        lines.append("| %s | %s | %s | %s |" % (t["target"], meas, lim, t["result"]))
+    return lines
+
+
+def chart(rows, out):
+    """Clustered bars: browse and complete per tool and link, log scale."""
+    if not shutil.which("gnuplot"):
+        print("report.py: gnuplot not found, no chart", file=sys.stderr)
+        return None
+    dat = os.path.join(out, "bench.dat")
+    keys = sorted(rows, key=lambda k: (k[0], not k[1].startswith("ferry"), k[1]))
+    with open(dat, "w") as f:
+        for label, appr in keys:
+            row = rows[(label, appr)]
+            if row["browse_s"] is None or row["full_s"] is None:
+                continue
+            name = "%s\\n%s" % (NAMES.get(appr, appr), label.replace("+", " +"))
+            f.write('"%s" %.3f %.3f\n' % (name, row["browse_s"], row["full_s"]))
+    png = os.path.join(out, "bench.png")
+    script = f"""
+set terminal pngcairo size 1400,700 font ",10"
+set output "{png}"
+set title "time to browse and time to complete (median of runs; log scale; lower is better)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set logscale y
+set yrange [0.01:*]
+set ylabel "seconds"
+set xtics rotate by -30 scale 0 font ",9"
+set grid ytics
+set key top left
+plot "{dat}" using 2:xtic(1) title "time to browse (mount start -> ls -lR done; copy tools: completion)", \\
+     "" using 3 title "time to complete (every byte local)"
+"""
+    r = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
+    if r.returncode != 0:
+        print("report.py: gnuplot failed: " + r.stderr.strip(), file=sys.stderr)
+        return None
+    return png
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rate", required=True)
+    ap.add_argument("results", nargs="+")
+    a = ap.parse_args()
+    rows = medians(load(a.results))
+    tg = targets(rows, a.rate)
+    lines = table(rows) + [""] + target_lines(tg)
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(a.out, "bench.md"), "w") as f:
+        f.write(text + "\n")
+    png = chart(rows, a.out)
+    doc = {"rate": a.rate,
+           "rows": [dict(link=k[0], approach=k[1], **v) for k, v in sorted(rows.items())],
+           "targets": tg, "chart": png}
+    with open(os.path.join(a.out, "bench.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    if png:
+        print("\nchart: " + png)
+
+
+if __name__ == "__main__":
+    main()

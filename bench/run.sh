@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# bench/run.sh BUILD_DIR — `make bench`: ferry side by side with rsync,
+# rclone and casync on the same data over the same shaped link.
+#
+# Needs root (network namespaces, tbf, FUSE mounts). Everything lands in
+# build/bench/: work/ (dataset, caches, mounts, logs), results.jsonl (one
+# JSON object per ferry run), peers-rtt*/results.jsonl (the peers' runs),
+# bench.json (medians, targets, PASS/MISS), bench.md (the table) and
+# bench.png (time-to-browse and time-to-complete per tool and link).
+#
+# Knobs (environment):
+#   RATE [200mbit]        link rate (wan.sh / tbf syntax)
+#   RTTS ["0 20"]         round-trip times to test, ms (20 ms via delayproxy.py)
+#   RUNS [3]              runs per approach at 0 ms RTT (the median is reported)
+#   RTT_RUNS [1]          runs per approach at the other RTTs
+#   PEERS ["rsync_hx rclone_mount casync_mount"]  run_anchors.sh approaches;
+#                         "" skips the peers (their last results are reused)
+#   FERRY ["ferry_mount ferry_sync"]              ferry approaches
+#   HYD_OPTS [""]         extra ferry-hydrator options (e.g. "--jobs 8")
+#   SYNC_OPTS [""]        extra ferry sync options
+#   SHARED [../shared/bench]  the shared bench kit (gen_dataset.py, wan.sh,
+#                         benchlib.py, delayproxy.py, run_anchors.sh)
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "${1:?usage: bench/run.sh BUILD_DIR}" && pwd)
+SHARED=$(cd "${SHARED:-$ROOT/../shared/bench}" && pwd)
+OUT=$ROOT/build/bench
+WORK=$OUT/work
+RATE=${RATE:-200mbit}
+RTTS=${RTTS:-"0 20"}
+RUNS=${RUNS:-3}
+RTT_RUNS=${RTT_RUNS:-1}
+PEERS=${PEERS-"rsync_hx rclone_mount casync_mount"}
+FERRY=${FERRY:-"ferry_mount ferry_sync"}
+HYD_OPTS=${HYD_OPTS:-}
+SYNC_OPTS=${SYNC_OPTS:-}
+SRC_IP=10.99.0.1
+PORT=7070
+PROXY_PORT=7071
+NSS="ip netns exec src"
+NSD="nsenter --net=/run/netns/dst"
+WAN=$SHARED/wan.sh
+LIB="python3 $SHARED/benchlib.py"
+TREECMP="python3 $ROOT/tests/e2e/lib/treecmp.py"
+RES=$OUT/results.jsonl
+
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+now() { date +%s.%N; }
+dt() { python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
+wire() { local s; s=$($WAN stats); echo $((${s% *} + ${s#* })); }
+
+if [ "$(id -u)" != 0 ]; then
+	echo "make bench needs root: it creates network namespaces and a shaped veth link (wan.sh) and mounts FUSE file systems. Run it as root." >&2
+	exit 2
+fi
+for t in rsync rclone casync nginx gnuplot nsenter ip tc python3 fusermount3 /usr/bin/time; do
+	command -v "$t" >/dev/null || { echo "make bench: '$t' is missing (make bench installs the bench packages; see BENCH_PKGS in the Makefile)" >&2; exit 2; }
+done
+for f in gen_dataset.py wan.sh benchlib.py delayproxy.py run_anchors.sh; do
+	[ -f "$SHARED/$f" ] || { echo "make bench: $SHARED/$f is missing (set SHARED=DIR to the shared bench kit)" >&2; exit 2; }
+done
+for p in ferry-replicator ferry-hydrator ferry; do
+	[ -x "$B/bin/$p" ] || { echo "make bench: $B/bin/$p is missing; build first (make all)" >&2; exit 2; }
+done
+
+mkdir -p "$OUT" "$WORK/run" "$WORK/mnt" "$WORK/dst"
+RUN=$WORK/run
+
+REPL_PID=
+PROXY_PID=
+MNT_ACTIVE=
+cleanup() {
+	[ -n "$MNT_ACTIVE" ] && mountpoint -q "$MNT_ACTIVE" && fusermount3 -u "$MNT_ACTIVE" 2>/dev/null
+	[ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
+	[ -n "$REPL_PID" ] && kill "$REPL_PID" 2>/dev/null
+	wait 2>/dev/null
+	"$WAN" down >/dev/null 2>&1
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- dataset
+# The same dataset, stamp and manifests run_anchors.sh makes, so both sides
+# of the comparison read the very same tree (and run_anchors.sh reuses it).
+prepare_dataset() {
+	local stamp="scale=small files= seed=1 mutate=5"
+	mkdir -p "$WORK/src"
+	if [ "$(cat "$WORK/src/STAMP" 2>/dev/null)" != "$stamp" ]; then
+		log "generating the dataset (gen_dataset.py --scale small --seed 1)"
+		rm -rf "$WORK/src/tree" "$WORK/src/treemut" "$WORK/src/cas"
+		python3 "$SHARED/gen_dataset.py" "$WORK/src/tree" --scale small --seed 1 >&2 || exit 1
+		cp -a "$WORK/src/tree" "$WORK/src/treemut"
+		python3 "$SHARED/gen_dataset.py" "$WORK/src/treemut" --mutate 5 --seed 1 >&2 || exit 1
+		$LIB manifest "$WORK/src/tree" "$WORK/src/tree.manifest.json" >"$WORK/src/tree.summary.json" || exit 1
+		$LIB manifest "$WORK/src/treemut" "$WORK/src/treemut.manifest.json" >/dev/null || exit 1
+		echo "$stamp" >"$WORK/src/STAMP"
+	fi
+	TREE=$WORK/src/tree
+	TREE_BYTES=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['bytes'])" "$WORK/src/tree.summary.json")
+	LARGE_REL=checkpoints/llm-7b-sim/v3/$(ls "$TREE/checkpoints/llm-7b-sim/v3" | grep 'safetensors$' | sort | tail -n1)
+	SMALL_REL=$(cd "$TREE" && find dataset -type f -name '*.jpg' | sort | awk '{a[NR]=$0} END{print a[int((NR+1)/2)]}')
+	LARGE_SIZE=$(stat -c %s "$TREE/$LARGE_REL")
+	SMALL_SIZE=$(stat -c %s "$TREE/$SMALL_REL")
+	log "tree: $TREE_BYTES bytes; large=$LARGE_REL small=$SMALL_REL"
+}
+
+# ---------------------------------------------------------------- peers
+run_peers() {
+	local rtt runs
+	for rtt in $RTTS; do
+		runs=$RUNS
+		[ "$rtt" = 0 ] || runs=$RTT_RUNS
+		log "peers ($PEERS) at $RATE, ${rtt} ms RTT, $runs run(s): run_anchors.sh"
+		rm -rf "$OUT/peers-rtt$rtt"
+		WORKDIR=$WORK RES=$OUT/peers-rtt$rtt RATES=$RATE RUNS=$runs RTT_MS=$rtt \
+			APPROACHES="$PEERS" bash "$SHARED/run_anchors.sh" >"$OUT/peers-rtt$rtt.table" ||
+			log "run_anchors.sh failed at ${rtt} ms RTT (see $OUT/peers-rtt$rtt.table)"
+	done
+}
+
+# ---------------------------------------------------------------- ferry
+emit() { python3 "$ROOT/bench/emit.py" "$@" >>"$RES"; }
+
+# start_replicator: scan the tree into a fresh state dir inside netns src.
+start_replicator() {
+	rm -rf "$WORK/ferry-state"
+	local t0 t1 i
+	: >"$RUN/repl.log"
+	t0=$(now)
+	$NSS "$B/bin/ferry-replicator" -l "$SRC_IP:$PORT" -s "$WORK/ferry-state" tree="$TREE" >>"$RUN/repl.log" 2>&1 &
+	REPL_PID=$!
+	for i in $(seq 1 1200); do
+		grep -q ' ready' "$RUN/repl.log" && break
+		kill -0 "$REPL_PID" 2>/dev/null || { cat "$RUN/repl.log" >&2; log "ferry-replicator exited"; exit 1; }
+		sleep 0.05
+	done
+	t1=$(now)
+	grep -q ' ready' "$RUN/repl.log" || { log "ferry-replicator not ready after 60 s"; exit 1; }
+	SCAN_S=$(dt "$t0" "$t1")
+	log "$(grep ' ready' "$RUN/repl.log")"
+}
+
+start_proxy() {  # RTT_MS: client traffic through delayproxy.py in the dst netns
+	local rtt=$1 half
+	if [ "$rtt" = 0 ]; then
+		URL=http://$SRC_IP:$PORT/v1/tree
+		return
+	fi
+	half=$(python3 -c "import sys; print(float(sys.argv[1]) / 2)" "$rtt")
+	$NSD python3 "$SHARED/delayproxy.py" "127.0.0.1:$PROXY_PORT" "$SRC_IP:$PORT" "$half" >"$RUN/delayproxy.log" 2>&1 &
+	PROXY_PID=$!
+	sleep 1
+	URL=http://127.0.0.1:$PROXY_PORT/v1/tree
+}
+
+stop_servers() {
+	[ -n "$PROXY_PID" ] && { kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null; }
+	[ -n "$REPL_PID" ] && { kill "$REPL_PID" 2>/dev/null; wait "$REPL_PID" 2>/dev/null; }
+	PROXY_PID= REPL_PID=
+}
+
+# hyd_mount CACHE MNT: a fresh cache, the hydrator in the dst netns with its
+# defaults (backfill on). It returns once the tree is browsable. Sets T0.
+hyd_mount() {
+	local cache=$1 mnt=$2
+	rm -rf "$cache"
+	mkdir -p "$mnt"
+	T0=$(now)
+	$NSD "$B/bin/ferry-hydrator" $HYD_OPTS -c "$cache" "$URL" "$mnt" 2>>"$RUN/hyd.err" || return 1
+	MNT_ACTIVE=$mnt
+}
+
+# hyd_umount CACHE MNT: note the daemon's peak RSS (kB), unmount, wait for it.
+hyd_umount() {
+	local cache=$1 mnt=$2 pid i
+	pid=$(cat "$cache/hydrator.pid" 2>/dev/null)
+	HWM=NA
+	[ -n "$pid" ] && HWM=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+	fusermount3 -u "$mnt" 2>/dev/null || { sleep 1; fusermount3 -u -z "$mnt"; }
+	MNT_ACTIVE=
+	for i in $(seq 1 100); do
+		[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+}
+
+first_byte() {  # REL -> FB (s from mount start, mount included), FBW (wire bytes)
+	local rel=$1 cache=$WORK/dst/ferry-fb mnt=$WORK/mnt/ferry-fb w0
+	w0=$(wire)
+	if ! hyd_mount "$cache" "$mnt"; then FB=NA FBW=NA; return 1; fi
+	head -c1 "$mnt/$rel" >/dev/null
+	FB=$(dt "$T0" "$(now)")
+	FBW=$(($(wire) - w0))
+	hyd_umount "$cache" "$mnt"
+}
+
+# verdicts DIR: benchlib's verdict (the peers' "correct" column) and the
+# stricter treecmp (ns mtimes, owners, nlink, xattrs, hard-link structure,
+# bytes) against the source tree itself.
+verdicts() {
+	local dir=$1
+	VERDICT=$($LIB compare "$WORK/src/tree.manifest.json" "$dir")
+	if $TREECMP --content "$TREE" "$dir" >"$RUN/treecmp.out" 2>&1; then
+		STRICT=true
+	else
+		STRICT=false
+		log "treecmp: $(head -n3 "$RUN/treecmp.out" | tr '\n' ' ')"
+	fi
+}
+
+bench_ferry_mount() {
+	local label=$1 run=$2 cache=$WORK/dst/ferry-cache mnt=$WORK/mnt/ferry
+	local fbL fbS fbLw fbSw w0 wls browse full tread entries nbytes tr0 status
+	first_byte "$LARGE_REL"; fbL=$FB fbLw=$FBW
+	first_byte "$SMALL_REL"; fbS=$FB fbSw=$FBW
+	w0=$(wire)
+	hyd_mount "$cache" "$mnt" || { emit ferry_mount "$label" "$run" error=mount_failed; return 1; }
+	local mount_s; mount_s=$(dt "$T0" "$(now)")
+	ls -lR "$mnt" >"$RUN/ferry.lslR" 2>"$RUN/ferry.lslR.err"
+	browse=$(dt "$T0" "$(now)")
+	wls=$(($(wire) - w0))
+	entries=$(find "$mnt" -mindepth 1 | wc -l)
+	tr0=$(now)
+	nbytes=$(tar -C "$mnt" -cf - . 2>"$RUN/ferry.tar.err" | wc -c)
+	full=$(dt "$T0" "$(now)")
+	tread=$(dt "$tr0" "$(now)")
+	local w1; w1=$(wire)
+	status=$("$B/bin/ferry" status "$cache" --json 2>/dev/null)
+	verdicts "$mnt"
+	hyd_umount "$cache" "$mnt"
+	emit ferry_mount "$label" "$run" mount_s="$mount_s" browse_s="$browse" browse_entries="$entries" \
+		ls_wire_bytes="$wls" fb_large_s="$fbL" fb_small_s="$fbS" fb_large_wire="$fbLw" fb_small_wire="$fbSw" \
+		full_s="$full" read_s="$tread" tar_bytes="$nbytes" wire_bytes=$((w1 - w0)) \
+		tree_bytes="$TREE_BYTES" peak_rss_kb="$HWM" dest_bytes="$(du -sb "$cache" | cut -f1)" \
+		verdict="$VERDICT" strict_ok="$STRICT" ferry_status="$status" scan_s="$SCAN_S"
+	log "ferry_mount@$label#$run browse=${browse}s fbL=$fbL fbS=$fbS full=${full}s wire=$((w1 - w0)) strict=$STRICT"
+}
+
+bench_ferry_sync() {
+	local label=$1 run=$2 cache=$WORK/dst/ferry-sync-cache dest=$WORK/dst/ferry-sync
+	local w0 t0 t1 rc pL pS fbL fbS
+	rm -rf "$cache" "$dest"
+	w0=$(wire)
+	t0=$(now)
+	$LIB waitfile "$dest/$LARGE_REL" "$LARGE_SIZE" "$t0" >"$RUN/fbL" &
+	pL=$!
+	$LIB waitfile "$dest/$SMALL_REL" "$SMALL_SIZE" "$t0" >"$RUN/fbS" &
+	pS=$!
+	$NSD /usr/bin/time -f %M -o "$RUN/sync.rss" "$B/bin/ferry" sync -q $SYNC_OPTS -c "$cache" "$URL" "$dest" >"$RUN/sync.log" 2>&1
+	rc=$?
+	t1=$(now)
+	local w1; w1=$(wire)
+	sleep 0.05
+	kill "$pL" "$pS" 2>/dev/null
+	wait "$pL" "$pS" 2>/dev/null
+	fbL=$(cat "$RUN/fbL"); fbS=$(cat "$RUN/fbS")
+	verdicts "$dest"
+	local full; full=$(dt "$t0" "$t1")
+	emit ferry_sync "$label" "$run" rc=$rc browse_s="$full" fb_large_s="${fbL:-NA}" fb_small_s="${fbS:-NA}" \
+		full_s="$full" wire_bytes=$((w1 - w0)) tree_bytes="$TREE_BYTES" \
+		peak_rss_kb="$(tail -n1 "$RUN/sync.rss" | tr -dc 0-9)" dest_bytes="$(du -sb "$dest" | cut -f1)" \
+		verdict="$VERDICT" strict_ok="$STRICT" scan_s="$SCAN_S"
+	log "ferry_sync@$label#$run rc=$rc full=${full}s fbL=$fbL fbS=$fbS wire=$((w1 - w0)) strict=$STRICT"
+}
+
+run_ferry() {
+	local rtt runs run a label
+	for rtt in $RTTS; do
+		runs=$RUNS
+		[ "$rtt" = 0 ] || runs=$RTT_RUNS
+		label=$RATE
+		[ "$rtt" = 0 ] || label=$RATE+rtt${rtt}ms
+		log "ferry ($FERRY) at $label, $runs run(s)"
+		"$WAN" up "$RATE" >&2 || exit 1
+		start_replicator
+		start_proxy "$rtt"
+		for run in $(seq 1 "$runs"); do
+			for a in $FERRY; do
+				"bench_$a" "$label" "$run"
+			done
+		done
+		stop_servers
+		"$WAN" down >&2
+	done
+}
+
+prepare_dataset
+: >"$RES"
+[ -n "$PEERS" ] && run_peers
+run_ferry
+{
+	echo "date: $(date -u +%FT%TZ)"
+	uname -sr
+	echo "nproc: $(nproc)"
+	"$B/bin/ferry" --version 2>&1 | head -1
+	rsync --version | head -1
+	rclone version | head -1
+	echo "casync $(casync --version)"
+} >"$OUT/versions.txt"
+python3 "$ROOT/bench/report.py" --out "$OUT" --rate "$RATE" "$RES" "$OUT"/peers-rtt*/results.jsonl
