@@ -18,6 +18,7 @@
 #   FERRY ["ferry_mount ferry_sync"]              ferry approaches
 #   HYD_OPTS [""]         extra ferry-hydrator options (e.g. "--jobs 8")
 #   SYNC_OPTS [""]        extra ferry sync options
+#   BENCH_OUT [build/bench]  where results go (e.g. to keep a baseline)
 #   SHARED [../shared/bench]  the shared bench kit (gen_dataset.py, wan.sh,
 #                         benchlib.py, delayproxy.py, run_anchors.sh)
 set -uo pipefail
@@ -25,8 +26,8 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:?usage: bench/run.sh BUILD_DIR}" && pwd)
 SHARED=$(cd "${SHARED:-$ROOT/../shared/bench}" && pwd)
-OUT=$ROOT/build/bench
-WORK=$OUT/work
+OUT=${BENCH_OUT:-$ROOT/build/bench}
+WORK=$ROOT/build/bench/work
 RATE=${RATE:-200mbit}
 RTTS=${RTTS:-"0 20"}
 RUNS=${RUNS:-3}
