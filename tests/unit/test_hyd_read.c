@@ -560,8 +560,6 @@ static void corrupt(struct fx *fx, unsigned i)
 	sqlite3 *db;
 	sqlite3_stmt *st;
 	int64_t pack, off, flen;
-	uint8_t b;
-	int fd;
 
 	snprintf(p, sizeof(p), "%s/cache/state.db", fx->dir);
 	assert_int_equal(sqlite3_open_v2(p, &db, SQLITE_OPEN_READONLY, NULL),
@@ -580,13 +578,8 @@ static void corrupt(struct fx *fx, unsigned i)
 	sqlite3_close(db);
 	snprintf(p, sizeof(p), "%s/cache/packs/%08u.pack", fx->dir,
 		 (unsigned)pack);
-	fd = open(p, O_RDWR);
-	assert_true(fd >= 0);
-	off += flen - 1; /* the payload's last byte */
-	assert_int_equal(pread(fd, &b, 1, off), 1);
-	b ^= 0x40;
-	assert_int_equal(pwrite(fd, &b, 1, off), 1);
-	close(fd);
+	/* the payload's last byte */
+	tsup_flip_byte(p, (uint64_t)(off + flen - 1), 0x40);
 }
 
 /* A stored frame that rotted is never served: the read fails (the

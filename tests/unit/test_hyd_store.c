@@ -426,16 +426,9 @@ static void test_newer_schema(void **state)
 static void flip_byte(const char *dir, const char *pack, off_t off)
 {
 	char p[256];
-	uint8_t b;
-	int fd;
 
 	snprintf(p, sizeof(p), "%s/packs/%s", dir, pack);
-	fd = open(p, O_RDWR);
-	assert_true(fd >= 0);
-	assert_int_equal(pread(fd, &b, 1, off), 1);
-	b ^= 0x5a;
-	assert_int_equal(pwrite(fd, &b, 1, off), 1);
-	close(fd);
+	tsup_flip_byte(p, (uint64_t)off, 0x5a);
 }
 
 static void test_corruption(void **state)

@@ -105,3 +105,15 @@ uint8_t *tsup_random_bytes(size_t n, uint64_t seed)
 		b[i] = (uint8_t)(tsup_splitmix64(&seed) >> 24);
 	return b;
 }
+
+void tsup_flip_byte(const char *path, uint64_t off, uint8_t mask)
+{
+	uint8_t b;
+	int fd = open(path, O_RDWR);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &b, 1, (off_t)off), 1);
+	b ^= mask;
+	assert_int_equal(pwrite(fd, &b, 1, (off_t)off), 1);
+	close(fd);
+}

@@ -22,6 +22,10 @@ int tsup_free_port(void);
 /* 1 when something accepts a TCP connection on 127.0.0.1:port. */
 int tsup_port_answers(int port);
 
+/* XOR the byte at off of the file at path with mask (bit rot on disk);
+ * asserts that it worked. */
+void tsup_flip_byte(const char *path, uint64_t off, uint8_t mask);
+
 /* Create or truncate path (0644) and write len bytes of buf with one
  * write(2), which must write them all. */
 void tsup_write_file(const char *path, const void *buf, size_t len);
