@@ -379,13 +379,12 @@ static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c)
 	bf->submitted++;
 	pthread_mutex_unlock(&bf->lock);
 	/* The wait for a window can be long; a read may have fetched and
-	 * stored the chunk meanwhile, so look once more. */
-	r = hyd_store_has(bf->cfg.store, &c->id) == 1
-		    ? 0
-		    : hyd_fetch_submit_watched(bf->cfg.fetch, &c->id, c->len,
-				     HYD_PRIO_BACKFILL, HYD_DEADLINE_NONE,
+	 * stored the chunk meanwhile: the checked join looks once more, in
+	 * one step with finding no flight. */
+	r = hyd_fetch_submit_checked(bf->cfg.fetch, &c->id, c->len,
+				     HYD_PRIO_BACKFILL, HYD_DEADLINE_NONE, 1,
 				     &fl);
-	if(r == 0 && !fl) {
+	if(r == 2) {
 		pthread_mutex_lock(&bf->lock);
 		bf->outstanding--;
 		bf->outstanding_bytes -= c->len;
@@ -790,8 +789,9 @@ void hyd_backfill_note_read(hyd_backfill *bf, uint64_t ino, uint64_t off,
 		if(!cs[i].len || cs[i].len > bf->cfg.max_raw ||
 		   hyd_store_has(bf->cfg.store, &cs[i].id) == 1)
 			continue;
-		if(hyd_fetch_submit(bf->cfg.fetch, &cs[i].id, cs[i].len,
-				    HYD_PRIO_READAHEAD, deadline, &fl) < 0)
+		if(hyd_fetch_submit_checked(bf->cfg.fetch, &cs[i].id, cs[i].len,
+					    HYD_PRIO_READAHEAD, deadline, 0,
+					    &fl) < 0)
 			return;
 		hyd_fetch_release(bf->cfg.fetch, fl);
 	}

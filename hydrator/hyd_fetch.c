@@ -860,6 +860,12 @@ static void *loop_main(void *arg)
 /* public                                                             */
 /* ------------------------------------------------------------------ */
 
+/* The single-flight table's have hook: is the chunk in the store? */
+static int store_have(void *arg, const chunk_id *id)
+{
+	return hyd_store_has(arg, id);
+}
+
 int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret)
 {
 	hyd_fetch *f;
@@ -918,6 +924,8 @@ int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret)
 		pthread_mutex_destroy(&f->coder_lock);
 		goto fail;
 	}
+	if(f->store)
+		hyd_flights_set_have_hook(&f->flights, store_have, f->store);
 	*ret = f;
 	return 0;
 fail:
@@ -1026,9 +1034,16 @@ int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 				ret);
 }
 
-int hyd_fetch_unsubmit(hyd_fetch *f, struct hyd_flight *fl)
+int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, unsigned watched,
+			     struct hyd_flight **ret)
 {
-	return hyd_flights_cancel_queued(&f->flights, fl);
+	*ret = NULL;
+	if(!raw_len || raw_len > f->max_raw)
+		return -EINVAL;
+	return hyd_flights_join_checked(&f->flights, id, raw_len, prio,
+					deadline_ns, watched, ret);
 }
 
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns)

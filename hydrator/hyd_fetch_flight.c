@@ -136,7 +136,7 @@ static void flight_free(struct hyd_flight *fl)
 
 static int flights_join(struct hyd_flights *t, const chunk_id *id,
 			uint32_t raw_len, enum hyd_prio prio,
-			uint64_t deadline_ns, unsigned watch,
+			uint64_t deadline_ns, unsigned watch, int check,
 			struct hyd_flight **ret)
 {
 	struct hyd_flight *fl;
@@ -165,6 +165,10 @@ static int flights_join(struct hyd_flights *t, const chunk_id *id,
 		}
 		*ret = fl;
 		r = 0;
+		goto out;
+	}
+	if(check && t->have && t->have(t->have_arg, id) == 1) {
+		r = 2;
 		goto out;
 	}
 	fl = calloc(1, sizeof(*fl));
@@ -207,14 +211,33 @@ int hyd_flights_join(struct hyd_flights *t, const chunk_id *id,
 		     uint32_t raw_len, enum hyd_prio prio, uint64_t deadline_ns,
 		     struct hyd_flight **ret)
 {
-	return flights_join(t, id, raw_len, prio, deadline_ns, 0, ret);
+	return flights_join(t, id, raw_len, prio, deadline_ns, 0, 0, ret);
 }
 
 int hyd_flights_join_watched(struct hyd_flights *t, const chunk_id *id,
 			     uint32_t raw_len, enum hyd_prio prio,
 			     uint64_t deadline_ns, struct hyd_flight **ret)
 {
-	return flights_join(t, id, raw_len, prio, deadline_ns, 1, ret);
+	return flights_join(t, id, raw_len, prio, deadline_ns, 1, 0, ret);
+}
+
+int hyd_flights_join_checked(struct hyd_flights *t, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, unsigned watch,
+			     struct hyd_flight **ret)
+{
+	return flights_join(t, id, raw_len, prio, deadline_ns, watch ? 1 : 0,
+			    1, ret);
+}
+
+void hyd_flights_set_have_hook(struct hyd_flights *t,
+			       int (*have)(void *arg, const chunk_id *id),
+			       void *arg)
+{
+	pthread_mutex_lock(&t->lock);
+	t->have = have;
+	t->have_arg = arg;
+	pthread_mutex_unlock(&t->lock);
 }
 
 int hyd_flights_is_open(struct hyd_flights *t)
@@ -285,24 +308,6 @@ static void release_locked(struct hyd_flights *t, struct hyd_flight *fl,
 {
 	(void)t;
 	*ret_free = (--fl->refs == 0);
-}
-
-int hyd_flights_cancel_queued(struct hyd_flights *t, struct hyd_flight *fl)
-{
-	int done = 0, do_free = 0;
-
-	pthread_mutex_lock(&t->lock);
-	/* Only a flight nobody else waits on (the table's reference and the
-	 * caller's) and that no transfer has taken yet. */
-	if(fl->state == HYD_FLIGHT_QUEUED && fl->refs == 2) {
-		flight_end_locked(t, fl, -ECANCELED);
-		release_locked(t, fl, &do_free);
-		done = 1;
-	}
-	pthread_mutex_unlock(&t->lock);
-	if(do_free)
-		flight_free(fl);
-	return done;
 }
 
 void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,

@@ -90,6 +90,10 @@ struct hyd_flights {
 	 * hyd_flights_set_done_hook). */
 	void (*done)(void *arg, const struct hyd_flight *fl, int result);
 	void *done_arg;
+	/* Called with the lock held by a checked join that finds no flight:
+	 * 1 when the chunk is stored (see hyd_flights_join_checked). */
+	int (*have)(void *arg, const chunk_id *id);
+	void *have_arg;
 };
 
 /* ---- single-flight table (hyd_fetch_flight.c); any thread ---- */
@@ -138,11 +142,6 @@ void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,
 int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
 		     uint64_t deadline_ns);
 
-/* Withdraw a flight the caller created that is still QUEUED and has no
- * other waiter (it found the chunk stored after all). Returns 1 when
- * withdrawn (the caller still releases its reference), 0 otherwise. */
-int hyd_flights_cancel_queued(struct hyd_flights *t, struct hyd_flight *fl);
-
 /* Drop a reference; the last one frees the flight. NULL is a no-op. */
 void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl);
 
@@ -163,6 +162,24 @@ uint64_t hyd_now_ns(void);
 int hyd_flights_join_watched(struct hyd_flights *t, const chunk_id *id,
 			     uint32_t raw_len, enum hyd_prio prio,
 			     uint64_t deadline_ns, struct hyd_flight **ret);
+
+/* hyd_flights_join (watch 0) or _watched (1), except that when no flight
+ * for id exists, the have hook is asked under the table lock before one is
+ * created: when it says the chunk is stored, returns 2 with *ret NULL. A
+ * flight stores its chunk before it leaves the table, so a look in the
+ * store made this way cannot fall between a flight's store write and its
+ * end, which a look before the join can (and then fetches the chunk a
+ * second time). Without a have hook this is a plain join. */
+int hyd_flights_join_checked(struct hyd_flights *t, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, unsigned watch,
+			     struct hyd_flight **ret);
+
+/* Set the hook a checked join asks (quick, takes no table lock: e.g. a
+ * store lookup). Set it before the table is opened. */
+void hyd_flights_set_have_hook(struct hyd_flights *t,
+			       int (*have)(void *arg, const chunk_id *id),
+			       void *arg);
 
 /* Set the hook called, with the table lock held, when a watched flight
  * ends: result is its final result (0 when verified; fl->store_rc then
@@ -270,8 +287,13 @@ int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
  * from the loop thread. */
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
 
-/* See hyd_flights_cancel_queued. */
-int hyd_fetch_unsubmit(hyd_fetch *f, struct hyd_flight *fl);
+/* hyd_fetch_submit (watched 0) or hyd_fetch_submit_watched (1) through
+ * hyd_flights_join_checked against the fetcher's store: 2 with *ret NULL
+ * when no flight exists and the store has the chunk. */
+int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, unsigned watched,
+			     struct hyd_flight **ret);
 
 /* Someone is browsing (a FUSE metadata request): backfill transfers hold
  * still for ms from now, so listing the tree does not share the CPU and

@@ -245,26 +245,20 @@ static int slot_start(const struct hyd_read_ctx *rc, struct read_slot *s,
 		*why = "chunk store read failed";
 		return r;
 	}
-	r = hyd_fetch_submit(rc->fetch, &s->c.id, s->c.len, HYD_PRIO_DEMAND,
-			     deadline, &s->fl);
+	/* Checked: an earlier flight may have stored the chunk and left the
+	 * table since our miss; the join looks in the store again under the
+	 * table lock, so one chunk is not fetched twice. */
+	r = hyd_fetch_submit_checked(rc->fetch, &s->c.id, s->c.len,
+				     HYD_PRIO_DEMAND, deadline, 0, &s->fl);
+	if (r == 2 && slot_from_store(rc, s, rv) == 0)
+		return 0;
+	/* Stored, but found corrupt when read just now: fetch it. */
+	if (r == 2)
+		r = hyd_fetch_submit(rc->fetch, &s->c.id, s->c.len,
+				     HYD_PRIO_DEMAND, deadline, &s->fl);
 	if (r < 0) {
 		*why = "cannot submit fetch";
 		return r;
-	}
-	/* A new flight: an earlier one may have left the table between our
-	 * store miss and the join, its chunk stored by then. Look again, so
-	 * one chunk is not fetched twice. */
-	if (r == 1 && rc->store && hyd_fetch_unsubmit(rc->fetch, s->fl) == 1) {
-		hyd_fetch_release(rc->fetch, s->fl);
-		s->fl = NULL;
-		if (slot_from_store(rc, s, rv) == 0)
-			return 0;
-		r = hyd_fetch_submit(rc->fetch, &s->c.id, s->c.len,
-				     HYD_PRIO_DEMAND, deadline, &s->fl);
-		if (r < 0) {
-			*why = "cannot submit fetch";
-			return r;
-		}
 	}
 	return 0;
 }
