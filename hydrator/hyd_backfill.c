@@ -54,6 +54,8 @@
 #define RA_SLOTS 32u
 #define RA_BYTES (1u << 20)
 #define RA_CHUNKS 16u
+#define YIELD_NS 10000000L        /* 10 ms naps while someone browses */
+#define YIELD_EVERY 256u          /* census rows between browse checks */
 
 struct ra_slot {
 	uint64_t ino, next_off, ra_end, used;
@@ -280,6 +282,14 @@ static void wait_locked(hyd_backfill *bf, unsigned ms)
 }
 
 /* Sleep up to ms (ticking), ending early on stop. */
+/* While someone browses, the scheduler itself waits too (its census and
+ * walks cost CPU that `ls -lR` on 2 cores would otherwise share). */
+static void yield_to_browsing(hyd_backfill *bf)
+{
+	while(!stopped(bf) && hyd_fetch_browsing(bf->cfg.fetch))
+		nanosleep(&(struct timespec){ 0, YIELD_NS }, NULL);
+}
+
 static void nap(hyd_backfill *bf, unsigned ms)
 {
 	uint64_t until = hyd_now_ns() + (uint64_t)ms * 1000000ull;
@@ -315,6 +325,8 @@ static int census_one(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	}
 	if(++cs->seen % 4096 == 0)
 		tick(cs->bf);
+	if(cs->seen % YIELD_EVERY == 0)
+		yield_to_browsing(cs->bf);
 	return stopped(cs->bf) ? 1 : 0;
 }
 
@@ -500,6 +512,7 @@ static int run_pass(hyd_backfill *bf)
 		idx = k++;
 		if(is_done(bf, idx))
 			continue;
+		yield_to_browsing(bf);
 		r = do_file(bf, idx);
 		if(r < 0)
 			return r;
@@ -532,6 +545,7 @@ static void backfill_run(hyd_backfill *bf)
 	int64_t missing;
 	int r, bad;
 
+	yield_to_browsing(bf);
 	r = hyd_bf__files_build(bf->cfg.cat, &bf->stop, &bf->files);
 	if(r == 0) {
 		bf->done = calloc(bf->files.n / 8 + 1, 1);
@@ -552,6 +566,7 @@ static void backfill_run(hyd_backfill *bf)
 		return;
 	}
 	while(!stopped(bf)) {
+		yield_to_browsing(bf);
 		missing = census(bf);
 		if(missing == 0) {
 			pthread_mutex_lock(&bf->lock);

@@ -301,6 +301,9 @@ int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id,
  * one atomic load (and at most one store). */
 void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms);
 
+/* 1 while such a hold lasts, else 0. Any thread. */
+int hyd_fetch_browsing(hyd_fetch *f);
+
 /* Give back the reference from hyd_fetch_submit. NULL is a no-op. */
 void hyd_fetch_release(hyd_fetch *f, struct hyd_flight *fl);
 

@@ -120,6 +120,12 @@ void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms)
 		__atomic_store_n(&f->browse_until_ns, until, __ATOMIC_RELAXED);
 }
 
+int hyd_fetch_browsing(hyd_fetch *f)
+{
+	return hyd_now_ns() <
+	       __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED);
+}
+
 /* Let go every paused transfer whose reasons are gone, urgent ones first
  * (they take the tokens before backfill sees any). */
 static void on_pace(uv_timer_t *t)
