@@ -703,8 +703,7 @@ static int run(struct sync *s)
 	s->st.state = HYD_STATE_BACKFILLING;
 	memset(&m, 0, sizeof(m));
 	s->mat = &m;
-	m.fetch = s->fetch;
-	m.hydrating = 1;
+	m.hydrating = 1; /* hydrate_done sets fetch, dead and ndead */
 	r = hydrate_count(s, offline);
 	if(r > 0) {
 		r = cat_reader_open(s->cat_path, &s->cat_fetch);

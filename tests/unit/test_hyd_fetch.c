@@ -618,6 +618,69 @@ static void test_fetch_stop_in_flight(void **state)
 /* URLs                                                               */
 /* ------------------------------------------------------------------ */
 
+static int have_calls;
+static int have_stub(void *arg, const chunk_id *id)
+{
+	(void)id;
+	have_calls++;
+	return *(const int *)arg;
+}
+
+/* A checked join asks the store only when no flight exists, and then
+ * creates none when the chunk is stored; a flight in the table wins. */
+static void test_flights_checked_join(void **state)
+{
+	struct hyd_flights t;
+	struct hyd_flight *a = NULL, *b = NULL;
+	chunk_id ia = mk_id(9);
+	uint64_t far = hyd_now_ns() + 60 * SEC;
+	int stored = 1;
+
+	(void)state;
+	assert_int_equal(hyd_flights_init(&t, NULL, NULL), 0);
+	hyd_flights_set_have_hook(&t, have_stub, &stored);
+	hyd_flights_open(&t);
+	have_calls = 0;
+	assert_int_equal(hyd_flights_join_checked(&t, &ia, 4, HYD_PRIO_DEMAND,
+						  far, 0, &a),
+			 2);
+	assert_null(a);
+	assert_int_equal(have_calls, 1);
+	assert_null(hyd_flights_next(&t)); /* nothing was queued */
+	/* Not stored: a flight is created; a plain join never asks. */
+	stored = 0;
+	assert_int_equal(hyd_flights_join_checked(&t, &ia, 4, HYD_PRIO_DEMAND,
+						  far, 0, &a),
+			 1);
+	assert_int_equal(have_calls, 2);
+	stored = 1;
+	assert_int_equal(hyd_flights_join_checked(&t, &ia, 4, HYD_PRIO_DEMAND,
+						  far, 0, &b),
+			 0);
+	assert_ptr_equal(a, b);
+	assert_int_equal(have_calls, 2);
+	assert_ptr_equal(hyd_flights_next(&t), a);
+	hyd_flights_finish(&t, a, -ECANCELED);
+	hyd_flights_release(&t, a);
+	hyd_flights_release(&t, b);
+	hyd_flights_close(&t, -ECANCELED);
+	hyd_flights_fini(&t);
+}
+
+/* Browsing holds background transfers for the time asked, then not. */
+static void test_hold_background(void **state)
+{
+	hyd_fetch *f = fetcher("http://127.0.0.1:1/v1/x", NULL);
+
+	(void)state;
+	assert_int_equal(hyd_fetch_browsing(f), 0);
+	hyd_fetch_hold_background(f, 150);
+	assert_int_equal(hyd_fetch_browsing(f), 1);
+	usleep(250000);
+	assert_int_equal(hyd_fetch_browsing(f), 0);
+	hyd_fetch_free(f);
+}
+
 static void test_url_parse(void **state)
 {
 	char base[256], name[80], err[256], dir[512];
@@ -662,6 +725,8 @@ int main(void)
 	const struct CMUnitTest table[] = {
 		cmocka_unit_test(test_flights_join_and_order),
 		cmocka_unit_test(test_flights_wake_and_rejoin),
+		cmocka_unit_test(test_flights_checked_join),
+		cmocka_unit_test(test_hold_background),
 		cmocka_unit_test(test_url_parse),
 	};
 	const struct CMUnitTest net[] = {
