@@ -206,7 +206,7 @@ static void planes_join(const uint8_t *in, size_t n, unsigned stride,
 		for (; i + 16 <= m; i += 16) {
 			__m128i a = _mm_loadu_si128((const __m128i *)(in + i));
 			__m128i b =
-				_mm_loadu_si128((const __m128i *)(in + m + i));
+			    _mm_loadu_si128((const __m128i *)(in + m + i));
 
 			_mm_storeu_si128((__m128i *)(out + 2 * i),
 					 _mm_unpacklo_epi8(a, b));
@@ -217,11 +217,11 @@ static void planes_join(const uint8_t *in, size_t n, unsigned stride,
 		for (; i + 16 <= m; i += 16) {
 			__m128i a = _mm_loadu_si128((const __m128i *)(in + i));
 			__m128i b =
-				_mm_loadu_si128((const __m128i *)(in + m + i));
-			__m128i c = _mm_loadu_si128(
-				(const __m128i *)(in + 2 * m + i));
-			__m128i d = _mm_loadu_si128(
-				(const __m128i *)(in + 3 * m + i));
+			    _mm_loadu_si128((const __m128i *)(in + m + i));
+			__m128i c =
+			    _mm_loadu_si128((const __m128i *)(in + 2 * m + i));
+			__m128i d =
+			    _mm_loadu_si128((const __m128i *)(in + 3 * m + i));
 			__m128i ab0 = _mm_unpacklo_epi8(a, b);
 			__m128i ab1 = _mm_unpackhi_epi8(a, b);
 			__m128i cd0 = _mm_unpacklo_epi8(c, d);

@@ -10,13 +10,20 @@
 int cat_kind_ifmt(int kind)
 {
 	switch (kind) {
-	case CAT_REG: return S_IFREG;
-	case CAT_DIR: return S_IFDIR;
-	case CAT_LNK: return S_IFLNK;
-	case CAT_FIFO: return S_IFIFO;
-	case CAT_CHR: return S_IFCHR;
-	case CAT_BLK: return S_IFBLK;
-	case CAT_SOCK: return S_IFSOCK;
+	case CAT_REG:
+		return S_IFREG;
+	case CAT_DIR:
+		return S_IFDIR;
+	case CAT_LNK:
+		return S_IFLNK;
+	case CAT_FIFO:
+		return S_IFIFO;
+	case CAT_CHR:
+		return S_IFCHR;
+	case CAT_BLK:
+		return S_IFBLK;
+	case CAT_SOCK:
+		return S_IFSOCK;
 	}
 	return -1;
 }
@@ -24,13 +31,20 @@ int cat_kind_ifmt(int kind)
 int cat_kind_of_mode(unsigned mode)
 {
 	switch (mode & S_IFMT) {
-	case S_IFREG: return CAT_REG;
-	case S_IFDIR: return CAT_DIR;
-	case S_IFLNK: return CAT_LNK;
-	case S_IFIFO: return CAT_FIFO;
-	case S_IFCHR: return CAT_CHR;
-	case S_IFBLK: return CAT_BLK;
-	case S_IFSOCK: return CAT_SOCK;
+	case S_IFREG:
+		return CAT_REG;
+	case S_IFDIR:
+		return CAT_DIR;
+	case S_IFLNK:
+		return CAT_LNK;
+	case S_IFIFO:
+		return CAT_FIFO;
+	case S_IFCHR:
+		return CAT_CHR;
+	case S_IFBLK:
+		return CAT_BLK;
+	case S_IFSOCK:
+		return CAT_SOCK;
 	}
 	return 0;
 }

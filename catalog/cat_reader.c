@@ -33,12 +33,12 @@ struct cat_reader {
 	sqlite3 *db;
 	struct cat_meta meta;
 	sqlite3_stmt *st_getattr, *st_lookup, *st_readdir, *st_xattr_get,
-		*st_xattr_list, *st_range, *st_each;
+	    *st_xattr_list, *st_range, *st_each;
 };
 
 #define INODE_COLS "kind,mode,uid,gid,size,nlink,mtime_ns,ctime_ns,rdev,target"
-#define INODE_COLS_I                                                       \
-	"i.ino,i.kind,i.mode,i.uid,i.gid,i.size,i.nlink,i.mtime_ns,"       \
+#define INODE_COLS_I                                                           \
+	"i.ino,i.kind,i.mode,i.uid,i.gid,i.size,i.nlink,i.mtime_ns,"           \
 	"i.ctime_ns,i.rdev,i.target"
 #define INODE_NCOLS 10
 
@@ -46,34 +46,34 @@ static const struct {
 	size_t off;
 	const char *sql;
 } stmt_sql[] = {
-	{ offsetof(struct cat_reader, st_getattr),
-	  "SELECT " INODE_COLS " FROM inode WHERE ino=?1" },
-	/* LEFT JOIN so a dirent whose inode is missing is seen (and refused)
-	 * instead of silently looking absent. */
-	{ offsetof(struct cat_reader, st_lookup),
-	  "SELECT " INODE_COLS_I " FROM dirent d LEFT JOIN inode i"
-	  " ON i.ino=d.ino WHERE d.parent=?1 AND d.name=?2" },
-	{ offsetof(struct cat_reader, st_readdir),
-	  "SELECT d.pos,d.name,d.ino," INODE_COLS_I " FROM dirent d"
-	  " LEFT JOIN inode i ON i.ino=d.ino"
-	  " WHERE d.parent=?1 AND d.pos>?2 ORDER BY d.pos" },
-	{ offsetof(struct cat_reader, st_xattr_get),
-	  "SELECT value FROM xattr WHERE ino=?1 AND name=?2" },
-	{ offsetof(struct cat_reader, st_xattr_list),
-	  "SELECT name FROM xattr WHERE ino=?1 ORDER BY name" },
-	/* The chunk covering ?2 is the last one starting at or before it: one
-	 * seek for it, then a range scan up to ?3, never the whole file. */
-	{ offsetof(struct cat_reader, st_range),
-	  "SELECT off,len,id FROM chunk WHERE ino=?1 AND off >="
-	  " (SELECT ifnull(max(off),0) FROM chunk WHERE ino=?1 AND off<=?2)"
-	  " AND off<?3 ORDER BY off LIMIT ?4" },
-	/* min(ino) makes the bare columns come from one row holding the id.
-	 * Inode order is the scan's depth-first order: sync fetches in the
-	 * order its writer walks the tree. */
-	{ offsetof(struct cat_reader, st_each),
-	  "SELECT c.off,c.len,c.id,c.ino,i.kind,i.size FROM"
-	  " (SELECT id,min(ino) AS ino,off,len FROM chunk GROUP BY id) c"
-	  " LEFT JOIN inode i ON i.ino=c.ino ORDER BY c.ino, c.off" },
+    {offsetof(struct cat_reader, st_getattr),
+     "SELECT " INODE_COLS " FROM inode WHERE ino=?1"},
+    /* LEFT JOIN so a dirent whose inode is missing is seen (and refused)
+     * instead of silently looking absent. */
+    {offsetof(struct cat_reader, st_lookup),
+     "SELECT " INODE_COLS_I " FROM dirent d LEFT JOIN inode i"
+     " ON i.ino=d.ino WHERE d.parent=?1 AND d.name=?2"},
+    {offsetof(struct cat_reader, st_readdir),
+     "SELECT d.pos,d.name,d.ino," INODE_COLS_I " FROM dirent d"
+     " LEFT JOIN inode i ON i.ino=d.ino"
+     " WHERE d.parent=?1 AND d.pos>?2 ORDER BY d.pos"},
+    {offsetof(struct cat_reader, st_xattr_get),
+     "SELECT value FROM xattr WHERE ino=?1 AND name=?2"},
+    {offsetof(struct cat_reader, st_xattr_list),
+     "SELECT name FROM xattr WHERE ino=?1 ORDER BY name"},
+    /* The chunk covering ?2 is the last one starting at or before it: one
+     * seek for it, then a range scan up to ?3, never the whole file. */
+    {offsetof(struct cat_reader, st_range),
+     "SELECT off,len,id FROM chunk WHERE ino=?1 AND off >="
+     " (SELECT ifnull(max(off),0) FROM chunk WHERE ino=?1 AND off<=?2)"
+     " AND off<?3 ORDER BY off LIMIT ?4"},
+    /* min(ino) makes the bare columns come from one row holding the id.
+     * Inode order is the scan's depth-first order: sync fetches in the
+     * order its writer walks the tree. */
+    {offsetof(struct cat_reader, st_each),
+     "SELECT c.off,c.len,c.id,c.ino,i.kind,i.size FROM"
+     " (SELECT id,min(ino) AS ino,off,len FROM chunk GROUP BY id) c"
+     " LEFT JOIN inode i ON i.ino=c.ino ORDER BY c.ino, c.off"},
 };
 
 /* Integer column within [lo, hi]; a wrong type (text, blob, NULL, real)
@@ -341,8 +341,8 @@ out:
 	return rc;
 }
 
-int cat_getxattr(cat_reader *r, uint64_t ino, const void *name,
-		 size_t name_len, void *buf, size_t cap, size_t *ret_len)
+int cat_getxattr(cat_reader *r, uint64_t ino, const void *name, size_t name_len,
+		 void *buf, size_t cap, size_t *ret_len)
 {
 	sqlite3_stmt *st;
 	const void *v;
@@ -455,9 +455,9 @@ static int chunk_from_row(const cat_reader *r, sqlite3_stmt *st, int col,
 }
 
 /* Run the range query (lock held) for [off, end) with end <= size. */
-static int range_locked(cat_reader *r, uint64_t ino, uint64_t off,
-			uint64_t end, uint64_t size, struct cat_chunk *ret,
-			size_t cap, size_t *ret_n)
+static int range_locked(cat_reader *r, uint64_t ino, uint64_t off, uint64_t end,
+			uint64_t size, struct cat_chunk *ret, size_t cap,
+			size_t *ret_n)
 {
 	sqlite3_stmt *st = r->st_range;
 	uint64_t next = 0;
@@ -467,7 +467,8 @@ static int range_locked(cat_reader *r, uint64_t ino, uint64_t off,
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)off);
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)end);
-	sqlite3_bind_int64(st, 4, cap > INT64_MAX ? INT64_MAX : (sqlite3_int64)cap);
+	sqlite3_bind_int64(st, 4,
+			   cap > INT64_MAX ? INT64_MAX : (sqlite3_int64)cap);
 	while (n < cap && (rc = step(r, st, "chunks_range")) == 1) {
 		rc = chunk_from_row(r, st, 0, size, &ret[n]);
 		if (rc)
@@ -475,8 +476,9 @@ static int range_locked(cat_reader *r, uint64_t ino, uint64_t off,
 		/* The first chunk must cover off and each next one start where
 		 * the previous ended: a gap is a broken manifest, and serving
 		 * around it would hand out wrong bytes. */
-		if (n == 0 ? (ret[0].off > off || ret[0].off + ret[0].len <= off)
-			   : ret[n].off != next) {
+		if (n == 0
+			? (ret[0].off > off || ret[0].off + ret[0].len <= off)
+			: ret[n].off != next) {
 			rc = -EBADMSG;
 			goto out;
 		}
@@ -584,24 +586,28 @@ static int check_schema(cat_reader *r)
 	int64_t v;
 	int rc;
 
-	rc = pragma_int(r,
-		"SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN"
-		" ('meta','inode','dirent','xattr','chunk')", &v);
+	rc = pragma_int(
+	    r,
+	    "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN"
+	    " ('meta','inode','dirent','xattr','chunk')",
+	    &v);
 	if (rc)
 		return rc;
 	if (v != 5)
 		return -EBADMSG;
 	rc = pragma_int(r,
-		"SELECT count(*) FROM pragma_index_list('dirent')"
-		" WHERE name='dirent_name' AND \"unique\"=1", &v);
+			"SELECT count(*) FROM pragma_index_list('dirent')"
+			" WHERE name='dirent_name' AND \"unique\"=1",
+			&v);
 	if (rc)
 		return rc;
 	if (v != 1)
 		return -EBADMSG;
 	rc = pragma_int(r,
-		"SELECT group_concat(name) = 'parent,name' FROM"
-		" (SELECT name FROM pragma_index_info('dirent_name') ORDER BY seqno)",
-		&v);
+			"SELECT group_concat(name) = 'parent,name' FROM"
+			" (SELECT name FROM pragma_index_info('dirent_name') "
+			"ORDER BY seqno)",
+			&v);
 	if (rc)
 		return rc;
 	return v == 1 ? 0 : -EBADMSG;
@@ -621,9 +627,19 @@ static int meta_u64(sqlite3_stmt *st, int64_t lo, int64_t hi, uint64_t *ret)
 /* Read and check the meta table into r->meta. Every key is required. */
 static int read_meta(cat_reader *r)
 {
-	enum { F_FORMAT = 1, F_GEN = 2, F_PGEN = 4, F_CREATED = 8, F_MIN = 16,
-	       F_AVG = 32, F_MAX = 64, F_HASH = 128, F_INODES = 256,
-	       F_BYTES = 512, F_ALL = 1023 };
+	enum {
+		F_FORMAT = 1,
+		F_GEN = 2,
+		F_PGEN = 4,
+		F_CREATED = 8,
+		F_MIN = 16,
+		F_AVG = 32,
+		F_MAX = 64,
+		F_HASH = 128,
+		F_INODES = 256,
+		F_BYTES = 512,
+		F_ALL = 1023
+	};
 	struct cat_meta *m = &r->meta;
 	sqlite3_stmt *st = NULL;
 	const char *key, *text;
@@ -646,9 +662,11 @@ static int read_meta(cat_reader *r)
 		if (!strcmp(key, "format") || !strcmp(key, "hash")) {
 			int is_format = key[0] == 'f';
 
-			text = sqlite3_column_type(st, 1) == SQLITE_TEXT ?
-				       (const char *)sqlite3_column_text(st, 1) : NULL;
-			if (!text || strcmp(text, is_format ? CAT_FORMAT : "sha256"))
+			text = sqlite3_column_type(st, 1) == SQLITE_TEXT
+				   ? (const char *)sqlite3_column_text(st, 1)
+				   : NULL;
+			if (!text ||
+			    strcmp(text, is_format ? CAT_FORMAT : "sha256"))
 				goto out;
 			seen |= is_format ? F_FORMAT : F_HASH;
 		} else if (!strcmp(key, "generation")) {
@@ -660,7 +678,8 @@ static int read_meta(cat_reader *r)
 				goto out;
 			seen |= F_PGEN;
 		} else if (!strcmp(key, "created_ns")) {
-			if (col_int(st, 1, INT64_MIN, INT64_MAX, &m->created_ns))
+			if (col_int(st, 1, INT64_MIN, INT64_MAX,
+				    &m->created_ns))
 				goto out;
 			seen |= F_CREATED;
 		} else if (!strcmp(key, "chunk_min")) {
@@ -701,7 +720,8 @@ out:
 static void reader_free(cat_reader *r)
 {
 	for (size_t i = 0; i < sizeof(stmt_sql) / sizeof(stmt_sql[0]); i++)
-		cat__sqlite_finalize((sqlite3_stmt **)((char *)r + stmt_sql[i].off));
+		cat__sqlite_finalize(
+		    (sqlite3_stmt **)((char *)r + stmt_sql[i].off));
 	if (r->db)
 		sqlite3_close(r->db);
 	pthread_mutex_destroy(&r->mu);
@@ -719,9 +739,9 @@ static int reader_connect(cat_reader *r, const char *path)
 	rc = cat__sqlite_uri(path, "immutable=1", &uri);
 	if (rc)
 		goto out;
-	rc = sqlite3_open_v2(uri, &r->db,
-			     SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX |
-				     SQLITE_OPEN_URI, NULL);
+	rc = sqlite3_open_v2(
+	    uri, &r->db,
+	    SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, NULL);
 	if (rc != SQLITE_OK) {
 		rc = cat__sqlite_errno(r->db, rc, "reader_open");
 		goto out;
@@ -733,9 +753,10 @@ static int reader_connect(cat_reader *r, const char *path)
 	sqlite3_db_config(r->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
 	sqlite3_limit(r->db, SQLITE_LIMIT_LENGTH, READER_LENGTH_LIMIT);
 	rc = cat__sqlite_exec(r->db,
-		"PRAGMA query_only=1;"
-		"PRAGMA cell_size_check=ON;"
-		"PRAGMA mmap_size=17179869184;", "reader_pragmas");
+			      "PRAGMA query_only=1;"
+			      "PRAGMA cell_size_check=ON;"
+			      "PRAGMA mmap_size=17179869184;",
+			      "reader_pragmas");
 out:
 	free(uri);
 	return rc;
@@ -766,8 +787,9 @@ static int reader_check(cat_reader *r)
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < sizeof(stmt_sql) / sizeof(stmt_sql[0]); i++) {
-		rc = cat__sqlite_prepare(r->db, stmt_sql[i].sql,
-			(sqlite3_stmt **)((char *)r + stmt_sql[i].off));
+		rc = cat__sqlite_prepare(
+		    r->db, stmt_sql[i].sql,
+		    (sqlite3_stmt **)((char *)r + stmt_sql[i].off));
 		/* A table without the expected columns fails to prepare
 		 * (SQLITE_ERROR, -EIO): that is a foreign file. */
 		if (rc == -EIO)

@@ -74,7 +74,8 @@ int cat__sqlite_errno(sqlite3 *db, int rc, const char *what)
 	 * db, which is this one: callers translate right after the call. */
 	if (ret == -EBADMSG || ret == -EEXIST)
 		return ret;
-	fprintf(stderr, "catalog: op=%s sqlite_rc=%d sqlite_err=\"%s\" msg=\"%s\"\n",
+	fprintf(stderr,
+		"catalog: op=%s sqlite_rc=%d sqlite_err=\"%s\" msg=\"%s\"\n",
 		what ? what : "?", rc, sqlite3_errstr(rc),
 		db ? sqlite3_errmsg(db) : "-");
 	return ret;
@@ -106,7 +107,8 @@ int cat__sqlite_uri(const char *path, const char *query, char **ret_uri)
 		return -ENOMEM;
 	/* An absolute path goes after an empty authority ("file:///x") so a
 	 * path starting with "//" is never read as a host name. */
-	n = (size_t)snprintf(uri, cap, "%s", path[0] == '/' ? "file://" : "file:");
+	n = (size_t)snprintf(uri, cap, "%s",
+			     path[0] == '/' ? "file://" : "file:");
 	for (size_t i = 0; i < plen; i++) {
 		unsigned char c = (unsigned char)path[i];
 

@@ -44,21 +44,21 @@ struct cat_writer {
 /* Tables first, then the one secondary index, so it is filled while rows
  * arrive instead of sorted in a big pass at the end. */
 static const char schema_sql[] =
-	"CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
-	"CREATE TABLE inode(ino INTEGER PRIMARY KEY, kind INTEGER NOT NULL,"
-	" mode INTEGER NOT NULL, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
-	" size INTEGER NOT NULL, nlink INTEGER NOT NULL,"
-	" mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
-	" rdev INTEGER NOT NULL, target BLOB);"
-	"CREATE TABLE dirent(parent INTEGER NOT NULL, pos INTEGER NOT NULL,"
-	" name BLOB NOT NULL, ino INTEGER NOT NULL,"
-	" PRIMARY KEY(parent, pos)) WITHOUT ROWID;"
-	"CREATE UNIQUE INDEX dirent_name ON dirent(parent, name);"
-	"CREATE TABLE xattr(ino INTEGER NOT NULL, name BLOB NOT NULL,"
-	" value BLOB NOT NULL, PRIMARY KEY(ino, name)) WITHOUT ROWID;"
-	"CREATE TABLE chunk(ino INTEGER NOT NULL, off INTEGER NOT NULL,"
-	" len INTEGER NOT NULL, id BLOB NOT NULL,"
-	" PRIMARY KEY(ino, off)) WITHOUT ROWID;";
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+    "CREATE TABLE inode(ino INTEGER PRIMARY KEY, kind INTEGER NOT NULL,"
+    " mode INTEGER NOT NULL, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
+    " size INTEGER NOT NULL, nlink INTEGER NOT NULL,"
+    " mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
+    " rdev INTEGER NOT NULL, target BLOB);"
+    "CREATE TABLE dirent(parent INTEGER NOT NULL, pos INTEGER NOT NULL,"
+    " name BLOB NOT NULL, ino INTEGER NOT NULL,"
+    " PRIMARY KEY(parent, pos)) WITHOUT ROWID;"
+    "CREATE UNIQUE INDEX dirent_name ON dirent(parent, name);"
+    "CREATE TABLE xattr(ino INTEGER NOT NULL, name BLOB NOT NULL,"
+    " value BLOB NOT NULL, PRIMARY KEY(ino, name)) WITHOUT ROWID;"
+    "CREATE TABLE chunk(ino INTEGER NOT NULL, off INTEGER NOT NULL,"
+    " len INTEGER NOT NULL, id BLOB NOT NULL,"
+    " PRIMARY KEY(ino, off)) WITHOUT ROWID;";
 
 /* Step a bound insert to completion, reset it, and map the result. A
  * constraint failure is the caller's duplicate, not a broken load. */
@@ -126,7 +126,8 @@ static int writer_setup_db(cat_writer *w)
 		goto out;
 	rc = sqlite3_open_v2(uri, &w->db,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
-				     SQLITE_OPEN_URI, NULL);
+				 SQLITE_OPEN_URI,
+			     NULL);
 	if (rc != SQLITE_OK) {
 		ret = cat__sqlite_errno(w->db, rc, "writer_open");
 		goto out;
@@ -155,30 +156,32 @@ static int writer_setup_db(cat_writer *w)
 	ret = cat__sqlite_exec(w->db, schema_sql, "writer_schema");
 	if (ret)
 		goto out;
-	ret = cat__sqlite_prepare(w->db,
-		"INSERT INTO inode(ino,kind,mode,uid,gid,size,nlink,mtime_ns,"
-		"ctime_ns,rdev,target) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
-		&w->ins_inode);
+	ret = cat__sqlite_prepare(
+	    w->db,
+	    "INSERT INTO inode(ino,kind,mode,uid,gid,size,nlink,mtime_ns,"
+	    "ctime_ns,rdev,target) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+	    &w->ins_inode);
 	if (ret)
 		goto out;
-	ret = cat__sqlite_prepare(w->db,
-		"INSERT INTO dirent(parent,pos,name,ino) VALUES(?1,?2,?3,?4)",
-		&w->ins_dirent);
+	ret = cat__sqlite_prepare(
+	    w->db,
+	    "INSERT INTO dirent(parent,pos,name,ino) VALUES(?1,?2,?3,?4)",
+	    &w->ins_dirent);
 	if (ret)
 		goto out;
-	ret = cat__sqlite_prepare(w->db,
-		"INSERT INTO xattr(ino,name,value) VALUES(?1,?2,?3)",
-		&w->ins_xattr);
+	ret = cat__sqlite_prepare(
+	    w->db, "INSERT INTO xattr(ino,name,value) VALUES(?1,?2,?3)",
+	    &w->ins_xattr);
 	if (ret)
 		goto out;
-	ret = cat__sqlite_prepare(w->db,
-		"INSERT INTO chunk(ino,off,len,id) VALUES(?1,?2,?3,?4)",
-		&w->ins_chunk);
+	ret = cat__sqlite_prepare(
+	    w->db, "INSERT INTO chunk(ino,off,len,id) VALUES(?1,?2,?3,?4)",
+	    &w->ins_chunk);
 	if (ret)
 		goto out;
-	ret = cat__sqlite_prepare(w->db,
-		"SELECT ifnull(max(pos),0) FROM dirent WHERE parent=?1",
-		&w->max_pos);
+	ret = cat__sqlite_prepare(
+	    w->db, "SELECT ifnull(max(pos),0) FROM dirent WHERE parent=?1",
+	    &w->max_pos);
 out:
 	free(uri);
 	return ret;
@@ -278,20 +281,40 @@ int cat_writer_add_inode(cat_writer *w, const struct cat_inode *in,
 	if (ret)
 		return ret;
 	st = w->ins_inode;
-	ret = bind_check(w, sqlite3_bind_int64(st, 1, (sqlite3_int64)in->ino), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int(st, 2, (int)in->kind), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 3, in->mode), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 4, in->uid), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 5, in->gid), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 6, (sqlite3_int64)in->size), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 7, in->nlink), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 8, in->mtime_ns), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 9, in->ctime_ns), "bind");
+	ret = bind_check(w, sqlite3_bind_int64(st, 1, (sqlite3_int64)in->ino),
+			 "bind");
+	ret =
+	    ret ? ret
+		: bind_check(w, sqlite3_bind_int(st, 2, (int)in->kind), "bind");
+	ret = ret ? ret
+		  : bind_check(w, sqlite3_bind_int64(st, 3, in->mode), "bind");
+	ret = ret ? ret
+		  : bind_check(w, sqlite3_bind_int64(st, 4, in->uid), "bind");
+	ret = ret ? ret
+		  : bind_check(w, sqlite3_bind_int64(st, 5, in->gid), "bind");
+	ret = ret ? ret
+		  : bind_check(
+			w, sqlite3_bind_int64(st, 6, (sqlite3_int64)in->size),
+			"bind");
+	ret = ret ? ret
+		  : bind_check(w, sqlite3_bind_int64(st, 7, in->nlink), "bind");
+	ret = ret ? ret
+		  : bind_check(w, sqlite3_bind_int64(st, 8, in->mtime_ns),
+			       "bind");
+	ret = ret ? ret
+		  : bind_check(w, sqlite3_bind_int64(st, 9, in->ctime_ns),
+			       "bind");
 	/* rdev is stored as its 64-bit pattern; the reader casts back. */
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 10, (sqlite3_int64)in->rdev), "bind");
+	ret = ret ? ret
+		  : bind_check(
+			w, sqlite3_bind_int64(st, 10, (sqlite3_int64)in->rdev),
+			"bind");
 	if (!ret && in->kind == CAT_LNK)
-		ret = bind_check(w, sqlite3_bind_blob(st, 11, target, (int)target_len,
-						      SQLITE_STATIC), "bind");
+		ret = bind_check(w,
+				 sqlite3_bind_blob(st, 11, target,
+						   (int)target_len,
+						   SQLITE_STATIC),
+				 "bind");
 	else if (!ret)
 		ret = bind_check(w, sqlite3_bind_null(st, 11), "bind");
 	if (ret) {
@@ -304,8 +327,9 @@ int cat_writer_add_inode(cat_writer *w, const struct cat_inode *in,
 	w->inodes++;
 	/* Saturate: meta stores a signed 64-bit value. */
 	if (in->kind == CAT_REG)
-		w->bytes = in->size > (uint64_t)INT64_MAX - w->bytes ?
-				   (uint64_t)INT64_MAX : w->bytes + in->size;
+		w->bytes = in->size > (uint64_t)INT64_MAX - w->bytes
+			       ? (uint64_t)INT64_MAX
+			       : w->bytes + in->size;
 	return 0;
 }
 
@@ -321,7 +345,8 @@ static int next_pos(cat_writer *w, uint64_t parent, uint64_t *ret_pos)
 		*ret_pos = w->dir_pos + 1;
 		return 0;
 	}
-	ret = bind_check(w, sqlite3_bind_int64(st, 1, (sqlite3_int64)parent), "bind");
+	ret = bind_check(w, sqlite3_bind_int64(st, 1, (sqlite3_int64)parent),
+			 "bind");
 	if (ret)
 		goto out;
 	rc = sqlite3_step(st);
@@ -359,11 +384,19 @@ int cat_writer_add_dirent(cat_writer *w, uint64_t parent, const void *name,
 	if (ret)
 		return ret;
 	st = w->ins_dirent;
-	ret = bind_check(w, sqlite3_bind_int64(st, 1, (sqlite3_int64)parent), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 2, (sqlite3_int64)pos), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_blob(st, 3, name, (int)name_len,
-							  SQLITE_STATIC), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 4, (sqlite3_int64)ino), "bind");
+	ret = bind_check(w, sqlite3_bind_int64(st, 1, (sqlite3_int64)parent),
+			 "bind");
+	ret = ret ? ret
+		  : bind_check(w, sqlite3_bind_int64(st, 2, (sqlite3_int64)pos),
+			       "bind");
+	ret = ret ? ret
+		  : bind_check(w,
+			       sqlite3_bind_blob(st, 3, name, (int)name_len,
+						 SQLITE_STATIC),
+			       "bind");
+	ret = ret ? ret
+		  : bind_check(w, sqlite3_bind_int64(st, 4, (sqlite3_int64)ino),
+			       "bind");
 	if (ret) {
 		sqlite3_clear_bindings(st);
 		return ret;
@@ -395,16 +428,22 @@ int cat_writer_add_xattr(cat_writer *w, uint64_t ino, const void *name,
 	    (!value && value_len))
 		return -EINVAL;
 	st = w->ins_xattr;
-	ret = bind_check(w, sqlite3_bind_int64(st, 1, (sqlite3_int64)ino), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_blob(st, 2, name, (int)name_len,
-							  SQLITE_STATIC), "bind");
+	ret = bind_check(w, sqlite3_bind_int64(st, 1, (sqlite3_int64)ino),
+			 "bind");
+	ret = ret ? ret
+		  : bind_check(w,
+			       sqlite3_bind_blob(st, 2, name, (int)name_len,
+						 SQLITE_STATIC),
+			       "bind");
 	/* bind_blob with a NULL pointer stores SQL NULL; an empty value must
 	 * be a zero-length blob. */
 	if (!ret && value_len == 0)
 		ret = bind_check(w, sqlite3_bind_zeroblob(st, 3, 0), "bind");
 	else if (!ret)
-		ret = bind_check(w, sqlite3_bind_blob(st, 3, value, (int)value_len,
-						      SQLITE_STATIC), "bind");
+		ret = bind_check(w,
+				 sqlite3_bind_blob(st, 3, value, (int)value_len,
+						   SQLITE_STATIC),
+				 "bind");
 	if (ret) {
 		sqlite3_clear_bindings(st);
 		return ret;
@@ -431,11 +470,17 @@ int cat_writer_add_chunk(cat_writer *w, uint64_t ino, uint64_t off,
 	if (ino == w->chunk_ino ? off != w->chunk_next : off != 0)
 		return -EINVAL;
 	st = w->ins_chunk;
-	ret = bind_check(w, sqlite3_bind_int64(st, 1, (sqlite3_int64)ino), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 2, (sqlite3_int64)off), "bind");
+	ret = bind_check(w, sqlite3_bind_int64(st, 1, (sqlite3_int64)ino),
+			 "bind");
+	ret = ret ? ret
+		  : bind_check(w, sqlite3_bind_int64(st, 2, (sqlite3_int64)off),
+			       "bind");
 	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 3, len), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_blob(st, 4, id->b, CHUNK_ID_LEN,
-							  SQLITE_STATIC), "bind");
+	ret = ret ? ret
+		  : bind_check(w,
+			       sqlite3_bind_blob(st, 4, id->b, CHUNK_ID_LEN,
+						 SQLITE_STATIC),
+			       "bind");
 	if (ret) {
 		sqlite3_clear_bindings(st);
 		return ret;
@@ -453,7 +498,8 @@ static int meta_put_int(cat_writer *w, sqlite3_stmt *st, const char *key,
 {
 	int ret;
 
-	ret = bind_check(w, sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC), "bind");
+	ret = bind_check(w, sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC),
+			 "bind");
 	ret = ret ? ret : bind_check(w, sqlite3_bind_int64(st, 2, v), "bind");
 	return ret ? ret : step_insert(w, st, "meta");
 }
@@ -463,8 +509,12 @@ static int meta_put_text(cat_writer *w, sqlite3_stmt *st, const char *key,
 {
 	int ret;
 
-	ret = bind_check(w, sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC), "bind");
-	ret = ret ? ret : bind_check(w, sqlite3_bind_text(st, 2, v, -1, SQLITE_STATIC), "bind");
+	ret = bind_check(w, sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC),
+			 "bind");
+	ret =
+	    ret ? ret
+		: bind_check(w, sqlite3_bind_text(st, 2, v, -1, SQLITE_STATIC),
+			     "bind");
 	return ret ? ret : step_insert(w, st, "meta");
 }
 
@@ -474,14 +524,16 @@ static int write_meta(cat_writer *w)
 	sqlite3_stmt *st = NULL;
 	int ret;
 
-	ret = cat__sqlite_prepare(w->db,
-		"INSERT INTO meta(key,value) VALUES(?1,?2)", &st);
+	ret = cat__sqlite_prepare(
+	    w->db, "INSERT INTO meta(key,value) VALUES(?1,?2)", &st);
 	if (ret)
 		goto out;
 	ret = meta_put_text(w, st, "format", CAT_FORMAT);
-	ret = ret ? ret : meta_put_int(w, st, "generation", (int64_t)m->generation);
-	ret = ret ? ret : meta_put_int(w, st, "parent_generation",
-				       (int64_t)m->parent_generation);
+	ret = ret ? ret
+		  : meta_put_int(w, st, "generation", (int64_t)m->generation);
+	ret = ret ? ret
+		  : meta_put_int(w, st, "parent_generation",
+				 (int64_t)m->parent_generation);
 	ret = ret ? ret : meta_put_int(w, st, "created_ns", m->created_ns);
 	ret = ret ? ret : meta_put_int(w, st, "chunk_min", m->params.min);
 	ret = ret ? ret : meta_put_int(w, st, "chunk_avg", m->params.avg);
@@ -501,7 +553,8 @@ static int check_root(cat_writer *w)
 	sqlite3_stmt *st = NULL;
 	int rc, ret;
 
-	ret = cat__sqlite_prepare(w->db, "SELECT kind FROM inode WHERE ino=1", &st);
+	ret = cat__sqlite_prepare(w->db, "SELECT kind FROM inode WHERE ino=1",
+				  &st);
 	if (ret)
 		goto out;
 	rc = sqlite3_step(st);

@@ -30,7 +30,7 @@
 /* Chunk ids                                                          */
 /* ------------------------------------------------------------------ */
 
-#define CHUNK_ID_LEN 32     /* SHA-256 digest bytes */
+#define CHUNK_ID_LEN 32	    /* SHA-256 digest bytes */
 #define CHUNK_ID_HEX_LEN 64 /* lowercase hex, without NUL */
 
 typedef struct chunk_id {
@@ -192,8 +192,8 @@ int frame_decode(frame_coder *coder, const void *frame, size_t frame_len,
 /* Names and bounds of untrusted input                                */
 /* ------------------------------------------------------------------ */
 
-#define CAT_NAME_MAX 255u      /* bytes in one path component */
-#define CAT_TARGET_MAX 4095u   /* bytes in a symlink target */
+#define CAT_NAME_MAX 255u    /* bytes in one path component */
+#define CAT_TARGET_MAX 4095u /* bytes in a symlink target */
 #define CAT_XATTR_NAME_MAX 255u
 #define CAT_XATTR_VALUE_MAX 65536u
 #define CAT_SIZE_MAX (1ull << 62) /* largest file size we accept */
@@ -269,12 +269,12 @@ struct cat_inode {
 };
 
 struct cat_meta {
-	uint64_t generation;        /* >= 1 */
+	uint64_t generation;	    /* >= 1 */
 	uint64_t parent_generation; /* 0 when none */
 	int64_t created_ns;
 	chunk_params params;
 	uint64_t inodes; /* number of inode rows (set by the writer) */
-	uint64_t bytes;  /* sum of regular file sizes (set by the writer) */
+	uint64_t bytes;	 /* sum of regular file sizes (set by the writer) */
 };
 
 struct cat_chunk {
@@ -354,8 +354,8 @@ int cat_readlink(cat_reader *r, uint64_t ino, void *buf, size_t cap,
 
 /* getxattr semantics: cap == 0 only reports the size in *ret_len.
  * -ENODATA when absent, -ERANGE when cap is too small. */
-int cat_getxattr(cat_reader *r, uint64_t ino, const void *name,
-		 size_t name_len, void *buf, size_t cap, size_t *ret_len);
+int cat_getxattr(cat_reader *r, uint64_t ino, const void *name, size_t name_len,
+		 void *buf, size_t cap, size_t *ret_len);
 
 /* listxattr semantics: NUL-terminated names back to back; cap == 0 only
  * reports the size. -ERANGE when cap is too small. */

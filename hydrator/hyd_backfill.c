@@ -42,10 +42,10 @@
 #define WINDOW_BYTES_DEFAULT (64ull << 20)
 #define STEP_CHUNKS 256u
 #define TICK_MS 250u
-#define RATE_SAMPLES 16u          /* 4 s of samples at TICK_MS */
+#define RATE_SAMPLES 16u /* 4 s of samples at TICK_MS */
 #define RATE_WINDOW_NS 2000000000ull
-#define PERSIST_NS 5000000000ull  /* wire_bytes to the store meta */
-#define LOG_NS 10000000000ull     /* a progress line */
+#define PERSIST_NS 5000000000ull /* wire_bytes to the store meta */
+#define LOG_NS 10000000000ull	 /* a progress line */
 #define STALL_NS 5000000000ull
 #define BACKOFF_FIRST_MS 1000u
 #define BACKOFF_MAX_MS 30000u
@@ -54,8 +54,8 @@
 #define RA_SLOTS 32u
 #define RA_BYTES (1u << 20)
 #define RA_CHUNKS 16u
-#define YIELD_NS 10000000L        /* 10 ms naps while someone browses */
-#define YIELD_EVERY 256u          /* census rows between browse checks */
+#define YIELD_NS 10000000L /* 10 ms naps while someone browses */
+#define YIELD_EVERY 256u   /* census rows between browse checks */
 
 struct ra_slot {
 	uint64_t ino, next_off, ra_end, used;
@@ -118,20 +118,19 @@ static void on_done(void *arg, const struct hyd_flight *fl, int result)
 
 	pthread_mutex_lock(&bf->lock);
 	bf->outstanding = bf->outstanding > w ? bf->outstanding - w : 0;
-	bf->outstanding_bytes = bf->outstanding_bytes > bytes
-					? bf->outstanding_bytes - bytes
-					: 0;
-	if(result == 0 && fl->store_rc >= 0) {
-		if(fl->store_rc == 0) {
+	bf->outstanding_bytes =
+	    bf->outstanding_bytes > bytes ? bf->outstanding_bytes - bytes : 0;
+	if (result == 0 && fl->store_rc >= 0) {
+		if (fl->store_rc == 0) {
 			bf->chunks_stored++;
 			bf->bytes_stored += fl->raw_len;
 			bf->probing = 0;
 		}
 		bf->last_progress_ns = hyd_now_ns();
-	} else if(result == 0) {
+	} else if (result == 0) {
 		bf->failed++;
 		bf->failed_pass++;
-		if(fl->store_rc == -ENOSPC) {
+		if (fl->store_rc == -ENOSPC) {
 			bf->nospc = 1;
 			bf->probing = 1;
 			snprintf(bf->last_error, sizeof(bf->last_error),
@@ -142,7 +141,7 @@ static void on_done(void *arg, const struct hyd_flight *fl, int result)
 				 "chunk store: %s",
 				 strerrordesc_np(-fl->store_rc));
 		}
-	} else if(result != -ECANCELED) {
+	} else if (result != -ECANCELED) {
 		bf->failed++;
 		bf->failed_pass++;
 	}
@@ -159,37 +158,37 @@ static void persist_wire(hyd_backfill *bf, uint64_t wire_run)
 	char buf[32];
 	int r;
 
-	if(!bf->cfg.store || wire_run == bf->persisted)
+	if (!bf->cfg.store || wire_run == bf->persisted)
 		return;
 	snprintf(buf, sizeof(buf), "%" PRIu64, bf->wire_base + wire_run);
 	r = hyd_store_meta_set(bf->cfg.store, "wire_bytes", buf);
-	if(r == 0)
+	if (r == 0)
 		bf->persisted = wire_run;
 }
 
 /* The state and its error; lock held. */
 static enum hyd_state state_locked(hyd_backfill *bf,
-				   const struct hyd_fetch_stats *fs,
-				   char *err, size_t cap)
+				   const struct hyd_fetch_stats *fs, char *err,
+				   size_t cap)
 {
 	uint64_t now = hyd_now_ns();
 
 	err[0] = '\0';
-	if(!bf->cfg.enabled)
+	if (!bf->cfg.enabled)
 		return HYD_STATE_BROWSING;
-	if(bf->complete)
+	if (bf->complete)
 		return HYD_STATE_COMPLETE;
-	if(bf->nospc || bf->backing_off) {
+	if (bf->nospc || bf->backing_off) {
 		snprintf(err, cap, "%s",
 			 bf->last_error[0] ? bf->last_error : fs->last_error);
 		return HYD_STATE_STALLED;
 	}
-	if(bf->outstanding && now - bf->last_progress_ns > STALL_NS &&
-	   fs->last_error_ns > bf->last_progress_ns) {
+	if (bf->outstanding && now - bf->last_progress_ns > STALL_NS &&
+	    fs->last_error_ns > bf->last_progress_ns) {
 		snprintf(err, cap, "%s", fs->last_error);
 		return HYD_STATE_STALLED;
 	}
-	if(fs->last_error[0])
+	if (fs->last_error[0])
 		snprintf(err, cap, "%s", fs->last_error);
 	return HYD_STATE_BACKFILLING;
 }
@@ -199,18 +198,18 @@ static double rate_now_locked(hyd_backfill *bf)
 	unsigned i, last, k;
 	uint64_t dt;
 
-	if(bf->s_n < 2)
+	if (bf->s_n < 2)
 		return 0;
 	last = (bf->s_head + RATE_SAMPLES - 1) % RATE_SAMPLES;
 	/* The oldest sample not older than the window. */
-	for(k = bf->s_n; k > 1; k--) {
+	for (k = bf->s_n; k > 1; k--) {
 		i = (bf->s_head + RATE_SAMPLES - k) % RATE_SAMPLES;
-		if(bf->s_ns[last] - bf->s_ns[i] <= RATE_WINDOW_NS + TICK_MS *
-								    1000000ull)
+		if (bf->s_ns[last] - bf->s_ns[i] <=
+		    RATE_WINDOW_NS + TICK_MS * 1000000ull)
 			break;
 	}
 	dt = bf->s_ns[last] - bf->s_ns[i];
-	if(k < 2 || dt == 0)
+	if (k < 2 || dt == 0)
 		return 0;
 	return (double)(bf->s_wire[last] - bf->s_wire[i]) * 1e9 / (double)dt;
 }
@@ -246,7 +245,7 @@ static void tick(hyd_backfill *bf)
 	char err[256];
 	int changed;
 
-	if(now < bf->next_sample_ns)
+	if (now < bf->next_sample_ns)
 		return;
 	bf->next_sample_ns = now + TICK_MS * 1000000ull;
 	hyd_fetch_stats(bf->cfg.fetch, &fs);
@@ -254,17 +253,17 @@ static void tick(hyd_backfill *bf)
 	bf->s_ns[bf->s_head] = now;
 	bf->s_wire[bf->s_head] = fs.wire_bytes;
 	bf->s_head = (bf->s_head + 1) % RATE_SAMPLES;
-	if(bf->s_n < RATE_SAMPLES)
+	if (bf->s_n < RATE_SAMPLES)
 		bf->s_n++;
 	changed = state_locked(bf, &fs, err, sizeof(err)) != bf->logged_state;
 	pthread_mutex_unlock(&bf->lock);
-	if(now >= bf->next_persist_ns) {
+	if (now >= bf->next_persist_ns) {
 		bf->next_persist_ns = now + PERSIST_NS;
 		persist_wire(bf, fs.wire_bytes);
 	}
-	if(bf->cfg.log_progress &&
-	   (changed || (now >= bf->next_log_ns && !bf->complete &&
-			 bf->cfg.enabled))) {
+	if (bf->cfg.log_progress &&
+	    (changed ||
+	     (now >= bf->next_log_ns && !bf->complete && bf->cfg.enabled))) {
 		bf->next_log_ns = now + LOG_NS;
 		log_progress(bf, &fs);
 	}
@@ -286,18 +285,18 @@ static void wait_locked(hyd_backfill *bf, unsigned ms)
  * walks cost CPU that `ls -lR` on 2 cores would otherwise share). */
 static void yield_to_browsing(hyd_backfill *bf)
 {
-	while(!stopped(bf) && hyd_fetch_browsing(bf->cfg.fetch))
-		nanosleep(&(struct timespec){ 0, YIELD_NS }, NULL);
+	while (!stopped(bf) && hyd_fetch_browsing(bf->cfg.fetch))
+		nanosleep(&(struct timespec){0, YIELD_NS}, NULL);
 }
 
 static void nap(hyd_backfill *bf, unsigned ms)
 {
 	uint64_t until = hyd_now_ns() + (uint64_t)ms * 1000000ull;
 
-	while(!stopped(bf) && hyd_now_ns() < until) {
+	while (!stopped(bf) && hyd_now_ns() < until) {
 		tick(bf);
 		pthread_mutex_lock(&bf->lock);
-		if(!stopped(bf))
+		if (!stopped(bf))
 			wait_locked(bf, TICK_MS);
 		pthread_mutex_unlock(&bf->lock);
 	}
@@ -319,13 +318,13 @@ static int census_one(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	(void)ino;
 	cs->total++;
 	cs->bytes_total += c->len;
-	if(hyd_store_has(cs->bf->cfg.store, &c->id) == 1) {
+	if (hyd_store_has(cs->bf->cfg.store, &c->id) == 1) {
 		cs->stored++;
 		cs->bytes_stored += c->len;
 	}
-	if(++cs->seen % 4096 == 0)
+	if (++cs->seen % 4096 == 0)
 		tick(cs->bf);
-	if(cs->seen % YIELD_EVERY == 0)
+	if (cs->seen % YIELD_EVERY == 0)
 		yield_to_browsing(cs->bf);
 	return stopped(cs->bf) ? 1 : 0;
 }
@@ -337,9 +336,9 @@ static int64_t census(hyd_backfill *bf)
 	int r;
 
 	r = cat_chunks_each(bf->cfg.cat, census_one, &cs);
-	if(r < 0)
+	if (r < 0)
 		return r;
-	if(stopped(bf))
+	if (stopped(bf))
 		return -ECANCELED;
 	pthread_mutex_lock(&bf->lock);
 	bf->chunks_total = cs.total;
@@ -369,19 +368,19 @@ static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c)
 	struct hyd_flight *fl = NULL;
 	int r;
 
-	if(!c->len || c->len > bf->cfg.max_raw)
+	if (!c->len || c->len > bf->cfg.max_raw)
 		return 0;
-	if(hyd_store_has(bf->cfg.store, &c->id) == 1)
+	if (hyd_store_has(bf->cfg.store, &c->id) == 1)
 		return 0;
 	pthread_mutex_lock(&bf->lock);
-	while(!stopped(bf) && !bf->nospc && window_full(bf, c->len)) {
+	while (!stopped(bf) && !bf->nospc && window_full(bf, c->len)) {
 		pthread_mutex_unlock(&bf->lock);
 		tick(bf);
 		pthread_mutex_lock(&bf->lock);
-		if(window_full(bf, c->len))
+		if (window_full(bf, c->len))
 			wait_locked(bf, TICK_MS);
 	}
-	if(stopped(bf) || bf->nospc) {
+	if (stopped(bf) || bf->nospc) {
 		r = stopped(bf) ? -ECANCELED : -ENOSPC;
 		pthread_mutex_unlock(&bf->lock);
 		return r;
@@ -396,7 +395,7 @@ static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c)
 	r = hyd_fetch_submit_checked(bf->cfg.fetch, &c->id, c->len,
 				     HYD_PRIO_BACKFILL, HYD_DEADLINE_NONE, 1,
 				     &fl);
-	if(r == 2) {
+	if (r == 2) {
 		pthread_mutex_lock(&bf->lock);
 		bf->outstanding--;
 		bf->outstanding_bytes -= c->len;
@@ -404,14 +403,14 @@ static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c)
 		pthread_mutex_unlock(&bf->lock);
 		return 0;
 	}
-	if(r == 0) {
+	if (r == 0) {
 		/* Joined a flight already on its way (the same chunk earlier
 		 * in this file or a neighbour, or a read's): not a new ask. */
 		pthread_mutex_lock(&bf->lock);
 		bf->submitted--;
 		pthread_mutex_unlock(&bf->lock);
 	}
-	if(r < 0) {
+	if (r < 0) {
 		/* Not joined: the hook will not count it. */
 		pthread_mutex_lock(&bf->lock);
 		bf->outstanding--;
@@ -435,22 +434,22 @@ static int do_file(hyd_backfill *bf, size_t idx)
 	int r;
 
 	bf->done[idx / 8] |= (uint8_t)(1u << (idx % 8));
-	while(off < fi->size) {
+	while (off < fi->size) {
 		r = cat_chunks_range(bf->cfg.cat, fi->ino, off, fi->size - off,
 				     cs, STEP_CHUNKS, &n);
-		if(r < 0 || n == 0) {
+		if (r < 0 || n == 0) {
 			/* The read path reports such a file when it is read;
 			 * here it is only skipped. */
-			if(bf->cfg.verbose)
+			if (bf->cfg.verbose)
 				fprintf(stderr,
-					"ferry-hydrator: backfill skips ino=%" PRIu64
-					": bad chunk manifest\n",
+					"ferry-hydrator: backfill skips "
+					"ino=%" PRIu64 ": bad chunk manifest\n",
 					fi->ino);
 			return 0;
 		}
-		for(i = 0; i < n; i++) {
+		for (i = 0; i < n; i++) {
 			r = submit_chunk(bf, &cs[i]);
-			if(r < 0)
+			if (r < 0)
 				return r;
 		}
 		off = cs[n - 1].off + cs[n - 1].len;
@@ -472,24 +471,24 @@ static int do_opened(hyd_backfill *bf)
 	int r, have = 0;
 
 	pthread_mutex_lock(&bf->lock);
-	if(bf->opened_n) {
+	if (bf->opened_n) {
 		ino = bf->opened[0];
 		memmove(bf->opened, bf->opened + 1,
 			--bf->opened_n * sizeof(bf->opened[0]));
 		have = 1;
 	}
 	pthread_mutex_unlock(&bf->lock);
-	if(!have)
+	if (!have)
 		return 0;
 	idx = hyd_bf__files_find(&bf->files, ino);
-	if(idx < 0)
+	if (idx < 0)
 		return 0;
 	hyd_bf__files_in_dir(&bf->files, bf->files.v[idx].parent, &lo, &hi);
-	for(k = lo; k < hi; k++) {
-		if(is_done(bf, bf->files.by_parent[k]))
+	for (k = lo; k < hi; k++) {
+		if (is_done(bf, bf->files.by_parent[k]))
 			continue;
 		r = do_file(bf, bf->files.by_parent[k]);
-		if(r < 0)
+		if (r < 0)
 			return r;
 	}
 	return 1;
@@ -501,20 +500,20 @@ static int run_pass(hyd_backfill *bf)
 	int r;
 
 	memset(bf->done, 0, (bf->files.n + 7) / 8);
-	while(k < bf->files.n) {
-		if(stopped(bf))
+	while (k < bf->files.n) {
+		if (stopped(bf))
 			return -ECANCELED;
 		r = do_opened(bf);
-		if(r < 0)
+		if (r < 0)
 			return r;
-		if(r > 0)
+		if (r > 0)
 			continue;
 		idx = k++;
-		if(is_done(bf, idx))
+		if (is_done(bf, idx))
 			continue;
 		yield_to_browsing(bf);
 		r = do_file(bf, idx);
-		if(r < 0)
+		if (r < 0)
 			return r;
 	}
 	return 0;
@@ -523,11 +522,11 @@ static int run_pass(hyd_backfill *bf)
 static void drain(hyd_backfill *bf)
 {
 	pthread_mutex_lock(&bf->lock);
-	while(!stopped(bf) && bf->outstanding) {
+	while (!stopped(bf) && bf->outstanding) {
 		pthread_mutex_unlock(&bf->lock);
 		tick(bf);
 		pthread_mutex_lock(&bf->lock);
-		if(bf->outstanding)
+		if (bf->outstanding)
 			wait_locked(bf, TICK_MS);
 	}
 	pthread_mutex_unlock(&bf->lock);
@@ -535,7 +534,7 @@ static void drain(hyd_backfill *bf)
 
 static void idle(hyd_backfill *bf)
 {
-	while(!stopped(bf))
+	while (!stopped(bf))
 		nap(bf, 1000);
 }
 
@@ -547,16 +546,17 @@ static void backfill_run(hyd_backfill *bf)
 
 	yield_to_browsing(bf);
 	r = hyd_bf__files_build(bf->cfg.cat, &bf->stop, &bf->files);
-	if(r == 0) {
+	if (r == 0) {
 		bf->done = calloc(bf->files.n / 8 + 1, 1);
-		if(!bf->done)
+		if (!bf->done)
 			r = -ENOMEM;
 	}
-	if(r < 0) {
-		if(r == -ECANCELED)
+	if (r < 0) {
+		if (r == -ECANCELED)
 			return;
-		fprintf(stderr, "ferry-hydrator: backfill cannot walk the "
-				"catalog: %s\n",
+		fprintf(stderr,
+			"ferry-hydrator: backfill cannot walk the "
+			"catalog: %s\n",
 			strerror(-r));
 		pthread_mutex_lock(&bf->lock);
 		snprintf(bf->last_error, sizeof(bf->last_error),
@@ -565,16 +565,16 @@ static void backfill_run(hyd_backfill *bf)
 		pthread_mutex_unlock(&bf->lock);
 		return;
 	}
-	while(!stopped(bf)) {
+	while (!stopped(bf)) {
 		yield_to_browsing(bf);
 		missing = census(bf);
-		if(missing == 0) {
+		if (missing == 0) {
 			pthread_mutex_lock(&bf->lock);
 			bf->complete = 1;
 			pthread_mutex_unlock(&bf->lock);
 			return;
 		}
-		if(missing < 0 && missing != -ECANCELED)
+		if (missing < 0 && missing != -ECANCELED)
 			fprintf(stderr, "ferry-hydrator: backfill census: %s\n",
 				strerror((int)-missing));
 		pthread_mutex_lock(&bf->lock);
@@ -583,7 +583,7 @@ static void backfill_run(hyd_backfill *bf)
 		bf->passes++;
 		bf->last_progress_ns = hyd_now_ns();
 		pthread_mutex_unlock(&bf->lock);
-		if(bf->cfg.verbose)
+		if (bf->cfg.verbose)
 			fprintf(stderr,
 				"ferry-hydrator: backfill pass=%" PRIu64
 				" missing=%" PRId64 "\n",
@@ -593,16 +593,16 @@ static void backfill_run(hyd_backfill *bf)
 		pthread_mutex_lock(&bf->lock);
 		bad = bf->failed_pass || bf->nospc;
 		pthread_mutex_unlock(&bf->lock);
-		if(!bad) {
+		if (!bad) {
 			backoff_ms = 0;
 			continue;
 		}
 		backoff_ms = backoff_ms ? backoff_ms * 2 : BACKOFF_FIRST_MS;
-		if(backoff_ms > BACKOFF_MAX_MS)
+		if (backoff_ms > BACKOFF_MAX_MS)
 			backoff_ms = BACKOFF_MAX_MS;
 		pthread_mutex_lock(&bf->lock);
 		bf->backing_off = 1;
-		if(!bf->last_error[0] || !bf->nospc)
+		if (!bf->last_error[0] || !bf->nospc)
 			snprintf(bf->last_error, sizeof(bf->last_error),
 				 "%" PRIu64 " chunks failed in the last pass; "
 				 "retrying",
@@ -619,7 +619,7 @@ static void *bf_main(void *arg)
 {
 	hyd_backfill *bf = arg;
 
-	if(bf->cfg.enabled)
+	if (bf->cfg.enabled)
 		backfill_run(bf);
 	/* Complete, disabled or stuck for good: rates and persistence go
 	 * on until stop. */
@@ -631,8 +631,7 @@ static void *bf_main(void *arg)
 /* public                                                             */
 /* ------------------------------------------------------------------ */
 
-int hyd_backfill_new(const struct hyd_backfill_config *cfg,
-		     hyd_backfill **ret)
+int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret)
 {
 	pthread_condattr_t ca;
 	hyd_backfill *bf;
@@ -640,17 +639,17 @@ int hyd_backfill_new(const struct hyd_backfill_config *cfg,
 	unsigned long long v;
 
 	*ret = NULL;
-	if(!cfg->cat || !cfg->fetch || !cfg->max_raw)
+	if (!cfg->cat || !cfg->fetch || !cfg->max_raw)
 		return -EINVAL;
 	bf = calloc(1, sizeof(*bf));
-	if(!bf)
+	if (!bf)
 		return -ENOMEM;
 	bf->cfg = *cfg;
-	if(!bf->cfg.window)
+	if (!bf->cfg.window)
 		bf->cfg.window = WINDOW_DEFAULT;
-	if(!bf->cfg.window_bytes)
+	if (!bf->cfg.window_bytes)
 		bf->cfg.window_bytes = WINDOW_BYTES_DEFAULT;
-	if(!bf->cfg.readahead_timeout_ns)
+	if (!bf->cfg.readahead_timeout_ns)
 		bf->cfg.readahead_timeout_ns = 30000000000ull;
 	pthread_mutex_init(&bf->lock, NULL);
 	pthread_mutex_init(&bf->ra_lock, NULL);
@@ -658,18 +657,17 @@ int hyd_backfill_new(const struct hyd_backfill_config *cfg,
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&bf->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	if(cfg->store &&
-	   hyd_store_meta_get(cfg->store, "wire_bytes", buf, sizeof(buf)) ==
-		   0) {
+	if (cfg->store && hyd_store_meta_get(cfg->store, "wire_bytes", buf,
+					     sizeof(buf)) == 0) {
 		errno = 0;
 		v = strtoull(buf, &end, 10);
-		if(!errno && end != buf && !*end)
+		if (!errno && end != buf && !*end)
 			bf->wire_base = v;
 	}
 	bf->start_ns = hyd_now_ns();
 	bf->last_progress_ns = bf->start_ns;
-	bf->logged_state = cfg->enabled ? HYD_STATE_BACKFILLING
-					: HYD_STATE_BROWSING;
+	bf->logged_state =
+	    cfg->enabled ? HYD_STATE_BACKFILLING : HYD_STATE_BROWSING;
 	hyd_fetch_set_done_hook(cfg->fetch, on_done, bf);
 	*ret = bf;
 	return 0;
@@ -680,14 +678,14 @@ int hyd_backfill_start(hyd_backfill *bf)
 	sigset_t all, old;
 	int r;
 
-	if(bf->started)
+	if (bf->started)
 		return -EALREADY;
 	bf->start_ns = hyd_now_ns();
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	r = -pthread_create(&bf->th, NULL, bf_main, bf);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if(r == 0)
+	if (r == 0)
 		bf->started = 1;
 	return r;
 }
@@ -696,10 +694,10 @@ void hyd_backfill_stop(hyd_backfill *bf)
 {
 	struct hyd_fetch_stats fs;
 
-	if(!bf || bf->finished)
+	if (!bf || bf->finished)
 		return;
 	bf->finished = 1;
-	if(bf->started) {
+	if (bf->started) {
 		pthread_mutex_lock(&bf->lock);
 		__atomic_store_n(&bf->stop, 1, __ATOMIC_RELAXED);
 		pthread_cond_broadcast(&bf->cond);
@@ -713,7 +711,7 @@ void hyd_backfill_stop(hyd_backfill *bf)
 
 void hyd_backfill_free(hyd_backfill *bf)
 {
-	if(!bf)
+	if (!bf)
 		return;
 	hyd_backfill_stop(bf);
 	hyd_bf__files_free(&bf->files);
@@ -728,15 +726,15 @@ void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino)
 {
 	unsigned i;
 
-	if(!bf || !bf->cfg.enabled)
+	if (!bf || !bf->cfg.enabled)
 		return;
 	pthread_mutex_lock(&bf->lock);
-	for(i = 0; i < bf->opened_n; i++)
-		if(bf->opened[i] == ino)
+	for (i = 0; i < bf->opened_n; i++)
+		if (bf->opened[i] == ino)
 			break;
-	if(i == bf->opened_n) {
+	if (i == bf->opened_n) {
 		/* Full: the oldest open matters least. */
-		if(bf->opened_n == OPENED_RING) {
+		if (bf->opened_n == OPENED_RING) {
 			memmove(bf->opened, bf->opened + 1,
 				(OPENED_RING - 1) * sizeof(bf->opened[0]));
 			bf->opened_n--;
@@ -747,9 +745,8 @@ void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino)
 }
 
 /* The readahead range to submit for this read, or 0 when none. */
-static int ra_plan(hyd_backfill *bf, uint64_t ino, uint64_t off,
-		   uint64_t end, uint64_t size, uint64_t *ret_a,
-		   uint64_t *ret_b)
+static int ra_plan(hyd_backfill *bf, uint64_t ino, uint64_t off, uint64_t end,
+		   uint64_t size, uint64_t *ret_a, uint64_t *ret_b)
 {
 	struct ra_slot *s = NULL, *victim = &bf->ra[0];
 	uint64_t a, b;
@@ -757,16 +754,16 @@ static int ra_plan(hyd_backfill *bf, uint64_t ino, uint64_t off,
 	int seq;
 
 	pthread_mutex_lock(&bf->ra_lock);
-	for(i = 0; i < RA_SLOTS; i++) {
-		if(bf->ra[i].ino == ino && bf->ra[i].used) {
+	for (i = 0; i < RA_SLOTS; i++) {
+		if (bf->ra[i].ino == ino && bf->ra[i].used) {
 			s = &bf->ra[i];
 			break;
 		}
-		if(bf->ra[i].used < victim->used)
+		if (bf->ra[i].used < victim->used)
 			victim = &bf->ra[i];
 	}
 	seq = s && s->next_off == off;
-	if(!s) {
+	if (!s) {
 		s = victim;
 		s->ino = ino;
 		s->ra_end = 0;
@@ -775,10 +772,10 @@ static int ra_plan(hyd_backfill *bf, uint64_t ino, uint64_t off,
 	s->next_off = end;
 	a = end > s->ra_end ? end : s->ra_end;
 	b = end + RA_BYTES < size ? end + RA_BYTES : size;
-	if(seq && a < b)
+	if (seq && a < b)
 		s->ra_end = b;
 	pthread_mutex_unlock(&bf->ra_lock);
-	if(!seq || a >= b)
+	if (!seq || a >= b)
 		return 0;
 	*ret_a = a;
 	*ret_b = b;
@@ -793,20 +790,20 @@ void hyd_backfill_note_read(hyd_backfill *bf, uint64_t ino, uint64_t off,
 	uint64_t a, b, deadline;
 	size_t n = 0, i;
 
-	if(!bf || !len)
+	if (!bf || !len)
 		return;
-	if(!ra_plan(bf, ino, off, off + len, size, &a, &b))
+	if (!ra_plan(bf, ino, off, off + len, size, &a, &b))
 		return;
-	if(cat_chunks_range(bf->cfg.cat, ino, a, b - a, cs, RA_CHUNKS, &n) < 0)
+	if (cat_chunks_range(bf->cfg.cat, ino, a, b - a, cs, RA_CHUNKS, &n) < 0)
 		return;
 	deadline = hyd_now_ns() + bf->cfg.readahead_timeout_ns;
-	for(i = 0; i < n; i++) {
-		if(!cs[i].len || cs[i].len > bf->cfg.max_raw ||
-		   hyd_store_has(bf->cfg.store, &cs[i].id) == 1)
+	for (i = 0; i < n; i++) {
+		if (!cs[i].len || cs[i].len > bf->cfg.max_raw ||
+		    hyd_store_has(bf->cfg.store, &cs[i].id) == 1)
 			continue;
-		if(hyd_fetch_submit_checked(bf->cfg.fetch, &cs[i].id, cs[i].len,
-					    HYD_PRIO_READAHEAD, deadline, 0,
-					    &fl) < 0)
+		if (hyd_fetch_submit_checked(bf->cfg.fetch, &cs[i].id,
+					     cs[i].len, HYD_PRIO_READAHEAD,
+					     deadline, 0, &fl) < 0)
 			return;
 		hyd_fetch_release(bf->cfg.fetch, fl);
 	}
@@ -821,8 +818,8 @@ void hyd_backfill_stats(hyd_backfill *bf, struct hyd_backfill_stats *ret)
 	memset(ret, 0, sizeof(*ret));
 	el = (double)(hyd_now_ns() - bf->start_ns) / 1e9;
 	pthread_mutex_lock(&bf->lock);
-	ret->state = state_locked(bf, &fs, ret->last_error,
-				  sizeof(ret->last_error));
+	ret->state =
+	    state_locked(bf, &fs, ret->last_error, sizeof(ret->last_error));
 	ret->chunks_total = bf->chunks_total;
 	ret->chunks_stored = bf->chunks_stored;
 	ret->bytes_total = bf->bytes_total;
@@ -850,20 +847,19 @@ void hyd_backfill_live(void *arg, struct hyd_status *st)
 	hyd_fetch_stats(bf->cfg.fetch, &fs);
 	st->state = bs.state;
 	/* What the cache says wins over a census that may be older. */
-	if(st->chunks_total && st->chunks_stored >= st->chunks_total &&
-	   bs.state != HYD_STATE_STALLED)
+	if (st->chunks_total && st->chunks_stored >= st->chunks_total &&
+	    bs.state != HYD_STATE_STALLED)
 		st->state = HYD_STATE_COMPLETE;
 	/* Complete means a census just found every chunk stored; the
 	 * cache's numbers may be from a little earlier: make them agree. */
-	if(bs.state == HYD_STATE_COMPLETE && bs.chunks_total &&
-	   bs.chunks_total == st->chunks_total) {
+	if (bs.state == HYD_STATE_COMPLETE && bs.chunks_total &&
+	    bs.chunks_total == st->chunks_total) {
 		st->chunks_stored = st->chunks_total;
 		st->unique_bytes_stored = st->unique_bytes_total;
 		st->files_hydrated = st->files_total;
 		st->bytes_hydrated = st->bytes_total;
 	}
-	snprintf(st->last_error, sizeof(st->last_error), "%s",
-		 bs.last_error);
+	snprintf(st->last_error, sizeof(st->last_error), "%s", bs.last_error);
 	st->pid = (long)getpid();
 	st->wire_bytes = bs.wire_total;
 	st->mismatches = fs.mismatches;
@@ -873,12 +869,12 @@ void hyd_backfill_live(void *arg, struct hyd_status *st)
 	st->rate_avg = bs.rate_avg;
 	st->elapsed_s = bs.elapsed_s;
 	left = st->unique_bytes_total > st->unique_bytes_stored
-		       ? st->unique_bytes_total - st->unique_bytes_stored
-		       : 0;
+		   ? st->unique_bytes_total - st->unique_bytes_stored
+		   : 0;
 	rate = bs.rate_now > 0 ? bs.rate_now : bs.rate_avg;
-	if(!left || st->state == HYD_STATE_COMPLETE)
+	if (!left || st->state == HYD_STATE_COMPLETE)
 		st->eta_s = 0;
-	else if(rate > 0 && st->state == HYD_STATE_BACKFILLING)
+	else if (rate > 0 && st->state == HYD_STATE_BACKFILLING)
 		st->eta_s = (int64_t)((double)left / rate + 0.5);
 	else
 		st->eta_s = -1;

@@ -26,10 +26,10 @@ static int u64_push(struct u64vec *a, uint64_t x)
 	uint64_t *nv;
 	size_t ncap;
 
-	if(a->n == a->cap) {
+	if (a->n == a->cap) {
 		ncap = a->cap ? a->cap * 2 : 256;
 		nv = realloc(a->v, ncap * sizeof(*nv));
-		if(!nv)
+		if (!nv)
 			return -ENOMEM;
 		a->v = nv;
 		a->cap = ncap;
@@ -42,7 +42,7 @@ struct walk {
 	struct hyd_bf_file *files;
 	size_t nfiles, cap;
 	struct u64vec queue; /* directories to list */
-	uint64_t dir;        /* the one being listed */
+	uint64_t dir;	     /* the one being listed */
 	uint64_t last_pos;
 	unsigned in_page;
 	uint64_t entries, max_entries;
@@ -59,20 +59,20 @@ static int walk_entry(void *ctx, const void *name, size_t name_len,
 	(void)name;
 	(void)name_len;
 	w->last_pos = pos;
-	if(++w->entries > w->max_entries) {
+	if (++w->entries > w->max_entries) {
 		w->err = -EBADMSG;
 		return 1;
 	}
-	if(in->kind == CAT_DIR) {
-		if(u64_push(&w->queue, in->ino) < 0) {
+	if (in->kind == CAT_DIR) {
+		if (u64_push(&w->queue, in->ino) < 0) {
 			w->err = -ENOMEM;
 			return 1;
 		}
-	} else if(in->kind == CAT_REG) {
-		if(w->nfiles == w->cap) {
+	} else if (in->kind == CAT_REG) {
+		if (w->nfiles == w->cap) {
 			ncap = w->cap ? w->cap * 2 : 1024;
 			nf = realloc(w->files, ncap * sizeof(*nf));
-			if(!nf) {
+			if (!nf) {
 				w->err = -ENOMEM;
 				return 1;
 			}
@@ -104,9 +104,9 @@ static int cmp_keyed(const void *a, const void *b)
 {
 	const struct keyed *x = a, *y = b;
 
-	if(x->k1 != y->k1)
+	if (x->k1 != y->k1)
 		return x->k1 < y->k1 ? -1 : 1;
-	if(x->k2 != y->k2)
+	if (x->k2 != y->k2)
 		return x->k2 < y->k2 ? -1 : 1;
 	return 0;
 }
@@ -119,18 +119,18 @@ static int make_index(const struct hyd_bf_files *t, uint32_t **ret)
 
 	k = malloc((t->n ? t->n : 1) * sizeof(*k));
 	out = malloc((t->n ? t->n : 1) * sizeof(*out));
-	if(!k || !out) {
+	if (!k || !out) {
 		free(k);
 		free(out);
 		return -ENOMEM;
 	}
-	for(i = 0; i < t->n; i++) {
+	for (i = 0; i < t->n; i++) {
 		k[i].k1 = t->v[i].parent;
 		k[i].k2 = t->v[i].size;
 		k[i].idx = (uint32_t)i;
 	}
 	qsort(k, t->n, sizeof(*k), cmp_keyed);
-	for(i = 0; i < t->n; i++)
+	for (i = 0; i < t->n; i++)
 		out[i] = k[i].idx;
 	free(k);
 	*ret = out;
@@ -144,15 +144,15 @@ static int walk_dir(cat_reader *cat, struct walk *w, const int *stop)
 
 	w->last_pos = 0;
 	do {
-		if(__atomic_load_n(stop, __ATOMIC_RELAXED))
+		if (__atomic_load_n(stop, __ATOMIC_RELAXED))
 			return -ECANCELED;
 		w->in_page = 0;
 		r = cat_readdir(cat, w->dir, w->last_pos, walk_entry, w);
-		if(w->err)
+		if (w->err)
 			return w->err;
-		if(r < 0)
+		if (r < 0)
 			return r;
-	} while(r > 0);
+	} while (r > 0);
 	return 0;
 }
 
@@ -171,10 +171,10 @@ int hyd_bf__files_build(cat_reader *cat, const int *stop,
 	 * many more entries than inodes in any sane catalog. */
 	w.max_entries = meta.inodes * 64 + 65536;
 	r = u64_push(&w.queue, CAT_ROOT_INO);
-	while(r == 0 && head < w.queue.n) {
+	while (r == 0 && head < w.queue.n) {
 		/* More directories queued than the catalog has inodes: a
 		 * directory is reachable twice (a cycle). */
-		if(w.queue.n > meta.inodes + 1) {
+		if (w.queue.n > meta.inodes + 1) {
 			r = -EBADMSG;
 			break;
 		}
@@ -183,14 +183,14 @@ int hyd_bf__files_build(cat_reader *cat, const int *stop,
 	}
 	ret->dirs = head;
 	free(w.queue.v);
-	if(r < 0)
+	if (r < 0)
 		goto out;
 	/* One row per inode: hard links keep their first directory. */
 	qsort(w.files, w.nfiles, sizeof(*w.files), cmp_file_ino);
-	for(i = 0, j = 0; i < w.nfiles; i++)
-		if(j == 0 || w.files[j - 1].ino != w.files[i].ino)
+	for (i = 0, j = 0; i < w.nfiles; i++)
+		if (j == 0 || w.files[j - 1].ino != w.files[i].ino)
 			w.files[j++] = w.files[i];
-	if(j > UINT32_MAX) {
+	if (j > UINT32_MAX) {
 		r = -E2BIG;
 		goto out;
 	}
@@ -200,7 +200,7 @@ int hyd_bf__files_build(cat_reader *cat, const int *stop,
 	r = make_index(ret, &ret->by_parent);
 out:
 	free(w.files);
-	if(r < 0)
+	if (r < 0)
 		hyd_bf__files_free(ret);
 	return r;
 }
@@ -216,9 +216,9 @@ long hyd_bf__files_find(const struct hyd_bf_files *t, uint64_t ino)
 {
 	size_t lo = 0, hi = t->n, m;
 
-	while(lo < hi) {
+	while (lo < hi) {
 		m = lo + (hi - lo) / 2;
-		if(t->v[m].ino < ino)
+		if (t->v[m].ino < ino)
 			lo = m + 1;
 		else
 			hi = m;
@@ -231,18 +231,18 @@ void hyd_bf__files_in_dir(const struct hyd_bf_files *t, uint64_t dir,
 {
 	size_t lo = 0, hi = t->n, m, a;
 
-	while(lo < hi) {
+	while (lo < hi) {
 		m = lo + (hi - lo) / 2;
-		if(t->v[t->by_parent[m]].parent < dir)
+		if (t->v[t->by_parent[m]].parent < dir)
 			lo = m + 1;
 		else
 			hi = m;
 	}
 	a = lo;
 	hi = t->n;
-	while(lo < hi) {
+	while (lo < hi) {
 		m = lo + (hi - lo) / 2;
-		if(t->v[t->by_parent[m]].parent <= dir)
+		if (t->v[t->by_parent[m]].parent <= dir)
 			lo = m + 1;
 		else
 			hi = m;

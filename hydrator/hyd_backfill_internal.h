@@ -6,8 +6,8 @@
  * readahead) for every chunk the store does not have, keeping a bounded
  * number of flights outstanding. Order: the files of directories users
  * opened something in, then catalog (inode) order, the scan's depth-first
- * order, which is the order a sequential reader of the tree visits. The store is
- * the progress record: after a crash, a new run asks only for what
+ * order, which is the order a sequential reader of the tree visits. The store
+ * is the progress record: after a crash, a new run asks only for what
  * hyd_store_has says is missing. When a pass finds nothing missing the
  * state is COMPLETE.
  *
@@ -33,33 +33,33 @@
 typedef struct hyd_backfill hyd_backfill;
 
 struct hyd_backfill_config {
-	cat_reader *cat;   /* borrowed until free; best a reader of its own
-			    * (the walk then never waits on FUSE's) */
-	hyd_store *store;  /* borrowed */
-	hyd_fetch *fetch;  /* borrowed; must outlive hyd_backfill_stop */
-	uint32_t max_raw;  /* the catalog's max chunk size */
-	int enabled;       /* 0 (--no-backfill): no walk; readahead, rates,
-			    * status and wire byte persistence still work */
-	unsigned window;   /* most backfill flights outstanding, 0: 512 */
+	cat_reader *cat;       /* borrowed until free; best a reader of its own
+				* (the walk then never waits on FUSE's) */
+	hyd_store *store;      /* borrowed */
+	hyd_fetch *fetch;      /* borrowed; must outlive hyd_backfill_stop */
+	uint32_t max_raw;      /* the catalog's max chunk size */
+	int enabled;	       /* 0 (--no-backfill): no walk; readahead, rates,
+				* status and wire byte persistence still work */
+	unsigned window;       /* most backfill flights outstanding, 0: 512 */
 	uint64_t window_bytes; /* their raw bytes, 0: 64 MiB */
 	uint64_t readahead_timeout_ns; /* deadline of readahead flights */
-	int verbose;       /* log every pass */
-	int log_progress;  /* a progress line every few seconds */
+	int verbose;		       /* log every pass */
+	int log_progress;	       /* a progress line every few seconds */
 };
 
 struct hyd_backfill_stats {
 	enum hyd_state state;
-	uint64_t chunks_total;  /* distinct chunk ids of the catalog */
+	uint64_t chunks_total;	/* distinct chunk ids of the catalog */
 	uint64_t chunks_stored; /* of them, in the store (at the last census,
 				 * plus what backfill stored since) */
 	uint64_t bytes_total, bytes_stored; /* their raw bytes */
-	uint64_t queued;        /* backfill flights outstanding */
-	uint64_t submitted;     /* new backfill flights (not joins), this run */
-	uint64_t failed;        /* of them, ended in an error */
+	uint64_t queued;		    /* backfill flights outstanding */
+	uint64_t submitted; /* new backfill flights (not joins), this run */
+	uint64_t failed;    /* of them, ended in an error */
 	uint64_t passes;
-	uint64_t wire_total;    /* wire bytes of all runs (store meta) */
-	double rate_now;        /* wire bytes/s over the last ~2 s */
-	double rate_avg;        /* wire bytes/s since start */
+	uint64_t wire_total; /* wire bytes of all runs (store meta) */
+	double rate_now;     /* wire bytes/s over the last ~2 s */
+	double rate_avg;     /* wire bytes/s since start */
 	double elapsed_s;
 	char last_error[256];
 };
@@ -67,8 +67,7 @@ struct hyd_backfill_stats {
 /* Allocate; reads "wire_bytes" from the store meta. Registers its done
  * hook on cfg->fetch: call before hyd_fetch_start. No thread yet.
  * Returns 0, -EINVAL, -ENOMEM. */
-int hyd_backfill_new(const struct hyd_backfill_config *cfg,
-		     hyd_backfill **ret);
+int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret);
 
 /* Start the scheduler thread (signals blocked in it). After the fetcher
  * started and after any fork. Returns 0 or -errno. */

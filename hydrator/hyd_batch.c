@@ -17,15 +17,14 @@
 #define HEAD_LEN (CHUNK_ID_LEN + FRAME_HDR_LEN)
 
 void hyd_batch_parser_init(struct hyd_batch_parser *p, const chunk_id *ids,
-			   const uint32_t *raw_lens, size_t n,
-			   uint32_t max_raw)
+			   const uint32_t *raw_lens, size_t n, uint32_t max_raw)
 {
 	memset(p, 0, sizeof(*p));
 	p->ids = ids;
 	p->raw_lens = raw_lens;
 	p->n = n;
 	p->max_raw = max_raw;
-	if(n > HYD_BATCH_MAX_IDS)
+	if (n > HYD_BATCH_MAX_IDS)
 		p->err = -EINVAL;
 }
 
@@ -42,18 +41,18 @@ static int head_done(struct hyd_batch_parser *p)
 	struct frame_info fi;
 	uint32_t max = p->max_raw;
 
-	if(memcmp(p->head, p->ids[p->next].b, CHUNK_ID_LEN))
+	if (memcmp(p->head, p->ids[p->next].b, CHUNK_ID_LEN))
 		return -EBADMSG;
 	/* The catalog's length is a tighter bound than max_raw. */
-	if(p->raw_lens && p->raw_lens[p->next] < max)
+	if (p->raw_lens && p->raw_lens[p->next] < max)
 		max = p->raw_lens[p->next];
-	if(frame_header_parse(p->head + CHUNK_ID_LEN, FRAME_HDR_LEN, max,
-			      &fi) < 0)
+	if (frame_header_parse(p->head + CHUNK_ID_LEN, FRAME_HDR_LEN, max,
+			       &fi) < 0)
 		return -EBADMSG;
-	if(p->raw_lens && fi.raw_len != p->raw_lens[p->next])
+	if (p->raw_lens && fi.raw_len != p->raw_lens[p->next])
 		return -EBADMSG;
 	p->frame = malloc(fi.frame_len);
-	if(!p->frame)
+	if (!p->frame)
 		return -ENOMEM;
 	memcpy(p->frame, p->head + CHUNK_ID_LEN, FRAME_HDR_LEN);
 	p->frame_len = fi.frame_len;
@@ -69,36 +68,36 @@ int hyd_batch_parser_feed(struct hyd_batch_parser *p, const void *buf,
 	size_t take, idx;
 	int r;
 
-	while(len > 0 && p->err == 0) {
-		if(p->next >= p->n) {
+	while (len > 0 && p->err == 0) {
+		if (p->next >= p->n) {
 			p->err = -EBADMSG; /* bytes after the last frame */
 			break;
 		}
-		if(!p->frame) {
+		if (!p->frame) {
 			take = HEAD_LEN - p->head_have;
-			if(take > len)
+			if (take > len)
 				take = len;
 			memcpy(p->head + p->head_have, in, take);
 			p->head_have += take;
 			in += take;
 			len -= take;
-			if(p->head_have < HEAD_LEN)
+			if (p->head_have < HEAD_LEN)
 				break;
 			r = head_done(p);
-			if(r < 0) {
+			if (r < 0) {
 				p->err = r;
 				break;
 			}
 		} else {
 			take = p->frame_len - p->frame_have;
-			if(take > len)
+			if (take > len)
 				take = len;
 			memcpy(p->frame + p->frame_have, in, take);
 			p->frame_have += take;
 			in += take;
 			len -= take;
 		}
-		if(p->frame && p->frame_have == p->frame_len) {
+		if (p->frame && p->frame_have == p->frame_len) {
 			frame = p->frame;
 			idx = p->next++;
 			p->frame = NULL;
@@ -107,7 +106,7 @@ int hyd_batch_parser_feed(struct hyd_batch_parser *p, const void *buf,
 			 * it refuses it. */
 			r = cb(ctx, idx, frame, p->frame_len);
 			p->frame_len = p->frame_have = 0;
-			if(r < 0)
+			if (r < 0)
 				p->err = r;
 		}
 	}
@@ -116,7 +115,7 @@ int hyd_batch_parser_feed(struct hyd_batch_parser *p, const void *buf,
 
 int hyd_batch_parser_finish(const struct hyd_batch_parser *p)
 {
-	if(p->err)
+	if (p->err)
 		return p->err;
 	return p->next == p->n ? 0 : -EPIPE;
 }

@@ -31,12 +31,12 @@ typedef int (*hyd_batch_frame_fn)(void *ctx, size_t idx, uint8_t *frame,
 				  size_t frame_len);
 
 struct hyd_batch_parser {
-	const chunk_id *ids;      /* expected, in request order (borrowed) */
+	const chunk_id *ids;	  /* expected, in request order (borrowed) */
 	const uint32_t *raw_lens; /* catalog raw length of each (borrowed) */
-	size_t n;                 /* how many ids */
-	size_t next;              /* frames delivered so far */
+	size_t n;		  /* how many ids */
+	size_t next;		  /* frames delivered so far */
 	uint32_t max_raw;
-	int err;                  /* 0, or the -errno that stopped parsing */
+	int err; /* 0, or the -errno that stopped parsing */
 	uint8_t head[CHUNK_ID_LEN + FRAME_HDR_LEN];
 	size_t head_have;
 	uint8_t *frame; /* the frame being filled (header + payload) */
@@ -65,8 +65,8 @@ int hyd_batch_parser_feed(struct hyd_batch_parser *p, const void *buf,
 int hyd_batch_parser_finish(const struct hyd_batch_parser *p);
 
 /* Frames delivered so far: ids[0..delivered) are done. */
-static inline size_t hyd_batch_parser_delivered(
-	const struct hyd_batch_parser *p)
+static inline size_t
+hyd_batch_parser_delivered(const struct hyd_batch_parser *p)
 {
 	return p->next;
 }

@@ -23,8 +23,7 @@
  * is the byte). "0" means no limit. Anything else — garbage, a negative or
  * overflowing value, a rate between 0 and HYD_BWLIMIT_MIN — is -EINVAL with
  * one human line in err. */
-int hyd_rate_parse(const char *s, uint64_t *ret_bps, char *err,
-		   size_t errcap);
+int hyd_rate_parse(const char *s, uint64_t *ret_bps, char *err, size_t errcap);
 
 struct hyd_bucket {
 	double rate;   /* bytes per second, > 0 */

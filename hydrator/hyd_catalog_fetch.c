@@ -30,18 +30,18 @@
 #include "catalog/catalog.h"
 #include "hydrator/hyd_catalog_internal.h"
 
-#define HYD_HEAD_MAX 64           /* bytes of a HEAD answer we accept */
-#define HYD_ERRBODY_MAX 2048      /* bytes of an error body kept for detail */
-#define HYD_DETAIL_MAX 200        /* chars of a server detail we quote */
-#define HYD_URL_FILE_MAX 8192     /* bytes of catalogs/url */
-#define HYD_STALL_BYTES_PER_S 1L  /* below this for HYD_STALL_S: a stall */
+#define HYD_HEAD_MAX 64		 /* bytes of a HEAD answer we accept */
+#define HYD_ERRBODY_MAX 2048	 /* bytes of an error body kept for detail */
+#define HYD_DETAIL_MAX 200	 /* chars of a server detail we quote */
+#define HYD_URL_FILE_MAX 8192	 /* bytes of catalogs/url */
+#define HYD_STALL_BYTES_PER_S 1L /* below this for HYD_STALL_S: a stall */
 #define HYD_STALL_S 30L
 #define HYD_CONNECT_TIMEOUT_DEFAULT 10L
 
 /* One fetch: what every step needs. */
 struct hyd_cf {
 	const char *base; /* as the caller spelled it, for messages */
-	CURLU *url;       /* base, its path ending in '/' so joins append */
+	CURLU *url;	  /* base, its path ending in '/' so joins append */
 	char *base_norm;  /* curl's rendering of url: what catalogs/url holds */
 	CURL *h;
 	long connect_timeout_s;
@@ -88,7 +88,8 @@ __attribute__((format(printf, 2, 3))) static void cf_err(struct hyd_cf *f,
 static int hyd_curl_errno(struct hyd_cf *f, CURLcode cc, const char *url,
 			  const struct hyd_sink *k)
 {
-	const char *what = f->curl_err[0] ? f->curl_err : curl_easy_strerror(cc);
+	const char *what =
+	    f->curl_err[0] ? f->curl_err : curl_easy_strerror(cc);
 
 	switch (cc) {
 	case CURLE_COULDNT_CONNECT:
@@ -135,10 +136,10 @@ static int sink_zstd(struct hyd_sink *k, const void *buf, size_t len)
 			k->zerr = ZSTD_getErrorName(ret);
 			return -EBADMSG;
 		}
-		/* Only a call that moved bytes says where the frame stands: after
-		 * a frame has ended, a further call with no input (taken when the
-		 * output buffer came back exactly full) returns the header size
-		 * of a next frame that does not exist. */
+		/* Only a call that moved bytes says where the frame stands:
+		 * after a frame has ended, a further call with no input (taken
+		 * when the output buffer came back exactly full) returns the
+		 * header size of a next frame that does not exist. */
 		if (in.pos > in_before || out.pos > 0)
 			k->zlast = ret;
 		if (out.pos > 0) {
@@ -221,11 +222,12 @@ static void json_detail(const char *body, char *out, size_t cap)
 				/* \uXXXX: not worth decoding for a message. */
 				size_t i;
 
-				for (i = 0; i < 4 && isxdigit((unsigned char)*p); i++)
+				for (i = 0;
+				     i < 4 && isxdigit((unsigned char)*p); i++)
 					p++;
 				c = '?';
-			} else if (c == 'n' || c == 't' || c == 'r' || c == 'b' ||
-				   c == 'f') {
+			} else if (c == 'n' || c == 't' || c == 'r' ||
+				   c == 'b' || c == 'f') {
 				c = ' ';
 			} else if (c == '\0') {
 				break;
@@ -263,7 +265,8 @@ static int cf_status_err(struct hyd_cf *f, const char *url, long status,
 
 	json_detail(k->errbody, detail, sizeof(detail));
 	if (status == 404) {
-		cf_err(f, "%s: %s (HTTP 404)", url, detail[0] ? detail : notfound);
+		cf_err(f, "%s: %s (HTTP 404)", url,
+		       detail[0] ? detail : notfound);
 		return -ENOENT;
 	}
 	if (detail[0])
@@ -286,7 +289,9 @@ static int cf_join(struct hyd_cf *f, const char *rel, char **ret)
 	if (uc == CURLUE_OK)
 		uc = curl_url_get(u, CURLUPART_URL, ret, 0);
 	curl_url_cleanup(u);
-	return uc == CURLUE_OK ? 0 : uc == CURLUE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
+	return uc == CURLUE_OK		    ? 0
+	       : uc == CURLUE_OUT_OF_MEMORY ? -ENOMEM
+					    : -EINVAL;
 }
 
 static int cf_head(struct hyd_cf *f, uint64_t *ret_gen)
@@ -313,7 +318,8 @@ static int cf_head(struct hyd_cf *f, uint64_t *ret_gen)
 				  "namespace not found");
 		goto out;
 	}
-	while (k.small_len > 0 && isspace((unsigned char)k.small[k.small_len - 1]))
+	while (k.small_len > 0 &&
+	       isspace((unsigned char)k.small[k.small_len - 1]))
 		k.small[--k.small_len] = '\0';
 	errno = 0;
 	v = strtoull(k.small, &end, 10);
@@ -407,7 +413,9 @@ static int cf_download(struct hyd_cf *f, const char *url, const char *tmp)
 	if (r == -EBADMSG || r == -EFBIG) {
 		cf_err(f, "%s: not a valid ferry catalog%s%s%s", url,
 		       k.zerr ? " (zstd: " : "", k.zerr ? k.zerr : "",
-		       k.zerr ? ")" : r == -EFBIG ? " (too large)" : "");
+		       k.zerr	     ? ")"
+		       : r == -EFBIG ? " (too large)"
+				     : "");
 		r = -EBADMSG;
 		goto out;
 	}
@@ -642,10 +650,10 @@ static int cf_setup(struct hyd_cf *f, const char *cache_dir)
 	f->h = curl_easy_init();
 	if (!f->h)
 		return -ENOMEM;
-#define SETOPT(opt, val) \
-	do { \
-		if (cc == CURLE_OK) \
-			cc = curl_easy_setopt(f->h, opt, val); \
+#define SETOPT(opt, val)                                                       \
+	do {                                                                   \
+		if (cc == CURLE_OK)                                            \
+			cc = curl_easy_setopt(f->h, opt, val);                 \
 	} while (0)
 	SETOPT(CURLOPT_NOSIGNAL, 1L);
 	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
@@ -669,8 +677,8 @@ static int cf_setup(struct hyd_cf *f, const char *cache_dir)
 static int set_result(const struct hyd_cf *f, uint64_t gen, int from_cache,
 		      struct hyd_catalog_result *ret)
 {
-	int n = snprintf(ret->path, sizeof(ret->path), "%s/%llu.db",
-			 f->cat_dir, (unsigned long long)gen);
+	int n = snprintf(ret->path, sizeof(ret->path), "%s/%llu.db", f->cat_dir,
+			 (unsigned long long)gen);
 
 	if (n < 0 || (size_t)n >= sizeof(ret->path))
 		return -ENAMETOOLONG;
@@ -683,7 +691,8 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 		      long connect_timeout_s, struct hyd_catalog_result *ret,
 		      char *errbuf, size_t errcap)
 {
-	struct hyd_cf f = {.base = base_url, .errbuf = errbuf, .errcap = errcap};
+	struct hyd_cf f = {
+	    .base = base_url, .errbuf = errbuf, .errcap = errcap};
 	uint64_t gen = 0, cached;
 	char name[32], path[4200];
 	struct stat sb;
@@ -694,8 +703,9 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 	if (!base_url || !cache_dir || !ret)
 		return -EINVAL;
 	memset(ret, 0, sizeof(*ret));
-	f.connect_timeout_s = connect_timeout_s > 0 ? connect_timeout_s
-						    : HYD_CONNECT_TIMEOUT_DEFAULT;
+	f.connect_timeout_s = connect_timeout_s > 0
+				  ? connect_timeout_s
+				  : HYD_CONNECT_TIMEOUT_DEFAULT;
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		cf_err(&f, "%s: cannot initialize libcurl", base_url);
 		return -ENOMEM;

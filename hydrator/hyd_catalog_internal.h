@@ -14,12 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HYD_CATALOG_MAX_BYTES (64ull << 30) /* cap on a decompressed catalog */
+/* Cap on a decompressed catalog. */
+#define HYD_CATALOG_MAX_BYTES (64ull << 30)
 
 struct hyd_catalog_result {
 	uint64_t generation;
 	char path[4096]; /* CACHEDIR/catalogs/GEN.db */
-	int from_cache;  /* 1: server unreachable, newest cached catalog used */
+	int from_cache;	 /* 1: server unreachable, newest cached catalog used */
 };
 
 /* base_url is like "http://127.0.0.1:8700/v1/NAME" (no trailing slash

@@ -61,12 +61,12 @@ struct hyd_control {
 
 	pthread_t scanner;
 	int scanner_started;
-	int sync_ready; /* mu and cv initialized */
+	int sync_ready;	    /* mu and cv initialized */
 	pthread_mutex_t mu; /* guards everything below */
 	pthread_cond_t cv;  /* CLOCK_MONOTONIC; scan wanted, scan done, stop */
 	int stopping, scan_wanted, scanning;
-	uint64_t scans;     /* finished scans, successful or not */
-	int scan_err;       /* -errno of the last scan, 0 when it worked */
+	uint64_t scans; /* finished scans, successful or not */
+	int scan_err;	/* -errno of the last scan, 0 when it worked */
 	int have_memo;
 	struct hyd_status memo; /* the last successful scan */
 	int64_t memo_at_ms, memo_cost_ms;
@@ -258,8 +258,9 @@ static int status_reply(hyd_control *c, char *buf, size_t cap, size_t *ret)
 	if (r < 0) {
 		/* Not a status without its counts: an error line, and the
 		 * client reads the files itself. */
-		n = snprintf(buf, cap, "{\"error\":\"cannot count the cache: "
-				       "%s\"}\n",
+		n = snprintf(buf, cap,
+			     "{\"error\":\"cannot count the cache: "
+			     "%s\"}\n",
 			     r == -ETIMEDOUT ? "still scanning" : strerror(-r));
 		free(st);
 		if (n < 0 || (size_t)n >= cap)
@@ -328,8 +329,7 @@ static void *control_thread(void *p)
 			/* EMFILE and friends: the listener stays readable, so
 			 * pause instead of spinning (still waking on stop). */
 			if (errno != EINTR && errno != EAGAIN &&
-			    errno != ECONNABORTED &&
-			    poll(&fds[1], 1, 100) > 0)
+			    errno != ECONNABORTED && poll(&fds[1], 1, 100) > 0)
 				break;
 			continue;
 		}
@@ -373,11 +373,13 @@ static int control_listen(hyd_control *c)
 	c->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (c->lfd < 0)
 		return -errno;
-	if (bind(c->lfd, (const struct sockaddr *)&c->addr, sizeof(c->addr)) < 0)
+	if (bind(c->lfd, (const struct sockaddr *)&c->addr, sizeof(c->addr)) <
+	    0)
 		return errno == EADDRINUSE ? -EBUSY : -errno;
 	/* Before listen: until then a connect is refused, so nobody gets in
 	 * while the mode is still the umask's. */
-	if (chmod(c->addr.sun_path, 0600) < 0 || lstat(c->addr.sun_path, &sb) < 0)
+	if (chmod(c->addr.sun_path, 0600) < 0 ||
+	    lstat(c->addr.sun_path, &sb) < 0)
 		goto fail;
 	c->sock_dev = sb.st_dev;
 	c->sock_ino = sb.st_ino;

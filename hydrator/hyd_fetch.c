@@ -53,7 +53,7 @@ static frame_coder *coder_get(hyd_fetch *f)
 	frame_coder *c = NULL;
 
 	pthread_mutex_lock(&f->coder_lock);
-	if(f->n_coders)
+	if (f->n_coders)
 		c = f->coders[--f->n_coders];
 	pthread_mutex_unlock(&f->coder_lock);
 	return c ? c : frame_coder_new(); /* NULL is fine: a temporary one */
@@ -61,10 +61,10 @@ static frame_coder *coder_get(hyd_fetch *f)
 
 static void coder_put(hyd_fetch *f, frame_coder *c)
 {
-	if(!c)
+	if (!c)
 		return;
 	pthread_mutex_lock(&f->coder_lock);
-	if(f->n_coders < HYD_CODER_POOL) {
+	if (f->n_coders < HYD_CODER_POOL) {
 		f->coders[f->n_coders++] = c;
 		c = NULL;
 	}
@@ -85,7 +85,7 @@ const char *hyd_fetch__err_name(int err)
 
 int hyd_fetch__curl_errno(CURLcode res)
 {
-	switch(res) {
+	switch (res) {
 	case CURLE_OK:
 		return 0;
 	case CURLE_COULDNT_RESOLVE_HOST:
@@ -129,26 +129,26 @@ void hyd_fetch__xfer_set(struct hyd_xfer *x, enum xfer_where w)
 {
 	hyd_fetch *f = x->f;
 
-	if(where_busy(x->where)) {
+	if (where_busy(x->where)) {
 		f->n_busy--;
-		if(x->bg)
+		if (x->bg)
 			f->n_bg--;
 	}
-	if(x->where == XFER_CURL && x->urgent) {
+	if (x->where == XFER_CURL && x->urgent) {
 		f->n_urgent--;
 		/* Backfill held for this one may go on. */
-		if(!f->n_urgent)
+		if (!f->n_urgent)
 			hyd_fetch__pace_kick(f);
 	}
 	x->where = w;
-	if(w != XFER_CURL)
+	if (w != XFER_CURL)
 		x->paused = 0; /* curl forgets a removed handle's pause */
-	if(where_busy(w)) {
+	if (where_busy(w)) {
 		f->n_busy++;
-		if(x->bg)
+		if (x->bg)
 			f->n_bg++;
 	}
-	if(w == XFER_CURL && x->urgent)
+	if (w == XFER_CURL && x->urgent)
 		f->n_urgent++;
 	__atomic_store_n(&f->stats.active, (uint64_t)f->n_busy,
 			 __ATOMIC_RELAXED);
@@ -158,11 +158,11 @@ static void xfer_unlink(struct hyd_xfer *x)
 {
 	hyd_fetch *f = x->f;
 
-	if(x->prev)
+	if (x->prev)
 		x->prev->next = x->next;
 	else
 		f->xfers = x->next;
-	if(x->next)
+	if (x->next)
 		x->next->prev = x->prev;
 	x->prev = x->next = NULL;
 }
@@ -184,14 +184,14 @@ static void xfer_end(struct hyd_xfer *x, int rc)
 	hyd_fetch *f = x->f;
 	char hex[CHUNK_ID_HEX_LEN + 1];
 
-	if(x->bx) {
+	if (x->bx) {
 		hyd_fetch__batch_end(x, rc);
 		return;
 	}
-	if(rc < 0) {
+	if (rc < 0) {
 		STAT_ADD(f, failures, 1);
 		/* -ECANCELED is shutdown, not news. */
-		if(rc != -ECANCELED) {
+		if (rc != -ECANCELED) {
 			chunk_id_to_hex(&x->fl->id, hex);
 			fprintf(stderr,
 				"ferry-hydrator: fetch failed chunk=%s "
@@ -223,7 +223,7 @@ uint64_t hyd_fetch__backoff_ms(hyd_fetch *f, unsigned attempts)
 	unsigned shift = attempts < 16 ? attempts : 16;
 	uint64_t delay_ms = (uint64_t)HYD_BACKOFF_FIRST_MS << shift;
 
-	if(delay_ms > HYD_BACKOFF_MAX_MS)
+	if (delay_ms > HYD_BACKOFF_MAX_MS)
 		delay_ms = HYD_BACKOFF_MAX_MS;
 	/* Jitter in [delay/2, delay] keeps many readers from retrying in
 	 * lockstep against a recovering server. */
@@ -241,18 +241,18 @@ static void xfer_retry(struct hyd_xfer *x)
 	deadline = hyd_flights_deadline(&f->flights, x->fl);
 	delay_ms = hyd_fetch__backoff_ms(f, x->attempts);
 	x->attempts++;
-	if(f->shutting_down) {
+	if (f->shutting_down) {
 		xfer_end(x, -ECANCELED);
 		return;
 	}
-	if(now + delay_ms * 1000000ull >= deadline) {
+	if (now + delay_ms * 1000000ull >= deadline) {
 		xfer_end(x, -ETIMEDOUT);
 		return;
 	}
 	STAT_ADD(f, retries, 1);
 	chunk_id_to_hex(&x->fl->id, hex);
 	hyd_fetch__note_error(f, "chunk %.16s: %s (retrying)", hex, x->why);
-	if(f->verbose)
+	if (f->verbose)
 		fprintf(stderr,
 			"ferry-hydrator: fetch retry chunk=%s attempt=%u "
 			"delay_ms=%" PRIu64 " why=\"%s\"\n",
@@ -268,11 +268,11 @@ static void xfer_mismatch(struct hyd_xfer *x)
 {
 	STAT_ADD(x->f, mismatches, 1);
 	x->mismatches++;
-	if(x->mismatches >= HYD_MISMATCH_TRIES) {
+	if (x->mismatches >= HYD_MISMATCH_TRIES) {
 		xfer_end(x, -EBADMSG);
 		return;
 	}
-	if(x->f->shutting_down) {
+	if (x->f->shutting_down) {
 		xfer_end(x, -ECANCELED);
 		return;
 	}
@@ -290,21 +290,21 @@ int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
 	int r;
 
 	raw = malloc(fl->raw_len ? fl->raw_len : 1);
-	if(!raw) {
+	if (!raw) {
 		snprintf(why, whycap, "out of memory");
 		return -ENOMEM;
 	}
 	coder = coder_get(f);
 	/* The catalog's length for this chunk bounds the decode: a frame
 	 * claiming more is bad, whatever its header says. */
-	r = frame_decode(coder, frame, frame_len, fl->raw_len, raw,
-			 fl->raw_len, &n);
+	r = frame_decode(coder, frame, frame_len, fl->raw_len, raw, fl->raw_len,
+			 &n);
 	coder_put(f, coder);
-	if(r == -ENOBUFS || (r == 0 && n != fl->raw_len))
+	if (r == -ENOBUFS || (r == 0 && n != fl->raw_len))
 		r = -EBADMSG;
-	if(r == 0)
+	if (r == 0)
 		r = chunk_id_verify(&fl->id, raw, n);
-	if(r < 0) {
+	if (r < 0) {
 		snprintf(why, whycap, "frame or hash check: %s",
 			 hyd_fetch__err_name(r));
 		free(raw);
@@ -313,13 +313,12 @@ int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
 	/* Readers may go now; the store write below only makes it durable.
 	 * Count first, so whoever wakes sees the counter already moved. */
 	STAT_ADD(f, chunks, 1);
-	__atomic_store_n(&f->stats.last_ok_ns, hyd_now_ns(),
-			 __ATOMIC_RELAXED);
+	__atomic_store_n(&f->stats.last_ok_ns, hyd_now_ns(), __ATOMIC_RELAXED);
 	hyd_flights_verified(&f->flights, fl, raw);
 	r = 0;
-	if(f->store) {
+	if (f->store) {
 		r = hyd_store_put(f->store, &fl->id, frame, frame_len);
-		if(r < 0) {
+		if (r < 0) {
 			STAT_ADD(f, store_errors, 1);
 			__atomic_store_n(&f->stats.last_store_err, r,
 					 __ATOMIC_RELAXED);
@@ -355,7 +354,7 @@ static void verify_done(uv_work_t *w, int status)
 	hyd_fetch *f = x->f;
 	int rc = status == UV_ECANCELED ? -ECANCELED : x->work_rc;
 
-	if(rc == -EBADMSG)
+	if (rc == -EBADMSG)
 		xfer_mismatch(x);
 	else
 		xfer_end(x, rc);
@@ -370,7 +369,7 @@ static void xfer_verify(struct hyd_xfer *x)
 	hyd_fetch__xfer_set(x, XFER_WORK);
 	x->work.data = x;
 	r = uv_queue_work(&x->f->loop, &x->work, verify_work, verify_done);
-	if(r < 0) {
+	if (r < 0) {
 		snprintf(x->why, sizeof(x->why), "uv_queue_work: %s",
 			 uv_strerror(r));
 		xfer_end(x, -EIO);
@@ -383,32 +382,32 @@ static void xfer_done(struct hyd_xfer *x, CURLcode res)
 	long code = 0;
 	int rc;
 
-	if(x->bx) {
+	if (x->bx) {
 		hyd_fetch__batch_done(x, res);
 		return;
 	}
 	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-	if((res == CURLE_OK || res == CURLE_WRITE_ERROR) && code != 200 &&
-	   code != 0) {
+	if ((res == CURLE_OK || res == CURLE_WRITE_ERROR) && code != 200 &&
+	    code != 0) {
 		snprintf(x->why, sizeof(x->why), "HTTP %ld", code);
-		if(code == 404)
+		if (code == 404)
 			xfer_end(x, -ENOENT);
-		else if(code == 409)
+		else if (code == 409)
 			xfer_end(x, -ESTALE);
-		else if(code >= 500 || code == 408 || code == 429)
+		else if (code >= 500 || code == 408 || code == 429)
 			xfer_retry(x);
 		else
 			xfer_end(x, -EPROTO);
 		return;
 	}
-	if(res == CURLE_WRITE_ERROR) {
+	if (res == CURLE_WRITE_ERROR) {
 		snprintf(x->why, sizeof(x->why),
 			 "response larger than a frame of %" PRIu32 " bytes",
 			 x->fl->raw_len);
 		xfer_mismatch(x);
 		return;
 	}
-	if(res == CURLE_OK) {
+	if (res == CURLE_OK) {
 		STAT_ADD(x->f, wire_bytes, x->body_len);
 		xfer_verify(x);
 		return;
@@ -416,7 +415,7 @@ static void xfer_done(struct hyd_xfer *x, CURLcode res)
 	snprintf(x->why, sizeof(x->why), "curl %d: %s", (int)res,
 		 x->errbuf[0] ? x->errbuf : curl_easy_strerror(res));
 	rc = hyd_fetch__curl_errno(res);
-	if(rc == -EAGAIN)
+	if (rc == -EAGAIN)
 		xfer_retry(x);
 	else
 		xfer_end(x, rc);
@@ -430,10 +429,10 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 
 	/* Returning less than n aborts with CURLE_WRITE_ERROR: a body past
 	 * frame_bound(raw_len) is not a frame of this chunk. */
-	if(n > x->body_cap - x->body_len)
+	if (n > x->body_cap - x->body_len)
 		return 0;
 	why = hyd_fetch__gate(x, n);
-	if(why) {
+	if (why) {
 		/* curl keeps these bytes and hands them over again later. */
 		x->paused |= why;
 		return CURL_WRITEFUNC_PAUSE;
@@ -451,29 +450,29 @@ static void xfer_start(struct hyd_xfer *x)
 	long left_ms, conn_ms;
 	CURLMcode mc;
 
-	if(x->bx) {
+	if (x->bx) {
 		hyd_fetch__batch_start(x);
 		return;
 	}
 	deadline = hyd_flights_deadline(&f->flights, x->fl);
-	if(now >= deadline) {
-		if(!x->why[0])
+	if (now >= deadline) {
+		if (!x->why[0])
 			snprintf(x->why, sizeof(x->why), "deadline passed");
 		xfer_end(x, -ETIMEDOUT);
 		return;
 	}
 	left_ms = (long)((deadline - now) / 1000000ull);
-	if(left_ms < 1)
+	if (left_ms < 1)
 		left_ms = 1;
-	conn_ms = f->connect_timeout_ms < left_ms ? f->connect_timeout_ms
-						  : left_ms;
+	conn_ms =
+	    f->connect_timeout_ms < left_ms ? f->connect_timeout_ms : left_ms;
 	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, left_ms);
 	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, conn_ms);
 	x->body_len = 0;
 	x->errbuf[0] = '\0';
 	x->last_rx_ns = now;
 	mc = curl_multi_add_handle(f->multi, x->easy);
-	if(mc != CURLM_OK) {
+	if (mc != CURLM_OK) {
 		snprintf(x->why, sizeof(x->why), "curl_multi_add_handle: %s",
 			 curl_multi_strerror(mc));
 		xfer_end(x, -EIO);
@@ -489,11 +488,11 @@ struct hyd_xfer *hyd_fetch__xfer_alloc(hyd_fetch *f)
 	struct hyd_xfer *x;
 
 	x = calloc(1, sizeof(*x));
-	if(!x)
+	if (!x)
 		return NULL;
 	x->f = f;
 	x->easy = curl_easy_init();
-	if(!x->easy) {
+	if (!x->easy) {
 		free(x);
 		return NULL;
 	}
@@ -506,13 +505,13 @@ struct hyd_xfer *hyd_fetch__xfer_alloc(hyd_fetch *f)
 	curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(x->easy, CURLOPT_USERAGENT,
 			 "ferry-hydrator/" FERRY_VERSION);
-	if(f->bwlimit) {
+	if (f->bwlimit) {
 		curl_easy_setopt(x->easy, CURLOPT_SOCKOPTFUNCTION,
 				 hyd_fetch__sockopt);
 		curl_easy_setopt(x->easy, CURLOPT_SOCKOPTDATA, f);
 	}
 	x->next = f->xfers;
-	if(f->xfers)
+	if (f->xfers)
 		f->xfers->prev = x;
 	f->xfers = x;
 	return x;
@@ -525,7 +524,7 @@ static struct hyd_xfer *xfer_new(hyd_fetch *f, struct hyd_flight *fl)
 	size_t ulen;
 
 	x = hyd_fetch__xfer_alloc(f);
-	if(!x)
+	if (!x)
 		return NULL;
 	x->fl = fl;
 	/* The class is fixed at start: a flight bumped to demand while
@@ -537,7 +536,7 @@ static struct hyd_xfer *xfer_new(hyd_fetch *f, struct hyd_flight *fl)
 	x->url = malloc(ulen);
 	x->body_cap = frame_bound(fl->raw_len);
 	x->body = malloc(x->body_cap);
-	if(!x->url || !x->body) {
+	if (!x->url || !x->body) {
 		x->fl = NULL;
 		hyd_fetch__xfer_free(x);
 		return NULL;
@@ -557,7 +556,7 @@ static void start_single(hyd_fetch *f, struct hyd_flight *fl)
 {
 	struct hyd_xfer *x = xfer_new(f, fl);
 
-	if(!x) {
+	if (!x) {
 		STAT_ADD(f, failures, 1);
 		hyd_flights_finish(&f->flights, fl, -ENOMEM);
 		return;
@@ -573,21 +572,21 @@ void hyd_fetch__pump(hyd_fetch *f)
 	struct hyd_flight *fl;
 	int top, nobatch;
 
-	while(!f->shutting_down && f->n_busy < f->connections) {
+	while (!f->shutting_down && f->n_busy < f->connections) {
 		top = hyd_flights_top(&f->flights, &nobatch);
-		if(top < 0)
+		if (top < 0)
 			break;
-		if(top == HYD_PRIO_BACKFILL) {
-			if(f->n_bg >= f->bg_max)
+		if (top == HYD_PRIO_BACKFILL) {
+			if (f->n_bg >= f->bg_max)
 				break;
-			if(!nobatch && !f->batch_off && f->batch_max > 1) {
-				if(!hyd_fetch__batch_launch(f))
+			if (!nobatch && !f->batch_off && f->batch_max > 1) {
+				if (!hyd_fetch__batch_launch(f))
 					break;
 				continue;
 			}
 		}
 		fl = hyd_flights_next(&f->flights);
-		if(!fl)
+		if (!fl)
 			break;
 		start_single(f, fl);
 	}
@@ -601,8 +600,8 @@ static void check_multi_info(hyd_fetch *f)
 	CURL *easy;
 	int pending;
 
-	while((msg = curl_multi_info_read(f->multi, &pending))) {
-		if(msg->msg != CURLMSG_DONE)
+	while ((msg = curl_multi_info_read(f->multi, &pending))) {
+		if (msg->msg != CURLMSG_DONE)
 			continue;
 		/* msg is invalid after remove_handle: copy what we need. */
 		easy = msg->easy_handle;
@@ -610,7 +609,7 @@ static void check_multi_info(hyd_fetch *f)
 		x = NULL;
 		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
 		curl_multi_remove_handle(f->multi, easy);
-		if(x) {
+		if (x) {
 			hyd_fetch__xfer_set(x, XFER_IDLE);
 			xfer_done(x, res);
 		}
@@ -627,9 +626,9 @@ static void on_retry_timer(uv_timer_t *t)
 	struct hyd_xfer *x, *next;
 	uint64_t now = hyd_now_ns();
 
-	for(x = f->xfers; x; x = next) {
+	for (x = f->xfers; x; x = next) {
 		next = x->next;
-		if(x->where == XFER_RETRY && x->retry_at_ns <= now)
+		if (x->where == XFER_RETRY && x->retry_at_ns <= now)
 			xfer_start(x);
 	}
 	hyd_fetch__arm_retry_timer(f);
@@ -641,10 +640,10 @@ void hyd_fetch__arm_retry_timer(hyd_fetch *f)
 	struct hyd_xfer *x;
 	uint64_t next = UINT64_MAX, now = hyd_now_ns();
 
-	for(x = f->xfers; x; x = x->next)
-		if(x->where == XFER_RETRY && x->retry_at_ns < next)
+	for (x = f->xfers; x; x = x->next)
+		if (x->where == XFER_RETRY && x->retry_at_ns < next)
 			next = x->retry_at_ns;
-	if(next == UINT64_MAX) {
+	if (next == UINT64_MAX) {
 		uv_timer_stop(&f->retry_timer);
 		return;
 	}
@@ -669,9 +668,9 @@ static int on_curl_timer(CURLM *multi, long ms, void *userp)
 	hyd_fetch *f = userp;
 
 	(void)multi;
-	if(f->closed)
+	if (f->closed)
 		return 0;
-	if(ms < 0)
+	if (ms < 0)
 		uv_timer_stop(&f->curl_timer);
 	else
 		uv_timer_start(&f->curl_timer, on_curl_timeout, (uint64_t)ms,
@@ -690,11 +689,11 @@ static void on_poll_close(uv_handle_t *h)
 
 static void poll_drop(hyd_fetch *f, struct hyd_poll *p)
 {
-	if(p->prev)
+	if (p->prev)
 		p->prev->next = p->next;
 	else
 		f->polls = p->next;
-	if(p->next)
+	if (p->next)
 		p->next->prev = p->prev;
 	uv_poll_stop(&p->h);
 	uv_close((uv_handle_t *)&p->h, on_poll_close);
@@ -706,11 +705,11 @@ static void on_poll(uv_poll_t *h, int status, int events)
 	hyd_fetch *f = p->f;
 	int flags = 0, running;
 
-	if(status < 0)
+	if (status < 0)
 		flags = CURL_CSELECT_ERR;
-	if(events & UV_READABLE)
+	if (events & UV_READABLE)
 		flags |= CURL_CSELECT_IN;
-	if(events & UV_WRITABLE)
+	if (events & UV_WRITABLE)
 		flags |= CURL_CSELECT_OUT;
 	/* p may be closed by the socket callback inside; do not touch it
 	 * after this call. */
@@ -728,20 +727,20 @@ static int on_socket(CURL *easy, curl_socket_t s, int action, void *userp,
 	int events = 0, r;
 
 	(void)easy;
-	if(action == CURL_POLL_REMOVE) {
-		if(p) {
-			if(!f->cleaning)
+	if (action == CURL_POLL_REMOVE) {
+		if (p) {
+			if (!f->cleaning)
 				curl_multi_assign(f->multi, s, NULL);
 			poll_drop(f, p);
 		}
 		return 0;
 	}
-	if(!p) {
+	if (!p) {
 		p = calloc(1, sizeof(*p));
-		if(!p)
+		if (!p)
 			return -1;
 		r = uv_poll_init_socket(&f->loop, &p->h, s);
-		if(r < 0) {
+		if (r < 0) {
 			fprintf(stderr,
 				"ferry-hydrator: uv_poll_init_socket fd=%d: "
 				"%s\n",
@@ -753,14 +752,14 @@ static int on_socket(CURL *easy, curl_socket_t s, int action, void *userp,
 		p->f = f;
 		p->fd = s;
 		p->next = f->polls;
-		if(f->polls)
+		if (f->polls)
 			f->polls->prev = p;
 		f->polls = p;
 		curl_multi_assign(f->multi, s, p);
 	}
-	if(action == CURL_POLL_IN || action == CURL_POLL_INOUT)
+	if (action == CURL_POLL_IN || action == CURL_POLL_INOUT)
 		events |= UV_READABLE;
-	if(action == CURL_POLL_OUT || action == CURL_POLL_INOUT)
+	if (action == CURL_POLL_OUT || action == CURL_POLL_INOUT)
 		events |= UV_WRITABLE;
 	uv_poll_start(&p->h, events, on_poll);
 	return 0;
@@ -773,17 +772,15 @@ static int on_socket(CURL *easy, curl_socket_t s, int action, void *userp,
 static void close_handles(hyd_fetch *f)
 {
 	uv_handle_t *hs[] = {
-		(uv_handle_t *)&f->async,
-		(uv_handle_t *)&f->curl_timer,
-		(uv_handle_t *)&f->retry_timer,
-		(uv_handle_t *)&f->pace_timer,
-		(uv_handle_t *)&f->tick_timer,
+	    (uv_handle_t *)&f->async,	    (uv_handle_t *)&f->curl_timer,
+	    (uv_handle_t *)&f->retry_timer, (uv_handle_t *)&f->pace_timer,
+	    (uv_handle_t *)&f->tick_timer,
 	};
 	size_t i;
 
 	f->closed = 1;
-	for(i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
-		if(!uv_is_closing(hs[i]))
+	for (i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
+		if (!uv_is_closing(hs[i]))
 			uv_close(hs[i], NULL);
 }
 
@@ -792,13 +789,13 @@ static void close_handles(hyd_fetch *f)
  * close their polls; then close our handles and let uv_run return. */
 void hyd_fetch__maybe_close(hyd_fetch *f)
 {
-	if(!f->shutting_down || f->xfers || f->closed || f->fq_len ||
-	   f->fw_running)
+	if (!f->shutting_down || f->xfers || f->closed || f->fq_len ||
+	    f->fw_running)
 		return;
 	f->cleaning = 1;
 	curl_multi_cleanup(f->multi);
 	f->multi = NULL;
-	while(f->polls)
+	while (f->polls)
 		poll_drop(f, f->polls);
 	close_handles(f);
 }
@@ -808,12 +805,12 @@ static void begin_shutdown(hyd_fetch *f)
 	struct hyd_xfer *x, *next;
 
 	f->shutting_down = 1;
-	for(x = f->xfers; x; x = next) {
+	for (x = f->xfers; x; x = next) {
 		next = x->next;
-		if(x->where == XFER_CURL) {
+		if (x->where == XFER_CURL) {
 			curl_multi_remove_handle(f->multi, x->easy);
 			xfer_end(x, -ECANCELED);
-		} else if(x->where == XFER_RETRY) {
+		} else if (x->where == XFER_RETRY) {
 			xfer_end(x, -ECANCELED);
 		}
 		/* XFER_WORK: verify_done ends it. */
@@ -829,11 +826,11 @@ static void on_async(uv_async_t *a)
 {
 	hyd_fetch *f = a->loop->data;
 
-	if(f->shutting_down)
+	if (f->shutting_down)
 		return;
 	/* The table is closed (and this wake-up sent) under its lock, so no
 	 * kick can follow once we see it closed. */
-	if(!hyd_flights_is_open(&f->flights)) {
+	if (!hyd_flights_is_open(&f->flights)) {
 		begin_shutdown(f);
 		return;
 	}
@@ -872,59 +869,60 @@ int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret)
 	int r;
 
 	*ret = NULL;
-	if(!cfg->base_url || !cfg->connections || !cfg->max_raw ||
-	   cfg->max_raw > CHUNK_MAX_LIMIT)
+	if (!cfg->base_url || !cfg->connections || !cfg->max_raw ||
+	    cfg->max_raw > CHUNK_MAX_LIMIT)
 		return -EINVAL;
 	f = calloc(1, sizeof(*f));
-	if(!f)
+	if (!f)
 		return -ENOMEM;
 	f->base_url = strdup(cfg->base_url);
-	if(!f->base_url) {
+	if (!f->base_url) {
 		free(f);
 		return -ENOMEM;
 	}
 	/* "…/v1/NAME/" and "…/v1/NAME" name the same base. */
-	while(strlen(f->base_url) && f->base_url[strlen(f->base_url) - 1] == '/')
+	while (strlen(f->base_url) &&
+	       f->base_url[strlen(f->base_url) - 1] == '/')
 		f->base_url[strlen(f->base_url) - 1] = '\0';
 	f->store = cfg->store;
 	f->max_raw = cfg->max_raw;
 	f->connections = cfg->connections;
 	f->connect_timeout_ms =
-		cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
+	    cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
 	f->verbose = cfg->verbose;
 	f->rng = hyd_now_ns() | 1;
 	/* The last transfer is never backfill's (unless there is only one:
 	 * then backfill may use it, and demand still goes first in pump). */
 	f->bg_max = f->connections > 1 ? f->connections - 1 : 1;
-	if(cfg->bg_connections && cfg->bg_connections < f->bg_max)
+	if (cfg->bg_connections && cfg->bg_connections < f->bg_max)
 		f->bg_max = cfg->bg_connections;
 	f->batch_max = cfg->batch_max ? cfg->batch_max : HYD_BATCH_MAX_DEFAULT;
-	if(f->batch_max > HYD_BATCH_MAX_IDS)
+	if (f->batch_max > HYD_BATCH_MAX_IDS)
 		f->batch_max = HYD_BATCH_MAX_IDS;
 	f->batch_bytes =
-		cfg->batch_bytes ? cfg->batch_bytes : HYD_BATCH_BYTES_DEFAULT;
+	    cfg->batch_bytes ? cfg->batch_bytes : HYD_BATCH_BYTES_DEFAULT;
 	f->bwlimit = cfg->bwlimit;
 	r = -ENOMEM;
 	f->batch_url = malloc(strlen(f->base_url) + sizeof("/chunks"));
-	if(!f->batch_url)
+	if (!f->batch_url)
 		goto fail;
 	snprintf(f->batch_url, strlen(f->base_url) + sizeof("/chunks"),
 		 "%s/chunks", f->base_url);
 	r = -pthread_mutex_init(&f->coder_lock, NULL);
-	if(r < 0)
+	if (r < 0)
 		goto fail;
 	r = -pthread_mutex_init(&f->err_lock, NULL);
-	if(r < 0) {
+	if (r < 0) {
 		pthread_mutex_destroy(&f->coder_lock);
 		goto fail;
 	}
 	r = hyd_flights_init(&f->flights, kick, f);
-	if(r < 0) {
+	if (r < 0) {
 		pthread_mutex_destroy(&f->err_lock);
 		pthread_mutex_destroy(&f->coder_lock);
 		goto fail;
 	}
-	if(f->store)
+	if (f->store)
 		hyd_flights_set_have_hook(&f->flights, store_have, f->store);
 	*ret = f;
 	return 0;
@@ -940,10 +938,10 @@ int hyd_fetch_start(hyd_fetch *f)
 	sigset_t all, old;
 	int r;
 
-	if(f->started)
+	if (f->started)
 		return -EALREADY;
 	r = uv_loop_init(&f->loop);
-	if(r < 0)
+	if (r < 0)
 		return r;
 	f->loop.data = f;
 	uv_async_init(&f->loop, &f->async, on_async);
@@ -951,7 +949,7 @@ int hyd_fetch_start(hyd_fetch *f)
 	uv_timer_init(&f->loop, &f->retry_timer);
 	hyd_fetch__pace_init(f);
 	f->multi = curl_multi_init();
-	if(!f->multi) {
+	if (!f->multi) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -971,14 +969,14 @@ int hyd_fetch_start(hyd_fetch *f)
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	r = -pthread_create(&f->thread, NULL, loop_main, f);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if(r < 0) {
+	if (r < 0) {
 		hyd_flights_close(&f->flights, -ECANCELED);
 		goto fail;
 	}
 	f->started = 1;
 	return 0;
 fail:
-	if(f->multi)
+	if (f->multi)
 		curl_multi_cleanup(f->multi);
 	f->multi = NULL;
 	close_handles(f);
@@ -990,7 +988,7 @@ fail:
 
 void hyd_fetch_stop(hyd_fetch *f)
 {
-	if(!f || !f->started)
+	if (!f || !f->started)
 		return;
 	/* Closing the table ends queued flights and kicks the loop, which
 	 * then cancels what it owns and closes down. */
@@ -1009,12 +1007,12 @@ void hyd_fetch_free(hyd_fetch *f)
 {
 	size_t i;
 
-	if(!f)
+	if (!f)
 		return;
 	hyd_fetch_stop(f);
 	hyd_flights_close(&f->flights, -ECANCELED);
 	hyd_flights_fini(&f->flights);
-	for(i = 0; i < f->n_coders; i++)
+	for (i = 0; i < f->n_coders; i++)
 		frame_coder_free(f->coders[i]);
 	pthread_mutex_destroy(&f->coder_lock);
 	pthread_mutex_destroy(&f->err_lock);
@@ -1028,19 +1026,18 @@ int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 		     struct hyd_flight **ret)
 {
 	*ret = NULL;
-	if(!raw_len || raw_len > f->max_raw)
+	if (!raw_len || raw_len > f->max_raw)
 		return -EINVAL;
 	return hyd_flights_join(&f->flights, id, raw_len, prio, deadline_ns,
 				ret);
 }
 
-int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id,
-			     uint32_t raw_len, enum hyd_prio prio,
-			     uint64_t deadline_ns, unsigned watched,
-			     struct hyd_flight **ret)
+int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+			     enum hyd_prio prio, uint64_t deadline_ns,
+			     unsigned watched, struct hyd_flight **ret)
 {
 	*ret = NULL;
-	if(!raw_len || raw_len > f->max_raw)
+	if (!raw_len || raw_len > f->max_raw)
 		return -EINVAL;
 	return hyd_flights_join_checked(&f->flights, id, raw_len, prio,
 					deadline_ns, watched, ret);
@@ -1061,44 +1058,42 @@ void hyd_fetch_stats(hyd_fetch *f, struct hyd_fetch_stats *ret)
 	ret->requests = __atomic_load_n(&f->stats.requests, __ATOMIC_RELAXED);
 	ret->chunks = __atomic_load_n(&f->stats.chunks, __ATOMIC_RELAXED);
 	ret->wire_bytes =
-		__atomic_load_n(&f->stats.wire_bytes, __ATOMIC_RELAXED);
+	    __atomic_load_n(&f->stats.wire_bytes, __ATOMIC_RELAXED);
 	ret->failures = __atomic_load_n(&f->stats.failures, __ATOMIC_RELAXED);
 	ret->mismatches =
-		__atomic_load_n(&f->stats.mismatches, __ATOMIC_RELAXED);
+	    __atomic_load_n(&f->stats.mismatches, __ATOMIC_RELAXED);
 	ret->retries = __atomic_load_n(&f->stats.retries, __ATOMIC_RELAXED);
 	ret->store_errors =
-		__atomic_load_n(&f->stats.store_errors, __ATOMIC_RELAXED);
+	    __atomic_load_n(&f->stats.store_errors, __ATOMIC_RELAXED);
 	ret->batches = __atomic_load_n(&f->stats.batches, __ATOMIC_RELAXED);
 	ret->batch_frames =
-		__atomic_load_n(&f->stats.batch_frames, __ATOMIC_RELAXED);
+	    __atomic_load_n(&f->stats.batch_frames, __ATOMIC_RELAXED);
 	ret->queued = hyd_flights_queued(&f->flights);
 	ret->active = __atomic_load_n(&f->stats.active, __ATOMIC_RELAXED);
 	ret->last_ok_ns =
-		__atomic_load_n(&f->stats.last_ok_ns, __ATOMIC_RELAXED);
+	    __atomic_load_n(&f->stats.last_ok_ns, __ATOMIC_RELAXED);
 	ret->last_store_err =
-		__atomic_load_n(&f->stats.last_store_err, __ATOMIC_RELAXED);
+	    __atomic_load_n(&f->stats.last_store_err, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&f->err_lock);
 	ret->last_error_ns = f->stats.last_error_ns;
 	memcpy(ret->last_error, f->stats.last_error, sizeof(ret->last_error));
 	pthread_mutex_unlock(&f->err_lock);
 }
 
-int hyd_fetch_submit_watched(hyd_fetch *f, const chunk_id *id,
-			     uint32_t raw_len, enum hyd_prio prio,
-			     uint64_t deadline_ns, struct hyd_flight **ret)
+int hyd_fetch_submit_watched(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+			     enum hyd_prio prio, uint64_t deadline_ns,
+			     struct hyd_flight **ret)
 {
 	*ret = NULL;
-	if(!raw_len || raw_len > f->max_raw)
+	if (!raw_len || raw_len > f->max_raw)
 		return -EINVAL;
 	return hyd_flights_join_watched(&f->flights, id, raw_len, prio,
 					deadline_ns, ret);
 }
 
-void hyd_fetch_set_done_hook(hyd_fetch *f,
-			     void (*done)(void *arg,
-					  const struct hyd_flight *fl,
-					  int result),
-			     void *arg)
+void hyd_fetch_set_done_hook(
+    hyd_fetch *f,
+    void (*done)(void *arg, const struct hyd_flight *fl, int result), void *arg)
 {
 	hyd_flights_set_done_hook(&f->flights, done, arg);
 }

@@ -35,9 +35,9 @@
 
 void hyd_fetch__batch_free(struct hyd_batch_xfer *bx)
 {
-	if(!bx)
+	if (!bx)
 		return;
-	if(bx->parser_live)
+	if (bx->parser_live)
 		hyd_batch_parser_fini(&bx->p);
 	curl_slist_free_all(bx->hdrs);
 	free(bx->fls);
@@ -51,8 +51,8 @@ static size_t batch_compact(struct hyd_batch_xfer *bx)
 {
 	size_t i, n = 0;
 
-	for(i = 0; i < bx->n; i++)
-		if(bx->fls[i])
+	for (i = 0; i < bx->n; i++)
+		if (bx->fls[i])
 			bx->fls[n++] = bx->fls[i];
 	bx->n = n;
 	return n;
@@ -66,9 +66,9 @@ static size_t batch_expire(struct hyd_xfer *x, uint64_t at)
 	hyd_fetch *f = x->f;
 	size_t i;
 
-	for(i = 0; i < bx->n; i++) {
-		if(bx->fls[i] &&
-		   hyd_flights_deadline(&f->flights, bx->fls[i]) <= at) {
+	for (i = 0; i < bx->n; i++) {
+		if (bx->fls[i] &&
+		    hyd_flights_deadline(&f->flights, bx->fls[i]) <= at) {
 			STAT_ADD(f, failures, 1);
 			hyd_flights_finish(&f->flights, bx->fls[i], -ETIMEDOUT);
 			bx->fls[i] = NULL;
@@ -83,19 +83,19 @@ void hyd_fetch__batch_end(struct hyd_xfer *x, int rc)
 	hyd_fetch *f = x->f;
 	size_t i, n = batch_compact(bx);
 
-	if(rc < 0 && n) {
+	if (rc < 0 && n) {
 		STAT_ADD(f, failures, n);
-		if(rc != -ECANCELED) {
+		if (rc != -ECANCELED) {
 			fprintf(stderr,
 				"ferry-hydrator: batch failed chunks=%zu "
 				"url=%s err=%s requests=%u why=\"%s\"\n",
-				n, x->url, hyd_fetch__err_name(rc),
-				x->requests, x->why);
+				n, x->url, hyd_fetch__err_name(rc), x->requests,
+				x->why);
 			hyd_fetch__note_error(f, "batch of %zu: %s (%s)", n,
 					      hyd_fetch__err_name(rc), x->why);
 		}
 	}
-	for(i = 0; i < n; i++) {
+	for (i = 0; i < n; i++) {
 		hyd_flights_finish(&f->flights, bx->fls[i], rc);
 		bx->fls[i] = NULL;
 	}
@@ -110,8 +110,8 @@ static void batch_requeue_from(struct hyd_xfer *x, size_t from)
 	struct hyd_batch_xfer *bx = x->bx;
 	size_t i;
 
-	for(i = from; i < bx->n; i++) {
-		if(!bx->fls[i])
+	for (i = from; i < bx->n; i++) {
+		if (!bx->fls[i])
 			continue;
 		hyd_flights_requeue(&x->f->flights, bx->fls[i], 1);
 		bx->fls[i] = NULL;
@@ -124,9 +124,8 @@ static void fwork_run(uv_work_t *w)
 {
 	struct hyd_fwork *fw = w->data;
 
-	fw->rc = hyd_fetch__frame_land(fw->f, fw->fl, fw->frame,
-				       fw->frame_len, fw->why,
-				       sizeof(fw->why));
+	fw->rc = hyd_fetch__frame_land(fw->f, fw->fl, fw->frame, fw->frame_len,
+				       fw->why, sizeof(fw->why));
 }
 
 static void fwork_dispatch(hyd_fetch *f);
@@ -139,7 +138,7 @@ static void fwork_after(uv_work_t *w, int status)
 	int rc = status == UV_ECANCELED ? -ECANCELED : fw->rc;
 
 	f->fw_running--;
-	if(rc == -EBADMSG) {
+	if (rc == -EBADMSG) {
 		/* Never stored; fetched again alone, where one more bad
 		 * frame ends it (and backfill's next pass tries again). */
 		STAT_ADD(f, mismatches, 1);
@@ -151,7 +150,7 @@ static void fwork_after(uv_work_t *w, int status)
 		hyd_fetch__note_error(f, "chunk %.16s: %s", hex, fw->why);
 		hyd_flights_requeue(&f->flights, fw->fl, 1);
 	} else {
-		if(rc < 0)
+		if (rc < 0)
 			STAT_ADD(f, failures, 1);
 		hyd_flights_finish(&f->flights, fw->fl, rc);
 	}
@@ -170,16 +169,16 @@ static void fwork_dispatch(hyd_fetch *f)
 	struct hyd_fwork *fw;
 	int r;
 
-	while(f->fq_head && f->fw_running < f->fw_max) {
+	while (f->fq_head && f->fw_running < f->fw_max) {
 		fw = f->fq_head;
 		f->fq_head = fw->next;
-		if(!f->fq_head)
+		if (!f->fq_head)
 			f->fq_tail = NULL;
 		f->fq_len--;
 		fw->next = NULL;
 		fw->work.data = fw;
 		r = uv_queue_work(&f->loop, &fw->work, fwork_run, fwork_after);
-		if(r < 0) {
+		if (r < 0) {
 			STAT_ADD(f, failures, 1);
 			hyd_flights_finish(&f->flights, fw->fl, -EIO);
 			free(fw->frame);
@@ -194,7 +193,7 @@ void hyd_fetch__fwork_cancel_queued(hyd_fetch *f)
 {
 	struct hyd_fwork *fw;
 
-	while((fw = f->fq_head)) {
+	while ((fw = f->fq_head)) {
 		f->fq_head = fw->next;
 		f->fq_len--;
 		hyd_flights_finish(&f->flights, fw->fl, -ECANCELED);
@@ -213,7 +212,7 @@ static int on_frame(void *ctx, size_t idx, uint8_t *frame, size_t frame_len)
 	struct hyd_fwork *fw;
 	struct hyd_flight *fl;
 
-	if(idx >= bx->n || !bx->fls[idx]) {
+	if (idx >= bx->n || !bx->fls[idx]) {
 		free(frame);
 		return -EBADMSG; /* cannot happen: the parser counts */
 	}
@@ -221,7 +220,7 @@ static int on_frame(void *ctx, size_t idx, uint8_t *frame, size_t frame_len)
 	bx->fls[idx] = NULL;
 	STAT_ADD(f, batch_frames, 1);
 	fw = calloc(1, sizeof(*fw));
-	if(!fw) {
+	if (!fw) {
 		free(frame);
 		STAT_ADD(f, failures, 1);
 		hyd_flights_finish(&f->flights, fl, -ENOMEM);
@@ -231,7 +230,7 @@ static int on_frame(void *ctx, size_t idx, uint8_t *frame, size_t frame_len)
 	fw->fl = fl;
 	fw->frame = frame;
 	fw->frame_len = frame_len;
-	if(f->fq_tail)
+	if (f->fq_tail)
 		f->fq_tail->next = fw;
 	else
 		f->fq_head = fw;
@@ -250,22 +249,22 @@ static size_t on_write_batch(char *ptr, size_t size, size_t nmemb,
 	unsigned why;
 	int r;
 
-	if(!bx->code)
+	if (!bx->code)
 		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &bx->code);
-	if(bx->code != 200) {
+	if (bx->code != 200) {
 		/* An error body: drop it, but not forever. */
 		x->body_len += n;
 		return x->body_len > HYD_BATCH_ERRBODY_MAX ? 0 : n;
 	}
 	why = hyd_fetch__gate(x, n);
-	if(why) {
+	if (why) {
 		/* curl keeps these bytes and hands them over again later. */
 		x->paused |= why;
 		return CURL_WRITEFUNC_PAUSE;
 	}
 	STAT_ADD(x->f, wire_bytes, n);
 	r = hyd_batch_parser_feed(&bx->p, ptr, n, on_frame, x);
-	if(r < 0) {
+	if (r < 0) {
 		bx->parse_err = r;
 		return 0; /* abort: CURLE_WRITE_ERROR */
 	}
@@ -283,16 +282,16 @@ void hyd_fetch__batch_start(struct hyd_xfer *x)
 	/* Flights a joiner's deadline no longer covers end here; backfill's
 	 * own never expire. */
 	n = batch_expire(x, now);
-	if(!n) {
+	if (!n) {
 		hyd_fetch__xfer_free(x);
 		return;
 	}
-	for(i = 0; i < n; i++) {
+	for (i = 0; i < n; i++) {
 		bx->ids[i] = bx->fls[i]->id;
 		bx->lens[i] = bx->fls[i]->raw_len;
 	}
 	bx->body_n = n;
-	if(bx->parser_live)
+	if (bx->parser_live)
 		hyd_batch_parser_fini(&bx->p);
 	hyd_batch_parser_init(&bx->p, bx->ids, bx->lens, n, f->max_raw);
 	bx->parser_live = 1;
@@ -305,7 +304,7 @@ void hyd_fetch__batch_start(struct hyd_xfer *x)
 	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE_LARGE,
 			 (curl_off_t)(n * CHUNK_ID_LEN));
 	mc = curl_multi_add_handle(f->multi, x->easy);
-	if(mc != CURLM_OK) {
+	if (mc != CURLM_OK) {
 		snprintf(x->why, sizeof(x->why), "curl_multi_add_handle: %s",
 			 curl_multi_strerror(mc));
 		hyd_fetch__batch_end(x, -EIO);
@@ -326,19 +325,19 @@ static void batch_retry(struct hyd_xfer *x)
 
 	delay_ms = hyd_fetch__backoff_ms(f, x->attempts);
 	x->attempts++;
-	if(f->shutting_down) {
+	if (f->shutting_down) {
 		hyd_fetch__batch_end(x, -ECANCELED);
 		return;
 	}
 	at = now + delay_ms * 1000000ull;
 	n = batch_expire(x, at);
-	if(!n) {
+	if (!n) {
 		hyd_fetch__xfer_free(x);
 		return;
 	}
 	STAT_ADD(f, retries, 1);
 	hyd_fetch__note_error(f, "%s (retrying)", x->why);
-	if(f->verbose)
+	if (f->verbose)
 		fprintf(stderr,
 			"ferry-hydrator: batch retry chunks=%zu attempt=%u "
 			"delay_ms=%" PRIu64 " why=\"%s\"\n",
@@ -356,23 +355,23 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 	long code = bx->code;
 	int rc;
 
-	if(!code)
+	if (!code)
 		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-	if(batch_compact(bx) == 0) {
+	if (batch_compact(bx) == 0) {
 		/* All delivered; anything after the last frame is ignored. */
 		hyd_fetch__xfer_free(x);
 		return;
 	}
-	if(delivered)
+	if (delivered)
 		x->attempts = 0; /* progress: keep the backoff short */
-	if(code != 200 && code != 0) {
+	if (code != 200 && code != 0) {
 		snprintf(x->why, sizeof(x->why), "batch: HTTP %ld", code);
-		if((code >= 500 && code != 501) || code == 408 ||
-		   code == 429) {
+		if ((code >= 500 && code != 501) || code == 408 ||
+		    code == 429) {
 			batch_retry(x);
 			return;
 		}
-		if((code == 405 || code == 501) && !f->batch_off) {
+		if ((code == 405 || code == 501) && !f->batch_off) {
 			f->batch_off = 1;
 			fprintf(stderr,
 				"ferry-hydrator: %s answers HTTP %ld: no batch "
@@ -385,17 +384,17 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 		hyd_fetch__xfer_free(x);
 		return;
 	}
-	if(code == 200) {
-		if(bx->parse_err) {
-			if(bx->parse_err == -EBADMSG)
+	if (code == 200) {
+		if (bx->parse_err) {
+			if (bx->parse_err == -EBADMSG)
 				STAT_ADD(f, mismatches, 1);
 			snprintf(x->why, sizeof(x->why),
 				 "batch body broken after %zu of %zu frames: "
 				 "%s",
 				 delivered, bx->body_n,
 				 bx->parse_err == -EBADMSG
-					 ? "wrong id or bad frame header"
-					 : hyd_fetch__err_name(bx->parse_err));
+				     ? "wrong id or bad frame header"
+				     : hyd_fetch__err_name(bx->parse_err));
 		} else {
 			snprintf(x->why, sizeof(x->why),
 				 "batch body ended after %zu of %zu frames: "
@@ -409,7 +408,7 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 		hyd_flights_requeue(&f->flights, bx->fls[0], 1);
 		bx->fls[0] = NULL;
 		bx->peeled++;
-		if(batch_compact(bx) == 0) {
+		if (batch_compact(bx) == 0) {
 			hyd_fetch__xfer_free(x);
 			return;
 		}
@@ -419,7 +418,7 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 	snprintf(x->why, sizeof(x->why), "batch: curl %d: %s", (int)res,
 		 x->errbuf[0] ? x->errbuf : curl_easy_strerror(res));
 	rc = hyd_fetch__curl_errno(res);
-	if(rc == -EAGAIN)
+	if (rc == -EAGAIN)
 		batch_retry(x);
 	else
 		hyd_fetch__batch_end(x, rc);
@@ -430,11 +429,11 @@ static struct curl_slist *batch_headers(void)
 	struct curl_slist *h, *h2;
 
 	h = curl_slist_append(NULL, "Content-Type: application/octet-stream");
-	if(!h)
+	if (!h)
 		return NULL;
 	/* No "Expect: 100-continue" round trip for a small body. */
 	h2 = curl_slist_append(h, "Expect:");
-	if(!h2) {
+	if (!h2) {
 		curl_slist_free_all(h);
 		return NULL;
 	}
@@ -449,13 +448,13 @@ int hyd_fetch__batch_launch(hyd_fetch *f)
 	struct hyd_xfer *x = NULL;
 	size_t n, i;
 
-	n = hyd_flights_next_batch(&f->flights, HYD_PRIO_BACKFILL,
-				   f->batch_max, f->batch_bytes, fls);
-	if(!n)
+	n = hyd_flights_next_batch(&f->flights, HYD_PRIO_BACKFILL, f->batch_max,
+				   f->batch_bytes, fls);
+	if (!n)
 		return 0;
 	x = hyd_fetch__xfer_alloc(f);
 	bx = calloc(1, sizeof(*bx));
-	if(!x || !bx)
+	if (!x || !bx)
 		goto nomem;
 	x->bx = bx;
 	bx->fls = malloc(n * sizeof(*bx->fls));
@@ -463,7 +462,7 @@ int hyd_fetch__batch_launch(hyd_fetch *f)
 	bx->lens = malloc(n * sizeof(*bx->lens));
 	x->url = strdup(f->batch_url);
 	hdrs = batch_headers();
-	if(!bx->fls || !bx->ids || !bx->lens || !x->url || !hdrs)
+	if (!bx->fls || !bx->ids || !bx->lens || !x->url || !hdrs)
 		goto nomem;
 	memcpy(bx->fls, fls, n * sizeof(*fls));
 	bx->n = n;
@@ -482,13 +481,13 @@ int hyd_fetch__batch_launch(hyd_fetch *f)
 	return 1;
 nomem:
 	curl_slist_free_all(hdrs);
-	if(x && !x->bx)
+	if (x && !x->bx)
 		free(bx);
-	else if(!x)
+	else if (!x)
 		free(bx);
-	if(x)
+	if (x)
 		hyd_fetch__xfer_free(x); /* frees bx; the flights are ours */
-	for(i = 0; i < n; i++) {
+	for (i = 0; i < n; i++) {
 		STAT_ADD(f, failures, 1);
 		hyd_flights_finish(&f->flights, fls[i], -ENOMEM);
 	}

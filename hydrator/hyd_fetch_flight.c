@@ -40,10 +40,10 @@ int hyd_flights_init(struct hyd_flights *t, void (*kick)(void *), void *arg)
 	memset(t, 0, sizeof(*t));
 	t->nbuckets = HYD_FLIGHT_BUCKETS;
 	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
-	if(!t->buckets)
+	if (!t->buckets)
 		return -ENOMEM;
 	r = pthread_mutex_init(&t->lock, NULL);
-	if(r) {
+	if (r) {
 		free(t->buckets);
 		t->buckets = NULL;
 		return -r;
@@ -55,7 +55,7 @@ int hyd_flights_init(struct hyd_flights *t, void (*kick)(void *), void *arg)
 
 void hyd_flights_fini(struct hyd_flights *t)
 {
-	if(!t->buckets)
+	if (!t->buckets)
 		return;
 	pthread_mutex_destroy(&t->lock);
 	free(t->buckets);
@@ -75,7 +75,7 @@ static void queue_push(struct hyd_flights *t, struct hyd_flight *fl)
 
 	fl->qnext = NULL;
 	fl->qprev = t->qtail[p];
-	if(t->qtail[p])
+	if (t->qtail[p])
 		t->qtail[p]->qnext = fl;
 	else
 		t->qhead[p] = fl;
@@ -87,11 +87,11 @@ static void queue_unlink(struct hyd_flights *t, struct hyd_flight *fl)
 {
 	enum hyd_prio p = fl->prio;
 
-	if(fl->qprev)
+	if (fl->qprev)
 		fl->qprev->qnext = fl->qnext;
 	else
 		t->qhead[p] = fl->qnext;
-	if(fl->qnext)
+	if (fl->qnext)
 		fl->qnext->qprev = fl->qprev;
 	else
 		t->qtail[p] = fl->qprev;
@@ -103,8 +103,8 @@ static struct hyd_flight *table_find(struct hyd_flights *t, const chunk_id *id)
 {
 	struct hyd_flight *fl;
 
-	for(fl = t->buckets[flight_bucket(t, id)]; fl; fl = fl->hnext)
-		if(!memcmp(fl->id.b, id->b, CHUNK_ID_LEN))
+	for (fl = t->buckets[flight_bucket(t, id)]; fl; fl = fl->hnext)
+		if (!memcmp(fl->id.b, id->b, CHUNK_ID_LEN))
 			return fl;
 	return NULL;
 }
@@ -113,11 +113,11 @@ static void table_remove(struct hyd_flights *t, struct hyd_flight *fl)
 {
 	struct hyd_flight **pp;
 
-	if(!fl->in_table)
+	if (!fl->in_table)
 		return;
-	for(pp = &t->buckets[flight_bucket(t, &fl->id)]; *pp;
-	    pp = &(*pp)->hnext) {
-		if(*pp == fl) {
+	for (pp = &t->buckets[flight_bucket(t, &fl->id)]; *pp;
+	     pp = &(*pp)->hnext) {
+		if (*pp == fl) {
 			*pp = fl->hnext;
 			break;
 		}
@@ -144,21 +144,21 @@ static int flights_join(struct hyd_flights *t, const chunk_id *id,
 	int r = 0;
 
 	*ret = NULL;
-	if(prio >= HYD_PRIO_N)
+	if (prio >= HYD_PRIO_N)
 		prio = HYD_PRIO_BACKFILL;
 	pthread_mutex_lock(&t->lock);
-	if(!t->open) {
+	if (!t->open) {
 		r = -ESHUTDOWN;
 		goto out;
 	}
 	fl = table_find(t, id);
-	if(fl) {
+	if (fl) {
 		fl->refs++;
 		fl->watch += watch;
-		if(fl->deadline_ns < deadline_ns)
+		if (fl->deadline_ns < deadline_ns)
 			fl->deadline_ns = deadline_ns;
 		/* A demand read must not wait behind backfill: move it up. */
-		if(fl->state == HYD_FLIGHT_QUEUED && prio < fl->prio) {
+		if (fl->state == HYD_FLIGHT_QUEUED && prio < fl->prio) {
 			queue_unlink(t, fl);
 			fl->prio = prio;
 			queue_push(t, fl);
@@ -167,12 +167,12 @@ static int flights_join(struct hyd_flights *t, const chunk_id *id,
 		r = 0;
 		goto out;
 	}
-	if(check && t->have && t->have(t->have_arg, id) == 1) {
+	if (check && t->have && t->have(t->have_arg, id) == 1) {
 		r = 2;
 		goto out;
 	}
 	fl = calloc(1, sizeof(*fl));
-	if(!fl) {
+	if (!fl) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -181,7 +181,7 @@ static int flights_join(struct hyd_flights *t, const chunk_id *id,
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	r = pthread_cond_init(&fl->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	if(r) {
+	if (r) {
 		free(fl);
 		r = -r;
 		goto out;
@@ -198,7 +198,7 @@ static int flights_join(struct hyd_flights *t, const chunk_id *id,
 	t->buckets[flight_bucket(t, id)] = fl;
 	t->count++;
 	queue_push(t, fl);
-	if(t->kick)
+	if (t->kick)
 		t->kick(t->kick_arg);
 	*ret = fl;
 	r = 1;
@@ -226,8 +226,8 @@ int hyd_flights_join_checked(struct hyd_flights *t, const chunk_id *id,
 			     uint64_t deadline_ns, unsigned watch,
 			     struct hyd_flight **ret)
 {
-	return flights_join(t, id, raw_len, prio, deadline_ns, watch ? 1 : 0,
-			    1, ret);
+	return flights_join(t, id, raw_len, prio, deadline_ns, watch ? 1 : 0, 1,
+			    ret);
 }
 
 void hyd_flights_set_have_hook(struct hyd_flights *t,
@@ -256,9 +256,9 @@ struct hyd_flight *hyd_flights_next(struct hyd_flights *t)
 	int p;
 
 	pthread_mutex_lock(&t->lock);
-	for(p = 0; p < HYD_PRIO_N && !fl; p++)
+	for (p = 0; p < HYD_PRIO_N && !fl; p++)
 		fl = t->qhead[p];
-	if(fl) {
+	if (fl) {
 		queue_unlink(t, fl);
 		fl->state = HYD_FLIGHT_ACTIVE;
 	}
@@ -293,13 +293,13 @@ static void flight_end_locked(struct hyd_flights *t, struct hyd_flight *fl,
 			      int result)
 {
 	table_remove(t, fl);
-	if(fl->state == HYD_FLIGHT_QUEUED)
+	if (fl->state == HYD_FLIGHT_QUEUED)
 		queue_unlink(t, fl);
-	if(fl->state != HYD_FLIGHT_VERIFIED)
+	if (fl->state != HYD_FLIGHT_VERIFIED)
 		fl->result = result;
 	fl->state = HYD_FLIGHT_DONE;
 	pthread_cond_broadcast(&fl->cond);
-	if(fl->watch && t->done)
+	if (fl->watch && t->done)
 		t->done(t->done_arg, fl, fl->result);
 }
 
@@ -319,7 +319,7 @@ void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,
 	flight_end_locked(t, fl, result);
 	release_locked(t, fl, &do_free);
 	pthread_mutex_unlock(&t->lock);
-	if(do_free)
+	if (do_free)
 		flight_free(fl);
 }
 
@@ -332,15 +332,16 @@ int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
 	ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
 	ts.tv_nsec = (long)(deadline_ns % 1000000000ull);
 	pthread_mutex_lock(&t->lock);
-	while(fl->state != HYD_FLIGHT_VERIFIED && fl->state != HYD_FLIGHT_DONE) {
+	while (fl->state != HYD_FLIGHT_VERIFIED &&
+	       fl->state != HYD_FLIGHT_DONE) {
 		r = pthread_cond_timedwait(&fl->cond, &t->lock, &ts);
-		if(r == ETIMEDOUT) {
+		if (r == ETIMEDOUT) {
 			r = -ETIMEDOUT;
 			goto out;
 		}
 	}
 	r = fl->result;
-	if(r == 0 && !fl->raw)
+	if (r == 0 && !fl->raw)
 		r = -EIO; /* DONE with 0 but no bytes: never serve nothing */
 out:
 	pthread_mutex_unlock(&t->lock);
@@ -351,12 +352,12 @@ void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl)
 {
 	int do_free;
 
-	if(!fl)
+	if (!fl)
 		return;
 	pthread_mutex_lock(&t->lock);
 	release_locked(t, fl, &do_free);
 	pthread_mutex_unlock(&t->lock);
-	if(do_free)
+	if (do_free)
 		flight_free(fl);
 }
 
@@ -369,15 +370,16 @@ size_t hyd_flights_close(struct hyd_flights *t, int err)
 	pthread_mutex_lock(&t->lock);
 	/* Kicking under the lock, once, tells the loop to shut down: no join
 	 * can kick after this. */
-	if(t->open && t->kick)
+	if (t->open && t->kick)
 		t->kick(t->kick_arg);
 	t->open = 0;
-	for(p = 0; p < HYD_PRIO_N; p++) {
-		while((fl = t->qhead[p])) {
+	for (p = 0; p < HYD_PRIO_N; p++) {
+		while ((fl = t->qhead[p])) {
 			flight_end_locked(t, fl, err);
 			release_locked(t, fl, &do_free);
-			if(do_free) {
-				/* Free outside the lock; chain through qnext. */
+			if (do_free) {
+				/* Free outside the lock; chain through qnext.
+				 */
 				fl->qnext = dead;
 				dead = fl;
 			}
@@ -385,7 +387,7 @@ size_t hyd_flights_close(struct hyd_flights *t, int err)
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
-	while(dead) {
+	while (dead) {
 		fl = dead;
 		dead = fl->qnext;
 		flight_free(fl);
@@ -393,11 +395,9 @@ size_t hyd_flights_close(struct hyd_flights *t, int err)
 	return n;
 }
 
-void hyd_flights_set_done_hook(struct hyd_flights *t,
-			       void (*done)(void *arg,
-					    const struct hyd_flight *fl,
-					    int result),
-			       void *arg)
+void hyd_flights_set_done_hook(
+    struct hyd_flights *t,
+    void (*done)(void *arg, const struct hyd_flight *fl, int result), void *arg)
 {
 	pthread_mutex_lock(&t->lock);
 	t->done = done;
@@ -411,8 +411,8 @@ int hyd_flights_top(struct hyd_flights *t, int *ret_nobatch)
 
 	*ret_nobatch = 0;
 	pthread_mutex_lock(&t->lock);
-	for(p = 0; p < HYD_PRIO_N; p++) {
-		if(t->qhead[p]) {
+	for (p = 0; p < HYD_PRIO_N; p++) {
+		if (t->qhead[p]) {
 			top = p;
 			*ret_nobatch = t->qhead[p]->nobatch;
 			break;
@@ -430,19 +430,19 @@ size_t hyd_flights_next_batch(struct hyd_flights *t, enum hyd_prio prio,
 	uint64_t bytes = 0;
 	size_t n = 0;
 
-	if(prio >= HYD_PRIO_N)
+	if (prio >= HYD_PRIO_N)
 		return 0;
 	pthread_mutex_lock(&t->lock);
-	while(n < max_n && (fl = t->qhead[prio])) {
-		if(fl->nobatch && n)
+	while (n < max_n && (fl = t->qhead[prio])) {
+		if (fl->nobatch && n)
 			break;
-		if(n && bytes + fl->raw_len > max_bytes)
+		if (n && bytes + fl->raw_len > max_bytes)
 			break;
 		queue_unlink(t, fl);
 		fl->state = HYD_FLIGHT_ACTIVE;
 		bytes += fl->raw_len;
 		ret[n++] = fl;
-		if(fl->nobatch)
+		if (fl->nobatch)
 			break;
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -456,20 +456,20 @@ int hyd_flights_requeue(struct hyd_flights *t, struct hyd_flight *fl,
 	int do_free = 0, r = 0;
 
 	pthread_mutex_lock(&t->lock);
-	if(!t->open) {
+	if (!t->open) {
 		/* Closed: nobody will pop it again, so end it here. */
 		flight_end_locked(t, fl, -ECANCELED);
 		release_locked(t, fl, &do_free);
 		r = -ESHUTDOWN;
-	} else if(fl->state == HYD_FLIGHT_ACTIVE) {
+	} else if (fl->state == HYD_FLIGHT_ACTIVE) {
 		fl->state = HYD_FLIGHT_QUEUED;
-		if(nobatch)
+		if (nobatch)
 			fl->nobatch = 1;
 		/* At the head: it already waited its turn once. */
 		p = fl->prio;
 		fl->qprev = NULL;
 		fl->qnext = t->qhead[p];
-		if(t->qhead[p])
+		if (t->qhead[p])
 			t->qhead[p]->qprev = fl;
 		else
 			t->qtail[p] = fl;
@@ -477,7 +477,7 @@ int hyd_flights_requeue(struct hyd_flights *t, struct hyd_flight *fl,
 		t->queued++;
 	}
 	pthread_mutex_unlock(&t->lock);
-	if(do_free)
+	if (do_free)
 		flight_free(fl);
 	return r;
 }

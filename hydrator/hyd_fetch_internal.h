@@ -38,9 +38,9 @@
 /* Request classes, most urgent first. The loop always starts the most
  * urgent queued flight; backfill (a later class) only gets what is left. */
 enum hyd_prio {
-	HYD_PRIO_DEMAND = 0,    /* a read() is blocked on it */
+	HYD_PRIO_DEMAND = 0,	/* a read() is blocked on it */
 	HYD_PRIO_READAHEAD = 1, /* likely to be read soon */
-	HYD_PRIO_BACKFILL = 2,  /* hydrate everything, in the background */
+	HYD_PRIO_BACKFILL = 2,	/* hydrate everything, in the background */
 	HYD_PRIO_N = 3,
 };
 
@@ -59,18 +59,18 @@ struct hyd_flight {
 	uint32_t raw_len; /* expected raw length (from the catalog) */
 	enum hyd_prio prio;
 	enum hyd_flight_state state;
-	int result;           /* 0 or -errno, final once DONE */
-	unsigned refs;        /* waiters + the fetch itself */
+	int result;	      /* 0 or -errno, final once DONE */
+	unsigned refs;	      /* waiters + the fetch itself */
 	uint64_t deadline_ns; /* CLOCK_MONOTONIC; the latest of all joiners */
-	uint8_t *raw;         /* verified bytes (owned) once VERIFIED */
+	uint8_t *raw;	      /* verified bytes (owned) once VERIFIED */
 	pthread_cond_t cond;  /* broadcast on VERIFIED and DONE */
 	int in_table;
 	/* Added for backfill and batches (all under the table lock): */
 	unsigned watch; /* watched joins (hyd_flights_join_watched) */
-	int nobatch;    /* fetch alone with a GET, not in a batch */
-	int store_rc;   /* hyd_store_put's result once VERIFIED (0, 1 or
+	int nobatch;	/* fetch alone with a GET, not in a batch */
+	int store_rc;	/* hyd_store_put's result once VERIFIED (0, 1 or
 			 * -errno); set by the fetcher before finishing */
-	struct hyd_flight *hnext;        /* hash chain */
+	struct hyd_flight *hnext;	  /* hash chain */
 	struct hyd_flight *qprev, *qnext; /* priority queue while QUEUED */
 };
 
@@ -78,7 +78,7 @@ struct hyd_flights {
 	pthread_mutex_t lock;
 	struct hyd_flight **buckets;
 	size_t nbuckets; /* power of two */
-	size_t count;    /* flights in the table */
+	size_t count;	 /* flights in the table */
 	struct hyd_flight *qhead[HYD_PRIO_N], *qtail[HYD_PRIO_N];
 	size_t queued;
 	int open; /* joins are refused while 0 */
@@ -218,43 +218,43 @@ size_t hyd_flights_queued(struct hyd_flights *t);
 typedef struct hyd_fetch hyd_fetch;
 
 struct hyd_fetch_config {
-	const char *base_url;  /* "http://host:port/v1/NAME" (copied) */
-	hyd_store *store;      /* borrowed until hyd_fetch_free; NULL: do not
-				* store (tests) */
-	uint32_t max_raw;      /* the catalog's max chunk size */
-	unsigned connections;  /* parallel transfers, >= 1 */
+	const char *base_url; /* "http://host:port/v1/NAME" (copied) */
+	hyd_store *store;     /* borrowed until hyd_fetch_free; NULL: do not
+			       * store (tests) */
+	uint32_t max_raw;     /* the catalog's max chunk size */
+	unsigned connections; /* parallel transfers, >= 1 */
 	long connect_timeout_ms;
-	int verbose;           /* log every retry */
+	int verbose; /* log every retry */
 	/* Added for backfill (0 = default): */
 	unsigned bg_connections; /* most transfers backfill-class flights may
 				  * hold; default and cap connections - 1
 				  * (at least 1): the last one is always
 				  * left for demand reads */
-	unsigned batch_max;      /* flights per POST BASE/chunks, default 64,
+	unsigned batch_max;	 /* flights per POST BASE/chunks, default 64,
 				  * 1 turns batching off */
-	uint64_t batch_bytes;    /* raw bytes per batch, default 8 MiB */
-	uint64_t bwlimit;        /* wire bytes/s for everything, 0 = none */
+	uint64_t batch_bytes;	 /* raw bytes per batch, default 8 MiB */
+	uint64_t bwlimit;	 /* wire bytes/s for everything, 0 = none */
 };
 
 /* Counters; read with hyd_fetch_stats (relaxed atomics: a snapshot). */
 struct hyd_fetch_stats {
-	uint64_t requests;   /* GET requests started (batches: below) */
-	uint64_t chunks;     /* chunks fetched and verified */
-	uint64_t wire_bytes; /* response body bytes of 200 answers */
-	uint64_t failures;   /* flights that ended in an error */
-	uint64_t mismatches; /* frames that failed decode or hash check */
-	uint64_t retries;    /* transient failures retried */
+	uint64_t requests;     /* GET requests started (batches: below) */
+	uint64_t chunks;       /* chunks fetched and verified */
+	uint64_t wire_bytes;   /* response body bytes of 200 answers */
+	uint64_t failures;     /* flights that ended in an error */
+	uint64_t mismatches;   /* frames that failed decode or hash check */
+	uint64_t retries;      /* transient failures retried */
 	uint64_t store_errors; /* verified chunks hyd_store_put refused */
 	/* Added for backfill and status: */
-	uint64_t batches;      /* POST BASE/chunks requests started (not in
-				* requests) */
-	uint64_t batch_frames; /* frames that arrived inside batches */
-	uint64_t queued;       /* flights waiting for a transfer (snapshot) */
-	uint64_t active;       /* transfers running or backing off */
-	uint64_t last_ok_ns;   /* hyd_now_ns of the last verified chunk, 0 */
+	uint64_t batches;	/* POST BASE/chunks requests started (not in
+				 * requests) */
+	uint64_t batch_frames;	/* frames that arrived inside batches */
+	uint64_t queued;	/* flights waiting for a transfer (snapshot) */
+	uint64_t active;	/* transfers running or backing off */
+	uint64_t last_ok_ns;	/* hyd_now_ns of the last verified chunk, 0 */
 	uint64_t last_error_ns; /* hyd_now_ns of last_error, 0 when none */
-	int last_store_err;    /* last -errno of hyd_store_put, 0 when none */
-	char last_error[256];  /* the last transfer failure, one line */
+	int last_store_err;	/* last -errno of hyd_store_put, 0 when none */
+	char last_error[256];	/* the last transfer failure, one line */
 };
 
 /* Allocate a fetcher; no thread, no loop yet (safe before fork()). The
@@ -290,10 +290,9 @@ int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
 /* hyd_fetch_submit (watched 0) or hyd_fetch_submit_watched (1) through
  * hyd_flights_join_checked against the fetcher's store: 2 with *ret NULL
  * when no flight exists and the store has the chunk. */
-int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id,
-			     uint32_t raw_len, enum hyd_prio prio,
-			     uint64_t deadline_ns, unsigned watched,
-			     struct hyd_flight **ret);
+int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+			     enum hyd_prio prio, uint64_t deadline_ns,
+			     unsigned watched, struct hyd_flight **ret);
 
 /* Someone is browsing (a FUSE metadata request): backfill transfers hold
  * still for ms from now, so listing the tree does not share the CPU and
@@ -312,9 +311,9 @@ void hyd_fetch_stats(hyd_fetch *f, struct hyd_fetch_stats *ret);
 /* hyd_fetch_submit through hyd_flights_join_watched: the done hook (see
  * hyd_fetch_set_done_hook) learns how the flight ended, so the caller may
  * hyd_fetch_release at once. */
-int hyd_fetch_submit_watched(hyd_fetch *f, const chunk_id *id,
-			     uint32_t raw_len, enum hyd_prio prio,
-			     uint64_t deadline_ns, struct hyd_flight **ret);
+int hyd_fetch_submit_watched(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+			     enum hyd_prio prio, uint64_t deadline_ns,
+			     struct hyd_flight **ret);
 
 /* See hyd_flights_set_done_hook. Call before hyd_fetch_start. */
 void hyd_fetch_set_done_hook(hyd_fetch *f,

@@ -49,13 +49,13 @@ struct hyd_poll {
 struct hyd_batch_xfer {
 	struct hyd_flight **fls;
 	size_t n;
-	chunk_id *ids;  /* request body of the current attempt */
+	chunk_id *ids;	/* request body of the current attempt */
 	uint32_t *lens; /* catalog raw lengths, same order */
-	size_t body_n;  /* entries in ids/lens and in the parser */
+	size_t body_n;	/* entries in ids/lens and in the parser */
 	struct hyd_batch_parser p;
 	int parser_live;
-	long code;      /* HTTP status, once on_write saw it */
-	int parse_err;  /* the parser's error that aborted the body */
+	long code;	 /* HTTP status, once on_write saw it */
+	int parse_err;	 /* the parser's error that aborted the body */
 	unsigned peeled; /* flights sent off alone after broken bodies */
 	struct curl_slist *hdrs; /* request headers, borrowed by curl */
 };
@@ -63,15 +63,15 @@ struct hyd_batch_xfer {
 /* The loop's side of one transfer: one flight by GET, or a batch. */
 struct hyd_xfer {
 	hyd_fetch *f;
-	struct hyd_flight *fl; /* single: holds the fetch reference */
+	struct hyd_flight *fl;	   /* single: holds the fetch reference */
 	struct hyd_batch_xfer *bx; /* batch: NULL for a single */
 	CURL *easy;
 	char *url;
 	uint8_t *body;
 	size_t body_len, body_cap;
 	enum xfer_where where;
-	int bg;              /* backfill class: counts against bg_max */
-	int urgent;          /* demand/readahead: backfill yields to it */
+	int bg;		     /* backfill class: counts against bg_max */
+	int urgent;	     /* demand/readahead: backfill yields to it */
 	unsigned paused;     /* HYD_PAUSE_* while curl holds it paused */
 	uint64_t last_rx_ns; /* last byte in (or start, or unpause) */
 	unsigned requests;   /* HTTP requests made for this transfer */
@@ -113,7 +113,7 @@ struct hyd_fetch {
 	struct hyd_flights flights;
 	struct hyd_fetch_stats stats; /* relaxed atomics; not last_error */
 	uint64_t browse_until_ns; /* atomic; see hyd_fetch_hold_background */
-	pthread_mutex_t err_lock;     /* guards stats.last_error */
+	pthread_mutex_t err_lock; /* guards stats.last_error */
 
 	pthread_mutex_t coder_lock; /* frame coders for the pool threads */
 	frame_coder *coders[HYD_CODER_POOL];
@@ -130,18 +130,19 @@ struct hyd_fetch {
 	struct hyd_poll *polls;
 	struct hyd_xfer *xfers;
 	unsigned n_busy;   /* transfers in XFER_CURL or XFER_RETRY */
-	unsigned n_bg;     /* of those, backfill class */
+	unsigned n_bg;	   /* of those, backfill class */
 	unsigned n_urgent; /* urgent transfers in XFER_CURL */
-	int batch_off;     /* the server cannot do batches: GETs only */
+	int batch_off;	   /* the server cannot do batches: GETs only */
 	struct hyd_bucket bucket;
 	int pace_armed;
-	struct hyd_fwork *fq_head, *fq_tail; /* frames waiting for a pool slot */
+	struct hyd_fwork *fq_head,
+	    *fq_tail; /* frames waiting for a pool slot */
 	size_t fq_len;
 	unsigned fw_running; /* frame works in the pool */
 	unsigned fw_max;     /* most frame works in the pool at once */
-	uint64_t rng;        /* xorshift state for backoff jitter */
+	uint64_t rng;	     /* xorshift state for backoff jitter */
 	int shutting_down;
-	int cleaning;        /* inside curl_multi_cleanup */
+	int cleaning; /* inside curl_multi_cleanup */
 	int closed;
 
 	/* owner thread (start/stop) only */
@@ -149,7 +150,7 @@ struct hyd_fetch {
 	int started;
 };
 
-#define STAT_ADD(f, field, n) \
+#define STAT_ADD(f, field, n)                                                  \
 	__atomic_fetch_add(&(f)->stats.field, (uint64_t)(n), __ATOMIC_RELAXED)
 
 /* -- hyd_fetch.c -- */
@@ -166,7 +167,7 @@ uint64_t hyd_fetch__backoff_ms(hyd_fetch *f, unsigned attempts);
 void hyd_fetch__arm_retry_timer(hyd_fetch *f);
 /* Remember a failure for status (one line). Any thread. */
 void hyd_fetch__note_error(hyd_fetch *f, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 /* The one place curl codes become -errno: -EAGAIN means worth retrying. */
 int hyd_fetch__curl_errno(CURLcode res);
 /* Pool thread: decode frame (checked against fl's catalog length), verify

@@ -29,9 +29,9 @@
 
 #include "hydrator/hyd_fetch_loop_internal.h"
 
-#define PACE_RETRY_MS 20u      /* look again this soon while held */
+#define PACE_RETRY_MS 20u /* look again this soon while held */
 #define TICK_MS 1000u
-#define FW_BACKLOG 64u         /* batch frames waiting for verification */
+#define FW_BACKLOG 64u /* batch frames waiting for verification */
 #define STALL_NS ((uint64_t)HYD_LOW_SPEED_TIME_S * 1000000000ull)
 #define RCVBUF_MIN (32u * 1024u)
 #define RCVBUF_MAX (4u * 1024u * 1024u)
@@ -47,15 +47,15 @@ void hyd_fetch__pace_init(hyd_fetch *f)
 
 	uv_timer_init(&f->loop, &f->pace_timer);
 	uv_timer_init(&f->loop, &f->tick_timer);
-	if(env) {
+	if (env) {
 		pool = strtol(env, &end, 10);
-		if(*end || pool < 1)
+		if (*end || pool < 1)
 			pool = 4;
 	}
 	/* Half the pool for batch frames: the rest is always free for a
 	 * demand read's frame. */
 	f->fw_max = pool >= 2 ? (unsigned)(pool / 2) : 1;
-	if(f->bwlimit)
+	if (f->bwlimit)
 		hyd_bucket_init(&f->bucket, f->bwlimit, hyd_now_ns());
 	uv_timer_start(&f->tick_timer, on_tick, TICK_MS, TICK_MS);
 }
@@ -65,23 +65,23 @@ static unsigned pause_reasons(hyd_fetch *f, const struct hyd_xfer *x)
 {
 	unsigned why = 0;
 
-	if(x->bg && (f->n_urgent ||
-		     hyd_now_ns() < __atomic_load_n(&f->browse_until_ns,
-						    __ATOMIC_RELAXED)))
+	if (x->bg &&
+	    (f->n_urgent || hyd_now_ns() < __atomic_load_n(&f->browse_until_ns,
+							   __ATOMIC_RELAXED)))
 		why |= HYD_PAUSE_HOLD;
-	if(x->bx && f->fq_len + f->fw_running >= FW_BACKLOG)
+	if (x->bx && f->fq_len + f->fw_running >= FW_BACKLOG)
 		why |= HYD_PAUSE_WORK;
-	if(f->bwlimit && !hyd_bucket_ready(&f->bucket))
+	if (f->bwlimit && !hyd_bucket_ready(&f->bucket))
 		why |= HYD_PAUSE_BUCKET;
 	return why;
 }
 
 static void pace_arm(hyd_fetch *f, uint64_t ms)
 {
-	if(f->closed)
+	if (f->closed)
 		return;
 	/* An earlier wake-up already armed wins: restarting would delay. */
-	if(f->pace_armed && uv_timer_get_due_in(&f->pace_timer) <= ms)
+	if (f->pace_armed && uv_timer_get_due_in(&f->pace_timer) <= ms)
 		return;
 	f->pace_armed = 1;
 	uv_timer_start(&f->pace_timer, on_pace, ms, 0);
@@ -93,17 +93,17 @@ unsigned hyd_fetch__gate(struct hyd_xfer *x, size_t n)
 	uint64_t now = hyd_now_ns(), wait_ms = PACE_RETRY_MS;
 	unsigned why;
 
-	if(f->bwlimit)
+	if (f->bwlimit)
 		hyd_bucket_refill(&f->bucket, now);
 	why = pause_reasons(f, x);
-	if(why) {
-		if(why == HYD_PAUSE_BUCKET)
+	if (why) {
+		if (why == HYD_PAUSE_BUCKET)
 			wait_ms = (hyd_bucket_wait_ns(&f->bucket) + 999999ull) /
 				  1000000ull;
 		pace_arm(f, wait_ms);
 		return why;
 	}
-	if(f->bwlimit)
+	if (f->bwlimit)
 		hyd_bucket_take(&f->bucket, n);
 	x->last_rx_ns = now;
 	return 0;
@@ -115,8 +115,8 @@ void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms)
 
 	/* One relaxed store per call, so a burst of lookups costs nothing;
 	 * a racing older value only shortens one hold. */
-	if(until > __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED) +
-			   1000000ull)
+	if (until >
+	    __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED) + 1000000ull)
 		__atomic_store_n(&f->browse_until_ns, until, __ATOMIC_RELAXED);
 }
 
@@ -136,16 +136,16 @@ static void on_pace(uv_timer_t *t)
 	int pass, still = 0;
 
 	f->pace_armed = 0;
-	if(f->shutting_down)
+	if (f->shutting_down)
 		return;
-	if(f->bwlimit)
+	if (f->bwlimit)
 		hyd_bucket_refill(&f->bucket, now);
-	for(pass = 0; pass < 2; pass++) {
-		for(x = f->xfers; x; x = x->next) {
-			if(x->where != XFER_CURL || !x->paused ||
-			   x->urgent != (pass == 0))
+	for (pass = 0; pass < 2; pass++) {
+		for (x = f->xfers; x; x = x->next) {
+			if (x->where != XFER_CURL || !x->paused ||
+			    x->urgent != (pass == 0))
 				continue;
-			if(pause_reasons(f, x)) {
+			if (pause_reasons(f, x)) {
 				still = 1;
 				continue;
 			}
@@ -156,12 +156,12 @@ static void on_pace(uv_timer_t *t)
 			 * stays on the list either way: only
 			 * check_multi_info removes one. */
 			curl_easy_pause(x->easy, CURLPAUSE_CONT);
-			if(x->paused)
+			if (x->paused)
 				still = 1;
 		}
 	}
-	if(still && !f->pace_armed) {
-		if(f->bwlimit && !hyd_bucket_ready(&f->bucket))
+	if (still && !f->pace_armed) {
+		if (f->bwlimit && !hyd_bucket_ready(&f->bucket))
 			wait_ms = (hyd_bucket_wait_ns(&f->bucket) + 999999ull) /
 				  1000000ull;
 		pace_arm(f, wait_ms ? wait_ms : 1);
@@ -172,12 +172,12 @@ void hyd_fetch__pace_kick(hyd_fetch *f)
 {
 	struct hyd_xfer *x;
 
-	if(f->closed)
+	if (f->closed)
 		return;
-	for(x = f->xfers; x; x = x->next)
-		if(x->paused)
+	for (x = f->xfers; x; x = x->next)
+		if (x->paused)
 			break;
-	if(x)
+	if (x)
 		pace_arm(f, 0);
 }
 
@@ -189,12 +189,12 @@ static void on_tick(uv_timer_t *t)
 	struct hyd_xfer *x, *next;
 	uint64_t now = hyd_now_ns();
 
-	if(f->shutting_down)
+	if (f->shutting_down)
 		return;
-	for(x = f->xfers; x; x = next) {
+	for (x = f->xfers; x; x = next) {
 		next = x->next;
-		if(!x->bx || x->where != XFER_CURL || x->paused ||
-		   now - x->last_rx_ns < STALL_NS)
+		if (!x->bx || x->where != XFER_CURL || x->paused ||
+		    now - x->last_rx_ns < STALL_NS)
 			continue;
 		curl_multi_remove_handle(f->multi, x->easy);
 		hyd_fetch__xfer_set(x, XFER_IDLE);
@@ -211,14 +211,14 @@ int hyd_fetch__sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
 	uint64_t want = f->bwlimit / 16;
 	int v;
 
-	if(purpose != CURLSOCKTYPE_IPCXN)
+	if (purpose != CURLSOCKTYPE_IPCXN)
 		return CURL_SOCKOPT_OK;
 	/* A small receive buffer keeps what the kernel accepts on our
 	 * behalf (beyond the bucket's sight) to a sixteenth of a second
 	 * (the kernel doubles it). */
-	if(want < RCVBUF_MIN)
+	if (want < RCVBUF_MIN)
 		want = RCVBUF_MIN;
-	if(want > RCVBUF_MAX)
+	if (want > RCVBUF_MAX)
 		want = RCVBUF_MAX;
 	v = (int)want;
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));

@@ -34,7 +34,7 @@ static struct hyd_fs *browse_fs(fuse_req_t req)
 {
 	struct hyd_fs *fs = fuse_req_userdata(req);
 
-	if(fs->bf && fs->rd.fetch)
+	if (fs->bf && fs->rd.fetch)
 		hyd_fetch_hold_background(fs->rd.fetch, HYD_BROWSE_HOLD_MS);
 	return fs;
 }
@@ -48,7 +48,7 @@ static const char *err_name(int err)
 
 int hyd_fuse_errno(int err)
 {
-	switch(err < 0 ? -err : err) {
+	switch (err < 0 ? -err : err) {
 	case ENOENT:
 	case ENODATA:
 	case ERANGE:
@@ -70,7 +70,7 @@ void hyd_fuse_log(const char *op, uint64_t ino, int err)
 	int e = err < 0 ? -err : err;
 
 	/* Misses are normal traffic, not news. */
-	if(e == ENOENT || e == ENODATA || e == ERANGE)
+	if (e == ENOENT || e == ENODATA || e == ERANGE)
 		return;
 	fprintf(stderr, "ferry-hydrator: op=%s ino=%" PRIu64 " err=%s\n", op,
 		ino, err_name(err));
@@ -80,7 +80,7 @@ static void ns_to_ts(int64_t ns, struct timespec *ts)
 {
 	int64_t sec = ns / 1000000000, rem = ns % 1000000000;
 
-	if(rem < 0) { /* floor, so times before 1970 stay ordered */
+	if (rem < 0) { /* floor, so times before 1970 stay ordered */
 		sec--;
 		rem += 1000000000;
 	}
@@ -121,7 +121,7 @@ static void fill_entry(const struct hyd_fs *fs, const struct cat_inode *in,
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	if(conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	/* Nothing changes under us, so the kernel need not drop the page
 	 * cache when it sees an mtime (it never changes anyway). */
@@ -137,12 +137,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int r;
 
 	hyd_fuse_tune_readahead(fs);
-	if(len > CAT_NAME_MAX) {
+	if (len > CAT_NAME_MAX) {
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
 	r = cat_lookup(fs->cat, parent, name, len, &in);
-	if(r == -ENOENT || r == -EINVAL) {
+	if (r == -ENOENT || r == -EINVAL) {
 		/* A negative entry the kernel may cache for the whole
 		 * generation: ino 0 with an entry timeout. */
 		memset(&e, 0, sizeof(e));
@@ -150,7 +150,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &e);
 		return;
 	}
-	if(r < 0) {
+	if (r < 0) {
 		hyd_fuse_log("lookup", parent, r);
 		fuse_reply_err(req, hyd_fuse_errno(r));
 		return;
@@ -170,7 +170,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	(void)fi;
 	hyd_fuse_tune_readahead(fs);
 	r = cat_getattr(fs->cat, ino, &in);
-	if(r < 0) {
+	if (r < 0) {
 		hyd_fuse_log("getattr", ino, r);
 		fuse_reply_err(req, hyd_fuse_errno(r));
 		return;
@@ -195,10 +195,10 @@ static int readdir_add(struct readdir_ctx *c, const char *name,
 	struct fuse_entry_param e;
 	size_t left = c->size - c->used, n;
 
-	if(c->plus) {
+	if (c->plus) {
 		fill_entry(c->fs, in, &e);
-		n = fuse_add_direntry_plus(c->req, c->buf + c->used, left,
-					   name, &e, off);
+		n = fuse_add_direntry_plus(c->req, c->buf + c->used, left, name,
+					   &e, off);
 	} else {
 		memset(&e.attr, 0, sizeof(e.attr));
 		e.attr.st_ino = (ino_t)in->ino;
@@ -208,7 +208,7 @@ static int readdir_add(struct readdir_ctx *c, const char *name,
 	}
 	/* fuse_add_direntry* report the size needed without writing when it
 	 * does not fit: stop there; the kernel comes back with off. */
-	if(n > left)
+	if (n > left)
 		return 1;
 	c->used += n;
 	return 0;
@@ -219,7 +219,7 @@ static int readdir_cb(void *ctx, const void *name, size_t name_len,
 {
 	struct readdir_ctx *c = ctx;
 
-	if(name_len > CAT_NAME_MAX)
+	if (name_len > CAT_NAME_MAX)
 		return 0; /* the reader checks names; be safe anyway */
 	memcpy(c->name, name, name_len);
 	c->name[name_len] = '\0';
@@ -228,8 +228,8 @@ static int readdir_cb(void *ctx, const void *name, size_t name_len,
 	return readdir_add(c, c->name, in, (off_t)(pos + 2));
 }
 
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-		       off_t off, int plus)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       int plus)
 {
 	struct readdir_ctx c;
 	struct cat_inode self, dot;
@@ -241,34 +241,34 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	c.plus = plus;
 	c.size = size;
 	c.buf = malloc(size ? size : 1);
-	if(!c.buf) {
+	if (!c.buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	r = cat_getattr(c.fs->cat, ino, &self);
-	if(r < 0)
+	if (r < 0)
 		goto out;
-	if(self.kind != CAT_DIR) {
+	if (self.kind != CAT_DIR) {
 		r = -ENOTDIR;
 		goto out;
 	}
-	if(off < 1 && readdir_add(&c, ".", &self, 1))
+	if (off < 1 && readdir_add(&c, ".", &self, 1))
 		goto reply;
-	if(off < 2) {
+	if (off < 2) {
 		dot = self;
 		dot.ino = ino == CAT_ROOT_INO ? CAT_ROOT_INO : HYD_UNKNOWN_INO;
-		if(readdir_add(&c, "..", &dot, 2))
+		if (readdir_add(&c, "..", &dot, 2))
 			goto reply;
 	}
 	r = cat_readdir(c.fs->cat, ino, off > 2 ? (uint64_t)off - 2 : 0,
 			readdir_cb, &c);
-	if(r < 0)
+	if (r < 0)
 		goto out;
 reply:
 	r = 0;
 	fuse_reply_buf(req, c.buf, c.used);
 out:
-	if(r < 0) {
+	if (r < 0) {
 		hyd_fuse_log(plus ? "readdirplus" : "readdir", ino, r);
 		fuse_reply_err(req, hyd_fuse_errno(r));
 	}
@@ -297,7 +297,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	int r;
 
 	r = cat_readlink(fs->cat, ino, buf, CAT_TARGET_MAX, &len);
-	if(r < 0) {
+	if (r < 0) {
 		hyd_fuse_log("readlink", ino, r);
 		fuse_reply_err(req, hyd_fuse_errno(r));
 		return;
@@ -316,24 +316,24 @@ static void reply_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	int r;
 
 	/* The kernel never asks for more than XATTR_SIZE_MAX (64 KiB). */
-	if(cap > CAT_XATTR_VALUE_MAX)
+	if (cap > CAT_XATTR_VALUE_MAX)
 		cap = CAT_XATTR_VALUE_MAX;
-	if(cap) {
+	if (cap) {
 		buf = malloc(cap);
-		if(!buf) {
+		if (!buf) {
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
 	}
-	if(name)
+	if (name)
 		r = cat_getxattr(fs->cat, ino, name, strlen(name), buf, cap,
 				 &len);
 	else
 		r = cat_listxattr(fs->cat, ino, buf, cap, &len);
-	if(r < 0) {
+	if (r < 0) {
 		hyd_fuse_log(name ? "getxattr" : "listxattr", ino, r);
 		fuse_reply_err(req, hyd_fuse_errno(r));
-	} else if(size == 0) {
+	} else if (size == 0) {
 		fuse_reply_xattr(req, len);
 	} else {
 		fuse_reply_buf(req, buf, len);
@@ -344,7 +344,7 @@ static void reply_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
-	if(strlen(name) > CAT_XATTR_NAME_MAX) {
+	if (strlen(name) > CAT_XATTR_NAME_MAX) {
 		fuse_reply_err(req, ERANGE);
 		return;
 	}

@@ -66,7 +66,7 @@ struct opts {
 	int allow_other;
 	int verbose;
 	long timeout_s;
-	long jobs;        /* --jobs, also spelled --connections */
+	long jobs; /* --jobs, also spelled --connections */
 	int no_backfill;
 	uint64_t bwlimit; /* bytes/s, 0: none */
 };
@@ -94,44 +94,45 @@ struct mount {
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"Usage: " PROG " [OPTIONS] URL MOUNTPOINT\n"
-		"\n"
-		"Mount the tree a ferry-replicator serves at URL on MOUNTPOINT,\n"
-		"read-only. The command returns once the tree is browsable;\n"
-		"file data is fetched on first read, verified (SHA-256) and\n"
-		"kept in the cache directory.\n"
-		"\n"
-		"  URL         http[s]://HOST[:PORT]/v1/NAME\n"
-		"  MOUNTPOINT  an existing, empty directory\n"
-		"\n"
-		"Options:\n"
-		"  -c, --cache-dir DIR   chunk store and catalogs (default:\n"
-		"                        /var/cache/ferry/NAME-HASH as root,\n"
-		"                        else $XDG_CACHE_HOME/ferry/NAME-HASH or\n"
-		"                        ~/.cache/ferry/NAME-HASH)\n"
-		"  -f, --foreground      stay in the foreground, log to stderr\n"
-		"  -o allow_other        let other users see the mount (needs\n"
-		"                        user_allow_other in /etc/fuse.conf)\n"
-		"      --timeout SECONDS give up a read after this long without\n"
-		"                        its data (EIO); default %ld\n"
-		"  -j, --jobs N          parallel HTTP transfers; default %ld.\n"
-		"                        Backfill batches use at most N-1 of\n"
-		"                        them: the last is kept for reads\n"
-		"      --connections N   the same as --jobs\n"
-		"      --no-backfill     fetch only what is read (and its\n"
-		"                        readahead), nothing in the background\n"
-		"      --bwlimit RATE    cap the wire rate of everything fetched:\n"
-		"                        bytes/s with an optional K, M, G suffix\n"
-		"                        (1024-based), e.g. 50M; 0 = no cap\n"
-		"  -v, --verbose         log every fetch retry\n"
-		"  -h, --help            this text\n"
-		"  -V, --version         print the version\n"
-		"\n"
-		"Unmount with: fusermount3 -u MOUNTPOINT (or send SIGTERM).\n"
-		"A daemonized hydrator logs to CACHEDIR/hydrator.log and writes\n"
-		"its pid to CACHEDIR/hydrator.pid. See ferry-hydrator(1).\n",
-		TIMEOUT_DEFAULT_S, JOBS_DEFAULT);
+	fprintf(
+	    out,
+	    "Usage: " PROG " [OPTIONS] URL MOUNTPOINT\n"
+	    "\n"
+	    "Mount the tree a ferry-replicator serves at URL on MOUNTPOINT,\n"
+	    "read-only. The command returns once the tree is browsable;\n"
+	    "file data is fetched on first read, verified (SHA-256) and\n"
+	    "kept in the cache directory.\n"
+	    "\n"
+	    "  URL         http[s]://HOST[:PORT]/v1/NAME\n"
+	    "  MOUNTPOINT  an existing, empty directory\n"
+	    "\n"
+	    "Options:\n"
+	    "  -c, --cache-dir DIR   chunk store and catalogs (default:\n"
+	    "                        /var/cache/ferry/NAME-HASH as root,\n"
+	    "                        else $XDG_CACHE_HOME/ferry/NAME-HASH or\n"
+	    "                        ~/.cache/ferry/NAME-HASH)\n"
+	    "  -f, --foreground      stay in the foreground, log to stderr\n"
+	    "  -o allow_other        let other users see the mount (needs\n"
+	    "                        user_allow_other in /etc/fuse.conf)\n"
+	    "      --timeout SECONDS give up a read after this long without\n"
+	    "                        its data (EIO); default %ld\n"
+	    "  -j, --jobs N          parallel HTTP transfers; default %ld.\n"
+	    "                        Backfill batches use at most N-1 of\n"
+	    "                        them: the last is kept for reads\n"
+	    "      --connections N   the same as --jobs\n"
+	    "      --no-backfill     fetch only what is read (and its\n"
+	    "                        readahead), nothing in the background\n"
+	    "      --bwlimit RATE    cap the wire rate of everything fetched:\n"
+	    "                        bytes/s with an optional K, M, G suffix\n"
+	    "                        (1024-based), e.g. 50M; 0 = no cap\n"
+	    "  -v, --verbose         log every fetch retry\n"
+	    "  -h, --help            this text\n"
+	    "  -V, --version         print the version\n"
+	    "\n"
+	    "Unmount with: fusermount3 -u MOUNTPOINT (or send SIGTERM).\n"
+	    "A daemonized hydrator logs to CACHEDIR/hydrator.log and writes\n"
+	    "its pid to CACHEDIR/hydrator.pid. See ferry-hydrator(1).\n",
+	    TIMEOUT_DEFAULT_S, JOBS_DEFAULT);
 }
 
 static int parse_long(const char *s, long lo, long hi, long *ret)
@@ -141,7 +142,7 @@ static int parse_long(const char *s, long lo, long hi, long *ret)
 
 	errno = 0;
 	v = strtol(s, &end, 10);
-	if(errno || end == s || *end || v < lo || v > hi)
+	if (errno || end == s || *end || v < lo || v > hi)
 		return -EINVAL;
 	*ret = v;
 	return 0;
@@ -154,16 +155,17 @@ static int parse_o(const char *arg, struct opts *o)
 	char *dup = strdup(arg), *tok, *save = NULL;
 	int r = 0;
 
-	if(!dup)
+	if (!dup)
 		return -ENOMEM;
-	for(tok = strtok_r(dup, ",", &save); tok;
-	    tok = strtok_r(NULL, ",", &save)) {
-		if(!strcmp(tok, "allow_other")) {
+	for (tok = strtok_r(dup, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "allow_other")) {
 			o->allow_other = 1;
-		} else if(strcmp(tok, "ro") && strcmp(tok, "default_permissions")) {
+		} else if (strcmp(tok, "ro") &&
+			   strcmp(tok, "default_permissions")) {
 			fprintf(stderr,
 				PROG ": unknown mount option '%s' (only "
-				"allow_other is supported; see --help)\n",
+				     "allow_other is supported; see --help)\n",
 				tok);
 			r = -EINVAL;
 			break;
@@ -179,17 +181,17 @@ static int parse_args(int argc, char **argv, struct opts *o)
 {
 	enum { OPT_TIMEOUT = 256, OPT_NO_BACKFILL, OPT_BWLIMIT };
 	static const struct option longopts[] = {
-		{"cache-dir", required_argument, NULL, 'c'},
-		{"foreground", no_argument, NULL, 'f'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{"timeout", required_argument, NULL, OPT_TIMEOUT},
-		{"jobs", required_argument, NULL, 'j'},
-		{"connections", required_argument, NULL, 'j'},
-		{"no-backfill", no_argument, NULL, OPT_NO_BACKFILL},
-		{"bwlimit", required_argument, NULL, OPT_BWLIMIT},
-		{NULL, 0, NULL, 0},
+	    {"cache-dir", required_argument, NULL, 'c'},
+	    {"foreground", no_argument, NULL, 'f'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+	    {"jobs", required_argument, NULL, 'j'},
+	    {"connections", required_argument, NULL, 'j'},
+	    {"no-backfill", no_argument, NULL, OPT_NO_BACKFILL},
+	    {"bwlimit", required_argument, NULL, OPT_BWLIMIT},
+	    {NULL, 0, NULL, 0},
 	};
 	char err[256];
 	int c;
@@ -198,9 +200,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->timeout_s = TIMEOUT_DEFAULT_S;
 	o->jobs = JOBS_DEFAULT;
 	opterr = 0;
-	while((c = getopt_long(argc, argv, ":c:fo:vhVj:", longopts, NULL)) !=
-	      -1) {
-		switch(c) {
+	while ((c = getopt_long(argc, argv, ":c:fo:vhVj:", longopts, NULL)) !=
+	       -1) {
+		switch (c) {
 		case 'c':
 			o->cache_dir = optarg;
 			break;
@@ -208,7 +210,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->foreground = 1;
 			break;
 		case 'o':
-			if(parse_o(optarg, o) < 0)
+			if (parse_o(optarg, o) < 0)
 				return -1;
 			break;
 		case 'v':
@@ -221,16 +223,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			printf(PROG " " FERRY_VERSION "\n");
 			return 1;
 		case OPT_TIMEOUT:
-			if(parse_long(optarg, 1, 86400, &o->timeout_s) < 0) {
+			if (parse_long(optarg, 1, 86400, &o->timeout_s) < 0) {
 				fprintf(stderr,
 					PROG ": --timeout wants whole seconds "
-					"1-86400, not '%s'\n",
+					     "1-86400, not '%s'\n",
 					optarg);
 				return -1;
 			}
 			break;
 		case 'j':
-			if(parse_long(optarg, 1, JOBS_MAX, &o->jobs) < 0) {
+			if (parse_long(optarg, 1, JOBS_MAX, &o->jobs) < 0) {
 				fprintf(stderr,
 					PROG ": --jobs wants 1-%ld, not '%s'\n",
 					JOBS_MAX, optarg);
@@ -241,26 +243,29 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->no_backfill = 1;
 			break;
 		case OPT_BWLIMIT:
-			if(hyd_rate_parse(optarg, &o->bwlimit, err,
-					  sizeof(err)) < 0) {
+			if (hyd_rate_parse(optarg, &o->bwlimit, err,
+					   sizeof(err)) < 0) {
 				fprintf(stderr, PROG ": --bwlimit: %s\n", err);
 				return -1;
 			}
 			break;
 		case ':':
-			fprintf(stderr, PROG ": option '%s' needs a value "
-					"(see --help)\n",
+			fprintf(stderr,
+				PROG ": option '%s' needs a value "
+				     "(see --help)\n",
 				argv[optind - 1]);
 			return -1;
 		default:
-			fprintf(stderr, PROG ": unknown option '%s' (see --help)\n",
+			fprintf(stderr,
+				PROG ": unknown option '%s' (see --help)\n",
 				argv[optind - 1]);
 			return -1;
 		}
 	}
-	if(argc - optind != 2) {
-		fprintf(stderr, PROG ": expected URL and MOUNTPOINT, got %d "
-				"argument%s (see --help)\n",
+	if (argc - optind != 2) {
+		fprintf(stderr,
+			PROG ": expected URL and MOUNTPOINT, got %d "
+			     "argument%s (see --help)\n",
 			argc - optind, argc - optind == 1 ? "" : "s");
 		return -1;
 	}
@@ -277,33 +282,33 @@ static int check_mountpoint(const char *path, struct mount *m)
 	DIR *d;
 	int busy = 0;
 
-	if(stat(path, &st) < 0) {
+	if (stat(path, &st) < 0) {
 		fprintf(stderr, PROG ": mountpoint %s: %s\n", path,
 			errno == ENOENT ? "does not exist" : strerror(errno));
 		return -1;
 	}
-	if(!S_ISDIR(st.st_mode)) {
+	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, PROG ": mountpoint %s is not a directory\n",
 			path);
 		return -1;
 	}
 	d = opendir(path);
-	if(!d) {
+	if (!d) {
 		fprintf(stderr, PROG ": mountpoint %s: %s\n", path,
 			strerror(errno));
 		return -1;
 	}
-	while((de = readdir(d)))
-		if(strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
 			busy = 1;
 			break;
 		}
 	closedir(d);
-	if(busy) {
+	if (busy) {
 		fprintf(stderr, PROG ": mountpoint %s is not empty\n", path);
 		return -1;
 	}
-	if(!realpath(path, m->mnt)) {
+	if (!realpath(path, m->mnt)) {
 		fprintf(stderr, PROG ": mountpoint %s: %s\n", path,
 			strerror(errno));
 		return -1;
@@ -317,30 +322,31 @@ static int setup_cache_dir(const struct opts *o, struct mount *m)
 	struct stat st;
 	int r;
 
-	if(o->cache_dir) {
-		if(strlen(o->cache_dir) >= sizeof(path)) {
-			fprintf(stderr, PROG ": cache directory name too long\n");
+	if (o->cache_dir) {
+		if (strlen(o->cache_dir) >= sizeof(path)) {
+			fprintf(stderr,
+				PROG ": cache directory name too long\n");
 			return -1;
 		}
 		memcpy(path, o->cache_dir, strlen(o->cache_dir) + 1);
 	} else {
 		r = hyd_cache_dir_default(m->base, m->name, path, sizeof(path));
-		if(r < 0) {
+		if (r < 0) {
 			fprintf(stderr,
 				PROG ": no default cache directory (%s): set "
-				"HOME or XDG_CACHE_HOME, or pass -c DIR\n",
+				     "HOME or XDG_CACHE_HOME, or pass -c DIR\n",
 				strerror(-r));
 			return -1;
 		}
 	}
 	r = cat_mkdir_p(path, 0700);
-	if(r == 0 && stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
+	if (r == 0 && stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
 		r = -ENOTDIR;
 	/* Absolute: the daemon chdirs to / and the store opens new packs by
 	 * path for as long as it runs. */
-	if(r == 0 && !realpath(path, m->cache))
+	if (r == 0 && !realpath(path, m->cache))
 		r = -errno;
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, PROG ": cannot create cache directory %s: %s\n",
 			path, strerror(-r));
 		return -1;
@@ -356,17 +362,18 @@ static long read_pid_file(const char *dir, const char *name)
 	long pid = 0;
 	int fd;
 
-	if(snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >=
+	    (int)sizeof(path))
 		return 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if(fd < 0)
+	if (fd < 0)
 		return 0;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
-	if(n <= 0)
+	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
-	if(parse_long(strtok(buf, " \n"), 1, LONG_MAX, &pid) < 0)
+	if (parse_long(strtok(buf, " \n"), 1, LONG_MAX, &pid) < 0)
 		return 0;
 	return pid;
 }
@@ -377,23 +384,25 @@ static int open_store(struct mount *m)
 	int r;
 
 	r = hyd_store_open(m->cache, CHUNK_MAX_LIMIT, &m->store);
-	if(r == -EBUSY) {
+	if (r == -EBUSY) {
 		/* The holder wrote its pid into lock (again after it
 		 * daemonized: hyd_store_claim). */
 		pid = read_pid_file(m->cache, "lock");
-		if(pid)
+		if (pid)
 			fprintf(stderr,
-				PROG ": cache directory %s is in use by another "
+				PROG
+				": cache directory %s is in use by another "
 				"hydrator (pid %ld)\n",
 				m->cache, pid);
 		else
 			fprintf(stderr,
-				PROG ": cache directory %s is in use by another "
+				PROG
+				": cache directory %s is in use by another "
 				"hydrator\n",
 				m->cache);
 		return -1;
 	}
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, PROG ": cannot open cache directory %s: %s\n",
 			m->cache, strerror(-r));
 		return -1;
@@ -414,18 +423,17 @@ static int open_catalog(struct mount *m)
 	err[0] = '\0';
 	r = hyd_catalog_fetch(m->base, m->cache, CONNECT_TIMEOUT_S, &res, err,
 			      sizeof(err));
-	if(r < 0) {
-		fprintf(stderr, PROG ": %s\n",
-			err[0] ? err : strerror(-r));
+	if (r < 0) {
+		fprintf(stderr, PROG ": %s\n", err[0] ? err : strerror(-r));
 		return -1;
 	}
-	if(res.from_cache)
+	if (res.from_cache)
 		fprintf(stderr,
 			PROG ": warning: serving cached generation %" PRIu64
-			": server unreachable\n",
+			     ": server unreachable\n",
 			res.generation);
 	r = cat_reader_open(res.path, &m->cat);
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, PROG ": catalog %s: %s\n", res.path,
 			r == -EBADMSG ? "not a valid ferry catalog"
 				      : strerror(-r));
@@ -433,7 +441,7 @@ static int open_catalog(struct mount *m)
 	}
 	cat_reader_meta(m->cat, &m->fs.meta);
 	hyd_store_set_max_raw(m->store, m->fs.meta.params.max);
-	if(strlen(res.path) >= sizeof(m->catpath)) {
+	if (strlen(res.path) >= sizeof(m->catpath)) {
 		fprintf(stderr, PROG ": catalog path too long\n");
 		return -1;
 	}
@@ -450,7 +458,7 @@ static int setup_fs(const struct opts *o, struct mount *m)
 	int r;
 
 	r = hyd_read_cache_new(HYD_READ_CACHE_SLOTS, &m->rcache);
-	if(r == 0) {
+	if (r == 0) {
 		memset(&fc, 0, sizeof(fc));
 		fc.base_url = m->base;
 		fc.store = m->store;
@@ -459,25 +467,25 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		 * backfill batch. */
 		fc.connections = o->jobs > 1 ? (unsigned)o->jobs : 2;
 		bg = o->jobs > 1 ? (uint64_t)o->jobs - 1 : 1;
-		if(o->bwlimit && bg > o->bwlimit / BWLIMIT_PER_BATCH_CONN + 1)
+		if (o->bwlimit && bg > o->bwlimit / BWLIMIT_PER_BATCH_CONN + 1)
 			bg = o->bwlimit / BWLIMIT_PER_BATCH_CONN + 1;
 		fc.bg_connections = (unsigned)bg;
 		fc.bwlimit = o->bwlimit;
 		/* A server pushes a whole batch into its socket buffers at
 		 * once, beyond the bucket's reach: under a cap, a batch is a
 		 * quarter second of it, so the server is never far ahead. */
-		if(o->bwlimit) {
+		if (o->bwlimit) {
 			fc.batch_bytes = o->bwlimit / 4;
-			if(fc.batch_bytes < BATCH_BYTES_MIN)
+			if (fc.batch_bytes < BATCH_BYTES_MIN)
 				fc.batch_bytes = BATCH_BYTES_MIN;
-			if(fc.batch_bytes > BATCH_BYTES_MAX)
+			if (fc.batch_bytes > BATCH_BYTES_MAX)
 				fc.batch_bytes = BATCH_BYTES_MAX;
 		}
 		fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
 		fc.verbose = o->verbose;
 		r = hyd_fetch_new(&fc, &m->fetch);
 	}
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, PROG ": cannot set up the fetcher: %s\n",
 			strerror(-r));
 		return -1;
@@ -485,7 +493,7 @@ static int setup_fs(const struct opts *o, struct mount *m)
 	/* Backfill walks with a reader of its own, so its long walk never
 	 * waits on (or holds up) FUSE's lookups. */
 	r = cat_reader_open(m->catpath, &m->bf_cat);
-	if(r == 0) {
+	if (r == 0) {
 		memset(&bc, 0, sizeof(bc));
 		bc.cat = m->bf_cat;
 		bc.store = m->store;
@@ -497,12 +505,12 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		bc.window = (unsigned)(bg * 64 * 2 < 128 ? 128 : bg * 64 * 2);
 		bc.window_bytes = bg * (16ull << 20);
 		bc.readahead_timeout_ns =
-			(uint64_t)o->timeout_s * 1000000000ull;
+		    (uint64_t)o->timeout_s * 1000000000ull;
 		bc.verbose = o->verbose;
 		bc.log_progress = 1;
 		r = hyd_backfill_new(&bc, &m->bf);
 	}
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, PROG ": cannot set up backfill: %s\n",
 			strerror(-r));
 		return -1;
@@ -533,14 +541,14 @@ static int setup_fuse(const struct opts *o, struct mount *m)
 	hyd_fuse_ops_fill(&ops);
 	m->se = fuse_session_new(&args, &ops, sizeof(ops), &m->fs);
 	fuse_opt_free_args(&args);
-	if(!m->se) {
+	if (!m->se) {
 		fprintf(stderr, PROG ": cannot create the FUSE session\n");
 		return -1;
 	}
-	if(fuse_session_mount(m->se, m->mnt) != 0) {
+	if (fuse_session_mount(m->se, m->mnt) != 0) {
 		fprintf(stderr,
 			PROG ": cannot mount on %s (is /dev/fuse there and "
-			"fusermount3 installed?%s)\n",
+			     "fusermount3 installed?%s)\n",
 			m->mnt,
 			o->allow_other ? " allow_other needs user_allow_other "
 					 "in /etc/fuse.conf"
@@ -559,7 +567,7 @@ static void redirect_log(struct mount *m)
 
 	snprintf(path, sizeof(path), "%s/hydrator.log", m->cache);
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-	if(fd < 0)
+	if (fd < 0)
 		return; /* stderr stays /dev/null: nothing better to do */
 	dup2(fd, STDERR_FILENO);
 	close(fd);
@@ -576,15 +584,15 @@ static void write_pidfile(struct mount *m)
 	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
 	unlink(tmp);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if(fd < 0)
+	if (fd < 0)
 		goto fail;
-	if(write(fd, buf, (size_t)n) != n) {
+	if (write(fd, buf, (size_t)n) != n) {
 		close(fd);
 		unlink(tmp);
 		goto fail;
 	}
 	close(fd);
-	if(rename(tmp, m->pidfile) < 0) {
+	if (rename(tmp, m->pidfile) < 0) {
 		unlink(tmp);
 		goto fail;
 	}
@@ -612,26 +620,27 @@ static int reopen_after_fork(struct mount *m)
 	m->cat = NULL;
 	hyd_store_close(m->store);
 	m->store = NULL;
-	for(i = 0; i < REOPEN_TRIES && r == -EBUSY; i++) {
+	for (i = 0; i < REOPEN_TRIES && r == -EBUSY; i++) {
 		r = hyd_store_open(m->cache, CHUNK_MAX_LIMIT, &m->store);
-		if(r == -EBUSY)
+		if (r == -EBUSY)
 			usleep(REOPEN_WAIT_US);
 	}
-	if(r < 0) {
-		fprintf(stderr, PROG ": cannot reopen cache directory %s after "
-				"daemonizing: %s\n",
+	if (r < 0) {
+		fprintf(stderr,
+			PROG ": cannot reopen cache directory %s after "
+			     "daemonizing: %s\n",
 			m->cache, strerror(-r));
 		return -1;
 	}
 	hyd_store_set_max_raw(m->store, m->fs.meta.params.max);
 	r = cat_reader_open(m->catpath, &m->cat);
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, PROG ": cannot reopen catalog %s: %s\n",
 			m->catpath, strerror(-r));
 		return -1;
 	}
 	/* The lock file still names the parent, which has exited. */
-	if(hyd_store_claim(m->store) < 0)
+	if (hyd_store_claim(m->store) < 0)
 		fprintf(stderr, PROG ": cannot record pid in %s/lock\n",
 			m->cache);
 	return 0;
@@ -647,7 +656,7 @@ static void log_stamp(const char *what, const struct mount *m)
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	fprintf(stderr,
 		PROG ": %s time=%s url=%s mountpoint=%s generation=%" PRIu64
-		" pid=%ld\n",
+		     " pid=%ld\n",
 		what, when, m->base, m->mnt, m->fs.meta.generation,
 		(long)getpid());
 }
@@ -672,14 +681,14 @@ static void *watch_main(void *arg)
 	struct timespec ts;
 
 	pthread_mutex_lock(&w->lock);
-	while(!w->done) {
-		if(fuse_session_exited(w->se)) {
+	while (!w->done) {
+		if (fuse_session_exited(w->se)) {
 			hyd_fetch_cancel(w->fetch);
 			break;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += (long)WATCH_PERIOD_NS;
-		if(ts.tv_nsec >= 1000000000L) {
+		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
@@ -720,13 +729,13 @@ static int serve(struct mount *m)
 	int r, watching;
 
 	r = hyd_fetch_start(m->fetch);
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, PROG ": cannot start the fetcher: %s\n",
 			strerror(-r));
 		return -1;
 	}
 	r = hyd_backfill_start(m->bf);
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, PROG ": cannot start backfill: %s\n",
 			strerror(-r));
 		return -1;
@@ -734,16 +743,15 @@ static int serve(struct mount *m)
 	/* Status without a control socket still works (from the cache), so
 	 * a failure here is a warning. */
 	r = hyd_control_start(m->cache, hyd_backfill_live, m->bf, &m->ctl);
-	if(r < 0)
-		fprintf(stderr,
-			PROG ": warning: no control socket in %s: %s\n",
+	if (r < 0)
+		fprintf(stderr, PROG ": warning: no control socket in %s: %s\n",
 			m->cache, strerror(-r));
-	if(fuse_set_signal_handlers(m->se) != 0) {
+	if (fuse_set_signal_handlers(m->se) != 0) {
 		fprintf(stderr, PROG ": cannot set signal handlers\n");
 		return -1;
 	}
 	cfg = fuse_loop_cfg_create();
-	if(!cfg) {
+	if (!cfg) {
 		fuse_remove_signal_handlers(m->se);
 		fprintf(stderr, PROG ": out of memory\n");
 		return -1;
@@ -756,7 +764,7 @@ static int serve(struct mount *m)
 	/* Without the watcher SIGTERM still works, only slower. */
 	watching = watch_start(&w, &wth) == 0;
 	r = fuse_session_loop_mt(m->se, cfg);
-	if(watching)
+	if (watching)
 		watch_stop(&w, wth);
 	pthread_cond_destroy(&w.cond);
 	pthread_mutex_destroy(&w.lock);
@@ -769,12 +777,13 @@ static int serve(struct mount *m)
 	hyd_fetch_stats(m->fetch, &st);
 	fprintf(stderr,
 		PROG ": stopping requests=%" PRIu64 " batches=%" PRIu64
-		" chunks=%" PRIu64 " wire_bytes=%" PRIu64 " failures=%" PRIu64
-		" mismatches=%" PRIu64 " retries=%" PRIu64 "\n",
-		st.requests, st.batches, st.chunks, st.wire_bytes,
-		st.failures, st.mismatches, st.retries);
+		     " chunks=%" PRIu64 " wire_bytes=%" PRIu64
+		     " failures=%" PRIu64 " mismatches=%" PRIu64
+		     " retries=%" PRIu64 "\n",
+		st.requests, st.batches, st.chunks, st.wire_bytes, st.failures,
+		st.mismatches, st.retries);
 	/* A signal number is a normal way to stop; -errno is not. */
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, PROG ": FUSE loop failed: %s\n", strerror(-r));
 		return -1;
 	}
@@ -789,15 +798,15 @@ static void mount_free(struct mount *m)
 	hyd_fetch_free(m->fetch);
 	hyd_backfill_free(m->bf);
 	cat_reader_close(m->bf_cat);
-	if(m->se) {
-		if(m->mounted)
+	if (m->se) {
+		if (m->mounted)
 			fuse_session_unmount(m->se);
 		fuse_session_destroy(m->se);
 	}
 	hyd_read_cache_free(m->rcache);
 	cat_reader_close(m->cat);
 	hyd_store_close(m->store);
-	if(m->pid_written)
+	if (m->pid_written)
 		unlink(m->pidfile);
 	free(m);
 }
@@ -809,38 +818,38 @@ static int run(const struct opts *o)
 	int r = 1;
 
 	m = calloc(1, sizeof(*m));
-	if(!m) {
+	if (!m) {
 		fprintf(stderr, PROG ": out of memory\n");
 		return 1;
 	}
-	if(hyd_url_parse(o->url, m->base, sizeof(m->base), m->name,
-			 sizeof(m->name), err, sizeof(err)) < 0) {
+	if (hyd_url_parse(o->url, m->base, sizeof(m->base), m->name,
+			  sizeof(m->name), err, sizeof(err)) < 0) {
 		fprintf(stderr, PROG ": %s\n", err);
 		r = EXIT_USAGE;
 		goto out;
 	}
-	if(check_mountpoint(o->mountpoint, m) < 0 ||
-	   setup_cache_dir(o, m) < 0 || open_store(m) < 0 ||
-	   open_catalog(m) < 0 || setup_fuse(o, m) < 0)
+	if (check_mountpoint(o->mountpoint, m) < 0 ||
+	    setup_cache_dir(o, m) < 0 || open_store(m) < 0 ||
+	    open_catalog(m) < 0 || setup_fuse(o, m) < 0)
 		goto out;
-	if(!o->foreground) {
+	if (!o->foreground) {
 		/* The parent waits inside fuse_daemonize until the child is
 		 * set up, then exits 0: the mount already exists. */
-		if(fuse_daemonize(0) != 0) {
+		if (fuse_daemonize(0) != 0) {
 			fprintf(stderr, PROG ": cannot daemonize\n");
 			goto out;
 		}
 		redirect_log(m);
-		if(reopen_after_fork(m) < 0)
+		if (reopen_after_fork(m) < 0)
 			goto out;
 	}
 	/* The FUSE session only calls into m->fs from serve() on, so the
 	 * fetcher and backfill are made here, on this side of the fork. */
-	if(setup_fs(o, m) < 0)
+	if (setup_fs(o, m) < 0)
 		goto out;
 	write_pidfile(m);
 	log_stamp("mounted", m);
-	if(serve(m) == 0)
+	if (serve(m) == 0)
 		r = 0;
 	log_stamp(r == 0 ? "unmounted" : "failed", m);
 out:
@@ -854,10 +863,10 @@ int main(int argc, char **argv)
 	int r;
 
 	r = parse_args(argc, argv, &o);
-	if(r != 0)
+	if (r != 0)
 		return r > 0 ? 0 : EXIT_USAGE;
 	/* Once, before any thread exists. */
-	if(curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		fprintf(stderr, PROG ": curl_global_init failed\n");
 		return 1;
 	}

@@ -45,13 +45,13 @@
 #include "catalog/catalog.h"
 #include "hydrator/hyd_control_internal.h"
 
-#define STATUS_PATH_MAX 4200       /* CACHEDIR plus a file name in it */
+#define STATUS_PATH_MAX 4200 /* CACHEDIR plus a file name in it */
 #define STATUS_URI_MAX (3 * 4200 + 16)
 #define STATUS_QUERY_TIMEOUT_MS 2000
 #define STATUS_PID_FILE_MAX 32
-#define STATUS_KEY_MAX 64          /* longest key the parser accepts */
-#define STATUS_NUM_MAX 64          /* longest number token it accepts */
-#define STATUS_DOUBLE_MAX 9.0e15   /* doubles are clamped to this */
+#define STATUS_KEY_MAX 64	 /* longest key the parser accepts */
+#define STATUS_NUM_MAX 64	 /* longest number token it accepts */
+#define STATUS_DOUBLE_MAX 9.0e15 /* doubles are clamped to this */
 
 const char *hyd_state_name(enum hyd_state s)
 {
@@ -104,7 +104,8 @@ static int status_sqlerr(sqlite3 *db, int rc, const char *what,
 		break;
 	}
 	fprintf(stderr, "ferry: status: sqlite %s failed dir=%s code=%d: %s\n",
-		what, cache_dir, rc, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		what, cache_dir, rc,
+		db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 	return err;
 }
 
@@ -323,7 +324,8 @@ static int attach_store(sqlite3 *db, const char *cache_dir)
 			rc = sqlite3_step(st);
 		sqlite3_finalize(st);
 		if (rc != SQLITE_DONE)
-			return status_sqlerr(db, rc, "attach state.db", cache_dir);
+			return status_sqlerr(db, rc, "attach state.db",
+					     cache_dir);
 		r = sql_row(db,
 			    "SELECT COUNT(*) FROM st.sqlite_master WHERE"
 			    " type = 'table' AND name IN ('chunk', 'meta')",
@@ -342,13 +344,13 @@ static int attach_store(sqlite3 *db, const char *cache_dir)
 			  " frame_len INTEGER) WITHOUT ROWID;"
 			  "CREATE TABLE st.meta(key TEXT PRIMARY KEY, value);",
 			  NULL, NULL, NULL);
-	return rc == SQLITE_OK ? 0
-			       : status_sqlerr(db, rc, "empty store", cache_dir);
+	return rc == SQLITE_OK
+		   ? 0
+		   : status_sqlerr(db, rc, "empty store", cache_dir);
 }
 
 /* st.meta "wire_bytes" (a decimal count the fetcher keeps), 0 if absent. */
-static int stored_wire_bytes(sqlite3 *db, const char *cache_dir,
-			     uint64_t *ret)
+static int stored_wire_bytes(sqlite3 *db, const char *cache_dir, uint64_t *ret)
 {
 	sqlite3_stmt *st = NULL;
 	const unsigned char *v;
@@ -374,8 +376,9 @@ static int stored_wire_bytes(sqlite3 *db, const char *cache_dir,
 		}
 	}
 	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0
-				 : status_sqlerr(db, rc, "wire_bytes", cache_dir);
+	return rc == SQLITE_DONE
+		   ? 0
+		   : status_sqlerr(db, rc, "wire_bytes", cache_dir);
 }
 
 /* The counts, all in one read transaction over catalog + store. Indexes
@@ -399,27 +402,29 @@ static int count_all(sqlite3 *db, const char *cache_dir, struct hyd_status *s)
 	s->files_total = (uint64_t)c[0];
 	s->bytes_total = (uint64_t)c[1];
 	/* Hydrated: no chunk of the file is missing (empty files qualify). */
-	r = sql_row(db,
-		    "SELECT COUNT(*), COALESCE(SUM(i.size), 0) FROM main.inode i"
-		    " WHERE i.kind = 1 AND NOT EXISTS ("
-		    "  SELECT 1 FROM main.chunk c WHERE c.ino = i.ino"
-		    "  AND NOT EXISTS (SELECT 1 FROM st.chunk s"
-		    "                  WHERE s.id = c.id))",
-		    c, 2, cache_dir);
+	r = sql_row(
+	    db,
+	    "SELECT COUNT(*), COALESCE(SUM(i.size), 0) FROM main.inode i"
+	    " WHERE i.kind = 1 AND NOT EXISTS ("
+	    "  SELECT 1 FROM main.chunk c WHERE c.ino = i.ino"
+	    "  AND NOT EXISTS (SELECT 1 FROM st.chunk s"
+	    "                  WHERE s.id = c.id))",
+	    c, 2, cache_dir);
 	if (r < 0)
 		goto out;
 	s->files_hydrated = (uint64_t)c[0];
 	s->bytes_hydrated = (uint64_t)c[1];
 	/* A LEFT JOIN on st.chunk's key: one lookup per distinct id (an
 	 * EXISTS used twice would be evaluated twice). */
-	r = sql_row(db,
-		    "SELECT COUNT(*), COALESCE(SUM(g.len), 0), COUNT(s.id),"
-		    " COALESCE(SUM(CASE WHEN s.id IS NULL THEN 0 ELSE g.len END),"
-		    "          0)"
-		    " FROM (SELECT id, MAX(len) AS len FROM main.chunk"
-		    "       GROUP BY id) g"
-		    " LEFT JOIN st.chunk s ON s.id = g.id",
-		    c, 4, cache_dir);
+	r = sql_row(
+	    db,
+	    "SELECT COUNT(*), COALESCE(SUM(g.len), 0), COUNT(s.id),"
+	    " COALESCE(SUM(CASE WHEN s.id IS NULL THEN 0 ELSE g.len END),"
+	    "          0)"
+	    " FROM (SELECT id, MAX(len) AS len FROM main.chunk"
+	    "       GROUP BY id) g"
+	    " LEFT JOIN st.chunk s ON s.id = g.id",
+	    c, 4, cache_dir);
 	if (r < 0)
 		goto out;
 	s->chunks_total = (uint64_t)c[0];
@@ -452,8 +457,7 @@ static void url_from_store(sqlite3 *db, struct hyd_status *s)
 	    sqlite3_step(st) == SQLITE_ROW) {
 		v = sqlite3_column_text(st, 0);
 		if (v && strlen((const char *)v) < sizeof(s->url))
-			snprintf(s->url, sizeof(s->url), "%s",
-				 (const char *)v);
+			snprintf(s->url, sizeof(s->url), "%s", (const char *)v);
 	}
 	sqlite3_finalize(st);
 }
@@ -489,10 +493,9 @@ int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 	r = ro_uri(cat_path, uri, sizeof(uri));
 	if (r < 0)
 		goto out;
-	rc = sqlite3_open_v2(uri, &db,
-			     SQLITE_OPEN_READONLY | SQLITE_OPEN_URI |
-				     SQLITE_OPEN_NOMUTEX,
-			     NULL);
+	rc = sqlite3_open_v2(
+	    uri, &db,
+	    SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		r = status_sqlerr(db, rc, "open catalog", cache_dir);
 		goto out;
@@ -835,13 +838,25 @@ static int jin_string(struct jin *in, struct jsink *o)
 				return -EBADMSG;
 			c = (char)*in->p++;
 			switch (c) {
-			case '"': case '\\': case '/':
+			case '"':
+			case '\\':
+			case '/':
 				break;
-			case 'b': c = '\b'; break;
-			case 'f': c = '\f'; break;
-			case 'n': c = '\n'; break;
-			case 'r': c = '\r'; break;
-			case 't': c = '\t'; break;
+			case 'b':
+				c = '\b';
+				break;
+			case 'f':
+				c = '\f';
+				break;
+			case 'n':
+				c = '\n';
+				break;
+			case 'r':
+				c = '\r';
+				break;
+			case 't':
+				c = '\t';
+				break;
 			case 'u':
 				if (jin_unicode(in, o) < 0)
 					return -EBADMSG;
@@ -986,34 +1001,37 @@ struct jfield {
 	size_t off, size;
 };
 
-#define JF(k, t) {#k, t, offsetof(struct hyd_status, k), \
-		  sizeof(((struct hyd_status *)0)->k)}
+#define JF(k, t)                                                               \
+	{                                                                      \
+#k, t, offsetof(struct hyd_status, k),                         \
+		    sizeof(((struct hyd_status *)0)->k)                        \
+	}
 
 static const struct jfield jfields[] = {
-	JF(state, J_STATE),
-	JF(url, J_STR),
-	JF(last_error, J_STR),
-	JF(pid, J_PID),
-	JF(generation, J_U64),
-	JF(files_total, J_U64),
-	JF(files_hydrated, J_U64),
-	JF(bytes_total, J_U64),
-	JF(bytes_hydrated, J_U64),
-	JF(chunks_total, J_U64),
-	JF(chunks_stored, J_U64),
-	JF(unique_bytes_total, J_U64),
-	JF(unique_bytes_stored, J_U64),
-	JF(rest_bytes, J_U64),
-	JF(wire_bytes, J_U64),
-	{"dedup_savings_bytes", J_SKIPNUM, 0, 0},
-	{"compression_savings_bytes", J_SKIPNUM, 0, 0},
-	JF(mismatches, J_U64),
-	JF(retries, J_U64),
-	JF(failures, J_U64),
-	JF(rate_now, J_DBL),
-	JF(rate_avg, J_DBL),
-	JF(eta_s, J_I64),
-	JF(elapsed_s, J_DBL),
+    JF(state, J_STATE),
+    JF(url, J_STR),
+    JF(last_error, J_STR),
+    JF(pid, J_PID),
+    JF(generation, J_U64),
+    JF(files_total, J_U64),
+    JF(files_hydrated, J_U64),
+    JF(bytes_total, J_U64),
+    JF(bytes_hydrated, J_U64),
+    JF(chunks_total, J_U64),
+    JF(chunks_stored, J_U64),
+    JF(unique_bytes_total, J_U64),
+    JF(unique_bytes_stored, J_U64),
+    JF(rest_bytes, J_U64),
+    JF(wire_bytes, J_U64),
+    {"dedup_savings_bytes", J_SKIPNUM, 0, 0},
+    {"compression_savings_bytes", J_SKIPNUM, 0, 0},
+    JF(mismatches, J_U64),
+    JF(retries, J_U64),
+    JF(failures, J_U64),
+    JF(rate_now, J_DBL),
+    JF(rate_avg, J_DBL),
+    JF(eta_s, J_I64),
+    JF(elapsed_s, J_DBL),
 };
 #define JFIELDS (sizeof(jfields) / sizeof(jfields[0]))
 
@@ -1090,8 +1108,8 @@ static int jin_field(struct jin *in, const struct jfield *f,
 		if (!isint)
 			return -EBADMSG;
 		r = f->type == J_PID
-			    ? tok_int(tok, 0, INT_MAX, 0, &mag, &neg)
-			    : tok_int(tok, INT64_MIN, INT64_MAX, 1, &mag, &neg);
+			? tok_int(tok, 0, INT_MAX, 0, &mag, &neg)
+			: tok_int(tok, INT64_MIN, INT64_MAX, 1, &mag, &neg);
 		if (r < 0)
 			return r;
 		/* -(mag - 1) - 1 reaches INT64_MIN without overflow. */

@@ -32,11 +32,12 @@
 
 #include "hydrator/hyd_store_internal.h"
 
-#define HYD_STORE_SCHEMA 2      /* PRAGMA user_version of a current state.db */
-#define HYD_FD_CACHE 32         /* read fds kept open on packs */
-#define HYD_READER_POOL 8       /* idle get contexts kept for reuse */
+#define HYD_STORE_SCHEMA 2 /* PRAGMA user_version of a current state.db */
+#define HYD_FD_CACHE 32	   /* read fds kept open on packs */
+#define HYD_READER_POOL 8  /* idle get contexts kept for reuse */
 #define HYD_READER_KEEP (1u << 20) /* larger frame buffers are not kept */
-#define HYD_PACK_MAX 99999999u  /* the largest number "%08u" keeps at 8 digits */
+/* The largest number "%08u" keeps at 8 digits. */
+#define HYD_PACK_MAX 99999999u
 #define HYD_META_VALUE_MAX 65536
 
 /* One cached read-only fd on a pack. refs > 0 while a get preads it, so it
@@ -85,7 +86,7 @@ struct hyd_store {
 
 	pthread_mutex_t wmu; /* guards the append state below */
 	uint32_t cur_pack;   /* 0: no pack yet */
-	int cur_fd;          /* write fd on cur_pack, -1 until needed */
+	int cur_fd;	     /* write fd on cur_pack, -1 until needed */
 	uint64_t cur_end;    /* where the next frame goes */
 };
 
@@ -117,9 +118,9 @@ static int hyd_store_sqlerr(hyd_store *s, int rc, const char *what)
 		err = -EIO;
 		break;
 	}
-	fprintf(stderr, "hydrator: store: sqlite %s failed dir=%s code=%d: %s\n",
-		what, s->dir, rc,
-		s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+	fprintf(stderr,
+		"hydrator: store: sqlite %s failed dir=%s code=%d: %s\n", what,
+		s->dir, rc, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
 	return err;
 }
 
@@ -202,22 +203,22 @@ int hyd_store_claim(hyd_store *s)
 /* Schema migrations, one step per revision; index i takes user_version i
  * to i + 1. Never edit a released step: add one. */
 static const char *const hyd_store_migrations[HYD_STORE_SCHEMA] = {
-	/* 0 -> 1 */
-	"CREATE TABLE chunk("
-	"  id BLOB PRIMARY KEY,"
-	"  pack INTEGER NOT NULL,"
-	"  off INTEGER NOT NULL,"
-	"  frame_len INTEGER NOT NULL,"
-	"  raw_len INTEGER NOT NULL,"
-	"  codec INTEGER NOT NULL) WITHOUT ROWID;"
-	/* By pack: finds a pack's indexed end at open, and lets fsck and a
-	 * future compactor walk one pack's frames in order. */
-	"CREATE INDEX chunk_pack ON chunk(pack, off);"
-	"CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
-	/* 1 -> 2: XXH3-64 of each frame as written, so a read checks that
-	 * the bytes are still the ones verified (SHA-256) when they came in
-	 * without paying SHA-256 again; NULL in older rows. */
-	"ALTER TABLE chunk ADD COLUMN xxh INTEGER;",
+    /* 0 -> 1 */
+    "CREATE TABLE chunk("
+    "  id BLOB PRIMARY KEY,"
+    "  pack INTEGER NOT NULL,"
+    "  off INTEGER NOT NULL,"
+    "  frame_len INTEGER NOT NULL,"
+    "  raw_len INTEGER NOT NULL,"
+    "  codec INTEGER NOT NULL) WITHOUT ROWID;"
+    /* By pack: finds a pack's indexed end at open, and lets fsck and a
+     * future compactor walk one pack's frames in order. */
+    "CREATE INDEX chunk_pack ON chunk(pack, off);"
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    /* 1 -> 2: XXH3-64 of each frame as written, so a read checks that
+     * the bytes are still the ones verified (SHA-256) when they came in
+     * without paying SHA-256 again; NULL in older rows. */
+    "ALTER TABLE chunk ADD COLUMN xxh INTEGER;",
 };
 
 /* One integer from a one-off query; arg, if not NULL, is bound to ?1. */
@@ -283,12 +284,12 @@ static int store_migrate(hyd_store *s)
 static int store_db_open(hyd_store *s)
 {
 	static const char *const pragmas[] = {
-		/* WAL: gets read while a put commits; NORMAL: a commit is not
-		 * fsynced, so power loss may drop the last rows, which only
-		 * means refetching chunks whose frames are already durable. */
-		"PRAGMA journal_mode = WAL",
-		"PRAGMA synchronous = NORMAL",
-		"PRAGMA foreign_keys = OFF",
+	    /* WAL: gets read while a put commits; NORMAL: a commit is not
+	     * fsynced, so power loss may drop the last rows, which only
+	     * means refetching chunks whose frames are already durable. */
+	    "PRAGMA journal_mode = WAL",
+	    "PRAGMA synchronous = NORMAL",
+	    "PRAGMA foreign_keys = OFF",
 	};
 	struct {
 		sqlite3_stmt **st;
@@ -317,7 +318,7 @@ static int store_db_open(hyd_store *s)
 	/* NOMUTEX: every use is already under s->mu. */
 	rc = sqlite3_open_v2(path, &s->db,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-				     SQLITE_OPEN_NOMUTEX,
+				 SQLITE_OPEN_NOMUTEX,
 			     NULL);
 	if (rc != SQLITE_OK)
 		return hyd_store_sqlerr(s, rc, "open");
@@ -470,7 +471,8 @@ static int store_subdirs(hyd_store *s)
 		if (mkdir(p, 0700) < 0 && errno != EEXIST)
 			return -errno;
 		if (i == 0) {
-			s->packs_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			s->packs_fd =
+			    open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 			if (s->packs_fd < 0)
 				return -errno;
 		}
@@ -489,7 +491,8 @@ static uint64_t roll_bytes_from_env(void)
 	errno = 0;
 	v = strtoull(e, &end, 10);
 	if (errno || *end || v == 0 || v > HYD_PACK_ROLL_BYTES * 16) {
-		fprintf(stderr, "hydrator: store: ignoring FERRY_PACK_ROLL_BYTES=%s\n",
+		fprintf(stderr,
+			"hydrator: store: ignoring FERRY_PACK_ROLL_BYTES=%s\n",
 			e);
 		return HYD_PACK_ROLL_BYTES;
 	}
@@ -617,11 +620,11 @@ static int find_locked(hyd_store *s, const chunk_id *id, struct hyd_loc *ret)
 			ret->frame_len = (uint32_t)flen;
 			ret->raw_len = (uint32_t)rlen;
 			ret->codec = (uint8_t)codec;
-			ret->has_xxh = sqlite3_column_type(st, 5) ==
-				       SQLITE_INTEGER;
+			ret->has_xxh =
+			    sqlite3_column_type(st, 5) == SQLITE_INTEGER;
 			ret->xxh = ret->has_xxh
-					   ? (uint64_t)sqlite3_column_int64(st, 5)
-					   : 0;
+				       ? (uint64_t)sqlite3_column_int64(st, 5)
+				       : 0;
 		}
 	} else if (rc == SQLITE_DONE) {
 		r = 0;
@@ -665,8 +668,9 @@ static int fd_acquire_locked(hyd_store *s, uint32_t pack, int *ret_slot,
 			*ret_fd = f->fd;
 			return 0;
 		}
-		if (f->refs == 0 && (!victim || f->fd < 0 ||
-				     (victim->fd >= 0 && f->used < victim->used)))
+		if (f->refs == 0 &&
+		    (!victim || f->fd < 0 ||
+		     (victim->fd >= 0 && f->used < victim->used)))
 			victim = f;
 	}
 	r = pack_name(pack, name, sizeof(name));
@@ -763,8 +767,7 @@ static void drop_locked(hyd_store *s, const chunk_id *id,
 
 /* The checksum a row keeps of its frame: XXH3-64 of the payload seeded
  * with XXH3-64 of the header, so the two parts need not be contiguous. */
-static uint64_t frame_sum(const uint8_t *hdr, const void *payload,
-			  size_t len)
+static uint64_t frame_sum(const uint8_t *hdr, const void *payload, size_t len)
 {
 	return XXH3_64bits_withSeed(payload, len,
 				    XXH3_64bits(hdr, FRAME_HDR_LEN));

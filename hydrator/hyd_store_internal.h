@@ -24,7 +24,8 @@
 
 typedef struct hyd_store hyd_store;
 
-#define HYD_PACK_ROLL_BYTES (256ull * 1024 * 1024) /* roll packs at this size */
+/* Packs roll at this size. */
+#define HYD_PACK_ROLL_BYTES (256ull * 1024 * 1024)
 
 /* Open (creating if needed) the store in dir. Takes the exclusive lock on
  * dir/lock: -EBUSY when another process holds it. max_raw bounds the
@@ -69,7 +70,7 @@ struct hyd_store_stats {
 	uint64_t chunks;       /* distinct chunks stored */
 	uint64_t raw_bytes;    /* sum of their raw lengths */
 	uint64_t stored_bytes; /* sum of their frame lengths (at rest) */
-	uint64_t packs;        /* pack files */
+	uint64_t packs;	       /* pack files */
 };
 int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
 

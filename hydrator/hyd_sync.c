@@ -108,22 +108,23 @@ int hyd_sync__mountinfo_is_ferry(const char *mi, dev_t dev)
 	char fstype[64];
 	size_t n;
 
-	/* Fields: id parent MAJ:MIN root mountpoint opts... - FSTYPE src sopts */
-	for(; line && *line; line = nl ? nl + 1 : NULL) {
+	/* Fields: id parent MAJ:MIN root mountpoint opts... - FSTYPE src sopts
+	 */
+	for (; line && *line; line = nl ? nl + 1 : NULL) {
 		nl = strchr(line, '\n');
-		if(sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 ||
-		   makedev(maj, min) != dev)
+		if (sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 ||
+		    makedev(maj, min) != dev)
 			continue;
 		sep = strstr(line, " - ");
-		if(!sep || (nl && sep > nl))
+		if (!sep || (nl && sep > nl))
 			continue;
 		p = sep + 3;
 		n = strcspn(p, " \n");
-		if(n >= sizeof(fstype))
+		if (n >= sizeof(fstype))
 			continue;
 		memcpy(fstype, p, n);
 		fstype[n] = '\0';
-		if(!strcmp(fstype, "fuse.ferry"))
+		if (!strcmp(fstype, "fuse.ferry"))
 			return 1;
 	}
 	return 0;
@@ -137,22 +138,22 @@ static char *slurp(const char *path)
 	int fd;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if(fd < 0)
+	if (fd < 0)
 		return NULL;
-	for(;;) {
-		if(cap - len < 4096) {
+	for (;;) {
+		if (cap - len < 4096) {
 			cap = cap ? cap * 2 : 16384;
 			/* A mount table of many MiB is not a real one. */
-			if(cap > (64u << 20) || !(nb = realloc(b, cap + 1)))
+			if (cap > (64u << 20) || !(nb = realloc(b, cap + 1)))
 				break;
 			b = nb;
 		}
 		n = read(fd, b + len, cap - len);
-		if(n < 0 && errno == EINTR)
+		if (n < 0 && errno == EINTR)
 			continue;
-		if(n <= 0) {
+		if (n <= 0) {
 			close(fd);
-			if(n < 0) {
+			if (n < 0) {
 				free(b);
 				return NULL;
 			}
@@ -173,26 +174,26 @@ int hyd_sync__dest_check(const char *dest)
 	struct stat st;
 	int r;
 
-	if(strlen(dest) >= sizeof(path))
+	if (strlen(dest) >= sizeof(path))
 		return -ENAMETOOLONG;
 	memcpy(path, dest, strlen(dest) + 1);
 	/* The nearest existing ancestor decides where DEST would be made. */
-	while(stat(path, &st) < 0) {
-		if(errno != ENOENT)
+	while (stat(path, &st) < 0) {
+		if (errno != ENOENT)
 			return -errno;
 		slash = strrchr(path, '/');
-		if(!slash) {
+		if (!slash) {
 			memcpy(path, ".", 2);
 			continue;
 		}
-		if(slash == path)
+		if (slash == path)
 			slash[1] = '\0';
 		else
 			*slash = '\0';
 	}
-	if(statfs(path, &sf) < 0)
+	if (statfs(path, &sf) < 0)
 		return -errno;
-	if(sf.f_type != HYD_FUSE_SUPER_MAGIC)
+	if (sf.f_type != HYD_FUSE_SUPER_MAGIC)
 		return 0;
 	mi = slurp("/proc/self/mountinfo");
 	r = !mi || hyd_sync__mountinfo_is_ferry(mi, st.st_dev) ? -EXDEV : 0;
@@ -210,24 +211,22 @@ static void status_fill(struct sync *s, int final)
 	double dt, rate_raw;
 
 	memset(&fs, 0, sizeof(fs));
-	if(s->fetch)
+	if (s->fetch)
 		hyd_fetch_stats(s->fetch, &fs);
-	if(hyd_store_stats(s->store, &ss) == 0)
+	if (hyd_store_stats(s->store, &ss) == 0)
 		s->st.rest_bytes = ss.stored_bytes;
 	s->st.wire_bytes = fs.wire_bytes;
 	s->st.mismatches = fs.mismatches;
 	s->st.retries = fs.retries;
 	s->st.failures = fs.failures;
 	s->st.elapsed_s = (double)(now - s->t0) / 1e9;
-	s->st.rate_avg = s->st.elapsed_s > 0
-				 ? (double)fs.wire_bytes / s->st.elapsed_s
-				 : 0;
+	s->st.rate_avg =
+	    s->st.elapsed_s > 0 ? (double)fs.wire_bytes / s->st.elapsed_s : 0;
 	/* rate_now: wire bytes over the last second or so. */
 	dt = (double)(now - s->rate_t) / 1e9;
-	if(dt >= 1.0 || final) {
-		s->st.rate_now = dt > 0 ? (double)(fs.wire_bytes - s->rate_wire) /
-						  dt
-					: 0;
+	if (dt >= 1.0 || final) {
+		s->st.rate_now =
+		    dt > 0 ? (double)(fs.wire_bytes - s->rate_wire) / dt : 0;
 		s->rate_t = now;
 		s->rate_wire = fs.wire_bytes;
 	}
@@ -235,21 +234,21 @@ static void status_fill(struct sync *s, int final)
 	 * hydrating, file bytes checked or written after. */
 	dt = (double)(now - s->phase_t0) / 1e9;
 	s->st.eta_s = -1;
-	if(s->st.state == HYD_STATE_BACKFILLING) {
+	if (s->st.state == HYD_STATE_BACKFILLING) {
 		left = s->st.unique_bytes_total - s->st.unique_bytes_stored;
 		rate_raw = dt > 0.5 ? (double)(s->st.unique_bytes_stored -
 					       s->stored_at_start) /
-					      dt
+					  dt
 				    : 0;
-		if(rate_raw > 0)
+		if (rate_raw > 0)
 			s->st.eta_s = (int64_t)((double)left / rate_raw);
-	} else if(s->st.bytes_total) {
+	} else if (s->st.bytes_total) {
 		left = s->st.bytes_total - s->st.bytes_hydrated;
 		rate_raw = dt > 0.5 ? (double)s->st.bytes_hydrated / dt : 0;
-		if(rate_raw > 0)
+		if (rate_raw > 0)
 			s->st.eta_s = (int64_t)((double)left / rate_raw);
 	}
-	if(final)
+	if (final)
 		s->st.eta_s = 0;
 }
 
@@ -257,11 +256,11 @@ static void progress(struct sync *s, int force)
 {
 	uint64_t now;
 
-	if(!s->o->progress)
+	if (!s->o->progress)
 		return;
 	now = hyd_now_ns();
 	pthread_mutex_lock(&s->lock);
-	if(force || now - s->last_tick >= TICK_NS) {
+	if (force || now - s->last_tick >= TICK_NS) {
 		s->last_tick = now;
 		status_fill(s, 0);
 		s->o->progress(s->o->progress_arg, &s->st);
@@ -286,11 +285,11 @@ static int failed_add(struct sync *s, const chunk_id *id, uint32_t len)
 {
 	struct want *nf;
 
-	if(s->nfailed == s->capfailed) {
+	if (s->nfailed == s->capfailed) {
 		size_t cap = s->capfailed ? s->capfailed * 2 : 64;
 
 		nf = realloc(s->failed, cap * sizeof(*nf));
-		if(!nf)
+		if (!nf)
 			return -ENOMEM;
 		s->failed = nf;
 		s->capfailed = cap;
@@ -305,11 +304,11 @@ static int dead_add(struct sync *s, const chunk_id *id, int err)
 {
 	struct hyd_sync_dead *nd;
 
-	if(s->ndead == s->capdead) {
+	if (s->ndead == s->capdead) {
 		size_t cap = s->capdead ? s->capdead * 2 : 64;
 
 		nd = realloc(s->dead, cap * sizeof(*nd));
-		if(!nd)
+		if (!nd)
 			return -ENOMEM;
 		s->dead = nd;
 		s->capdead = cap;
@@ -330,14 +329,14 @@ static void note_failure(struct sync *s, const chunk_id *id, uint32_t len,
 	snprintf(s->st.last_error, sizeof(s->st.last_error), "chunk %s: %s",
 		 hex, strerror(-err));
 	pthread_mutex_unlock(&s->lock);
-	if(s->o->verbose || s->retrying)
+	if (s->o->verbose || s->retrying)
 		fprintf(stderr, "ferry sync: fetch failed chunk=%s err=%s\n",
 			hex, strerror(-err));
 	/* The first pass keeps failures for one more try; the second pass
 	 * leaves them to the writer, which names the files. */
-	if((s->retrying ? dead_add(s, id, err) : failed_add(s, id, len)) < 0)
+	if ((s->retrying ? dead_add(s, id, err) : failed_add(s, id, len)) < 0)
 		fprintf(stderr, "ferry sync: out of memory\n");
-	if(++s->fail_streak >= HYD_SYNC_GIVE_UP && !s->gave_up) {
+	if (++s->fail_streak >= HYD_SYNC_GIVE_UP && !s->gave_up) {
 		s->gave_up = 1;
 		fprintf(stderr,
 			"ferry sync: %u chunk fetches in a row failed (last: "
@@ -355,7 +354,7 @@ static void reap_one(struct sync *s)
 	r = hyd_fetch_wait(s->fetch, sl->fl, sl->deadline + WAIT_SLACK_NS);
 	hyd_fetch_release(s->fetch, sl->fl);
 	sl->fl = NULL;
-	if(r < 0) {
+	if (r < 0) {
 		note_failure(s, &sl->id, sl->len, r);
 	} else {
 		s->fail_streak = 0;
@@ -374,12 +373,12 @@ static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
 	struct slot *sl;
 	int r;
 
-	if(s->gave_up) {
-		if(!s->retrying)
+	if (s->gave_up) {
+		if (!s->retrying)
 			failed_add(s, id, len);
 		return;
 	}
-	if(s->n == s->window)
+	if (s->n == s->window)
 		reap_one(s);
 	sl = &s->ring[(s->head + s->n) % s->window];
 	sl->id = *id;
@@ -387,7 +386,7 @@ static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
 	sl->deadline = hyd_now_ns() + s->timeout_ns;
 	r = hyd_fetch_submit(s->fetch, id, len, HYD_PRIO_BACKFILL, sl->deadline,
 			     &sl->fl);
-	if(r < 0) {
+	if (r < 0) {
 		note_failure(s, id, len, r);
 		return;
 	}
@@ -396,7 +395,7 @@ static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
 
 static void drain(struct sync *s)
 {
-	while(s->n)
+	while (s->n)
 		reap_one(s);
 }
 
@@ -409,9 +408,9 @@ static int count_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	s->st.chunks_total++;
 	s->st.unique_bytes_total += c->len;
 	r = hyd_store_has(s->store, &c->id);
-	if(r < 0)
+	if (r < 0)
 		return r;
-	if(r) {
+	if (r) {
 		s->st.chunks_stored++;
 		s->st.unique_bytes_stored += c->len;
 	}
@@ -426,12 +425,12 @@ static int fetch_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	int r;
 
 	(void)ino;
-	if(c->len > s->meta.params.max)
+	if (c->len > s->meta.params.max)
 		return -EBADMSG;
 	r = hyd_store_has(s->store, &c->id);
-	if(r < 0)
+	if (r < 0)
 		return r;
-	if(r == 0)
+	if (r == 0)
 		want_chunk(s, &c->id, c->len);
 	return 0;
 }
@@ -443,18 +442,19 @@ static int hydrate_count(struct sync *s, int offline)
 	int r;
 
 	r = cat_chunks_each(s->cat, count_cb, s);
-	if(r < 0) {
-		fprintf(stderr, "ferry sync: cannot read the catalog's chunks: "
-				"%s\n",
+	if (r < 0) {
+		fprintf(stderr,
+			"ferry sync: cannot read the catalog's chunks: "
+			"%s\n",
 			strerror(-r));
 		return r;
 	}
 	s->stored_at_start = s->st.unique_bytes_stored;
 	s->phase_t0 = hyd_now_ns();
 	progress(s, 1);
-	if(s->st.chunks_stored == s->st.chunks_total)
+	if (s->st.chunks_stored == s->st.chunks_total)
 		return 0;
-	if(offline) {
+	if (offline) {
 		fprintf(stderr,
 			"ferry sync: %" PRIu64 " chunks are not stored and the "
 			"server cannot be reached\n",
@@ -472,29 +472,30 @@ static int hydrate_fetch(struct sync *s)
 	int r;
 
 	s->window = s->o->jobs * WINDOW_PER_JOB;
-	if(s->window < WINDOW_MIN)
+	if (s->window < WINDOW_MIN)
 		s->window = WINDOW_MIN;
-	if(s->window > WINDOW_MAX)
+	if (s->window > WINDOW_MAX)
 		s->window = WINDOW_MAX;
 	s->ring = calloc(s->window, sizeof(*s->ring));
-	if(!s->ring)
+	if (!s->ring)
 		return -ENOMEM;
 	r = cat_chunks_each(s->cat_fetch, fetch_cb, s);
 	drain(s);
-	if(r < 0) {
-		fprintf(stderr, "ferry sync: cannot read the catalog's chunks: "
-				"%s\n",
+	if (r < 0) {
+		fprintf(stderr,
+			"ferry sync: cannot read the catalog's chunks: "
+			"%s\n",
 			strerror(-r));
 		return r;
 	}
-	if(s->nfailed && !s->gave_up) {
+	if (s->nfailed && !s->gave_up) {
 		/* One more try for each failed chunk: transient trouble that
 		 * outlasted the first deadline often has passed by now. */
 		s->retrying = 1;
 		s->fail_streak = 0;
 		n = s->nfailed;
-		for(i = 0; i < n; i++)
-			if(hyd_store_has(s->store, &s->failed[i].id) == 0)
+		for (i = 0; i < n; i++)
+			if (hyd_store_has(s->store, &s->failed[i].id) == 0)
 				want_chunk(s, &s->failed[i].id,
 					   s->failed[i].len);
 		drain(s);
@@ -511,41 +512,43 @@ static int open_cache(struct sync *s)
 	ssize_t n;
 	int r, fd;
 
-	if(hyd_url_parse(s->o->url, s->base, sizeof(s->base), s->name,
-			 sizeof(s->name), err, sizeof(err)) < 0) {
+	if (hyd_url_parse(s->o->url, s->base, sizeof(s->base), s->name,
+			  sizeof(s->name), err, sizeof(err)) < 0) {
 		fprintf(stderr, "ferry sync: %s\n", err);
 		return -EINVAL;
 	}
-	if(s->o->cache_dir) {
-		if(strlen(s->o->cache_dir) >= sizeof(path))
+	if (s->o->cache_dir) {
+		if (strlen(s->o->cache_dir) >= sizeof(path))
 			return -ENAMETOOLONG;
 		memcpy(path, s->o->cache_dir, strlen(s->o->cache_dir) + 1);
 	} else {
 		r = hyd_cache_dir_default(s->base, s->name, path, sizeof(path));
-		if(r < 0) {
-			fprintf(stderr, "ferry sync: no default cache directory "
-					"(%s): set HOME or XDG_CACHE_HOME, or "
-					"pass -c DIR\n",
+		if (r < 0) {
+			fprintf(stderr,
+				"ferry sync: no default cache directory "
+				"(%s): set HOME or XDG_CACHE_HOME, or "
+				"pass -c DIR\n",
 				strerror(-r));
 			return r;
 		}
 	}
 	r = cat_mkdir_p(path, 0700);
-	if(r == 0 && !realpath(path, s->cache))
+	if (r == 0 && !realpath(path, s->cache))
 		r = -errno;
-	if(r < 0) {
-		fprintf(stderr, "ferry sync: cannot create cache directory %s: "
-				"%s\n",
+	if (r < 0) {
+		fprintf(stderr,
+			"ferry sync: cannot create cache directory %s: "
+			"%s\n",
 			path, strerror(-r));
 		return r;
 	}
 	r = hyd_store_open(s->cache, CHUNK_MAX_LIMIT, &s->store);
-	if(r == -EBUSY) {
+	if (r == -EBUSY) {
 		/* The holder wrote its pid into the lock file. */
 		pid[0] = '\0';
 		snprintf(lockp, sizeof(lockp), "%s/lock", s->cache);
 		fd = open(lockp, O_RDONLY | O_CLOEXEC);
-		if(fd >= 0) {
+		if (fd >= 0) {
 			n = read(fd, pid, sizeof(pid) - 1);
 			pid[n > 0 ? n : 0] = '\0';
 			pid[strcspn(pid, "\n")] = '\0';
@@ -559,9 +562,10 @@ static int open_cache(struct sync *s)
 			pid[0] ? ")" : "");
 		return r;
 	}
-	if(r < 0) {
-		fprintf(stderr, "ferry sync: cannot open cache directory %s: "
-				"%s\n",
+	if (r < 0) {
+		fprintf(stderr,
+			"ferry sync: cannot open cache directory %s: "
+			"%s\n",
 			s->cache, strerror(-r));
 	}
 	return r;
@@ -577,19 +581,21 @@ static int open_catalog(struct sync *s, int *ret_offline)
 	err[0] = '\0';
 	r = hyd_catalog_fetch(s->base, s->cache, CONNECT_TIMEOUT_S, &cr, err,
 			      sizeof(err));
-	if(r < 0) {
-		fprintf(stderr, "ferry sync: %s\n", err[0] ? err : strerror(-r));
+	if (r < 0) {
+		fprintf(stderr, "ferry sync: %s\n",
+			err[0] ? err : strerror(-r));
 		return r;
 	}
 	*ret_offline = cr.from_cache;
-	if(cr.from_cache)
-		fprintf(stderr,
-			"ferry sync: warning: %s cannot be reached: using cached "
-			"catalog generation %" PRIu64 "\n",
-			s->base, cr.generation);
+	if (cr.from_cache)
+		fprintf(
+		    stderr,
+		    "ferry sync: warning: %s cannot be reached: using cached "
+		    "catalog generation %" PRIu64 "\n",
+		    s->base, cr.generation);
 	snprintf(s->cat_path, sizeof(s->cat_path), "%s", cr.path);
 	r = cat_reader_open(cr.path, &s->cat);
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, "ferry sync: catalog %s: %s\n", cr.path,
 			r == -EBADMSG ? "not a valid ferry catalog"
 				      : strerror(-r));
@@ -615,9 +621,9 @@ static int start_fetch(struct sync *s)
 	fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
 	fc.verbose = s->o->verbose;
 	r = hyd_fetch_new(&fc, &s->fetch);
-	if(r == 0)
+	if (r == 0)
 		r = hyd_fetch_start(s->fetch);
-	if(r < 0)
+	if (r < 0)
 		fprintf(stderr, "ferry sync: cannot start the fetcher: %s\n",
 			strerror(-r));
 	return r;
@@ -643,8 +649,8 @@ static void hydrate_done(struct sync *s)
 	pthread_mutex_lock(&s->lock);
 	s->res->unique_bytes = s->st.unique_bytes_total;
 	s->st.state = s->st.chunks_stored == s->st.chunks_total
-			      ? HYD_STATE_COMPLETE
-			      : HYD_STATE_STALLED;
+			  ? HYD_STATE_COMPLETE
+			  : HYD_STATE_STALLED;
 	s->phase_t0 = hyd_now_ns();
 	pthread_mutex_unlock(&s->lock);
 	m->fetch = s->gave_up ? NULL : s->fetch;
@@ -674,29 +680,29 @@ static int run(struct sync *s)
 	struct hyd_mat m;
 	struct hyd_fetch_stats fs;
 	struct hyd_store_stats ss;
-	struct fetch_thread ft = { s, 0 };
+	struct fetch_thread ft = {s, 0};
 	pthread_t tid;
 	int r, offline = 0, threaded = 0;
 
 	r = hyd_sync__dest_check(s->o->dest);
-	if(r == -EXDEV) {
+	if (r == -EXDEV) {
 		fprintf(stderr,
 			"ferry sync: %s is inside a ferry mount: refusing to "
 			"write there (sync to a directory outside the mount)\n",
 			s->o->dest);
 		return r;
 	}
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, "ferry sync: destination %s: %s\n", s->o->dest,
 			strerror(-r));
 		return r;
 	}
 	r = open_cache(s);
-	if(r == 0)
+	if (r == 0)
 		r = open_catalog(s, &offline);
-	if(r == 0 && !offline)
+	if (r == 0 && !offline)
 		r = start_fetch(s);
-	if(r < 0)
+	if (r < 0)
 		return r;
 	snprintf(s->st.url, sizeof(s->st.url), "%s", s->base);
 	s->st.pid = (long)getpid();
@@ -705,20 +711,21 @@ static int run(struct sync *s)
 	s->mat = &m;
 	m.hydrating = 1; /* hydrate_done sets fetch, dead and ndead */
 	r = hydrate_count(s, offline);
-	if(r > 0) {
+	if (r > 0) {
 		r = cat_reader_open(s->cat_path, &s->cat_fetch);
-		if(r == 0) {
+		if (r == 0) {
 			r = -pthread_create(&tid, NULL, fetch_main, &ft);
 			threaded = r == 0;
 		}
-		if(r < 0)
-			fprintf(stderr, "ferry sync: cannot start fetching: "
-					"%s\n",
+		if (r < 0)
+			fprintf(stderr,
+				"ferry sync: cannot start fetching: "
+				"%s\n",
 				strerror(-r));
 	}
-	if(r < 0)
+	if (r < 0)
 		return r;
-	if(!threaded)
+	if (!threaded)
 		hydrate_done(s);
 
 	m.cat = s->cat;
@@ -732,33 +739,33 @@ static int run(struct sync *s)
 	m.tick_arg = s;
 	m.timeout_ns = s->timeout_ns;
 	r = hyd_sync__materialize(&m);
-	if(threaded) {
+	if (threaded) {
 		/* The writer may stop early (DEST unusable): the fetching pass
 		 * still completes the store, which a rerun then uses. */
 		pthread_join(tid, NULL);
-		if(ft.r < 0 && r == 0)
+		if (ft.r < 0 && r == 0)
 			r = ft.r;
 	}
 
-	if(s->fetch) {
+	if (s->fetch) {
 		/* Joins the loop: every store write it started has landed. */
 		hyd_fetch_stop(s->fetch);
 		hyd_fetch_stats(s->fetch, &fs);
 		s->res->chunks_fetched = fs.chunks;
 		s->res->wire_bytes = fs.wire_bytes;
-		if(fs.store_errors)
+		if (fs.store_errors)
 			fprintf(stderr,
 				"ferry sync: %" PRIu64 " verified chunks could "
 				"not be stored (disk full?)\n",
 				fs.store_errors);
 	}
-	if(hyd_store_stats(s->store, &ss) == 0)
+	if (hyd_store_stats(s->store, &ss) == 0)
 		s->res->rest_bytes = ss.stored_bytes;
 	s->res->logical_bytes = s->meta.bytes;
 	s->st.files_total = s->res->files;
 	status_fill(s, 1);
 	s->res->elapsed_s = s->st.elapsed_s;
-	if(s->o->progress)
+	if (s->o->progress)
 		s->o->progress(s->o->progress_arg, &s->st);
 	return r;
 }
@@ -770,14 +777,14 @@ int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret)
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
-	if(!opts->url || !opts->dest)
+	if (!opts->url || !opts->dest)
 		return -EINVAL;
-	if(!o.jobs)
+	if (!o.jobs)
 		o.jobs = JOBS_DEFAULT;
-	if(o.timeout_s <= 0)
+	if (o.timeout_s <= 0)
 		o.timeout_s = TIMEOUT_DEFAULT_S;
 	s = calloc(1, sizeof(*s));
-	if(!s)
+	if (!s)
 		return -ENOMEM;
 	s->o = &o;
 	s->res = ret;
@@ -786,7 +793,7 @@ int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret)
 	s->rate_t = s->t0;
 	s->timeout_ns = (uint64_t)o.timeout_s * SEC_NS;
 	/* Reference-counted by curl; the fetcher and catalog GET need it. */
-	if(curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		fprintf(stderr, "ferry sync: curl_global_init failed\n");
 		free(s);
 		return -EIO;

@@ -39,11 +39,11 @@ int hyd_sync__dead_cmp(const void *a, const void *b);
 
 /* The writer's context: borrowed handles plus the counters it adds to. */
 struct hyd_mat {
-	cat_reader *cat;   /* borrowed */
-	hyd_store *store;  /* borrowed */
-	uint32_t max_raw;  /* the catalog's max chunk size */
-	const char *dest;  /* as given, for messages */
-	int owners;        /* set uid/gid */
+	cat_reader *cat;  /* borrowed */
+	hyd_store *store; /* borrowed */
+	uint32_t max_raw; /* the catalog's max chunk size */
+	const char *dest; /* as given, for messages */
+	int owners;	  /* set uid/gid */
 	int verbose;
 	struct hyd_sync_result *res; /* files, dirs, ..., failed added here */
 	/* Progress: called at most every ~200 ms with the bytes of regular
@@ -87,8 +87,8 @@ struct hyd_zero_ids {
  * 1 (matches), 0 (differs, or the manifest does not cover size), -errno
  * (read error; -EBADMSG bad manifest row). Does not look at fd's size
  * beyond size. */
-int hyd_sync__file_matches(cat_reader *cat, uint64_t ino, uint64_t size,
-			   int fd, uint8_t *buf, uint32_t max_raw,
+int hyd_sync__file_matches(cat_reader *cat, uint64_t ino, uint64_t size, int fd,
+			   uint8_t *buf, uint32_t max_raw,
 			   struct hyd_zero_ids *zero);
 
 /* 1 when the mountinfo text (as in /proc/self/mountinfo) has a mount of

@@ -52,13 +52,13 @@ static void cache_bad(struct vcache *v, const uint8_t *id, int64_t pack,
 	char hex[CHUNK_ID_HEX_LEN + 1] = "?";
 	chunk_id cid;
 
-	if(id) {
+	if (id) {
 		memcpy(cid.b, id, CHUNK_ID_LEN);
 		chunk_id_to_hex(&cid, hex);
 	}
 	fprintf(stderr,
-		"ferry verify: %s: chunk %s (packs/%08" PRId64 ".pack off %" PRId64
-		"): %s\n",
+		"ferry verify: %s: chunk %s (packs/%08" PRId64
+		".pack off %" PRId64 "): %s\n",
 		v->dir, hex, pack, off, why);
 	v->bad++;
 }
@@ -77,53 +77,54 @@ static void cache_row(struct vcache *v, sqlite3_stmt *st)
 	ssize_t n;
 	chunk_id cid;
 
-	if(!id || sqlite3_column_bytes(st, 0) != CHUNK_ID_LEN || pack <= 0 ||
-	   pack > HYD_PACK_MAX || off < 0 || flen < FRAME_HDR_LEN ||
-	   (uint64_t)flen > frame_bound(CHUNK_MAX_LIMIT) || rlen <= 0 ||
-	   rlen > CHUNK_MAX_LIMIT) {
-		cache_bad(v, id && sqlite3_column_bytes(st, 0) == CHUNK_ID_LEN
-				     ? id
-				     : NULL,
+	if (!id || sqlite3_column_bytes(st, 0) != CHUNK_ID_LEN || pack <= 0 ||
+	    pack > HYD_PACK_MAX || off < 0 || flen < FRAME_HDR_LEN ||
+	    (uint64_t)flen > frame_bound(CHUNK_MAX_LIMIT) || rlen <= 0 ||
+	    rlen > CHUNK_MAX_LIMIT) {
+		cache_bad(v,
+			  id && sqlite3_column_bytes(st, 0) == CHUNK_ID_LEN
+			      ? id
+			      : NULL,
 			  pack, off, "bad index row");
 		return;
 	}
 	memcpy(cid.b, id, CHUNK_ID_LEN);
-	if((uint32_t)pack != v->cur_pack) {
-		if(v->cur_fd >= 0)
+	if ((uint32_t)pack != v->cur_pack) {
+		if (v->cur_fd >= 0)
 			close(v->cur_fd);
 		snprintf(name, sizeof(name), "%08u.pack", (unsigned)pack);
 		v->cur_fd = openat(v->packs_fd, name, O_RDONLY | O_CLOEXEC);
 		v->cur_pack = (uint32_t)pack;
 	}
-	if(v->cur_fd < 0) {
+	if (v->cur_fd < 0) {
 		cache_bad(v, id, pack, off, "pack file missing");
 		return;
 	}
-	while(got < (size_t)flen) {
+	while (got < (size_t)flen) {
 		n = pread(v->cur_fd, v->frame + got, (size_t)flen - got,
 			  off + (off_t)got);
-		if(n < 0 && errno == EINTR)
+		if (n < 0 && errno == EINTR)
 			continue;
-		if(n <= 0)
+		if (n <= 0)
 			break;
 		got += (size_t)n;
 	}
-	if(got != (size_t)flen) {
+	if (got != (size_t)flen) {
 		cache_bad(v, id, pack, off, "frame cut short");
 		return;
 	}
-	if(frame_header_parse(v->frame, got, CHUNK_MAX_LIMIT, &fi) < 0 ||
-	   fi.frame_len != (size_t)flen || fi.raw_len != (uint64_t)rlen) {
+	if (frame_header_parse(v->frame, got, CHUNK_MAX_LIMIT, &fi) < 0 ||
+	    fi.frame_len != (size_t)flen || fi.raw_len != (uint64_t)rlen) {
 		cache_bad(v, id, pack, off, "bad frame header");
 		return;
 	}
-	if(frame_decode(v->coder, v->frame, got, CHUNK_MAX_LIMIT, v->raw,
-			CHUNK_MAX_LIMIT, &raw_len) < 0 ||
-	   raw_len != (size_t)rlen) {
+	if (frame_decode(v->coder, v->frame, got, CHUNK_MAX_LIMIT, v->raw,
+			 CHUNK_MAX_LIMIT, &raw_len) < 0 ||
+	    raw_len != (size_t)rlen) {
 		cache_bad(v, id, pack, off, "frame does not decode");
 		return;
 	}
-	if(chunk_id_verify(&cid, v->raw, raw_len) != 0)
+	if (chunk_id_verify(&cid, v->raw, raw_len) != 0)
 		cache_bad(v, id, pack, off, "SHA-256 mismatch");
 }
 
@@ -137,12 +138,12 @@ int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked)
 	struct stat sb;
 	int rc, r = 0;
 
-	if(ret_checked)
+	if (ret_checked)
 		*ret_checked = 0;
-	if(snprintf(path, sizeof(path), "%s/state.db", cache_dir) >=
-	   (int)sizeof(path))
+	if (snprintf(path, sizeof(path), "%s/state.db", cache_dir) >=
+	    (int)sizeof(path))
 		return -ENAMETOOLONG;
-	if(stat(path, &sb) < 0) {
+	if (stat(path, &sb) < 0) {
 		r = -errno;
 		fprintf(stderr, "ferry verify: %s: no chunk store (%s)\n",
 			cache_dir, strerror(errno));
@@ -150,16 +151,17 @@ int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked)
 	}
 	/* Read-only, no lock: see the top of the file. */
 	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
-	if(rc == SQLITE_OK) {
+	if (rc == SQLITE_OK) {
 		sqlite3_busy_timeout(db, 5000);
 		rc = sqlite3_prepare_v2(db,
 					"SELECT id, pack, off, frame_len, "
 					"raw_len FROM chunk ORDER BY pack, off",
 					-1, &st, NULL);
 	}
-	if(rc != SQLITE_OK) {
+	if (rc != SQLITE_OK) {
 		fprintf(stderr, "ferry verify: %s: cannot read state.db: %s\n",
-			cache_dir, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+			cache_dir,
+			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 		r = -EIO;
 		goto out;
 	}
@@ -168,15 +170,15 @@ int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked)
 	v.frame = malloc(frame_bound(CHUNK_MAX_LIMIT));
 	v.raw = malloc(CHUNK_MAX_LIMIT);
 	v.coder = frame_coder_new();
-	if(!v.frame || !v.raw || !v.coder) {
+	if (!v.frame || !v.raw || !v.coder) {
 		r = -ENOMEM;
 		goto out;
 	}
-	while((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		cache_row(&v, st);
 		checked++;
 	}
-	if(rc != SQLITE_DONE) {
+	if (rc != SQLITE_DONE) {
 		fprintf(stderr, "ferry verify: %s: reading state.db: %s\n",
 			cache_dir, sqlite3_errmsg(db));
 		r = -EIO;
@@ -184,13 +186,13 @@ int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked)
 	}
 	r = v.bad > INT32_MAX ? INT32_MAX : (int)v.bad;
 out:
-	if(ret_checked)
+	if (ret_checked)
 		*ret_checked = checked;
 	sqlite3_finalize(st);
 	sqlite3_close(db);
-	if(v.cur_fd >= 0)
+	if (v.cur_fd >= 0)
 		close(v.cur_fd);
-	if(v.packs_fd >= 0)
+	if (v.packs_fd >= 0)
 		close(v.packs_fd);
 	frame_coder_free(v.coder);
 	free(v.frame);
@@ -212,7 +214,7 @@ struct vtree {
 };
 
 static void tree_bad(struct vtree *v, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 static void tree_bad(struct vtree *v, const char *fmt, ...)
 {
@@ -220,7 +222,7 @@ static void tree_bad(struct vtree *v, const char *fmt, ...)
 
 	fprintf(stderr, "ferry verify: ");
 	hyd_sync__path_print(stderr, v->dest, strlen(v->dest));
-	if(v->path.len) {
+	if (v->path.len) {
 		fputc('/', stderr);
 		hyd_sync__path_print(stderr, v->path.b, v->path.len);
 	}
@@ -246,29 +248,30 @@ static void tree_xattrs(struct vtree *v, int dirfd, const char *name,
 	size_t nlen = 0, wlen;
 	ssize_t hlen;
 
-	if(cat_listxattr(v->cat, ino, NULL, 0, &nlen) < 0 || nlen == 0)
+	if (cat_listxattr(v->cat, ino, NULL, 0, &nlen) < 0 || nlen == 0)
 		return;
 	names = malloc(nlen);
 	want = malloc(CAT_XATTR_VALUE_MAX);
 	have = malloc(CAT_XATTR_VALUE_MAX);
-	if(!names || !want || !have ||
-	   cat_listxattr(v->cat, ino, names, nlen, &nlen) < 0)
+	if (!names || !want || !have ||
+	    cat_listxattr(v->cat, ino, names, nlen, &nlen) < 0)
 		goto out;
 	/* l*xattr through our directory fd's magic link: the last
 	 * component is not followed. name NULL: the directory itself. */
-	if(name)
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", dirfd, name);
-	for(p = names; p < names + nlen; p += strlen(p) + 1) {
-		if(strncmp(p, "user.", 5))
+	if (name)
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", dirfd,
+			 name);
+	for (p = names; p < names + nlen; p += strlen(p) + 1) {
+		if (strncmp(p, "user.", 5))
 			continue;
-		if(cat_getxattr(v->cat, ino, p, strlen(p), want,
-				CAT_XATTR_VALUE_MAX, &wlen) < 0)
+		if (cat_getxattr(v->cat, ino, p, strlen(p), want,
+				 CAT_XATTR_VALUE_MAX, &wlen) < 0)
 			continue;
 		hlen = name ? lgetxattr(proc, p, have, CAT_XATTR_VALUE_MAX)
 			    : fgetxattr(dirfd, p, have, CAT_XATTR_VALUE_MAX);
-		if(hlen < 0)
+		if (hlen < 0)
 			tree_bad(v, "xattr %s missing", p);
-		else if((size_t)hlen != wlen || memcmp(have, want, wlen))
+		else if ((size_t)hlen != wlen || memcmp(have, want, wlen))
 			tree_bad(v, "xattr %s differs", p);
 	}
 out:
@@ -283,36 +286,36 @@ static void tree_reg(struct vtree *v, int dirfd, const struct cat_inode *in,
 	struct hyd_inomap_ent *le;
 	int fd, r;
 
-	if((uint64_t)st->st_size != in->size) {
+	if ((uint64_t)st->st_size != in->size) {
 		tree_bad(v, "size %lld, catalog %" PRIu64,
 			 (long long)st->st_size, in->size);
 		return;
 	}
-	if(in->nlink > 1) {
+	if (in->nlink > 1) {
 		le = hyd_inomap_find(&v->links, in->ino);
-		if(le) {
-			if(le->a != st->st_dev || le->b != st->st_ino)
+		if (le) {
+			if (le->a != st->st_dev || le->b != st->st_ino)
 				tree_bad(v, "not hard-linked with the other "
 					    "names of its inode");
 			return; /* content checked at the first name */
 		}
 		le = hyd_inomap_add(&v->links, in->ino);
-		if(le) {
+		if (le) {
 			le->a = st->st_dev;
 			le->b = st->st_ino;
 		}
 	}
 	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if(fd < 0) {
+	if (fd < 0) {
 		tree_bad(v, "cannot open: %s", strerror(errno));
 		return;
 	}
 	r = hyd_sync__file_matches(v->cat, in->ino, in->size, fd, v->buf,
 				   v->max_raw, &v->zero);
 	close(fd);
-	if(r == 0)
+	if (r == 0)
 		tree_bad(v, "content differs from the catalog");
-	else if(r < 0)
+	else if (r < 0)
 		tree_bad(v, "cannot check content: %s", strerror(-r));
 }
 
@@ -331,51 +334,52 @@ static void tree_entry(struct vtree *v, int dirfd, const char *name,
 	int cfd;
 
 	v->checked++;
-	if(name ? fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0
-		: fstat(dirfd, &st) < 0) {
-		tree_bad(v, "%s", errno == ENOENT ? "missing" : strerror(errno));
+	if (name ? fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0
+		 : fstat(dirfd, &st) < 0) {
+		tree_bad(v, "%s",
+			 errno == ENOENT ? "missing" : strerror(errno));
 		return;
 	}
-	if((st.st_mode & S_IFMT) != (in->mode & S_IFMT)) {
+	if ((st.st_mode & S_IFMT) != (in->mode & S_IFMT)) {
 		tree_bad(v, "type 0%o, catalog 0%o", st.st_mode & S_IFMT,
 			 in->mode & S_IFMT);
 		return;
 	}
-	if(in->kind != CAT_LNK && (st.st_mode & 07777) != (in->mode & 07777))
+	if (in->kind != CAT_LNK && (st.st_mode & 07777) != (in->mode & 07777))
 		tree_bad(v, "mode 0%o, catalog 0%o", st.st_mode & 07777,
 			 in->mode & 07777);
-	if(mtime_ns(&st) != in->mtime_ns)
+	if (mtime_ns(&st) != in->mtime_ns)
 		tree_bad(v, "mtime %" PRId64 " ns, catalog %" PRId64 " ns",
 			 mtime_ns(&st), in->mtime_ns);
-	switch(in->kind) {
+	switch (in->kind) {
 	case CAT_REG:
 		tree_reg(v, dirfd, in, name, &st);
 		break;
 	case CAT_LNK:
-		if(cat_readlink(v->cat, in->ino, want, CAT_TARGET_MAX, &wlen) <
-		   0) {
+		if (cat_readlink(v->cat, in->ino, want, CAT_TARGET_MAX, &wlen) <
+		    0) {
 			tree_bad(v, "bad symlink in the catalog");
 			break;
 		}
 		n = readlinkat(dirfd, name, have, sizeof(have));
-		if(n < 0 || (size_t)n != wlen || memcmp(have, want, wlen))
+		if (n < 0 || (size_t)n != wlen || memcmp(have, want, wlen))
 			tree_bad(v, "symlink target differs");
 		return; /* no user.* xattrs on symlinks */
 	case CAT_CHR:
 	case CAT_BLK:
-		if(st.st_rdev != (dev_t)in->rdev)
+		if (st.st_rdev != (dev_t)in->rdev)
 			tree_bad(v, "device number differs");
 		break;
 	case CAT_DIR:
-		if(depth + 1 >= HYD_SYNC_DEPTH_MAX) {
+		if (depth + 1 >= HYD_SYNC_DEPTH_MAX) {
 			tree_bad(v, "directory nested too deep");
 			return;
 		}
 		cfd = name ? openat(dirfd, name,
 				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-					    O_CLOEXEC)
+					O_CLOEXEC)
 			   : dup(dirfd);
-		if(cfd < 0) {
+		if (cfd < 0) {
 			tree_bad(v, "cannot open: %s", strerror(errno));
 			return;
 		}
@@ -398,30 +402,31 @@ static void tree_dir(struct vtree *v, int fd, const struct cat_inode *dir,
 	int r;
 
 	b.e = malloc(BATCH * sizeof(*b.e));
-	if(!b.e) {
+	if (!b.e) {
 		tree_bad(v, "out of memory");
 		return;
 	}
-	for(;;) {
+	for (;;) {
 		b.n = 0;
 		b.last_pos = pos;
 		r = cat_readdir(v->cat, dir->ino, pos, hyd_sync__batch_cb, &b);
-		if(r < 0) {
-			tree_bad(v, "cannot read the directory from the "
-				    "catalog: %s",
+		if (r < 0) {
+			tree_bad(v,
+				 "cannot read the directory from the "
+				 "catalog: %s",
 				 strerror(-r));
 			break;
 		}
-		for(i = 0; i < b.n; i++) {
-			if(hyd_sync__path_push(&v->path, b.e[i].name,
-					       b.e[i].len, &old)) {
+		for (i = 0; i < b.n; i++) {
+			if (hyd_sync__path_push(&v->path, b.e[i].name,
+						b.e[i].len, &old)) {
 				tree_bad(v, "out of memory");
 				continue;
 			}
 			tree_entry(v, fd, b.e[i].name, &b.e[i].in, depth);
 			hyd_sync__path_pop(&v->path, old);
 		}
-		if(r == 0)
+		if (r == 0)
 			break;
 		pos = b.last_pos;
 	}
@@ -438,10 +443,10 @@ int hyd_verify_tree(const char *dest, const char *catalog_path,
 
 	memset(&v, 0, sizeof(v));
 	v.dest = dest;
-	if(ret_checked)
+	if (ret_checked)
 		*ret_checked = 0;
 	r = cat_reader_open(catalog_path, &v.cat);
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, "ferry verify: catalog %s: %s\n", catalog_path,
 			r == -EBADMSG ? "not a valid ferry catalog"
 				      : strerror(-r));
@@ -450,28 +455,29 @@ int hyd_verify_tree(const char *dest, const char *catalog_path,
 	cat_reader_meta(v.cat, &meta);
 	v.max_raw = meta.params.max;
 	r = cat_getattr(v.cat, CAT_ROOT_INO, &root);
-	if(r < 0) {
+	if (r < 0) {
 		fprintf(stderr, "ferry verify: catalog %s: no root: %s\n",
 			catalog_path, strerror(-r));
 		goto out;
 	}
 	fd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if(fd < 0) {
+	if (fd < 0) {
 		r = -errno;
-		fprintf(stderr, "ferry verify: %s: %s\n", dest, strerror(errno));
+		fprintf(stderr, "ferry verify: %s: %s\n", dest,
+			strerror(errno));
 		goto out;
 	}
 	v.buf = malloc(v.max_raw);
-	if(!v.buf) {
+	if (!v.buf) {
 		r = -ENOMEM;
 		goto out;
 	}
 	tree_entry(&v, fd, NULL, &root, 0);
 	r = v.bad > INT32_MAX ? INT32_MAX : (int)v.bad;
-	if(ret_checked)
+	if (ret_checked)
 		*ret_checked = v.checked;
 out:
-	if(fd >= 0)
+	if (fd >= 0)
 		close(fd);
 	cat_reader_close(v.cat);
 	hyd_inomap_fini(&v.links);

@@ -32,8 +32,7 @@
  * On failure writes one human line (no newline) into errbuf and returns
  * -EINVAL (bad URL), -ENAMETOOLONG (a buffer is too small) or -ENOMEM. */
 int hyd_url_parse(const char *url, char *ret_base, size_t base_cap,
-		  char *ret_name, size_t name_cap, char *errbuf,
-		  size_t errcap);
+		  char *ret_name, size_t name_cap, char *errbuf, size_t errcap);
 
 /* The default cache directory of a mount of base_url (as returned by
  * hyd_url_parse) of namespace name:
@@ -52,11 +51,11 @@ int hyd_cache_dir_default(const char *base_url, const char *name, char *buf,
 #include <stdint.h>
 
 enum hyd_state {
-	HYD_STATE_BROWSING = 0,    /* mounted, backfill off or not started */
+	HYD_STATE_BROWSING = 0,	   /* mounted, backfill off or not started */
 	HYD_STATE_BACKFILLING = 1, /* workers are fetching the rest */
-	HYD_STATE_COMPLETE = 2,    /* every chunk of the catalog is stored */
-	HYD_STATE_STALLED = 3,     /* backfill cannot progress: last_error */
-	HYD_STATE_STOPPED = 4,     /* no hydrator running on this cache */
+	HYD_STATE_COMPLETE = 2,	   /* every chunk of the catalog is stored */
+	HYD_STATE_STALLED = 3,	   /* backfill cannot progress: last_error */
+	HYD_STATE_STOPPED = 4,	   /* no hydrator running on this cache */
 };
 
 /* "browsing", "backfilling", "complete", "stalled", "stopped". */
@@ -64,23 +63,23 @@ const char *hyd_state_name(enum hyd_state s);
 
 struct hyd_status {
 	enum hyd_state state;
-	char url[HYD_URL_MAX];   /* base URL the cache was filled from */
-	char last_error[256];    /* empty when none */
-	long pid;                /* running hydrator, 0 when none */
+	char url[HYD_URL_MAX]; /* base URL the cache was filled from */
+	char last_error[256];  /* empty when none */
+	long pid;	       /* running hydrator, 0 when none */
 	uint64_t generation;
-	uint64_t files_total, files_hydrated;     /* regular files; a file is
-						   * hydrated when all its chunks
-						   * are stored (empty files are) */
-	uint64_t bytes_total, bytes_hydrated;     /* logical file bytes */
-	uint64_t chunks_total, chunks_stored;     /* distinct chunk ids */
-	uint64_t unique_bytes_total;              /* raw bytes of distinct chunks */
+	uint64_t files_total, files_hydrated; /* regular files; a file is
+					       * hydrated when all its chunks
+					       * are stored (empty files are) */
+	uint64_t bytes_total, bytes_hydrated; /* logical file bytes */
+	uint64_t chunks_total, chunks_stored; /* distinct chunk ids */
+	uint64_t unique_bytes_total;	      /* raw bytes of distinct chunks */
 	uint64_t unique_bytes_stored;
-	uint64_t rest_bytes;                      /* frame bytes in packs */
-	uint64_t wire_bytes;                      /* bytes received, all runs */
-	uint64_t mismatches, retries, failures;   /* this run (0 offline) */
-	double rate_now, rate_avg;                /* wire bytes/s (0 offline) */
-	int64_t eta_s;                            /* -1 unknown */
-	double elapsed_s;                         /* this run (0 offline) */
+	uint64_t rest_bytes;			/* frame bytes in packs */
+	uint64_t wire_bytes;			/* bytes received, all runs */
+	uint64_t mismatches, retries, failures; /* this run (0 offline) */
+	double rate_now, rate_avg;		/* wire bytes/s (0 offline) */
+	int64_t eta_s;				/* -1 unknown */
+	double elapsed_s;			/* this run (0 offline) */
 };
 
 /* Fill *ret from a cache directory's files alone (catalog + state.db, read
@@ -111,9 +110,9 @@ struct hyd_sync_opts {
 	const char *url;       /* http[s]://HOST[:PORT]/v1/NAME */
 	const char *dest;      /* directory to create or update */
 	const char *cache_dir; /* NULL: hyd_cache_dir_default */
-	unsigned jobs;         /* parallel connections, 0: default 8 */
-	long timeout_s;        /* per chunk fetch deadline, 0: default 30 */
-	int owners;            /* set uid/gid: < 0 when root (the CLI's
+	unsigned jobs;	       /* parallel connections, 0: default 8 */
+	long timeout_s;	       /* per chunk fetch deadline, 0: default 30 */
+	int owners;	       /* set uid/gid: < 0 when root (the CLI's
 				* default), 0 never, > 0 always */
 	int verbose;
 	/* Progress, called from the syncing thread at most ~5 times a second
@@ -123,16 +122,16 @@ struct hyd_sync_opts {
 };
 
 struct hyd_sync_result {
-	uint64_t files, dirs, symlinks, specials;  /* entries in the tree */
-	uint64_t files_written;   /* regular files (re)written this run */
-	uint64_t bytes_written;   /* their bytes */
-	uint64_t chunks_fetched;  /* this run */
-	uint64_t wire_bytes;      /* this run */
-	uint64_t logical_bytes;   /* regular file bytes in the tree */
-	uint64_t unique_bytes;    /* raw bytes of distinct chunks */
-	uint64_t rest_bytes;      /* frame bytes of those chunks at rest */
+	uint64_t files, dirs, symlinks, specials; /* entries in the tree */
+	uint64_t files_written;	 /* regular files (re)written this run */
+	uint64_t bytes_written;	 /* their bytes */
+	uint64_t chunks_fetched; /* this run */
+	uint64_t wire_bytes;	 /* this run */
+	uint64_t logical_bytes;	 /* regular file bytes in the tree */
+	uint64_t unique_bytes;	 /* raw bytes of distinct chunks */
+	uint64_t rest_bytes;	 /* frame bytes of those chunks at rest */
 	double elapsed_s;
-	uint64_t failed;          /* entries that could not be reproduced */
+	uint64_t failed; /* entries that could not be reproduced */
 };
 
 /* Hydrate everything of url into the store (same store and fetcher as the

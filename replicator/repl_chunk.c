@@ -110,7 +110,7 @@ static int open_walk(int dirfd, const char *path)
 		if (!slash) {
 			fd = openat(cur, comp,
 				    O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-					    O_NONBLOCK | O_NOCTTY);
+					O_NONBLOCK | O_NOCTTY);
 			break;
 		}
 		fd = openat(cur, comp,
@@ -139,16 +139,15 @@ static int open_walk(int dirfd, const char *path)
 static int open_beneath(int dirfd, const char *path)
 {
 	struct open_how how = {
-		.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
-			 O_NOCTTY,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-			   RESOLVE_NO_MAGICLINKS,
+	    .flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
+	    .resolve =
+		RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
 	long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 
 	/* ENAMETOOLONG: openat2 takes at most PATH_MAX; the walk does not. */
-	if (fd < 0 && (errno == ENOSYS || errno == E2BIG ||
-		       errno == ENAMETOOLONG))
+	if (fd < 0 &&
+	    (errno == ENOSYS || errno == E2BIG || errno == ENAMETOOLONG))
 		return open_walk(dirfd, path);
 	return (int)fd;
 }
@@ -239,8 +238,8 @@ void repl_chunk_load(struct repl_ns *ns, enum frame_policy policy,
 		r = -ENOMEM;
 		goto out;
 	}
-	r = frame_encode(w->coder, policy, 0, w->raw, loc.len, res->frame,
-			 cap, &res->frame_len);
+	r = frame_encode(w->coder, policy, 0, w->raw, loc.len, res->frame, cap,
+			 &res->frame_len);
 	if (r < 0) {
 		/* a frame error is ours, not the source's: never 409 */
 		r = r == -EBADMSG ? -EIO : r;

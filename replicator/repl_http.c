@@ -313,7 +313,8 @@ static int cb_headers_complete(http_parser *p)
 	if (p->method == HTTP_CONNECT)
 		return fail(c, 405, "CONNECT is not supported");
 	/* content_length is ULLONG_MAX when there is no Content-Length */
-	if (p->content_length != UINT64_MAX && p->content_length > REPL_BODY_MAX)
+	if (p->content_length != UINT64_MAX &&
+	    p->content_length > REPL_BODY_MAX)
 		return fail(c, 413, "body larger than 1024 chunk ids");
 	if (c->expect_continue && !c->head)
 		send_continue(c);
@@ -357,13 +358,13 @@ static int cb_message_complete(http_parser *p)
 }
 
 static const http_parser_settings SETTINGS = {
-	.on_message_begin = cb_message_begin,
-	.on_url = cb_url,
-	.on_header_field = cb_header_field,
-	.on_header_value = cb_header_value,
-	.on_headers_complete = cb_headers_complete,
-	.on_body = cb_body,
-	.on_message_complete = cb_message_complete,
+    .on_message_begin = cb_message_begin,
+    .on_url = cb_url,
+    .on_header_field = cb_header_field,
+    .on_header_value = cb_header_value,
+    .on_headers_complete = cb_headers_complete,
+    .on_body = cb_body,
+    .on_message_complete = cb_message_complete,
 };
 
 /* The parser failed: answer with an error and take nothing more. */
@@ -380,8 +381,8 @@ static void parse_failed(struct repl_conn *c)
 		return;
 	}
 	req->fail_status = c->fail_status ? c->fail_status : 400;
-	req->fail_detail = c->fail_detail ? c->fail_detail
-					  : http_errno_description(e);
+	req->fail_detail =
+	    c->fail_detail ? c->fail_detail : http_errno_description(e);
 	req->keep_alive = 0;
 	if (!req->http_minor)
 		req->http_minor = 1;
@@ -393,9 +394,8 @@ static void parse_failed(struct repl_conn *c)
 static void parse_pending(struct repl_conn *c)
 {
 	while (c->pend_len > 0 && !c->closing && !c->no_more && !c->paused) {
-		size_t n = http_parser_execute(&c->parser, &SETTINGS,
-					       c->rbuf + c->pend_off,
-					       c->pend_len);
+		size_t n = http_parser_execute(
+		    &c->parser, &SETTINGS, c->rbuf + c->pend_off, c->pend_len);
 		enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
 
 		if (n > c->pend_len)
@@ -526,7 +526,8 @@ int repl_http_send(struct repl_req *req, const void *pre, size_t pre_len,
 		bufs[n++] = uv_buf_init((char *)data, (unsigned)data_len);
 	if (post_len) {
 		memcpy(wr->bytes + pre_len, post, post_len);
-		bufs[n++] = uv_buf_init(wr->bytes + pre_len, (unsigned)post_len);
+		bufs[n++] =
+		    uv_buf_init(wr->bytes + pre_len, (unsigned)post_len);
 	}
 	if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, bufs, n, on_written) < 0) {
 		free(wr);
@@ -540,17 +541,28 @@ int repl_http_send(struct repl_req *req, const void *pre, size_t pre_len,
 static const char *status_text(int status)
 {
 	switch (status) {
-	case 200: return "OK";
-	case 304: return "Not Modified";
-	case 400: return "Bad Request";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 409: return "Conflict";
-	case 413: return "Payload Too Large";
-	case 414: return "URI Too Long";
-	case 431: return "Request Header Fields Too Large";
-	case 503: return "Service Unavailable";
-	default: return status >= 500 ? "Internal Server Error" : "Error";
+	case 200:
+		return "OK";
+	case 304:
+		return "Not Modified";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 409:
+		return "Conflict";
+	case 413:
+		return "Payload Too Large";
+	case 414:
+		return "URI Too Long";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return status >= 500 ? "Internal Server Error" : "Error";
 	}
 }
 
@@ -669,8 +681,8 @@ void repl_http_error(struct repl_req *req, int status, const char *code,
 	if (n < 0)
 		detail[0] = '\0';
 	repl_json_escape(esc, sizeof(esc), detail, strlen(detail));
-	n = snprintf(body, sizeof(body), "{\"error\":\"%s\",\"detail\":\"%s\"}\n",
-		     code, esc);
+	n = snprintf(body, sizeof(body),
+		     "{\"error\":\"%s\",\"detail\":\"%s\"}\n", code, esc);
 	if (n < 0 || (size_t)n >= sizeof(body))
 		n = 0;
 	repl_http_respond(req, status, "application/json", extra, body,

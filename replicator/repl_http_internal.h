@@ -47,15 +47,15 @@ struct repl_req {
 	struct repl_server *srv;
 	enum http_method method;
 	int head_parsed; /* method and version are known */
-	int head_only;	/* HEAD: headers as for GET, no body */
-	int keep_alive; /* decided at message end; 0 closes after the reply */
+	int head_only;	 /* HEAD: headers as for GET, no body */
+	int keep_alive;	 /* decided at message end; 0 closes after the reply */
 	int http_minor;
-	int chunked;	/* streamed body uses chunked transfer-encoding */
-	int started;	/* dispatched */
-	int done;	/* response fully queued */
-	int dead;	/* connection gone */
+	int chunked; /* streamed body uses chunked transfer-encoding */
+	int started; /* dispatched */
+	int done;    /* response fully queued */
+	int dead;    /* connection gone */
 	int refs;
-	int fail_status;     /* parse-level error to answer (400/413/...) */
+	int fail_status; /* parse-level error to answer (400/413/...) */
 	const char *fail_detail;
 	char url[REPL_URL_MAX + 1];
 	size_t url_len;
@@ -99,7 +99,7 @@ void repl_http_respond(struct repl_req *req, int status, const char *ctype,
  * printf-style; bytes that are not printable ASCII are escaped. */
 void repl_http_error(struct repl_req *req, int status, const char *code,
 		     const char *extra, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+    __attribute__((format(printf, 5, 6)));
 
 /* The response is completely queued: start the next request. */
 void repl_http_done(struct repl_req *req);

@@ -21,45 +21,45 @@
 #define ROOT_STATE_DIR "/var/lib/ferry-replicator"
 
 static const char USAGE[] =
-	"Usage: ferry-replicator [OPTIONS] NAME=DIR...\n"
-	"\n"
-	"Serve each directory DIR as the ferry namespace NAME over HTTP.\n"
-	"Every start scans each DIR into a new catalog generation (older\n"
-	"generations stay available); a namespace answers 503 until its scan\n"
-	"is done. Chunk data is read from DIR on demand and checked against\n"
-	"its SHA-256 before it is sent.\n"
-	"\n"
-	"Options:\n"
-	"  -l, --listen HOST:PORT  address to serve on (default " DEFAULT_LISTEN
-	")\n"
-	"  -s, --state-dir DIR     where catalogs and indexes are kept\n"
-	"                          (default " ROOT_STATE_DIR " as root,\n"
-	"                          else $HOME/.local/state/ferry-replicator)\n"
-	"      --codec CODEC       frame compression: auto (default: per\n"
-	"                          chunk, zstd over byte planes for 16/32-bit\n"
-	"                          numbers, else zstd), zstd, zstd-shuf2,\n"
-	"                          zstd-shuf4, lz4 or raw\n"
-	"      --scan-threads N    threads that read, chunk and hash files\n"
-	"                          while scanning, 1-64 (default: one per\n"
-	"                          CPU); the catalog is the same for any N\n"
-	"  -v, --verbose           log every request\n"
-	"  -h, --help              show this help and exit\n"
-	"  -V, --version           show the version and exit\n"
-	"\n"
-	"NAME is 1-64 characters of [A-Za-z0-9._-], not starting with '.'.\n"
-	"\n"
-	"Endpoints (per namespace NAME):\n"
-	"  GET  /v1/NAME/HEAD           current generation\n"
-	"  GET  /v1/NAME/catalog/GEN    catalog (zstd-compressed SQLite)\n"
-	"  GET  /v1/NAME/chunk/ID       one chunk frame (ID: 64 hex digits)\n"
-	"  POST /v1/NAME/chunks         body: 1..1024 ids of 32 bytes\n"
-	"  GET  /v1/NAME/stats          counters (JSON)\n"
-	"\n"
-	"Example:\n"
-	"  ferry-replicator -l 0.0.0.0:8700 models=/srv/models data=/srv/data\n";
+    "Usage: ferry-replicator [OPTIONS] NAME=DIR...\n"
+    "\n"
+    "Serve each directory DIR as the ferry namespace NAME over HTTP.\n"
+    "Every start scans each DIR into a new catalog generation (older\n"
+    "generations stay available); a namespace answers 503 until its scan\n"
+    "is done. Chunk data is read from DIR on demand and checked against\n"
+    "its SHA-256 before it is sent.\n"
+    "\n"
+    "Options:\n"
+    "  -l, --listen HOST:PORT  address to serve on (default " DEFAULT_LISTEN
+    ")\n"
+    "  -s, --state-dir DIR     where catalogs and indexes are kept\n"
+    "                          (default " ROOT_STATE_DIR " as root,\n"
+    "                          else $HOME/.local/state/ferry-replicator)\n"
+    "      --codec CODEC       frame compression: auto (default: per\n"
+    "                          chunk, zstd over byte planes for 16/32-bit\n"
+    "                          numbers, else zstd), zstd, zstd-shuf2,\n"
+    "                          zstd-shuf4, lz4 or raw\n"
+    "      --scan-threads N    threads that read, chunk and hash files\n"
+    "                          while scanning, 1-64 (default: one per\n"
+    "                          CPU); the catalog is the same for any N\n"
+    "  -v, --verbose           log every request\n"
+    "  -h, --help              show this help and exit\n"
+    "  -V, --version           show the version and exit\n"
+    "\n"
+    "NAME is 1-64 characters of [A-Za-z0-9._-], not starting with '.'.\n"
+    "\n"
+    "Endpoints (per namespace NAME):\n"
+    "  GET  /v1/NAME/HEAD           current generation\n"
+    "  GET  /v1/NAME/catalog/GEN    catalog (zstd-compressed SQLite)\n"
+    "  GET  /v1/NAME/chunk/ID       one chunk frame (ID: 64 hex digits)\n"
+    "  POST /v1/NAME/chunks         body: 1..1024 ids of 32 bytes\n"
+    "  GET  /v1/NAME/stats          counters (JSON)\n"
+    "\n"
+    "Example:\n"
+    "  ferry-replicator -l 0.0.0.0:8700 models=/srv/models data=/srv/data\n";
 
 static int usage_error(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
+    __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
 {
 	va_list ap;
@@ -139,22 +139,23 @@ static void raise_nofile(void)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "listen", required_argument, NULL, 'l' },
-		{ "state-dir", required_argument, NULL, 's' },
-		{ "codec", required_argument, NULL, 'c' },
-		{ "scan-threads", required_argument, NULL, 't' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
+	    {"listen", required_argument, NULL, 'l'},
+	    {"state-dir", required_argument, NULL, 's'},
+	    {"codec", required_argument, NULL, 'c'},
+	    {"scan-threads", required_argument, NULL, 't'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
 	};
-	struct repl_server_opts o = { .listen = DEFAULT_LISTEN };
+	struct repl_server_opts o = {.listen = DEFAULT_LISTEN};
 	struct repl_server srv;
 	const char **names = NULL, **dirs = NULL;
 	char *state = NULL, **split = NULL;
 	int opt, i, j, rc = 2, n;
 
-	while ((opt = getopt_long(argc, argv, "l:s:vhV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "l:s:vhV", longopts, NULL)) !=
+	       -1) {
 		switch (opt) {
 		case 'l':
 			o.listen = optarg;
@@ -226,9 +227,10 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		if (repl_ns_name_check(split[i]) < 0) {
-			rc = usage_error("bad namespace name '%s': use 1-64 of "
-					 "[A-Za-z0-9._-], not starting with '.'",
-					 split[i]);
+			rc =
+			    usage_error("bad namespace name '%s': use 1-64 of "
+					"[A-Za-z0-9._-], not starting with '.'",
+					split[i]);
 			goto out;
 		}
 		for (j = 0; j < i; j++)

@@ -239,15 +239,15 @@ static int compress_fd(int in, int outfd, EVP_MD_CTX *md, uint64_t *ret_bytes)
 			goto out;
 		}
 		last = n == 0;
-		zin = (ZSTD_inBuffer){ ibuf, (size_t)n, 0 };
+		zin = (ZSTD_inBuffer){ibuf, (size_t)n, 0};
 		do {
-			ZSTD_outBuffer zout = { obuf, out_cap, 0 };
+			ZSTD_outBuffer zout = {obuf, out_cap, 0};
 
-			left = ZSTD_compressStream2(
-				cc, &zout, &zin, last ? ZSTD_e_end : ZSTD_e_continue);
+			left = ZSTD_compressStream2(cc, &zout, &zin,
+						    last ? ZSTD_e_end
+							 : ZSTD_e_continue);
 			if (ZSTD_isError(left)) {
-				fprintf(stderr,
-					"ferry-replicator: zstd: %s\n",
+				fprintf(stderr, "ferry-replicator: zstd: %s\n",
 					ZSTD_getErrorName(left));
 				r = -EIO;
 				goto out;

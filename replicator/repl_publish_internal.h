@@ -14,7 +14,7 @@
 /* malloc'd "a/b" (fmt-style): NULL on allocation failure or overflow.
  * The caller frees. */
 char *repl__path_fmt(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
+    __attribute__((format(printf, 1, 2)));
 
 /* Paths of one generation inside a namespace state dir; each malloc'd. */
 char *repl__catalog_path(const char *state_dir, uint64_t gen);

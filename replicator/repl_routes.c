@@ -28,21 +28,30 @@
 
 #define IMMUTABLE "Cache-Control: public, max-age=31536000, immutable\r\n"
 #define CAT_READ_BUF (256u * 1024u)
-#define BATCH_WINDOW 8u	     /* chunks being read/encoded at once */
-#define BATCH_WRITES_MAX 4u  /* frames written but not yet sent */
+#define BATCH_WINDOW 8u	    /* chunks being read/encoded at once */
+#define BATCH_WRITES_MAX 4u /* frames written but not yet sent */
 
 static const char *code_for(int status)
 {
 	switch (status) {
-	case 400: return "bad_request";
-	case 404: return "not_found";
-	case 405: return "method_not_allowed";
-	case 409: return "changed";
-	case 413: return "too_large";
-	case 414: return "uri_too_long";
-	case 431: return "headers_too_large";
-	case 503: return "not_ready";
-	default: return "internal";
+	case 400:
+		return "bad_request";
+	case 404:
+		return "not_found";
+	case 405:
+		return "method_not_allowed";
+	case 409:
+		return "changed";
+	case 413:
+		return "too_large";
+	case 414:
+		return "uri_too_long";
+	case 431:
+		return "headers_too_large";
+	case 503:
+		return "not_ready";
+	default:
+		return "internal";
 	}
 }
 
@@ -74,14 +83,13 @@ static void route_head(struct repl_req *req, struct repl_ns *ns)
 static void route_stats(struct repl_req *req, struct repl_ns *ns)
 {
 	char body[256];
-	int n = snprintf(body, sizeof(body),
-			 "{\"generation\":%" PRIu64 ",\"requests\":%" PRIu64
-			 ",\"chunks_served\":%" PRIu64
-			 ",\"chunk_bytes_served\":%" PRIu64
-			 ",\"mismatches\":%" PRIu64 "}\n",
-			 ns->generation, ns->stats.requests,
-			 ns->stats.chunks_served, ns->stats.chunk_bytes_served,
-			 ns->stats.mismatches);
+	int n = snprintf(
+	    body, sizeof(body),
+	    "{\"generation\":%" PRIu64 ",\"requests\":%" PRIu64
+	    ",\"chunks_served\":%" PRIu64 ",\"chunk_bytes_served\":%" PRIu64
+	    ",\"mismatches\":%" PRIu64 "}\n",
+	    ns->generation, ns->stats.requests, ns->stats.chunks_served,
+	    ns->stats.chunk_bytes_served, ns->stats.mismatches);
 
 	repl_http_respond(req, 200, "application/json",
 			  "Cache-Control: no-cache\r\n", body, (size_t)n);
@@ -154,8 +162,10 @@ static void cat_on_read(uv_fs_t *fs)
 	if (n <= 0) {
 		/* a published catalog never shrinks; the length promised in
 		 * the head cannot be kept, so the client must see a cut */
-		fprintf(stderr, "ferry-replicator: %s: read failed at %" PRIu64
-			": %s\n", j->path, j->off,
+		fprintf(stderr,
+			"ferry-replicator: %s: read failed at %" PRIu64
+			": %s\n",
+			j->path, j->off,
 			n < 0 ? uv_strerror((int)n) : "unexpected end");
 		repl_http_abort(req);
 		goto out;
@@ -238,7 +248,8 @@ static void route_catalog(struct repl_req *req, struct repl_ns *ns,
 	/* canonical decimal only: one URL per catalog, for caches */
 	if (len < 1 || len > 20 || arg[0] < '1' || arg[0] > '9') {
 		repl_http_error(req, 404, "not_found", NULL,
-				"unknown generation '%.*s'", (int)(len > 40 ? 40 : len), arg);
+				"unknown generation '%.*s'",
+				(int)(len > 40 ? 40 : len), arg);
 		return;
 	}
 	memcpy(num, arg, len);
@@ -269,7 +280,8 @@ static void route_catalog(struct repl_req *req, struct repl_ns *ns,
 	if (uv_queue_work(&req->srv->loop, &j->w, cat_open_work, cat_opened) <
 	    0) {
 		repl_req_unref(req);
-		repl_http_error(req, 500, "internal", NULL, "cannot queue work");
+		repl_http_error(req, 500, "internal", NULL,
+				"cannot queue work");
 	}
 }
 
@@ -331,7 +343,8 @@ static void chunk_done(uv_work_t *w, int status)
 	}
 	if (j->res.err == -EBADMSG) {
 		log_mismatch(j->ns, &j->id, j->res.path);
-		repl_json_escape(esc, sizeof(esc), j->res.path ? j->res.path : "?",
+		repl_json_escape(esc, sizeof(esc),
+				 j->res.path ? j->res.path : "?",
 				 j->res.path ? strlen(j->res.path) : 1);
 		repl_http_error(req, 409, "changed", NULL,
 				"chunk ID of %s no longer matches its source",
@@ -394,7 +407,8 @@ static void route_chunk(struct repl_req *req, struct repl_ns *ns,
 	repl_req_ref(req);
 	if (uv_queue_work(&req->srv->loop, &j->w, chunk_work, chunk_done) < 0) {
 		repl_req_unref(req);
-		repl_http_error(req, 500, "internal", NULL, "cannot queue work");
+		repl_http_error(req, 500, "internal", NULL,
+				"cannot queue work");
 	}
 }
 
@@ -520,7 +534,7 @@ static void batch_pump(struct batch *b)
 		       b->next_launch - b->next_write < BATCH_WINDOW &&
 		       b->writes < BATCH_WRITES_MAX) {
 			struct batch_slot *s =
-				&b->slots[b->next_launch % BATCH_WINDOW];
+			    &b->slots[b->next_launch % BATCH_WINDOW];
 
 			s->b = b;
 			s->idx = b->next_launch++;
@@ -528,7 +542,8 @@ static void batch_pump(struct batch *b)
 			s->w.data = s;
 			repl_req_ref(req);
 			if (uv_queue_work(&req->srv->loop, &s->w,
-					  batch_slot_work, batch_slot_done) < 0) {
+					  batch_slot_work,
+					  batch_slot_done) < 0) {
 				repl_req_unref(req);
 				repl_http_abort(req);
 				return;
@@ -537,9 +552,9 @@ static void batch_pump(struct batch *b)
 		while (b->next_write < b->n &&
 		       b->slots[b->next_write % BATCH_WINDOW].ready &&
 		       b->slots[b->next_write % BATCH_WINDOW].idx ==
-			       b->next_write) {
+			   b->next_write) {
 			if (batch_write_slot(
-				    b, &b->slots[b->next_write % BATCH_WINDOW]) < 0)
+				b, &b->slots[b->next_write % BATCH_WINDOW]) < 0)
 				return;
 			b->next_write++;
 			progress = 1;
@@ -573,8 +588,8 @@ static void batch_checked(uv_work_t *w, int status)
 	if (b->vrc == 1) {
 		chunk_id_to_hex(&b->ids[b->bad], hex);
 		repl_http_error(req, 404, "not_found", NULL,
-				"unknown chunk ID %s (id %zu of the batch)", hex,
-				b->bad);
+				"unknown chunk ID %s (id %zu of the batch)",
+				hex, b->bad);
 		goto out;
 	}
 	if (b->vrc < 0) {
@@ -631,7 +646,8 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 	if (uv_queue_work(&req->srv->loop, &b->vw, batch_check_work,
 			  batch_checked) < 0) {
 		repl_req_unref(req);
-		repl_http_error(req, 500, "internal", NULL, "cannot queue work");
+		repl_http_error(req, 500, "internal", NULL,
+				"cannot queue work");
 	}
 }
 
@@ -647,9 +663,9 @@ static int route_of(const char *rest, size_t len, enum route *ret,
 		int has_arg;
 		enum route r;
 	} table[] = {
-		{ "HEAD", 0, R_HEAD },	       { "stats", 0, R_STATS },
-		{ "chunks", 0, R_CHUNKS },     { "catalog/", 1, R_CATALOG },
-		{ "chunk/", 1, R_CHUNK },
+	    {"HEAD", 0, R_HEAD},     {"stats", 0, R_STATS},
+	    {"chunks", 0, R_CHUNKS}, {"catalog/", 1, R_CATALOG},
+	    {"chunk/", 1, R_CHUNK},
 	};
 	size_t i;
 
@@ -680,9 +696,9 @@ void repl_routes_dispatch(struct repl_req *req)
 	int get_like;
 
 	if (req->fail_status) {
-		repl_http_error(req, req->fail_status,
-				code_for(req->fail_status), NULL, "%s",
-				req->fail_detail ? req->fail_detail : "bad request");
+		repl_http_error(
+		    req, req->fail_status, code_for(req->fail_status), NULL,
+		    "%s", req->fail_detail ? req->fail_detail : "bad request");
 		return;
 	}
 	http_parser_url_init(&u);
@@ -694,7 +710,8 @@ void repl_routes_dispatch(struct repl_req *req)
 	path = req->url + u.field_data[UF_PATH].off;
 	plen = u.field_data[UF_PATH].len;
 	if (plen < 4 || memcmp(path, "/v1/", 4) != 0) {
-		repl_http_error(req, 404, "not_found", NULL, "unknown path '%.*s'",
+		repl_http_error(req, 404, "not_found", NULL,
+				"unknown path '%.*s'",
 				(int)(plen > 200 ? 200 : plen), path);
 		return;
 	}
@@ -710,8 +727,8 @@ void repl_routes_dispatch(struct repl_req *req)
 		return;
 	}
 	ns->stats.requests++;
-	if (!slash || route_of(slash + 1, plen - nlen - 1, &r, &arg,
-			       &arg_len) < 0) {
+	if (!slash ||
+	    route_of(slash + 1, plen - nlen - 1, &r, &arg, &arg_len) < 0) {
 		repl_http_error(req, 404, "not_found", NULL,
 				"unknown path '/v1/%.*s'",
 				(int)(plen > 200 ? 200 : plen), path);
@@ -719,26 +736,35 @@ void repl_routes_dispatch(struct repl_req *req)
 	}
 	get_like = req->method == HTTP_GET || req->method == HTTP_HEAD;
 	if (r == R_CHUNKS ? req->method != HTTP_POST : !get_like) {
-		repl_http_error(req, 405, "method_not_allowed",
-				r == R_CHUNKS ? "Allow: POST\r\n"
-					      : "Allow: GET, HEAD\r\n",
-				"%s is not allowed here",
-				http_method_str(req->method));
+		repl_http_error(
+		    req, 405, "method_not_allowed",
+		    r == R_CHUNKS ? "Allow: POST\r\n" : "Allow: GET, HEAD\r\n",
+		    "%s is not allowed here", http_method_str(req->method));
 		return;
 	}
 	if (ns->state != REPL_NS_READY) {
 		repl_http_error(req, 503, "not_ready", "Retry-After: 5\r\n",
 				ns->state == REPL_NS_FAILED
-					? "namespace '%s' failed to scan"
-					: "namespace '%s' is still being scanned",
+				    ? "namespace '%s' failed to scan"
+				    : "namespace '%s' is still being scanned",
 				ns->name);
 		return;
 	}
 	switch (r) {
-	case R_HEAD: route_head(req, ns); break;
-	case R_STATS: route_stats(req, ns); break;
-	case R_CHUNKS: route_batch(req, ns); break;
-	case R_CATALOG: route_catalog(req, ns, arg, arg_len); break;
-	case R_CHUNK: route_chunk(req, ns, arg, arg_len); break;
+	case R_HEAD:
+		route_head(req, ns);
+		break;
+	case R_STATS:
+		route_stats(req, ns);
+		break;
+	case R_CHUNKS:
+		route_batch(req, ns);
+		break;
+	case R_CATALOG:
+		route_catalog(req, ns, arg, arg_len);
+		break;
+	case R_CHUNK:
+		route_chunk(req, ns, arg, arg_len);
+		break;
 	}
 }

@@ -615,7 +615,7 @@ static void job_drop(struct scan *s, struct repl_file_job **jp)
 static int scan_dir(struct scan *s, int dfd, uint64_t dir_ino,
 		    uint32_t *ret_subdirs)
 {
-	struct name_list nl = { 0 };
+	struct name_list nl = {0};
 	struct repl_file_job **jobs = NULL;
 	uint64_t *inos = NULL;
 	uint32_t subdirs = 0;
@@ -774,8 +774,8 @@ static int scan_threads_start(struct scan *s, const chunk_params *p,
 int repl_scan(const char *dir, const char *catalog_path,
 	      const struct repl_scan_opts *o, struct repl_scan_stats *ret)
 {
-	struct scan s = { 0 };
-	struct cat_meta meta = { 0 };
+	struct scan s = {0};
+	struct cat_meta meta = {0};
 	struct timespec now;
 	char *spill = NULL;
 	int rootfd = -1, r;

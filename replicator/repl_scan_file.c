@@ -120,8 +120,7 @@ int repl_manifest_add(struct repl_manifest *m, const struct cat_chunk *c)
 	return 0;
 }
 
-int repl_manifest_each(struct repl_manifest *m, repl_manifest_cb cb,
-		       void *ctx)
+int repl_manifest_each(struct repl_manifest *m, repl_manifest_cb cb, void *ctx)
 {
 	uint64_t left = m->spilled;
 	size_t i;
@@ -135,8 +134,8 @@ int repl_manifest_each(struct repl_manifest *m, repl_manifest_cb cb,
 
 		while (left) {
 			size_t want = left < 256 ? (size_t)left : 256;
-			ssize_t got = pread(m->spill_fd, buf,
-					    want * sizeof(buf[0]), pos);
+			ssize_t got =
+			    pread(m->spill_fd, buf, want * sizeof(buf[0]), pos);
 
 			if (got < 0 && errno == EINTR)
 				continue;
@@ -220,7 +219,7 @@ static int window_hash(struct repl_file_reader *fr, struct repl_window *w,
 	size_t k, nt = 0, acc = 0;
 
 	if (!pool || bytes < 2 * (size_t)REPL_HASH_TASK) {
-		struct repl_hash_task t = { .w = w, .lo = 0, .hi = w->n };
+		struct repl_hash_task t = {.w = w, .lo = 0, .hi = w->n};
 
 		return repl_hash_task_run(&t);
 	}
@@ -497,7 +496,7 @@ static int xattr_none(int e)
 static int add_one(struct repl_xattrs *x, int fd, const char *path,
 		   const char *name)
 {
-	struct repl_xattr a = { 0 };
+	struct repl_xattr a = {0};
 	int tries;
 
 	for (tries = 0; tries < 4; tries++) {

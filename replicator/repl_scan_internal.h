@@ -58,8 +58,7 @@ int repl_manifest_add(struct repl_manifest *m, const struct cat_chunk *c);
 /* Call cb for every entry in order; stops at (and returns) a negative cb
  * result. */
 typedef int (*repl_manifest_cb)(void *ctx, const struct cat_chunk *c);
-int repl_manifest_each(struct repl_manifest *m, repl_manifest_cb cb,
-		       void *ctx);
+int repl_manifest_each(struct repl_manifest *m, repl_manifest_cb cb, void *ctx);
 
 /* -- what every scanning thread shares (read-only during the scan) -- */
 

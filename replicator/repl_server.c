@@ -70,14 +70,14 @@ static void scan_work(uv_work_t *w)
 {
 	struct repl_ns *ns = w->data;
 	struct repl_scan_opts o = {
-		.cancel = &ns->srv->cancel,
-		.warn = scan_warn,
-		.ctx = ns,
-		.threads = ns->srv->scan_threads,
+	    .cancel = &ns->srv->cancel,
+	    .warn = scan_warn,
+	    .ctx = ns,
+	    .threads = ns->srv->scan_threads,
 	};
 
-	ns->scan_rc = repl_generation_build(ns->state_dir, ns->dir, &o,
-					    &ns->gen);
+	ns->scan_rc =
+	    repl_generation_build(ns->state_dir, ns->dir, &o, &ns->gen);
 }
 
 static void scan_next(struct repl_server *srv);
@@ -95,14 +95,15 @@ static void scan_done(uv_work_t *w, int status)
 	}
 	if (rc < 0) {
 		ns->state = REPL_NS_FAILED;
-		fprintf(stderr,
-			"ferry-replicator: namespace %s: scan of %s failed: %s\n",
-			ns->name, ns->dir, strerror(-rc));
+		fprintf(
+		    stderr,
+		    "ferry-replicator: namespace %s: scan of %s failed: %s\n",
+		    ns->name, ns->dir, strerror(-rc));
 		scan_next(srv);
 		return;
 	}
-	ns->srcindex_path = repl__srcindex_path(ns->state_dir,
-						ns->gen.generation);
+	ns->srcindex_path =
+	    repl__srcindex_path(ns->state_dir, ns->gen.generation);
 	if (!ns->srcindex_path) {
 		ns->state = REPL_NS_FAILED;
 		scan_next(srv);
@@ -157,7 +158,7 @@ static int parse_listen(const char *s, struct sockaddr_storage *ret)
 {
 	char host[256], *end;
 	const char *colon = strrchr(s, ':');
-	struct addrinfo hints = { 0 }, *ai = NULL;
+	struct addrinfo hints = {0}, *ai = NULL;
 	unsigned long port;
 	size_t hl;
 

@@ -78,7 +78,7 @@ struct repl_server {
 	enum frame_policy policy;
 	int verbose;
 	unsigned scan_threads; /* 0: one per CPU */
-	atomic_int cancel; /* set on shutdown; scans poll it */
+	atomic_int cancel;     /* set on shutdown; scans poll it */
 	int stopping;
 	size_t scan_next; /* next namespace to scan */
 	struct repl_conn *conns;
@@ -117,12 +117,12 @@ struct repl_ns *repl_server_ns(struct repl_server *srv, const char *name,
 
 /* Result of serving one chunk on a worker. */
 struct repl_chunk_res {
-	int err;	  /* 0, -ENOENT unknown id, -EBADMSG source changed,
-			   * other -errno */
-	uint8_t *frame;	  /* malloc'd; caller frees (repl_chunk_res_fini) */
+	int err;	/* 0, -ENOENT unknown id, -EBADMSG source changed,
+			 * other -errno */
+	uint8_t *frame; /* malloc'd; caller frees (repl_chunk_res_fini) */
 	size_t frame_len;
 	uint32_t raw_len;
-	char *path;	  /* malloc'd relative path, for the 409 detail/log */
+	char *path; /* malloc'd relative path, for the 409 detail/log */
 };
 
 /* Worker thread: look id up, read its bytes from beneath ns->dirfd

@@ -47,14 +47,14 @@ static int sql_err(sqlite3 *db, int rc, const char *what)
 }
 
 static const char SCHEMA[] =
-	"PRAGMA journal_mode=OFF;"
-	"PRAGMA synchronous=OFF;"
-	"PRAGMA user_version=1;"
-	"CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
-	"CREATE TABLE file(ino INTEGER PRIMARY KEY, path BLOB NOT NULL);"
-	"CREATE TABLE chunk(id BLOB PRIMARY KEY, ino INTEGER NOT NULL,"
-	" off INTEGER NOT NULL, len INTEGER NOT NULL) WITHOUT ROWID;"
-	"BEGIN;";
+    "PRAGMA journal_mode=OFF;"
+    "PRAGMA synchronous=OFF;"
+    "PRAGMA user_version=1;"
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
+    "CREATE TABLE file(ino INTEGER PRIMARY KEY, path BLOB NOT NULL);"
+    "CREATE TABLE chunk(id BLOB PRIMARY KEY, ino INTEGER NOT NULL,"
+    " off INTEGER NOT NULL, len INTEGER NOT NULL) WITHOUT ROWID;"
+    "BEGIN;";
 
 int repl_srcindex_create(const char *path, uint64_t generation,
 			 repl_srcindex_writer **ret_w)
@@ -81,7 +81,7 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 	}
 	rc = sqlite3_open_v2(w->tmp, &w->db,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-				     SQLITE_OPEN_NOMUTEX,
+				 SQLITE_OPEN_NOMUTEX,
 			     NULL);
 	if (rc != SQLITE_OK) {
 		r = sql_err(w->db, rc, "create");
@@ -105,14 +105,14 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 	sqlite3_finalize(st);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_prepare_v2(
-			w->db, "INSERT INTO file(ino, path) VALUES (?1, ?2)",
-			-1, &w->st_file, NULL);
+		    w->db, "INSERT INTO file(ino, path) VALUES (?1, ?2)", -1,
+		    &w->st_file, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_prepare_v2(
-			w->db,
-			"INSERT OR IGNORE INTO chunk(id, ino, off, len)"
-			" VALUES (?1, ?2, ?3, ?4)",
-			-1, &w->st_chunk, NULL);
+		    w->db,
+		    "INSERT OR IGNORE INTO chunk(id, ino, off, len)"
+		    " VALUES (?1, ?2, ?3, ?4)",
+		    -1, &w->st_chunk, NULL);
 	if (rc != SQLITE_OK) {
 		r = sql_err(w->db, rc, "prepare");
 		goto out;
@@ -274,8 +274,7 @@ int repl_srcindex_lookup(repl_srcindex *r, const chunk_id *id,
 	int rc, e = 0, n;
 
 	sqlite3_reset(r->st_lookup);
-	sqlite3_bind_blob(r->st_lookup, 1, id->b, CHUNK_ID_LEN,
-			  SQLITE_STATIC);
+	sqlite3_bind_blob(r->st_lookup, 1, id->b, CHUNK_ID_LEN, SQLITE_STATIC);
 	rc = sqlite3_step(r->st_lookup);
 	if (rc == SQLITE_DONE) {
 		e = -ENOENT;
@@ -291,8 +290,9 @@ int repl_srcindex_lookup(repl_srcindex *r, const chunk_id *id,
 	p = sqlite3_column_blob(r->st_lookup, 3);
 	n = sqlite3_column_bytes(r->st_lookup, 3);
 	/* Our own file, but still bounded: the sizes below size buffers. */
-	if (ino < 1 || off < 0 || len < 1 || len > (sqlite3_int64)CHUNK_MAX_LIMIT ||
-	    n < 1 || n > 1 << 20 || !p) {
+	if (ino < 1 || off < 0 || len < 1 ||
+	    len > (sqlite3_int64)CHUNK_MAX_LIMIT || n < 1 || n > 1 << 20 ||
+	    !p) {
 		e = -EBADMSG;
 		goto out;
 	}

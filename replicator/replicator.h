@@ -61,9 +61,9 @@ struct repl_scan_opts {
 	/* When set to non-zero (any thread), the scan stops soon with
 	 * -ECANCELED. May be NULL. */
 	const atomic_int *cancel;
-	repl_scan_warn_fn warn; /* NULL: silent */
+	repl_scan_warn_fn warn;	       /* NULL: silent */
 	repl_scan_hook_fn before_read; /* NULL: none (tests only) */
-	void *ctx;			/* passed to warn and before_read */
+	void *ctx;		       /* passed to warn and before_read */
 	/* Threads that read, chunk and hash files (the calling thread is
 	 * one of them); 0: one per online CPU; at most 64 are used. The
 	 * catalog does not depend on it. Each holds 2 read windows
@@ -72,14 +72,14 @@ struct repl_scan_opts {
 };
 
 struct repl_scan_stats {
-	uint64_t files;	      /* regular files (inodes, not links) */
-	uint64_t dirs;	      /* directories, root included */
-	uint64_t others;      /* symlinks, fifos, devices, sockets */
-	uint64_t bytes;	      /* sum of regular file sizes */
-	uint64_t chunks;      /* manifest entries */
-	uint64_t unique;      /* distinct chunk ids (0 without a srcindex) */
-	uint64_t left_out;    /* entries reported through warn */
-	chunk_params params;  /* the parameters used */
+	uint64_t files;	     /* regular files (inodes, not links) */
+	uint64_t dirs;	     /* directories, root included */
+	uint64_t others;     /* symlinks, fifos, devices, sockets */
+	uint64_t bytes;	     /* sum of regular file sizes */
+	uint64_t chunks;     /* manifest entries */
+	uint64_t unique;     /* distinct chunk ids (0 without a srcindex) */
+	uint64_t left_out;   /* entries reported through warn */
+	chunk_params params; /* the parameters used */
 };
 
 /* Walk dir (never following symlinks below it) into a new catalog at
@@ -100,7 +100,7 @@ struct repl_generation {
 	struct repl_scan_stats stats;
 	char sha256[65]; /* hex of GEN.db.zst */
 	uint64_t zst_bytes;
-	double seconds;	 /* wall time of the whole build */
+	double seconds; /* wall time of the whole build */
 };
 
 /* Build the next generation of a namespace: read state_dir/HEAD (none: 0),

@@ -10,18 +10,20 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: ferry COMMAND [ARGS]\n"
-		"\n"
-		"Commands:\n"
-		"  sync URL DEST        hydrate everything and write a plain tree\n"
-		"                       at DEST identical to the source\n"
-		"  status MOUNT|CACHE   what is hydrated, how fast, how long to go\n"
-		"  verify CACHE|DEST    re-hash what is stored, or check a tree\n"
-		"                       against its catalog\n"
-		"\n"
-		"ferry COMMAND --help shows a command's options. See ferry(1),\n"
-		"ferry-hydrator(1) and ferry-replicator(1).\n");
+	fprintf(
+	    f,
+	    "Usage: ferry COMMAND [ARGS]\n"
+	    "\n"
+	    "Commands:\n"
+	    "  sync URL DEST        hydrate everything and write a plain tree\n"
+	    "                       at DEST identical to the source\n"
+	    "  status MOUNT|CACHE   what is hydrated, how fast, how long to "
+	    "go\n"
+	    "  verify CACHE|DEST    re-hash what is stored, or check a tree\n"
+	    "                       against its catalog\n"
+	    "\n"
+	    "ferry COMMAND --help shows a command's options. See ferry(1),\n"
+	    "ferry-hydrator(1) and ferry-replicator(1).\n");
 }
 
 int main(int argc, char **argv)

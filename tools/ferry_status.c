@@ -35,11 +35,11 @@
 #include "tools/ferry_internal.h"
 
 #define PROG "ferry status"
-#define STATUS_JSON_CAP 32768      /* > any hyd_status_json line */
-#define CMDLINE_MAX 65536          /* bytes of /proc/PID/cmdline we read */
+#define STATUS_JSON_CAP 32768 /* > any hyd_status_json line */
+#define CMDLINE_MAX 65536     /* bytes of /proc/PID/cmdline we read */
 #define MOUNTINFO_LINE_MAX 16384
 #define BAR_WIDTH 24
-#define DETAIL_LINES 8             /* lines after the progress line */
+#define DETAIL_LINES 8 /* lines after the progress line */
 
 /* Set by SIGINT/SIGTERM during --watch; the only global, a signal flag. */
 static volatile sig_atomic_t stop_requested;
@@ -61,25 +61,26 @@ struct sample {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: ferry status MOUNTPOINT|CACHEDIR [--json] "
-		"[--watch [SECONDS]]\n"
-		"\n"
-		"Show how much of a ferry tree is hydrated: files and bytes,\n"
-		"unique chunks, bytes on the wire and at rest, savings from\n"
-		"dedup and compression, rate, ETA and the hydrator's state.\n"
-		"Asks the running hydrator (CACHEDIR/control.sock); without one\n"
-		"the cache's files are read.\n"
-		"\n"
-		"  MOUNTPOINT        a ferry-hydrator mount (its cache is found)\n"
-		"  CACHEDIR          a cache directory (state.db, catalogs/)\n"
-		"  --json            one line of JSON (stable keys) per refresh\n"
-		"  --watch [SECONDS] refresh every SECONDS (default 1) until\n"
-		"                    complete or interrupted\n"
-		"  -h, --help        this text\n"
-		"\n"
-		"Exit status: 0 shown; 1 not a ferry mount or cache, or its\n"
-		"status cannot be read; 2 bad usage.\n");
+	fprintf(
+	    f,
+	    "Usage: ferry status MOUNTPOINT|CACHEDIR [--json] "
+	    "[--watch [SECONDS]]\n"
+	    "\n"
+	    "Show how much of a ferry tree is hydrated: files and bytes,\n"
+	    "unique chunks, bytes on the wire and at rest, savings from\n"
+	    "dedup and compression, rate, ETA and the hydrator's state.\n"
+	    "Asks the running hydrator (CACHEDIR/control.sock); without one\n"
+	    "the cache's files are read.\n"
+	    "\n"
+	    "  MOUNTPOINT        a ferry-hydrator mount (its cache is found)\n"
+	    "  CACHEDIR          a cache directory (state.db, catalogs/)\n"
+	    "  --json            one line of JSON (stable keys) per refresh\n"
+	    "  --watch [SECONDS] refresh every SECONDS (default 1) until\n"
+	    "                    complete or interrupted\n"
+	    "  -h, --help        this text\n"
+	    "\n"
+	    "Exit status: 0 shown; 1 not a ferry mount or cache, or its\n"
+	    "status cannot be read; 2 bad usage.\n");
 }
 
 /* Seconds for --watch: a decimal number in [0.1, 86400]. */
@@ -128,18 +129,20 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (parse_seconds(a + 8, &o->interval_s) < 0) {
 				fprintf(stderr,
 					PROG ": --watch wants seconds "
-					"(0.1-86400), not '%s'\n",
+					     "(0.1-86400), not '%s'\n",
 					a + 8);
 				return -1;
 			}
 		} else if (!only_paths && a[0] == '-' && a[1]) {
-			fprintf(stderr, PROG ": unknown option '%s' (see "
-					"ferry status --help)\n",
+			fprintf(stderr,
+				PROG ": unknown option '%s' (see "
+				     "ferry status --help)\n",
 				a);
 			return -1;
 		} else if (o->path) {
-			fprintf(stderr, PROG ": one MOUNTPOINT or CACHEDIR, "
-					"not '%s' too\n",
+			fprintf(stderr,
+				PROG ": one MOUNTPOINT or CACHEDIR, "
+				     "not '%s' too\n",
 				a);
 			return -1;
 		} else {
@@ -148,7 +151,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (!o->path) {
 		fprintf(stderr, PROG ": expected MOUNTPOINT or CACHEDIR (see "
-				"ferry status --help)\n");
+				     "ferry status --help)\n");
 		return -1;
 	}
 	return 0;
@@ -217,7 +220,8 @@ static int mount_of(dev_t dev, char *mnt, size_t mnt_cap, char *fstype,
 		char *save = NULL, *tok, *mp = NULL, *sep;
 		int field = 0;
 
-		/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPT...] - TYPE ..." */
+		/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPT...] - TYPE ..."
+		 */
 		sep = strstr(line, " - ");
 		if (!sep)
 			continue;
@@ -266,7 +270,8 @@ static int env_pwd(long pid, char *out, size_t cap)
 		for (i = 0; i < len && !found; i += strlen(buf + i) + 1)
 			if (!strncmp(buf + i, "PWD=/", 5) &&
 			    strlen(buf + i + 4) < cap) {
-				memcpy(out, buf + i + 4, strlen(buf + i + 4) + 1);
+				memcpy(out, buf + i + 4,
+				       strlen(buf + i + 4) + 1);
 				found = 1;
 			}
 		free(buf);
@@ -305,7 +310,8 @@ static int word_match(long pid, const char *word, const char *mnt)
 	int how;
 
 	for (how = 0; how < 2; how++)
-		if (resolve_arg(pid, word, how, real) == 0 && !strcmp(real, mnt))
+		if (resolve_arg(pid, word, how, real) == 0 &&
+		    !strcmp(real, mnt))
 			return 2;
 	if (word[0] == '/' || strstr(word, ".."))
 		return 0;
@@ -365,9 +371,8 @@ struct hyd_args {
  * the mount simply does not match. */
 static int takes_value(const char *opt)
 {
-	static const char *const longs[] = {"--cache-dir", "--timeout",
-					    "--connections", "--jobs",
-					    "--bwlimit"};
+	static const char *const longs[] = {
+	    "--cache-dir", "--timeout", "--connections", "--jobs", "--bwlimit"};
 	size_t i;
 
 	for (i = 0; i < sizeof(longs) / sizeof(longs[0]); i++)
@@ -417,7 +422,8 @@ static void split_cmdline(char *buf, size_t len, struct hyd_args *h)
 					break;
 				}
 			}
-		} else if (h->n_words < sizeof(h->words) / sizeof(h->words[0])) {
+		} else if (h->n_words <
+			   sizeof(h->words) / sizeof(h->words[0])) {
 			h->words[h->n_words++] = a;
 			if (!h->url && (!strncmp(a, "http://", 7) ||
 					!strncmp(a, "https://", 8)))
@@ -531,7 +537,7 @@ static int find_cache(const char *path, char *cache, size_t cap)
 		if (errno == ENOTCONN)
 			fprintf(stderr,
 				PROG ": %s: a FUSE mount whose daemon is gone "
-				"(unmount it with fusermount3 -u)\n",
+				     "(unmount it with fusermount3 -u)\n",
 				path);
 		else
 			fprintf(stderr, PROG ": %s: %s\n", path,
@@ -540,24 +546,23 @@ static int find_cache(const char *path, char *cache, size_t cap)
 	}
 	r = mount_of(sb.st_dev, mnt, sizeof(mnt), fstype, sizeof(fstype));
 	if (r > 0 && !strcmp(fstype, "fuse.ferry")) {
-		if (find_hydrator_cache(mnt, cache, cap) &&
-		    is_cache_dir(cache))
+		if (find_hydrator_cache(mnt, cache, cap) && is_cache_dir(cache))
 			return 0;
 		fprintf(stderr,
 			PROG ": %s is a ferry mount, but no ferry-hydrator "
-			"serving it could be found (run ferry status "
-			"CACHEDIR instead)\n",
+			     "serving it could be found (run ferry status "
+			     "CACHEDIR instead)\n",
 			mnt);
 		return 1;
 	}
-	if (S_ISDIR(sb.st_mode) && realpath(path, real) &&
-	    is_cache_dir(real) && strlen(real) < cap) {
+	if (S_ISDIR(sb.st_mode) && realpath(path, real) && is_cache_dir(real) &&
+	    strlen(real) < cap) {
 		memcpy(cache, real, strlen(real) + 1);
 		return 0;
 	}
 	fprintf(stderr,
 		PROG ": %s is neither a ferry mount nor a ferry cache "
-		"directory\n",
+		     "directory\n",
 		path);
 	return 1;
 }
@@ -568,8 +573,8 @@ static int find_cache(const char *path, char *cache, size_t cap)
 
 static void fmt_bytes(uint64_t v, char *buf, size_t cap)
 {
-	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB",
-					    "PiB", "EiB"};
+	static const char *const units[] = {"KiB", "MiB", "GiB",
+					    "TiB", "PiB", "EiB"};
 	double d = (double)v;
 	int u = -1;
 
@@ -619,8 +624,8 @@ static void printable(const char *s, char *out, size_t cap)
 	size_t i;
 
 	for (i = 0; s[i] && i + 1 < cap; i++)
-		out[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?'
-								       : s[i];
+		out[i] =
+		    ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
 	out[i] = '\0';
 }
 
@@ -677,11 +682,12 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 	fmt_bytes(st->rest_bytes, a, sizeof(a));
 	snprintf(lines[k++], 512, "at rest        %s in packs", a);
 	fmt_bytes(st->bytes_total > st->unique_bytes_total
-			  ? st->bytes_total - st->unique_bytes_total
-			  : 0,
+		      ? st->bytes_total - st->unique_bytes_total
+		      : 0,
 		  a, sizeof(a));
-	snprintf(lines[k++], 512, "dedup          saves %s (%.1f%% of file bytes)",
-		 a, 100.0 - pct(st->unique_bytes_total, st->bytes_total));
+	snprintf(lines[k++], 512,
+		 "dedup          saves %s (%.1f%% of file bytes)", a,
+		 100.0 - pct(st->unique_bytes_total, st->bytes_total));
 	if (comp > 0) {
 		fmt_bytes((uint64_t)comp, a, sizeof(a));
 		snprintf(lines[k++], 512,
@@ -763,8 +769,7 @@ static int show_json(const struct hyd_status *st)
 /* Sleep s seconds, or less if a stop is requested. */
 static void nap(double s)
 {
-	struct timespec ts = {(time_t)s,
-			      (long)((s - (double)(time_t)s) * 1e9)};
+	struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
 
 	while (!stop_requested && nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
@@ -799,7 +804,8 @@ int ferry_cmd_status(int argc, char **argv)
 	for (;;) {
 		r = hyd_status_query(cache, st);
 		if (r < 0) {
-			fprintf(stderr, PROG ": %s: cannot read its status: %s\n",
+			fprintf(stderr,
+				PROG ": %s: cannot read its status: %s\n",
 				cache,
 				r == -ENOENT ? "no catalog in it yet"
 					     : strerror(-r));

@@ -45,39 +45,43 @@ static double now_s(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: ferry sync [OPTIONS] URL DEST\n"
-		"\n"
-		"Fetch everything the ferry-replicator at URL serves and write a\n"
-		"plain directory tree at DEST identical to the source: contents,\n"
-		"modes, mtimes, owners (as root), symlinks, hard links, xattrs,\n"
-		"fifos and devices, empty directories. Chunks are verified\n"
-		"(SHA-256) and kept in the same cache a mount of URL uses, so an\n"
-		"interrupted sync resumes: stored chunks are not fetched again\n"
-		"and files already correct in DEST are not rewritten. Entries in\n"
-		"DEST that the source lacks are left alone.\n"
-		"\n"
-		"  URL    http[s]://HOST[:PORT]/v1/NAME\n"
-		"  DEST   directory to create or update (not inside a ferry mount)\n"
-		"\n"
-		"Options:\n"
-		"  -c, --cache-dir DIR  chunk store and catalogs (default: as for\n"
-		"                       ferry-hydrator, ~/.cache/ferry/NAME-HASH or\n"
-		"                       /var/cache/ferry/NAME-HASH as root)\n"
-		"  -j, --jobs N         parallel HTTP connections (default 8)\n"
-		"      --timeout S      give up one chunk fetch after S seconds\n"
-		"                       (default 30); failed chunks are retried\n"
-		"                       once at the end\n"
-		"      --no-owners      do not set owners (default: set them when\n"
-		"                       run as root)\n"
-		"      --stats          print the full statistics table at the end\n"
-		"  -v, --verbose        name every retry and failed fetch\n"
-		"  -q, --quiet          no progress and no summary, errors only\n"
-		"  -h, --help           this text\n"
-		"\n"
-		"Exit status: 0 when DEST reproduces the source, 1 when any entry\n"
-		"could not be reproduced (each is named on stderr) or the run\n"
-		"failed, 2 on bad usage. See ferry(1).\n");
+	fprintf(
+	    f,
+	    "Usage: ferry sync [OPTIONS] URL DEST\n"
+	    "\n"
+	    "Fetch everything the ferry-replicator at URL serves and write a\n"
+	    "plain directory tree at DEST identical to the source: contents,\n"
+	    "modes, mtimes, owners (as root), symlinks, hard links, xattrs,\n"
+	    "fifos and devices, empty directories. Chunks are verified\n"
+	    "(SHA-256) and kept in the same cache a mount of URL uses, so an\n"
+	    "interrupted sync resumes: stored chunks are not fetched again\n"
+	    "and files already correct in DEST are not rewritten. Entries in\n"
+	    "DEST that the source lacks are left alone.\n"
+	    "\n"
+	    "  URL    http[s]://HOST[:PORT]/v1/NAME\n"
+	    "  DEST   directory to create or update (not inside a ferry "
+	    "mount)\n"
+	    "\n"
+	    "Options:\n"
+	    "  -c, --cache-dir DIR  chunk store and catalogs (default: as for\n"
+	    "                       ferry-hydrator, ~/.cache/ferry/NAME-HASH "
+	    "or\n"
+	    "                       /var/cache/ferry/NAME-HASH as root)\n"
+	    "  -j, --jobs N         parallel HTTP connections (default 8)\n"
+	    "      --timeout S      give up one chunk fetch after S seconds\n"
+	    "                       (default 30); failed chunks are retried\n"
+	    "                       once at the end\n"
+	    "      --no-owners      do not set owners (default: set them when\n"
+	    "                       run as root)\n"
+	    "      --stats          print the full statistics table at the "
+	    "end\n"
+	    "  -v, --verbose        name every retry and failed fetch\n"
+	    "  -q, --quiet          no progress and no summary, errors only\n"
+	    "  -h, --help           this text\n"
+	    "\n"
+	    "Exit status: 0 when DEST reproduces the source, 1 when any entry\n"
+	    "could not be reproduced (each is named on stderr) or the run\n"
+	    "failed, 2 on bad usage. See ferry(1).\n");
 }
 
 /* "1.23M"-style, rsync's human units (powers of 1024). */
@@ -87,11 +91,11 @@ static void human(uint64_t v, char *buf, size_t cap)
 	double d = (double)v;
 	int u = -1;
 
-	while(d >= 1024.0 && u < 5) {
+	while (d >= 1024.0 && u < 5) {
 		d /= 1024.0;
 		u++;
 	}
-	if(u < 0)
+	if (u < 0)
 		snprintf(buf, cap, "%" PRIu64, v);
 	else
 		snprintf(buf, cap, "%.2f%c", d, units[u]);
@@ -99,7 +103,7 @@ static void human(uint64_t v, char *buf, size_t cap)
 
 static void hms(int64_t s, char *buf, size_t cap)
 {
-	if(s < 0)
+	if (s < 0)
 		snprintf(buf, cap, "--:--:--");
 	else
 		snprintf(buf, cap, "%" PRId64 ":%02d:%02d", s / 3600,
@@ -114,28 +118,28 @@ static void on_progress(void *arg, const struct hyd_status *st)
 	double pct, dt, r = 0;
 	int phase = st->state == HYD_STATE_BACKFILLING;
 
-	if(c->quiet || !c->tty)
+	if (c->quiet || !c->tty)
 		return;
-	if(st->state == HYD_STATE_BACKFILLING) {
+	if (st->state == HYD_STATE_BACKFILLING) {
 		num = st->unique_bytes_stored;
 		den = st->unique_bytes_total;
 	} else {
 		num = st->bytes_hydrated;
 		den = st->bytes_total;
 	}
-	if(phase != c->phase) {
+	if (phase != c->phase) {
 		c->phase = phase;
 		c->t0 = now_s();
 		c->num0 = num;
 	}
 	dt = now_s() - c->t0;
-	if(dt > 0.2 && num >= c->num0)
+	if (dt > 0.2 && num >= c->num0)
 		r = (double)(num - c->num0) / dt;
 	pct = den ? 100.0 * (double)num / (double)den : 100.0;
 	human(num, done, sizeof(done));
 	human((uint64_t)r, rate, sizeof(rate));
 	hms(st->eta_s, eta, sizeof(eta));
-	if(phase)
+	if (phase)
 		printf("\r%14s %3.0f%% %10s/s %10s  fetch chunks=%" PRIu64
 		       "/%" PRIu64 "\033[K",
 		       done, pct, rate, eta, st->chunks_stored,
@@ -152,10 +156,10 @@ static void summary(const struct cli *c, const struct hyd_sync_result *r)
 {
 	char a[32], b[32], d[32];
 	uint64_t files_all = r->files + r->dirs + r->symlinks + r->specials;
-	double rate = r->elapsed_s > 0 ? (double)r->wire_bytes / r->elapsed_s
-				       : 0;
+	double rate =
+	    r->elapsed_s > 0 ? (double)r->wire_bytes / r->elapsed_s : 0;
 
-	if(c->quiet)
+	if (c->quiet)
 		return;
 	human(r->bytes_written, a, sizeof(a));
 	human(r->wire_bytes, b, sizeof(b));
@@ -167,11 +171,10 @@ static void summary(const struct cli *c, const struct hyd_sync_result *r)
 	printf("total size is %s in %" PRIu64 " entries, %.1f s%s\n", a,
 	       files_all, r->elapsed_s,
 	       r->failed ? "  (SOME ENTRIES FAILED)" : "");
-	if(!c->stats)
+	if (!c->stats)
 		return;
 	printf("\nNumber of entries: %" PRIu64 " (reg: %" PRIu64
-	       ", dir: %" PRIu64 ", link: %" PRIu64 ", special: %" PRIu64
-	       ")\n",
+	       ", dir: %" PRIu64 ", link: %" PRIu64 ", special: %" PRIu64 ")\n",
 	       files_all, r->files, r->dirs, r->symlinks, r->specials);
 	printf("Number of regular files written: %" PRIu64 "\n",
 	       r->files_written);
@@ -199,7 +202,7 @@ static int parse_long(const char *s, long lo, long hi, long *ret)
 
 	errno = 0;
 	v = strtol(s, &end, 10);
-	if(errno || end == s || *end || v < lo || v > hi)
+	if (errno || end == s || *end || v < lo || v > hi)
 		return -EINVAL;
 	*ret = v;
 	return 0;
@@ -211,41 +214,43 @@ static int parse_args(int argc, char **argv, struct hyd_sync_opts *o,
 {
 	enum { OPT_TIMEOUT = 256, OPT_NO_OWNERS, OPT_STATS };
 	static const struct option longopts[] = {
-		{"cache-dir", required_argument, NULL, 'c'},
-		{"jobs", required_argument, NULL, 'j'},
-		{"timeout", required_argument, NULL, OPT_TIMEOUT},
-		{"no-owners", no_argument, NULL, OPT_NO_OWNERS},
-		{"stats", no_argument, NULL, OPT_STATS},
-		{"verbose", no_argument, NULL, 'v'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"cache-dir", required_argument, NULL, 'c'},
+	    {"jobs", required_argument, NULL, 'j'},
+	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+	    {"no-owners", no_argument, NULL, OPT_NO_OWNERS},
+	    {"stats", no_argument, NULL, OPT_STATS},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	long v;
 	int ch;
 
 	opterr = 0;
 	optind = 1;
-	while((ch = getopt_long(argc, argv, ":c:j:vqh", longopts, NULL)) !=
-	      -1) {
-		switch(ch) {
+	while ((ch = getopt_long(argc, argv, ":c:j:vqh", longopts, NULL)) !=
+	       -1) {
+		switch (ch) {
 		case 'c':
 			o->cache_dir = optarg;
 			break;
 		case 'j':
-			if(parse_long(optarg, 1, JOBS_MAX, &v) < 0) {
-				fprintf(stderr, "ferry sync: --jobs wants 1-%ld, "
-						"not '%s'\n",
+			if (parse_long(optarg, 1, JOBS_MAX, &v) < 0) {
+				fprintf(stderr,
+					"ferry sync: --jobs wants 1-%ld, "
+					"not '%s'\n",
 					JOBS_MAX, optarg);
 				return -1;
 			}
 			o->jobs = (unsigned)v;
 			break;
 		case OPT_TIMEOUT:
-			if(parse_long(optarg, 1, 86400, &o->timeout_s) < 0) {
-				fprintf(stderr, "ferry sync: --timeout wants "
-						"whole seconds 1-86400, not "
-						"'%s'\n",
+			if (parse_long(optarg, 1, 86400, &o->timeout_s) < 0) {
+				fprintf(stderr,
+					"ferry sync: --timeout wants "
+					"whole seconds 1-86400, not "
+					"'%s'\n",
 					optarg);
 				return -1;
 			}
@@ -266,20 +271,23 @@ static int parse_args(int argc, char **argv, struct hyd_sync_opts *o,
 			usage(stdout);
 			return 1;
 		case ':':
-			fprintf(stderr, "ferry sync: option '%s' needs a value "
-					"(see --help)\n",
+			fprintf(stderr,
+				"ferry sync: option '%s' needs a value "
+				"(see --help)\n",
 				argv[optind - 1]);
 			return -1;
 		default:
-			fprintf(stderr, "ferry sync: unknown option '%s' (see "
-					"--help)\n",
+			fprintf(stderr,
+				"ferry sync: unknown option '%s' (see "
+				"--help)\n",
 				argv[optind - 1]);
 			return -1;
 		}
 	}
-	if(argc - optind != 2) {
-		fprintf(stderr, "ferry sync: expected URL and DEST, got %d "
-				"argument%s (see --help)\n",
+	if (argc - optind != 2) {
+		fprintf(stderr,
+			"ferry sync: expected URL and DEST, got %d "
+			"argument%s (see --help)\n",
 			argc - optind, argc - optind == 1 ? "" : "s");
 		return -1;
 	}
@@ -300,22 +308,23 @@ int ferry_cmd_sync(int argc, char **argv)
 	c.phase = -1;
 	o.owners = -1; /* hyd_sync: < 0 means "when root" */
 	r = parse_args(argc, argv, &o, &c);
-	if(r != 0)
+	if (r != 0)
 		return r > 0 ? 0 : EXIT_USAGE;
 	c.tty = isatty(STDOUT_FILENO);
 	o.progress = on_progress;
 	o.progress_arg = &c;
 	r = hyd_sync(&o, &res);
-	if(c.shown)
+	if (c.shown)
 		printf("\n");
-	if(r == -EINVAL && res.files == 0 && res.dirs == 0)
+	if (r == -EINVAL && res.files == 0 && res.dirs == 0)
 		return EXIT_USAGE; /* a bad URL, already explained */
-	if(r < 0)
+	if (r < 0)
 		return 1;
 	summary(&c, &res);
-	if(res.failed) {
-		fprintf(stderr, "ferry sync: %" PRIu64 " entr%s could not be "
-				"reproduced (named above)\n",
+	if (res.failed) {
+		fprintf(stderr,
+			"ferry sync: %" PRIu64 " entr%s could not be "
+			"reproduced (named above)\n",
 			res.failed, res.failed == 1 ? "y" : "ies");
 		return 1;
 	}

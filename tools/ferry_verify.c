@@ -25,23 +25,25 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: ferry verify [OPTIONS] CACHEDIR\n"
-		"       ferry verify [OPTIONS] (--catalog FILE | -c CACHEDIR) DEST\n"
-		"\n"
-		"Re-hash every chunk stored in CACHEDIR (read-only: works while a\n"
-		"hydrator runs on it), or compare the tree DEST with a catalog:\n"
-		"type, mode, size, mtime, symlink targets, hard links, user.*\n"
-		"xattrs and the content of every file, hashed chunk by chunk.\n"
-		"\n"
-		"Options:\n"
-		"      --catalog FILE   the catalog DEST was written from\n"
-		"  -c, --cache-dir DIR  use DIR's newest catalogs/GEN.db\n"
-		"  -q, --quiet          no summary line\n"
-		"  -h, --help           this text\n"
-		"\n"
-		"Exit status: 0 when everything matches, 1 on any mismatch or\n"
-		"error, 2 on bad usage. See ferry(1).\n");
+	fprintf(
+	    f,
+	    "Usage: ferry verify [OPTIONS] CACHEDIR\n"
+	    "       ferry verify [OPTIONS] (--catalog FILE | -c CACHEDIR) "
+	    "DEST\n"
+	    "\n"
+	    "Re-hash every chunk stored in CACHEDIR (read-only: works while a\n"
+	    "hydrator runs on it), or compare the tree DEST with a catalog:\n"
+	    "type, mode, size, mtime, symlink targets, hard links, user.*\n"
+	    "xattrs and the content of every file, hashed chunk by chunk.\n"
+	    "\n"
+	    "Options:\n"
+	    "      --catalog FILE   the catalog DEST was written from\n"
+	    "  -c, --cache-dir DIR  use DIR's newest catalogs/GEN.db\n"
+	    "  -q, --quiet          no summary line\n"
+	    "  -h, --help           this text\n"
+	    "\n"
+	    "Exit status: 0 when everything matches, 1 on any mismatch or\n"
+	    "error, 2 on bad usage. See ferry(1).\n");
 }
 
 /* CACHEDIR/catalogs/GEN.db with the largest GEN into buf. */
@@ -53,25 +55,26 @@ static int newest_catalog(const char *cache, char *buf, size_t cap)
 	char *end;
 	DIR *d;
 
-	if(snprintf(dir, sizeof(dir), "%s/catalogs", cache) >= (int)sizeof(dir))
+	if (snprintf(dir, sizeof(dir), "%s/catalogs", cache) >=
+	    (int)sizeof(dir))
 		return -ENAMETOOLONG;
 	d = opendir(dir);
-	if(!d)
+	if (!d)
 		return -errno;
-	while((de = readdir(d))) {
-		if(de->d_name[0] < '0' || de->d_name[0] > '9')
+	while ((de = readdir(d))) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
 		errno = 0;
 		gen = strtoull(de->d_name, &end, 10);
-		if(errno || strcmp(end, ".db"))
+		if (errno || strcmp(end, ".db"))
 			continue;
-		if(gen > best)
+		if (gen > best)
 			best = gen;
 	}
 	closedir(d);
-	if(!best)
+	if (!best)
 		return -ENOENT;
-	if(snprintf(buf, cap, "%s/%llu.db", dir, best) >= (int)cap)
+	if (snprintf(buf, cap, "%s/%llu.db", dir, best) >= (int)cap)
 		return -ENAMETOOLONG;
 	return 0;
 }
@@ -79,11 +82,11 @@ static int newest_catalog(const char *cache, char *buf, size_t cap)
 int ferry_cmd_verify(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"catalog", required_argument, NULL, 'C'},
-		{"cache-dir", required_argument, NULL, 'c'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"catalog", required_argument, NULL, 'C'},
+	    {"cache-dir", required_argument, NULL, 'c'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *catalog = NULL, *cache = NULL, *path;
 	char cat_path[PATH_MAX + 32], probe[PATH_MAX + 16];
@@ -93,8 +96,8 @@ int ferry_cmd_verify(int argc, char **argv)
 
 	opterr = 0;
 	optind = 1;
-	while((ch = getopt_long(argc, argv, ":c:qh", longopts, NULL)) != -1) {
-		switch(ch) {
+	while ((ch = getopt_long(argc, argv, ":c:qh", longopts, NULL)) != -1) {
+		switch (ch) {
 		case 'C':
 			catalog = optarg;
 			break;
@@ -108,26 +111,28 @@ int ferry_cmd_verify(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		case ':':
-			fprintf(stderr, "ferry verify: option '%s' needs a value "
-					"(see --help)\n",
+			fprintf(stderr,
+				"ferry verify: option '%s' needs a value "
+				"(see --help)\n",
 				argv[optind - 1]);
 			return EXIT_USAGE;
 		default:
-			fprintf(stderr, "ferry verify: unknown option '%s' (see "
-					"--help)\n",
+			fprintf(stderr,
+				"ferry verify: unknown option '%s' (see "
+				"--help)\n",
 				argv[optind - 1]);
 			return EXIT_USAGE;
 		}
 	}
-	if(argc - optind != 1) {
+	if (argc - optind != 1) {
 		fprintf(stderr, "ferry verify: expected one CACHEDIR or DEST "
 				"(see --help)\n");
 		return EXIT_USAGE;
 	}
 	path = argv[optind];
-	if(!catalog && !cache) {
+	if (!catalog && !cache) {
 		snprintf(probe, sizeof(probe), "%s/state.db", path);
-		if(stat(probe, &st) < 0) {
+		if (stat(probe, &st) < 0) {
 			fprintf(stderr,
 				"ferry verify: %s is not a cache directory (no "
 				"state.db); to check a tree give its catalog "
@@ -136,27 +141,29 @@ int ferry_cmd_verify(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 		r = hyd_verify_cache(path, &checked);
-		if(r < 0)
+		if (r < 0)
 			return 1;
-		if(!quiet)
-			printf("%s: %" PRIu64 " chunks checked, %d mismatch%s\n",
+		if (!quiet)
+			printf("%s: %" PRIu64
+			       " chunks checked, %d mismatch%s\n",
 			       path, checked, r, r == 1 ? "" : "es");
 		return r ? 1 : 0;
 	}
-	if(!catalog) {
+	if (!catalog) {
 		r = newest_catalog(cache, cat_path, sizeof(cat_path));
-		if(r < 0) {
-			fprintf(stderr, "ferry verify: no catalog in %s/catalogs: "
-					"%s\n",
+		if (r < 0) {
+			fprintf(stderr,
+				"ferry verify: no catalog in %s/catalogs: "
+				"%s\n",
 				cache, strerror(-r));
 			return 1;
 		}
 		catalog = cat_path;
 	}
 	r = hyd_verify_tree(path, catalog, &checked);
-	if(r < 0)
+	if (r < 0)
 		return 1;
-	if(!quiet)
+	if (!quiet)
 		printf("%s: %" PRIu64 " entries checked against %s, %d "
 		       "mismatch%s\n",
 		       path, checked, catalog, r, r == 1 ? "" : "es");

@@ -42,7 +42,7 @@ struct rec {
 	size_t off[MAXN]; /* where each frame started in the body */
 	size_t len[MAXN];
 	const uint8_t *body;
-	size_t fed;       /* body bytes fed before the current call */
+	size_t fed; /* body bytes fed before the current call */
 	const uint8_t *piece;
 	size_t piece_len;
 	const uint32_t *lens;
@@ -54,11 +54,11 @@ static int on_frame(void *ctx, size_t idx, uint8_t *frame, size_t len)
 	struct rec *r = ctx;
 	struct frame_info fi;
 
-	if(idx != r->n || idx >= MAXN || r->after_error)
+	if (idx != r->n || idx >= MAXN || r->after_error)
 		abort();
-	if(len < FRAME_HDR_LEN ||
-	   frame_header_parse(frame, len, r->lens[idx], &fi) != 0 ||
-	   fi.frame_len != len || fi.raw_len != r->lens[idx])
+	if (len < FRAME_HDR_LEN ||
+	    frame_header_parse(frame, len, r->lens[idx], &fi) != 0 ||
+	    fi.frame_len != len || fi.raw_len != r->lens[idx])
 		abort();
 	r->len[idx] = len;
 	r->n++;
@@ -78,27 +78,27 @@ static int run(const chunk_id *ids, const uint32_t *lens, size_t n,
 	r->lens = lens;
 	r->body = body;
 	hyd_batch_parser_init(&p, ids, lens, n, CHUNK_MAX_DEFAULT);
-	while(at < body_len) {
+	while (at < body_len) {
 		k = body_len - at < piece ? body_len - at : piece;
 		e = hyd_batch_parser_feed(&p, body + at, k, on_frame, r);
-		if(e) {
-			if(e != -EBADMSG && e != -ENOMEM)
+		if (e) {
+			if (e != -EBADMSG && e != -ENOMEM)
 				abort();
 			r->after_error = 1;
 			/* Sticky, and silent from now on. */
-			if(hyd_batch_parser_feed(&p, body, body_len, on_frame,
-						 r) != e)
+			if (hyd_batch_parser_feed(&p, body, body_len, on_frame,
+						  r) != e)
 				abort();
 			break;
 		}
 		at += k;
 	}
 	fin = hyd_batch_parser_finish(&p);
-	if(hyd_batch_parser_delivered(&p) != r->n || r->n > n)
+	if (hyd_batch_parser_delivered(&p) != r->n || r->n > n)
 		abort();
-	if((fin == 0) != (!e && r->n == n))
+	if ((fin == 0) != (!e && r->n == n))
 		abort();
-	if(!e && r->n < n && fin != -EPIPE)
+	if (!e && r->n < n && fin != -EPIPE)
 		abort();
 	hyd_batch_parser_fini(&p);
 	return fin;
@@ -113,15 +113,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n, piece, body_len, i, pos;
 	int f1, f2;
 
-	if(size < 2)
+	if (size < 2)
 		return 0;
 	n = (size_t)(data[0] % MAXN) + 1;
 	piece = (size_t)data[1] + 1;
-	if(size < 2 + n * (CHUNK_ID_LEN + 4))
+	if (size < 2 + n * (CHUNK_ID_LEN + 4))
 		return 0;
-	for(i = 0; i < n; i++)
+	for (i = 0; i < n; i++)
 		memcpy(ids[i].b, data + 2 + i * CHUNK_ID_LEN, CHUNK_ID_LEN);
-	for(i = 0; i < n; i++) {
+	for (i = 0; i < n; i++) {
 		const uint8_t *q = data + 2 + n * CHUNK_ID_LEN + i * 4;
 
 		lens[i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 |
@@ -129,19 +129,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	body = data + 2 + n * (CHUNK_ID_LEN + 4);
 	body_len = size - 2 - n * (CHUNK_ID_LEN + 4);
-	f1 = run(ids, lens, n, body, body_len, body_len ? body_len : 1,
-		 &whole);
+	f1 = run(ids, lens, n, body, body_len, body_len ? body_len : 1, &whole);
 	f2 = run(ids, lens, n, body, body_len, piece, &split);
-	if(f1 != f2 || whole.n != split.n)
+	if (f1 != f2 || whole.n != split.n)
 		abort();
 	/* Delivered frames are the body's bytes after each id, back to
 	 * back: entry i starts where entry i-1 ended. */
-	for(pos = 0, i = 0; i < whole.n; i++) {
-		if(pos + CHUNK_ID_LEN > body_len ||
-		   memcmp(body + pos, ids[i].b, CHUNK_ID_LEN))
+	for (pos = 0, i = 0; i < whole.n; i++) {
+		if (pos + CHUNK_ID_LEN > body_len ||
+		    memcmp(body + pos, ids[i].b, CHUNK_ID_LEN))
 			abort();
 		pos += CHUNK_ID_LEN + whole.len[i];
-		if(pos > body_len || whole.len[i] != split.len[i])
+		if (pos > body_len || whole.len[i] != split.len[i])
 			abort();
 	}
 	return 0;

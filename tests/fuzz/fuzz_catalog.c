@@ -53,12 +53,13 @@ static void poke_inode(cat_reader *r, const struct cat_meta *m, uint64_t ino)
 		const char *p = buf;
 		while (p < buf + len) {
 			size_t nl = strnlen(p, (size_t)(buf + len - p));
-			(void)cat_getxattr(r, ino, p, nl, val, sizeof(val), &vlen);
+			(void)cat_getxattr(r, ino, p, nl, val, sizeof(val),
+					   &vlen);
 			p += nl + 1;
 		}
 	}
-	if (in.kind == CAT_REG && cat_chunks_range(r, ino, 0, in.size, ch, 8,
-						   &n) == 0) {
+	if (in.kind == CAT_REG &&
+	    cat_chunks_range(r, ino, 0, in.size, ch, 8, &n) == 0) {
 		for (size_t i = 0; i < n; i++) {
 			if (ch[i].len == 0 || ch[i].len > m->params.max)
 				abort();

@@ -144,9 +144,10 @@ int main(int argc, char **argv)
 	int failed = 0;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: %s FILE|DIR...\n"
-				"Run LLVMFuzzerTestOneInput on each file "
-				"(directories: every file inside).\n",
+		fprintf(stderr,
+			"usage: %s FILE|DIR...\n"
+			"Run LLVMFuzzerTestOneInput on each file "
+			"(directories: every file inside).\n",
 			argv[0]);
 		return 2;
 	}
@@ -154,8 +155,9 @@ int main(int argc, char **argv)
 		if (replay_path(argv[i], 0, &count) < 0)
 			failed = 1;
 	if (failed) {
-		fprintf(stderr, "fuzz_replay: %zu inputs ok, some paths "
-				"could not be read\n",
+		fprintf(stderr,
+			"fuzz_replay: %zu inputs ok, some paths "
+			"could not be read\n",
 			count);
 		return 1;
 	}

@@ -31,7 +31,7 @@
 
 struct fx {
 	char dir[PATH_MAX / 2]; /* half, so dir + a name always fits path */
-	char path[PATH_MAX];    /* the catalog under test */
+	char path[PATH_MAX];	/* the catalog under test */
 };
 
 static int setup(void **state)
@@ -80,15 +80,22 @@ static void add_inode(cat_writer *w, uint64_t ino, enum cat_kind kind,
 		      const char *target)
 {
 	struct cat_inode in = {
-		.ino = ino, .kind = kind, .mode = mode, .uid = 1000 + (uint32_t)ino,
-		.gid = 100, .size = size, .nlink = nlink,
-		.mtime_ns = (int64_t)ino * 1000000007, .ctime_ns = -5,
+	    .ino = ino,
+	    .kind = kind,
+	    .mode = mode,
+	    .uid = 1000 + (uint32_t)ino,
+	    .gid = 100,
+	    .size = size,
+	    .nlink = nlink,
+	    .mtime_ns = (int64_t)ino * 1000000007,
+	    .ctime_ns = -5,
 	};
 
 	if (kind == CAT_CHR)
 		in.rdev = makedev(4, 1);
-	assert_int_equal(cat_writer_add_inode(w, &in, target,
-					      target ? strlen(target) : 0), 0);
+	assert_int_equal(
+	    cat_writer_add_inode(w, &in, target, target ? strlen(target) : 0),
+	    0);
 }
 
 static void add_dirent(cat_writer *w, uint64_t parent, const char *name,
@@ -113,7 +120,9 @@ static void zero_ids(chunk_id *zmax, chunk_id *ztail)
 	free(z);
 }
 
-static const char unicode_name[] = "\xc3\xbcn\xc3\xaf" "c\xc3\xb8" "d\xc3\xa9 \xe2\x9c\x93";
+static const char unicode_name[] = "\xc3\xbcn\xc3\xaf"
+				   "c\xc3\xb8"
+				   "d\xc3\xa9 \xe2\x9c\x93";
 static const char nonutf8_name[] = "\xff\xfe";
 static const char link_target[] = "target/../x y";
 static char long_name[CAT_NAME_MAX + 1]; /* 255 'L' + NUL, built in main */
@@ -123,10 +132,10 @@ static const struct {
 	const char *name;
 	uint64_t ino;
 } root_entries[] = {
-	{ "with space", 2 },    { unicode_name, 3 }, { "-leading-dash", 4 },
-	{ nonutf8_name, 5 },    { "hard1", 6 },      { "hard2", 6 },
-	{ "fifo", 7 },          { "tty", 8 },        { "big", 9 },
-	{ "sub", 10 },          { long_name, 12 },
+    {"with space", 2}, {unicode_name, 3}, {"-leading-dash", 4},
+    {nonutf8_name, 5}, {"hard1", 6},	  {"hard2", 6},
+    {"fifo", 7},       {"tty", 8},	  {"big", 9},
+    {"sub", 10},       {long_name, 12},
 };
 #define N_ROOT (sizeof(root_entries) / sizeof(root_entries[0]))
 #define N_INODES 12
@@ -154,7 +163,8 @@ static void build_basic(const char *path)
 	add_inode(w, 2, CAT_REG, S_IFREG | 0644, 10, 1, NULL);
 	add_inode(w, 3, CAT_REG, S_IFREG | 0644, 0, 1, NULL);
 	add_inode(w, 4, CAT_DIR, S_IFDIR | 0700, 0, 2, NULL);
-	add_inode(w, 5, CAT_LNK, S_IFLNK | 0777, strlen(link_target), 1, link_target);
+	add_inode(w, 5, CAT_LNK, S_IFLNK | 0777, strlen(link_target), 1,
+		  link_target);
 	add_inode(w, 6, CAT_REG, S_IFREG | 04755, 100, 2, NULL);
 	add_inode(w, 7, CAT_FIFO, S_IFIFO | 0644, 0, 1, NULL);
 	add_inode(w, 8, CAT_CHR, S_IFCHR | 0620, 0, 1, NULL);
@@ -163,22 +173,28 @@ static void build_basic(const char *path)
 	add_inode(w, 12, CAT_REG, S_IFREG | 0644, 0, 1, NULL);
 
 	for (size_t i = 0; i + 1 < N_ROOT; i++)
-		add_dirent(w, 1, root_entries[i].name, strlen(root_entries[i].name),
-			   root_entries[i].ino);
+		add_dirent(w, 1, root_entries[i].name,
+			   strlen(root_entries[i].name), root_entries[i].ino);
 	add_dirent(w, 10, "inner", 5, 11);
 	/* Back to the root after another directory: numbering continues. */
 	add_dirent(w, 1, long_name, strlen(long_name), 12);
 
-	assert_int_equal(cat_writer_add_xattr(w, 2, "user.a", 6, "hello", 5), 0);
-	assert_int_equal(cat_writer_add_xattr(w, 2, "user.bin", 8, "\0\1\2\xff\0", 5), 0);
-	assert_int_equal(cat_writer_add_xattr(w, 2, "user.empty", 10, NULL, 0), 0);
+	assert_int_equal(cat_writer_add_xattr(w, 2, "user.a", 6, "hello", 5),
+			 0);
+	assert_int_equal(
+	    cat_writer_add_xattr(w, 2, "user.bin", 8, "\0\1\2\xff\0", 5), 0);
+	assert_int_equal(cat_writer_add_xattr(w, 2, "user.empty", 10, NULL, 0),
+			 0);
 	assert_int_equal(cat_writer_add_xattr(w, 6, "trusted.x", 9, "", 0), 0);
 
 	assert_int_equal(cat_writer_add_chunk(w, 2, 0, 10, &id10), 0);
 	assert_int_equal(cat_writer_add_chunk(w, 6, 0, 100, &id100), 0);
 	/* A sparse 5 GiB file: max-size chunks of zeros, one id repeated. */
-	for (off = 0; off + CHUNK_MAX_DEFAULT <= BIG_SIZE; off += CHUNK_MAX_DEFAULT)
-		assert_int_equal(cat_writer_add_chunk(w, 9, off, CHUNK_MAX_DEFAULT, &zmax), 0);
+	for (off = 0; off + CHUNK_MAX_DEFAULT <= BIG_SIZE;
+	     off += CHUNK_MAX_DEFAULT)
+		assert_int_equal(
+		    cat_writer_add_chunk(w, 9, off, CHUNK_MAX_DEFAULT, &zmax),
+		    0);
 	assert_int_equal(off, 5 * GIB);
 	assert_int_equal(cat_writer_add_chunk(w, 9, off, 123, &ztail), 0);
 	assert_int_equal(cat_writer_add_chunk(w, 11, 0, 6, &idinner), 0);
@@ -230,7 +246,8 @@ static void test_name_check(void **state)
 	assert_int_equal(cat_xattr_name_check("a/b", 3), 0);
 	assert_int_equal(cat_xattr_name_check("", 0), -EINVAL);
 	assert_int_equal(cat_xattr_name_check("a\0", 2), -EINVAL);
-	assert_int_equal(cat_xattr_name_check(big, CAT_XATTR_NAME_MAX + 1), -EINVAL);
+	assert_int_equal(cat_xattr_name_check(big, CAT_XATTR_NAME_MAX + 1),
+			 -EINVAL);
 }
 
 /* ---------------------------------------------------------------- */
@@ -264,7 +281,8 @@ static int collect_cb(void *ctx, const void *name, size_t len,
 static size_t find_name(const struct collect *c, const char *name)
 {
 	for (size_t i = 0; i < c->n; i++)
-		if (c->lens[i] == strlen(name) && !memcmp(c->names[i], name, c->lens[i]))
+		if (c->lens[i] == strlen(name) &&
+		    !memcmp(c->names[i], name, c->lens[i]))
 			return i;
 	return SIZE_MAX;
 }
@@ -316,7 +334,8 @@ static void check_names(cat_reader *r)
 		assert_int_equal(k, i);
 		assert_int_equal(c->inos[k], root_entries[i].ino);
 		assert_int_equal(cat_lookup(r, 1, root_entries[i].name,
-					    strlen(root_entries[i].name), &in), 0);
+					    strlen(root_entries[i].name), &in),
+				 0);
 		assert_int_equal(in.ino, root_entries[i].ino);
 	}
 	/* Hard links: two names, one inode, nlink 2. */
@@ -359,19 +378,24 @@ static void check_link_and_xattrs(cat_reader *r)
 	assert_int_equal(cat_getxattr(r, 2, "user.a", 6, buf, 4, &n), -ERANGE);
 	assert_int_equal(cat_getxattr(r, 2, "user.a", 6, buf, 5, &n), 0);
 	assert_memory_equal(buf, "hello", 5);
-	assert_int_equal(cat_getxattr(r, 2, "user.bin", 8, buf, sizeof(buf), &n), 0);
+	assert_int_equal(
+	    cat_getxattr(r, 2, "user.bin", 8, buf, sizeof(buf), &n), 0);
 	assert_int_equal(n, 5);
 	assert_memory_equal(buf, "\0\1\2\xff\0", 5);
 	n = 99;
 	assert_int_equal(cat_getxattr(r, 2, "user.empty", 10, NULL, 0, &n), 0);
 	assert_int_equal(n, 0);
 	n = 99;
-	assert_int_equal(cat_getxattr(r, 2, "user.empty", 10, buf, sizeof(buf), &n), 0);
+	assert_int_equal(
+	    cat_getxattr(r, 2, "user.empty", 10, buf, sizeof(buf), &n), 0);
 	assert_int_equal(n, 0);
-	assert_int_equal(cat_getxattr(r, 6, "trusted.x", 9, buf, sizeof(buf), &n), 0);
+	assert_int_equal(
+	    cat_getxattr(r, 6, "trusted.x", 9, buf, sizeof(buf), &n), 0);
 	assert_int_equal(n, 0);
-	assert_int_equal(cat_getxattr(r, 2, "user.none", 9, buf, sizeof(buf), &n), -ENODATA);
-	assert_int_equal(cat_getxattr(r, 3, "user.a", 6, buf, sizeof(buf), &n), -ENODATA);
+	assert_int_equal(
+	    cat_getxattr(r, 2, "user.none", 9, buf, sizeof(buf), &n), -ENODATA);
+	assert_int_equal(cat_getxattr(r, 3, "user.a", 6, buf, sizeof(buf), &n),
+			 -ENODATA);
 
 	assert_int_equal(cat_listxattr(r, 2, NULL, 0, &n), 0);
 	assert_int_equal(n, sizeof(list));
@@ -406,7 +430,8 @@ static void check_chunks(cat_reader *r)
 	assert_int_equal(cat_chunks_range(r, 1, 0, 5, c, 8, &n), -EINVAL);
 
 	/* Above 4 GiB: the chunk holding off, then the next one. */
-	assert_int_equal(cat_chunks_range(r, 9, base + 1000, 300000, c, 8, &n), 0);
+	assert_int_equal(cat_chunks_range(r, 9, base + 1000, 300000, c, 8, &n),
+			 0);
 	assert_int_equal(n, 2);
 	assert_int_equal(c[0].off, base);
 	assert_int_equal(c[1].off, base + CHUNK_MAX_DEFAULT);
@@ -418,7 +443,8 @@ static void check_chunks(cat_reader *r)
 	assert_int_equal(c[0].off, base - CHUNK_MAX_DEFAULT);
 	assert_int_equal(c[1].off, base);
 	/* The last, partial chunk; a range running past EOF is clipped. */
-	assert_int_equal(cat_chunks_range(r, 9, BIG_SIZE - 50, 1000, c, 8, &n), 0);
+	assert_int_equal(cat_chunks_range(r, 9, BIG_SIZE - 50, 1000, c, 8, &n),
+			 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(c[0].off, 5 * GIB);
 	assert_int_equal(c[0].len, 123);
@@ -432,8 +458,11 @@ static void check_chunks(cat_reader *r)
 	off = 4 * GIB + 7;
 	total = 0;
 	while (off < 4 * GIB + 10 * CHUNK_MAX_DEFAULT) {
-		assert_int_equal(cat_chunks_range(r, 9, off, 4 * GIB + 10 * CHUNK_MAX_DEFAULT - off,
-						  c, 3, &n), 0);
+		assert_int_equal(
+		    cat_chunks_range(r, 9, off,
+				     4 * GIB + 10 * CHUNK_MAX_DEFAULT - off, c,
+				     3, &n),
+		    0);
 		assert_true(n >= 1 && n <= 3);
 		total += n;
 		off = c[n - 1].off + c[n - 1].len;
@@ -482,7 +511,7 @@ static void test_round_trip(void **state)
 {
 	struct fx *f = *state;
 	struct cat_meta m;
-	struct each_ctx e = { 0 };
+	struct each_ctx e = {0};
 	cat_reader *r;
 	char tmp[PATH_MAX + 8];
 
@@ -504,7 +533,7 @@ static void test_round_trip(void **state)
 	check_link_and_xattrs(r);
 	check_chunks(r);
 	{
-		struct reenter_ctx x = { r, 0 };
+		struct reenter_ctx x = {r, 0};
 
 		assert_int_equal(cat_readdir(r, 1, 0, reenter_cb, &x), 1);
 		assert_int_equal(x.rc, -EDEADLK);
@@ -586,7 +615,8 @@ static void test_readdir_pieces(void **state)
 	assert_int_equal(p->total, MANY);
 	for (unsigned k = 0; k < MANY; k++)
 		assert_int_equal(p->seen[k], 1);
-	assert_int_equal(calls, (MANY + PIECE - 1) / PIECE + (MANY % PIECE == 0));
+	assert_int_equal(calls,
+			 (MANY + PIECE - 1) / PIECE + (MANY % PIECE == 0));
 	assert_int_equal(p->last_pos, MANY);
 	cat_reader_close(r);
 	free(p);
@@ -600,11 +630,12 @@ static void test_writer_rejects(void **state)
 {
 	struct fx *f = *state;
 	struct cat_meta m;
-	struct cat_inode in = { .ino = 3, .kind = CAT_REG, .mode = S_IFDIR | 0644 };
+	struct cat_inode in = {
+	    .ino = 3, .kind = CAT_REG, .mode = S_IFDIR | 0644};
 	cat_writer *w = NULL;
 	cat_reader *r;
 	char big[CAT_NAME_MAX + 1];
-	chunk_id id = { { 1 } };
+	chunk_id id = {{1}};
 
 	memset(big, 'n', sizeof(big));
 	test_meta(&m);
@@ -624,8 +655,10 @@ static void test_writer_rejects(void **state)
 	assert_int_equal(cat_writer_add_dirent(w, 1, "..", 2, 2), -EINVAL);
 	assert_int_equal(cat_writer_add_dirent(w, 1, "a/b", 3, 2), -EINVAL);
 	assert_int_equal(cat_writer_add_dirent(w, 1, "a\0b", 3, 2), -EINVAL);
-	assert_int_equal(cat_writer_add_dirent(w, 1, big, sizeof(big), 2), -EINVAL);
-	assert_int_equal(cat_writer_add_dirent(w, 1, "root", 4, CAT_ROOT_INO), -EINVAL);
+	assert_int_equal(cat_writer_add_dirent(w, 1, big, sizeof(big), 2),
+			 -EINVAL);
+	assert_int_equal(cat_writer_add_dirent(w, 1, "root", 4, CAT_ROOT_INO),
+			 -EINVAL);
 	add_dirent(w, 1, "ok", 2, 2);
 	assert_int_equal(cat_writer_add_dirent(w, 1, "ok", 2, 2), -EEXIST);
 	add_dirent(w, 1, "ok2", 3, 2);
@@ -652,13 +685,17 @@ static void test_writer_rejects(void **state)
 	assert_int_equal(cat_writer_add_inode(w, &in, NULL, 0), -EEXIST);
 	/* Xattrs and chunks out of bounds or out of order. */
 	assert_int_equal(cat_writer_add_xattr(w, 2, "", 0, "v", 1), -EINVAL);
-	assert_int_equal(cat_writer_add_xattr(w, 2, "u\0x", 3, "v", 1), -EINVAL);
+	assert_int_equal(cat_writer_add_xattr(w, 2, "u\0x", 3, "v", 1),
+			 -EINVAL);
 	assert_int_equal(cat_writer_add_xattr(w, 2, "user.v", 6, big,
-					      CAT_XATTR_VALUE_MAX + 1), -EINVAL);
+					      CAT_XATTR_VALUE_MAX + 1),
+			 -EINVAL);
 	assert_int_equal(cat_writer_add_xattr(w, 2, "user.v", 6, "v", 1), 0);
-	assert_int_equal(cat_writer_add_xattr(w, 2, "user.v", 6, "w", 1), -EEXIST);
+	assert_int_equal(cat_writer_add_xattr(w, 2, "user.v", 6, "w", 1),
+			 -EEXIST);
 	assert_int_equal(cat_writer_add_chunk(w, 2, 0, 0, &id), -EINVAL);
-	assert_int_equal(cat_writer_add_chunk(w, 2, 0, CHUNK_MAX_DEFAULT + 1, &id), -EINVAL);
+	assert_int_equal(
+	    cat_writer_add_chunk(w, 2, 0, CHUNK_MAX_DEFAULT + 1, &id), -EINVAL);
 	assert_int_equal(cat_writer_add_chunk(w, 2, 5, 10, &id), -EINVAL);
 	assert_int_equal(cat_writer_add_chunk(w, 2, 0, 500, &id), 0);
 	assert_int_equal(cat_writer_add_chunk(w, 2, 501, 499, &id), -EINVAL);
@@ -768,21 +805,32 @@ static void test_reader_rejects_meta(void **state)
 {
 	struct fx *f = *state;
 
-	expect_patched_bad(f, "fmt.db", "UPDATE meta SET value='ferry-catalog/2' WHERE key='format'");
+	expect_patched_bad(
+	    f, "fmt.db",
+	    "UPDATE meta SET value='ferry-catalog/2' WHERE key='format'");
 	expect_patched_bad(f, "fmtblob.db",
-			   "UPDATE meta SET value=CAST('ferry-catalog/1' AS BLOB) WHERE key='format'");
-	expect_patched_bad(f, "hash.db", "UPDATE meta SET value='md5' WHERE key='hash'");
-	expect_patched_bad(f, "nogen.db", "DELETE FROM meta WHERE key='generation'");
-	expect_patched_bad(f, "gen0.db", "UPDATE meta SET value=0 WHERE key='generation'");
-	expect_patched_bad(f, "max.db", "UPDATE meta SET value=3 WHERE key='chunk_max'");
-	expect_patched_bad(f, "maxtext.db", "UPDATE meta SET value='262144' WHERE key='chunk_max'");
+			   "UPDATE meta SET value=CAST('ferry-catalog/1' AS "
+			   "BLOB) WHERE key='format'");
+	expect_patched_bad(f, "hash.db",
+			   "UPDATE meta SET value='md5' WHERE key='hash'");
+	expect_patched_bad(f, "nogen.db",
+			   "DELETE FROM meta WHERE key='generation'");
+	expect_patched_bad(f, "gen0.db",
+			   "UPDATE meta SET value=0 WHERE key='generation'");
+	expect_patched_bad(f, "max.db",
+			   "UPDATE meta SET value=3 WHERE key='chunk_max'");
+	expect_patched_bad(
+	    f, "maxtext.db",
+	    "UPDATE meta SET value='262144' WHERE key='chunk_max'");
 	expect_patched_bad(f, "appid.db", "PRAGMA application_id=0");
 	expect_patched_bad(f, "uver.db", "PRAGMA user_version=2");
 	expect_patched_bad(f, "noroot.db", "DELETE FROM inode WHERE ino=1");
-	expect_patched_bad(f, "rootreg.db", "UPDATE inode SET kind=1, mode=33188 WHERE ino=1");
+	expect_patched_bad(f, "rootreg.db",
+			   "UPDATE inode SET kind=1, mode=33188 WHERE ino=1");
 	expect_patched_bad(f, "nochunk.db", "DROP TABLE chunk");
 	expect_patched_bad(f, "noindex.db", "DROP INDEX dirent_name");
-	expect_patched_bad(f, "nocol.db", "ALTER TABLE xattr DROP COLUMN value");
+	expect_patched_bad(f, "nocol.db",
+			   "ALTER TABLE xattr DROP COLUMN value");
 }
 
 static void test_reader_hostile_rows(void **state)
@@ -798,11 +846,15 @@ static void test_reader_hostile_rows(void **state)
 	build_basic(f->path);
 	/* Names a hostile catalog might carry: "a/b", "..", "a\0b", 256
 	 * bytes. None may come out of lookup or readdir. */
-	n = (size_t)snprintf(sql, sizeof(sql),
-		"UPDATE dirent SET name=X'612F62' WHERE name=CAST('with space' AS BLOB);"
-		"UPDATE dirent SET name=X'2E2E' WHERE name=CAST('-leading-dash' AS BLOB);"
-		"UPDATE dirent SET name=X'610062' WHERE name=CAST('fifo' AS BLOB);"
-		"UPDATE dirent SET name=CAST(name || 'x' AS BLOB) WHERE length(name)=255;");
+	n = (size_t)snprintf(
+	    sql, sizeof(sql),
+	    "UPDATE dirent SET name=X'612F62' WHERE name=CAST('with space' AS "
+	    "BLOB);"
+	    "UPDATE dirent SET name=X'2E2E' WHERE name=CAST('-leading-dash' AS "
+	    "BLOB);"
+	    "UPDATE dirent SET name=X'610062' WHERE name=CAST('fifo' AS BLOB);"
+	    "UPDATE dirent SET name=CAST(name || 'x' AS BLOB) WHERE "
+	    "length(name)=255;");
 	assert_true(n < sizeof(sql));
 	patch(f->path, sql);
 	r = open_ok(f->path);
@@ -819,16 +871,19 @@ static void test_reader_hostile_rows(void **state)
 
 	/* Inode rows that break the rules are -EBADMSG, never handed out. */
 	patch(f->path,
-	      "UPDATE inode SET mode=16877 WHERE ino=2;"       /* S_IFDIR on a REG */
-	      "UPDATE inode SET size=999 WHERE ino=5;"         /* size != target */
+	      "UPDATE inode SET mode=16877 WHERE ino=2;" /* S_IFDIR on a REG */
+	      "UPDATE inode SET size=999 WHERE ino=5;"	 /* size != target */
 	      "UPDATE inode SET target=X'610062', size=3 WHERE ino=12;"
 	      "UPDATE inode SET kind=9 WHERE ino=7;"
-	      "UPDATE inode SET size=4611686018427387905 WHERE ino=3;" /* > 2^62 */
+	      "UPDATE inode SET size=4611686018427387905 WHERE ino=3;" /* > 2^62
+									*/
 	      "UPDATE inode SET uid='x' WHERE ino=11;");
 	r = open_ok(f->path);
 	for (uint64_t ino = 2; ino <= 12; ino++) {
 		int want = (ino == 2 || ino == 5 || ino == 12 || ino == 7 ||
-			    ino == 3 || ino == 11) ? -EBADMSG : 0;
+			    ino == 3 || ino == 11)
+			       ? -EBADMSG
+			       : 0;
 
 		assert_int_equal(cat_getattr(r, ino, &in), want);
 	}
@@ -861,32 +916,49 @@ static void test_reader_hostile_chunks(void **state)
 	struct fx *f = *state;
 	uint64_t g4 = UINT64_C(1) << 32;
 
-	expect_range_bad(f, "id31.db", "UPDATE chunk SET id=zeroblob(31) WHERE ino=2", 2, 0);
-	expect_range_bad(f, "id33.db", "UPDATE chunk SET id=zeroblob(33) WHERE ino=2", 2, 0);
+	expect_range_bad(f, "id31.db",
+			 "UPDATE chunk SET id=zeroblob(31) WHERE ino=2", 2, 0);
+	expect_range_bad(f, "id33.db",
+			 "UPDATE chunk SET id=zeroblob(33) WHERE ino=2", 2, 0);
 	expect_range_bad(f, "idtext.db",
-			 "UPDATE chunk SET id='0123456789abcdef0123456789abcdef' WHERE ino=2", 2, 0);
-	expect_range_bad(f, "lenmax.db",
-			 "UPDATE chunk SET len=262145 WHERE ino=9 AND off=4294967296", 9, g4);
-	expect_range_bad(f, "len0.db", "UPDATE chunk SET len=0 WHERE ino=2", 2, 0);
-	expect_range_bad(f, "pastsize.db", "UPDATE chunk SET len=11 WHERE ino=2", 2, 0);
+			 "UPDATE chunk SET "
+			 "id='0123456789abcdef0123456789abcdef' WHERE ino=2",
+			 2, 0);
+	expect_range_bad(
+	    f, "lenmax.db",
+	    "UPDATE chunk SET len=262145 WHERE ino=9 AND off=4294967296", 9,
+	    g4);
+	expect_range_bad(f, "len0.db", "UPDATE chunk SET len=0 WHERE ino=2", 2,
+			 0);
+	expect_range_bad(f, "pastsize.db",
+			 "UPDATE chunk SET len=11 WHERE ino=2", 2, 0);
 	expect_range_bad(f, "gap.db",
-			 "DELETE FROM chunk WHERE ino=9 AND off=4294967296", 9, g4 + 5);
-	expect_range_bad(f, "nochunks.db", "DELETE FROM chunk WHERE ino=6", 6, 50);
-	expect_range_bad(f, "tail.db", "DELETE FROM chunk WHERE ino=9 AND off=5368709120",
-			 9, 5 * GIB + 1);
+			 "DELETE FROM chunk WHERE ino=9 AND off=4294967296", 9,
+			 g4 + 5);
+	expect_range_bad(f, "nochunks.db", "DELETE FROM chunk WHERE ino=6", 6,
+			 50);
+	expect_range_bad(f, "tail.db",
+			 "DELETE FROM chunk WHERE ino=9 AND off=5368709120", 9,
+			 5 * GIB + 1);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_name_check),
-		cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_readdir_pieces, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_writer_rejects, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_reader_rejects_files, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_reader_rejects_meta, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_reader_hostile_rows, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_reader_hostile_chunks, setup, teardown),
+	    cmocka_unit_test(test_name_check),
+	    cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_readdir_pieces, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_writer_rejects, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_reader_rejects_files, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_reader_rejects_meta, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_reader_hostile_rows, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_reader_hostile_chunks, setup,
+					    teardown),
 	};
 
 	memset(long_name, 'L', CAT_NAME_MAX);

@@ -72,8 +72,8 @@ static void chunk_all(const chunk_params *p, const uint8_t *data, size_t n,
 	memset(ret, 0, sizeof(*ret));
 	while (off < n) {
 		size_t left = n - off;
-		size_t c = chunker_next(p, data + off,
-					left < p->max ? left : p->max);
+		size_t c =
+		    chunker_next(p, data + off, left < p->max ? left : p->max);
 
 		assert_true(c >= 1);
 		assert_true(c <= left && c <= p->max);
@@ -100,8 +100,8 @@ static int list_has(const struct chunk_list *l, const chunk_id *id)
 }
 
 /* Share of a's chunks that start at or after `from` and appear in b. */
-static double survivors(const struct chunk_list *a,
-			const struct chunk_list *b, size_t from)
+static double survivors(const struct chunk_list *a, const struct chunk_list *b,
+			size_t from)
 {
 	size_t total = 0, kept = 0;
 
@@ -127,21 +127,21 @@ static void test_params(void **state)
 	assert_int_equal(chunk_params_check(&p), 0);
 
 	assert_int_equal(chunk_params_check(NULL), -EINVAL);
-	p = (chunk_params){ 64, 128, 129 };
+	p = (chunk_params){64, 128, 129};
 	assert_int_equal(chunk_params_check(&p), 0);
-	p = (chunk_params){ 63, 128, 256 }; /* min too small */
+	p = (chunk_params){63, 128, 256}; /* min too small */
 	assert_int_equal(chunk_params_check(&p), -EINVAL);
-	p = (chunk_params){ 128, 128, 256 }; /* min == avg */
+	p = (chunk_params){128, 128, 256}; /* min == avg */
 	assert_int_equal(chunk_params_check(&p), -EINVAL);
-	p = (chunk_params){ 64, 256, 256 }; /* avg == max */
+	p = (chunk_params){64, 256, 256}; /* avg == max */
 	assert_int_equal(chunk_params_check(&p), -EINVAL);
-	p = (chunk_params){ 64, 192, 256 }; /* avg not a power of two */
+	p = (chunk_params){64, 192, 256}; /* avg not a power of two */
 	assert_int_equal(chunk_params_check(&p), -EINVAL);
-	p = (chunk_params){ 1024, 4096, CHUNK_MAX_LIMIT + 1 };
+	p = (chunk_params){1024, 4096, CHUNK_MAX_LIMIT + 1};
 	assert_int_equal(chunk_params_check(&p), -EINVAL);
-	p = (chunk_params){ 1024, 4u << 20, CHUNK_MAX_LIMIT };
+	p = (chunk_params){1024, 4u << 20, CHUNK_MAX_LIMIT};
 	assert_int_equal(chunk_params_check(&p), 0);
-	p = (chunk_params){ 0, 0, 0 };
+	p = (chunk_params){0, 0, 0};
 	assert_int_equal(chunk_params_check(&p), -EINVAL);
 }
 
@@ -181,11 +181,11 @@ static void test_bounds_default(void **state)
 
 static void test_bounds_small(void **state)
 {
-	chunk_params p = { 64, 256, 1024 };
+	chunk_params p = {64, 256, 1024};
 
 	(void)state;
 	check_bounds(&p, 1u << 20, 2);
-	p = (chunk_params){ 1000, 2048, 3000 };
+	p = (chunk_params){1000, 2048, 3000};
 	check_bounds(&p, 1u << 20, 3);
 }
 
@@ -197,12 +197,12 @@ static void test_bounds_small(void **state)
 static void test_golden(void **state)
 {
 	static const size_t want_default[] = {
-		86140, 61595, 111066, 67347, 79091, 70098,
-		100915, 103455, 78751, 72289, 79663, 45667,
+	    86140,  61595,  111066, 67347, 79091, 70098,
+	    100915, 103455, 78751,  72289, 79663, 45667,
 	};
 	static const size_t want_small[] = {
-		249, 293, 275, 257, 422, 389, 213, 379,
-		331, 291, 313, 310, 172, 174, 407, 229,
+	    249, 293, 275, 257, 422, 389, 213, 379,
+	    331, 291, 313, 310, 172, 174, 407, 229,
 	};
 	size_t n = 2u << 20, off = 0;
 	uint8_t *data = random_bytes(n, 42);
@@ -217,10 +217,9 @@ static void test_golden(void **state)
 		assert_int_equal(c, want_default[i]);
 		off += c;
 	}
-	p = (chunk_params){ 64, 256, 1024 };
+	p = (chunk_params){64, 256, 1024};
 	off = 0;
-	for (size_t i = 0; i < sizeof(want_small) / sizeof(*want_small);
-	     i++) {
+	for (size_t i = 0; i < sizeof(want_small) / sizeof(*want_small); i++) {
 		size_t c = chunker_next(&p, data + off, p.max);
 
 		assert_int_equal(c, want_small[i]);
@@ -484,13 +483,13 @@ static void test_matches_reference(void **state)
 	 * to a match every ~32 bytes (several lanes matching in the same
 	 * step, so the first one in position order must win). */
 	static const chunk_params sets[] = {
-		{ CHUNK_MIN_DEFAULT, CHUNK_AVG_DEFAULT, CHUNK_MAX_DEFAULT },
-		{ 64, 128, 65536 },
-		{ 64, 256, 1024 },
-		{ 1000, 2048, 3000 },
-		{ 100, 4096, 65536 },
-		{ 333, 16384, 100000 },
-		{ 4096, 1u << 20, 4u << 20 },
+	    {CHUNK_MIN_DEFAULT, CHUNK_AVG_DEFAULT, CHUNK_MAX_DEFAULT},
+	    {64, 128, 65536},
+	    {64, 256, 1024},
+	    {1000, 2048, 3000},
+	    {100, 4096, 65536},
+	    {333, 16384, 100000},
+	    {4096, 1u << 20, 4u << 20},
 	};
 	const size_t n = 3u << 20;
 	struct ref_chunker rc;

@@ -107,9 +107,9 @@ static void test_fsync(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_write_all, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fsync, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_write_all, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fsync, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

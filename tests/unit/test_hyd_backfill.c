@@ -78,7 +78,7 @@ struct rig {
 
 static void fill(uint8_t *b, size_t n, uint64_t seed)
 {
-	for(size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++)
 		b[i] = (uint8_t)(tsup_splitmix64(&seed) >> 29);
 }
 
@@ -106,7 +106,7 @@ static void make_tree(void)
 	mkdir(p, 0755);
 	snprintf(p, sizeof(p), "%s/src/big", fx.dir);
 	mkdir(p, 0755);
-	for(i = 0; i < 40; i++) {
+	for (i = 0; i < 40; i++) {
 		n = 1 + (i * 7919) % 40000;
 		fill(buf, n, 1000 + i);
 		snprintf(p, sizeof(p), "%s/src/small/f%02zu", fx.dir, i);
@@ -115,7 +115,7 @@ static void make_tree(void)
 	/* 1 MiB each: the same 768 KiB first (content-defined chunks make
 	 * that the same chunks), then their own 256 KiB. */
 	fill(buf, 768u << 10, 7);
-	for(i = 0; i < SHARED_FILES; i++) {
+	for (i = 0; i < SHARED_FILES; i++) {
 		fill(buf + (768u << 10), 256u << 10, 2000 + i);
 		snprintf(p, sizeof(p), "%s/src/shared/s%zu", fx.dir, i);
 		write_file(p, buf, 1u << 20);
@@ -137,14 +137,14 @@ static int ready_lines(void)
 
 	snprintf(p, sizeof(p), "%s/repl.log", fx.dir);
 	fd = open(p, O_RDONLY);
-	if(fd < 0)
+	if (fd < 0)
 		return 0;
 	got = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
-	if(got <= 0)
+	if (got <= 0)
 		return 0;
 	buf[got] = '\0';
-	for(char *q = buf; (q = strstr(q, " ready")); q++)
+	for (char *q = buf; (q = strstr(q, " ready")); q++)
 		n++;
 	return n;
 }
@@ -159,13 +159,13 @@ static int repl_start(void)
 	snprintf(state, sizeof(state), "%s/state", fx.dir);
 	snprintf(log, sizeof(log), "%s/repl.log", fx.dir);
 	fx.pid = fork();
-	if(fx.pid < 0)
+	if (fx.pid < 0)
 		return -1;
-	if(fx.pid == 0) {
+	if (fx.pid == 0) {
 		/* A test that crashes must not leave its server behind. */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if(fd >= 0) {
+		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
@@ -173,10 +173,10 @@ static int repl_start(void)
 		      (char *)NULL);
 		_exit(127);
 	}
-	for(i = 0; i < 600; i++) {
-		if(ready_lines() > before)
+	for (i = 0; i < 600; i++) {
+		if (ready_lines() > before)
 			return 0;
-		if(waitpid(fx.pid, NULL, WNOHANG) == fx.pid) {
+		if (waitpid(fx.pid, NULL, WNOHANG) == fx.pid) {
 			fx.pid = 0;
 			return -1;
 		}
@@ -187,7 +187,7 @@ static int repl_start(void)
 
 static void repl_stop(void)
 {
-	if(fx.pid > 0) {
+	if (fx.pid > 0) {
 		kill(fx.pid, SIGTERM);
 		waitpid(fx.pid, NULL, 0);
 	}
@@ -199,7 +199,7 @@ static size_t collect(char *ptr, size_t size, size_t nmemb, void *ud)
 	char *buf = ud;
 	size_t have = strlen(buf), n = size * nmemb;
 
-	if(have + n >= 1024)
+	if (have + n >= 1024)
 		return 0;
 	memcpy(buf + have, ptr, n);
 	buf[have + n] = '\0';
@@ -232,22 +232,22 @@ static int group_setup(void **state)
 
 	(void)state;
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if(n <= 0)
+	if (n <= 0)
 		return -1;
 	self[n] = '\0';
 	slash = strrchr(self, '/');
-	if(!slash)
+	if (!slash)
 		return -1;
 	*slash = '\0';
-	if(strlen(self) + sizeof("/../bin/ferry-replicator") > sizeof(fx.repl))
+	if (strlen(self) + sizeof("/../bin/ferry-replicator") > sizeof(fx.repl))
 		return -1;
 	memcpy(fx.repl, self, strlen(self));
 	memcpy(fx.repl + strlen(self), "/../bin/ferry-replicator",
 	       sizeof("/../bin/ferry-replicator"));
 	snprintf(fx.dir, sizeof(fx.dir), "/tmp/ferry-test-bf-XXXXXX");
-	if(!mkdtemp(fx.dir))
+	if (!mkdtemp(fx.dir))
 		return -1;
-	if(access(fx.repl, X_OK) != 0)
+	if (access(fx.repl, X_OK) != 0)
 		return 0; /* each test skips */
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	make_tree();
@@ -263,30 +263,29 @@ static int group_teardown(void **state)
 
 	(void)state;
 	repl_stop();
-	if(fx.dir[0] && !getenv("KEEP_TMP")) {
+	if (fx.dir[0] && !getenv("KEEP_TMP")) {
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx.dir);
-		if(system(cmd) != 0)
+		if (system(cmd) != 0)
 			return -1;
 	}
 	curl_global_cleanup();
 	return 0;
 }
 
-#define NEED_REPL()                                                       \
-	do {                                                              \
-		if(access(fx.repl, X_OK) != 0) {                          \
-			fprintf(stderr, "SKIP: %s not built\n", fx.repl); \
-			skip();                                           \
-		}                                                         \
-	} while(0)
+#define NEED_REPL()                                                            \
+	do {                                                                   \
+		if (access(fx.repl, X_OK) != 0) {                              \
+			fprintf(stderr, "SKIP: %s not built\n", fx.repl);      \
+			skip();                                                \
+		}                                                              \
+	} while (0)
 
 /* ---- a hydrator without FUSE ---- */
 
 static void rig_new_cache(struct rig *r)
 {
 	memset(r, 0, sizeof(*r));
-	snprintf(r->cache, sizeof(r->cache), "%s/cache%u", fx.dir,
-		 fx.caches++);
+	snprintf(r->cache, sizeof(r->cache), "%s/cache%u", fx.dir, fx.caches++);
 }
 
 static void rig_up(struct rig *r, int enabled, uint64_t bwlimit)
@@ -300,9 +299,8 @@ static void rig_up(struct rig *r, int enabled, uint64_t bwlimit)
 	assert_int_equal(hyd_store_open(r->cache, CHUNK_MAX_LIMIT, &r->store),
 			 0);
 	memset(&res, 0, sizeof(res));
-	assert_int_equal(hyd_catalog_fetch(fx.base, r->cache, 2, &res, err,
-					   sizeof(err)),
-			 0);
+	assert_int_equal(
+	    hyd_catalog_fetch(fx.base, r->cache, 2, &res, err, sizeof(err)), 0);
 	assert_int_equal(cat_reader_open(res.path, &r->cat), 0);
 	assert_int_equal(cat_reader_open(res.path, &r->bf_cat), 0);
 	cat_reader_meta(r->cat, &r->meta);
@@ -354,15 +352,16 @@ static int wait_state(struct rig *r, enum hyd_state want, unsigned secs)
 	struct hyd_backfill_stats st;
 	uint64_t until = hyd_now_ns() + secs * SEC;
 
-	while(hyd_now_ns() < until) {
+	while (hyd_now_ns() < until) {
 		hyd_backfill_stats(r->bf, &st);
-		if(st.state == want)
+		if (st.state == want)
 			return 0;
 		usleep(50000);
 	}
 	hyd_backfill_stats(r->bf, &st);
-	fprintf(stderr, "state %s, wanted %s; stored %" PRIu64 "/%" PRIu64
-			" last_error=%s\n",
+	fprintf(stderr,
+		"state %s, wanted %s; stored %" PRIu64 "/%" PRIu64
+		" last_error=%s\n",
 		hyd_state_name(st.state), hyd_state_name(want),
 		st.chunks_stored, st.chunks_total, st.last_error);
 	return -1;
@@ -387,7 +386,7 @@ static int count_one(void *ctx, uint64_t ino, const struct cat_chunk *c)
 
 	(void)ino;
 	d->n++;
-	if(hyd_store_has(d->store, &c->id) == 1)
+	if (hyd_store_has(d->store, &c->id) == 1)
 		d->stored++;
 	return 0;
 }
@@ -413,16 +412,14 @@ static void check_file(struct rig *r, const char *rel)
 	snprintf(p, sizeof(p), "%s/src/%s", fx.dir, rel);
 	want = tsup_read_file(p, &len);
 	snprintf(dir, sizeof(dir), "%.*s", (int)(name - 1 - rel), rel);
-	assert_int_equal(cat_lookup(r->cat, CAT_ROOT_INO, dir, strlen(dir),
-				    &in),
-			 0);
+	assert_int_equal(
+	    cat_lookup(r->cat, CAT_ROOT_INO, dir, strlen(dir), &in), 0);
 	assert_int_equal(cat_lookup(r->cat, in.ino, name, strlen(name), &in),
 			 0);
 	got = malloc(len + 1);
 	assert_non_null(got);
-	assert_int_equal(hyd_read_file(&r->rd, in.ino, in.size, 0, len, got,
-				       &n),
-			 0);
+	assert_int_equal(
+	    hyd_read_file(&r->rd, in.ino, in.size, 0, len, got, &n), 0);
 	assert_int_equal(n, len);
 	assert_memory_equal(got, want, len);
 	free(got);
@@ -454,12 +451,11 @@ static void test_all_and_dedup(void **state)
 	assert_int_equal(bs.chunks_stored, d.n);
 	served = repl_stat("chunks_served") - served0;
 	hyd_fetch_stats(r.f, &fs);
-	fprintf(stderr,
-		"# %" PRIu64 " distinct chunks, served %" PRIu64
-		", %" PRIu64 " batches, %" PRIu64 " GETs, wire %" PRIu64
-		" bytes in %.2f s\n",
-		d.n, served, fs.batches, fs.requests, fs.wire_bytes,
-		bs.elapsed_s);
+	fprintf(
+	    stderr,
+	    "# %" PRIu64 " distinct chunks, served %" PRIu64 ", %" PRIu64
+	    " batches, %" PRIu64 " GETs, wire %" PRIu64 " bytes in %.2f s\n",
+	    d.n, served, fs.batches, fs.requests, fs.wire_bytes, bs.elapsed_s);
 	/* Shared chunks travelled once: the server sent each distinct
 	 * chunk exactly once, and mostly inside batches. */
 	assert_int_equal(served, d.n);
@@ -469,7 +465,7 @@ static void test_all_and_dedup(void **state)
 	assert_int_equal(fs.mismatches, 0);
 	/* Read back with no fetch at all. */
 	gets0 = fs.requests;
-	for(i = 0; i < SHARED_FILES; i++) {
+	for (i = 0; i < SHARED_FILES; i++) {
 		snprintf(rel, sizeof(rel), "shared/s%d", i);
 		check_file(&r, rel);
 	}
@@ -515,9 +511,9 @@ static uint64_t cold_read_ns(struct rig *r, uint64_t off)
 	assert_int_equal(cat_lookup(r->cat, CAT_ROOT_INO, "big", 3, &in), 0);
 	assert_int_equal(cat_lookup(r->cat, in.ino, "big", 3, &in), 0);
 	t0 = hyd_now_ns();
-	assert_int_equal(hyd_read_file(&r->rd, in.ino, in.size, off,
-				       128u << 10, got, &n),
-			 0);
+	assert_int_equal(
+	    hyd_read_file(&r->rd, in.ino, in.size, off, 128u << 10, got, &n),
+	    0);
 	t = hyd_now_ns() - t0;
 	assert_int_equal(n, 128u << 10);
 	snprintf(p, sizeof(p), "%s/src/big/big", fx.dir);
@@ -545,9 +541,9 @@ static void test_demand_during(void **state)
 	/* A full backfill on it; the big file comes last (small first). */
 	rig_new_cache(&r);
 	rig_up(&r, 1, cap);
-	for(i = 0; i < 200; i++) {
+	for (i = 0; i < 200; i++) {
 		hyd_backfill_stats(r.bf, &bs);
-		if(bs.chunks_stored > bs.chunks_total / 4)
+		if (bs.chunks_stored > bs.chunks_total / 4)
 			break;
 		usleep(20000);
 	}
@@ -584,7 +580,7 @@ static void test_readahead(void **state)
 	rig_up(&r, 0, 0);
 	assert_int_equal(cat_lookup(r.cat, CAT_ROOT_INO, "big", 3, &in), 0);
 	assert_int_equal(cat_lookup(r.cat, in.ino, "big", 3, &in), 0);
-	for(i = 0, off = 0; i < 4; i++, off += 128u << 10) {
+	for (i = 0, off = 0; i < 4; i++, off += 128u << 10) {
 		assert_int_equal(hyd_read_file(&r.rd, in.ino, in.size, off,
 					       128u << 10, buf, &n),
 				 0);
@@ -593,8 +589,9 @@ static void test_readahead(void **state)
 	/* The reads covered 512 KiB; readahead asked for up to 1 MiB more. */
 	usleep(500000);
 	hyd_fetch_stats(r.f, &fs);
-	fprintf(stderr, "# readahead: %" PRIu64 " chunks fetched for 512 KiB "
-			"read sequentially\n",
+	fprintf(stderr,
+		"# readahead: %" PRIu64 " chunks fetched for 512 KiB "
+		"read sequentially\n",
 		fs.chunks);
 	assert_true(stored_chunks(&r) * 65536 > (1u << 20));
 	/* A non-sequential read adds nothing. */
@@ -616,7 +613,7 @@ static void test_resume(void **state)
 	rig_new_cache(&r);
 	rig_up(&r, 1, 8u << 20); /* slow enough to stop midway */
 	d = distinct_chunks(&r);
-	for(i = 0; i < 600 && stored_chunks(&r) < d.n * 4 / 10; i++)
+	for (i = 0; i < 600 && stored_chunks(&r) < d.n * 4 / 10; i++)
 		usleep(50000);
 	rig_down(&r); /* in-flight flights are cancelled, never stored */
 	served1 = repl_stat("chunks_served") - served0;
@@ -652,7 +649,7 @@ static void test_stall_recover(void **state)
 	rig_new_cache(&r);
 	rig_up(&r, 1, 6u << 20);
 	d = distinct_chunks(&r);
-	for(i = 0; i < 600 && stored_chunks(&r) < d.n / 4; i++)
+	for (i = 0; i < 600 && stored_chunks(&r) < d.n / 4; i++)
 		usleep(50000);
 	repl_stop();
 	assert_int_equal(wait_state(&r, HYD_STATE_STALLED, 30), 0);
@@ -668,12 +665,12 @@ static void test_stall_recover(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_all_and_dedup),
-		cmocka_unit_test(test_no_backfill),
-		cmocka_unit_test(test_demand_during),
-		cmocka_unit_test(test_readahead),
-		cmocka_unit_test(test_resume),
-		cmocka_unit_test(test_stall_recover),
+	    cmocka_unit_test(test_all_and_dedup),
+	    cmocka_unit_test(test_no_backfill),
+	    cmocka_unit_test(test_demand_during),
+	    cmocka_unit_test(test_readahead),
+	    cmocka_unit_test(test_resume),
+	    cmocka_unit_test(test_stall_recover),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

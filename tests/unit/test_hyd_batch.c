@@ -46,29 +46,31 @@ struct got {
 static void stream_make(struct stream *s, uint64_t seed)
 {
 	static const enum frame_policy pol[N] = {
-		FRAME_POLICY_RAW, FRAME_POLICY_AUTO, FRAME_POLICY_LZ4,
-		FRAME_POLICY_ZSTD, FRAME_POLICY_AUTO,
+	    FRAME_POLICY_RAW,  FRAME_POLICY_AUTO, FRAME_POLICY_LZ4,
+	    FRAME_POLICY_ZSTD, FRAME_POLICY_AUTO,
 	};
 	static const uint32_t lens[N] = {1, 3000, 20000, 4096, 9000};
 	size_t cap = 0, i, j, flen;
 	uint8_t *frame;
 
 	memset(s, 0, sizeof(*s));
-	for(i = 0; i < N; i++)
+	for (i = 0; i < N; i++)
 		cap += CHUNK_ID_LEN + frame_bound(lens[i]);
 	s->body = malloc(cap);
 	assert_non_null(s->body);
-	for(i = 0; i < N; i++) {
+	for (i = 0; i < N; i++) {
 		s->lens[i] = lens[i];
 		s->raw[i] = malloc(lens[i]);
 		assert_non_null(s->raw[i]);
 		/* Half compressible, half noise. */
-		for(j = 0; j < lens[i]; j++) {
-			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-			s->raw[i][j] = j % 2 ? (uint8_t)(seed >> 56) : (uint8_t)j;
+		for (j = 0; j < lens[i]; j++) {
+			seed = seed * 6364136223846793005ull +
+			       1442695040888963407ull;
+			s->raw[i][j] =
+			    j % 2 ? (uint8_t)(seed >> 56) : (uint8_t)j;
 		}
-		assert_int_equal(chunk_id_compute(s->raw[i], lens[i], &s->ids[i]),
-				 0);
+		assert_int_equal(
+		    chunk_id_compute(s->raw[i], lens[i], &s->ids[i]), 0);
 		s->frame_off[i] = s->body_len;
 		memcpy(s->body + s->body_len, s->ids[i].b, CHUNK_ID_LEN);
 		s->body_len += CHUNK_ID_LEN;
@@ -83,7 +85,7 @@ static void stream_make(struct stream *s, uint64_t seed)
 
 static void stream_free(struct stream *s)
 {
-	for(size_t i = 0; i < N; i++)
+	for (size_t i = 0; i < N; i++)
 		free(s->raw[i]);
 	free(s->body);
 }
@@ -97,23 +99,23 @@ static int on_frame(void *ctx, size_t idx, uint8_t *frame, size_t len)
 	uint8_t *out;
 	size_t n = 0;
 
-	if(idx != g->n)
+	if (idx != g->n)
 		g->bad = 1;
 	/* Each frame handed out is exactly the one that was sent... */
-	if(len != end - at || memcmp(frame, s->body + at, len))
+	if (len != end - at || memcmp(frame, s->body + at, len))
 		g->bad = 1;
 	/* ...and (checked once, it is slow) decodes to its chunk. */
-	if(g->decode) {
+	if (g->decode) {
 		out = malloc(s->lens[idx]);
 		assert_non_null(out);
-		if(frame_decode(NULL, frame, len, s->lens[idx], out,
-				s->lens[idx], &n) != 0 ||
-		   n != s->lens[idx] || memcmp(out, s->raw[idx], n))
+		if (frame_decode(NULL, frame, len, s->lens[idx], out,
+				 s->lens[idx], &n) != 0 ||
+		    n != s->lens[idx] || memcmp(out, s->raw[idx], n))
 			g->bad = 1;
 		free(out);
 	}
 	free(frame);
-	if((int)idx == g->refuse_at)
+	if ((int)idx == g->refuse_at)
 		return -EIO;
 	g->idx[g->n++] = idx;
 	return 0;
@@ -137,9 +139,8 @@ static void test_good_whole(void **state)
 	got_init(&g, &s);
 	g.decode = 1;
 	hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-	assert_int_equal(hyd_batch_parser_feed(&p, s.body, s.body_len,
-					       on_frame, &g),
-			 0);
+	assert_int_equal(
+	    hyd_batch_parser_feed(&p, s.body, s.body_len, on_frame, &g), 0);
 	assert_int_equal(hyd_batch_parser_finish(&p), 0);
 	assert_int_equal(g.n, N);
 	assert_false(g.bad);
@@ -156,12 +157,11 @@ static void test_split_everywhere(void **state)
 
 	(void)state;
 	stream_make(&s, 2);
-	for(cut = 0; cut <= s.body_len; cut++) {
+	for (cut = 0; cut <= s.body_len; cut++) {
 		got_init(&g, &s);
 		hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-		assert_int_equal(hyd_batch_parser_feed(&p, s.body, cut,
-						       on_frame, &g),
-				 0);
+		assert_int_equal(
+		    hyd_batch_parser_feed(&p, s.body, cut, on_frame, &g), 0);
 		assert_int_equal(hyd_batch_parser_feed(&p, s.body + cut,
 						       s.body_len - cut,
 						       on_frame, &g),
@@ -174,10 +174,9 @@ static void test_split_everywhere(void **state)
 	/* One byte at a time. */
 	got_init(&g, &s);
 	hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-	for(i = 0; i < s.body_len; i++)
-		assert_int_equal(hyd_batch_parser_feed(&p, s.body + i, 1,
-						       on_frame, &g),
-				 0);
+	for (i = 0; i < s.body_len; i++)
+		assert_int_equal(
+		    hyd_batch_parser_feed(&p, s.body + i, 1, on_frame, &g), 0);
 	assert_int_equal(hyd_batch_parser_finish(&p), 0);
 	assert_int_equal(g.n, N);
 	assert_false(g.bad);
@@ -197,9 +196,9 @@ static void test_wrong_id(void **state)
 	s.body[s.frame_off[2] + 7] ^= 0x40;
 	got_init(&g, &s);
 	hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-	assert_int_equal(hyd_batch_parser_feed(&p, s.body, s.body_len,
-					       on_frame, &g),
-			 -EBADMSG);
+	assert_int_equal(
+	    hyd_batch_parser_feed(&p, s.body, s.body_len, on_frame, &g),
+	    -EBADMSG);
 	/* What came before stands. */
 	assert_int_equal(g.n, 2);
 	assert_int_equal(hyd_batch_parser_delivered(&p), 2);
@@ -221,9 +220,9 @@ static void test_wrong_id(void **state)
 	}
 	got_init(&g, &s);
 	hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-	assert_int_equal(hyd_batch_parser_feed(&p, s.body, s.body_len,
-					       on_frame, &g),
-			 -EBADMSG);
+	assert_int_equal(
+	    hyd_batch_parser_feed(&p, s.body, s.body_len, on_frame, &g),
+	    -EBADMSG);
 	assert_int_equal(g.n, 0);
 	hyd_batch_parser_fini(&p);
 	stream_free(&s);
@@ -238,19 +237,18 @@ static void test_truncated(void **state)
 
 	(void)state;
 	stream_make(&s, 4);
-	for(cut = 0; cut < s.body_len; cut += 97) {
+	for (cut = 0; cut < s.body_len; cut += 97) {
 		got_init(&g, &s);
 		hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-		assert_int_equal(hyd_batch_parser_feed(&p, s.body, cut,
-						       on_frame, &g),
-				 0);
+		assert_int_equal(
+		    hyd_batch_parser_feed(&p, s.body, cut, on_frame, &g), 0);
 		assert_int_equal(hyd_batch_parser_finish(&p), -EPIPE);
 		/* Exactly the entries wholly inside the cut arrived. */
-		for(want = 0, i = 0; i < N; i++) {
-			size_t end = i + 1 < N ? s.frame_off[i + 1]
-					       : s.body_len;
+		for (want = 0, i = 0; i < N; i++) {
+			size_t end =
+			    i + 1 < N ? s.frame_off[i + 1] : s.body_len;
 
-			if(end <= cut)
+			if (end <= cut)
 				want++;
 		}
 		assert_int_equal(g.n, want);
@@ -276,9 +274,9 @@ static void test_bad_header(void **state)
 	memcpy(h + 8, &v, 4); /* little-endian host */
 	got_init(&g, &s);
 	hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-	assert_int_equal(hyd_batch_parser_feed(&p, s.body, s.body_len,
-					       on_frame, &g),
-			 -EBADMSG);
+	assert_int_equal(
+	    hyd_batch_parser_feed(&p, s.body, s.body_len, on_frame, &g),
+	    -EBADMSG);
 	assert_int_equal(g.n, 1);
 	hyd_batch_parser_fini(&p);
 	stream_free(&s);
@@ -288,9 +286,9 @@ static void test_bad_header(void **state)
 	s.lens[3] += 1;
 	got_init(&g, &s);
 	hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-	assert_int_equal(hyd_batch_parser_feed(&p, s.body, s.body_len,
-					       on_frame, &g),
-			 -EBADMSG);
+	assert_int_equal(
+	    hyd_batch_parser_feed(&p, s.body, s.body_len, on_frame, &g),
+	    -EBADMSG);
 	assert_int_equal(g.n, 3);
 	hyd_batch_parser_fini(&p);
 	stream_free(&s);
@@ -300,9 +298,9 @@ static void test_bad_header(void **state)
 	s.body[s.frame_off[0] + CHUNK_ID_LEN] = 'X';
 	got_init(&g, &s);
 	hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-	assert_int_equal(hyd_batch_parser_feed(&p, s.body, s.body_len,
-					       on_frame, &g),
-			 -EBADMSG);
+	assert_int_equal(
+	    hyd_batch_parser_feed(&p, s.body, s.body_len, on_frame, &g),
+	    -EBADMSG);
 	assert_int_equal(g.n, 0);
 	hyd_batch_parser_fini(&p);
 	stream_free(&s);
@@ -320,9 +318,8 @@ static void test_trailing_and_garbage(void **state)
 	/* Bytes after the last frame. */
 	got_init(&g, &s);
 	hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-	assert_int_equal(hyd_batch_parser_feed(&p, s.body, s.body_len,
-					       on_frame, &g),
-			 0);
+	assert_int_equal(
+	    hyd_batch_parser_feed(&p, s.body, s.body_len, on_frame, &g), 0);
 	assert_int_equal(hyd_batch_parser_feed(&p, "x", 1, on_frame, &g),
 			 -EBADMSG);
 	assert_int_equal(g.n, N);
@@ -331,18 +328,17 @@ static void test_trailing_and_garbage(void **state)
 	memset(junk, '<', sizeof(junk));
 	got_init(&g, &s);
 	hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-	assert_int_equal(hyd_batch_parser_feed(&p, junk, sizeof(junk),
-					       on_frame, &g),
-			 -EBADMSG);
+	assert_int_equal(
+	    hyd_batch_parser_feed(&p, junk, sizeof(junk), on_frame, &g),
+	    -EBADMSG);
 	assert_int_equal(g.n, 0);
 	hyd_batch_parser_fini(&p);
 	/* The callback's refusal stops the parse. */
 	got_init(&g, &s);
 	g.refuse_at = 1;
 	hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
-	assert_int_equal(hyd_batch_parser_feed(&p, s.body, s.body_len,
-					       on_frame, &g),
-			 -EIO);
+	assert_int_equal(
+	    hyd_batch_parser_feed(&p, s.body, s.body_len, on_frame, &g), -EIO);
 	assert_int_equal(g.n, 1);
 	hyd_batch_parser_fini(&p);
 	/* An empty request expects nothing. */
@@ -361,37 +357,50 @@ static void test_rate_parse(void **state)
 		const char *s;
 		uint64_t v;
 	} good[] = {
-		{"0", 0},
-		{"1024", 1024},
-		{"50M", 50ull << 20},
-		{"50m", 50ull << 20},
-		{"1G", 1ull << 30},
-		{"1.5M", 3ull << 19},
-		{"64K", 65536},
-		{"64KiB", 65536},
-		{"64kb", 64000},
-		{"2MB", 2000000},
-		{"1T", 1ull << 40},
-		{"4096b", 4096},
+	    {"0", 0},
+	    {"1024", 1024},
+	    {"50M", 50ull << 20},
+	    {"50m", 50ull << 20},
+	    {"1G", 1ull << 30},
+	    {"1.5M", 3ull << 19},
+	    {"64K", 65536},
+	    {"64KiB", 65536},
+	    {"64kb", 64000},
+	    {"2MB", 2000000},
+	    {"1T", 1ull << 40},
+	    {"4096b", 4096},
 	};
 	static const char *const bad[] = {
-		"", "M", "-5M", "5X", "5 M", " 5M", "5M ", "1e6", "0x100",
-		"inf", "nan", "1.2.3", ".", "5MM", "100", "1023",
-		"99999999999999999999T",
+	    "",
+	    "M",
+	    "-5M",
+	    "5X",
+	    "5 M",
+	    " 5M",
+	    "5M ",
+	    "1e6",
+	    "0x100",
+	    "inf",
+	    "nan",
+	    "1.2.3",
+	    ".",
+	    "5MM",
+	    "100",
+	    "1023",
+	    "99999999999999999999T",
 	};
 	char err[256];
 	uint64_t v;
 	size_t i;
 
 	(void)state;
-	for(i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		v = 12345;
-		assert_int_equal(hyd_rate_parse(good[i].s, &v, err,
-						sizeof(err)),
-				 0);
+		assert_int_equal(
+		    hyd_rate_parse(good[i].s, &v, err, sizeof(err)), 0);
 		assert_int_equal(v, good[i].v);
 	}
-	for(i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';
 		assert_int_equal(hyd_rate_parse(bad[i], &v, err, sizeof(err)),
 				 -EINVAL);
@@ -413,9 +422,9 @@ static void test_bucket(void **state)
 	assert_false(hyd_bucket_ready(&b)); /* starts empty: no burst */
 	assert_true(hyd_bucket_wait_ns(&b) > 0);
 	end = now + 10000000000ull;
-	while(now < end) {
+	while (now < end) {
 		hyd_bucket_refill(&b, now);
-		if(hyd_bucket_ready(&b)) {
+		if (hyd_bucket_ready(&b)) {
 			hyd_bucket_take(&b, 16384);
 			got += 16384;
 			continue;
@@ -434,14 +443,14 @@ static void test_bucket(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good_whole),
-		cmocka_unit_test(test_split_everywhere),
-		cmocka_unit_test(test_wrong_id),
-		cmocka_unit_test(test_truncated),
-		cmocka_unit_test(test_bad_header),
-		cmocka_unit_test(test_trailing_and_garbage),
-		cmocka_unit_test(test_rate_parse),
-		cmocka_unit_test(test_bucket),
+	    cmocka_unit_test(test_good_whole),
+	    cmocka_unit_test(test_split_everywhere),
+	    cmocka_unit_test(test_wrong_id),
+	    cmocka_unit_test(test_truncated),
+	    cmocka_unit_test(test_bad_header),
+	    cmocka_unit_test(test_trailing_and_garbage),
+	    cmocka_unit_test(test_rate_parse),
+	    cmocka_unit_test(test_bucket),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

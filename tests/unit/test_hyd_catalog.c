@@ -42,26 +42,29 @@ struct gx {
 	char www[96];
 	struct server plain; /* python3 -m http.server on www */
 	struct server json;  /* answers 404/500 with a JSON body */
-	int cache_n;         /* numbers fresh cache dirs */
+	int cache_n;	     /* numbers fresh cache dirs */
 };
 
 /* Replicator-style errors: one-line JSON with a detail. */
 static const char json_server_py[] =
-	"import sys, http.server\n"
-	"class H(http.server.BaseHTTPRequestHandler):\n"
-	"    def log_message(self, *a):\n"
-	"        pass\n"
-	"    def do_GET(self):\n"
-	"        if self.path.startswith('/v1/boom/'):\n"
-	"            code, b = 500, b'{\"error\":\"internal\",\"detail\":\"disk on fire\"}\\n'\n"
-	"        else:\n"
-	"            code, b = 404, b'{\"error\":\"not_found\",\"detail\":\"no namespace \\\\\"gone\\\\\"\"}\\n'\n"
-	"        self.send_response(code)\n"
-	"        self.send_header('Content-Type', 'application/json')\n"
-	"        self.send_header('Content-Length', str(len(b)))\n"
-	"        self.end_headers()\n"
-	"        self.wfile.write(b)\n"
-	"http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n";
+    "import sys, http.server\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def log_message(self, *a):\n"
+    "        pass\n"
+    "    def do_GET(self):\n"
+    "        if self.path.startswith('/v1/boom/'):\n"
+    "            code, b = 500, b'{\"error\":\"internal\",\"detail\":\"disk on "
+    "fire\"}\\n'\n"
+    "        else:\n"
+    "            code, b = 404, b'{\"error\":\"not_found\",\"detail\":\"no "
+    "namespace \\\\\"gone\\\\\"\"}\\n'\n"
+    "        self.send_response(code)\n"
+    "        self.send_header('Content-Type', 'application/json')\n"
+    "        self.send_header('Content-Length', str(len(b)))\n"
+    "        self.end_headers()\n"
+    "        self.wfile.write(b)\n"
+    "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), "
+    "H).serve_forever()\n";
 
 static int python_works(void)
 {
@@ -73,7 +76,8 @@ static int python_works(void)
 
 		dup2(null, 1);
 		dup2(null, 2);
-		execlp("python3", "python3", "-c", "import http.server", (char *)NULL);
+		execlp("python3", "python3", "-c", "import http.server",
+		       (char *)NULL);
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &st, 0) < 0)
@@ -83,8 +87,7 @@ static int python_works(void)
 
 /* Start python3 with argv (PORT substituted by the port's decimal) and wait
  * until it accepts connections. */
-static void server_start(struct server *sv, const char *script,
-			 const char *dir)
+static void server_start(struct server *sv, const char *script, const char *dir)
 {
 	char port[16];
 	struct timespec ts = {0, 20 * 1000 * 1000};
@@ -103,8 +106,8 @@ static void server_start(struct server *sv, const char *script,
 			execlp("python3", "python3", "-c", script, port,
 			       (char *)NULL);
 		else
-			execlp("python3", "python3", "-m", "http.server", "--bind",
-			       "127.0.0.1", port, "--directory", dir,
+			execlp("python3", "python3", "-m", "http.server",
+			       "--bind", "127.0.0.1", port, "--directory", dir,
 			       (char *)NULL);
 		_exit(127);
 	}
@@ -168,10 +171,13 @@ static void *zstd_of(const void *buf, size_t len, size_t *ret_len)
 static void build_catalog(const char *path)
 {
 	struct cat_meta m = {.generation = 1, .created_ns = 1};
-	struct cat_inode root = {.ino = 1, .kind = CAT_DIR,
-				 .mode = S_IFDIR | 0755, .nlink = 2};
-	struct cat_inode file = {.ino = 2, .kind = CAT_REG,
-				 .mode = S_IFREG | 0644, .size = 5, .nlink = 1};
+	struct cat_inode root = {
+	    .ino = 1, .kind = CAT_DIR, .mode = S_IFDIR | 0755, .nlink = 2};
+	struct cat_inode file = {.ino = 2,
+				 .kind = CAT_REG,
+				 .mode = S_IFREG | 0644,
+				 .size = 5,
+				 .nlink = 1};
 	cat_writer *w = NULL;
 	chunk_id id;
 
@@ -202,9 +208,10 @@ static int group_setup(void **state)
 	setenv("no_proxy", "127.0.0.1,localhost", 1);
 	g->have_python = python_works();
 	if (!g->have_python) {
-		fprintf(stderr, "SKIP test_hyd_catalog: python3 with http.server "
-				"not found; the fetch tests need a real HTTP "
-				"server\n");
+		fprintf(stderr,
+			"SKIP test_hyd_catalog: python3 with http.server "
+			"not found; the fetch tests need a real HTTP "
+			"server\n");
 		return 0;
 	}
 	snprintf(g->www, sizeof(g->www), "%s/www", g->root);
@@ -275,18 +282,19 @@ static int count_entries(const char *cache)
 	if (!d)
 		return 0;
 	while ((de = readdir(d)) != NULL)
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+		if (strcmp(de->d_name, ".") != 0 &&
+		    strcmp(de->d_name, "..") != 0)
 			n++;
 	closedir(d);
 	return n;
 }
 
-#define NEED_PYTHON(g) \
-	do { \
-		if (!(g)->have_python) { \
-			fprintf(stderr, "SKIP: python3 not found\n"); \
-			skip(); \
-		} \
+#define NEED_PYTHON(g)                                                         \
+	do {                                                                   \
+		if (!(g)->have_python) {                                       \
+			fprintf(stderr, "SKIP: python3 not found\n");          \
+			skip();                                                \
+		}                                                              \
 	} while (0)
 
 static void check_catalog(const char *path)
@@ -316,8 +324,8 @@ static void test_fetch(void **state)
 	NEED_PYTHON(g);
 	new_cache(g, cache, sizeof(cache));
 	url_of(&g->plain, "ns", url, sizeof(url));
-	assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
-			 0);
+	assert_int_equal(
+	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.generation, 1);
 	assert_int_equal(res.from_cache, 0);
 	snprintf(want, sizeof(want), "%s/catalogs/1.db", cache);
@@ -336,9 +344,8 @@ static void test_fetch(void **state)
 	 * downloaded again; a trailing slash is the same URL. */
 	assert_int_equal(stat(res.path, &sb1), 0);
 	snprintf(want, sizeof(want), "%s/", url);
-	assert_int_equal(hyd_catalog_fetch(want, cache, 5, &res, err,
-					   sizeof(err)),
-			 0);
+	assert_int_equal(
+	    hyd_catalog_fetch(want, cache, 5, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.from_cache, 0);
 	assert_int_equal(stat(res.path, &sb2), 0);
 	assert_int_equal(sb1.st_ino, sb2.st_ino);
@@ -354,22 +361,22 @@ static void test_fetch_cache(void **state)
 	new_cache(g, cache, sizeof(cache));
 	url_of(&g->plain, "ns", url, sizeof(url));
 	url_of(&g->plain, "other", other, sizeof(other));
-	assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
-			 0);
+	assert_int_equal(
+	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), 0);
 	server_stop(&g->plain);
 
 	memset(&res, 0, sizeof(res));
-	assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
-			 0);
+	assert_int_equal(
+	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.from_cache, 1);
 	assert_int_equal(res.generation, 1);
 	check_catalog(res.path);
 	/* errbuf says why the cache stood in. */
 	assert_non_null(strstr(err, "cannot reach"));
 	/* The cache stands in only for the URL it came from. */
-	assert_int_equal(hyd_catalog_fetch(other, cache, 5, &res, err,
-					   sizeof(err)),
-			 -EHOSTUNREACH);
+	assert_int_equal(
+	    hyd_catalog_fetch(other, cache, 5, &res, err, sizeof(err)),
+	    -EHOSTUNREACH);
 	assert_non_null(strstr(err, other));
 
 	server_start(&g->plain, NULL, g->www);
@@ -390,14 +397,13 @@ static void test_url_change(void **state)
 	new_cache(g, cache, sizeof(cache));
 	url_of(&g->plain, "ns", url, sizeof(url));
 	url_of(&g->plain, "ns2", url2, sizeof(url2));
-	assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
-			 0);
+	assert_int_equal(
+	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), 0);
 	/* A second name keeps the old inode alive to compare against. */
 	snprintf(p, sizeof(p), "%s/old.db", cache);
 	assert_int_equal(link(res.path, p), 0);
-	assert_int_equal(hyd_catalog_fetch(url2, cache, 5, &res, err,
-					   sizeof(err)),
-			 0);
+	assert_int_equal(
+	    hyd_catalog_fetch(url2, cache, 5, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.from_cache, 0);
 	assert_int_equal(stat(p, &sb1), 0);
 	assert_int_equal(sb1.st_nlink, 1); /* the old one was removed */
@@ -422,8 +428,8 @@ static void test_wrong_namespace(void **state)
 	NEED_PYTHON(g);
 	new_cache(g, cache, sizeof(cache));
 	url_of(&g->plain, "nope", url, sizeof(url));
-	assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
-			 -ENOENT);
+	assert_int_equal(
+	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, url));
 	assert_non_null(strstr(err, "404"));
 	assert_int_equal(count_entries(cache), 0);
@@ -438,20 +444,21 @@ static void test_json_errors(void **state)
 	NEED_PYTHON(g);
 	new_cache(g, cache, sizeof(cache));
 	url_of(&g->json, "gone", url, sizeof(url));
-	assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
-			 -ENOENT);
+	assert_int_equal(
+	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, url));
 	assert_non_null(strstr(err, "no namespace \"gone\""));
 	url_of(&g->json, "boom", url, sizeof(url));
-	assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
-			 -EPROTO);
+	assert_int_equal(
+	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), -EPROTO);
 	assert_non_null(strstr(err, "disk on fire"));
 	assert_non_null(strstr(err, "HTTP 500"));
 }
 
 static void test_garbage(void **state)
 {
-	static const char *const ns[] = {"garbage", "notcat", "wronggen", "cut"};
+	static const char *const ns[] = {"garbage", "notcat", "wronggen",
+					 "cut"};
 	struct gx *g = *state;
 	struct hyd_catalog_result res;
 	char cache[128], url[128], err[512];
@@ -461,9 +468,9 @@ static void test_garbage(void **state)
 	for (i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
 		new_cache(g, cache, sizeof(cache));
 		url_of(&g->plain, ns[i], url, sizeof(url));
-		assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err,
-						   sizeof(err)),
-				 -EBADMSG);
+		assert_int_equal(
+		    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
+		    -EBADMSG);
 		assert_non_null(strstr(err, "not a valid ferry catalog"));
 		assert_non_null(strstr(err, url));
 		/* Nothing left behind: no temp, no catalog, no url record. */
@@ -478,9 +485,11 @@ static void test_unreachable(void **state)
 	char cache[128], url[128], err[512];
 
 	new_cache(g, cache, sizeof(cache));
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/x", tsup_free_port());
-	assert_int_equal(hyd_catalog_fetch(url, cache, 2, &res, err, sizeof(err)),
-			 -EHOSTUNREACH);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/x",
+		 tsup_free_port());
+	assert_int_equal(
+	    hyd_catalog_fetch(url, cache, 2, &res, err, sizeof(err)),
+	    -EHOSTUNREACH);
 	assert_non_null(strstr(err, "cannot reach"));
 	assert_non_null(strstr(err, url));
 }
@@ -496,9 +505,9 @@ static void test_bad_url(void **state)
 					   &res, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "ftp://127.0.0.1/v1/x"));
-	assert_int_equal(hyd_catalog_fetch("not a url", cache, 2, &res, err,
-					   sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+	    hyd_catalog_fetch("not a url", cache, 2, &res, err, sizeof(err)),
+	    -EINVAL);
 	assert_int_equal(hyd_catalog_fetch("file:///etc/passwd", cache, 2, &res,
 					   err, sizeof(err)),
 			 -EINVAL);
@@ -523,8 +532,10 @@ static void test_aligned_size(void **state)
 	/* Each 3000-byte xattr adds about a page: grow until aligned. */
 	for (n = 0; n < 200; n++) {
 		struct cat_meta m = {.generation = 1, .created_ns = 1};
-		struct cat_inode root = {.ino = 1, .kind = CAT_DIR,
-					 .mode = S_IFDIR | 0755, .nlink = 2};
+		struct cat_inode root = {.ino = 1,
+					 .kind = CAT_DIR,
+					 .mode = S_IFDIR | 0755,
+					 .nlink = 2};
 		cat_writer *w = NULL;
 		char name[32];
 
@@ -534,8 +545,9 @@ static void test_aligned_size(void **state)
 		assert_int_equal(cat_writer_add_inode(w, &root, NULL, 0), 0);
 		for (int i = 0; i < n; i++) {
 			int k = snprintf(name, sizeof(name), "user.x%d", i);
-			assert_int_equal(cat_writer_add_xattr(w, 1, name, (size_t)k,
-							      value, sizeof(value)),
+			assert_int_equal(cat_writer_add_xattr(w, 1, name,
+							      (size_t)k, value,
+							      sizeof(value)),
 					 0);
 		}
 		assert_int_equal(cat_writer_commit(w), 0);
@@ -549,8 +561,8 @@ static void test_aligned_size(void **state)
 	publish(g, "aligned", 1, z, z_len);
 	new_cache(g, cache, sizeof(cache));
 	url_of(&g->plain, "aligned", url, sizeof(url));
-	assert_int_equal(hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
-			 0);
+	assert_int_equal(
+	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.generation, 1);
 	free(z);
 	free(db);
@@ -559,15 +571,15 @@ static void test_aligned_size(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fetch),
-		cmocka_unit_test(test_fetch_cache),
-		cmocka_unit_test(test_url_change),
-		cmocka_unit_test(test_wrong_namespace),
-		cmocka_unit_test(test_json_errors),
-		cmocka_unit_test(test_garbage),
-		cmocka_unit_test(test_unreachable),
-		cmocka_unit_test(test_bad_url),
-		cmocka_unit_test(test_aligned_size),
+	    cmocka_unit_test(test_fetch),
+	    cmocka_unit_test(test_fetch_cache),
+	    cmocka_unit_test(test_url_change),
+	    cmocka_unit_test(test_wrong_namespace),
+	    cmocka_unit_test(test_json_errors),
+	    cmocka_unit_test(test_garbage),
+	    cmocka_unit_test(test_unreachable),
+	    cmocka_unit_test(test_bad_url),
+	    cmocka_unit_test(test_aligned_size),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

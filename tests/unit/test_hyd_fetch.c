@@ -79,7 +79,7 @@ static int server_start(void **state)
 
 	(void)state;
 	snprintf(srv.dir, sizeof(srv.dir), "/tmp/ferry-test-fetch-XXXXXX");
-	if(!mkdtemp(srv.dir))
+	if (!mkdtemp(srv.dir))
 		return -1;
 	snprintf(buf, sizeof(buf), "%s/v1", srv.dir);
 	mkdir(buf, 0755);
@@ -87,10 +87,10 @@ static int server_start(void **state)
 	mkdir(buf, 0755);
 	snprintf(buf, sizeof(buf), "%s/v1/ns/chunk", srv.dir);
 	mkdir(buf, 0755);
-	if(pipe(pfd) < 0)
+	if (pipe(pfd) < 0)
 		return -1;
 	srv.pid = fork();
-	if(srv.pid == 0) {
+	if (srv.pid == 0) {
 		dup2(pfd[1], STDOUT_FILENO);
 		close(pfd[0]);
 		close(pfd[1]);
@@ -102,13 +102,13 @@ static int server_start(void **state)
 	close(pfd[1]);
 	pp.fd = pfd[0];
 	pp.events = POLLIN;
-	while(len < sizeof(buf) - 1 && !strchr(buf, '\n')) {
+	while (len < sizeof(buf) - 1 && !strchr(buf, '\n')) {
 		ssize_t n;
 
-		if(poll(&pp, 1, 10000) <= 0)
+		if (poll(&pp, 1, 10000) <= 0)
 			break;
 		n = read(pfd[0], buf + len, sizeof(buf) - 1 - len);
-		if(n <= 0)
+		if (n <= 0)
 			break;
 		len += (size_t)n;
 		buf[len] = '\0';
@@ -116,15 +116,14 @@ static int server_start(void **state)
 	close(pfd[0]);
 	buf[len] = '\0';
 	p = strstr(buf, " port ");
-	if(p)
+	if (p)
 		port = (int)strtol(p + 6, NULL, 10);
-	if(port <= 0) {
+	if (port <= 0) {
 		fprintf(stderr, "cannot start python3 -m http.server: '%s'\n",
 			buf);
 		return -1;
 	}
-	snprintf(srv.base, sizeof(srv.base), "http://127.0.0.1:%d/v1/ns",
-		 port);
+	snprintf(srv.base, sizeof(srv.base), "http://127.0.0.1:%d/v1/ns", port);
 	return 0;
 }
 
@@ -133,12 +132,12 @@ static int server_stop(void **state)
 	char cmd[128];
 
 	(void)state;
-	if(srv.pid > 0) {
+	if (srv.pid > 0) {
 		kill(srv.pid, SIGTERM);
 		waitpid(srv.pid, NULL, 0);
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", srv.dir);
-	if(system(cmd) != 0)
+	if (system(cmd) != 0)
 		return -1;
 	return 0;
 }
@@ -171,7 +170,7 @@ static int fetch_one(hyd_fetch *f, const chunk_id *id, const void *want,
 			     &fl);
 	assert_true(r == 0 || r == 1);
 	r = hyd_fetch_wait(f, fl, deadline + 5 * SEC);
-	if(r == 0) {
+	if (r == 0) {
 		assert_int_equal(fl->raw_len, len);
 		assert_memory_equal(fl->raw, want, len);
 	}
@@ -207,29 +206,29 @@ static void test_flights_join_and_order(void **state)
 
 	(void)state;
 	assert_int_equal(hyd_flights_init(&t, count_kick, &kicks), 0);
-	assert_int_equal(hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND, far,
-					  &a),
-			 -ESHUTDOWN);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND, far, &a),
+	    -ESHUTDOWN);
 	hyd_flights_open(&t);
-	assert_int_equal(hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND, far,
-					  &a), 1);
-	assert_int_equal(hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND,
-					  far + SEC, &a2), 0);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND, far, &a), 1);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND, far + SEC, &a2), 0);
 	assert_ptr_equal(a, a2);
 	assert_int_equal(kicks, 1); /* a join of a live flight is silent */
 	assert_int_equal(a->refs, 3);
 	assert_true(a->deadline_ns == far + SEC); /* extended */
-	assert_int_equal(hyd_flights_join(&t, &ib, 10, HYD_PRIO_BACKFILL, far,
-					  &b), 1);
-	assert_int_equal(hyd_flights_join(&t, &ic, 10, HYD_PRIO_DEMAND, far,
-					  &c), 1);
-	assert_int_equal(hyd_flights_join(&t, &idd, 10, HYD_PRIO_BACKFILL,
-					  far, &d), 1);
-	assert_int_equal(hyd_flights_join(&t, &ie, 10, HYD_PRIO_BACKFILL, far,
-					  &e), 1);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ib, 10, HYD_PRIO_BACKFILL, far, &b), 1);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ic, 10, HYD_PRIO_DEMAND, far, &c), 1);
+	assert_int_equal(
+	    hyd_flights_join(&t, &idd, 10, HYD_PRIO_BACKFILL, far, &d), 1);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ie, 10, HYD_PRIO_BACKFILL, far, &e), 1);
 	/* A demand reader of a queued backfill flight moves it up. */
-	assert_int_equal(hyd_flights_join(&t, &ie, 10, HYD_PRIO_DEMAND, far,
-					  &a2), 0);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ie, 10, HYD_PRIO_DEMAND, far, &a2), 0);
 	assert_ptr_equal(a2, e);
 	hyd_flights_release(&t, a2);
 	assert_ptr_equal(hyd_flights_next(&t), a);
@@ -240,8 +239,9 @@ static void test_flights_join_and_order(void **state)
 	/* d stays queued: close ends it. */
 	assert_int_equal(hyd_flights_close(&t, -ECANCELED), 1);
 	assert_int_equal(hyd_flights_wait(&t, d, far), -ECANCELED);
-	assert_int_equal(hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND, far,
-					  &a2), -ESHUTDOWN);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ia, 10, HYD_PRIO_DEMAND, far, &a2),
+	    -ESHUTDOWN);
 	hyd_flights_finish(&t, a, -ENOENT);
 	assert_int_equal(hyd_flights_wait(&t, a, far), -ENOENT);
 	hyd_flights_finish(&t, b, -EIO);
@@ -286,8 +286,8 @@ static void test_flights_wake_and_rejoin(void **state)
 	memcpy(raw, "abcd", 4);
 	assert_int_equal(hyd_flights_init(&t, NULL, NULL), 0);
 	hyd_flights_open(&t);
-	assert_int_equal(hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, far,
-					  &a), 1);
+	assert_int_equal(hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, far, &a),
+			 1);
 	/* Nothing lands: a wait with a short deadline times out. */
 	assert_int_equal(hyd_flights_wait(&t, a, hyd_now_ns() + SEC / 50),
 			 -ETIMEDOUT);
@@ -302,8 +302,8 @@ static void test_flights_wake_and_rejoin(void **state)
 	assert_int_equal(w.r, 0);
 	assert_memory_equal(a->raw, "abcd", 4);
 	/* VERIFIED but not finished: a late reader joins, no new flight. */
-	assert_int_equal(hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, far,
-					  &a2), 0);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, far, &a2), 0);
 	assert_ptr_equal(a, a2);
 	assert_int_equal(hyd_flights_wait(&t, a2, far), 0);
 	hyd_flights_release(&t, a2);
@@ -311,8 +311,8 @@ static void test_flights_wake_and_rejoin(void **state)
 	hyd_flights_finish(&t, a, -EIO);
 	assert_int_equal(hyd_flights_wait(&t, a, far), 0);
 	/* Finished: out of the table, the next join starts afresh. */
-	assert_int_equal(hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, far,
-					  &a2), 1);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, far, &a2), 1);
 	assert_ptr_not_equal(a, a2);
 	hyd_flights_release(&t, a);
 	assert_ptr_equal(hyd_flights_next(&t), a2);
@@ -365,11 +365,11 @@ static void *reader_thread(void *arg)
 	deadline = hyd_now_ns() + 10 * SEC;
 	rd->r = hyd_fetch_submit(rd->f, rd->id, (uint32_t)rd->len,
 				 HYD_PRIO_DEMAND, deadline, &fl);
-	if(rd->r < 0)
+	if (rd->r < 0)
 		return NULL;
 	rd->r = hyd_fetch_wait(rd->f, fl, deadline + SEC);
-	if(rd->r == 0 && (fl->raw_len != rd->len ||
-			  memcmp(fl->raw, rd->want, rd->len)))
+	if (rd->r == 0 &&
+	    (fl->raw_len != rd->len || memcmp(fl->raw, rd->want, rd->len)))
 		rd->r = -EBADMSG;
 	hyd_fetch_release(rd->f, fl);
 	return NULL;
@@ -392,13 +392,12 @@ static void test_fetch_single_flight(void **state)
 	put_chunk(raw, len, NULL, &id);
 	f = fetcher(srv.base, NULL);
 	pthread_barrier_init(&go, NULL, N);
-	for(i = 0; i < N; i++) {
+	for (i = 0; i < N; i++) {
 		rd[i] = (struct reader){f, &id, raw, len, &go, 1};
-		assert_int_equal(pthread_create(&th[i], NULL, reader_thread,
-						&rd[i]),
-				 0);
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, reader_thread, &rd[i]), 0);
 	}
-	for(i = 0; i < N; i++) {
+	for (i = 0; i < N; i++) {
 		pthread_join(th[i], NULL);
 		assert_int_equal(rd[i].r, 0);
 	}
@@ -422,21 +421,20 @@ static void test_fetch_many_parallel(void **state)
 	int i;
 
 	(void)state;
-	for(i = 0; i < N; i++) {
+	for (i = 0; i < N; i++) {
 		raw[i] = tsup_random_bytes(5000 + (size_t)i, 100 + (uint64_t)i);
 		put_chunk(raw[i], 5000 + (size_t)i, NULL, &id[i]);
 	}
 	f = fetcher(srv.base, NULL);
 	deadline = hyd_now_ns() + 20 * SEC;
 	/* Everything submitted first, then waited for. */
-	for(i = 0; i < N; i++)
-		assert_int_equal(hyd_fetch_submit(f, &id[i],
-						  5000 + (uint32_t)i,
+	for (i = 0; i < N; i++)
+		assert_int_equal(hyd_fetch_submit(f, &id[i], 5000 + (uint32_t)i,
 						  i % 2 ? HYD_PRIO_BACKFILL
 							: HYD_PRIO_DEMAND,
 						  deadline, &fl[i]),
 				 1);
-	for(i = 0; i < N; i++) {
+	for (i = 0; i < N; i++) {
 		assert_int_equal(hyd_fetch_wait(f, fl[i], deadline + SEC), 0);
 		assert_memory_equal(fl[i]->raw, raw[i], 5000 + (size_t)i);
 		hyd_fetch_release(f, fl[i]);
@@ -539,14 +537,14 @@ static void test_fetch_outage_bounded(void **state)
 	assert_int_equal(hyd_fetch_start(f), 0);
 	t0 = hyd_now_ns();
 	deadline = t0 + SEC;
-	for(i = 0; i < N; i++) {
+	for (i = 0; i < N; i++) {
 		id[i] = mk_id((uint8_t)(0x50 + i));
 		assert_int_equal(hyd_fetch_submit(f, &id[i], 100,
 						  HYD_PRIO_DEMAND, deadline,
 						  &fl[i]),
 				 1);
 	}
-	for(i = 0; i < N; i++) {
+	for (i = 0; i < N; i++) {
 		assert_int_equal(hyd_fetch_wait(f, fl[i], deadline + 5 * SEC),
 				 -ETIMEDOUT);
 		hyd_fetch_release(f, fl[i]);
@@ -605,8 +603,7 @@ static void test_fetch_stop_in_flight(void **state)
 			 1);
 	usleep(50000);
 	hyd_fetch_stop(f);
-	assert_int_equal(hyd_fetch_wait(f, fl, hyd_now_ns() + SEC),
-			 -ECANCELED);
+	assert_int_equal(hyd_fetch_wait(f, fl, hyd_now_ns() + SEC), -ECANCELED);
 	hyd_fetch_release(f, fl);
 	assert_int_equal(hyd_fetch_submit(f, &id, 100, HYD_PRIO_DEMAND,
 					  hyd_now_ns() + SEC, &fl),
@@ -641,22 +638,22 @@ static void test_flights_checked_join(void **state)
 	hyd_flights_set_have_hook(&t, have_stub, &stored);
 	hyd_flights_open(&t);
 	have_calls = 0;
-	assert_int_equal(hyd_flights_join_checked(&t, &ia, 4, HYD_PRIO_DEMAND,
-						  far, 0, &a),
-			 2);
+	assert_int_equal(
+	    hyd_flights_join_checked(&t, &ia, 4, HYD_PRIO_DEMAND, far, 0, &a),
+	    2);
 	assert_null(a);
 	assert_int_equal(have_calls, 1);
 	assert_null(hyd_flights_next(&t)); /* nothing was queued */
 	/* Not stored: a flight is created; a plain join never asks. */
 	stored = 0;
-	assert_int_equal(hyd_flights_join_checked(&t, &ia, 4, HYD_PRIO_DEMAND,
-						  far, 0, &a),
-			 1);
+	assert_int_equal(
+	    hyd_flights_join_checked(&t, &ia, 4, HYD_PRIO_DEMAND, far, 0, &a),
+	    1);
 	assert_int_equal(have_calls, 2);
 	stored = 1;
-	assert_int_equal(hyd_flights_join_checked(&t, &ia, 4, HYD_PRIO_DEMAND,
-						  far, 0, &b),
-			 0);
+	assert_int_equal(
+	    hyd_flights_join_checked(&t, &ia, 4, HYD_PRIO_DEMAND, far, 0, &b),
+	    0);
 	assert_ptr_equal(a, b);
 	assert_int_equal(have_calls, 2);
 	assert_ptr_equal(hyd_flights_next(&t), a);
@@ -692,19 +689,19 @@ static void test_url_parse(void **state)
 			 0);
 	assert_string_equal(base, "http://127.0.0.1:8700/v1/data");
 	assert_string_equal(name, "data");
-	assert_int_equal(hyd_url_parse("https://Example.com/v1/a.b-c_d/",
-				       base, sizeof(base), name, sizeof(name),
-				       err, sizeof(err)),
+	assert_int_equal(hyd_url_parse("https://Example.com/v1/a.b-c_d/", base,
+				       sizeof(base), name, sizeof(name), err,
+				       sizeof(err)),
 			 0);
 	assert_string_equal(name, "a.b-c_d");
 	assert_true(base[strlen(base) - 1] != '/');
 	static const char *const bad[] = {
-		"ftp://h/v1/a",	      "http://h/v2/a",	  "http://h/v1/",
-		"http://h/v1/a/b",    "http://h/v1/.a",	  "http://h/v1/a?x=1",
-		"http://u:p@h/v1/a",  "http://h/v1/a#f",  "not a url",
-		"http://h/v1/a%2fb",  "/v1/a",
+	    "ftp://h/v1/a",	 "http://h/v2/a",   "http://h/v1/",
+	    "http://h/v1/a/b",	 "http://h/v1/.a",  "http://h/v1/a?x=1",
+	    "http://u:p@h/v1/a", "http://h/v1/a#f", "not a url",
+	    "http://h/v1/a%2fb", "/v1/a",
 	};
-	for(size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		err[0] = '\0';
 		assert_int_equal(hyd_url_parse(bad[i], base, sizeof(base), name,
 					       sizeof(name), err, sizeof(err)),
@@ -723,30 +720,31 @@ static void test_url_parse(void **state)
 int main(void)
 {
 	const struct CMUnitTest table[] = {
-		cmocka_unit_test(test_flights_join_and_order),
-		cmocka_unit_test(test_flights_wake_and_rejoin),
-		cmocka_unit_test(test_flights_checked_join),
-		cmocka_unit_test(test_hold_background),
-		cmocka_unit_test(test_url_parse),
+	    cmocka_unit_test(test_flights_join_and_order),
+	    cmocka_unit_test(test_flights_wake_and_rejoin),
+	    cmocka_unit_test(test_flights_checked_join),
+	    cmocka_unit_test(test_hold_background),
+	    cmocka_unit_test(test_url_parse),
 	};
 	const struct CMUnitTest net[] = {
-		cmocka_unit_test(test_fetch_one),
-		cmocka_unit_test(test_fetch_single_flight),
-		cmocka_unit_test(test_fetch_many_parallel),
-		cmocka_unit_test(test_fetch_missing),
-		cmocka_unit_test(test_fetch_corrupt),
-		cmocka_unit_test(test_fetch_server_down),
-		cmocka_unit_test(test_fetch_outage_bounded),
-		cmocka_unit_test(test_fetch_stores),
-		cmocka_unit_test(test_fetch_stop_in_flight),
+	    cmocka_unit_test(test_fetch_one),
+	    cmocka_unit_test(test_fetch_single_flight),
+	    cmocka_unit_test(test_fetch_many_parallel),
+	    cmocka_unit_test(test_fetch_missing),
+	    cmocka_unit_test(test_fetch_corrupt),
+	    cmocka_unit_test(test_fetch_server_down),
+	    cmocka_unit_test(test_fetch_outage_bounded),
+	    cmocka_unit_test(test_fetch_stores),
+	    cmocka_unit_test(test_fetch_stop_in_flight),
 	};
 	int fails;
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	fails = cmocka_run_group_tests_name("hyd_flights", table, NULL, NULL);
-	if(system("python3 -c '' >/dev/null 2>&1") != 0) {
+	if (system("python3 -c '' >/dev/null 2>&1") != 0) {
 		curl_global_cleanup();
-		printf("SKIP: python3 is needed for the loopback HTTP server\n");
+		printf(
+		    "SKIP: python3 is needed for the loopback HTTP server\n");
 		return fails ? 1 : 77;
 	}
 	fails += cmocka_run_group_tests_name("hyd_fetch", net, server_start,

@@ -100,8 +100,8 @@ static void write_file(const char *dir, const char *name, const char *text)
 static void add_file(cat_writer *w, uint64_t ino, const char *name,
 		     const struct tchunk *const *chunks, size_t n)
 {
-	struct cat_inode in = {.ino = ino, .kind = CAT_REG,
-			       .mode = S_IFREG | 0644, .nlink = 1};
+	struct cat_inode in = {
+	    .ino = ino, .kind = CAT_REG, .mode = S_IFREG | 0644, .nlink = 1};
 	uint64_t off = 0;
 	size_t i;
 
@@ -109,9 +109,9 @@ static void add_file(cat_writer *w, uint64_t ino, const char *name,
 		in.size += chunks[i]->raw_len;
 	assert_int_equal(cat_writer_add_inode(w, &in, NULL, 0), 0);
 	for (i = 0; i < n; i++) {
-		assert_int_equal(cat_writer_add_chunk(w, ino, off,
-						      (uint32_t)chunks[i]->raw_len,
-						      &chunks[i]->id),
+		assert_int_equal(cat_writer_add_chunk(
+				     w, ino, off, (uint32_t)chunks[i]->raw_len,
+				     &chunks[i]->id),
 				 0);
 		off += chunks[i]->raw_len;
 	}
@@ -122,12 +122,15 @@ static void add_file(cat_writer *w, uint64_t ino, const char *name,
 static void build_catalog(struct fx *fx)
 {
 	struct cat_meta m = {.generation = 1, .created_ns = 1};
-	struct cat_inode root = {.ino = 1, .kind = CAT_DIR,
-				 .mode = S_IFDIR | 0755, .nlink = 3};
-	struct cat_inode sub = {.ino = 7, .kind = CAT_DIR,
-				.mode = S_IFDIR | 0755, .nlink = 2};
-	struct cat_inode lnk = {.ino = 6, .kind = CAT_LNK,
-				.mode = S_IFLNK | 0777, .size = 2, .nlink = 1};
+	struct cat_inode root = {
+	    .ino = 1, .kind = CAT_DIR, .mode = S_IFDIR | 0755, .nlink = 3};
+	struct cat_inode sub = {
+	    .ino = 7, .kind = CAT_DIR, .mode = S_IFDIR | 0755, .nlink = 2};
+	struct cat_inode lnk = {.ino = 6,
+				.kind = CAT_LNK,
+				.mode = S_IFLNK | 0777,
+				.size = 2,
+				.nlink = 1};
 	const struct tchunk *f1[] = {&fx->a, &fx->b}, *f2[] = {&fx->b, &fx->c},
 			    *f3[] = {&fx->a};
 	cat_writer *w = NULL;
@@ -434,8 +437,12 @@ static void test_json_round_trip(void **state)
  * json -> parse -> json is stable. */
 static void test_json_hostile_strings(void **state)
 {
-	static const char bad[] = "a\xff" "b\xc0\x80" "c\x80" "d\xe2\x82"
-				  "e\xed\xa0\x80" "f\xf4\x90\x80\x80";
+	static const char bad[] = "a\xff"
+				  "b\xc0\x80"
+				  "c\x80"
+				  "d\xe2\x82"
+				  "e\xed\xa0\x80"
+				  "f\xf4\x90\x80\x80";
 	char buf[HYD_STATUS_JSON_MAX], buf2[HYD_STATUS_JSON_MAX];
 	struct hyd_status a, b;
 	int n, n2;
@@ -448,7 +455,8 @@ static void test_json_hostile_strings(void **state)
 				    "d\\ufffd\\ufffde\\ufffd\\ufffd\\ufffd"
 				    "f\\ufffd\\ufffd\\ufffd\\ufffd\","));
 	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
-	assert_non_null(strstr(b.url, "a\xef\xbf\xbd" "b"));
+	assert_non_null(strstr(b.url, "a\xef\xbf\xbd"
+				      "b"));
 	/* The replacement comes back as a real U+FFFD, written raw from then
 	 * on: one more round is a fixed point. */
 	n2 = hyd_status_json(&b, buf2, sizeof(buf2));
@@ -492,17 +500,16 @@ static void test_json_parse_accepts(void **state)
 	assert_string_equal(st.url, "");
 
 	/* Any order, unknown scalar keys skipped, escapes decoded. */
+	assert_int_equal(parse_str("{ \"future\" : [1] }", &st), -EBADMSG);
 	assert_int_equal(
-		parse_str("{ \"future\" : [1] }", &st), -EBADMSG);
-	assert_int_equal(
-		parse_str("{\"x\":true,\"files_total\":5,\"y\":null,"
-			  "\"z\":\"skip \\\" me\",\"w\":-1.5e3,\"v\":false,"
-			  "\"url\":\"a\\/b\\u00e9\\ud83d\\ude80\\b\\f\","
-			  "\"eta_s\":-9223372036854775808,"
-			  "\"rate_now\":1.5E+2,\"pid\":0,"
-			  "\"state\":\"backfilling\"}",
-			  &st),
-		0);
+	    parse_str("{\"x\":true,\"files_total\":5,\"y\":null,"
+		      "\"z\":\"skip \\\" me\",\"w\":-1.5e3,\"v\":false,"
+		      "\"url\":\"a\\/b\\u00e9\\ud83d\\ude80\\b\\f\","
+		      "\"eta_s\":-9223372036854775808,"
+		      "\"rate_now\":1.5E+2,\"pid\":0,"
+		      "\"state\":\"backfilling\"}",
+		      &st),
+	    0);
 	assert_int_equal(st.state, HYD_STATE_BACKFILLING);
 	assert_int_equal(st.files_total, 5);
 	assert_string_equal(st.url, "a/b\xc3\xa9\xf0\x9f\x9a\x80\b\f");
@@ -513,53 +520,53 @@ static void test_json_parse_accepts(void **state)
 static void test_json_parse_rejects(void **state)
 {
 	static const char *const bad[] = {
-		"",
-		"   ",
-		"{",
-		"{}",
-		"[]",
-		"null",
-		"\"state\"",
-		"{\"state\":\"bogus\"}",
-		"{\"state\":complete}",
-		"{\"state\":\"complete\",\"state\":\"complete\"}",
-		"{\"state\":\"complete\",}",
-		"{\"state\":\"complete\"} x",
-		"{\"state\":\"complete\"}{}",
-		"{\"state\":\"complete\",\"x\":{}}",
-		"{\"state\":\"complete\",\"x\":[1]}",
-		"{\"state\":\"complete\",\"x\":tru}",
-		"{\"state\":\"complete\" \"x\":1}",
-		"{\"state\":\"complete\",\"x\" 1}",
-		"{\"files_total\":1}",
-		"{\"state\":\"complete\",\"files_total\":-1}",
-		"{\"state\":\"complete\",\"files_total\":1.5}",
-		"{\"state\":\"complete\",\"files_total\":1e3}",
-		"{\"state\":\"complete\",\"files_total\":18446744073709551616}",
-		"{\"state\":\"complete\",\"files_total\":01}",
-		"{\"state\":\"complete\",\"files_total\":+1}",
-		"{\"state\":\"complete\",\"files_total\":\"1\"}",
-		"{\"state\":\"complete\",\"pid\":-1}",
-		"{\"state\":\"complete\",\"pid\":99999999999}",
-		"{\"state\":\"complete\",\"eta_s\":-9223372036854775809}",
-		"{\"state\":\"complete\",\"eta_s\":9223372036854775808}",
-		"{\"state\":\"complete\",\"rate_now\":NaN}",
-		"{\"state\":\"complete\",\"rate_now\":1.}",
-		"{\"state\":\"complete\",\"rate_now\":.5}",
-		"{\"state\":\"complete\",\"rate_now\":1e}",
-		"{\"state\":\"complete\",\"rate_now\":-}",
-		"{\"state\":\"complete\",\"rate_now\":1e999}",
-		"{\"state\":\"complete\",\"url\":\"\\u0000\"}",
-		"{\"state\":\"complete\",\"url\":\"\\ud800\"}",
-		"{\"state\":\"complete\",\"url\":\"\\ud800\\u0041\"}",
-		"{\"state\":\"complete\",\"url\":\"\\udc00\"}",
-		"{\"state\":\"complete\",\"url\":\"\\u12\"}",
-		"{\"state\":\"complete\",\"url\":\"\\x\"}",
-		"{\"state\":\"complete\",\"url\":\"tab\there\"}",
-		"{\"state\":\"complete\",\"url\":\"open}",
-		"{\"state\":\"complete\",\"url\":1}",
-		"{\"state\":\"complete\",\"dedup_savings_bytes\":\"x\"}",
-		"{'state':'complete'}",
+	    "",
+	    "   ",
+	    "{",
+	    "{}",
+	    "[]",
+	    "null",
+	    "\"state\"",
+	    "{\"state\":\"bogus\"}",
+	    "{\"state\":complete}",
+	    "{\"state\":\"complete\",\"state\":\"complete\"}",
+	    "{\"state\":\"complete\",}",
+	    "{\"state\":\"complete\"} x",
+	    "{\"state\":\"complete\"}{}",
+	    "{\"state\":\"complete\",\"x\":{}}",
+	    "{\"state\":\"complete\",\"x\":[1]}",
+	    "{\"state\":\"complete\",\"x\":tru}",
+	    "{\"state\":\"complete\" \"x\":1}",
+	    "{\"state\":\"complete\",\"x\" 1}",
+	    "{\"files_total\":1}",
+	    "{\"state\":\"complete\",\"files_total\":-1}",
+	    "{\"state\":\"complete\",\"files_total\":1.5}",
+	    "{\"state\":\"complete\",\"files_total\":1e3}",
+	    "{\"state\":\"complete\",\"files_total\":18446744073709551616}",
+	    "{\"state\":\"complete\",\"files_total\":01}",
+	    "{\"state\":\"complete\",\"files_total\":+1}",
+	    "{\"state\":\"complete\",\"files_total\":\"1\"}",
+	    "{\"state\":\"complete\",\"pid\":-1}",
+	    "{\"state\":\"complete\",\"pid\":99999999999}",
+	    "{\"state\":\"complete\",\"eta_s\":-9223372036854775809}",
+	    "{\"state\":\"complete\",\"eta_s\":9223372036854775808}",
+	    "{\"state\":\"complete\",\"rate_now\":NaN}",
+	    "{\"state\":\"complete\",\"rate_now\":1.}",
+	    "{\"state\":\"complete\",\"rate_now\":.5}",
+	    "{\"state\":\"complete\",\"rate_now\":1e}",
+	    "{\"state\":\"complete\",\"rate_now\":-}",
+	    "{\"state\":\"complete\",\"rate_now\":1e999}",
+	    "{\"state\":\"complete\",\"url\":\"\\u0000\"}",
+	    "{\"state\":\"complete\",\"url\":\"\\ud800\"}",
+	    "{\"state\":\"complete\",\"url\":\"\\ud800\\u0041\"}",
+	    "{\"state\":\"complete\",\"url\":\"\\udc00\"}",
+	    "{\"state\":\"complete\",\"url\":\"\\u12\"}",
+	    "{\"state\":\"complete\",\"url\":\"\\x\"}",
+	    "{\"state\":\"complete\",\"url\":\"tab\there\"}",
+	    "{\"state\":\"complete\",\"url\":\"open}",
+	    "{\"state\":\"complete\",\"url\":1}",
+	    "{\"state\":\"complete\",\"dedup_savings_bytes\":\"x\"}",
+	    "{'state':'complete'}",
 	};
 	struct hyd_status st, keep;
 	char *big;
@@ -575,9 +582,8 @@ static void test_json_parse_rejects(void **state)
 		assert_memory_equal(&st, &keep, sizeof(st));
 	}
 	/* A NUL inside the buffer. */
-	assert_int_equal(hyd__status_parse("{\"state\":\"complete\"}\0", 21,
-					   &st),
-			 -EBADMSG);
+	assert_int_equal(
+	    hyd__status_parse("{\"state\":\"complete\"}\0", 21, &st), -EBADMSG);
 
 	/* A string too long for its field is cut at a character boundary;
 	 * a key too long is refused. */
@@ -681,8 +687,7 @@ static void live_cb(void *arg, struct hyd_status *st)
 }
 
 /* Connect, send req (may be NULL), read the reply into buf. */
-static ssize_t raw_ask(const char *sock, const char *req, char *buf,
-		       size_t cap)
+static ssize_t raw_ask(const char *sock, const char *req, char *buf, size_t cap)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	size_t got = 0;
@@ -696,8 +701,7 @@ static ssize_t raw_ask(const char *sock, const char *req, char *buf,
 	if (req)
 		assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL),
 				 (ssize_t)strlen(req));
-	while (got < cap - 1 &&
-	       (n = recv(fd, buf + got, cap - 1 - got, 0)) > 0)
+	while (got < cap - 1 && (n = recv(fd, buf + got, cap - 1 - got, 0)) > 0)
 		got += (size_t)n;
 	buf[got] = '\0';
 	close(fd);
@@ -806,7 +810,7 @@ static void test_control_stop_while_busy(void **state)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	close(fd);
 	assert_true((t1.tv_sec - t0.tv_sec) * 1000 +
-			    (t1.tv_nsec - t0.tv_nsec) / 1000000 <
+			(t1.tv_nsec - t0.tv_nsec) / 1000000 <
 		    1000);
 }
 
@@ -930,23 +934,22 @@ static void test_query_garbage_falls_back(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_from_cache_steps, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_from_cache_edges, setup,
-						teardown),
-		cmocka_unit_test(test_json_round_trip),
-		cmocka_unit_test(test_json_hostile_strings),
-		cmocka_unit_test(test_json_parse_accepts),
-		cmocka_unit_test(test_json_parse_rejects),
-		cmocka_unit_test(test_json_parse_truncated_and_mutated),
-		cmocka_unit_test_setup_teardown(test_control_live, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_control_stop_while_busy,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_control_stale_and_bad_paths, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_query_garbage_falls_back,
-						setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_from_cache_steps, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_from_cache_edges, setup,
+					    teardown),
+	    cmocka_unit_test(test_json_round_trip),
+	    cmocka_unit_test(test_json_hostile_strings),
+	    cmocka_unit_test(test_json_parse_accepts),
+	    cmocka_unit_test(test_json_parse_rejects),
+	    cmocka_unit_test(test_json_parse_truncated_and_mutated),
+	    cmocka_unit_test_setup_teardown(test_control_live, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_control_stop_while_busy, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_control_stale_and_bad_paths,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_query_garbage_falls_back,
+					    setup, teardown),
 	};
 
 	/* A client that hangs up must not kill the test with SIGPIPE. */

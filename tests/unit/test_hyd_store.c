@@ -131,9 +131,9 @@ static void test_roundtrip_codecs(void **state)
 		enum frame_policy pol;
 		uint8_t codec;
 	} cases[] = {
-		{FRAME_POLICY_RAW, FRAME_RAW},
-		{FRAME_POLICY_LZ4, FRAME_LZ4},
-		{FRAME_POLICY_ZSTD, FRAME_ZSTD},
+	    {FRAME_POLICY_RAW, FRAME_RAW},
+	    {FRAME_POLICY_LZ4, FRAME_LZ4},
+	    {FRAME_POLICY_ZSTD, FRAME_ZSTD},
 	};
 	struct tchunk c[3];
 	struct hyd_store_stats st;
@@ -150,9 +150,8 @@ static void test_roundtrip_codecs(void **state)
 				 0);
 		assert_int_equal(fi.codec, cases[i].codec);
 		assert_int_equal(hyd_store_has(s, &c[i].id), 0);
-		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
-					       c[i].frame_len),
-				 0);
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
 		assert_int_equal(hyd_store_has(s, &c[i].id), 1);
 	}
 	for (i = 0; i < 3; i++)
@@ -231,9 +230,8 @@ static void test_reopen(void **state)
 	for (i = 0; i < 10; i++) {
 		tchunk_make(&c[i], (uint32_t)(100 + i), 1000 + i * 700, i & 1,
 			    FRAME_POLICY_AUTO);
-		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
-					       c[i].frame_len),
-				 0);
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
 	}
 	assert_int_equal(hyd_store_meta_set(s, "url", "http://x/v1/y"), 0);
 	assert_int_equal(hyd_store_stats(s, &st1), 0);
@@ -245,9 +243,8 @@ static void test_reopen(void **state)
 	for (i = 0; i < 10; i++) {
 		assert_int_equal(hyd_store_has(s, &c[i].id), 1);
 		check_get(s, &c[i]);
-		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
-					       c[i].frame_len),
-				 1);
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 1);
 	}
 	{
 		char buf[64];
@@ -336,9 +333,8 @@ static void test_crash_tail(void **state)
 			    FRAME_POLICY_AUTO);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	for (i = 0; i < 3; i++)
-		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
-					       c[i].frame_len),
-				 0);
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
 	hyd_store_close(s);
 	good = file_size(fx->dir, "packs/00000001.pack");
 
@@ -350,9 +346,8 @@ static void test_crash_tail(void **state)
 	for (i = 0; i < 3; i++)
 		check_get(s, &c[i]);
 	for (i = 3; i < 5; i++)
-		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
-					       c[i].frame_len),
-				 0);
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
 	for (i = 0; i < 5; i++)
 		check_get(s, &c[i]);
 	hyd_store_close(s);
@@ -415,9 +410,9 @@ static void test_newer_schema(void **state)
 	hyd_store_close(s);
 	snprintf(p, sizeof(p), "%s/state.db", fx->dir);
 	assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL,
-				      NULL, NULL),
-			 SQLITE_OK);
+	assert_int_equal(
+	    sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL),
+	    SQLITE_OK);
 	sqlite3_close(db);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), -EIO);
 	assert_null(s);
@@ -447,9 +442,8 @@ static void test_corruption(void **state)
 	tchunk_make(&c[2], 302, 8000, 1, FRAME_POLICY_LZ4);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	for (i = 0; i < 3; i++)
-		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
-					       c[i].frame_len),
-				 0);
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
 	/* Rot one payload byte of each frame: a raw one fails its hash, a
 	 * compressed one its decoding or its hash. */
 	off = 0;
@@ -510,9 +504,8 @@ static void test_frame_checksum(void **state)
 	tchunk_make(&c[1], 401, 8000, 1, FRAME_POLICY_ZSTD);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	for (i = 0; i < 2; i++)
-		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
-					       c[i].frame_len),
-				 0);
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
 	hyd_store_close(s);
 	db_exec(fx->dir, "UPDATE chunk SET xxh = xxh + 1");
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
@@ -520,9 +513,8 @@ static void test_frame_checksum(void **state)
 		assert_int_equal(hyd_store_get(s, &c[i].id, out, 8000, &got),
 				 -EBADMSG);
 		assert_int_equal(hyd_store_has(s, &c[i].id), 0);
-		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
-					       c[i].frame_len),
-				 0);
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
 		check_get(s, &c[i]);
 	}
 	hyd_store_close(s);
@@ -596,9 +588,8 @@ static void test_pack_roll(void **state)
 	for (i = 0; i < 20; i++) {
 		tchunk_make(&c[i], (uint32_t)(500 + i), 1500, 0,
 			    FRAME_POLICY_RAW);
-		assert_int_equal(hyd_store_put(s, &c[i].id, c[i].frame,
-					       c[i].frame_len),
-				 0);
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
 	}
 	/* 1516-byte frames, two per 4 KiB pack. */
 	n = count_packs(fx->dir);
@@ -624,9 +615,8 @@ static void test_pack_roll(void **state)
 		struct tchunk big;
 
 		tchunk_make(&big, 600, 3000, 0, FRAME_POLICY_RAW);
-		assert_int_equal(hyd_store_put(s, &big.id, big.frame,
-					       big.frame_len),
-				 0);
+		assert_int_equal(
+		    hyd_store_put(s, &big.id, big.frame, big.frame_len), 0);
 		check_get(s, &big);
 		assert_int_equal(count_packs(fx->dir), 11);
 		tchunk_free(&big);
@@ -735,29 +725,26 @@ static void test_threads(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_roundtrip_codecs, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_put_idempotent, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_not_a_dir, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_crash_tail, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_crash_after_roll, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_newer_schema, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_corruption, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_header_corruption, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_frame_checksum, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_pack_roll, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_meta, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_roundtrip_codecs, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_put_idempotent, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_not_a_dir, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_crash_tail, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_crash_after_roll, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_corruption, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_header_corruption, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_frame_checksum, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_pack_roll, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_meta, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -52,7 +52,7 @@
 #define NONUTF8 "n\xff\xfe-name"
 
 struct fx {
-	char t[64];         /* temp root */
+	char t[64]; /* temp root */
 	char src[128], dest[128], cache[128], state[128], outside[128];
 	char url[128];
 	char repl[PATH_MAX];
@@ -78,7 +78,7 @@ static uint8_t *rnd(size_t n, uint64_t seed)
 	size_t i;
 
 	assert_non_null(b);
-	for(i = 0; i < n; i++) {
+	for (i = 0; i < n; i++) {
 		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
 		b[i] = (uint8_t)(seed >> 56);
 	}
@@ -86,7 +86,7 @@ static uint8_t *rnd(size_t n, uint64_t seed)
 }
 
 static void pathf(char *buf, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static void pathf(char *buf, size_t cap, const char *fmt, ...)
 {
@@ -108,20 +108,32 @@ static void set_mtime(const char *path, int64_t sec, long nsec)
 
 static void build_src(struct fx *f)
 {
-	static const char *dirs[] = {"d1", "d1/d2", "d1/d2/d3", "emptydir",
-				     "odd dir", "xdir"};
-	static const char *leaves[] = {
-		"empty", "big", "same1", "same2", "secret", "exec", "hl1",
-		"d1/hl2", "d1/d2/d3/deep", "odd dir/with space",
-		"odd dir/new\nline", NONUTF8, "rel", "dangling", "abs", "fifo",
-		"xdir/x"};
+	static const char *dirs[] = {"d1",	 "d1/d2",   "d1/d2/d3",
+				     "emptydir", "odd dir", "xdir"};
+	static const char *leaves[] = {"empty",
+				       "big",
+				       "same1",
+				       "same2",
+				       "secret",
+				       "exec",
+				       "hl1",
+				       "d1/hl2",
+				       "d1/d2/d3/deep",
+				       "odd dir/with space",
+				       "odd dir/new\nline",
+				       NONUTF8,
+				       "rel",
+				       "dangling",
+				       "abs",
+				       "fifo",
+				       "xdir/x"};
 	char p[256], q[256];
 	uint8_t *b;
 	size_t i;
 	long k = 0;
 
 	assert_int_equal(mkdir(f->src, 0755), 0);
-	for(i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		pathf(p, sizeof(p), "%s/%s", f->src, dirs[i]);
 		assert_int_equal(mkdir(p, 0755), 0);
 	}
@@ -167,9 +179,9 @@ static void build_src(struct fx *f)
 	pathf(p, sizeof(p), "%s/xdir", f->src);
 	assert_int_equal(setxattr(p, "user.dir", "yes", 3, 0), 0);
 	assert_int_equal(chmod(p, 0700), 0);
-	if(f->root) {
+	if (f->root) {
 		pathf(p, sizeof(p), "%s/chr", f->src);
-		if(mknod(p, S_IFCHR | 0600, makedev(1, 3)) == 0)
+		if (mknod(p, S_IFCHR | 0600, makedev(1, 3)) == 0)
 			assert_int_equal(lchown(p, 0, 0), 0);
 		pathf(p, sizeof(p), "%s/exec", f->src);
 		assert_int_equal(chown(p, 1234, 5678), 0);
@@ -177,14 +189,14 @@ static void build_src(struct fx *f)
 		assert_int_equal(lchown(p, 4321, 8765), 0);
 	}
 	/* Nanosecond mtimes everywhere; directories last, deepest first. */
-	for(i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
+	for (i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
 		pathf(p, sizeof(p), "%s/%s", f->src, leaves[i]);
 		set_mtime(p, 1500000000 + (int64_t)i * 1000, 123456789 + k++);
 	}
 	pathf(p, sizeof(p), "%s/chr", f->src);
-	if(f->root && access(p, F_OK) == 0)
+	if (f->root && access(p, F_OK) == 0)
 		set_mtime(p, 1400000000, 5);
-	for(i = sizeof(dirs) / sizeof(dirs[0]); i-- > 0;) {
+	for (i = sizeof(dirs) / sizeof(dirs[0]); i-- > 0;) {
 		pathf(p, sizeof(p), "%s/%s", f->src, dirs[i]);
 		set_mtime(p, 1600000000 + (int64_t)i, 987654321 - (long)i);
 	}
@@ -206,12 +218,12 @@ static int http_ok(const char *url)
 	CURL *c = curl_easy_init();
 	long code = 0;
 
-	if(!c)
+	if (!c)
 		return 0;
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 2L);
-	if(curl_easy_perform(c) == CURLE_OK)
+	if (curl_easy_perform(c) == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	curl_easy_cleanup(c);
 	return code == 200;
@@ -228,9 +240,9 @@ static void repl_start(struct fx *f)
 	pathf(f->url, sizeof(f->url), "http://127.0.0.1:%d/v1/ns", port);
 	f->pid = fork();
 	assert_true(f->pid >= 0);
-	if(f->pid == 0) {
+	if (f->pid == 0) {
 		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if(fd >= 0) {
+		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
@@ -239,8 +251,8 @@ static void repl_start(struct fx *f)
 		_exit(127);
 	}
 	pathf(head, sizeof(head), "%s/HEAD", f->url);
-	for(i = 0; i < 300; i++) {
-		if(http_ok(head))
+	for (i = 0; i < 300; i++) {
+		if (http_ok(head))
 			return;
 		usleep(100000);
 	}
@@ -249,7 +261,7 @@ static void repl_start(struct fx *f)
 
 static void repl_stop(struct fx *f)
 {
-	if(f->pid > 0) {
+	if (f->pid > 0) {
 		kill(f->pid, SIGTERM);
 		waitpid(f->pid, NULL, 0);
 		f->pid = 0;
@@ -265,7 +277,7 @@ static int setup(void **state)
 
 	assert_non_null(f);
 	f->root = geteuid() == 0;
-	if(bin) {
+	if (bin) {
 		pathf(f->repl, sizeof(f->repl), "%s/ferry-replicator", bin);
 	} else {
 		/* BUILD/tests/test_hyd_sync -> BUILD/bin/ferry-replicator */
@@ -276,7 +288,7 @@ static int setup(void **state)
 		pathf(f->repl, sizeof(f->repl), "%s/../bin/ferry-replicator",
 		      self);
 	}
-	if(access(f->repl, X_OK) != 0) {
+	if (access(f->repl, X_OK) != 0) {
 		/* tests/run.sh counts exit 77 as a skip, with this reason. */
 		printf("SKIP: no replicator at %s (build it first)\n", f->repl);
 		free(f);
@@ -301,10 +313,10 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 
-	if(!f)
+	if (!f)
 		return 0;
 	repl_stop(f);
-	if(!getenv("KEEP_TMP"))
+	if (!getenv("KEEP_TMP"))
 		tsup_rm_rf(f->t);
 	curl_global_cleanup();
 	free(f);
@@ -321,12 +333,12 @@ static void cmp_xattrs(const char *a, const char *b)
 	na = llistxattr(a, la, sizeof(la));
 	nb = llistxattr(b, lb, sizeof(lb));
 	assert_true(na >= 0 && nb >= 0);
-	for(p = la; p < la + na; p += strlen(p) + 1) {
-		if(strncmp(p, "user.", 5))
+	for (p = la; p < la + na; p += strlen(p) + 1) {
+		if (strncmp(p, "user.", 5))
 			continue;
 		xa = lgetxattr(a, p, va, sizeof(va));
 		xb = lgetxattr(b, p, vb, sizeof(vb));
-		if(xa != xb || xa < 0 || memcmp(va, vb, (size_t)xa))
+		if (xa != xb || xa < 0 || memcmp(va, vb, (size_t)xa))
 			fail_msg("xattr %s differs on %s", p, b);
 	}
 }
@@ -339,7 +351,7 @@ static void cmp_content(const char *a, const char *b, off_t size)
 	assert_true(fa >= 0 && fb >= 0 && ba && bb);
 	assert_int_equal(read(fa, ba, (size_t)size + 1), size);
 	assert_int_equal(read(fb, bb, (size_t)size + 1), size);
-	if(memcmp(ba, bb, (size_t)size))
+	if (memcmp(ba, bb, (size_t)size))
 		fail_msg("content differs: %s", b);
 	close(fa);
 	close(fb);
@@ -359,39 +371,39 @@ static unsigned cmp_tree(const char *a, const char *b)
 	DIR *d;
 
 	assert_int_equal(lstat(a, &sa), 0);
-	if(lstat(b, &sb) != 0)
+	if (lstat(b, &sb) != 0)
 		fail_msg("missing in DEST: %s", b);
-	if(sa.st_mode != sb.st_mode)
+	if (sa.st_mode != sb.st_mode)
 		fail_msg("mode %o != %o: %s", sa.st_mode, sb.st_mode, b);
-	if(sa.st_uid != sb.st_uid || sa.st_gid != sb.st_gid)
+	if (sa.st_uid != sb.st_uid || sa.st_gid != sb.st_gid)
 		fail_msg("owner %u:%u != %u:%u: %s", sa.st_uid, sa.st_gid,
 			 sb.st_uid, sb.st_gid, b);
-	if(sa.st_mtim.tv_sec != sb.st_mtim.tv_sec ||
-	   sa.st_mtim.tv_nsec != sb.st_mtim.tv_nsec)
+	if (sa.st_mtim.tv_sec != sb.st_mtim.tv_sec ||
+	    sa.st_mtim.tv_nsec != sb.st_mtim.tv_nsec)
 		fail_msg("mtime differs: %s", b);
-	if(sa.st_nlink != sb.st_nlink)
+	if (sa.st_nlink != sb.st_nlink)
 		fail_msg("nlink %lu != %lu: %s", (unsigned long)sa.st_nlink,
 			 (unsigned long)sb.st_nlink, b);
-	if(S_ISCHR(sa.st_mode) && sa.st_rdev != sb.st_rdev)
+	if (S_ISCHR(sa.st_mode) && sa.st_rdev != sb.st_rdev)
 		fail_msg("rdev differs: %s", b);
-	if(!S_ISDIR(sa.st_mode) && sa.st_size != sb.st_size)
+	if (!S_ISDIR(sa.st_mode) && sa.st_size != sb.st_size)
 		fail_msg("size differs: %s", b);
-	if(S_ISLNK(sa.st_mode)) {
+	if (S_ISLNK(sa.st_mode)) {
 		la = readlink(a, ta, sizeof(ta));
 		lb = readlink(b, tb, sizeof(tb));
-		if(la != lb || la < 0 || memcmp(ta, tb, (size_t)la))
+		if (la != lb || la < 0 || memcmp(ta, tb, (size_t)la))
 			fail_msg("link target differs: %s", b);
 		return n;
 	}
 	cmp_xattrs(a, b);
-	if(S_ISREG(sa.st_mode))
+	if (S_ISREG(sa.st_mode))
 		cmp_content(a, b, sa.st_size);
-	if(!S_ISDIR(sa.st_mode))
+	if (!S_ISDIR(sa.st_mode))
 		return n;
 	d = opendir(a);
 	assert_non_null(d);
-	while((de = readdir(d))) {
-		if(!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		pathf(pa, sizeof(pa), "%s/%s", a, de->d_name);
 		pathf(pb, sizeof(pb), "%s/%s", b, de->d_name);
@@ -523,7 +535,7 @@ static void test_planted_symlink(void **state)
 	assert_true(S_ISDIR(st.st_mode));
 	d = opendir(f->outside);
 	assert_non_null(d);
-	while((de = readdir(d)))
+	while ((de = readdir(d)))
 		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
 	closedir(d);
 	assert_int_equal(n, 0); /* nothing written through the symlink */
@@ -586,10 +598,10 @@ static void test_bad_url(void **state)
 static void test_mount_detection(void **state)
 {
 	static const char mi[] =
-		"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
-		"40 22 0:52 / /mnt/m rw,nosuid,nodev shared:20 - fuse.ferry "
-		"ferry ro,user_id=0,group_id=0\n"
-		"41 22 0:53 / /mnt/s rw - fuse.sshfs host: rw\n";
+	    "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+	    "40 22 0:52 / /mnt/m rw,nosuid,nodev shared:20 - fuse.ferry "
+	    "ferry ro,user_id=0,group_id=0\n"
+	    "41 22 0:53 / /mnt/s rw - fuse.sshfs host: rw\n";
 	struct fx *f = *state;
 
 	assert_int_equal(hyd_sync__mountinfo_is_ferry(mi, makedev(0, 52)), 1);
@@ -689,17 +701,17 @@ static void test_offline_from_cache(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_mount_detection),
-		cmocka_unit_test(test_first_sync),
-		cmocka_unit_test(test_second_sync_is_noop),
-		cmocka_unit_test(test_repair_two_files),
-		cmocka_unit_test(test_planted_symlink),
-		cmocka_unit_test(test_stale_temp_removed),
-		cmocka_unit_test(test_cache_locked),
-		cmocka_unit_test(test_bad_url),
-		cmocka_unit_test(test_verify_cache_flip),
-		cmocka_unit_test(test_failed_file_named),
-		cmocka_unit_test(test_offline_from_cache),
+	    cmocka_unit_test(test_mount_detection),
+	    cmocka_unit_test(test_first_sync),
+	    cmocka_unit_test(test_second_sync_is_noop),
+	    cmocka_unit_test(test_repair_two_files),
+	    cmocka_unit_test(test_planted_symlink),
+	    cmocka_unit_test(test_stale_temp_removed),
+	    cmocka_unit_test(test_cache_locked),
+	    cmocka_unit_test(test_bad_url),
+	    cmocka_unit_test(test_verify_cache_flip),
+	    cmocka_unit_test(test_failed_file_named),
+	    cmocka_unit_test(test_offline_from_cache),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -37,10 +37,10 @@
 static const char ODD_NAME[] = "caf\xe9 \x01odd\xff";
 
 struct fixture {
-	char root[64];	/* temp dir holding src/ and state/ */
+	char root[64]; /* temp dir holding src/ and state/ */
 	char src[96];
 	char state[96];
-	uint8_t *big;	/* contents of src/big.bin */
+	uint8_t *big; /* contents of src/big.bin */
 	int have_xattr;
 };
 
@@ -148,11 +148,11 @@ static cat_reader *scan_tree(struct fixture *f, struct warn_log *w,
 {
 	char cat[256];
 	struct repl_scan_opts o = {
-		.generation = 1,
-		.warn = on_warn,
-		.before_read = before_read,
-		.ctx = w,
-		.threads = threads,
+	    .generation = 1,
+	    .warn = on_warn,
+	    .before_read = before_read,
+	    .ctx = w,
+	    .threads = threads,
 	};
 	cat_reader *r = NULL;
 
@@ -200,17 +200,15 @@ static void check_manifest(cat_reader *r, uint64_t ino, const uint8_t *data,
 	chunk_id id;
 
 	while (off < size) {
-		assert_int_equal(cat_chunks_range(r, ino, off, size - off, c, 64,
-						  &n),
-				 0);
+		assert_int_equal(
+		    cat_chunks_range(r, ino, off, size - off, c, 64, &n), 0);
 		assert_true(n > 0);
 		for (i = 0; i < n; i++) {
 			assert_int_equal(c[i].off, off);
 			assert_true(c[i].len >= 1 &&
 				    c[i].len <= CHUNK_MAX_DEFAULT);
-			assert_int_equal(chunk_id_compute(data + off, c[i].len,
-							  &id),
-					 0);
+			assert_int_equal(
+			    chunk_id_compute(data + off, c[i].len, &id), 0);
 			assert_memory_equal(id.b, c[i].id.b, CHUNK_ID_LEN);
 			off += c[i].len;
 		}
@@ -223,17 +221,18 @@ static void check_manifest(cat_reader *r, uint64_t ino, const uint8_t *data,
 static void check_scan_tree(void **state, unsigned threads)
 {
 	struct fixture *f = *state;
-	struct warn_log w = { .victim = "vanish.txt" };
+	struct warn_log w = {.victim = "vanish.txt"};
 	struct repl_scan_stats st;
 	struct cat_inode root, in, hl, sub, big;
-	struct names nm = { .n = 0 };
+	struct names nm = {.n = 0};
 	struct cat_meta meta;
 	char srcidx[256], buf[64];
 	size_t len, nchunks;
 	cat_reader *r = scan_tree(f, &w, &st, srcidx, sizeof(srcidx), threads);
 	static const char *const sorted[] = {
-		"a.txt", "big.bin", "caf\xe9 \x01odd\xff", "dangling", "empty",
-		"emptydir", "fifo", "link", "sub",
+	    "a.txt",	"big.bin", "caf\xe9 \x01odd\xff",
+	    "dangling", "empty",   "emptydir",
+	    "fifo",	"link",	   "sub",
 	};
 	int i;
 
@@ -312,10 +311,10 @@ static void check_scan_tree(void **state, unsigned threads)
 		struct cat_chunk c;
 		struct repl_src_loc loc;
 		repl_srcindex *idx;
-		chunk_id unknown = { { 0 } };
+		chunk_id unknown = {{0}};
 
-		assert_int_equal(cat_chunks_range(r, big.ino, 0, 1, &c, 1, &len),
-				 0);
+		assert_int_equal(
+		    cat_chunks_range(r, big.ino, 0, 1, &c, 1, &len), 0);
 		assert_int_equal(repl_srcindex_open(srcidx, &idx), 0);
 		assert_int_equal(repl_srcindex_lookup(idx, &c.id, &loc), 0);
 		assert_string_equal(loc.path, "big.bin");
@@ -349,7 +348,7 @@ static void test_scan_tree_4(void **state)
 static void test_generation_build(void **state)
 {
 	struct fixture *f = *state;
-	struct repl_scan_opts o = { 0 };
+	struct repl_scan_opts o = {0};
 	struct repl_generation g;
 	char ns[256], p[320];
 	uint64_t head = 99;
@@ -377,7 +376,7 @@ static void test_generation_build(void **state)
 static void test_bad_input(void **state)
 {
 	struct fixture *f = *state;
-	struct repl_scan_opts o = { .generation = 1 };
+	struct repl_scan_opts o = {.generation = 1};
 	struct repl_scan_stats st;
 	char cat[256], missing[256];
 
@@ -392,9 +391,9 @@ static void test_bad_input(void **state)
 	assert_int_equal(repl_ns_name_check(""), -EINVAL);
 	assert_int_equal(repl_ns_name_check("a/b"), -EINVAL);
 	assert_int_equal(
-		repl_ns_name_check("a1234567890123456789012345678901234567890"
-				   "123456789012345678901234"),
-		-EINVAL);
+	    repl_ns_name_check("a1234567890123456789012345678901234567890"
+			       "123456789012345678901234"),
+	    -EINVAL);
 }
 
 /*
@@ -406,7 +405,7 @@ static void test_bad_input(void **state)
  */
 static void make_busy_tree(const char *src)
 {
-	static const char *const dirs[] = { "a", "a/b", "a/b/c", "m", "z" };
+	static const char *const dirs[] = {"a", "a/b", "a/b/c", "m", "z"};
 	char p[512], q[512];
 	uint8_t *big = tsup_random_bytes(9u << 20, 4242);
 	size_t i, d;
@@ -495,26 +494,26 @@ static char *dump_db(const char *path, const char *const *sqls, size_t n,
 }
 
 static const char *const CAT_SQL[] = {
-	"SELECT * FROM meta WHERE key != 'created_ns' ORDER BY key",
-	"SELECT * FROM inode ORDER BY ino",
-	"SELECT * FROM dirent ORDER BY parent, pos",
-	"SELECT * FROM xattr ORDER BY ino, name",
-	"SELECT * FROM chunk ORDER BY ino, off",
+    "SELECT * FROM meta WHERE key != 'created_ns' ORDER BY key",
+    "SELECT * FROM inode ORDER BY ino",
+    "SELECT * FROM dirent ORDER BY parent, pos",
+    "SELECT * FROM xattr ORDER BY ino, name",
+    "SELECT * FROM chunk ORDER BY ino, off",
 };
 
 static const char *const SRC_SQL[] = {
-	"SELECT * FROM meta ORDER BY key",
-	"SELECT * FROM file ORDER BY ino",
-	"SELECT * FROM chunk ORDER BY id",
+    "SELECT * FROM meta ORDER BY key",
+    "SELECT * FROM file ORDER BY ino",
+    "SELECT * FROM chunk ORDER BY id",
 };
 
 static void test_threads_same_catalog(void **state)
 {
-	static const unsigned threads[] = { 1, 2, 4, 7 };
+	static const unsigned threads[] = {1, 2, 4, 7};
 	struct fixture *f = *state;
 	char *cat0 = NULL, *src0 = NULL;
 	size_t clen0 = 0, slen0 = 0;
-	struct repl_scan_stats st0 = { 0 };
+	struct repl_scan_stats st0 = {0};
 	char src[160];
 	size_t t;
 
@@ -523,8 +522,8 @@ static void test_threads_same_catalog(void **state)
 	make_busy_tree(src);
 	for (t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
 		char cat[256], idx[256];
-		struct repl_scan_opts o = { .generation = 1,
-					    .threads = threads[t] };
+		struct repl_scan_opts o = {.generation = 1,
+					   .threads = threads[t]};
 		struct repl_scan_stats st;
 		size_t clen, slen;
 		char *c, *x;
@@ -585,8 +584,8 @@ static int cancel_after(void *ctx, int dirfd, const char *name)
 static void test_threads_cancel(void **state)
 {
 	struct fixture *f = *state;
-	struct cancel_ctx cc = { .calls = 0 };
-	struct repl_scan_opts o = { .generation = 1, .threads = 3 };
+	struct cancel_ctx cc = {.calls = 0};
+	struct repl_scan_opts o = {.generation = 1, .threads = 3};
 	struct repl_scan_stats st;
 	char src[160], cat[256], idx[256];
 
@@ -609,18 +608,16 @@ static void test_threads_cancel(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_scan_tree, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_scan_tree_1, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_scan_tree_4, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_threads_same_catalog,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_threads_cancel, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_generation_build, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_scan_tree, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_scan_tree_1, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_scan_tree_4, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_threads_same_catalog, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_threads_cancel, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_generation_build, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
