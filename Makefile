@@ -57,7 +57,7 @@ LIBS = $(PKG_LIBS) -lm
 # Sources: each folder is a static library; *_main.c files are programs.
 CAT_SRC  := $(sort $(wildcard catalog/*.c))
 REPL_SRC := $(sort $(filter-out replicator/repl_main.c,$(wildcard replicator/*.c)))
-HYD_SRC  := $(sort $(filter-out hydrator/hyd_main.c,$(wildcard hydrator/*.c)))
+HYD_SRC  := $(sort $(wildcard hydrator/*/*.c))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 

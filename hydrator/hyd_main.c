@@ -32,14 +32,14 @@
 #include <fuse_lowlevel.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/hyd_backfill_internal.h"
-#include "hydrator/hyd_bwlimit_internal.h"
-#include "hydrator/hyd_catalog_internal.h"
-#include "hydrator/hyd_control_internal.h"
-#include "hydrator/hyd_fetch_internal.h"
-#include "hydrator/hyd_fuse_internal.h"
-#include "hydrator/hyd_read_internal.h"
-#include "hydrator/hyd_store_internal.h"
+#include "hydrator/backfill/hyd_backfill_internal.h"
+#include "hydrator/fetch/hyd_bwlimit_internal.h"
+#include "hydrator/fetch/hyd_catalog_internal.h"
+#include "hydrator/status/hyd_control_internal.h"
+#include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/read/hyd_fuse_internal.h"
+#include "hydrator/read/hyd_read_internal.h"
+#include "hydrator/store/hyd_store_internal.h"
 #include "hydrator/hydrator.h"
 
 #define PROG "ferry-hydrator"

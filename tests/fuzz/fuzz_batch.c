@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/hyd_batch_internal.h"
+#include "hydrator/fetch/hyd_batch_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -41,11 +41,11 @@
 #include <curl/curl.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/hyd_backfill_internal.h"
-#include "hydrator/hyd_catalog_internal.h"
-#include "hydrator/hyd_fetch_internal.h"
-#include "hydrator/hyd_read_internal.h"
-#include "hydrator/hyd_store_internal.h"
+#include "hydrator/backfill/hyd_backfill_internal.h"
+#include "hydrator/fetch/hyd_catalog_internal.h"
+#include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/read/hyd_read_internal.h"
+#include "hydrator/store/hyd_store_internal.h"
 #include "tsupport.h"
 
 #define SEC 1000000000ull

@@ -30,8 +30,8 @@
 #include <curl/curl.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/hyd_fetch_internal.h"
-#include "hydrator/hyd_store_internal.h"
+#include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/store/hyd_store_internal.h"
 #include "hydrator/hydrator.h"
 #include "tsupport.h"
 

@@ -35,8 +35,8 @@
 #include <cmocka.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/hyd_control_internal.h"
-#include "hydrator/hyd_store_internal.h"
+#include "hydrator/status/hyd_control_internal.h"
+#include "hydrator/store/hyd_store_internal.h"
 #include "tsupport.h"
 
 #define TEST_URL "http://127.0.0.1:8700/v1/demo"

@@ -22,7 +22,7 @@
 #include <sqlite3.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/hyd_store_internal.h"
+#include "hydrator/store/hyd_store_internal.h"
 #include "tsupport.h"
 
 struct fx {

@@ -44,8 +44,8 @@
 #include <curl/curl.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/hyd_store_internal.h"
-#include "hydrator/hyd_sync_internal.h"
+#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/sync/hyd_sync_internal.h"
 #include "hydrator/hydrator.h"
 #include "tsupport.h"
 

@@ -1,0 +1,881 @@
+/*
+ * hydrator/backfill/hyd_backfill.c — the backfill scheduler, readahead, and the
+ * live numbers behind `ferry status`.
+ *
+ * One thread, started once the mount is up. A run is a series of passes:
+ *   census   every distinct chunk id of the catalog is checked against the
+ *            store (hyd_store_has): the store is the progress record, so
+ *            after a crash only what is missing is ever asked for; nothing
+ *            missing means COMPLETE;
+ *   pass     files in order — the directories of recently opened files
+ *            first, then the rest in catalog (inode) order, which is the
+ *            scan's depth-first order and so the order in which a
+ *            sequential reader (tar, cp -r, rsync) visits them — and for each,
+ *            its chunks not yet stored are submitted at HYD_PRIO_BACKFILL
+ *            with no deadline (the fetcher retries transient failures by
+ *            itself, capped backoff), at most `window` flights and
+ *            `window_bytes` raw bytes outstanding. A chunk shared by many
+ *            files is one flight (single flight) and, once stored, skipped
+ *            (hyd_store_has);
+ *   drain    wait for the pass's flights to end. Failures (404, 409, a
+ *            frame bad twice) or a full disk make the next pass wait
+ *            (1 s doubling to 30 s, state STALLED); otherwise the next
+ *            census follows at once and confirms what the pass did.
+ * Outcomes arrive through the fetcher's done hook (called under the flight
+ * table's lock, so it only counts and signals). The state is STALLED while
+ * the disk is full, while backing off after failures, or while flights are
+ * outstanding and nothing landed for STALL_NS but errors did — and goes
+ * back by itself when chunks land again.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hydrator/backfill/hyd_backfill_internal.h"
+
+#define WINDOW_DEFAULT 512u
+#define WINDOW_BYTES_DEFAULT (64ull << 20)
+#define STEP_CHUNKS 256u
+#define TICK_MS 250u
+#define RATE_SAMPLES 16u /* 4 s of samples at TICK_MS */
+#define RATE_WINDOW_NS 2000000000ull
+#define PERSIST_NS 5000000000ull /* wire_bytes to the store meta */
+#define LOG_NS 10000000000ull	 /* a progress line */
+#define STALL_NS 5000000000ull
+#define BACKOFF_FIRST_MS 1000u
+#define BACKOFF_MAX_MS 30000u
+#define OPENED_RING 16u
+#define PROBE_WINDOW 4u
+#define RA_SLOTS 32u
+#define RA_BYTES (1u << 20)
+#define RA_CHUNKS 16u
+#define YIELD_NS 10000000L /* 10 ms naps while someone browses */
+#define YIELD_EVERY 256u   /* census rows between browse checks */
+
+struct ra_slot {
+	uint64_t ino, next_off, ra_end, used;
+};
+
+struct hyd_backfill {
+	struct hyd_backfill_config cfg;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int stop; /* atomic; the file walk polls it too */
+
+	/* under lock */
+	uint64_t outstanding, outstanding_bytes;
+	uint64_t submitted, failed;
+	uint64_t failed_pass;
+	int nospc;
+	int probing; /* after a full disk: a small window until a put works */
+	int backing_off;
+	int complete;
+	uint64_t last_progress_ns;
+	uint64_t chunks_total, chunks_stored, bytes_total, bytes_stored;
+	uint64_t passes;
+	char last_error[256];
+	uint64_t opened[OPENED_RING];
+	unsigned opened_n;
+	uint64_t s_ns[RATE_SAMPLES], s_wire[RATE_SAMPLES];
+	unsigned s_n, s_head;
+	enum hyd_state logged_state;
+
+	uint64_t wire_base; /* "wire_bytes" of earlier runs */
+	uint64_t start_ns;
+
+	pthread_mutex_t ra_lock;
+	struct ra_slot ra[RA_SLOTS];
+	uint64_t ra_clock;
+
+	/* scheduler thread only */
+	struct hyd_bf_files files;
+	uint8_t *done;
+	uint64_t next_sample_ns, next_persist_ns, next_log_ns;
+	uint64_t persisted;
+	pthread_t th;
+	int started;
+	int finished; /* hyd_backfill_stop ran: the fetcher may be gone */
+};
+
+static int stopped(hyd_backfill *bf)
+{
+	return __atomic_load_n(&bf->stop, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------ */
+/* outcomes (done hook, under the flight table's lock)                */
+/* ------------------------------------------------------------------ */
+
+static void on_done(void *arg, const struct hyd_flight *fl, int result)
+{
+	hyd_backfill *bf = arg;
+	uint64_t w = fl->watch, bytes = (uint64_t)fl->raw_len * fl->watch;
+
+	pthread_mutex_lock(&bf->lock);
+	bf->outstanding = bf->outstanding > w ? bf->outstanding - w : 0;
+	bf->outstanding_bytes =
+	    bf->outstanding_bytes > bytes ? bf->outstanding_bytes - bytes : 0;
+	if (result == 0 && fl->store_rc >= 0) {
+		if (fl->store_rc == 0) {
+			bf->chunks_stored++;
+			bf->bytes_stored += fl->raw_len;
+			bf->probing = 0;
+		}
+		bf->last_progress_ns = hyd_now_ns();
+	} else if (result == 0) {
+		bf->failed++;
+		bf->failed_pass++;
+		if (fl->store_rc == -ENOSPC) {
+			bf->nospc = 1;
+			bf->probing = 1;
+			snprintf(bf->last_error, sizeof(bf->last_error),
+				 "disk full: cannot store chunks in %s",
+				 hyd_store_dir(bf->cfg.store));
+		} else {
+			snprintf(bf->last_error, sizeof(bf->last_error),
+				 "chunk store: %s",
+				 strerrordesc_np(-fl->store_rc));
+		}
+	} else if (result != -ECANCELED) {
+		bf->failed++;
+		bf->failed_pass++;
+	}
+	pthread_cond_broadcast(&bf->cond);
+	pthread_mutex_unlock(&bf->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* rates, persistence, progress lines (scheduler thread)              */
+/* ------------------------------------------------------------------ */
+
+static void persist_wire(hyd_backfill *bf, uint64_t wire_run)
+{
+	char buf[32];
+	int r;
+
+	if (!bf->cfg.store || wire_run == bf->persisted)
+		return;
+	snprintf(buf, sizeof(buf), "%" PRIu64, bf->wire_base + wire_run);
+	r = hyd_store_meta_set(bf->cfg.store, "wire_bytes", buf);
+	if (r == 0)
+		bf->persisted = wire_run;
+}
+
+/* The state and its error; lock held. */
+static enum hyd_state state_locked(hyd_backfill *bf,
+				   const struct hyd_fetch_stats *fs, char *err,
+				   size_t cap)
+{
+	uint64_t now = hyd_now_ns();
+
+	err[0] = '\0';
+	if (!bf->cfg.enabled)
+		return HYD_STATE_BROWSING;
+	if (bf->complete)
+		return HYD_STATE_COMPLETE;
+	if (bf->nospc || bf->backing_off) {
+		snprintf(err, cap, "%s",
+			 bf->last_error[0] ? bf->last_error : fs->last_error);
+		return HYD_STATE_STALLED;
+	}
+	if (bf->outstanding && now - bf->last_progress_ns > STALL_NS &&
+	    fs->last_error_ns > bf->last_progress_ns) {
+		snprintf(err, cap, "%s", fs->last_error);
+		return HYD_STATE_STALLED;
+	}
+	if (fs->last_error[0])
+		snprintf(err, cap, "%s", fs->last_error);
+	return HYD_STATE_BACKFILLING;
+}
+
+static double rate_now_locked(hyd_backfill *bf)
+{
+	unsigned i, last, k;
+	uint64_t dt;
+
+	if (bf->s_n < 2)
+		return 0;
+	last = (bf->s_head + RATE_SAMPLES - 1) % RATE_SAMPLES;
+	/* The oldest sample not older than the window. */
+	for (k = bf->s_n; k > 1; k--) {
+		i = (bf->s_head + RATE_SAMPLES - k) % RATE_SAMPLES;
+		if (bf->s_ns[last] - bf->s_ns[i] <=
+		    RATE_WINDOW_NS + TICK_MS * 1000000ull)
+			break;
+	}
+	dt = bf->s_ns[last] - bf->s_ns[i];
+	if (k < 2 || dt == 0)
+		return 0;
+	return (double)(bf->s_wire[last] - bf->s_wire[i]) * 1e9 / (double)dt;
+}
+
+static void log_progress(hyd_backfill *bf, const struct hyd_fetch_stats *fs)
+{
+	char err[256];
+	enum hyd_state s;
+	double rate;
+
+	pthread_mutex_lock(&bf->lock);
+	s = state_locked(bf, fs, err, sizeof(err));
+	rate = rate_now_locked(bf);
+	fprintf(stderr,
+		"ferry-hydrator: backfill state=%s chunks=%" PRIu64 "/%" PRIu64
+		" bytes=%" PRIu64 "/%" PRIu64 " queued=%" PRIu64
+		" wire_bytes=%" PRIu64 " rate=%.0f chunks_fetched=%" PRIu64
+		" batches=%" PRIu64 " retries=%" PRIu64 " mismatches=%" PRIu64
+		" failures=%" PRIu64 " last_error=\"%s\"\n",
+		hyd_state_name(s), bf->chunks_stored, bf->chunks_total,
+		bf->bytes_stored, bf->bytes_total, bf->outstanding,
+		bf->wire_base + fs->wire_bytes, rate, fs->chunks, fs->batches,
+		fs->retries, fs->mismatches, fs->failures, err);
+	bf->logged_state = s;
+	pthread_mutex_unlock(&bf->lock);
+}
+
+/* Housekeeping, called often by the scheduler thread (lock not held). */
+static void tick(hyd_backfill *bf)
+{
+	struct hyd_fetch_stats fs;
+	uint64_t now = hyd_now_ns();
+	char err[256];
+	int changed;
+
+	if (now < bf->next_sample_ns)
+		return;
+	bf->next_sample_ns = now + TICK_MS * 1000000ull;
+	hyd_fetch_stats(bf->cfg.fetch, &fs);
+	pthread_mutex_lock(&bf->lock);
+	bf->s_ns[bf->s_head] = now;
+	bf->s_wire[bf->s_head] = fs.wire_bytes;
+	bf->s_head = (bf->s_head + 1) % RATE_SAMPLES;
+	if (bf->s_n < RATE_SAMPLES)
+		bf->s_n++;
+	changed = state_locked(bf, &fs, err, sizeof(err)) != bf->logged_state;
+	pthread_mutex_unlock(&bf->lock);
+	if (now >= bf->next_persist_ns) {
+		bf->next_persist_ns = now + PERSIST_NS;
+		persist_wire(bf, fs.wire_bytes);
+	}
+	if (bf->cfg.log_progress &&
+	    (changed ||
+	     (now >= bf->next_log_ns && !bf->complete && bf->cfg.enabled))) {
+		bf->next_log_ns = now + LOG_NS;
+		log_progress(bf, &fs);
+	}
+}
+
+/* Wait on the condvar for at most ms; lock held. */
+static void wait_locked(hyd_backfill *bf, unsigned ms)
+{
+	struct timespec ts;
+	uint64_t t = hyd_now_ns() + (uint64_t)ms * 1000000ull;
+
+	ts.tv_sec = (time_t)(t / 1000000000ull);
+	ts.tv_nsec = (long)(t % 1000000000ull);
+	pthread_cond_timedwait(&bf->cond, &bf->lock, &ts);
+}
+
+/* Sleep up to ms (ticking), ending early on stop. */
+/* While someone browses, the scheduler itself waits too (its census and
+ * walks cost CPU that `ls -lR` on 2 cores would otherwise share). */
+static void yield_to_browsing(hyd_backfill *bf)
+{
+	while (!stopped(bf) && hyd_fetch_browsing(bf->cfg.fetch))
+		nanosleep(&(struct timespec){0, YIELD_NS}, NULL);
+}
+
+static void nap(hyd_backfill *bf, unsigned ms)
+{
+	uint64_t until = hyd_now_ns() + (uint64_t)ms * 1000000ull;
+
+	while (!stopped(bf) && hyd_now_ns() < until) {
+		tick(bf);
+		pthread_mutex_lock(&bf->lock);
+		if (!stopped(bf))
+			wait_locked(bf, TICK_MS);
+		pthread_mutex_unlock(&bf->lock);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* census and passes (scheduler thread)                               */
+/* ------------------------------------------------------------------ */
+
+struct census {
+	hyd_backfill *bf;
+	uint64_t total, stored, bytes_total, bytes_stored, seen;
+};
+
+static int census_one(void *ctx, uint64_t ino, const struct cat_chunk *c)
+{
+	struct census *cs = ctx;
+
+	(void)ino;
+	cs->total++;
+	cs->bytes_total += c->len;
+	if (hyd_store_has(cs->bf->cfg.store, &c->id) == 1) {
+		cs->stored++;
+		cs->bytes_stored += c->len;
+	}
+	if (++cs->seen % 4096 == 0)
+		tick(cs->bf);
+	if (cs->seen % YIELD_EVERY == 0)
+		yield_to_browsing(cs->bf);
+	return stopped(cs->bf) ? 1 : 0;
+}
+
+/* Count what is stored. Returns how many chunks are missing, or -errno. */
+static int64_t census(hyd_backfill *bf)
+{
+	struct census cs = {.bf = bf};
+	int r;
+
+	r = cat_chunks_each(bf->cfg.cat, census_one, &cs);
+	if (r < 0)
+		return r;
+	if (stopped(bf))
+		return -ECANCELED;
+	pthread_mutex_lock(&bf->lock);
+	bf->chunks_total = cs.total;
+	bf->chunks_stored = cs.stored;
+	bf->bytes_total = cs.bytes_total;
+	bf->bytes_stored = cs.bytes_stored;
+	pthread_mutex_unlock(&bf->lock);
+	return (int64_t)(cs.total - cs.stored);
+}
+
+/* No room for one more flight of len bytes? Lock held. After a full disk
+ * only a few go out until one is stored again: each chunk fetched while
+ * the disk is still full is wire spent for nothing. */
+static int window_full(hyd_backfill *bf, uint32_t len)
+{
+	uint64_t n = bf->probing ? PROBE_WINDOW : bf->cfg.window;
+
+	return bf->outstanding >= n ||
+	       (bf->outstanding &&
+		bf->outstanding_bytes + len > bf->cfg.window_bytes);
+}
+
+/* Ask for one chunk unless stored, once the window has room. Returns 0,
+ * -ECANCELED (stopping), -ENOSPC (the disk filled up: end the pass). */
+static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c)
+{
+	struct hyd_flight *fl = NULL;
+	int r;
+
+	if (!c->len || c->len > bf->cfg.max_raw)
+		return 0;
+	if (hyd_store_has(bf->cfg.store, &c->id) == 1)
+		return 0;
+	pthread_mutex_lock(&bf->lock);
+	while (!stopped(bf) && !bf->nospc && window_full(bf, c->len)) {
+		pthread_mutex_unlock(&bf->lock);
+		tick(bf);
+		pthread_mutex_lock(&bf->lock);
+		if (window_full(bf, c->len))
+			wait_locked(bf, TICK_MS);
+	}
+	if (stopped(bf) || bf->nospc) {
+		r = stopped(bf) ? -ECANCELED : -ENOSPC;
+		pthread_mutex_unlock(&bf->lock);
+		return r;
+	}
+	bf->outstanding++;
+	bf->outstanding_bytes += c->len;
+	bf->submitted++;
+	pthread_mutex_unlock(&bf->lock);
+	/* The wait for a window can be long; a read may have fetched and
+	 * stored the chunk meanwhile: the checked join looks once more, in
+	 * one step with finding no flight. */
+	r = hyd_fetch_submit_checked(bf->cfg.fetch, &c->id, c->len,
+				     HYD_PRIO_BACKFILL, HYD_DEADLINE_NONE, 1,
+				     &fl);
+	if (r == 2) {
+		pthread_mutex_lock(&bf->lock);
+		bf->outstanding--;
+		bf->outstanding_bytes -= c->len;
+		bf->submitted--;
+		pthread_mutex_unlock(&bf->lock);
+		return 0;
+	}
+	if (r == 0) {
+		/* Joined a flight already on its way (the same chunk earlier
+		 * in this file or a neighbour, or a read's): not a new ask. */
+		pthread_mutex_lock(&bf->lock);
+		bf->submitted--;
+		pthread_mutex_unlock(&bf->lock);
+	}
+	if (r < 0) {
+		/* Not joined: the hook will not count it. */
+		pthread_mutex_lock(&bf->lock);
+		bf->outstanding--;
+		bf->outstanding_bytes -= c->len;
+		pthread_mutex_unlock(&bf->lock);
+		return r == -ESHUTDOWN ? -ECANCELED : 0;
+	}
+	/* The outcome comes through the hook; the flight lives on with the
+	 * fetcher's own reference. */
+	hyd_fetch_release(bf->cfg.fetch, fl);
+	return 0;
+}
+
+/* Every missing chunk of file idx. */
+static int do_file(hyd_backfill *bf, size_t idx)
+{
+	const struct hyd_bf_file *fi = &bf->files.v[idx];
+	struct cat_chunk cs[STEP_CHUNKS];
+	uint64_t off = 0;
+	size_t n, i;
+	int r;
+
+	bf->done[idx / 8] |= (uint8_t)(1u << (idx % 8));
+	while (off < fi->size) {
+		r = cat_chunks_range(bf->cfg.cat, fi->ino, off, fi->size - off,
+				     cs, STEP_CHUNKS, &n);
+		if (r < 0 || n == 0) {
+			/* The read path reports such a file when it is read;
+			 * here it is only skipped. */
+			if (bf->cfg.verbose)
+				fprintf(stderr,
+					"ferry-hydrator: backfill skips "
+					"ino=%" PRIu64 ": bad chunk manifest\n",
+					fi->ino);
+			return 0;
+		}
+		for (i = 0; i < n; i++) {
+			r = submit_chunk(bf, &cs[i]);
+			if (r < 0)
+				return r;
+		}
+		off = cs[n - 1].off + cs[n - 1].len;
+	}
+	return 0;
+}
+
+static int is_done(hyd_backfill *bf, size_t idx)
+{
+	return bf->done[idx / 8] & (1u << (idx % 8));
+}
+
+/* A directory someone opened a file in: its files now, smallest first. */
+static int do_opened(hyd_backfill *bf)
+{
+	uint64_t ino = 0;
+	size_t lo, hi, k;
+	long idx;
+	int r, have = 0;
+
+	pthread_mutex_lock(&bf->lock);
+	if (bf->opened_n) {
+		ino = bf->opened[0];
+		memmove(bf->opened, bf->opened + 1,
+			--bf->opened_n * sizeof(bf->opened[0]));
+		have = 1;
+	}
+	pthread_mutex_unlock(&bf->lock);
+	if (!have)
+		return 0;
+	idx = hyd_bf__files_find(&bf->files, ino);
+	if (idx < 0)
+		return 0;
+	hyd_bf__files_in_dir(&bf->files, bf->files.v[idx].parent, &lo, &hi);
+	for (k = lo; k < hi; k++) {
+		if (is_done(bf, bf->files.by_parent[k]))
+			continue;
+		r = do_file(bf, bf->files.by_parent[k]);
+		if (r < 0)
+			return r;
+	}
+	return 1;
+}
+
+static int run_pass(hyd_backfill *bf)
+{
+	size_t k = 0, idx;
+	int r;
+
+	memset(bf->done, 0, (bf->files.n + 7) / 8);
+	while (k < bf->files.n) {
+		if (stopped(bf))
+			return -ECANCELED;
+		r = do_opened(bf);
+		if (r < 0)
+			return r;
+		if (r > 0)
+			continue;
+		idx = k++;
+		if (is_done(bf, idx))
+			continue;
+		yield_to_browsing(bf);
+		r = do_file(bf, idx);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static void drain(hyd_backfill *bf)
+{
+	pthread_mutex_lock(&bf->lock);
+	while (!stopped(bf) && bf->outstanding) {
+		pthread_mutex_unlock(&bf->lock);
+		tick(bf);
+		pthread_mutex_lock(&bf->lock);
+		if (bf->outstanding)
+			wait_locked(bf, TICK_MS);
+	}
+	pthread_mutex_unlock(&bf->lock);
+}
+
+static void idle(hyd_backfill *bf)
+{
+	while (!stopped(bf))
+		nap(bf, 1000);
+}
+
+static void backfill_run(hyd_backfill *bf)
+{
+	unsigned backoff_ms = 0;
+	int64_t missing;
+	int r, bad;
+
+	yield_to_browsing(bf);
+	r = hyd_bf__files_build(bf->cfg.cat, &bf->stop, &bf->files);
+	if (r == 0) {
+		bf->done = calloc(bf->files.n / 8 + 1, 1);
+		if (!bf->done)
+			r = -ENOMEM;
+	}
+	if (r < 0) {
+		if (r == -ECANCELED)
+			return;
+		fprintf(stderr,
+			"ferry-hydrator: backfill cannot walk the "
+			"catalog: %s\n",
+			strerror(-r));
+		pthread_mutex_lock(&bf->lock);
+		snprintf(bf->last_error, sizeof(bf->last_error),
+			 "catalog walk: %s", strerror(-r));
+		bf->backing_off = 1; /* STALLED, for good */
+		pthread_mutex_unlock(&bf->lock);
+		return;
+	}
+	while (!stopped(bf)) {
+		yield_to_browsing(bf);
+		missing = census(bf);
+		if (missing == 0) {
+			pthread_mutex_lock(&bf->lock);
+			bf->complete = 1;
+			pthread_mutex_unlock(&bf->lock);
+			return;
+		}
+		if (missing < 0 && missing != -ECANCELED)
+			fprintf(stderr, "ferry-hydrator: backfill census: %s\n",
+				strerror((int)-missing));
+		pthread_mutex_lock(&bf->lock);
+		bf->failed_pass = 0;
+		bf->nospc = 0;
+		bf->passes++;
+		bf->last_progress_ns = hyd_now_ns();
+		pthread_mutex_unlock(&bf->lock);
+		if (bf->cfg.verbose)
+			fprintf(stderr,
+				"ferry-hydrator: backfill pass=%" PRIu64
+				" missing=%" PRId64 "\n",
+				bf->passes, missing);
+		run_pass(bf);
+		drain(bf);
+		pthread_mutex_lock(&bf->lock);
+		bad = bf->failed_pass || bf->nospc;
+		pthread_mutex_unlock(&bf->lock);
+		if (!bad) {
+			backoff_ms = 0;
+			continue;
+		}
+		backoff_ms = backoff_ms ? backoff_ms * 2 : BACKOFF_FIRST_MS;
+		if (backoff_ms > BACKOFF_MAX_MS)
+			backoff_ms = BACKOFF_MAX_MS;
+		pthread_mutex_lock(&bf->lock);
+		bf->backing_off = 1;
+		if (!bf->last_error[0] || !bf->nospc)
+			snprintf(bf->last_error, sizeof(bf->last_error),
+				 "%" PRIu64 " chunks failed in the last pass; "
+				 "retrying",
+				 bf->failed_pass);
+		pthread_mutex_unlock(&bf->lock);
+		nap(bf, backoff_ms);
+		pthread_mutex_lock(&bf->lock);
+		bf->backing_off = 0;
+		pthread_mutex_unlock(&bf->lock);
+	}
+}
+
+static void *bf_main(void *arg)
+{
+	hyd_backfill *bf = arg;
+
+	if (bf->cfg.enabled)
+		backfill_run(bf);
+	/* Complete, disabled or stuck for good: rates and persistence go
+	 * on until stop. */
+	idle(bf);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* public                                                             */
+/* ------------------------------------------------------------------ */
+
+int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret)
+{
+	pthread_condattr_t ca;
+	hyd_backfill *bf;
+	char buf[32], *end;
+	unsigned long long v;
+
+	*ret = NULL;
+	if (!cfg->cat || !cfg->fetch || !cfg->max_raw)
+		return -EINVAL;
+	bf = calloc(1, sizeof(*bf));
+	if (!bf)
+		return -ENOMEM;
+	bf->cfg = *cfg;
+	if (!bf->cfg.window)
+		bf->cfg.window = WINDOW_DEFAULT;
+	if (!bf->cfg.window_bytes)
+		bf->cfg.window_bytes = WINDOW_BYTES_DEFAULT;
+	if (!bf->cfg.readahead_timeout_ns)
+		bf->cfg.readahead_timeout_ns = 30000000000ull;
+	pthread_mutex_init(&bf->lock, NULL);
+	pthread_mutex_init(&bf->ra_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&bf->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (cfg->store && hyd_store_meta_get(cfg->store, "wire_bytes", buf,
+					     sizeof(buf)) == 0) {
+		errno = 0;
+		v = strtoull(buf, &end, 10);
+		if (!errno && end != buf && !*end)
+			bf->wire_base = v;
+	}
+	bf->start_ns = hyd_now_ns();
+	bf->last_progress_ns = bf->start_ns;
+	bf->logged_state =
+	    cfg->enabled ? HYD_STATE_BACKFILLING : HYD_STATE_BROWSING;
+	hyd_fetch_set_done_hook(cfg->fetch, on_done, bf);
+	*ret = bf;
+	return 0;
+}
+
+int hyd_backfill_start(hyd_backfill *bf)
+{
+	sigset_t all, old;
+	int r;
+
+	if (bf->started)
+		return -EALREADY;
+	bf->start_ns = hyd_now_ns();
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	r = -pthread_create(&bf->th, NULL, bf_main, bf);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r == 0)
+		bf->started = 1;
+	return r;
+}
+
+void hyd_backfill_stop(hyd_backfill *bf)
+{
+	struct hyd_fetch_stats fs;
+
+	if (!bf || bf->finished)
+		return;
+	bf->finished = 1;
+	if (bf->started) {
+		pthread_mutex_lock(&bf->lock);
+		__atomic_store_n(&bf->stop, 1, __ATOMIC_RELAXED);
+		pthread_cond_broadcast(&bf->cond);
+		pthread_mutex_unlock(&bf->lock);
+		pthread_join(bf->th, NULL);
+		bf->started = 0;
+	}
+	hyd_fetch_stats(bf->cfg.fetch, &fs);
+	persist_wire(bf, fs.wire_bytes);
+}
+
+void hyd_backfill_free(hyd_backfill *bf)
+{
+	if (!bf)
+		return;
+	hyd_backfill_stop(bf);
+	hyd_bf__files_free(&bf->files);
+	free(bf->done);
+	pthread_cond_destroy(&bf->cond);
+	pthread_mutex_destroy(&bf->ra_lock);
+	pthread_mutex_destroy(&bf->lock);
+	free(bf);
+}
+
+void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino)
+{
+	unsigned i;
+
+	if (!bf || !bf->cfg.enabled)
+		return;
+	pthread_mutex_lock(&bf->lock);
+	for (i = 0; i < bf->opened_n; i++)
+		if (bf->opened[i] == ino)
+			break;
+	if (i == bf->opened_n) {
+		/* Full: the oldest open matters least. */
+		if (bf->opened_n == OPENED_RING) {
+			memmove(bf->opened, bf->opened + 1,
+				(OPENED_RING - 1) * sizeof(bf->opened[0]));
+			bf->opened_n--;
+		}
+		bf->opened[bf->opened_n++] = ino;
+	}
+	pthread_mutex_unlock(&bf->lock);
+}
+
+/* The readahead range to submit for this read, or 0 when none. */
+static int ra_plan(hyd_backfill *bf, uint64_t ino, uint64_t off, uint64_t end,
+		   uint64_t size, uint64_t *ret_a, uint64_t *ret_b)
+{
+	struct ra_slot *s = NULL, *victim = &bf->ra[0];
+	uint64_t a, b;
+	unsigned i;
+	int seq;
+
+	pthread_mutex_lock(&bf->ra_lock);
+	for (i = 0; i < RA_SLOTS; i++) {
+		if (bf->ra[i].ino == ino && bf->ra[i].used) {
+			s = &bf->ra[i];
+			break;
+		}
+		if (bf->ra[i].used < victim->used)
+			victim = &bf->ra[i];
+	}
+	seq = s && s->next_off == off;
+	if (!s) {
+		s = victim;
+		s->ino = ino;
+		s->ra_end = 0;
+	}
+	s->used = ++bf->ra_clock;
+	s->next_off = end;
+	a = end > s->ra_end ? end : s->ra_end;
+	b = end + RA_BYTES < size ? end + RA_BYTES : size;
+	if (seq && a < b)
+		s->ra_end = b;
+	pthread_mutex_unlock(&bf->ra_lock);
+	if (!seq || a >= b)
+		return 0;
+	*ret_a = a;
+	*ret_b = b;
+	return 1;
+}
+
+void hyd_backfill_note_read(hyd_backfill *bf, uint64_t ino, uint64_t off,
+			    size_t len, uint64_t size)
+{
+	struct cat_chunk cs[RA_CHUNKS];
+	struct hyd_flight *fl;
+	uint64_t a, b, deadline;
+	size_t n = 0, i;
+
+	if (!bf || !len)
+		return;
+	if (!ra_plan(bf, ino, off, off + len, size, &a, &b))
+		return;
+	if (cat_chunks_range(bf->cfg.cat, ino, a, b - a, cs, RA_CHUNKS, &n) < 0)
+		return;
+	deadline = hyd_now_ns() + bf->cfg.readahead_timeout_ns;
+	for (i = 0; i < n; i++) {
+		if (!cs[i].len || cs[i].len > bf->cfg.max_raw ||
+		    hyd_store_has(bf->cfg.store, &cs[i].id) == 1)
+			continue;
+		if (hyd_fetch_submit_checked(bf->cfg.fetch, &cs[i].id,
+					     cs[i].len, HYD_PRIO_READAHEAD,
+					     deadline, 0, &fl) < 0)
+			return;
+		hyd_fetch_release(bf->cfg.fetch, fl);
+	}
+}
+
+void hyd_backfill_stats(hyd_backfill *bf, struct hyd_backfill_stats *ret)
+{
+	struct hyd_fetch_stats fs;
+	double el;
+
+	hyd_fetch_stats(bf->cfg.fetch, &fs);
+	memset(ret, 0, sizeof(*ret));
+	el = (double)(hyd_now_ns() - bf->start_ns) / 1e9;
+	pthread_mutex_lock(&bf->lock);
+	ret->state =
+	    state_locked(bf, &fs, ret->last_error, sizeof(ret->last_error));
+	ret->chunks_total = bf->chunks_total;
+	ret->chunks_stored = bf->chunks_stored;
+	ret->bytes_total = bf->bytes_total;
+	ret->bytes_stored = bf->bytes_stored;
+	ret->queued = bf->outstanding;
+	ret->submitted = bf->submitted;
+	ret->failed = bf->failed;
+	ret->passes = bf->passes;
+	ret->rate_now = rate_now_locked(bf);
+	pthread_mutex_unlock(&bf->lock);
+	ret->wire_total = bf->wire_base + fs.wire_bytes;
+	ret->elapsed_s = el;
+	ret->rate_avg = el > 0 ? (double)fs.wire_bytes / el : 0;
+}
+
+void hyd_backfill_live(void *arg, struct hyd_status *st)
+{
+	hyd_backfill *bf = arg;
+	struct hyd_backfill_stats bs;
+	struct hyd_fetch_stats fs;
+	uint64_t left;
+	double rate;
+
+	hyd_backfill_stats(bf, &bs);
+	hyd_fetch_stats(bf->cfg.fetch, &fs);
+	st->state = bs.state;
+	/* What the cache says wins over a census that may be older. */
+	if (st->chunks_total && st->chunks_stored >= st->chunks_total &&
+	    bs.state != HYD_STATE_STALLED)
+		st->state = HYD_STATE_COMPLETE;
+	/* Complete means a census just found every chunk stored; the
+	 * cache's numbers may be from a little earlier: make them agree. */
+	if (bs.state == HYD_STATE_COMPLETE && bs.chunks_total &&
+	    bs.chunks_total == st->chunks_total) {
+		st->chunks_stored = st->chunks_total;
+		st->unique_bytes_stored = st->unique_bytes_total;
+		st->files_hydrated = st->files_total;
+		st->bytes_hydrated = st->bytes_total;
+	}
+	snprintf(st->last_error, sizeof(st->last_error), "%s", bs.last_error);
+	st->pid = (long)getpid();
+	st->wire_bytes = bs.wire_total;
+	st->mismatches = fs.mismatches;
+	st->retries = fs.retries;
+	st->failures = fs.failures;
+	st->rate_now = bs.rate_now;
+	st->rate_avg = bs.rate_avg;
+	st->elapsed_s = bs.elapsed_s;
+	left = st->unique_bytes_total > st->unique_bytes_stored
+		   ? st->unique_bytes_total - st->unique_bytes_stored
+		   : 0;
+	rate = bs.rate_now > 0 ? bs.rate_now : bs.rate_avg;
+	if (!left || st->state == HYD_STATE_COMPLETE)
+		st->eta_s = 0;
+	else if (rate > 0 && st->state == HYD_STATE_BACKFILLING)
+		st->eta_s = (int64_t)((double)left / rate + 0.5);
+	else
+		st->eta_s = -1;
+}

@@ -1,0 +1,142 @@
+/*
+ * hydrator/backfill/hyd_backfill_internal.h — background hydration of a mount.
+ *
+ * Once mounted, one scheduler thread walks the catalog and asks the
+ * fetcher (at HYD_PRIO_BACKFILL, so always after demand reads and
+ * readahead) for every chunk the store does not have, keeping a bounded
+ * number of flights outstanding. Order: the files of directories users
+ * opened something in, then catalog (inode) order, the scan's depth-first
+ * order, which is the order a sequential reader of the tree visits. The store
+ * is the progress record: after a crash, a new run asks only for what
+ * hyd_store_has says is missing. When a pass finds nothing missing the
+ * state is COMPLETE.
+ *
+ * The same object also: submits readahead for sequential readers, keeps
+ * the wire rate samples and the cumulative wire byte count (store meta
+ * "wire_bytes"), and fills the live status for the control socket.
+ * Faults: failed flights (server gone, 5xx past retries, 404/409) and a
+ * full disk put the state to STALLED with the last error; the scheduler
+ * backs off (capped) and tries again by itself, so it resumes when the
+ * link or the space returns.
+ */
+#ifndef FERRY_HYD_BACKFILL_INTERNAL_H
+#define FERRY_HYD_BACKFILL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/hydrator.h"
+
+typedef struct hyd_backfill hyd_backfill;
+
+struct hyd_backfill_config {
+	cat_reader *cat;       /* borrowed until free; best a reader of its own
+				* (the walk then never waits on FUSE's) */
+	hyd_store *store;      /* borrowed */
+	hyd_fetch *fetch;      /* borrowed; must outlive hyd_backfill_stop */
+	uint32_t max_raw;      /* the catalog's max chunk size */
+	int enabled;	       /* 0 (--no-backfill): no walk; readahead, rates,
+				* status and wire byte persistence still work */
+	unsigned window;       /* most backfill flights outstanding, 0: 512 */
+	uint64_t window_bytes; /* their raw bytes, 0: 64 MiB */
+	uint64_t readahead_timeout_ns; /* deadline of readahead flights */
+	int verbose;		       /* log every pass */
+	int log_progress;	       /* a progress line every few seconds */
+};
+
+struct hyd_backfill_stats {
+	enum hyd_state state;
+	uint64_t chunks_total;	/* distinct chunk ids of the catalog */
+	uint64_t chunks_stored; /* of them, in the store (at the last census,
+				 * plus what backfill stored since) */
+	uint64_t bytes_total, bytes_stored; /* their raw bytes */
+	uint64_t queued;		    /* backfill flights outstanding */
+	uint64_t submitted; /* new backfill flights (not joins), this run */
+	uint64_t failed;    /* of them, ended in an error */
+	uint64_t passes;
+	uint64_t wire_total; /* wire bytes of all runs (store meta) */
+	double rate_now;     /* wire bytes/s over the last ~2 s */
+	double rate_avg;     /* wire bytes/s since start */
+	double elapsed_s;
+	char last_error[256];
+};
+
+/* Allocate; reads "wire_bytes" from the store meta. Registers its done
+ * hook on cfg->fetch: call before hyd_fetch_start. No thread yet.
+ * Returns 0, -EINVAL, -ENOMEM. */
+int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret);
+
+/* Start the scheduler thread (signals blocked in it). After the fetcher
+ * started and after any fork. Returns 0 or -errno. */
+int hyd_backfill_start(hyd_backfill *bf);
+
+/* Stop and join the thread, write "wire_bytes" to the store meta (the
+ * fetcher must still exist). Idempotent: once stopped, later calls (and
+ * hyd_backfill_free) touch neither the fetcher nor the store. Flights
+ * already submitted are the fetcher's to end. */
+void hyd_backfill_stop(hyd_backfill *bf);
+
+/* Stop if needed and free. The fetcher must be stopped first (its done
+ * hook points here); if hyd_backfill_stop was not called, the fetcher must
+ * also still exist. NULL is a no-op. */
+void hyd_backfill_free(hyd_backfill *bf);
+
+/* A FUSE open of regular file ino: its directory goes to the front of the
+ * backfill order. Any thread; cheap (no I/O). NULL bf is a no-op. */
+void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino);
+
+/* A FUSE read of [off, off+len) of ino (file size size) was answered. A
+ * read that starts where the previous one of that file ended is
+ * sequential: the next chunks are submitted at HYD_PRIO_READAHEAD.
+ * Blocking (catalog and store lookups): a FUSE worker after its reply.
+ * NULL bf is a no-op. */
+void hyd_backfill_note_read(hyd_backfill *bf, uint64_t ino, uint64_t off,
+			    size_t len, uint64_t size);
+
+/* Snapshot of progress. Any thread. */
+void hyd_backfill_stats(hyd_backfill *bf, struct hyd_backfill_stats *ret);
+
+/* hyd_control_live_fn: arg is the hyd_backfill. Fills state, last_error,
+ * pid, wire_bytes (all runs), mismatches, retries, failures, rate_now,
+ * rate_avg, eta_s and elapsed_s of *st (already filled from the cache). */
+void hyd_backfill_live(void *arg, struct hyd_status *st);
+
+/* ---- backfill's own: the file table (hyd_backfill_files.c) ---- */
+
+/* Every regular file of the catalog once (hard links: the first name's
+ * directory), for ordering the walk. Built by the scheduler thread and
+ * read only by it. */
+struct hyd_bf_file {
+	uint64_t ino;
+	uint64_t parent; /* directory ino */
+	uint64_t size;
+};
+
+struct hyd_bf_files {
+	struct hyd_bf_file *v; /* sorted by ino */
+	size_t n;
+	uint32_t *by_parent; /* indices into v: grouped by directory */
+	uint64_t dirs;
+};
+
+/* Walk the tree from the root with cat_readdir (in pages, so FUSE's
+ * lookups are never held up for long when the reader is shared) and build
+ * the table. A catalog whose tree is not a tree (a directory reached twice,
+ * more entries than it has inodes allow) is -EBADMSG. stop, when it
+ * becomes non-zero, ends the walk with -ECANCELED. Returns 0 or -errno;
+ * on failure *ret is empty. */
+int hyd_bf__files_build(cat_reader *cat, const int *stop,
+			struct hyd_bf_files *ret);
+void hyd_bf__files_free(struct hyd_bf_files *t);
+
+/* Index in t->v of ino, or -1. */
+long hyd_bf__files_find(const struct hyd_bf_files *t, uint64_t ino);
+
+/* The range [*ret_lo, *ret_hi) of t->by_parent whose files are in dir. */
+void hyd_bf__files_in_dir(const struct hyd_bf_files *t, uint64_t dir,
+			  size_t *ret_lo, size_t *ret_hi);
+
+#endif

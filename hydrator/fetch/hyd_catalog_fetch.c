@@ -1,0 +1,766 @@
+/*
+ * hydrator/fetch/hyd_catalog_fetch.c — download, check and cache a catalog.
+ *
+ * GET BASE/HEAD names the current generation; GET BASE/catalog/GEN is the
+ * zstd-compressed SQLite catalog, streamed through ZSTD_decompressStream
+ * into CACHEDIR/catalogs/GEN.db.tmp under a size cap, fsynced, opened with
+ * cat_reader_open to prove it is a ferry catalog of that generation, then
+ * renamed into place. CACHEDIR/catalogs/url records which base URL the
+ * cached catalogs came from, so an unreachable server can be stood in for
+ * by the newest of them, and only by them.
+ *
+ * Blocking (curl easy API): the hydrator calls this once before its event
+ * loop starts. URLs are parsed and joined with curl's URL API.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <zstd.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/fetch/hyd_catalog_internal.h"
+
+#define HYD_HEAD_MAX 64		 /* bytes of a HEAD answer we accept */
+#define HYD_ERRBODY_MAX 2048	 /* bytes of an error body kept for detail */
+#define HYD_DETAIL_MAX 200	 /* chars of a server detail we quote */
+#define HYD_URL_FILE_MAX 8192	 /* bytes of catalogs/url */
+#define HYD_STALL_BYTES_PER_S 1L /* below this for HYD_STALL_S: a stall */
+#define HYD_STALL_S 30L
+#define HYD_CONNECT_TIMEOUT_DEFAULT 10L
+
+/* One fetch: what every step needs. */
+struct hyd_cf {
+	const char *base; /* as the caller spelled it, for messages */
+	CURLU *url;	  /* base, its path ending in '/' so joins append */
+	char *base_norm;  /* curl's rendering of url: what catalogs/url holds */
+	CURL *h;
+	long connect_timeout_s;
+	char cat_dir[4096];
+	char *errbuf;
+	size_t errcap;
+	char curl_err[CURL_ERROR_SIZE];
+};
+
+/* What the write callback does with a response body. */
+struct hyd_sink {
+	CURL *h;
+	int err; /* -errno that made the callback abort the transfer */
+	/* A non-200 answer: its body, for the server's detail. */
+	char errbody[HYD_ERRBODY_MAX + 1];
+	size_t errlen;
+	/* A 200 answer: into small[] (HEAD), or through zstd into fd. */
+	ZSTD_DStream *zd;
+	char small[HYD_HEAD_MAX + 1];
+	size_t small_len;
+	int fd;
+	void *zout;
+	size_t zout_cap;
+	size_t zlast; /* last ZSTD_decompressStream hint; 0 at a frame end */
+	uint64_t in_total, out_total;
+	const char *zerr; /* zstd's error name, for the message */
+};
+
+__attribute__((format(printf, 2, 3))) static void cf_err(struct hyd_cf *f,
+							 const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!f->errbuf || f->errcap == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(f->errbuf, f->errcap, fmt, ap);
+	va_end(ap);
+}
+
+/* Translate a curl result to -errno, and say what it was in errbuf. The
+ * three connection-level failures are the ones a cached catalog may paper
+ * over: the server was never heard from. */
+static int hyd_curl_errno(struct hyd_cf *f, CURLcode cc, const char *url,
+			  const struct hyd_sink *k)
+{
+	const char *what =
+	    f->curl_err[0] ? f->curl_err : curl_easy_strerror(cc);
+
+	switch (cc) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		cf_err(f, "cannot reach %s: %s", f->base, what);
+		return -EHOSTUNREACH;
+	case CURLE_WRITE_ERROR:
+		/* Our callback stopped the transfer and said why. */
+		if (k && k->err)
+			return k->err;
+		break;
+	case CURLE_OUT_OF_MEMORY:
+		cf_err(f, "%s: out of memory", url);
+		return -ENOMEM;
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_URL_MALFORMAT:
+		cf_err(f, "%s: %s (curl error %d)", url, what, (int)cc);
+		return -EINVAL;
+	default:
+		break;
+	}
+	cf_err(f, "%s: %s (curl error %d)", url, what, (int)cc);
+	return -EPROTO;
+}
+
+/* Feed compressed bytes to zstd and append what comes out to k->fd. */
+static int sink_zstd(struct hyd_sink *k, const void *buf, size_t len)
+{
+	ZSTD_inBuffer in = {buf, len, 0};
+	int r;
+
+	k->in_total += len;
+	/* Skippable frames decode to nothing, so the input needs a cap too. */
+	if (k->in_total > HYD_CATALOG_MAX_BYTES)
+		return -EFBIG;
+	for (;;) {
+		ZSTD_outBuffer out = {k->zout, k->zout_cap, 0};
+		size_t in_before = in.pos;
+		size_t ret = ZSTD_decompressStream(k->zd, &out, &in);
+
+		if (ZSTD_isError(ret)) {
+			k->zerr = ZSTD_getErrorName(ret);
+			return -EBADMSG;
+		}
+		/* Only a call that moved bytes says where the frame stands:
+		 * after a frame has ended, a further call with no input (taken
+		 * when the output buffer came back exactly full) returns the
+		 * header size of a next frame that does not exist. */
+		if (in.pos > in_before || out.pos > 0)
+			k->zlast = ret;
+		if (out.pos > 0) {
+			k->out_total += out.pos;
+			if (k->out_total > HYD_CATALOG_MAX_BYTES)
+				return -EFBIG;
+			r = cat_write_all(k->fd, k->zout, out.pos);
+			if (r < 0)
+				return r;
+		}
+		/* A full output buffer may leave more inside zstd: go again
+		 * until it stops filling the buffer. */
+		if (in.pos == in.size && out.pos < out.size)
+			return 0;
+	}
+}
+
+static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct hyd_sink *k = ud;
+	size_t n = size * nmemb, room;
+	long status = 0;
+	int r;
+
+	curl_easy_getinfo(k->h, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200) {
+		room = HYD_ERRBODY_MAX - k->errlen;
+		if (room > n)
+			room = n;
+		memcpy(k->errbody + k->errlen, ptr, room);
+		k->errlen += room;
+		k->errbody[k->errlen] = '\0';
+		return n;
+	}
+	if (!k->zd) {
+		if (n > HYD_HEAD_MAX - k->small_len) {
+			k->err = -EPROTO;
+			return 0;
+		}
+		memcpy(k->small + k->small_len, ptr, n);
+		k->small_len += n;
+		k->small[k->small_len] = '\0';
+		return n;
+	}
+	r = sink_zstd(k, ptr, n);
+	if (r < 0) {
+		k->err = r;
+		return 0;
+	}
+	return n;
+}
+
+/* Copy the "detail" string of a one-line JSON error body into out, made
+ * printable; empty when there is none. Only a human message is built from
+ * it, so this reads one string field rather than pulling in a JSON parser;
+ * anything unexpected just yields no detail. */
+static void json_detail(const char *body, char *out, size_t cap)
+{
+	const char *p = strstr(body, "\"detail\"");
+	size_t n = 0;
+
+	out[0] = '\0';
+	if (!p || cap == 0)
+		return;
+	p += strlen("\"detail\"");
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (*p++ != ':')
+		return;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (*p++ != '"')
+		return;
+	while (*p && *p != '"' && n + 1 < cap) {
+		char c = *p++;
+
+		if (c == '\\') {
+			c = *p ? *p++ : '\0';
+			if (c == 'u') {
+				/* \uXXXX: not worth decoding for a message. */
+				size_t i;
+
+				for (i = 0;
+				     i < 4 && isxdigit((unsigned char)*p); i++)
+					p++;
+				c = '?';
+			} else if (c == 'n' || c == 't' || c == 'r' ||
+				   c == 'b' || c == 'f') {
+				c = ' ';
+			} else if (c == '\0') {
+				break;
+			}
+		}
+		out[n++] = ((unsigned char)c < 0x20 || c == 0x7f) ? '?' : c;
+	}
+	out[n] = '\0';
+}
+
+/* GET url into k. 0 with *ret_status set, or -errno with errbuf set. */
+static int cf_get(struct hyd_cf *f, const char *url, struct hyd_sink *k,
+		  long *ret_status)
+{
+	CURLcode cc;
+
+	f->curl_err[0] = '\0';
+	k->h = f->h;
+	cc = curl_easy_setopt(f->h, CURLOPT_URL, url);
+	if (cc == CURLE_OK)
+		cc = curl_easy_setopt(f->h, CURLOPT_WRITEDATA, k);
+	if (cc == CURLE_OK)
+		cc = curl_easy_perform(f->h);
+	if (cc != CURLE_OK)
+		return hyd_curl_errno(f, cc, url, k);
+	curl_easy_getinfo(f->h, CURLINFO_RESPONSE_CODE, ret_status);
+	return 0;
+}
+
+/* The error for a non-200 answer to a GET of url. */
+static int cf_status_err(struct hyd_cf *f, const char *url, long status,
+			 const struct hyd_sink *k, const char *notfound)
+{
+	char detail[HYD_DETAIL_MAX + 1];
+
+	json_detail(k->errbody, detail, sizeof(detail));
+	if (status == 404) {
+		cf_err(f, "%s: %s (HTTP 404)", url,
+		       detail[0] ? detail : notfound);
+		return -ENOENT;
+	}
+	if (detail[0])
+		cf_err(f, "%s: %s (HTTP %ld)", url, detail, status);
+	else
+		cf_err(f, "%s: unexpected answer (HTTP %ld)", url, status);
+	return -EPROTO;
+}
+
+/* Resolve rel against the base URL; the result is freed with curl_free. */
+static int cf_join(struct hyd_cf *f, const char *rel, char **ret)
+{
+	CURLU *u = curl_url_dup(f->url);
+	CURLUcode uc;
+
+	*ret = NULL;
+	if (!u)
+		return -ENOMEM;
+	uc = curl_url_set(u, CURLUPART_URL, rel, 0);
+	if (uc == CURLUE_OK)
+		uc = curl_url_get(u, CURLUPART_URL, ret, 0);
+	curl_url_cleanup(u);
+	return uc == CURLUE_OK		    ? 0
+	       : uc == CURLUE_OUT_OF_MEMORY ? -ENOMEM
+					    : -EINVAL;
+}
+
+static int cf_head(struct hyd_cf *f, uint64_t *ret_gen)
+{
+	struct hyd_sink k = {.fd = -1};
+	unsigned long long v;
+	char *url = NULL, *end;
+	long status = 0;
+	int r;
+
+	r = cf_join(f, "HEAD", &url);
+	if (r < 0) {
+		cf_err(f, "%s: cannot build the HEAD URL", f->base);
+		goto out;
+	}
+	r = cf_get(f, url, &k, &status);
+	if (r == -EPROTO && k.err == -EPROTO)
+		cf_err(f, "%s: HEAD answer longer than %d bytes", url,
+		       HYD_HEAD_MAX);
+	if (r < 0)
+		goto out;
+	if (status != 200) {
+		r = cf_status_err(f, status == 404 ? f->base : url, status, &k,
+				  "namespace not found");
+		goto out;
+	}
+	while (k.small_len > 0 &&
+	       isspace((unsigned char)k.small[k.small_len - 1]))
+		k.small[--k.small_len] = '\0';
+	errno = 0;
+	v = strtoull(k.small, &end, 10);
+	if (k.small_len == 0 || !isdigit((unsigned char)k.small[0]) || *end ||
+	    errno || v == 0) {
+		cf_err(f, "%s: not a generation number", url);
+		r = -EPROTO;
+		goto out;
+	}
+	*ret_gen = v;
+out:
+	curl_free(url);
+	return r;
+}
+
+/* path "CAT_DIR/NAME" into buf. */
+static int cf_path(const struct hyd_cf *f, char *buf, size_t cap,
+		   const char *name)
+{
+	int n = snprintf(buf, cap, "%s/%s", f->cat_dir, name);
+
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* Remove a temp catalog and whatever SQLite may have put beside it. */
+static void unlink_db_tmp(const char *tmp)
+{
+	static const char *const sfx[] = {"", "-journal", "-wal", "-shm"};
+	char p[4200];
+	size_t i;
+
+	for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		int n = snprintf(p, sizeof(p), "%s%s", tmp, sfx[i]);
+
+		if (n > 0 && (size_t)n < sizeof(p))
+			unlink(p);
+	}
+}
+
+/* Is tmp a ferry catalog of generation gen? 0 or -EBADMSG (-ENOMEM). */
+static int cf_check_catalog(const char *tmp, uint64_t gen)
+{
+	struct cat_meta m;
+	cat_reader *cr = NULL;
+	int r;
+
+	r = cat_reader_open(tmp, &cr);
+	if (r == -ENOMEM)
+		return r;
+	/* Whatever the reader dislikes (not SQLite, not our schema, a
+	 * library error on what is really garbage) is a bad catalog. */
+	if (r < 0)
+		return -EBADMSG;
+	cat_reader_meta(cr, &m);
+	cat_reader_close(cr);
+	return m.generation == gen ? 0 : -EBADMSG;
+}
+
+/* Stream url through zstd into tmp and fsync it. */
+static int cf_download(struct hyd_cf *f, const char *url, const char *tmp)
+{
+	struct hyd_sink k = {.fd = -1};
+	long status = 0;
+	int r;
+
+	k.zd = ZSTD_createDStream();
+	k.zout_cap = ZSTD_DStreamOutSize();
+	k.zout = malloc(k.zout_cap);
+	if (!k.zd || !k.zout) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* A stale temp from a crash is ours to replace; O_EXCL then makes
+	 * sure we write a file nobody else holds. */
+	unlink_db_tmp(tmp);
+	k.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (k.fd < 0) {
+		r = -errno;
+		cf_err(f, "%s: %s", tmp, strerror(-r));
+		r = -EIO;
+		goto out;
+	}
+	r = cf_get(f, url, &k, &status);
+	if (r == 0 && status != 200)
+		r = cf_status_err(f, url, status, &k, "catalog not found");
+	if (r == -EHOSTUNREACH || r == -ENOENT || (r < 0 && r != k.err))
+		goto out;
+	/* A 200 whose body is not whole zstd frames is garbage too. */
+	if (r == 0 && (k.in_total == 0 || k.zlast != 0))
+		r = -EBADMSG;
+	if (r == -EBADMSG || r == -EFBIG) {
+		cf_err(f, "%s: not a valid ferry catalog%s%s%s", url,
+		       k.zerr ? " (zstd: " : "", k.zerr ? k.zerr : "",
+		       k.zerr	     ? ")"
+		       : r == -EFBIG ? " (too large)"
+				     : "");
+		r = -EBADMSG;
+		goto out;
+	}
+	if (r < 0) {
+		cf_err(f, "%s: writing %s: %s", url, tmp, strerror(-r));
+		r = r == -ENOSPC ? r : -EIO;
+		goto out;
+	}
+	if (fsync(k.fd) < 0) {
+		cf_err(f, "%s: %s", tmp, strerror(errno));
+		r = -EIO;
+	}
+out:
+	if (k.fd >= 0)
+		close(k.fd);
+	free(k.zout);
+	ZSTD_freeDStream(k.zd);
+	return r;
+}
+
+/* Download, check and install catalogs/GEN.db. */
+static int cf_catalog(struct hyd_cf *f, uint64_t gen)
+{
+	char rel[64], tmp[4210] = "", dst[4200];
+	char *url = NULL;
+	int n, r;
+
+	snprintf(rel, sizeof(rel), "catalog/%llu", (unsigned long long)gen);
+	r = cf_join(f, rel, &url);
+	if (r < 0) {
+		cf_err(f, "%s: cannot build the catalog URL", f->base);
+		return r;
+	}
+	snprintf(rel, sizeof(rel), "%llu.db", (unsigned long long)gen);
+	n = snprintf(dst, sizeof(dst), "%s/%s", f->cat_dir, rel);
+	if (n < 0 || (size_t)n + 4 >= sizeof(dst)) {
+		cf_err(f, "%s: cache path too long", f->cat_dir);
+		r = -ENAMETOOLONG;
+		goto out;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
+	r = cf_download(f, url, tmp);
+	if (r < 0)
+		goto out;
+	r = cf_check_catalog(tmp, gen);
+	if (r < 0) {
+		cf_err(f, "%s: not a valid ferry catalog", url);
+		goto out;
+	}
+	/* The checked file goes into place in one step, and the rename is
+	 * made durable before anyone is told the catalog is there. */
+	if (rename(tmp, dst) < 0 || (r = cat_fsync_path(f->cat_dir)) < 0) {
+		cf_err(f, "%s: installing %s: %s", url, dst,
+		       strerror(r < 0 ? -r : errno));
+		r = -EIO;
+		goto out;
+	}
+out:
+	/* On success only SQLite side files can be left; on failure all. */
+	if (tmp[0])
+		unlink_db_tmp(tmp);
+	curl_free(url);
+	return r;
+}
+
+/* Generation of a cached catalog file name "GEN.db", 0 if not one. */
+static uint64_t db_name_gen(const char *name)
+{
+	unsigned long long v;
+	size_t len = strlen(name), i;
+	char *end;
+
+	if (len < 4 || len > 23 || strcmp(name + len - 3, ".db") != 0)
+		return 0;
+	for (i = 0; i < len - 3; i++)
+		if (!isdigit((unsigned char)name[i]))
+			return 0;
+	errno = 0;
+	v = strtoull(name, &end, 10);
+	return errno || end != name + len - 3 ? 0 : v;
+}
+
+/* Newest cached generation (0: none). With remove set, delete them all:
+ * they came from another URL and must never stand in for this one. */
+static uint64_t cached_newest(const struct hyd_cf *f, int remove)
+{
+	struct dirent *de;
+	uint64_t best = 0, g;
+	char p[4200];
+	DIR *d = opendir(f->cat_dir);
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		g = db_name_gen(de->d_name);
+		if (g == 0)
+			continue;
+		if (remove && cf_path(f, p, sizeof(p), de->d_name) == 0)
+			unlink(p);
+		else if (g > best)
+			best = g;
+	}
+	closedir(d);
+	return remove ? 0 : best;
+}
+
+/* 1 when catalogs/url records our base URL, 0 when not (or absent). */
+static int cached_url_same(const struct hyd_cf *f)
+{
+	char p[4200], buf[HYD_URL_FILE_MAX + 1];
+	ssize_t n;
+	int fd;
+
+	if (cf_path(f, p, sizeof(p), "url") < 0)
+		return 0;
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, HYD_URL_FILE_MAX);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	if (buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	return strcmp(buf, f->base_norm) == 0;
+}
+
+/* catalogs/url := base URL, durably (temp, fsync, rename, fsync dir). */
+static int cached_url_write(struct hyd_cf *f)
+{
+	char tmp[4200], dst[4200];
+	int fd, r;
+
+	r = cf_path(f, dst, sizeof(dst), "url");
+	if (r == 0)
+		r = cf_path(f, tmp, sizeof(tmp), "url.tmp");
+	if (r < 0)
+		return r;
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	r = cat_write_all(fd, f->base_norm, strlen(f->base_norm));
+	if (r == 0)
+		r = cat_write_all(fd, "\n", 1);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	if (r == 0 && rename(tmp, dst) < 0)
+		r = -errno;
+	if (r == 0)
+		r = cat_fsync_path(f->cat_dir);
+	if (r < 0)
+		unlink(tmp);
+	return r;
+}
+
+/* Parse base_url, insist on http(s), and make its path end in '/' so
+ * that joining "HEAD" appends rather than replaces the last segment. */
+static int cf_parse_base(struct hyd_cf *f)
+{
+	char *scheme = NULL, *path = NULL, *slashed = NULL;
+	CURLUcode uc;
+	size_t len;
+	int r = -EINVAL;
+
+	f->url = curl_url();
+	if (!f->url)
+		return -ENOMEM;
+	uc = curl_url_set(f->url, CURLUPART_URL, f->base, 0);
+	if (uc == CURLUE_OK)
+		uc = curl_url_get(f->url, CURLUPART_SCHEME, &scheme, 0);
+	if (uc != CURLUE_OK || (strcasecmp(scheme, "http") != 0 &&
+				strcasecmp(scheme, "https") != 0)) {
+		cf_err(f, "%s: not an http:// or https:// URL", f->base);
+		goto out;
+	}
+	uc = curl_url_get(f->url, CURLUPART_PATH, &path, 0);
+	if (uc != CURLUE_OK)
+		goto out;
+	len = strlen(path);
+	if (len == 0 || path[len - 1] != '/') {
+		slashed = malloc(len + 2);
+		if (!slashed) {
+			r = -ENOMEM;
+			goto out;
+		}
+		memcpy(slashed, path, len);
+		memcpy(slashed + len, "/", 2);
+		uc = curl_url_set(f->url, CURLUPART_PATH, slashed, 0);
+	}
+	/* A query or fragment of the base would not carry over to the
+	 * joined URLs anyway; drop them so catalogs/url is canonical. */
+	if (uc == CURLUE_OK)
+		uc = curl_url_set(f->url, CURLUPART_QUERY, NULL, 0);
+	if (uc == CURLUE_OK)
+		uc = curl_url_set(f->url, CURLUPART_FRAGMENT, NULL, 0);
+	if (uc == CURLUE_OK)
+		uc = curl_url_get(f->url, CURLUPART_URL, &f->base_norm, 0);
+	if (uc != CURLUE_OK) {
+		cf_err(f, "%s: not a valid URL", f->base);
+		goto out;
+	}
+	r = 0;
+out:
+	free(slashed);
+	curl_free(path);
+	curl_free(scheme);
+	return r;
+}
+
+static int cf_setup(struct hyd_cf *f, const char *cache_dir)
+{
+	CURLcode cc = CURLE_OK;
+	int n, r;
+
+	r = cf_parse_base(f);
+	if (r < 0)
+		return r;
+	n = snprintf(f->cat_dir, sizeof(f->cat_dir), "%s/catalogs", cache_dir);
+	if (n < 0 || (size_t)n >= sizeof(f->cat_dir)) {
+		cf_err(f, "%s: path too long", cache_dir);
+		return -EINVAL;
+	}
+	if ((mkdir(cache_dir, 0700) < 0 && errno != EEXIST) ||
+	    (mkdir(f->cat_dir, 0700) < 0 && errno != EEXIST)) {
+		r = -errno;
+		cf_err(f, "%s: %s", f->cat_dir, strerror(-r));
+		return r == -EACCES || r == -ENOTDIR ? r : -EIO;
+	}
+	f->h = curl_easy_init();
+	if (!f->h)
+		return -ENOMEM;
+#define SETOPT(opt, val)                                                       \
+	do {                                                                   \
+		if (cc == CURLE_OK)                                            \
+			cc = curl_easy_setopt(f->h, opt, val);                 \
+	} while (0)
+	SETOPT(CURLOPT_NOSIGNAL, 1L);
+	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	/* Static layouts live on object stores and CDNs, which redirect. */
+	SETOPT(CURLOPT_FOLLOWLOCATION, 1L);
+	SETOPT(CURLOPT_MAXREDIRS, 5L);
+	SETOPT(CURLOPT_CONNECTTIMEOUT, f->connect_timeout_s);
+	/* No total timeout (a catalog can be large); a stall ends it. */
+	SETOPT(CURLOPT_LOW_SPEED_LIMIT, HYD_STALL_BYTES_PER_S);
+	SETOPT(CURLOPT_LOW_SPEED_TIME, HYD_STALL_S);
+	SETOPT(CURLOPT_USERAGENT, "ferry-hydrator");
+	SETOPT(CURLOPT_ERRORBUFFER, f->curl_err);
+	SETOPT(CURLOPT_WRITEFUNCTION, sink_write);
+#undef SETOPT
+	if (cc != CURLE_OK)
+		return hyd_curl_errno(f, cc, f->base, NULL);
+	return 0;
+}
+
+static int set_result(const struct hyd_cf *f, uint64_t gen, int from_cache,
+		      struct hyd_catalog_result *ret)
+{
+	int n = snprintf(ret->path, sizeof(ret->path), "%s/%llu.db", f->cat_dir,
+			 (unsigned long long)gen);
+
+	if (n < 0 || (size_t)n >= sizeof(ret->path))
+		return -ENAMETOOLONG;
+	ret->generation = gen;
+	ret->from_cache = from_cache;
+	return 0;
+}
+
+int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
+		      long connect_timeout_s, struct hyd_catalog_result *ret,
+		      char *errbuf, size_t errcap)
+{
+	struct hyd_cf f = {
+	    .base = base_url, .errbuf = errbuf, .errcap = errcap};
+	uint64_t gen = 0, cached;
+	char name[32], path[4200];
+	struct stat sb;
+	int r, same;
+
+	if (errbuf && errcap)
+		errbuf[0] = '\0';
+	if (!base_url || !cache_dir || !ret)
+		return -EINVAL;
+	memset(ret, 0, sizeof(*ret));
+	f.connect_timeout_s = connect_timeout_s > 0
+				  ? connect_timeout_s
+				  : HYD_CONNECT_TIMEOUT_DEFAULT;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		cf_err(&f, "%s: cannot initialize libcurl", base_url);
+		return -ENOMEM;
+	}
+	r = cf_setup(&f, cache_dir);
+	if (r < 0)
+		goto out;
+	same = cached_url_same(&f);
+	r = cf_head(&f, &gen);
+	if (r < 0)
+		goto fallback;
+	snprintf(name, sizeof(name), "%llu.db", (unsigned long long)gen);
+	r = cf_path(&f, path, sizeof(path), name);
+	if (r < 0)
+		goto out;
+	/* Catalogs are immutable per (URL, generation): a checked copy is as
+	 * good as a new download. */
+	if (same && stat(path, &sb) == 0) {
+		r = set_result(&f, gen, 0, ret);
+		goto out;
+	}
+	if (!same) {
+		/* Forget the other URL before the first byte of this one
+		 * lands, so no crash can leave its catalogs under our name. */
+		if (cf_path(&f, path, sizeof(path), "url") == 0)
+			unlink(path);
+		cached_newest(&f, 1);
+		cat_fsync_path(f.cat_dir);
+	}
+	r = cf_catalog(&f, gen);
+	if (r < 0)
+		goto fallback;
+	if (!same) {
+		r = cached_url_write(&f);
+		if (r < 0) {
+			cf_err(&f, "%s/url: %s", f.cat_dir, strerror(-r));
+			r = -EIO;
+			goto out;
+		}
+	}
+	r = set_result(&f, gen, 0, ret);
+	goto out;
+fallback:
+	/* Only a server we never heard from is stood in for by the cache. */
+	if (r == -EHOSTUNREACH && same) {
+		cached = cached_newest(&f, 0);
+		/* errbuf keeps the "cannot reach" line: the caller can warn
+		 * why it is serving an older generation. */
+		if (cached > 0)
+			r = set_result(&f, cached, 1, ret);
+	}
+out:
+	curl_easy_cleanup(f.h);
+	curl_free(f.base_norm);
+	curl_url_cleanup(f.url);
+	curl_global_cleanup();
+	return r;
+}

@@ -1,0 +1,43 @@
+/*
+ * hydrator/fetch/hyd_catalog_internal.h — getting the catalog to the destination.
+ *
+ * GET BASE/HEAD gives the current generation; GET BASE/catalog/GEN gives the
+ * zstd-compressed SQLite catalog. It is streamed into
+ * CACHEDIR/catalogs/GEN.db.tmp, decompressed on the fly with a size cap,
+ * checked with cat_reader_open (and that its generation matches), fsynced
+ * and renamed to CACHEDIR/catalogs/GEN.db. Blocking (curl easy): call it
+ * before the event loop starts, never from a loop or FUSE callback.
+ */
+#ifndef FERRY_HYD_CATALOG_INTERNAL_H
+#define FERRY_HYD_CATALOG_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Cap on a decompressed catalog. */
+#define HYD_CATALOG_MAX_BYTES (64ull << 30)
+
+struct hyd_catalog_result {
+	uint64_t generation;
+	char path[4096]; /* CACHEDIR/catalogs/GEN.db */
+	int from_cache;	 /* 1: server unreachable, newest cached catalog used */
+};
+
+/* base_url is like "http://127.0.0.1:8700/v1/NAME" (no trailing slash
+ * needed). When the server cannot be reached (connection refused, timeout,
+ * DNS) and cache_dir already holds a catalog fetched from the same
+ * base_url (recorded in cache_dir/catalogs/url), that newest catalog is
+ * used and from_cache is set. A reachable server that answers with an error
+ * is never papered over by the cache.
+ * On failure returns -errno and writes one human line (no newline) naming
+ * the URL and the problem into errbuf, e.g.
+ *   "cannot reach http://127.0.0.1:9/v1/x: Couldn't connect to server"
+ *   "http://127.0.0.1:8700/v1/nope: namespace not found (HTTP 404)"
+ *   "http://127.0.0.1:8700/v1/x/catalog/1: not a valid ferry catalog"
+ * -EHOSTUNREACH unreachable without cache, -ENOENT 404, -EBADMSG bad
+ * catalog, -EPROTO other HTTP/protocol error, -EIO local I/O. */
+int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
+		      long connect_timeout_s, struct hyd_catalog_result *ret,
+		      char *errbuf, size_t errcap);
+
+#endif

@@ -1,0 +1,1099 @@
+/*
+ * hydrator/fetch/hyd_fetch.c — the fetcher: one libuv loop thread driving a curl
+ * multi handle through the socket-action API (curl's docs/examples/multi-uv.c).
+ *
+ * FUSE threads join flights in the single-flight table (hyd_fetch_flight.c);
+ * a new flight wakes this loop through uv_async_send. The loop starts the
+ * most urgent queued flights while fewer than `connections` transfers run:
+ * demand and readahead flights as one GET BASE/chunk/<hex> each (lowest
+ * latency), backfill flights as POST BASE/chunks batches
+ * (hyd_fetch_batch.c), which never take more than bg_max transfers, so a
+ * read never waits for a free one behind the backfill. hyd_fetch_pace.c
+ * decides who may receive bytes (the --bwlimit bucket, backfill yielding
+ * to running demand transfers). A finished 200 answer goes to the libuv
+ * thread pool (uv_queue_work): decode, SHA-256 check, publish to the
+ * waiters, hyd_store_put — never on the loop thread.
+ * Transient failures (connect refused or reset, timeouts, 5xx) are retried
+ * with capped exponential backoff and jitter until the flight's deadline;
+ * 404 and 409 end the flight at once; a frame or hash mismatch is retried
+ * once.
+ *
+ * Threads: every field under "loop thread only" is touched by the loop
+ * thread alone (and by hyd_fetch_start before the thread exists). Counters
+ * are relaxed atomics. No curl call happens outside the loop thread.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <uv.h>
+
+#include "hydrator/fetch/hyd_fetch_loop_internal.h"
+#include "hydrator/hydrator.h"
+
+#define HYD_BACKOFF_FIRST_MS 100u
+#define HYD_BACKOFF_MAX_MS 2000u
+#define HYD_MISMATCH_TRIES 2u /* the first fetch and one retry */
+#define HYD_BATCH_MAX_DEFAULT 64u
+#define HYD_BATCH_BYTES_DEFAULT (8ull << 20)
+
+static void xfer_start(struct hyd_xfer *x);
+
+/* ------------------------------------------------------------------ */
+/* frame coder pool (any thread)                                      */
+/* ------------------------------------------------------------------ */
+
+static frame_coder *coder_get(hyd_fetch *f)
+{
+	frame_coder *c = NULL;
+
+	pthread_mutex_lock(&f->coder_lock);
+	if (f->n_coders)
+		c = f->coders[--f->n_coders];
+	pthread_mutex_unlock(&f->coder_lock);
+	return c ? c : frame_coder_new(); /* NULL is fine: a temporary one */
+}
+
+static void coder_put(hyd_fetch *f, frame_coder *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&f->coder_lock);
+	if (f->n_coders < HYD_CODER_POOL) {
+		f->coders[f->n_coders++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&f->coder_lock);
+	frame_coder_free(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* transfers                                                          */
+/* ------------------------------------------------------------------ */
+
+const char *hyd_fetch__err_name(int err)
+{
+	const char *s = strerrorname_np(err < 0 ? -err : err);
+
+	return s ? s : "EUNKNOWN";
+}
+
+int hyd_fetch__curl_errno(CURLcode res)
+{
+	switch (res) {
+	case CURLE_OK:
+		return 0;
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return -EAGAIN;
+	case CURLE_OUT_OF_MEMORY:
+		return -ENOMEM;
+	default:
+		return -EIO;
+	}
+}
+
+void hyd_fetch__note_error(hyd_fetch *f, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&f->err_lock);
+	va_start(ap, fmt);
+	vsnprintf(f->stats.last_error, sizeof(f->stats.last_error), fmt, ap);
+	va_end(ap);
+	f->stats.last_error_ns = hyd_now_ns();
+	pthread_mutex_unlock(&f->err_lock);
+}
+
+static int where_busy(enum xfer_where w)
+{
+	return w == XFER_CURL || w == XFER_RETRY;
+}
+
+/* Every change of x->where goes through here, to keep the counts right. */
+void hyd_fetch__xfer_set(struct hyd_xfer *x, enum xfer_where w)
+{
+	hyd_fetch *f = x->f;
+
+	if (where_busy(x->where)) {
+		f->n_busy--;
+		if (x->bg)
+			f->n_bg--;
+	}
+	if (x->where == XFER_CURL && x->urgent) {
+		f->n_urgent--;
+		/* Backfill held for this one may go on. */
+		if (!f->n_urgent)
+			hyd_fetch__pace_kick(f);
+	}
+	x->where = w;
+	if (w != XFER_CURL)
+		x->paused = 0; /* curl forgets a removed handle's pause */
+	if (where_busy(w)) {
+		f->n_busy++;
+		if (x->bg)
+			f->n_bg++;
+	}
+	if (w == XFER_CURL && x->urgent)
+		f->n_urgent++;
+	__atomic_store_n(&f->stats.active, (uint64_t)f->n_busy,
+			 __ATOMIC_RELAXED);
+}
+
+static void xfer_unlink(struct hyd_xfer *x)
+{
+	hyd_fetch *f = x->f;
+
+	if (x->prev)
+		x->prev->next = x->next;
+	else
+		f->xfers = x->next;
+	if (x->next)
+		x->next->prev = x->prev;
+	x->prev = x->next = NULL;
+}
+
+void hyd_fetch__xfer_free(struct hyd_xfer *x)
+{
+	hyd_fetch__xfer_set(x, XFER_DONE);
+	xfer_unlink(x);
+	curl_easy_cleanup(x->easy);
+	hyd_fetch__batch_free(x->bx);
+	free(x->url);
+	free(x->body);
+	free(x);
+}
+
+/* End the flight with rc (0: verified and stored) and free the transfer. */
+static void xfer_end(struct hyd_xfer *x, int rc)
+{
+	hyd_fetch *f = x->f;
+	char hex[CHUNK_ID_HEX_LEN + 1];
+
+	if (x->bx) {
+		hyd_fetch__batch_end(x, rc);
+		return;
+	}
+	if (rc < 0) {
+		STAT_ADD(f, failures, 1);
+		/* -ECANCELED is shutdown, not news. */
+		if (rc != -ECANCELED) {
+			chunk_id_to_hex(&x->fl->id, hex);
+			fprintf(stderr,
+				"ferry-hydrator: fetch failed chunk=%s "
+				"url=%s err=%s requests=%u why=\"%s\"\n",
+				hex, x->url, hyd_fetch__err_name(rc),
+				x->requests, x->why);
+			hyd_fetch__note_error(f, "chunk %.16s: %s (%s)", hex,
+					      hyd_fetch__err_name(rc), x->why);
+		}
+	}
+	hyd_flights_finish(&f->flights, x->fl, rc);
+	x->fl = NULL;
+	hyd_fetch__xfer_free(x);
+}
+
+static uint64_t rng_next(hyd_fetch *f)
+{
+	uint64_t v = f->rng;
+
+	v ^= v << 13;
+	v ^= v >> 7;
+	v ^= v << 17;
+	f->rng = v;
+	return v;
+}
+
+uint64_t hyd_fetch__backoff_ms(hyd_fetch *f, unsigned attempts)
+{
+	unsigned shift = attempts < 16 ? attempts : 16;
+	uint64_t delay_ms = (uint64_t)HYD_BACKOFF_FIRST_MS << shift;
+
+	if (delay_ms > HYD_BACKOFF_MAX_MS)
+		delay_ms = HYD_BACKOFF_MAX_MS;
+	/* Jitter in [delay/2, delay] keeps many readers from retrying in
+	 * lockstep against a recovering server. */
+	return delay_ms / 2 + rng_next(f) % (delay_ms / 2 + 1);
+}
+
+/* A transient failure: try again after a jittered, capped exponential
+ * backoff, unless that would pass the flight's deadline. */
+static void xfer_retry(struct hyd_xfer *x)
+{
+	hyd_fetch *f = x->f;
+	uint64_t now = hyd_now_ns(), deadline, delay_ms;
+	char hex[CHUNK_ID_HEX_LEN + 1];
+
+	deadline = hyd_flights_deadline(&f->flights, x->fl);
+	delay_ms = hyd_fetch__backoff_ms(f, x->attempts);
+	x->attempts++;
+	if (f->shutting_down) {
+		xfer_end(x, -ECANCELED);
+		return;
+	}
+	if (now + delay_ms * 1000000ull >= deadline) {
+		xfer_end(x, -ETIMEDOUT);
+		return;
+	}
+	STAT_ADD(f, retries, 1);
+	chunk_id_to_hex(&x->fl->id, hex);
+	hyd_fetch__note_error(f, "chunk %.16s: %s (retrying)", hex, x->why);
+	if (f->verbose)
+		fprintf(stderr,
+			"ferry-hydrator: fetch retry chunk=%s attempt=%u "
+			"delay_ms=%" PRIu64 " why=\"%s\"\n",
+			hex, x->attempts, delay_ms, x->why);
+	hyd_fetch__xfer_set(x, XFER_RETRY);
+	x->retry_at_ns = now + delay_ms * 1000000ull;
+	hyd_fetch__arm_retry_timer(f);
+}
+
+/* A frame that failed decoding or the hash check (or an oversized body):
+ * discard it, count it, and fetch once more. */
+static void xfer_mismatch(struct hyd_xfer *x)
+{
+	STAT_ADD(x->f, mismatches, 1);
+	x->mismatches++;
+	if (x->mismatches >= HYD_MISMATCH_TRIES) {
+		xfer_end(x, -EBADMSG);
+		return;
+	}
+	if (x->f->shutting_down) {
+		xfer_end(x, -ECANCELED);
+		return;
+	}
+	xfer_start(x);
+}
+
+int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
+			  const uint8_t *frame, size_t frame_len, char *why,
+			  size_t whycap)
+{
+	char hex[CHUNK_ID_HEX_LEN + 1];
+	frame_coder *coder;
+	uint8_t *raw;
+	size_t n = 0;
+	int r;
+
+	raw = malloc(fl->raw_len ? fl->raw_len : 1);
+	if (!raw) {
+		snprintf(why, whycap, "out of memory");
+		return -ENOMEM;
+	}
+	coder = coder_get(f);
+	/* The catalog's length for this chunk bounds the decode: a frame
+	 * claiming more is bad, whatever its header says. */
+	r = frame_decode(coder, frame, frame_len, fl->raw_len, raw, fl->raw_len,
+			 &n);
+	coder_put(f, coder);
+	if (r == -ENOBUFS || (r == 0 && n != fl->raw_len))
+		r = -EBADMSG;
+	if (r == 0)
+		r = chunk_id_verify(&fl->id, raw, n);
+	if (r < 0) {
+		snprintf(why, whycap, "frame or hash check: %s",
+			 hyd_fetch__err_name(r));
+		free(raw);
+		return r;
+	}
+	/* Readers may go now; the store write below only makes it durable.
+	 * Count first, so whoever wakes sees the counter already moved. */
+	STAT_ADD(f, chunks, 1);
+	__atomic_store_n(&f->stats.last_ok_ns, hyd_now_ns(), __ATOMIC_RELAXED);
+	hyd_flights_verified(&f->flights, fl, raw);
+	r = 0;
+	if (f->store) {
+		r = hyd_store_put(f->store, &fl->id, frame, frame_len);
+		if (r < 0) {
+			STAT_ADD(f, store_errors, 1);
+			__atomic_store_n(&f->stats.last_store_err, r,
+					 __ATOMIC_RELAXED);
+			chunk_id_to_hex(&fl->id, hex);
+			fprintf(stderr,
+				"ferry-hydrator: store put failed chunk=%s "
+				"err=%s\n",
+				hex, hyd_fetch__err_name(r));
+		} else {
+			__atomic_store_n(&f->stats.last_store_err, 0,
+					 __ATOMIC_RELAXED);
+		}
+	}
+	/* Written before the flight ends (under the table lock), which is
+	 * what orders it for the done hook. */
+	fl->store_rc = r;
+	return 0;
+}
+
+/* libuv pool thread: decode, verify, publish, store. */
+static void verify_work(uv_work_t *w)
+{
+	struct hyd_xfer *x = w->data;
+
+	x->work_rc = hyd_fetch__frame_land(x->f, x->fl, x->body, x->body_len,
+					   x->why, sizeof(x->why));
+}
+
+/* Loop thread, after verify_work. */
+static void verify_done(uv_work_t *w, int status)
+{
+	struct hyd_xfer *x = w->data;
+	hyd_fetch *f = x->f;
+	int rc = status == UV_ECANCELED ? -ECANCELED : x->work_rc;
+
+	if (rc == -EBADMSG)
+		xfer_mismatch(x);
+	else
+		xfer_end(x, rc);
+	hyd_fetch__pump(f);
+	hyd_fetch__maybe_close(f);
+}
+
+static void xfer_verify(struct hyd_xfer *x)
+{
+	int r;
+
+	hyd_fetch__xfer_set(x, XFER_WORK);
+	x->work.data = x;
+	r = uv_queue_work(&x->f->loop, &x->work, verify_work, verify_done);
+	if (r < 0) {
+		snprintf(x->why, sizeof(x->why), "uv_queue_work: %s",
+			 uv_strerror(r));
+		xfer_end(x, -EIO);
+	}
+}
+
+/* Loop thread: a transfer left curl; decide what its answer means. */
+static void xfer_done(struct hyd_xfer *x, CURLcode res)
+{
+	long code = 0;
+	int rc;
+
+	if (x->bx) {
+		hyd_fetch__batch_done(x, res);
+		return;
+	}
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+	if ((res == CURLE_OK || res == CURLE_WRITE_ERROR) && code != 200 &&
+	    code != 0) {
+		snprintf(x->why, sizeof(x->why), "HTTP %ld", code);
+		if (code == 404)
+			xfer_end(x, -ENOENT);
+		else if (code == 409)
+			xfer_end(x, -ESTALE);
+		else if (code >= 500 || code == 408 || code == 429)
+			xfer_retry(x);
+		else
+			xfer_end(x, -EPROTO);
+		return;
+	}
+	if (res == CURLE_WRITE_ERROR) {
+		snprintf(x->why, sizeof(x->why),
+			 "response larger than a frame of %" PRIu32 " bytes",
+			 x->fl->raw_len);
+		xfer_mismatch(x);
+		return;
+	}
+	if (res == CURLE_OK) {
+		STAT_ADD(x->f, wire_bytes, x->body_len);
+		xfer_verify(x);
+		return;
+	}
+	snprintf(x->why, sizeof(x->why), "curl %d: %s", (int)res,
+		 x->errbuf[0] ? x->errbuf : curl_easy_strerror(res));
+	rc = hyd_fetch__curl_errno(res);
+	if (rc == -EAGAIN)
+		xfer_retry(x);
+	else
+		xfer_end(x, rc);
+}
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct hyd_xfer *x = userdata;
+	size_t n = size * nmemb;
+	unsigned why;
+
+	/* Returning less than n aborts with CURLE_WRITE_ERROR: a body past
+	 * frame_bound(raw_len) is not a frame of this chunk. */
+	if (n > x->body_cap - x->body_len)
+		return 0;
+	why = hyd_fetch__gate(x, n);
+	if (why) {
+		/* curl keeps these bytes and hands them over again later. */
+		x->paused |= why;
+		return CURL_WRITEFUNC_PAUSE;
+	}
+	memcpy(x->body + x->body_len, ptr, n);
+	x->body_len += n;
+	return n;
+}
+
+/* (Re)start the transfer of x with what is left of its deadline. */
+static void xfer_start(struct hyd_xfer *x)
+{
+	hyd_fetch *f = x->f;
+	uint64_t now = hyd_now_ns(), deadline;
+	long left_ms, conn_ms;
+	CURLMcode mc;
+
+	if (x->bx) {
+		hyd_fetch__batch_start(x);
+		return;
+	}
+	deadline = hyd_flights_deadline(&f->flights, x->fl);
+	if (now >= deadline) {
+		if (!x->why[0])
+			snprintf(x->why, sizeof(x->why), "deadline passed");
+		xfer_end(x, -ETIMEDOUT);
+		return;
+	}
+	left_ms = (long)((deadline - now) / 1000000ull);
+	if (left_ms < 1)
+		left_ms = 1;
+	conn_ms =
+	    f->connect_timeout_ms < left_ms ? f->connect_timeout_ms : left_ms;
+	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, left_ms);
+	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, conn_ms);
+	x->body_len = 0;
+	x->errbuf[0] = '\0';
+	x->last_rx_ns = now;
+	mc = curl_multi_add_handle(f->multi, x->easy);
+	if (mc != CURLM_OK) {
+		snprintf(x->why, sizeof(x->why), "curl_multi_add_handle: %s",
+			 curl_multi_strerror(mc));
+		xfer_end(x, -EIO);
+		return;
+	}
+	hyd_fetch__xfer_set(x, XFER_CURL);
+	x->requests++;
+	STAT_ADD(f, requests, 1);
+}
+
+struct hyd_xfer *hyd_fetch__xfer_alloc(hyd_fetch *f)
+{
+	struct hyd_xfer *x;
+
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return NULL;
+	x->f = f;
+	x->easy = curl_easy_init();
+	if (!x->easy) {
+		free(x);
+		return NULL;
+	}
+	curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
+	curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
+	curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(x->easy, CURLOPT_HTTP_VERSION,
+			 (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(x->easy, CURLOPT_USERAGENT,
+			 "ferry-hydrator/" FERRY_VERSION);
+	if (f->bwlimit) {
+		curl_easy_setopt(x->easy, CURLOPT_SOCKOPTFUNCTION,
+				 hyd_fetch__sockopt);
+		curl_easy_setopt(x->easy, CURLOPT_SOCKOPTDATA, f);
+	}
+	x->next = f->xfers;
+	if (f->xfers)
+		f->xfers->prev = x;
+	f->xfers = x;
+	return x;
+}
+
+static struct hyd_xfer *xfer_new(hyd_fetch *f, struct hyd_flight *fl)
+{
+	struct hyd_xfer *x;
+	char hex[CHUNK_ID_HEX_LEN + 1];
+	size_t ulen;
+
+	x = hyd_fetch__xfer_alloc(f);
+	if (!x)
+		return NULL;
+	x->fl = fl;
+	/* The class is fixed at start: a flight bumped to demand while
+	 * queued starts as demand. */
+	x->bg = fl->prio == HYD_PRIO_BACKFILL;
+	x->urgent = fl->prio == HYD_PRIO_DEMAND;
+	chunk_id_to_hex(&fl->id, hex);
+	ulen = strlen(f->base_url) + sizeof("/chunk/") + CHUNK_ID_HEX_LEN;
+	x->url = malloc(ulen);
+	x->body_cap = frame_bound(fl->raw_len);
+	x->body = malloc(x->body_cap);
+	if (!x->url || !x->body) {
+		x->fl = NULL;
+		hyd_fetch__xfer_free(x);
+		return NULL;
+	}
+	snprintf(x->url, ulen, "%s/chunk/%s", f->base_url, hex);
+	curl_easy_setopt(x->easy, CURLOPT_URL, x->url);
+	curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
+	/* A single GET is never held for long (only by the bucket), so
+	 * curl's own low-speed check is safe for it. */
+	curl_easy_setopt(x->easy, CURLOPT_LOW_SPEED_LIMIT, HYD_LOW_SPEED_BYTES);
+	curl_easy_setopt(x->easy, CURLOPT_LOW_SPEED_TIME, HYD_LOW_SPEED_TIME_S);
+	return x;
+}
+
+static void start_single(hyd_fetch *f, struct hyd_flight *fl)
+{
+	struct hyd_xfer *x = xfer_new(f, fl);
+
+	if (!x) {
+		STAT_ADD(f, failures, 1);
+		hyd_flights_finish(&f->flights, fl, -ENOMEM);
+		return;
+	}
+	xfer_start(x);
+}
+
+/* Start queued flights, most urgent first, while connections are free.
+ * Backfill-class work never takes more than bg_max transfers, so the last
+ * ones are always there for a read that blocks. */
+void hyd_fetch__pump(hyd_fetch *f)
+{
+	struct hyd_flight *fl;
+	int top, nobatch;
+
+	while (!f->shutting_down && f->n_busy < f->connections) {
+		top = hyd_flights_top(&f->flights, &nobatch);
+		if (top < 0)
+			break;
+		if (top == HYD_PRIO_BACKFILL) {
+			if (f->n_bg >= f->bg_max)
+				break;
+			if (!nobatch && !f->batch_off && f->batch_max > 1) {
+				if (!hyd_fetch__batch_launch(f))
+					break;
+				continue;
+			}
+		}
+		fl = hyd_flights_next(&f->flights);
+		if (!fl)
+			break;
+		start_single(f, fl);
+	}
+}
+
+static void check_multi_info(hyd_fetch *f)
+{
+	struct hyd_xfer *x;
+	CURLMsg *msg;
+	CURLcode res;
+	CURL *easy;
+	int pending;
+
+	while ((msg = curl_multi_info_read(f->multi, &pending))) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		/* msg is invalid after remove_handle: copy what we need. */
+		easy = msg->easy_handle;
+		res = msg->data.result;
+		x = NULL;
+		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
+		curl_multi_remove_handle(f->multi, easy);
+		if (x) {
+			hyd_fetch__xfer_set(x, XFER_IDLE);
+			xfer_done(x, res);
+		}
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* timers                                                             */
+/* ------------------------------------------------------------------ */
+
+static void on_retry_timer(uv_timer_t *t)
+{
+	hyd_fetch *f = t->loop->data;
+	struct hyd_xfer *x, *next;
+	uint64_t now = hyd_now_ns();
+
+	for (x = f->xfers; x; x = next) {
+		next = x->next;
+		if (x->where == XFER_RETRY && x->retry_at_ns <= now)
+			xfer_start(x);
+	}
+	hyd_fetch__arm_retry_timer(f);
+	hyd_fetch__pump(f);
+}
+
+void hyd_fetch__arm_retry_timer(hyd_fetch *f)
+{
+	struct hyd_xfer *x;
+	uint64_t next = UINT64_MAX, now = hyd_now_ns();
+
+	for (x = f->xfers; x; x = x->next)
+		if (x->where == XFER_RETRY && x->retry_at_ns < next)
+			next = x->retry_at_ns;
+	if (next == UINT64_MAX) {
+		uv_timer_stop(&f->retry_timer);
+		return;
+	}
+	uv_timer_start(&f->retry_timer, on_retry_timer,
+		       next > now ? (next - now + 999999ull) / 1000000ull : 0,
+		       0);
+}
+
+static void on_curl_timeout(uv_timer_t *t)
+{
+	hyd_fetch *f = t->loop->data;
+	int running;
+
+	curl_multi_socket_action(f->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_multi_info(f);
+	hyd_fetch__pump(f);
+}
+
+/* CURLMOPT_TIMERFUNCTION: curl wants socket_action called after ms. */
+static int on_curl_timer(CURLM *multi, long ms, void *userp)
+{
+	hyd_fetch *f = userp;
+
+	(void)multi;
+	if (f->closed)
+		return 0;
+	if (ms < 0)
+		uv_timer_stop(&f->curl_timer);
+	else
+		uv_timer_start(&f->curl_timer, on_curl_timeout, (uint64_t)ms,
+			       0);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* sockets                                                            */
+/* ------------------------------------------------------------------ */
+
+static void on_poll_close(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void poll_drop(hyd_fetch *f, struct hyd_poll *p)
+{
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		f->polls = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	uv_poll_stop(&p->h);
+	uv_close((uv_handle_t *)&p->h, on_poll_close);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+	struct hyd_poll *p = h->data;
+	hyd_fetch *f = p->f;
+	int flags = 0, running;
+
+	if (status < 0)
+		flags = CURL_CSELECT_ERR;
+	if (events & UV_READABLE)
+		flags |= CURL_CSELECT_IN;
+	if (events & UV_WRITABLE)
+		flags |= CURL_CSELECT_OUT;
+	/* p may be closed by the socket callback inside; do not touch it
+	 * after this call. */
+	curl_multi_socket_action(f->multi, p->fd, flags, &running);
+	check_multi_info(f);
+	hyd_fetch__pump(f);
+}
+
+/* CURLMOPT_SOCKETFUNCTION: watch (or stop watching) one socket. */
+static int on_socket(CURL *easy, curl_socket_t s, int action, void *userp,
+		     void *socketp)
+{
+	hyd_fetch *f = userp;
+	struct hyd_poll *p = socketp;
+	int events = 0, r;
+
+	(void)easy;
+	if (action == CURL_POLL_REMOVE) {
+		if (p) {
+			if (!f->cleaning)
+				curl_multi_assign(f->multi, s, NULL);
+			poll_drop(f, p);
+		}
+		return 0;
+	}
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return -1;
+		r = uv_poll_init_socket(&f->loop, &p->h, s);
+		if (r < 0) {
+			fprintf(stderr,
+				"ferry-hydrator: uv_poll_init_socket fd=%d: "
+				"%s\n",
+				(int)s, uv_strerror(r));
+			free(p);
+			return -1;
+		}
+		p->h.data = p;
+		p->f = f;
+		p->fd = s;
+		p->next = f->polls;
+		if (f->polls)
+			f->polls->prev = p;
+		f->polls = p;
+		curl_multi_assign(f->multi, s, p);
+	}
+	if (action == CURL_POLL_IN || action == CURL_POLL_INOUT)
+		events |= UV_READABLE;
+	if (action == CURL_POLL_OUT || action == CURL_POLL_INOUT)
+		events |= UV_WRITABLE;
+	uv_poll_start(&p->h, events, on_poll);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* loop lifecycle                                                     */
+/* ------------------------------------------------------------------ */
+
+static void close_handles(hyd_fetch *f)
+{
+	uv_handle_t *hs[] = {
+	    (uv_handle_t *)&f->async,	    (uv_handle_t *)&f->curl_timer,
+	    (uv_handle_t *)&f->retry_timer, (uv_handle_t *)&f->pace_timer,
+	    (uv_handle_t *)&f->tick_timer,
+	};
+	size_t i;
+
+	f->closed = 1;
+	for (i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
+		if (!uv_is_closing(hs[i]))
+			uv_close(hs[i], NULL);
+}
+
+/* Once shutting down and no transfer is left (pool work included), tear
+ * curl down while the loop still runs, so its last socket callbacks can
+ * close their polls; then close our handles and let uv_run return. */
+void hyd_fetch__maybe_close(hyd_fetch *f)
+{
+	if (!f->shutting_down || f->xfers || f->closed || f->fq_len ||
+	    f->fw_running)
+		return;
+	f->cleaning = 1;
+	curl_multi_cleanup(f->multi);
+	f->multi = NULL;
+	while (f->polls)
+		poll_drop(f, f->polls);
+	close_handles(f);
+}
+
+static void begin_shutdown(hyd_fetch *f)
+{
+	struct hyd_xfer *x, *next;
+
+	f->shutting_down = 1;
+	for (x = f->xfers; x; x = next) {
+		next = x->next;
+		if (x->where == XFER_CURL) {
+			curl_multi_remove_handle(f->multi, x->easy);
+			xfer_end(x, -ECANCELED);
+		} else if (x->where == XFER_RETRY) {
+			xfer_end(x, -ECANCELED);
+		}
+		/* XFER_WORK: verify_done ends it. */
+	}
+	hyd_fetch__fwork_cancel_queued(f);
+	uv_timer_stop(&f->retry_timer);
+	uv_timer_stop(&f->pace_timer);
+	uv_timer_stop(&f->tick_timer);
+	hyd_fetch__maybe_close(f);
+}
+
+static void on_async(uv_async_t *a)
+{
+	hyd_fetch *f = a->loop->data;
+
+	if (f->shutting_down)
+		return;
+	/* The table is closed (and this wake-up sent) under its lock, so no
+	 * kick can follow once we see it closed. */
+	if (!hyd_flights_is_open(&f->flights)) {
+		begin_shutdown(f);
+		return;
+	}
+	hyd_fetch__pump(f);
+}
+
+static void kick(void *arg)
+{
+	hyd_fetch *f = arg;
+
+	uv_async_send(&f->async);
+}
+
+static void *loop_main(void *arg)
+{
+	hyd_fetch *f = arg;
+
+	uv_run(&f->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&f->loop);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* public                                                             */
+/* ------------------------------------------------------------------ */
+
+/* The single-flight table's have hook: is the chunk in the store? */
+static int store_have(void *arg, const chunk_id *id)
+{
+	return hyd_store_has(arg, id);
+}
+
+int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret)
+{
+	hyd_fetch *f;
+	int r;
+
+	*ret = NULL;
+	if (!cfg->base_url || !cfg->connections || !cfg->max_raw ||
+	    cfg->max_raw > CHUNK_MAX_LIMIT)
+		return -EINVAL;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->base_url = strdup(cfg->base_url);
+	if (!f->base_url) {
+		free(f);
+		return -ENOMEM;
+	}
+	/* "…/v1/NAME/" and "…/v1/NAME" name the same base. */
+	while (strlen(f->base_url) &&
+	       f->base_url[strlen(f->base_url) - 1] == '/')
+		f->base_url[strlen(f->base_url) - 1] = '\0';
+	f->store = cfg->store;
+	f->max_raw = cfg->max_raw;
+	f->connections = cfg->connections;
+	f->connect_timeout_ms =
+	    cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
+	f->verbose = cfg->verbose;
+	f->rng = hyd_now_ns() | 1;
+	/* The last transfer is never backfill's (unless there is only one:
+	 * then backfill may use it, and demand still goes first in pump). */
+	f->bg_max = f->connections > 1 ? f->connections - 1 : 1;
+	if (cfg->bg_connections && cfg->bg_connections < f->bg_max)
+		f->bg_max = cfg->bg_connections;
+	f->batch_max = cfg->batch_max ? cfg->batch_max : HYD_BATCH_MAX_DEFAULT;
+	if (f->batch_max > HYD_BATCH_MAX_IDS)
+		f->batch_max = HYD_BATCH_MAX_IDS;
+	f->batch_bytes =
+	    cfg->batch_bytes ? cfg->batch_bytes : HYD_BATCH_BYTES_DEFAULT;
+	f->bwlimit = cfg->bwlimit;
+	r = -ENOMEM;
+	f->batch_url = malloc(strlen(f->base_url) + sizeof("/chunks"));
+	if (!f->batch_url)
+		goto fail;
+	snprintf(f->batch_url, strlen(f->base_url) + sizeof("/chunks"),
+		 "%s/chunks", f->base_url);
+	r = -pthread_mutex_init(&f->coder_lock, NULL);
+	if (r < 0)
+		goto fail;
+	r = -pthread_mutex_init(&f->err_lock, NULL);
+	if (r < 0) {
+		pthread_mutex_destroy(&f->coder_lock);
+		goto fail;
+	}
+	r = hyd_flights_init(&f->flights, kick, f);
+	if (r < 0) {
+		pthread_mutex_destroy(&f->err_lock);
+		pthread_mutex_destroy(&f->coder_lock);
+		goto fail;
+	}
+	if (f->store)
+		hyd_flights_set_have_hook(&f->flights, store_have, f->store);
+	*ret = f;
+	return 0;
+fail:
+	free(f->batch_url);
+	free(f->base_url);
+	free(f);
+	return r;
+}
+
+int hyd_fetch_start(hyd_fetch *f)
+{
+	sigset_t all, old;
+	int r;
+
+	if (f->started)
+		return -EALREADY;
+	r = uv_loop_init(&f->loop);
+	if (r < 0)
+		return r;
+	f->loop.data = f;
+	uv_async_init(&f->loop, &f->async, on_async);
+	uv_timer_init(&f->loop, &f->curl_timer);
+	uv_timer_init(&f->loop, &f->retry_timer);
+	hyd_fetch__pace_init(f);
+	f->multi = curl_multi_init();
+	if (!f->multi) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	curl_multi_setopt(f->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+	curl_multi_setopt(f->multi, CURLMOPT_SOCKETDATA, f);
+	curl_multi_setopt(f->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
+	curl_multi_setopt(f->multi, CURLMOPT_TIMERDATA, f);
+	curl_multi_setopt(f->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+			  (long)f->connections);
+	/* Keep every connection we may use alive between requests. */
+	curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS,
+			  (long)f->connections * 2);
+	hyd_flights_open(&f->flights);
+	/* The loop thread (and the libuv pool threads it spawns) must not
+	 * take SIGTERM/SIGINT: those belong to the FUSE main thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	r = -pthread_create(&f->thread, NULL, loop_main, f);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0) {
+		hyd_flights_close(&f->flights, -ECANCELED);
+		goto fail;
+	}
+	f->started = 1;
+	return 0;
+fail:
+	if (f->multi)
+		curl_multi_cleanup(f->multi);
+	f->multi = NULL;
+	close_handles(f);
+	uv_run(&f->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&f->loop);
+	f->closed = 0;
+	return r;
+}
+
+void hyd_fetch_stop(hyd_fetch *f)
+{
+	if (!f || !f->started)
+		return;
+	/* Closing the table ends queued flights and kicks the loop, which
+	 * then cancels what it owns and closes down. */
+	hyd_flights_close(&f->flights, -ECANCELED);
+	pthread_join(f->thread, NULL);
+	f->started = 0;
+}
+
+void hyd_fetch_cancel(hyd_fetch *f)
+{
+	/* The loop notices the closed table and shuts down on its own. */
+	hyd_flights_close(&f->flights, -ECANCELED);
+}
+
+void hyd_fetch_free(hyd_fetch *f)
+{
+	size_t i;
+
+	if (!f)
+		return;
+	hyd_fetch_stop(f);
+	hyd_flights_close(&f->flights, -ECANCELED);
+	hyd_flights_fini(&f->flights);
+	for (i = 0; i < f->n_coders; i++)
+		frame_coder_free(f->coders[i]);
+	pthread_mutex_destroy(&f->coder_lock);
+	pthread_mutex_destroy(&f->err_lock);
+	free(f->batch_url);
+	free(f->base_url);
+	free(f);
+}
+
+int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+		     enum hyd_prio prio, uint64_t deadline_ns,
+		     struct hyd_flight **ret)
+{
+	*ret = NULL;
+	if (!raw_len || raw_len > f->max_raw)
+		return -EINVAL;
+	return hyd_flights_join(&f->flights, id, raw_len, prio, deadline_ns,
+				ret);
+}
+
+int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+			     enum hyd_prio prio, uint64_t deadline_ns,
+			     unsigned watched, struct hyd_flight **ret)
+{
+	*ret = NULL;
+	if (!raw_len || raw_len > f->max_raw)
+		return -EINVAL;
+	return hyd_flights_join_checked(&f->flights, id, raw_len, prio,
+					deadline_ns, watched, ret);
+}
+
+int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns)
+{
+	return hyd_flights_wait(&f->flights, fl, deadline_ns);
+}
+
+void hyd_fetch_release(hyd_fetch *f, struct hyd_flight *fl)
+{
+	hyd_flights_release(&f->flights, fl);
+}
+
+void hyd_fetch_stats(hyd_fetch *f, struct hyd_fetch_stats *ret)
+{
+	ret->requests = __atomic_load_n(&f->stats.requests, __ATOMIC_RELAXED);
+	ret->chunks = __atomic_load_n(&f->stats.chunks, __ATOMIC_RELAXED);
+	ret->wire_bytes =
+	    __atomic_load_n(&f->stats.wire_bytes, __ATOMIC_RELAXED);
+	ret->failures = __atomic_load_n(&f->stats.failures, __ATOMIC_RELAXED);
+	ret->mismatches =
+	    __atomic_load_n(&f->stats.mismatches, __ATOMIC_RELAXED);
+	ret->retries = __atomic_load_n(&f->stats.retries, __ATOMIC_RELAXED);
+	ret->store_errors =
+	    __atomic_load_n(&f->stats.store_errors, __ATOMIC_RELAXED);
+	ret->batches = __atomic_load_n(&f->stats.batches, __ATOMIC_RELAXED);
+	ret->batch_frames =
+	    __atomic_load_n(&f->stats.batch_frames, __ATOMIC_RELAXED);
+	ret->queued = hyd_flights_queued(&f->flights);
+	ret->active = __atomic_load_n(&f->stats.active, __ATOMIC_RELAXED);
+	ret->last_ok_ns =
+	    __atomic_load_n(&f->stats.last_ok_ns, __ATOMIC_RELAXED);
+	ret->last_store_err =
+	    __atomic_load_n(&f->stats.last_store_err, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&f->err_lock);
+	ret->last_error_ns = f->stats.last_error_ns;
+	memcpy(ret->last_error, f->stats.last_error, sizeof(ret->last_error));
+	pthread_mutex_unlock(&f->err_lock);
+}
+
+int hyd_fetch_submit_watched(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+			     enum hyd_prio prio, uint64_t deadline_ns,
+			     struct hyd_flight **ret)
+{
+	*ret = NULL;
+	if (!raw_len || raw_len > f->max_raw)
+		return -EINVAL;
+	return hyd_flights_join_watched(&f->flights, id, raw_len, prio,
+					deadline_ns, ret);
+}
+
+void hyd_fetch_set_done_hook(
+    hyd_fetch *f,
+    void (*done)(void *arg, const struct hyd_flight *fl, int result), void *arg)
+{
+	hyd_flights_set_done_hook(&f->flights, done, arg);
+}

@@ -1,0 +1,493 @@
+/*
+ * hydrator/fetch/hyd_fetch_flight.c — the single-flight table.
+ *
+ * A hash table of the chunks being fetched, keyed by chunk id, plus one FIFO
+ * queue per priority of the flights the loop has not started yet. One mutex
+ * guards all of it; each flight has its own condvar so a landing chunk wakes
+ * only its own readers. Chunk ids are SHA-256 digests, so their first bytes
+ * are already a good hash; a hostile catalog can at worst lengthen chains,
+ * and the number of flights in the table is small.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hydrator/fetch/hyd_fetch_internal.h"
+
+#define HYD_FLIGHT_BUCKETS 1024u
+
+uint64_t hyd_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static size_t flight_bucket(const struct hyd_flights *t, const chunk_id *id)
+{
+	uint64_t h;
+
+	memcpy(&h, id->b, sizeof(h));
+	return (size_t)(h & (t->nbuckets - 1));
+}
+
+int hyd_flights_init(struct hyd_flights *t, void (*kick)(void *), void *arg)
+{
+	int r;
+
+	memset(t, 0, sizeof(*t));
+	t->nbuckets = HYD_FLIGHT_BUCKETS;
+	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	if (!t->buckets)
+		return -ENOMEM;
+	r = pthread_mutex_init(&t->lock, NULL);
+	if (r) {
+		free(t->buckets);
+		t->buckets = NULL;
+		return -r;
+	}
+	t->kick = kick;
+	t->kick_arg = arg;
+	return 0;
+}
+
+void hyd_flights_fini(struct hyd_flights *t)
+{
+	if (!t->buckets)
+		return;
+	pthread_mutex_destroy(&t->lock);
+	free(t->buckets);
+	t->buckets = NULL;
+}
+
+void hyd_flights_open(struct hyd_flights *t)
+{
+	pthread_mutex_lock(&t->lock);
+	t->open = 1;
+	pthread_mutex_unlock(&t->lock);
+}
+
+static void queue_push(struct hyd_flights *t, struct hyd_flight *fl)
+{
+	enum hyd_prio p = fl->prio;
+
+	fl->qnext = NULL;
+	fl->qprev = t->qtail[p];
+	if (t->qtail[p])
+		t->qtail[p]->qnext = fl;
+	else
+		t->qhead[p] = fl;
+	t->qtail[p] = fl;
+	t->queued++;
+}
+
+static void queue_unlink(struct hyd_flights *t, struct hyd_flight *fl)
+{
+	enum hyd_prio p = fl->prio;
+
+	if (fl->qprev)
+		fl->qprev->qnext = fl->qnext;
+	else
+		t->qhead[p] = fl->qnext;
+	if (fl->qnext)
+		fl->qnext->qprev = fl->qprev;
+	else
+		t->qtail[p] = fl->qprev;
+	fl->qprev = fl->qnext = NULL;
+	t->queued--;
+}
+
+static struct hyd_flight *table_find(struct hyd_flights *t, const chunk_id *id)
+{
+	struct hyd_flight *fl;
+
+	for (fl = t->buckets[flight_bucket(t, id)]; fl; fl = fl->hnext)
+		if (!memcmp(fl->id.b, id->b, CHUNK_ID_LEN))
+			return fl;
+	return NULL;
+}
+
+static void table_remove(struct hyd_flights *t, struct hyd_flight *fl)
+{
+	struct hyd_flight **pp;
+
+	if (!fl->in_table)
+		return;
+	for (pp = &t->buckets[flight_bucket(t, &fl->id)]; *pp;
+	     pp = &(*pp)->hnext) {
+		if (*pp == fl) {
+			*pp = fl->hnext;
+			break;
+		}
+	}
+	fl->hnext = NULL;
+	fl->in_table = 0;
+	t->count--;
+}
+
+static void flight_free(struct hyd_flight *fl)
+{
+	pthread_cond_destroy(&fl->cond);
+	free(fl->raw);
+	free(fl);
+}
+
+static int flights_join(struct hyd_flights *t, const chunk_id *id,
+			uint32_t raw_len, enum hyd_prio prio,
+			uint64_t deadline_ns, unsigned watch, int check,
+			struct hyd_flight **ret)
+{
+	struct hyd_flight *fl;
+	pthread_condattr_t ca;
+	int r = 0;
+
+	*ret = NULL;
+	if (prio >= HYD_PRIO_N)
+		prio = HYD_PRIO_BACKFILL;
+	pthread_mutex_lock(&t->lock);
+	if (!t->open) {
+		r = -ESHUTDOWN;
+		goto out;
+	}
+	fl = table_find(t, id);
+	if (fl) {
+		fl->refs++;
+		fl->watch += watch;
+		if (fl->deadline_ns < deadline_ns)
+			fl->deadline_ns = deadline_ns;
+		/* A demand read must not wait behind backfill: move it up. */
+		if (fl->state == HYD_FLIGHT_QUEUED && prio < fl->prio) {
+			queue_unlink(t, fl);
+			fl->prio = prio;
+			queue_push(t, fl);
+		}
+		*ret = fl;
+		r = 0;
+		goto out;
+	}
+	if (check && t->have && t->have(t->have_arg, id) == 1) {
+		r = 2;
+		goto out;
+	}
+	fl = calloc(1, sizeof(*fl));
+	if (!fl) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* Waits use absolute CLOCK_MONOTONIC deadlines. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	r = pthread_cond_init(&fl->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (r) {
+		free(fl);
+		r = -r;
+		goto out;
+	}
+	fl->id = *id;
+	fl->raw_len = raw_len;
+	fl->prio = prio;
+	fl->state = HYD_FLIGHT_QUEUED;
+	fl->refs = 2; /* the caller's and the fetch's own */
+	fl->deadline_ns = deadline_ns;
+	fl->watch = watch;
+	fl->in_table = 1;
+	fl->hnext = t->buckets[flight_bucket(t, id)];
+	t->buckets[flight_bucket(t, id)] = fl;
+	t->count++;
+	queue_push(t, fl);
+	if (t->kick)
+		t->kick(t->kick_arg);
+	*ret = fl;
+	r = 1;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+int hyd_flights_join(struct hyd_flights *t, const chunk_id *id,
+		     uint32_t raw_len, enum hyd_prio prio, uint64_t deadline_ns,
+		     struct hyd_flight **ret)
+{
+	return flights_join(t, id, raw_len, prio, deadline_ns, 0, 0, ret);
+}
+
+int hyd_flights_join_watched(struct hyd_flights *t, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, struct hyd_flight **ret)
+{
+	return flights_join(t, id, raw_len, prio, deadline_ns, 1, 0, ret);
+}
+
+int hyd_flights_join_checked(struct hyd_flights *t, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, unsigned watch,
+			     struct hyd_flight **ret)
+{
+	return flights_join(t, id, raw_len, prio, deadline_ns, watch ? 1 : 0, 1,
+			    ret);
+}
+
+void hyd_flights_set_have_hook(struct hyd_flights *t,
+			       int (*have)(void *arg, const chunk_id *id),
+			       void *arg)
+{
+	pthread_mutex_lock(&t->lock);
+	t->have = have;
+	t->have_arg = arg;
+	pthread_mutex_unlock(&t->lock);
+}
+
+int hyd_flights_is_open(struct hyd_flights *t)
+{
+	int o;
+
+	pthread_mutex_lock(&t->lock);
+	o = t->open;
+	pthread_mutex_unlock(&t->lock);
+	return o;
+}
+
+struct hyd_flight *hyd_flights_next(struct hyd_flights *t)
+{
+	struct hyd_flight *fl = NULL;
+	int p;
+
+	pthread_mutex_lock(&t->lock);
+	for (p = 0; p < HYD_PRIO_N && !fl; p++)
+		fl = t->qhead[p];
+	if (fl) {
+		queue_unlink(t, fl);
+		fl->state = HYD_FLIGHT_ACTIVE;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return fl;
+}
+
+uint64_t hyd_flights_deadline(struct hyd_flights *t, struct hyd_flight *fl)
+{
+	uint64_t d;
+
+	pthread_mutex_lock(&t->lock);
+	d = fl->deadline_ns;
+	pthread_mutex_unlock(&t->lock);
+	return d;
+}
+
+void hyd_flights_verified(struct hyd_flights *t, struct hyd_flight *fl,
+			  uint8_t *raw)
+{
+	pthread_mutex_lock(&t->lock);
+	free(fl->raw);
+	fl->raw = raw;
+	fl->result = 0;
+	fl->state = HYD_FLIGHT_VERIFIED;
+	pthread_cond_broadcast(&fl->cond);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Called with the lock held. */
+static void flight_end_locked(struct hyd_flights *t, struct hyd_flight *fl,
+			      int result)
+{
+	table_remove(t, fl);
+	if (fl->state == HYD_FLIGHT_QUEUED)
+		queue_unlink(t, fl);
+	if (fl->state != HYD_FLIGHT_VERIFIED)
+		fl->result = result;
+	fl->state = HYD_FLIGHT_DONE;
+	pthread_cond_broadcast(&fl->cond);
+	if (fl->watch && t->done)
+		t->done(t->done_arg, fl, fl->result);
+}
+
+static void release_locked(struct hyd_flights *t, struct hyd_flight *fl,
+			   int *ret_free)
+{
+	(void)t;
+	*ret_free = (--fl->refs == 0);
+}
+
+void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,
+			int result)
+{
+	int do_free;
+
+	pthread_mutex_lock(&t->lock);
+	flight_end_locked(t, fl, result);
+	release_locked(t, fl, &do_free);
+	pthread_mutex_unlock(&t->lock);
+	if (do_free)
+		flight_free(fl);
+}
+
+int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
+		     uint64_t deadline_ns)
+{
+	struct timespec ts;
+	int r;
+
+	ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
+	ts.tv_nsec = (long)(deadline_ns % 1000000000ull);
+	pthread_mutex_lock(&t->lock);
+	while (fl->state != HYD_FLIGHT_VERIFIED &&
+	       fl->state != HYD_FLIGHT_DONE) {
+		r = pthread_cond_timedwait(&fl->cond, &t->lock, &ts);
+		if (r == ETIMEDOUT) {
+			r = -ETIMEDOUT;
+			goto out;
+		}
+	}
+	r = fl->result;
+	if (r == 0 && !fl->raw)
+		r = -EIO; /* DONE with 0 but no bytes: never serve nothing */
+out:
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl)
+{
+	int do_free;
+
+	if (!fl)
+		return;
+	pthread_mutex_lock(&t->lock);
+	release_locked(t, fl, &do_free);
+	pthread_mutex_unlock(&t->lock);
+	if (do_free)
+		flight_free(fl);
+}
+
+size_t hyd_flights_close(struct hyd_flights *t, int err)
+{
+	struct hyd_flight *fl, *dead = NULL;
+	size_t n = 0;
+	int p, do_free;
+
+	pthread_mutex_lock(&t->lock);
+	/* Kicking under the lock, once, tells the loop to shut down: no join
+	 * can kick after this. */
+	if (t->open && t->kick)
+		t->kick(t->kick_arg);
+	t->open = 0;
+	for (p = 0; p < HYD_PRIO_N; p++) {
+		while ((fl = t->qhead[p])) {
+			flight_end_locked(t, fl, err);
+			release_locked(t, fl, &do_free);
+			if (do_free) {
+				/* Free outside the lock; chain through qnext.
+				 */
+				fl->qnext = dead;
+				dead = fl;
+			}
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	while (dead) {
+		fl = dead;
+		dead = fl->qnext;
+		flight_free(fl);
+	}
+	return n;
+}
+
+void hyd_flights_set_done_hook(
+    struct hyd_flights *t,
+    void (*done)(void *arg, const struct hyd_flight *fl, int result), void *arg)
+{
+	pthread_mutex_lock(&t->lock);
+	t->done = done;
+	t->done_arg = arg;
+	pthread_mutex_unlock(&t->lock);
+}
+
+int hyd_flights_top(struct hyd_flights *t, int *ret_nobatch)
+{
+	int p, top = -1;
+
+	*ret_nobatch = 0;
+	pthread_mutex_lock(&t->lock);
+	for (p = 0; p < HYD_PRIO_N; p++) {
+		if (t->qhead[p]) {
+			top = p;
+			*ret_nobatch = t->qhead[p]->nobatch;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return top;
+}
+
+size_t hyd_flights_next_batch(struct hyd_flights *t, enum hyd_prio prio,
+			      size_t max_n, uint64_t max_bytes,
+			      struct hyd_flight **ret)
+{
+	struct hyd_flight *fl;
+	uint64_t bytes = 0;
+	size_t n = 0;
+
+	if (prio >= HYD_PRIO_N)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	while (n < max_n && (fl = t->qhead[prio])) {
+		if (fl->nobatch && n)
+			break;
+		if (n && bytes + fl->raw_len > max_bytes)
+			break;
+		queue_unlink(t, fl);
+		fl->state = HYD_FLIGHT_ACTIVE;
+		bytes += fl->raw_len;
+		ret[n++] = fl;
+		if (fl->nobatch)
+			break;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+int hyd_flights_requeue(struct hyd_flights *t, struct hyd_flight *fl,
+			int nobatch)
+{
+	enum hyd_prio p;
+	int do_free = 0, r = 0;
+
+	pthread_mutex_lock(&t->lock);
+	if (!t->open) {
+		/* Closed: nobody will pop it again, so end it here. */
+		flight_end_locked(t, fl, -ECANCELED);
+		release_locked(t, fl, &do_free);
+		r = -ESHUTDOWN;
+	} else if (fl->state == HYD_FLIGHT_ACTIVE) {
+		fl->state = HYD_FLIGHT_QUEUED;
+		if (nobatch)
+			fl->nobatch = 1;
+		/* At the head: it already waited its turn once. */
+		p = fl->prio;
+		fl->qprev = NULL;
+		fl->qnext = t->qhead[p];
+		if (t->qhead[p])
+			t->qhead[p]->qprev = fl;
+		else
+			t->qtail[p] = fl;
+		t->qhead[p] = fl;
+		t->queued++;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (do_free)
+		flight_free(fl);
+	return r;
+}
+
+size_t hyd_flights_queued(struct hyd_flights *t)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->lock);
+	n = t->queued;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}

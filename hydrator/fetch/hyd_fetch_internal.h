@@ -1,0 +1,328 @@
+/*
+ * hydrator/fetch/hyd_fetch_internal.h — getting missing chunks over HTTP.
+ *
+ * Two parts:
+ *   - the single-flight table (hyd_fetch_flight.c): one hyd_flight per chunk
+ *     id being fetched; every reader of that chunk joins the same flight and
+ *     waits on it, so concurrent reads of one chunk cause one fetch. The
+ *     table also holds the per-priority queues of flights not yet started.
+ *   - the fetcher (hyd_fetch.c): one libuv loop thread owning a curl multi
+ *     handle driven by the socket-action API (the pattern of curl's
+ *     docs/examples/multi-uv.c). FUSE threads never touch curl: they join a
+ *     flight, which queues it and wakes the loop with uv_async_send.
+ *
+ * A flight's life:  QUEUED -> ACTIVE -> [VERIFIED] -> DONE
+ *   QUEUED    in a priority queue, no transfer yet
+ *   ACTIVE    the loop owns it: transfer, backoff, decode/verify
+ *   VERIFIED  raw bytes passed chunk_id_verify; waiters may use fl->raw; the
+ *             store write is still going on, so the flight stays in the
+ *             table and late readers get the bytes without a second fetch
+ *   DONE      result final; out of the table (a later read starts afresh)
+ *
+ * Errors (-errno): -ENOENT the server has no such chunk (404), -ESTALE the
+ * source changed under the chunk (409), -EBADMSG the frame or hash did not
+ * check out twice, -ETIMEDOUT transient failures lasted past the deadline,
+ * -EPROTO an unexpected HTTP answer, -ECANCELED / -ESHUTDOWN the fetcher is
+ * stopping, -ENOMEM, -EIO.
+ */
+#ifndef FERRY_HYD_FETCH_INTERNAL_H
+#define FERRY_HYD_FETCH_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/store/hyd_store_internal.h"
+
+/* Request classes, most urgent first. The loop always starts the most
+ * urgent queued flight; backfill (a later class) only gets what is left. */
+enum hyd_prio {
+	HYD_PRIO_DEMAND = 0,	/* a read() is blocked on it */
+	HYD_PRIO_READAHEAD = 1, /* likely to be read soon */
+	HYD_PRIO_BACKFILL = 2,	/* hydrate everything, in the background */
+	HYD_PRIO_N = 3,
+};
+
+enum hyd_flight_state {
+	HYD_FLIGHT_QUEUED = 0,
+	HYD_FLIGHT_ACTIVE,
+	HYD_FLIGHT_VERIFIED,
+	HYD_FLIGHT_DONE,
+};
+
+/* One chunk being fetched. Fields are guarded by the table lock, except
+ * raw/raw_len, which are immutable once the state is VERIFIED and stay valid
+ * until the holder's hyd_flights_release. */
+struct hyd_flight {
+	chunk_id id;
+	uint32_t raw_len; /* expected raw length (from the catalog) */
+	enum hyd_prio prio;
+	enum hyd_flight_state state;
+	int result;	      /* 0 or -errno, final once DONE */
+	unsigned refs;	      /* waiters + the fetch itself */
+	uint64_t deadline_ns; /* CLOCK_MONOTONIC; the latest of all joiners */
+	uint8_t *raw;	      /* verified bytes (owned) once VERIFIED */
+	pthread_cond_t cond;  /* broadcast on VERIFIED and DONE */
+	int in_table;
+	/* Added for backfill and batches (all under the table lock): */
+	unsigned watch; /* watched joins (hyd_flights_join_watched) */
+	int nobatch;	/* fetch alone with a GET, not in a batch */
+	int store_rc;	/* hyd_store_put's result once VERIFIED (0, 1 or
+			 * -errno); set by the fetcher before finishing */
+	struct hyd_flight *hnext;	  /* hash chain */
+	struct hyd_flight *qprev, *qnext; /* priority queue while QUEUED */
+};
+
+struct hyd_flights {
+	pthread_mutex_t lock;
+	struct hyd_flight **buckets;
+	size_t nbuckets; /* power of two */
+	size_t count;	 /* flights in the table */
+	struct hyd_flight *qhead[HYD_PRIO_N], *qtail[HYD_PRIO_N];
+	size_t queued;
+	int open; /* joins are refused while 0 */
+	/* Called with the lock held whenever a flight is queued, so the loop's
+	 * wake-up can never race with the loop shutting down. */
+	void (*kick)(void *arg);
+	void *kick_arg;
+	/* Called with the lock held when a flight with watch > 0 ends (see
+	 * hyd_flights_set_done_hook). */
+	void (*done)(void *arg, const struct hyd_flight *fl, int result);
+	void *done_arg;
+	/* Called with the lock held by a checked join that finds no flight:
+	 * 1 when the chunk is stored (see hyd_flights_join_checked). */
+	int (*have)(void *arg, const chunk_id *id);
+	void *have_arg;
+};
+
+/* ---- single-flight table (hyd_fetch_flight.c); any thread ---- */
+
+/* Initialise an empty, closed table. Returns 0 or -ENOMEM. */
+int hyd_flights_init(struct hyd_flights *t, void (*kick)(void *), void *arg);
+/* Free the table. Every flight must have been finished and released. */
+void hyd_flights_fini(struct hyd_flights *t);
+/* Accept joins from now on. */
+void hyd_flights_open(struct hyd_flights *t);
+/* 1 while joins are accepted (between open and close). */
+int hyd_flights_is_open(struct hyd_flights *t);
+
+/* Join the flight for id, creating and queueing it (and kicking the loop)
+ * when there is none. On success *ret holds a reference the caller gives
+ * back with hyd_flights_release. A joiner with a more urgent prio moves a
+ * still-queued flight up; a later deadline extends it.
+ * Returns 1 when created, 0 when joined, -ESHUTDOWN when closed, -ENOMEM. */
+int hyd_flights_join(struct hyd_flights *t, const chunk_id *id,
+		     uint32_t raw_len, enum hyd_prio prio, uint64_t deadline_ns,
+		     struct hyd_flight **ret);
+
+/* Loop side: pop the most urgent queued flight (now ACTIVE) or NULL. The
+ * table's own reference passes to the caller, who must end the flight with
+ * hyd_flights_finish. */
+struct hyd_flight *hyd_flights_next(struct hyd_flights *t);
+
+/* Current deadline of an ACTIVE flight (joiners may extend it). */
+uint64_t hyd_flights_deadline(struct hyd_flights *t, struct hyd_flight *fl);
+
+/* Publish verified bytes (raw: raw_len bytes, malloc()ed, ownership passes
+ * to the flight) and wake the waiters. Only bytes that passed
+ * chunk_id_verify may be published. */
+void hyd_flights_verified(struct hyd_flights *t, struct hyd_flight *fl,
+			  uint8_t *raw);
+
+/* End a flight: out of the table, state DONE with result (ignored when
+ * already VERIFIED: those bytes stand), waiters woken, the fetch reference
+ * dropped. */
+void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,
+			int result);
+
+/* Wait until fl is VERIFIED or DONE, or until deadline_ns (monotonic).
+ * Returns 0 (fl->raw holds fl->raw_len verified bytes), the flight's
+ * -errno, or -ETIMEDOUT. */
+int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
+		     uint64_t deadline_ns);
+
+/* Drop a reference; the last one frees the flight. NULL is a no-op. */
+void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl);
+
+/* Refuse new joins and end every QUEUED flight with err; returns how many.
+ * ACTIVE flights are the loop's to end. When the table was open, kick is
+ * called once more, under the lock, so the loop learns of the close. */
+size_t hyd_flights_close(struct hyd_flights *t, int err);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t hyd_now_ns(void);
+
+/* -- added for backfill and batches -- */
+
+/* hyd_flights_join, and count the join in fl->watch: when the flight
+ * ends, the done hook is called (once per flight, with watch telling how
+ * many watched joins it had). A watcher may release its reference at once
+ * and learn the outcome from the hook alone. */
+int hyd_flights_join_watched(struct hyd_flights *t, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, struct hyd_flight **ret);
+
+/* hyd_flights_join (watch 0) or _watched (1), except that when no flight
+ * for id exists, the have hook is asked under the table lock before one is
+ * created: when it says the chunk is stored, returns 2 with *ret NULL. A
+ * flight stores its chunk before it leaves the table, so a look in the
+ * store made this way cannot fall between a flight's store write and its
+ * end, which a look before the join can (and then fetches the chunk a
+ * second time). Without a have hook this is a plain join. */
+int hyd_flights_join_checked(struct hyd_flights *t, const chunk_id *id,
+			     uint32_t raw_len, enum hyd_prio prio,
+			     uint64_t deadline_ns, unsigned watch,
+			     struct hyd_flight **ret);
+
+/* Set the hook a checked join asks (quick, takes no table lock: e.g. a
+ * store lookup). Set it before the table is opened. */
+void hyd_flights_set_have_hook(struct hyd_flights *t,
+			       int (*have)(void *arg, const chunk_id *id),
+			       void *arg);
+
+/* Set the hook called, with the table lock held, when a watched flight
+ * ends: result is its final result (0 when verified; fl->store_rc then
+ * says whether the store took it). The hook must be quick and must not
+ * call into the table. Set it before the table is opened. */
+void hyd_flights_set_done_hook(struct hyd_flights *t,
+			       void (*done)(void *arg,
+					    const struct hyd_flight *fl,
+					    int result),
+			       void *arg);
+
+/* The prio of the most urgent queued flight, or -1 when none is queued;
+ * *ret_nobatch says whether that flight must be fetched alone. */
+int hyd_flights_top(struct hyd_flights *t, int *ret_nobatch);
+
+/* Loop side: pop up to max_n queued flights of prio (now ACTIVE), in queue
+ * order, stopping before one marked nobatch or when their raw lengths
+ * would pass max_bytes (the first is always taken). Returns how many were
+ * put in ret; each carries the table's reference, as hyd_flights_next. */
+size_t hyd_flights_next_batch(struct hyd_flights *t, enum hyd_prio prio,
+			      size_t max_n, uint64_t max_bytes,
+			      struct hyd_flight **ret);
+
+/* Loop side: put an ACTIVE flight back at the head of its queue (with
+ * nobatch set if asked); the caller's reference goes back to the table.
+ * Returns 0, or -ESHUTDOWN when the table is closed: the flight was then
+ * ended with -ECANCELED and the reference dropped. */
+int hyd_flights_requeue(struct hyd_flights *t, struct hyd_flight *fl,
+			int nobatch);
+
+/* Number of QUEUED flights. */
+size_t hyd_flights_queued(struct hyd_flights *t);
+
+/* ---- fetcher (hyd_fetch.c) ---- */
+
+typedef struct hyd_fetch hyd_fetch;
+
+struct hyd_fetch_config {
+	const char *base_url; /* "http://host:port/v1/NAME" (copied) */
+	hyd_store *store;     /* borrowed until hyd_fetch_free; NULL: do not
+			       * store (tests) */
+	uint32_t max_raw;     /* the catalog's max chunk size */
+	unsigned connections; /* parallel transfers, >= 1 */
+	long connect_timeout_ms;
+	int verbose; /* log every retry */
+	/* Added for backfill (0 = default): */
+	unsigned bg_connections; /* most transfers backfill-class flights may
+				  * hold; default and cap connections - 1
+				  * (at least 1): the last one is always
+				  * left for demand reads */
+	unsigned batch_max;	 /* flights per POST BASE/chunks, default 64,
+				  * 1 turns batching off */
+	uint64_t batch_bytes;	 /* raw bytes per batch, default 8 MiB */
+	uint64_t bwlimit;	 /* wire bytes/s for everything, 0 = none */
+};
+
+/* Counters; read with hyd_fetch_stats (relaxed atomics: a snapshot). */
+struct hyd_fetch_stats {
+	uint64_t requests;     /* GET requests started (batches: below) */
+	uint64_t chunks;       /* chunks fetched and verified */
+	uint64_t wire_bytes;   /* response body bytes of 200 answers */
+	uint64_t failures;     /* flights that ended in an error */
+	uint64_t mismatches;   /* frames that failed decode or hash check */
+	uint64_t retries;      /* transient failures retried */
+	uint64_t store_errors; /* verified chunks hyd_store_put refused */
+	/* Added for backfill and status: */
+	uint64_t batches;	/* POST BASE/chunks requests started (not in
+				 * requests) */
+	uint64_t batch_frames;	/* frames that arrived inside batches */
+	uint64_t queued;	/* flights waiting for a transfer (snapshot) */
+	uint64_t active;	/* transfers running or backing off */
+	uint64_t last_ok_ns;	/* hyd_now_ns of the last verified chunk, 0 */
+	uint64_t last_error_ns; /* hyd_now_ns of last_error, 0 when none */
+	int last_store_err;	/* last -errno of hyd_store_put, 0 when none */
+	char last_error[256];	/* the last transfer failure, one line */
+};
+
+/* Allocate a fetcher; no thread, no loop yet (safe before fork()). The
+ * caller must have called curl_global_init. Returns 0, -EINVAL, -ENOMEM. */
+int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret);
+
+/* Create the loop, the multi handle and the loop thread (signals blocked in
+ * it, so SIGTERM reaches the FUSE main thread). Returns 0 or -errno. */
+int hyd_fetch_start(hyd_fetch *f);
+
+/* Stop the loop: queued and active flights end with -ECANCELED, all
+ * handles are closed, the thread is joined. Idempotent. */
+void hyd_fetch_stop(hyd_fetch *f);
+
+/* Begin stopping without waiting: every waiter is woken with -ECANCELED
+ * soon, new submits get -ESHUTDOWN. Any thread; hyd_fetch_stop still joins.
+ * For a process that is going away while reads are blocked. */
+void hyd_fetch_cancel(hyd_fetch *f);
+
+/* Stop (if needed) and free. NULL is a no-op. */
+void hyd_fetch_free(hyd_fetch *f);
+
+/* Ask for a chunk; see hyd_flights_join. Any thread but the loop thread.
+ * Returns 1 / 0 with *ret set, or -errno (-ESHUTDOWN when not running). */
+int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+		     enum hyd_prio prio, uint64_t deadline_ns,
+		     struct hyd_flight **ret);
+
+/* Wait for a submitted flight; see hyd_flights_wait. Blocks: never call
+ * from the loop thread. */
+int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
+
+/* hyd_fetch_submit (watched 0) or hyd_fetch_submit_watched (1) through
+ * hyd_flights_join_checked against the fetcher's store: 2 with *ret NULL
+ * when no flight exists and the store has the chunk. */
+int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+			     enum hyd_prio prio, uint64_t deadline_ns,
+			     unsigned watched, struct hyd_flight **ret);
+
+/* Someone is browsing (a FUSE metadata request): backfill transfers hold
+ * still for ms from now, so listing the tree does not share the CPU and
+ * the link with the background. Demand reads are not held. Any thread;
+ * one atomic load (and at most one store). */
+void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms);
+
+/* 1 while such a hold lasts, else 0. Any thread. */
+int hyd_fetch_browsing(hyd_fetch *f);
+
+/* Give back the reference from hyd_fetch_submit. NULL is a no-op. */
+void hyd_fetch_release(hyd_fetch *f, struct hyd_flight *fl);
+
+void hyd_fetch_stats(hyd_fetch *f, struct hyd_fetch_stats *ret);
+
+/* hyd_fetch_submit through hyd_flights_join_watched: the done hook (see
+ * hyd_fetch_set_done_hook) learns how the flight ended, so the caller may
+ * hyd_fetch_release at once. */
+int hyd_fetch_submit_watched(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+			     enum hyd_prio prio, uint64_t deadline_ns,
+			     struct hyd_flight **ret);
+
+/* See hyd_flights_set_done_hook. Call before hyd_fetch_start. */
+void hyd_fetch_set_done_hook(hyd_fetch *f,
+			     void (*done)(void *arg,
+					  const struct hyd_flight *fl,
+					  int result),
+			     void *arg);
+
+/* A deadline far enough away to mean "keep retrying" (backfill). */
+#define HYD_DEADLINE_NONE (UINT64_MAX / 4)
+
+#endif

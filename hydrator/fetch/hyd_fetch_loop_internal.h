@@ -1,0 +1,204 @@
+/*
+ * hydrator/fetch/hyd_fetch_loop_internal.h — the fetcher's own structures, shared
+ * by its files and by nothing else:
+ *   hyd_fetch.c        loop, sockets, timers, single GETs, public API
+ *   hyd_fetch_batch.c  POST BASE/chunks transfers and their frame works
+ *   hyd_fetch_pace.c   token bucket, backfill hold, stall watchdog
+ * Every field under "loop thread only" is touched by the fetch loop thread
+ * alone (and by hyd_fetch_start before that thread exists).
+ */
+#ifndef FERRY_HYD_FETCH_LOOP_INTERNAL_H
+#define FERRY_HYD_FETCH_LOOP_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+#include <uv.h>
+
+#include "hydrator/fetch/hyd_batch_internal.h"
+#include "hydrator/fetch/hyd_bwlimit_internal.h"
+#include "hydrator/fetch/hyd_fetch_internal.h"
+
+#define HYD_CODER_POOL 16u
+/* A transfer moving less than LOW_SPEED bytes/s for LOW_TIME s is stalled. */
+#define HYD_LOW_SPEED_BYTES 1024L
+#define HYD_LOW_SPEED_TIME_S 10L
+
+/* Where a transfer is. CURL and RETRY count against `connections`: during
+ * an outage only that many flights back off and retry, the rest stay
+ * queued in priority order. */
+enum xfer_where { XFER_IDLE, XFER_CURL, XFER_RETRY, XFER_WORK, XFER_DONE };
+
+/* Why curl holds a transfer paused (bits of hyd_xfer.paused). */
+#define HYD_PAUSE_BUCKET 1u /* --bwlimit: no tokens */
+#define HYD_PAUSE_HOLD 2u   /* backfill yields to demand reads and browsing */
+#define HYD_PAUSE_WORK 4u   /* too many batch frames wait for verification */
+
+/* One socket curl wants watched. */
+struct hyd_poll {
+	uv_poll_t h;
+	hyd_fetch *f;
+	curl_socket_t fd;
+	struct hyd_poll *prev, *next;
+};
+
+/* The batch half of a transfer: flights not yet delivered, in request
+ * order (an entry is NULL once its frame went to a frame work). */
+struct hyd_batch_xfer {
+	struct hyd_flight **fls;
+	size_t n;
+	chunk_id *ids;	/* request body of the current attempt */
+	uint32_t *lens; /* catalog raw lengths, same order */
+	size_t body_n;	/* entries in ids/lens and in the parser */
+	struct hyd_batch_parser p;
+	int parser_live;
+	long code;	 /* HTTP status, once on_write saw it */
+	int parse_err;	 /* the parser's error that aborted the body */
+	unsigned peeled; /* flights sent off alone after broken bodies */
+	struct curl_slist *hdrs; /* request headers, borrowed by curl */
+};
+
+/* The loop's side of one transfer: one flight by GET, or a batch. */
+struct hyd_xfer {
+	hyd_fetch *f;
+	struct hyd_flight *fl;	   /* single: holds the fetch reference */
+	struct hyd_batch_xfer *bx; /* batch: NULL for a single */
+	CURL *easy;
+	char *url;
+	uint8_t *body;
+	size_t body_len, body_cap;
+	enum xfer_where where;
+	int bg;		     /* backfill class: counts against bg_max */
+	int urgent;	     /* demand/readahead: backfill yields to it */
+	unsigned paused;     /* HYD_PAUSE_* while curl holds it paused */
+	uint64_t last_rx_ns; /* last byte in (or start, or unpause) */
+	unsigned requests;   /* HTTP requests made for this transfer */
+	unsigned attempts;   /* transient failures so far */
+	unsigned mismatches; /* bad frames so far */
+	uint64_t retry_at_ns;
+	int work_rc;
+	uv_work_t work;
+	char why[CURL_ERROR_SIZE + 64]; /* last failure, for the one log line */
+	char errbuf[CURL_ERROR_SIZE];
+	struct hyd_xfer *prev, *next;
+};
+
+/* One frame out of a batch, on its way through decode/verify/store. */
+struct hyd_fwork {
+	hyd_fetch *f;
+	struct hyd_flight *fl; /* holds the fetch reference */
+	uint8_t *frame;
+	size_t frame_len;
+	int rc;
+	char why[96];
+	uv_work_t work;
+	struct hyd_fwork *next;
+};
+
+struct hyd_fetch {
+	char *base_url;
+	char *batch_url;
+	hyd_store *store;
+	uint32_t max_raw;
+	unsigned connections;
+	unsigned bg_max;
+	unsigned batch_max;
+	uint64_t batch_bytes;
+	uint64_t bwlimit;
+	long connect_timeout_ms;
+	int verbose;
+
+	struct hyd_flights flights;
+	struct hyd_fetch_stats stats; /* relaxed atomics; not last_error */
+	uint64_t browse_until_ns; /* atomic; see hyd_fetch_hold_background */
+	pthread_mutex_t err_lock; /* guards stats.last_error */
+
+	pthread_mutex_t coder_lock; /* frame coders for the pool threads */
+	frame_coder *coders[HYD_CODER_POOL];
+	size_t n_coders;
+
+	/* loop thread only */
+	uv_loop_t loop;
+	uv_async_t async;
+	uv_timer_t curl_timer;
+	uv_timer_t retry_timer;
+	uv_timer_t pace_timer; /* bucket refills and unpausing */
+	uv_timer_t tick_timer; /* stall watchdog, once a second */
+	CURLM *multi;
+	struct hyd_poll *polls;
+	struct hyd_xfer *xfers;
+	unsigned n_busy;   /* transfers in XFER_CURL or XFER_RETRY */
+	unsigned n_bg;	   /* of those, backfill class */
+	unsigned n_urgent; /* urgent transfers in XFER_CURL */
+	int batch_off;	   /* the server cannot do batches: GETs only */
+	struct hyd_bucket bucket;
+	int pace_armed;
+	struct hyd_fwork *fq_head,
+	    *fq_tail; /* frames waiting for a pool slot */
+	size_t fq_len;
+	unsigned fw_running; /* frame works in the pool */
+	unsigned fw_max;     /* most frame works in the pool at once */
+	uint64_t rng;	     /* xorshift state for backoff jitter */
+	int shutting_down;
+	int cleaning; /* inside curl_multi_cleanup */
+	int closed;
+
+	/* owner thread (start/stop) only */
+	pthread_t thread;
+	int started;
+};
+
+#define STAT_ADD(f, field, n)                                                  \
+	__atomic_fetch_add(&(f)->stats.field, (uint64_t)(n), __ATOMIC_RELAXED)
+
+/* -- hyd_fetch.c -- */
+void hyd_fetch__pump(hyd_fetch *f);
+void hyd_fetch__maybe_close(hyd_fetch *f);
+void hyd_fetch__xfer_set(struct hyd_xfer *x, enum xfer_where w);
+/* A new transfer with the options every request shares (not started,
+ * linked into f->xfers); NULL on allocation failure. */
+struct hyd_xfer *hyd_fetch__xfer_alloc(hyd_fetch *f);
+void hyd_fetch__xfer_free(struct hyd_xfer *x);
+/* Backoff before retry number `attempts` (0-based): capped exponential
+ * with jitter, in ms. */
+uint64_t hyd_fetch__backoff_ms(hyd_fetch *f, unsigned attempts);
+void hyd_fetch__arm_retry_timer(hyd_fetch *f);
+/* Remember a failure for status (one line). Any thread. */
+void hyd_fetch__note_error(hyd_fetch *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The one place curl codes become -errno: -EAGAIN means worth retrying. */
+int hyd_fetch__curl_errno(CURLcode res);
+/* Pool thread: decode frame (checked against fl's catalog length), verify
+ * the hash, publish to the waiters, store. 0 when verified (fl->store_rc
+ * says what the store did), -EBADMSG for a bad frame, -ENOMEM. */
+int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
+			  const uint8_t *frame, size_t frame_len, char *why,
+			  size_t whycap);
+const char *hyd_fetch__err_name(int err);
+
+/* -- hyd_fetch_batch.c -- */
+/* Start one batch of up to batch_max queued backfill flights. Returns 1
+ * when a transfer was started (or flights were dealt with), 0 when none
+ * was queued. */
+int hyd_fetch__batch_launch(hyd_fetch *f);
+void hyd_fetch__batch_start(struct hyd_xfer *x);
+void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res);
+/* End the batch: every undelivered flight finishes with rc. */
+void hyd_fetch__batch_end(struct hyd_xfer *x, int rc);
+void hyd_fetch__batch_free(struct hyd_batch_xfer *bx);
+/* Shutdown: frames not yet in the pool end with -ECANCELED. */
+void hyd_fetch__fwork_cancel_queued(hyd_fetch *f);
+
+/* -- hyd_fetch_pace.c -- */
+void hyd_fetch__pace_init(hyd_fetch *f);
+/* Write callbacks ask before taking n bytes: 0 to take them (and the
+ * bucket is charged), else the HYD_PAUSE_* reason to pause. */
+unsigned hyd_fetch__gate(struct hyd_xfer *x, size_t n);
+/* Something may let paused transfers go: look soon. */
+void hyd_fetch__pace_kick(hyd_fetch *f);
+/* CURLOPT_SOCKOPTFUNCTION when --bwlimit is on. */
+int hyd_fetch__sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose);
+
+#endif

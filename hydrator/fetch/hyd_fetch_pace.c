@@ -1,0 +1,226 @@
+/*
+ * hydrator/fetch/hyd_fetch_pace.c — who may receive bytes right now.
+ *
+ * Every write callback asks hyd_fetch__gate before taking bytes; a "no"
+ * pauses that transfer (CURL_WRITEFUNC_PAUSE: curl keeps the bytes and
+ * stops reading the socket, so TCP pushes back on the sender) and the pace
+ * timer lets it go again later with curl_easy_pause. Three reasons:
+ *   - the --bwlimit token bucket is empty. One bucket for the whole
+ *     hydrator, so demand and backfill together stay under the cap; when
+ *     tokens come back, urgent transfers are let go first;
+ *   - a demand transfer is running: backfill holds still, so a cold read
+ *     gets the link (and the server's attention) to itself; readahead
+ *     does not hold it (a sequential reader behind the backfill would
+ *     otherwise leave the link idle between its requests);
+ *   - someone browses (FUSE metadata requests in the last moment,
+ *     hyd_fetch_hold_background): backfill holds still, so the CPU and
+ *     the link go to `ls -lR` or `find` first;
+ *   - too many batch frames wait for verification: the batch pauses until
+ *     the pool catches up (memory stays bounded).
+ * A once-a-second tick is the stall watchdog of batch transfers. curl's
+ * CURLOPT_LOW_SPEED is not used for them: its timer keeps running across
+ * long pauses and would then cut a healthy transfer the moment it
+ * resumes; here the clock restarts whenever a transfer is let go.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include "hydrator/fetch/hyd_fetch_loop_internal.h"
+
+#define PACE_RETRY_MS 20u /* look again this soon while held */
+#define TICK_MS 1000u
+#define FW_BACKLOG 64u /* batch frames waiting for verification */
+#define STALL_NS ((uint64_t)HYD_LOW_SPEED_TIME_S * 1000000000ull)
+#define RCVBUF_MIN (32u * 1024u)
+#define RCVBUF_MAX (4u * 1024u * 1024u)
+
+static void on_tick(uv_timer_t *t);
+static void on_pace(uv_timer_t *t);
+
+void hyd_fetch__pace_init(hyd_fetch *f)
+{
+	const char *env = getenv("UV_THREADPOOL_SIZE");
+	long pool = 4; /* libuv's default */
+	char *end;
+
+	uv_timer_init(&f->loop, &f->pace_timer);
+	uv_timer_init(&f->loop, &f->tick_timer);
+	if (env) {
+		pool = strtol(env, &end, 10);
+		if (*end || pool < 1)
+			pool = 4;
+	}
+	/* Half the pool for batch frames: the rest is always free for a
+	 * demand read's frame. */
+	f->fw_max = pool >= 2 ? (unsigned)(pool / 2) : 1;
+	if (f->bwlimit)
+		hyd_bucket_init(&f->bucket, f->bwlimit, hyd_now_ns());
+	uv_timer_start(&f->tick_timer, on_tick, TICK_MS, TICK_MS);
+}
+
+/* The reasons that still hold x back. */
+static unsigned pause_reasons(hyd_fetch *f, const struct hyd_xfer *x)
+{
+	unsigned why = 0;
+
+	if (x->bg &&
+	    (f->n_urgent || hyd_now_ns() < __atomic_load_n(&f->browse_until_ns,
+							   __ATOMIC_RELAXED)))
+		why |= HYD_PAUSE_HOLD;
+	if (x->bx && f->fq_len + f->fw_running >= FW_BACKLOG)
+		why |= HYD_PAUSE_WORK;
+	if (f->bwlimit && !hyd_bucket_ready(&f->bucket))
+		why |= HYD_PAUSE_BUCKET;
+	return why;
+}
+
+static void pace_arm(hyd_fetch *f, uint64_t ms)
+{
+	if (f->closed)
+		return;
+	/* An earlier wake-up already armed wins: restarting would delay. */
+	if (f->pace_armed && uv_timer_get_due_in(&f->pace_timer) <= ms)
+		return;
+	f->pace_armed = 1;
+	uv_timer_start(&f->pace_timer, on_pace, ms, 0);
+}
+
+unsigned hyd_fetch__gate(struct hyd_xfer *x, size_t n)
+{
+	hyd_fetch *f = x->f;
+	uint64_t now = hyd_now_ns(), wait_ms = PACE_RETRY_MS;
+	unsigned why;
+
+	if (f->bwlimit)
+		hyd_bucket_refill(&f->bucket, now);
+	why = pause_reasons(f, x);
+	if (why) {
+		if (why == HYD_PAUSE_BUCKET)
+			wait_ms = (hyd_bucket_wait_ns(&f->bucket) + 999999ull) /
+				  1000000ull;
+		pace_arm(f, wait_ms);
+		return why;
+	}
+	if (f->bwlimit)
+		hyd_bucket_take(&f->bucket, n);
+	x->last_rx_ns = now;
+	return 0;
+}
+
+void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms)
+{
+	uint64_t until = hyd_now_ns() + (uint64_t)ms * 1000000ull;
+
+	/* One relaxed store per call, so a burst of lookups costs nothing;
+	 * a racing older value only shortens one hold. */
+	if (until >
+	    __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED) + 1000000ull)
+		__atomic_store_n(&f->browse_until_ns, until, __ATOMIC_RELAXED);
+}
+
+int hyd_fetch_browsing(hyd_fetch *f)
+{
+	return hyd_now_ns() <
+	       __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED);
+}
+
+/* Let go every paused transfer whose reasons are gone, urgent ones first
+ * (they take the tokens before backfill sees any). */
+static void on_pace(uv_timer_t *t)
+{
+	hyd_fetch *f = t->loop->data;
+	struct hyd_xfer *x;
+	uint64_t now = hyd_now_ns(), wait_ms = PACE_RETRY_MS;
+	int pass, still = 0;
+
+	f->pace_armed = 0;
+	if (f->shutting_down)
+		return;
+	if (f->bwlimit)
+		hyd_bucket_refill(&f->bucket, now);
+	for (pass = 0; pass < 2; pass++) {
+		for (x = f->xfers; x; x = x->next) {
+			if (x->where != XFER_CURL || !x->paused ||
+			    x->urgent != (pass == 0))
+				continue;
+			if (pause_reasons(f, x)) {
+				still = 1;
+				continue;
+			}
+			x->paused = 0;
+			x->last_rx_ns = now;
+			/* May call the write callback at once with the bytes
+			 * curl kept, which may pause it again. The transfer
+			 * stays on the list either way: only
+			 * check_multi_info removes one. */
+			curl_easy_pause(x->easy, CURLPAUSE_CONT);
+			if (x->paused)
+				still = 1;
+		}
+	}
+	if (still && !f->pace_armed) {
+		if (f->bwlimit && !hyd_bucket_ready(&f->bucket))
+			wait_ms = (hyd_bucket_wait_ns(&f->bucket) + 999999ull) /
+				  1000000ull;
+		pace_arm(f, wait_ms ? wait_ms : 1);
+	}
+}
+
+void hyd_fetch__pace_kick(hyd_fetch *f)
+{
+	struct hyd_xfer *x;
+
+	if (f->closed)
+		return;
+	for (x = f->xfers; x; x = x->next)
+		if (x->paused)
+			break;
+	if (x)
+		pace_arm(f, 0);
+}
+
+/* Batch transfers that got no byte for STALL_NS while not paused are cut
+ * and retried (the link or the server is gone without a word). */
+static void on_tick(uv_timer_t *t)
+{
+	hyd_fetch *f = t->loop->data;
+	struct hyd_xfer *x, *next;
+	uint64_t now = hyd_now_ns();
+
+	if (f->shutting_down)
+		return;
+	for (x = f->xfers; x; x = next) {
+		next = x->next;
+		if (!x->bx || x->where != XFER_CURL || x->paused ||
+		    now - x->last_rx_ns < STALL_NS)
+			continue;
+		curl_multi_remove_handle(f->multi, x->easy);
+		hyd_fetch__xfer_set(x, XFER_IDLE);
+		snprintf(x->errbuf, sizeof(x->errbuf),
+			 "stalled: no bytes for %ld s", HYD_LOW_SPEED_TIME_S);
+		hyd_fetch__batch_done(x, CURLE_OPERATION_TIMEDOUT);
+	}
+	hyd_fetch__pump(f);
+}
+
+int hyd_fetch__sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
+{
+	hyd_fetch *f = clientp;
+	uint64_t want = f->bwlimit / 16;
+	int v;
+
+	if (purpose != CURLSOCKTYPE_IPCXN)
+		return CURL_SOCKOPT_OK;
+	/* A small receive buffer keeps what the kernel accepts on our
+	 * behalf (beyond the bucket's sight) to a sixteenth of a second
+	 * (the kernel doubles it). */
+	if (want < RCVBUF_MIN)
+		want = RCVBUF_MIN;
+	if (want > RCVBUF_MAX)
+		want = RCVBUF_MAX;
+	v = (int)want;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+	return CURL_SOCKOPT_OK;
+}

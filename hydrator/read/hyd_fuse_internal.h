@@ -1,0 +1,76 @@
+/*
+ * hydrator/read/hyd_fuse_internal.h — the FUSE low-level filesystem.
+ *
+ * Catalog inode numbers are FUSE inode numbers (root 1), so every metadata
+ * operation is one indexed catalog query, answered from the catalog alone.
+ * A generation never changes under a mount, so entries, attributes and
+ * file data are cacheable by the kernel for as long as it likes.
+ *   hyd_fuse_meta.c  lookup, getattr, readdir(plus), readlink, xattrs, statfs
+ *   hyd_fuse_read.c  open, read, release, opendir, releasedir
+ * The session's userdata is a struct hyd_fs.
+ */
+#ifndef FERRY_HYD_FUSE_INTERNAL_H
+#define FERRY_HYD_FUSE_INTERNAL_H
+
+#include <sys/stat.h>
+
+#include <fuse_lowlevel.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/read/hyd_read_internal.h"
+
+/* Entries and attributes never change within a generation. */
+#define HYD_FUSE_TIMEOUT_S 86400.0
+#define HYD_FUSE_BLKSIZE 65536
+
+struct hyd_fs {
+	cat_reader *cat;      /* borrowed */
+	struct cat_meta meta; /* copy, read at start-up */
+	struct hyd_read_ctx rd;
+	int verbose;
+	struct hyd_backfill *bf; /* borrowed; NULL: no backfill hooks */
+	const char *mountpoint;	 /* absolute; borrowed; NULL: not tuned */
+	int ra_tuned;		 /* __atomic: readahead raised (or tried) */
+};
+
+/* The kernel's readahead for this mount, in KiB. FUSE starts every mount
+ * at 128 KiB, which makes a sequential reader's requests 128 KiB each with
+ * one or two in flight; 4 MiB gives 1 MiB requests (the negotiated
+ * max_pages), several at once, so fewer requests carry the same bytes and
+ * decoding overlaps more. */
+#define HYD_FUSE_READAHEAD_KB 4096u
+
+/* Fill ops with every operation the filesystem implements. */
+void hyd_fuse_ops_fill(struct fuse_lowlevel_ops *ops);
+
+/* A catalog inode as struct stat. */
+void hyd_fuse_stat(const struct cat_inode *in, struct stat *st);
+
+/* -errno from catalog/ or the read path -> positive errno for a FUSE
+ * reply: a bad catalog row (-EBADMSG) and anything unexpected are EIO. */
+int hyd_fuse_errno(int err);
+
+/* Log one failed operation (key=value), unless it is a plain miss. */
+void hyd_fuse_log(const char *op, uint64_t ino, int err);
+
+/* Raise the mount's readahead to HYD_FUSE_READAHEAD_KB (never lower it),
+ * once per mount; later calls return at once. Call it first thing in
+ * every operation that can come before a file's open (lookup, getattr,
+ * opendir, open): a file takes its readahead size from the mount when it is
+ * opened, and FUSE_INIT's max_readahead would clamp a value set before the
+ * first request. Needs root (sysfs); without it the default stays, which
+ * only costs speed, so failures are logged in verbose mode alone. */
+void hyd_fuse_tune_readahead(struct hyd_fs *fs);
+
+/* hyd_fuse_read.c */
+void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi);
+void hyd_fuse_release(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi);
+void hyd_fuse_opendir(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi);
+void hyd_fuse_releasedir(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_file_info *fi);
+
+#endif

@@ -1,0 +1,392 @@
+/*
+ * hydrator/read/hyd_fuse_meta.c — the metadata half of the FUSE filesystem:
+ * lookup, getattr, readdir and readdirplus, readlink, getxattr, listxattr,
+ * statfs, and the operations table.
+ *
+ * Everything here is answered from the catalog alone; no operation in this
+ * file ever fetches file data, so `ls -lR`, `find` and `stat` work the
+ * moment the catalog is in. Replies carry long timeouts: the generation
+ * behind a mount is immutable.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "hydrator/read/hyd_fuse_internal.h"
+
+/* d_ino for ".." when the parent is not known (the catalog has no parent
+ * pointers); the same value libfuse's high-level API uses. */
+#define HYD_UNKNOWN_INO 0xffffffffu
+#define HYD_STATFS_FRSIZE 4096u
+#define HYD_BROWSE_HOLD_MS 100u
+
+static struct hyd_fs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* req_fs for a metadata request: someone is browsing, so backfill holds
+ * still for a moment (see hyd_fetch_hold_background). */
+static struct hyd_fs *browse_fs(fuse_req_t req)
+{
+	struct hyd_fs *fs = fuse_req_userdata(req);
+
+	if (fs->bf && fs->rd.fetch)
+		hyd_fetch_hold_background(fs->rd.fetch, HYD_BROWSE_HOLD_MS);
+	return fs;
+}
+
+static const char *err_name(int err)
+{
+	const char *s = strerrorname_np(err < 0 ? -err : err);
+
+	return s ? s : "EUNKNOWN";
+}
+
+int hyd_fuse_errno(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case ENOENT:
+	case ENODATA:
+	case ERANGE:
+	case ENOMEM:
+	case EROFS:
+	case EISDIR:
+	case ENOTDIR:
+	case ENAMETOOLONG:
+		return err < 0 ? -err : err;
+	case EINVAL:
+		return EINVAL;
+	default: /* EBADMSG (a bad catalog row), EIO and the unexpected */
+		return EIO;
+	}
+}
+
+void hyd_fuse_log(const char *op, uint64_t ino, int err)
+{
+	int e = err < 0 ? -err : err;
+
+	/* Misses are normal traffic, not news. */
+	if (e == ENOENT || e == ENODATA || e == ERANGE)
+		return;
+	fprintf(stderr, "ferry-hydrator: op=%s ino=%" PRIu64 " err=%s\n", op,
+		ino, err_name(err));
+}
+
+static void ns_to_ts(int64_t ns, struct timespec *ts)
+{
+	int64_t sec = ns / 1000000000, rem = ns % 1000000000;
+
+	if (rem < 0) { /* floor, so times before 1970 stay ordered */
+		sec--;
+		rem += 1000000000;
+	}
+	ts->tv_sec = (time_t)sec;
+	ts->tv_nsec = (long)rem;
+}
+
+void hyd_fuse_stat(const struct cat_inode *in, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = (ino_t)in->ino;
+	st->st_mode = (mode_t)in->mode;
+	st->st_nlink = (nlink_t)in->nlink;
+	st->st_uid = (uid_t)in->uid;
+	st->st_gid = (gid_t)in->gid;
+	st->st_size = (off_t)in->size;
+	st->st_rdev = (dev_t)in->rdev;
+	st->st_blksize = HYD_FUSE_BLKSIZE;
+	st->st_blocks = (blkcnt_t)((in->size + 511) / 512);
+	ns_to_ts(in->mtime_ns, &st->st_mtim);
+	st->st_atim = st->st_mtim;
+	ns_to_ts(in->ctime_ns, &st->st_ctim);
+}
+
+static void fill_entry(const struct hyd_fs *fs, const struct cat_inode *in,
+		       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = in->ino;
+	/* (ino, generation) must never name two different files over the
+	 * life of the filesystem; the catalog generation does that. */
+	e->generation = fs->meta.generation;
+	hyd_fuse_stat(in, &e->attr);
+	e->attr_timeout = HYD_FUSE_TIMEOUT_S;
+	e->entry_timeout = HYD_FUSE_TIMEOUT_S;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* Nothing changes under us, so the kernel need not drop the page
+	 * cache when it sees an mtime (it never changes anyway). */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct hyd_fs *fs = browse_fs(req);
+	struct fuse_entry_param e;
+	struct cat_inode in;
+	size_t len = strlen(name);
+	int r;
+
+	hyd_fuse_tune_readahead(fs);
+	if (len > CAT_NAME_MAX) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	r = cat_lookup(fs->cat, parent, name, len, &in);
+	if (r == -ENOENT || r == -EINVAL) {
+		/* A negative entry the kernel may cache for the whole
+		 * generation: ino 0 with an entry timeout. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = HYD_FUSE_TIMEOUT_S;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (r < 0) {
+		hyd_fuse_log("lookup", parent, r);
+		fuse_reply_err(req, hyd_fuse_errno(r));
+		return;
+	}
+	fill_entry(fs, &in, &e);
+	fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct hyd_fs *fs = browse_fs(req);
+	struct cat_inode in;
+	struct stat st;
+	int r;
+
+	(void)fi;
+	hyd_fuse_tune_readahead(fs);
+	r = cat_getattr(fs->cat, ino, &in);
+	if (r < 0) {
+		hyd_fuse_log("getattr", ino, r);
+		fuse_reply_err(req, hyd_fuse_errno(r));
+		return;
+	}
+	hyd_fuse_stat(&in, &st);
+	fuse_reply_attr(req, &st, HYD_FUSE_TIMEOUT_S);
+}
+
+struct readdir_ctx {
+	fuse_req_t req;
+	struct hyd_fs *fs;
+	char *buf;
+	size_t size, used;
+	int plus;
+	char name[CAT_NAME_MAX + 1];
+};
+
+/* Add one entry whose next-offset is off; 1 when the buffer is full. */
+static int readdir_add(struct readdir_ctx *c, const char *name,
+		       const struct cat_inode *in, off_t off)
+{
+	struct fuse_entry_param e;
+	size_t left = c->size - c->used, n;
+
+	if (c->plus) {
+		fill_entry(c->fs, in, &e);
+		n = fuse_add_direntry_plus(c->req, c->buf + c->used, left, name,
+					   &e, off);
+	} else {
+		memset(&e.attr, 0, sizeof(e.attr));
+		e.attr.st_ino = (ino_t)in->ino;
+		e.attr.st_mode = (mode_t)in->mode;
+		n = fuse_add_direntry(c->req, c->buf + c->used, left, name,
+				      &e.attr, off);
+	}
+	/* fuse_add_direntry* report the size needed without writing when it
+	 * does not fit: stop there; the kernel comes back with off. */
+	if (n > left)
+		return 1;
+	c->used += n;
+	return 0;
+}
+
+static int readdir_cb(void *ctx, const void *name, size_t name_len,
+		      const struct cat_inode *in, uint64_t pos)
+{
+	struct readdir_ctx *c = ctx;
+
+	if (name_len > CAT_NAME_MAX)
+		return 0; /* the reader checks names; be safe anyway */
+	memcpy(c->name, name, name_len);
+	c->name[name_len] = '\0';
+	/* Offsets 1 and 2 are "." and ".."; entry pos n is offset n + 2, so
+	 * a continued readdir resumes right after the last entry returned. */
+	return readdir_add(c, c->name, in, (off_t)(pos + 2));
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       int plus)
+{
+	struct readdir_ctx c;
+	struct cat_inode self, dot;
+	int r;
+
+	memset(&c, 0, sizeof(c));
+	c.req = req;
+	c.fs = browse_fs(req);
+	c.plus = plus;
+	c.size = size;
+	c.buf = malloc(size ? size : 1);
+	if (!c.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	r = cat_getattr(c.fs->cat, ino, &self);
+	if (r < 0)
+		goto out;
+	if (self.kind != CAT_DIR) {
+		r = -ENOTDIR;
+		goto out;
+	}
+	if (off < 1 && readdir_add(&c, ".", &self, 1))
+		goto reply;
+	if (off < 2) {
+		dot = self;
+		dot.ino = ino == CAT_ROOT_INO ? CAT_ROOT_INO : HYD_UNKNOWN_INO;
+		if (readdir_add(&c, "..", &dot, 2))
+			goto reply;
+	}
+	r = cat_readdir(c.fs->cat, ino, off > 2 ? (uint64_t)off - 2 : 0,
+			readdir_cb, &c);
+	if (r < 0)
+		goto out;
+reply:
+	r = 0;
+	fuse_reply_buf(req, c.buf, c.used);
+out:
+	if (r < 0) {
+		hyd_fuse_log(plus ? "readdirplus" : "readdir", ino, r);
+		fuse_reply_err(req, hyd_fuse_errno(r));
+	}
+	free(c.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, 1);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct hyd_fs *fs = browse_fs(req);
+	char buf[CAT_TARGET_MAX + 1];
+	size_t len = 0;
+	int r;
+
+	r = cat_readlink(fs->cat, ino, buf, CAT_TARGET_MAX, &len);
+	if (r < 0) {
+		hyd_fuse_log("readlink", ino, r);
+		fuse_reply_err(req, hyd_fuse_errno(r));
+		return;
+	}
+	buf[len] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+/* getxattr and listxattr share their size==0 / ERANGE dance. */
+static void reply_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	struct hyd_fs *fs = browse_fs(req);
+	size_t cap = size, len = 0;
+	char *buf = NULL;
+	int r;
+
+	/* The kernel never asks for more than XATTR_SIZE_MAX (64 KiB). */
+	if (cap > CAT_XATTR_VALUE_MAX)
+		cap = CAT_XATTR_VALUE_MAX;
+	if (cap) {
+		buf = malloc(cap);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+	}
+	if (name)
+		r = cat_getxattr(fs->cat, ino, name, strlen(name), buf, cap,
+				 &len);
+	else
+		r = cat_listxattr(fs->cat, ino, buf, cap, &len);
+	if (r < 0) {
+		hyd_fuse_log(name ? "getxattr" : "listxattr", ino, r);
+		fuse_reply_err(req, hyd_fuse_errno(r));
+	} else if (size == 0) {
+		fuse_reply_xattr(req, len);
+	} else {
+		fuse_reply_buf(req, buf, len);
+	}
+	free(buf);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	if (strlen(name) > CAT_XATTR_NAME_MAX) {
+		fuse_reply_err(req, ERANGE);
+		return;
+	}
+	reply_xattr(req, ino, name, size);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	reply_xattr(req, ino, NULL, size);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct hyd_fs *fs = req_fs(req);
+	struct statvfs st;
+
+	(void)ino;
+	memset(&st, 0, sizeof(st));
+	st.f_bsize = HYD_FUSE_BLKSIZE;
+	st.f_frsize = HYD_STATFS_FRSIZE;
+	st.f_blocks = (fsblkcnt_t)((fs->meta.bytes + HYD_STATFS_FRSIZE - 1) /
+				   HYD_STATFS_FRSIZE);
+	st.f_files = (fsfilcnt_t)fs->meta.inodes;
+	st.f_namemax = CAT_NAME_MAX;
+	fuse_reply_statfs(req, &st);
+}
+
+void hyd_fuse_ops_fill(struct fuse_lowlevel_ops *ops)
+{
+	memset(ops, 0, sizeof(*ops));
+	ops->init = op_init;
+	ops->lookup = op_lookup;
+	ops->getattr = op_getattr;
+	ops->readdir = op_readdir;
+	ops->readdirplus = op_readdirplus;
+	ops->readlink = op_readlink;
+	ops->getxattr = op_getxattr;
+	ops->listxattr = op_listxattr;
+	ops->statfs = op_statfs;
+	ops->open = hyd_fuse_open;
+	ops->read = hyd_fuse_read;
+	ops->release = hyd_fuse_release;
+	ops->opendir = hyd_fuse_opendir;
+	ops->releasedir = hyd_fuse_releasedir;
+}

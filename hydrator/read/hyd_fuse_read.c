@@ -1,0 +1,272 @@
+/*
+ * hydrator/read/hyd_fuse_read.c — the data half of the FUSE filesystem: open,
+ * read, release, opendir, releasedir.
+ *
+ * read() runs on a FUSE worker thread and blocks in the read path
+ * (hyd_read.c) until every chunk it needs is verified; many workers block in
+ * parallel, which is what lets a sequential reader and the kernel's
+ * readahead keep several fetches on the wire. After replying, the same
+ * worker asks for network readahead and decodes the next stored chunks
+ * into the read cache, so that work overlaps the reader's copying instead
+ * of sitting in front of its next request. The first request raises the
+ * mount's kernel readahead (HYD_FUSE_READAHEAD_KB). Each open file carries a
+ * struct hyd_read_open in fh (its size and a window of its manifest). A
+ * generation is immutable, so open sets keep_cache: the page cache stays
+ * valid across opens.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hydrator/backfill/hyd_backfill_internal.h"
+#include "hydrator/read/hyd_fuse_internal.h"
+
+/* Segments one reply may carry: writev takes at most UIO_MAXIOV (1024)
+ * vectors, and libfuse adds one for the reply header. */
+#define HYD_FUSE_IOV_MAX 1000u
+
+/* path as /proc/self/mountinfo spells it: space, tab, newline and
+ * backslash as octal escapes. 0, or -ENAMETOOLONG. */
+static int mountinfo_escape(const char *path, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	for (; *path; path++) {
+		if (n + 5 > cap)
+			return -ENAMETOOLONG;
+		if (*path == ' ' || *path == '\t' || *path == '\n' ||
+		    *path == '\\')
+			n += (size_t)snprintf(buf + n, cap - n, "\\%03o",
+					      (unsigned)(unsigned char)*path);
+		else
+			buf[n++] = *path;
+	}
+	buf[n] = '\0';
+	return 0;
+}
+
+/* The device ("MAJ:MIN") of the topmost FUSE mount on mnt, which is also
+ * the name of its backing device info in /sys/class/bdi. 0 or -errno. */
+static int mount_dev(const char *mnt, char *dev, size_t cap)
+{
+	char want[2 * PATH_MAX], line[4 * PATH_MAX];
+	char id[32], mp[2 * PATH_MAX];
+	const char *fstype;
+	FILE *f;
+	int r = -ENOENT;
+
+	if (mountinfo_escape(mnt, want, sizeof(want)) < 0)
+		return -ENAMETOOLONG;
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return -errno;
+	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... - FSTYPE ..."; a
+	 * later line mounted over an earlier one, so the last match wins. */
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%*s %*s %31s %*s %8191s", id, mp) != 2 ||
+		    strcmp(mp, want) != 0)
+			continue;
+		fstype = strstr(line, " - ");
+		if (!fstype || strncmp(fstype + 3, "fuse", 4) != 0 ||
+		    strlen(id) >= cap)
+			continue;
+		memcpy(dev, id, strlen(id) + 1);
+		r = 0;
+	}
+	fclose(f);
+	return r;
+}
+
+void hyd_fuse_tune_readahead(struct hyd_fs *fs)
+{
+	char dev[32], path[96], cur[32];
+	unsigned long kb;
+	ssize_t n;
+	int fd, r;
+
+	/* Checked before the exchange: lookups run on every core. */
+	if (!fs->mountpoint ||
+	    __atomic_load_n(&fs->ra_tuned, __ATOMIC_RELAXED) ||
+	    __atomic_exchange_n(&fs->ra_tuned, 1, __ATOMIC_RELAXED))
+		return;
+	r = mount_dev(fs->mountpoint, dev, sizeof(dev));
+	if (r == 0) {
+		snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb",
+			 dev);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		r = fd < 0 ? -errno : 0;
+	}
+	if (r == 0) {
+		n = pread(fd, cur, sizeof(cur) - 1, 0);
+		cur[n > 0 ? n : 0] = '\0';
+		kb = strtoul(cur, NULL, 10);
+		if (kb < HYD_FUSE_READAHEAD_KB) {
+			n = snprintf(cur, sizeof(cur), "%u\n",
+				     HYD_FUSE_READAHEAD_KB);
+			if (pwrite(fd, cur, (size_t)n, 0) != n)
+				r = -errno;
+		}
+		close(fd);
+	}
+	if (r < 0 && fs->verbose)
+		fprintf(stderr,
+			"ferry-hydrator: cannot raise readahead mountpoint=%s "
+			"err=%s\n",
+			fs->mountpoint,
+			strerrorname_np(-r) ? strerrorname_np(-r) : "EUNKNOWN");
+}
+
+void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct hyd_fs *fs = fuse_req_userdata(req);
+	struct hyd_read_open *of;
+	struct cat_inode in;
+	int r;
+
+	hyd_fuse_tune_readahead(fs);
+	r = cat_getattr(fs->cat, ino, &in);
+	if (r < 0) {
+		hyd_fuse_log("open", ino, r);
+		fuse_reply_err(req, hyd_fuse_errno(r));
+		return;
+	}
+	if (in.kind == CAT_DIR) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (in.kind != CAT_REG) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	/* The size and a manifest window ride in fh, so read() need not
+	 * ask the catalog again for every request. */
+	r = hyd_read_open_new(ino, in.size, &of);
+	if (r < 0) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)of;
+	fi->keep_cache = 1;
+	fi->noflush = 1; /* nothing to flush on a read-only file */
+	if (fuse_reply_open(req, fi) != 0) {
+		/* The opener is gone (interrupted): no release will come. */
+		hyd_read_open_unref(of);
+		return;
+	}
+	/* Its directory goes to the front of the backfill order. */
+	hyd_backfill_note_open(fs->bf, ino);
+}
+
+/* Reply with rv's segments: one writev straight from where the verified
+ * bytes rest. More segments than writev takes (tiny chunks) are gathered
+ * into one buffer first. Returns 0 or -ENOMEM (nothing sent then). */
+static int reply_iov(fuse_req_t req, const struct hyd_read_iov *rv)
+{
+	uint8_t *buf;
+	size_t i, at = 0;
+
+	if (rv->n <= HYD_FUSE_IOV_MAX) {
+		fuse_reply_iov(req, rv->iov, (int)rv->n);
+		return 0;
+	}
+	buf = malloc(rv->len);
+	if (!buf)
+		return -ENOMEM;
+	for (i = 0; i < rv->n; i++) {
+		memcpy(buf + at, rv->iov[i].iov_base, rv->iov[i].iov_len);
+		at += rv->iov[i].iov_len;
+	}
+	fuse_reply_buf(req, (const char *)buf, at);
+	free(buf);
+	return 0;
+}
+
+void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi)
+{
+	struct hyd_fs *fs = fuse_req_userdata(req);
+	struct hyd_read_open *of = (struct hyd_read_open *)(uintptr_t)fi->fh;
+	struct hyd_read_iov rv;
+	size_t n;
+	int r;
+
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if ((uint64_t)off >= of->size || size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	hyd_read_open_ref(of);
+	/* hyd_read_open_iov logs its own failures, with the chunk. */
+	r = hyd_read_open_iov(&fs->rd, of, (uint64_t)off, size, &rv);
+	if (r == 0)
+		r = reply_iov(req, &rv);
+	if (r < 0)
+		fuse_reply_err(req, hyd_fuse_errno(r));
+	n = rv.len;
+	hyd_read_iov_release(&fs->rd, &rv);
+	/* After the reply, so they cost this read nothing: a sequential
+	 * reader gets its next chunks asked for (readahead) and the stored
+	 * ones decoded (decode-ahead). */
+	if (r == 0) {
+		hyd_backfill_note_read(fs->bf, ino, (uint64_t)off, n, of->size);
+		hyd_read_ahead(&fs->rd, of, (uint64_t)off, n);
+	}
+	hyd_read_open_unref(of);
+}
+
+void hyd_fuse_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	/* The kernel sends release after the last read's reply, but that
+	 * read may still be decoding ahead: it holds its own reference. */
+	hyd_read_open_unref((struct hyd_read_open *)(uintptr_t)fi->fh);
+	fi->fh = 0;
+	fuse_reply_err(req, 0);
+}
+
+void hyd_fuse_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct hyd_fs *fs = fuse_req_userdata(req);
+	struct cat_inode in;
+	int r;
+
+	hyd_fuse_tune_readahead(fs);
+	r = cat_getattr(fs->cat, ino, &in);
+	if (r < 0) {
+		hyd_fuse_log("opendir", ino, r);
+		fuse_reply_err(req, hyd_fuse_errno(r));
+		return;
+	}
+	if (in.kind != CAT_DIR) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	/* The kernel may keep the listing it got, for the whole mount. */
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+void hyd_fuse_releasedir(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}

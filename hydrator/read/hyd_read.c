@@ -1,0 +1,553 @@
+/*
+ * hydrator/read/hyd_read.c — the read path: file range -> verified bytes.
+ *
+ * For [off, off+len) clipped at the file size, the catalog's manifest gives
+ * the covering chunks (in batches, resumable by offset; an open file keeps
+ * a window of rows, so a sequential reader asks the catalog once per window
+ * rather than once per kernel request). Each chunk comes from the
+ * decoded-chunk cache, else from the store (which decodes and verifies;
+ * the cache makes that happen once per chunk even when two requests want
+ * it at once), else from the fetcher. All missing chunks of a batch are
+ * submitted before any is waited for, so they are fetched in parallel.
+ *
+ * The answer is a list of segments pointing at the verified bytes where
+ * they already are (a pinned cache slot, a flight's buffer), so FUSE can
+ * write them to the kernel with one writev and no assembling copy.
+ *
+ * After a sequential read is answered, the stored chunks just past it are
+ * decoded into the cache (decode-ahead): the next requests only copy, and
+ * the decoding for one request overlaps the kernel's handling of another,
+ * on the other core.
+ *
+ * Whatever cannot be served verified is -EIO: a manifest with a gap, a
+ * chunk whose length disagrees with the catalog, a failed fetch. Wrong
+ * bytes are never an option.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hydrator/read/hyd_read_internal.h"
+
+#define HYD_READ_BATCH 256u
+/* Waiters give the fetcher this long past the deadline to report its own
+ * verdict (which carries the better error) before giving up themselves. */
+#define HYD_READ_WAIT_SLACK_NS 2000000000ull
+/* Manifest rows a decode-ahead step takes at a time. */
+#define HYD_AHEAD_ROWS 16u
+
+enum hold_kind {
+	HOLD_NONE = 0,
+	HOLD_PIN,    /* a pinned cache slot */
+	HOLD_FLIGHT, /* a flight reference (its raw buffer) */
+	HOLD_BUF,    /* a buffer of our own */
+};
+
+/* What keeps one segment's bytes alive until hyd_read_iov_release. */
+struct hyd_read_hold {
+	enum hold_kind kind;
+	void *p;
+};
+
+struct read_slot {
+	struct cat_chunk c;
+	size_t src_off; /* first byte wanted inside the chunk */
+	size_t n;	/* bytes wanted */
+	size_t seg;	/* its segment in the answer */
+	struct hyd_flight *fl;
+};
+
+static const char *err_name(int err)
+{
+	const char *s = strerrorname_np(err < 0 ? -err : err);
+
+	return s ? s : "EUNKNOWN";
+}
+
+static void log_fail(uint64_t ino, uint64_t off, size_t len, const chunk_id *id,
+		     int err, const char *why)
+{
+	char hex[CHUNK_ID_HEX_LEN + 1] = "-";
+
+	if (id)
+		chunk_id_to_hex(id, hex);
+	fprintf(stderr,
+		"ferry-hydrator: read failed ino=%" PRIu64 " off=%" PRIu64
+		" len=%zu chunk=%s err=%s why=\"%s\"\n",
+		ino, off, len, hex, err_name(err), why);
+}
+
+void hyd_read_iov_release(const struct hyd_read_ctx *rc,
+			  struct hyd_read_iov *rv)
+{
+	size_t i;
+
+	for (i = 0; i < rv->n; i++) {
+		struct hyd_read_hold *h = &rv->hold[i];
+
+		switch (h->kind) {
+		case HOLD_PIN:
+			hyd_read_cache_unpin(rc->cache, h->p);
+			break;
+		case HOLD_FLIGHT:
+			hyd_fetch_release(rc->fetch, h->p);
+			break;
+		case HOLD_BUF:
+			free(h->p);
+			break;
+		case HOLD_NONE:
+			break;
+		}
+	}
+	free(rv->iov);
+	free(rv->hold);
+	memset(rv, 0, sizeof(*rv));
+}
+
+/* Room for k more segments, empty until filled. 0 or -ENOMEM. */
+static int iov_grow(struct hyd_read_iov *rv, size_t k)
+{
+	struct hyd_read_hold *h;
+	struct iovec *v;
+	size_t cap = rv->cap ? rv->cap : 16;
+
+	while (cap < rv->n + k)
+		cap *= 2;
+	if (cap != rv->cap) {
+		v = realloc(rv->iov, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		rv->iov = v;
+		h = realloc(rv->hold, cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		rv->hold = h;
+		rv->cap = cap;
+	}
+	memset(rv->iov + rv->n, 0, k * sizeof(*rv->iov));
+	memset(rv->hold + rv->n, 0, k * sizeof(*rv->hold));
+	rv->n += k;
+	return 0;
+}
+
+static void seg_set(struct hyd_read_iov *rv, const struct read_slot *s,
+		    const uint8_t *raw, enum hold_kind kind, void *p)
+{
+	rv->iov[s->seg].iov_base = (void *)(raw + s->src_off);
+	rv->iov[s->seg].iov_len = s->n;
+	rv->hold[s->seg].kind = kind;
+	rv->hold[s->seg].p = p;
+}
+
+/* Lay the batch out over [cur, end) and check it covers it without gaps;
+ * slot i gets segment seg0 + i. Returns how many slots are used, or
+ * -EBADMSG. */
+static int plan_batch(const struct cat_chunk *cs, size_t n, uint64_t cur,
+		      uint64_t end, size_t seg0, struct read_slot *slots)
+{
+	uint64_t expect = cur, a, b;
+	size_t i, used = 0;
+
+	for (i = 0; i < n && expect < end; i++) {
+		const struct cat_chunk *c = &cs[i];
+
+		/* The first chunk must contain cur; every later one must
+		 * start where the previous ended. */
+		if (i == 0 ? !(c->off <= cur && cur - c->off < c->len)
+			   : c->off != expect)
+			return -EBADMSG;
+		a = i == 0 ? cur : c->off;
+		b = c->off + c->len < end ? c->off + c->len : end;
+		slots[used].c = *c;
+		slots[used].src_off = (size_t)(a - c->off);
+		slots[used].n = (size_t)(b - a);
+		slots[used].seg = seg0 + used;
+		slots[used].fl = NULL;
+		used++;
+		expect = c->off + c->len;
+	}
+	return (int)used;
+}
+
+/* The cache's loader: verified bytes from the store. A stored chunk of
+ * another length than the manifest row is -ERANGE, told apart from a
+ * corrupt frame (-EBADMSG, which a fetch can replace). */
+static int load_from_store(void *arg, const chunk_id *id, uint8_t *buf,
+			   size_t cap, size_t *ret_len)
+{
+	const struct hyd_read_ctx *rc = arg;
+	int r;
+
+	if (!rc->store)
+		return -ENOENT;
+	r = hyd_store_get(rc->store, id, buf, cap, ret_len);
+	if (r == -ENOBUFS || (r == 0 && *ret_len != cap))
+		r = -ERANGE;
+	return r;
+}
+
+/* One chunk from the cache (pinned) or the store. 0 with its segment set,
+ * or the loader's error. */
+static int slot_from_store(const struct hyd_read_ctx *rc,
+			   const struct read_slot *s, struct hyd_read_iov *rv)
+{
+	const uint8_t *raw;
+	uint8_t *buf;
+	size_t got = 0;
+	void *pin;
+	int r = -EBUSY;
+
+	if (rc->cache) {
+		r = hyd_read_cache_pin(rc->cache, &s->c.id, s->c.len,
+				       load_from_store, (void *)rc, &raw, &pin);
+		if (r == 0)
+			seg_set(rv, s, raw, HOLD_PIN, pin);
+	}
+	if (r != -EBUSY)
+		return r;
+	/* No cache, or every slot pinned: a buffer of our own. */
+	buf = malloc(s->c.len);
+	if (!buf)
+		return -ENOMEM;
+	r = load_from_store((void *)rc, &s->c.id, buf, s->c.len, &got);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	seg_set(rv, s, buf, HOLD_BUF, buf);
+	return 0;
+}
+
+/* Phase 1 for one chunk: cache, then store, else a fetch is submitted.
+ * Returns 0 (served or submitted) or -errno with *why set. */
+static int slot_start(const struct hyd_read_ctx *rc, struct read_slot *s,
+		      struct hyd_read_iov *rv, uint64_t deadline,
+		      const char **why)
+{
+	int r;
+
+	if (s->c.len > rc->max_raw) {
+		*why = "chunk longer than the catalog's max";
+		return -EBADMSG;
+	}
+	r = slot_from_store(rc, s, rv);
+	if (r == 0)
+		return 0;
+	if (r == -ERANGE) {
+		*why = "stored chunk length differs from catalog";
+		return -EBADMSG;
+	}
+	/* -EBADMSG: the store found its copy corrupt and forgot it. */
+	if (r != -ENOENT && r != -EBADMSG) {
+		*why = "chunk store read failed";
+		return r;
+	}
+	/* Checked: an earlier flight may have stored the chunk and left the
+	 * table since our miss; the join looks in the store again under the
+	 * table lock, so one chunk is not fetched twice. */
+	r = hyd_fetch_submit_checked(rc->fetch, &s->c.id, s->c.len,
+				     HYD_PRIO_DEMAND, deadline, 0, &s->fl);
+	if (r == 2 && slot_from_store(rc, s, rv) == 0)
+		return 0;
+	/* Stored, but found corrupt when read just now: fetch it. */
+	if (r == 2)
+		r = hyd_fetch_submit(rc->fetch, &s->c.id, s->c.len,
+				     HYD_PRIO_DEMAND, deadline, &s->fl);
+	if (r < 0) {
+		*why = "cannot submit fetch";
+		return r;
+	}
+	return 0;
+}
+
+/* Phase 2 for one chunk with a flight: wait; the segment then points at
+ * the flight's bytes and holds its reference. */
+static int slot_finish(const struct hyd_read_ctx *rc, struct read_slot *s,
+		       struct hyd_read_iov *rv, uint64_t deadline,
+		       const char **why)
+{
+	int r;
+
+	r = hyd_fetch_wait(rc->fetch, s->fl, deadline + HYD_READ_WAIT_SLACK_NS);
+	if (r < 0) {
+		*why = "fetch failed";
+		return r;
+	}
+	/* Two manifest rows naming one id with different lengths: the
+	 * flight decoded to the first; this row cannot be served. */
+	if (s->fl->raw_len != s->c.len) {
+		*why = "chunk length differs between manifest rows";
+		return -EBADMSG;
+	}
+	if (rc->cache)
+		hyd_read_cache_put(rc->cache, &s->c.id, s->fl->raw,
+				   s->fl->raw_len);
+	seg_set(rv, s, s->fl->raw, HOLD_FLIGHT, s->fl);
+	s->fl = NULL;
+	return 0;
+}
+
+/* Index of the window row holding byte off, or win_n. Under of->mu. */
+static size_t window_find(const struct hyd_read_open *of, uint64_t off)
+{
+	size_t lo = 0, hi = of->win_n, mid;
+
+	if (!of->win_n || off < of->win[0].off)
+		return of->win_n;
+	/* Rows are contiguous and sorted: the last one starting <= off. */
+	while (hi - lo > 1) {
+		mid = lo + (hi - lo) / 2;
+		if (of->win[mid].off <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return off - of->win[lo].off < of->win[lo].len ? lo : of->win_n;
+}
+
+/* Manifest rows overlapping [cur, end), at most cap, into cs: from the
+ * open file's window (refilled from the catalog when it does not hold
+ * cur), or straight from the catalog when there is no open file. */
+static int manifest_rows(const struct hyd_read_ctx *rc,
+			 struct hyd_read_open *of, uint64_t ino, uint64_t cur,
+			 uint64_t end, struct cat_chunk *cs, size_t cap,
+			 size_t *ret_n)
+{
+	size_t i, n = 0;
+	int r = 0;
+
+	if (!of)
+		return cat_chunks_range(rc->cat, ino, cur, end - cur, cs, cap,
+					ret_n);
+	pthread_mutex_lock(&of->mu);
+	i = window_find(of, cur);
+	if (i == of->win_n) {
+		if (!of->win)
+			of->win = malloc(HYD_READ_WINDOW * sizeof(*of->win));
+		if (!of->win) {
+			r = -ENOMEM;
+			goto out;
+		}
+		/* As many rows from cur on as the window holds (the catalog
+		 * stops at HYD_READ_WINDOW rows or the end of the file). */
+		r = cat_chunks_range(rc->cat, ino, cur, of->size - cur, of->win,
+				     HYD_READ_WINDOW, &of->win_n);
+		if (r < 0) {
+			of->win_n = 0;
+			goto out;
+		}
+		i = window_find(of, cur);
+	}
+	for (; i < of->win_n && n < cap && of->win[i].off < end; i++)
+		cs[n++] = of->win[i];
+out:
+	pthread_mutex_unlock(&of->mu);
+	*ret_n = n;
+	return r;
+}
+
+static int read_range(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
+		      uint64_t ino, uint64_t file_size, uint64_t off,
+		      size_t len, struct hyd_read_iov *rv)
+{
+	struct cat_chunk *cs = NULL;
+	struct read_slot *slots = NULL;
+	const char *why = "";
+	const chunk_id *bad = NULL;
+	uint64_t end, cur, deadline;
+	size_t n = 0, i, used = 0;
+	int r = 0;
+
+	memset(rv, 0, sizeof(*rv));
+	if (off >= file_size || len == 0)
+		return 0;
+	end = off + (len < file_size - off ? len : file_size - off);
+	cs = malloc(HYD_READ_BATCH * sizeof(*cs));
+	slots = calloc(HYD_READ_BATCH, sizeof(*slots));
+	if (!cs || !slots) {
+		r = -ENOMEM;
+		why = "out of memory";
+		goto out;
+	}
+	deadline = hyd_now_ns() + rc->timeout_ns;
+	for (cur = off; cur < end;) {
+		r = manifest_rows(rc, of, ino, cur, end, cs, HYD_READ_BATCH,
+				  &n);
+		if (r < 0) {
+			why = "bad chunk manifest";
+			goto out;
+		}
+		r = n ? plan_batch(cs, n, cur, end, rv->n, slots) : 0;
+		if (r <= 0) {
+			why = "manifest does not cover the file";
+			r = -EBADMSG;
+			goto out;
+		}
+		used = (size_t)r;
+		r = iov_grow(rv, used);
+		if (r < 0) {
+			why = "out of memory";
+			used = 0;
+			goto out;
+		}
+		/* Submit everything missing before waiting for anything. */
+		for (i = 0; i < used; i++) {
+			r = slot_start(rc, &slots[i], rv, deadline, &why);
+			if (r < 0) {
+				bad = &slots[i].c.id;
+				goto out;
+			}
+		}
+		for (i = 0; i < used; i++) {
+			if (!slots[i].fl)
+				continue;
+			r = slot_finish(rc, &slots[i], rv, deadline, &why);
+			if (r < 0) {
+				bad = &slots[i].c.id;
+				goto out;
+			}
+		}
+		cur = slots[used - 1].c.off + slots[used - 1].c.len;
+		used = 0;
+	}
+	rv->len = (size_t)(end - off);
+out:
+	/* Flights of a failed batch that never reached a segment. */
+	for (i = 0; i < used; i++)
+		if (slots[i].fl)
+			hyd_fetch_release(rc->fetch, slots[i].fl);
+	if (r < 0) {
+		log_fail(ino, off, len, bad, r, why);
+		r = r == -ENOMEM ? -ENOMEM : -EIO;
+		hyd_read_iov_release(rc, rv);
+	}
+	free(slots);
+	free(cs);
+	return r;
+}
+
+int hyd_read_file(const struct hyd_read_ctx *rc, uint64_t ino,
+		  uint64_t file_size, uint64_t off, size_t len, uint8_t *out,
+		  size_t *ret_len)
+{
+	struct hyd_read_iov rv;
+	size_t i, at = 0;
+	int r;
+
+	*ret_len = 0;
+	r = read_range(rc, NULL, ino, file_size, off, len, &rv);
+	if (r < 0)
+		return r;
+	for (i = 0; i < rv.n; i++) {
+		memcpy(out + at, rv.iov[i].iov_base, rv.iov[i].iov_len);
+		at += rv.iov[i].iov_len;
+	}
+	*ret_len = rv.len;
+	hyd_read_iov_release(rc, &rv);
+	return 0;
+}
+
+int hyd_read_open_iov(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
+		      uint64_t off, size_t len, struct hyd_read_iov *rv)
+{
+	return read_range(rc, of, of->ino, of->size, off, len, rv);
+}
+
+int hyd_read_open_new(uint64_t ino, uint64_t size, struct hyd_read_open **ret)
+{
+	struct hyd_read_open *of;
+
+	*ret = NULL;
+	of = calloc(1, sizeof(*of));
+	if (!of)
+		return -ENOMEM;
+	of->ino = ino;
+	of->size = size;
+	of->refs = 1;
+	pthread_mutex_init(&of->mu, NULL);
+	*ret = of;
+	return 0;
+}
+
+void hyd_read_open_ref(struct hyd_read_open *of)
+{
+	__atomic_add_fetch(&of->refs, 1, __ATOMIC_RELAXED);
+}
+
+void hyd_read_open_unref(struct hyd_read_open *of)
+{
+	if (!of || __atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	pthread_mutex_destroy(&of->mu);
+	free(of->win);
+	free(of);
+}
+
+/* Claim the decode-ahead range for a read of [off, end): [*ret_a, *ret_b)
+ * when the read continues the open file's stream, else 0. Kernel requests
+ * of one sequential reader run in parallel and finish out of order, so a
+ * read counts as sequential when it starts anywhere from the ahead distance
+ * behind the stream's furthest end up to that end. */
+static int ahead_plan(struct hyd_read_open *of, uint64_t off, uint64_t end,
+		      uint64_t *ret_a, uint64_t *ret_b)
+{
+	uint64_t a, b;
+
+	pthread_mutex_lock(&of->mu);
+	if (off > of->hi || off + HYD_READ_AHEAD_BYTES < of->hi) {
+		/* A jump: a new stream starts here, decoded ahead from its
+		 * next read on. */
+		of->hi = end;
+		of->ahead_end = end;
+		pthread_mutex_unlock(&of->mu);
+		return 0;
+	}
+	if (end > of->hi)
+		of->hi = end;
+	a = of->ahead_end > of->hi ? of->ahead_end : of->hi;
+	b = of->hi + HYD_READ_AHEAD_BYTES;
+	if (b > of->size)
+		b = of->size;
+	if (a < b)
+		of->ahead_end = b;
+	pthread_mutex_unlock(&of->mu);
+	*ret_a = a;
+	*ret_b = b;
+	return a < b;
+}
+
+void hyd_read_ahead(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
+		    uint64_t off, size_t len)
+{
+	struct cat_chunk cs[HYD_AHEAD_ROWS];
+	uint64_t a = 0, b = 0;
+	size_t n = 0, i;
+
+	if (!rc->cache || !rc->store || !len || off >= of->size)
+		return;
+	if (!ahead_plan(of, off, off + len, &a, &b))
+		return;
+	while (a < b) {
+		if (manifest_rows(rc, of, of->ino, a, b, cs, HYD_AHEAD_ROWS,
+				  &n) < 0 ||
+		    !n)
+			return;
+		for (i = 0; i < n; i++) {
+			if (cs[i].len > rc->max_raw)
+				return;
+			/* The first row may start before a: decoded already,
+			 * or wanted by a read in progress; prefetch skips
+			 * what is cached or being loaded. A chunk the store
+			 * lacks ends the run: the fetcher's readahead has it.
+			 */
+			if (hyd_read_cache_prefetch(rc->cache, &cs[i].id,
+						    cs[i].len, load_from_store,
+						    (void *)rc) < 0)
+				return;
+		}
+		a = cs[n - 1].off + cs[n - 1].len;
+	}
+}

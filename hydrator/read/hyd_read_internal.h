@@ -1,0 +1,156 @@
+/*
+ * hydrator/read/hyd_read_internal.h — serving file bytes: the read path and its
+ * small cache of decoded chunks.
+ *
+ * The read path (hyd_read.c) turns [off, off+len) of a regular file into
+ * bytes: chunk manifest from the catalog, each chunk from the decoded-chunk
+ * cache, else the store, else the fetcher (all missing chunks of a request
+ * are submitted first, then waited for, so they travel in parallel). Every
+ * byte it returns has passed chunk_id_verify. Nothing here knows FUSE.
+ */
+#ifndef FERRY_HYD_READ_INTERNAL_H
+#define FERRY_HYD_READ_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/store/hyd_store_internal.h"
+
+/* ---- decoded-chunk cache (hyd_read_cache.c); any thread ---- */
+
+/* An LRU of whole verified chunks, so consecutive 128 KiB reads inside one
+ * chunk decode and hash it once, and so chunks decoded ahead of a
+ * sequential reader wait for it. One mutex; bytes are used outside it,
+ * under a pin. */
+typedef struct hyd_read_cache hyd_read_cache;
+struct hyd_read_hold;
+
+/* Slots: the chunks pinned by the kernel requests in flight (up to a dozen
+ * of up to 1 MiB, 16 chunks each at 64 KiB average) plus the decode-ahead
+ * windows of a few sequential readers. A request that finds every slot
+ * pinned still completes, through buffers of its own. */
+#define HYD_READ_CACHE_SLOTS 256u
+/* Chunk buffer bytes kept (a catalog may allow 8 MiB chunks); only pinned
+ * chunks may push the cache past this. */
+#define HYD_READ_CACHE_BYTES (32u << 20)
+
+/* slots == 0 gives a cache that never holds anything. Returns 0 / -ENOMEM. */
+int hyd_read_cache_new(size_t slots, hyd_read_cache **ret);
+void hyd_read_cache_free(hyd_read_cache *c); /* NULL is a no-op */
+
+/* Fill buf (room for cap bytes) with the verified raw bytes of chunk id and
+ * set *ret_len; 0 or -errno (-ENOENT: not available this way). */
+typedef int (*hyd_read_cache_load_fn)(void *arg, const chunk_id *id,
+				      uint8_t *buf, size_t cap,
+				      size_t *ret_len);
+
+/* Pin chunk id, whose raw length is raw_len: *ret_raw points at its
+ * verified bytes until hyd_read_cache_unpin(c, *ret_pin). On a miss,
+ * load(arg, ...) fills a cache slot; one load per id runs at a time and
+ * concurrent readers of that id wait for it (a failed load is retried by
+ * each waiter). Blocks: FUSE worker threads only. Returns 0, load's error,
+ * -ERANGE (the chunk is not raw_len bytes long), -EBUSY (every slot is
+ * pinned or loading: nothing was loaded; use a buffer of your own). */
+int hyd_read_cache_pin(hyd_read_cache *c, const chunk_id *id, uint32_t raw_len,
+		       hyd_read_cache_load_fn load, void *arg,
+		       const uint8_t **ret_raw, void **ret_pin);
+void hyd_read_cache_unpin(hyd_read_cache *c, void *pin);
+
+/* Load chunk id into the cache unless it is cached, being loaded, or no
+ * slot is free without evicting another prefetched chunk not read yet.
+ * Returns 1 when loaded here, 0 when nothing was done, or load's error. */
+int hyd_read_cache_prefetch(hyd_read_cache *c, const chunk_id *id,
+			    uint32_t raw_len, hyd_read_cache_load_fn load,
+			    void *arg);
+
+/* Remember a chunk (copied). Only bytes that passed chunk_id_verify may be
+ * put here: the cache serves them without a second check. */
+void hyd_read_cache_put(hyd_read_cache *c, const chunk_id *id, const void *raw,
+			size_t len);
+
+/* ---- the read path (hyd_read.c) ---- */
+
+struct hyd_read_ctx {
+	cat_reader *cat;       /* borrowed */
+	hyd_store *store;      /* borrowed */
+	hyd_fetch *fetch;      /* borrowed */
+	hyd_read_cache *cache; /* borrowed; may be NULL */
+	uint32_t max_raw;      /* the catalog's max chunk size */
+	uint64_t timeout_ns;   /* per-read deadline for fetches */
+};
+
+/* Chunks decoded ahead of a sequential reader, past the end of its read. */
+#define HYD_READ_AHEAD_BYTES (1u << 20)
+/* Manifest rows an open file keeps (about 8 MiB of file at 64 KiB). */
+#define HYD_READ_WINDOW 128u
+
+/* What the read path keeps per open file: a window of its chunk manifest,
+ * so a read does not query the catalog again for rows it already has, and
+ * the stream position for decode-ahead. Guarded by its own mutex; reads of
+ * one open file may run on several FUSE threads at once. */
+struct hyd_read_open {
+	uint64_t ino, size;
+	unsigned refs; /* __atomic: the open itself + reads still running */
+	pthread_mutex_t mu;
+	struct cat_chunk *win; /* NULL until the first read */
+	size_t win_n;	       /* rows in win: contiguous, in offset order */
+	uint64_t hi;	       /* the furthest end of a read in the stream */
+	uint64_t ahead_end;    /* decode-ahead is claimed up to here */
+};
+
+/* A new open-file state for regular file ino of size bytes, holding one
+ * reference (the open's). Returns 0 or -ENOMEM. Any thread. */
+int hyd_read_open_new(uint64_t ino, uint64_t size, struct hyd_read_open **ret);
+/* Take one more reference: a read takes one for as long as it runs,
+ * including work done after its reply, since FUSE may process the file's
+ * release as soon as the last reply is out. */
+void hyd_read_open_ref(struct hyd_read_open *of);
+/* Drop a reference; the last one frees. NULL is a no-op. */
+void hyd_read_open_unref(struct hyd_read_open *of);
+
+/* Read up to len bytes at off of regular file ino of size file_size into
+ * out (room for len bytes). Reads at or past the end give *ret_len == 0.
+ * Blocks until the chunks are there: a FUSE worker thread, never the loop.
+ * Returns 0 with *ret_len set, or -EIO when the bytes cannot be served
+ * verified (manifest that does not cover the file, a fetch that failed or
+ * ran out of time, a bad catalog row), -ENOMEM. Failures are logged here,
+ * once, with the file and the chunk. */
+int hyd_read_file(const struct hyd_read_ctx *rc, uint64_t ino,
+		  uint64_t file_size, uint64_t off, size_t len, uint8_t *out,
+		  size_t *ret_len);
+
+/* The answer to one read: segments in file order pointing at verified
+ * bytes where they rest (pinned cache slots, fetched chunks, or buffers of
+ * its own), valid until hyd_read_iov_release. */
+struct hyd_read_iov {
+	struct iovec *iov;
+	struct hyd_read_hold *hold; /* what keeps iov[i]'s bytes alive */
+	size_t n, cap;
+	size_t len; /* sum of the segments' lengths */
+};
+
+/* hyd_read_file for an open file, without the copy: on success *rv holds
+ * the bytes (rv->len of them; 0 at or past the end), which the caller
+ * hands to writev/fuse_reply_iov and then gives back with
+ * hyd_read_iov_release. The manifest comes from (and is kept in) of's
+ * window. Errors as hyd_read_file; *rv is empty then. */
+int hyd_read_open_iov(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
+		      uint64_t off, size_t len, struct hyd_read_iov *rv);
+
+/* Unpin and free what rv holds; rv is empty afterwards. */
+void hyd_read_iov_release(const struct hyd_read_ctx *rc,
+			  struct hyd_read_iov *rv);
+
+/* After a read of [off, off+len) of of was answered: when it continues a
+ * sequential stream, decode and verify the stored chunks of the next
+ * HYD_READ_AHEAD_BYTES not decoded yet into the cache, so the reads that
+ * follow only copy. Chunks not stored are left to the fetcher's readahead.
+ * Costs the caller the decode time: call it after replying. */
+void hyd_read_ahead(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
+		    uint64_t off, size_t len);
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * hydrator/status/hyd_control_internal.h — the hydrator's control socket.
+ *
+ * A running hydrator listens on CACHEDIR/control.sock (AF_UNIX, stream,
+ * mode 0600). A client connects, writes one line ("status\n") and reads
+ * one line back: the hyd_status_json of the live status, then the server
+ * closes. Served by a small thread of its own (blocking accept/poll), so it
+ * neither touches the fetch loop nor a FUSE worker.
+ */
+#ifndef FERRY_HYD_CONTROL_INTERNAL_H
+#define FERRY_HYD_CONTROL_INTERNAL_H
+
+#include "hydrator/hydrator.h"
+
+typedef struct hyd_control hyd_control;
+
+/* Fills the live parts of a status that hyd_status_from_cache cannot know:
+ * state, last_error, pid, wire_bytes of this run added to the stored total,
+ * mismatches, retries, failures, rate_now, rate_avg, eta_s, elapsed_s.
+ * Called on the control thread with *st already filled from the cache. */
+typedef void (*hyd_control_live_fn)(void *arg, struct hyd_status *st);
+
+/* Start serving cache_dir/control.sock (a stale socket file is replaced;
+ * a live one — another hydrator answering — is -EBUSY). live and arg are
+ * borrowed until hyd_control_stop. Call after daemonizing (it starts a
+ * thread). Returns 0 or -errno. */
+int hyd_control_start(const char *cache_dir, hyd_control_live_fn live,
+		      void *arg, hyd_control **ret);
+
+/* Stop the thread, remove the socket file, free. NULL is a no-op. */
+void hyd_control_stop(hyd_control *c);
+
+/* Bounds of the protocol: a reply line is at most HYD_STATUS_LINE_MAX bytes
+ * with its newline; hyd_status_json never needs more than
+ * HYD_STATUS_JSON_MAX bytes (every string byte escaped as \ufffd). */
+#define HYD_STATUS_JSON_MAX 16384u
+#define HYD_STATUS_LINE_MAX 65536u
+
+/* Parse one status line (without or with its trailing newline) as
+ * hyd_status_json writes it, back into *ret: a flat object, keys in any
+ * order, unknown keys skipped (scalar values only), "state" required,
+ * missing counters 0 (eta_s -1); a string longer than its field is cut at
+ * a UTF-8 character boundary. buf is untrusted: anything malformed,
+ * duplicated, nested, out of range or longer than HYD_STATUS_LINE_MAX is
+ * -EBADMSG and *ret is left untouched. Any thread. */
+int hyd__status_parse(const char *buf, size_t len, struct hyd_status *ret);
+
+#endif

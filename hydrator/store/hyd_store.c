@@ -1,0 +1,1119 @@
+/*
+ * hydrator/store/hyd_store.c — the destination chunk store: packs plus an index.
+ *
+ * Frames rest in CACHEDIR/packs/NNNNNNNN.pack, appended and never rewritten;
+ * CACHEDIR/state.db (SQLite, WAL) maps a chunk id to where its frame lies.
+ * Every put writes and fdatasync()s the frame before its row commits, so a
+ * crash leaves at most an unindexed tail, which open truncates.
+ *
+ * Locking. `wmu` serializes puts (it guards the append position of the
+ * current pack); `mu` serializes SQLite, the read-fd cache, the reader pool
+ * and the counters. Lock order is wmu, then mu. A get holds mu only around
+ * its index lookup, never during pread or decode, so readers are neither
+ * stalled behind a put's fdatasync nor behind each other's I/O.
+ *
+ * Test hook: FERRY_PACK_ROLL_BYTES (a decimal byte count, read at open)
+ * overrides HYD_PACK_ROLL_BYTES so tests can roll packs after a few frames.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+#include <xxhash.h>
+
+#include "hydrator/store/hyd_store_internal.h"
+
+#define HYD_STORE_SCHEMA 2 /* PRAGMA user_version of a current state.db */
+#define HYD_FD_CACHE 32	   /* read fds kept open on packs */
+#define HYD_READER_POOL 8  /* idle get contexts kept for reuse */
+#define HYD_READER_KEEP (1u << 20) /* larger frame buffers are not kept */
+/* The largest number "%08u" keeps at 8 digits. */
+#define HYD_PACK_MAX 99999999u
+#define HYD_META_VALUE_MAX 65536
+
+/* One cached read-only fd on a pack. refs > 0 while a get preads it, so it
+ * is never closed (and its number never reused) under a reader. */
+struct hyd_pack_fd {
+	uint32_t pack;
+	int fd; /* -1: slot empty */
+	unsigned refs;
+	uint64_t used; /* LRU clock */
+};
+
+/* Where a chunk's frame rests: one index row. */
+struct hyd_loc {
+	uint32_t pack;
+	uint64_t off;
+	uint32_t frame_len;
+	uint32_t raw_len;
+	uint8_t codec; /* what the row says; the frame header decides */
+	int has_xxh;   /* 0: a row from schema 1, checked by SHA-256 */
+	uint64_t xxh;  /* XXH3-64 of the frame bytes as written */
+};
+
+/* What one get needs besides the fd, pooled so a get allocates nothing: a
+ * frame coder (zstd context) and a buffer for a compressed frame. */
+struct hyd_store_reader {
+	frame_coder *coder; /* NULL is fine: frame_decode makes its own */
+	uint8_t *buf;
+	size_t cap;
+};
+
+struct hyd_store {
+	char *dir;
+	int lock_fd;
+	int packs_fd; /* dir/packs, for openat and for fsync after a create */
+	uint32_t max_raw; /* __atomic: read by gets without a lock */
+	uint64_t roll_bytes;
+
+	pthread_mutex_t mu; /* guards everything down to wmu */
+	sqlite3 *db;
+	sqlite3_stmt *st_find, *st_insert, *st_drop, *st_meta_get, *st_meta_set;
+	struct hyd_pack_fd fds[HYD_FD_CACHE];
+	uint64_t fd_clock;
+	struct hyd_store_reader *readers[HYD_READER_POOL];
+	size_t n_readers;
+	struct hyd_store_stats st;
+
+	pthread_mutex_t wmu; /* guards the append state below */
+	uint32_t cur_pack;   /* 0: no pack yet */
+	int cur_fd;	     /* write fd on cur_pack, -1 until needed */
+	uint64_t cur_end;    /* where the next frame goes */
+};
+
+/* Translate an SQLite result code to -errno, logging the native code once,
+ * here, with what was being done. */
+static int hyd_store_sqlerr(hyd_store *s, int rc, const char *what)
+{
+	int err;
+
+	switch (rc & 0xff) {
+	case SQLITE_NOMEM:
+		err = -ENOMEM;
+		break;
+	case SQLITE_FULL:
+		err = -ENOSPC;
+		break;
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		err = -EACCES;
+		break;
+	case SQLITE_READONLY:
+		err = -EROFS;
+		break;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		err = -EBUSY;
+		break;
+	default:
+		err = -EIO;
+		break;
+	}
+	fprintf(stderr,
+		"hydrator: store: sqlite %s failed dir=%s code=%d: %s\n", what,
+		s->dir, rc, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+	return err;
+}
+
+static int pack_name(uint32_t pack, char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, "%08u.pack", pack);
+
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* Pack number from a file name "NNNNNNNN.pack" (exactly 8 digits), 0 if the
+ * name is anything else (pack 0 is never used). */
+static uint32_t pack_parse(const char *name)
+{
+	uint32_t v = 0;
+	size_t i;
+
+	if (strlen(name) != 13 || strcmp(name + 8, ".pack") != 0)
+		return 0;
+	for (i = 0; i < 8; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return 0;
+		v = v * 10 + (uint32_t)(name[i] - '0');
+	}
+	return v;
+}
+
+/* Bytes read (short only at end of file) or -errno. */
+static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, p + got, len - got, (off_t)(off + got));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* Take dir/lock exclusively and write our pid into it, so whoever finds it
+ * held can say which process is using the store. flock belongs to the open
+ * file description: it dies with the process, never goes stale. */
+static int store_lock(hyd_store *s)
+{
+	char path[4096];
+	int n;
+
+	n = snprintf(path, sizeof(path), "%s/lock", s->dir);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return -ENAMETOOLONG;
+	s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s->lock_fd < 0)
+		return -errno;
+	if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	return hyd_store_claim(s);
+}
+
+int hyd_store_claim(hyd_store *s)
+{
+	char pid[32];
+	int n;
+
+	/* The flock belongs to the open file description, which a forked
+	 * child shares: only the pid written here needs to change. */
+	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(s->lock_fd, 0) < 0)
+		return -errno;
+	return cat_pwrite_all(s->lock_fd, pid, (size_t)n, 0);
+}
+
+/* Schema migrations, one step per revision; index i takes user_version i
+ * to i + 1. Never edit a released step: add one. */
+static const char *const hyd_store_migrations[HYD_STORE_SCHEMA] = {
+    /* 0 -> 1 */
+    "CREATE TABLE chunk("
+    "  id BLOB PRIMARY KEY,"
+    "  pack INTEGER NOT NULL,"
+    "  off INTEGER NOT NULL,"
+    "  frame_len INTEGER NOT NULL,"
+    "  raw_len INTEGER NOT NULL,"
+    "  codec INTEGER NOT NULL) WITHOUT ROWID;"
+    /* By pack: finds a pack's indexed end at open, and lets fsck and a
+     * future compactor walk one pack's frames in order. */
+    "CREATE INDEX chunk_pack ON chunk(pack, off);"
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    /* 1 -> 2: XXH3-64 of each frame as written, so a read checks that
+     * the bytes are still the ones verified (SHA-256) when they came in
+     * without paying SHA-256 again; NULL in older rows. */
+    "ALTER TABLE chunk ADD COLUMN xxh INTEGER;",
+};
+
+/* One integer from a one-off query; arg, if not NULL, is bound to ?1. */
+static int db_int(hyd_store *s, const char *sql, const int64_t *arg,
+		  int64_t *ret)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+	if (rc == SQLITE_OK && arg)
+		rc = sqlite3_bind_int64(st, 1, *arg);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			*ret = sqlite3_column_int64(st, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_OK ? 0 : hyd_store_sqlerr(s, rc, sql);
+}
+
+static int store_migrate(hyd_store *s)
+{
+	int64_t v = 0;
+	char sql[64];
+	int rc, r;
+
+	r = db_int(s, "PRAGMA user_version", NULL, &v);
+	if (r < 0)
+		return r;
+	if (v > HYD_STORE_SCHEMA) {
+		fprintf(stderr,
+			"hydrator: store: state.db has schema %lld, newer than "
+			"this build's %d dir=%s\n",
+			(long long)v, HYD_STORE_SCHEMA, s->dir);
+		return -EIO;
+	}
+	for (; v < HYD_STORE_SCHEMA; v++) {
+		/* Each step and its version bump commit together, so a crash
+		 * mid-migration reruns the whole step. */
+		rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(s->db, hyd_store_migrations[v], NULL,
+					  NULL, NULL);
+		/* PRAGMA takes no bound parameters; v is our own counter. */
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld",
+			 (long long)(v + 1));
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+		if (rc != SQLITE_OK) {
+			r = hyd_store_sqlerr(s, rc, "migration");
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int store_db_open(hyd_store *s)
+{
+	static const char *const pragmas[] = {
+	    /* WAL: gets read while a put commits; NORMAL: a commit is not
+	     * fsynced, so power loss may drop the last rows, which only
+	     * means refetching chunks whose frames are already durable. */
+	    "PRAGMA journal_mode = WAL",
+	    "PRAGMA synchronous = NORMAL",
+	    "PRAGMA foreign_keys = OFF",
+	};
+	struct {
+		sqlite3_stmt **st;
+		const char *sql;
+	} stmts[] = {
+	    {&s->st_find, "SELECT pack, off, frame_len, raw_len, codec, xxh"
+			  " FROM chunk WHERE id = ?1"},
+	    {&s->st_insert, "INSERT INTO chunk(id, pack, off, frame_len,"
+			    " raw_len, codec, xxh)"
+			    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
+	    {&s->st_drop, "DELETE FROM chunk WHERE id = ?1 AND pack = ?2"
+			  " AND off = ?3"},
+	    {&s->st_meta_get, "SELECT value FROM meta WHERE key = ?1"},
+	    {&s->st_meta_set, "INSERT INTO meta(key, value) VALUES(?1, ?2)"
+			      " ON CONFLICT(key) DO UPDATE"
+			      " SET value = excluded.value"},
+	};
+	char path[4096];
+	int64_t v;
+	size_t i;
+	int n, rc, r;
+
+	n = snprintf(path, sizeof(path), "%s/state.db", s->dir);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return -ENAMETOOLONG;
+	/* NOMUTEX: every use is already under s->mu. */
+	rc = sqlite3_open_v2(path, &s->db,
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+				 SQLITE_OPEN_NOMUTEX,
+			     NULL);
+	if (rc != SQLITE_OK)
+		return hyd_store_sqlerr(s, rc, "open");
+	sqlite3_busy_timeout(s->db, 5000);
+	for (i = 0; i < sizeof(pragmas) / sizeof(pragmas[0]); i++) {
+		rc = sqlite3_exec(s->db, pragmas[i], NULL, NULL, NULL);
+		if (rc != SQLITE_OK)
+			return hyd_store_sqlerr(s, rc, pragmas[i]);
+	}
+	r = store_migrate(s);
+	if (r < 0)
+		return r;
+	for (i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++) {
+		rc = sqlite3_prepare_v3(s->db, stmts[i].sql, -1,
+					SQLITE_PREPARE_PERSISTENT, stmts[i].st,
+					NULL);
+		if (rc != SQLITE_OK)
+			return hyd_store_sqlerr(s, rc, stmts[i].sql);
+	}
+	/* Counters are kept up to date by put and drop; one scan at open is
+	 * cheaper than an aggregate on every stats call. */
+	r = db_int(s, "SELECT COUNT(*) FROM chunk", NULL, &v);
+	if (r == 0) {
+		s->st.chunks = (uint64_t)v;
+		r = db_int(s, "SELECT COALESCE(SUM(raw_len), 0) FROM chunk",
+			   NULL, &v);
+	}
+	if (r == 0) {
+		s->st.raw_bytes = (uint64_t)v;
+		r = db_int(s, "SELECT COALESCE(SUM(frame_len), 0) FROM chunk",
+			   NULL, &v);
+	}
+	if (r == 0)
+		s->st.stored_bytes = (uint64_t)v;
+	return r;
+}
+
+/* Largest pack number among the files in packs/ (0 if none), and how many
+ * pack files there are. */
+static int packs_scan(hyd_store *s, uint32_t *ret_hi, uint64_t *ret_n)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd;
+
+	*ret_hi = 0;
+	*ret_n = 0;
+	fd = dup(s->packs_fd);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d)) != NULL) {
+		uint32_t p = pack_parse(de->d_name);
+
+		if (p == 0)
+			continue;
+		(*ret_n)++;
+		if (p > *ret_hi)
+			*ret_hi = p;
+	}
+	closedir(d);
+	return 0;
+}
+
+/*
+ * Crash recovery: make the newest pack end where its last indexed frame
+ * ends. Why this is safe, and why the newest pack is the only one to check:
+ *  - A row commits only after its frame is fdatasync()ed, so every row
+ *    points at durable, whole bytes; bytes past the furthest indexed end
+ *    belong to no row (a put that died between write and commit, or a row
+ *    lost with power under synchronous=NORMAL) and may go.
+ *  - Frames are appended only to the newest pack; a pack is never written
+ *    again once a newer one exists. An older pack can hold dead bytes
+ *    (above, or a row dropped as corrupt) but they are never appended to,
+ *    never read, and never confused with a frame, so leaving them is safe.
+ *  - The current pack is max(newest file, newest indexed pack), and the next
+ *    frame goes at max(file size, indexed end): a new frame never overlaps
+ *    an indexed one even if files were damaged behind our back.
+ *  - Nobody else writes: we hold the lock, and nothing was written yet.
+ */
+static int store_recover(hyd_store *s)
+{
+	char name[32];
+	uint32_t hi_file;
+	uint64_t n_files, size = 0;
+	int64_t hi_idx = 0, end_idx = 0, pack;
+	struct stat sb;
+	int r;
+
+	r = packs_scan(s, &hi_file, &n_files);
+	if (r < 0)
+		return r;
+	s->st.packs = n_files;
+	r = db_int(s, "SELECT COALESCE(MAX(pack), 0) FROM chunk", NULL,
+		   &hi_idx);
+	if (r < 0)
+		return r;
+	if (hi_idx < 0 || hi_idx > HYD_PACK_MAX)
+		return -EIO;
+	s->cur_pack = hi_file > (uint32_t)hi_idx ? hi_file : (uint32_t)hi_idx;
+	if (s->cur_pack == 0)
+		return 0;
+	pack = s->cur_pack;
+	r = db_int(s,
+		   "SELECT COALESCE(MAX(off + frame_len), 0) FROM chunk"
+		   " WHERE pack = ?1",
+		   &pack, &end_idx);
+	if (r < 0)
+		return r;
+	if (s->cur_pack == hi_file) {
+		r = pack_name(s->cur_pack, name, sizeof(name));
+		if (r < 0)
+			return r;
+		s->cur_fd = openat(s->packs_fd, name, O_WRONLY | O_CLOEXEC);
+		if (s->cur_fd < 0 || fstat(s->cur_fd, &sb) < 0)
+			return -errno;
+		size = (uint64_t)sb.st_size;
+		if (size > (uint64_t)end_idx) {
+			fprintf(stderr,
+				"hydrator: store: dropping unindexed pack tail"
+				" dir=%s pack=%u bytes=%llu\n",
+				s->dir, s->cur_pack,
+				(unsigned long long)(size - (uint64_t)end_idx));
+			if (ftruncate(s->cur_fd, (off_t)end_idx) < 0 ||
+			    fsync(s->cur_fd) < 0)
+				return -errno;
+			size = (uint64_t)end_idx;
+		}
+	}
+	s->cur_end = size > (uint64_t)end_idx ? size : (uint64_t)end_idx;
+	return 0;
+}
+
+/* Create packs/ and catalogs/ and keep an fd on packs/. */
+static int store_subdirs(hyd_store *s)
+{
+	static const char *const sub[] = {"packs", "catalogs"};
+	char p[4096];
+	size_t i;
+	int n;
+
+	for (i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
+		n = snprintf(p, sizeof(p), "%s/%s", s->dir, sub[i]);
+		if (n < 0 || (size_t)n >= sizeof(p))
+			return -ENAMETOOLONG;
+		if (mkdir(p, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		if (i == 0) {
+			s->packs_fd =
+			    open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (s->packs_fd < 0)
+				return -errno;
+		}
+	}
+	return 0;
+}
+
+static uint64_t roll_bytes_from_env(void)
+{
+	const char *e = getenv("FERRY_PACK_ROLL_BYTES");
+	unsigned long long v;
+	char *end;
+
+	if (!e || !*e)
+		return HYD_PACK_ROLL_BYTES;
+	errno = 0;
+	v = strtoull(e, &end, 10);
+	if (errno || *end || v == 0 || v > HYD_PACK_ROLL_BYTES * 16) {
+		fprintf(stderr,
+			"hydrator: store: ignoring FERRY_PACK_ROLL_BYTES=%s\n",
+			e);
+		return HYD_PACK_ROLL_BYTES;
+	}
+	return v;
+}
+
+int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
+{
+	hyd_store *s = NULL;
+	size_t i;
+	int r;
+
+	if (!dir || !*dir || !ret_s)
+		return -EINVAL;
+	*ret_s = NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->lock_fd = s->packs_fd = s->cur_fd = -1;
+	for (i = 0; i < HYD_FD_CACHE; i++)
+		s->fds[i].fd = -1;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->wmu, NULL);
+	hyd_store_set_max_raw(s, max_raw);
+	s->roll_bytes = roll_bytes_from_env();
+	s->dir = strdup(dir);
+	if (!s->dir) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = cat_mkdir_p(dir, 0700);
+	if (r == 0)
+		r = store_lock(s);
+	if (r < 0)
+		goto out;
+	/* Only now, holding the lock, touch anything else in the dir. */
+	r = store_subdirs(s);
+	if (r < 0)
+		goto out;
+	r = store_db_open(s);
+	if (r == 0)
+		r = store_recover(s);
+out:
+	if (r < 0) {
+		hyd_store_close(s);
+		return r;
+	}
+	*ret_s = s;
+	return 0;
+}
+
+void hyd_store_close(hyd_store *s)
+{
+	size_t i;
+
+	if (!s)
+		return;
+	sqlite3_finalize(s->st_find);
+	sqlite3_finalize(s->st_insert);
+	sqlite3_finalize(s->st_drop);
+	sqlite3_finalize(s->st_meta_get);
+	sqlite3_finalize(s->st_meta_set);
+	if (s->db)
+		sqlite3_close(s->db);
+	for (i = 0; i < HYD_FD_CACHE; i++)
+		if (s->fds[i].fd >= 0)
+			close(s->fds[i].fd);
+	for (i = 0; i < s->n_readers; i++) {
+		frame_coder_free(s->readers[i]->coder);
+		free(s->readers[i]->buf);
+		free(s->readers[i]);
+	}
+	if (s->cur_fd >= 0)
+		close(s->cur_fd);
+	if (s->packs_fd >= 0)
+		close(s->packs_fd);
+	/* Closing the last fd on the lock file releases the flock. */
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->wmu);
+	free(s->dir);
+	free(s);
+}
+
+const char *hyd_store_dir(const hyd_store *s)
+{
+	return s->dir;
+}
+
+void hyd_store_set_max_raw(hyd_store *s, uint32_t max_raw)
+{
+	/* 0 (catalog not known yet) and anything larger mean the hard limit
+	 * every catalog is held to. */
+	if (max_raw == 0 || max_raw > CHUNK_MAX_LIMIT)
+		max_raw = CHUNK_MAX_LIMIT;
+	__atomic_store_n(&s->max_raw, max_raw, __ATOMIC_RELAXED);
+}
+
+/* Look id up. 1 with *ret filled (if ret), 0 when absent, -errno. */
+static int find_locked(hyd_store *s, const chunk_id *id, struct hyd_loc *ret)
+{
+	sqlite3_stmt *st = s->st_find;
+	int rc, r;
+
+	sqlite3_bind_blob(st, 1, id->b, CHUNK_ID_LEN, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		int64_t pack = sqlite3_column_int64(st, 0);
+		int64_t off = sqlite3_column_int64(st, 1);
+		int64_t flen = sqlite3_column_int64(st, 2);
+		int64_t rlen = sqlite3_column_int64(st, 3);
+		int64_t codec = sqlite3_column_int64(st, 4);
+
+		r = 1;
+		/* Rows are ours, but a damaged state.db must not turn into a
+		 * huge allocation or a negative offset. */
+		if (pack <= 0 || pack > HYD_PACK_MAX || off < 0 ||
+		    flen < FRAME_HDR_LEN || flen > UINT32_MAX || rlen <= 0 ||
+		    rlen > UINT32_MAX || codec < 0 || codec > UINT8_MAX)
+			r = -EIO;
+		else if (ret) {
+			ret->pack = (uint32_t)pack;
+			ret->off = (uint64_t)off;
+			ret->frame_len = (uint32_t)flen;
+			ret->raw_len = (uint32_t)rlen;
+			ret->codec = (uint8_t)codec;
+			ret->has_xxh =
+			    sqlite3_column_type(st, 5) == SQLITE_INTEGER;
+			ret->xxh = ret->has_xxh
+				       ? (uint64_t)sqlite3_column_int64(st, 5)
+				       : 0;
+		}
+	} else if (rc == SQLITE_DONE) {
+		r = 0;
+	} else {
+		r = hyd_store_sqlerr(s, rc, "chunk lookup");
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return r;
+}
+
+int hyd_store_has(hyd_store *s, const chunk_id *id)
+{
+	int r;
+
+	if (!s || !id)
+		return -EINVAL;
+	pthread_mutex_lock(&s->mu);
+	r = find_locked(s, id, NULL);
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
+/* A read fd on pack, from the cache when possible. *ret_slot is -1 when
+ * the fd is not cached (every slot busy): release closes it then. */
+static int fd_acquire_locked(hyd_store *s, uint32_t pack, int *ret_slot,
+			     int *ret_fd)
+{
+	struct hyd_pack_fd *victim = NULL;
+	char name[32];
+	size_t i;
+	int fd, r;
+
+	for (i = 0; i < HYD_FD_CACHE; i++) {
+		struct hyd_pack_fd *f = &s->fds[i];
+
+		if (f->fd >= 0 && f->pack == pack) {
+			f->refs++;
+			f->used = ++s->fd_clock;
+			*ret_slot = (int)i;
+			*ret_fd = f->fd;
+			return 0;
+		}
+		if (f->refs == 0 &&
+		    (!victim || f->fd < 0 ||
+		     (victim->fd >= 0 && f->used < victim->used)))
+			victim = f;
+	}
+	r = pack_name(pack, name, sizeof(name));
+	if (r < 0)
+		return r;
+	fd = openat(s->packs_fd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	*ret_fd = fd;
+	*ret_slot = -1;
+	if (!victim)
+		return 0;
+	if (victim->fd >= 0)
+		close(victim->fd);
+	victim->pack = pack;
+	victim->fd = fd;
+	victim->refs = 1;
+	victim->used = ++s->fd_clock;
+	*ret_slot = (int)(victim - s->fds);
+	return 0;
+}
+
+static void fd_release_locked(hyd_store *s, int slot, int fd)
+{
+	if (slot >= 0)
+		s->fds[slot].refs--;
+	else if (fd >= 0)
+		close(fd);
+}
+
+/* A reader for one get, from the pool or new; NULL only when out of
+ * memory. */
+static struct hyd_store_reader *reader_take_locked(hyd_store *s)
+{
+	struct hyd_store_reader *rd;
+
+	if (s->n_readers > 0)
+		return s->readers[--s->n_readers];
+	rd = calloc(1, sizeof(*rd));
+	if (rd)
+		rd->coder = frame_coder_new();
+	return rd;
+}
+
+static void reader_put_locked(hyd_store *s, struct hyd_store_reader *rd)
+{
+	if (!rd)
+		return;
+	/* A frame of a catalog with huge chunks is not worth keeping. */
+	if (rd->cap > HYD_READER_KEEP) {
+		free(rd->buf);
+		rd->buf = NULL;
+		rd->cap = 0;
+	}
+	if (s->n_readers < HYD_READER_POOL) {
+		s->readers[s->n_readers++] = rd;
+		return;
+	}
+	frame_coder_free(rd->coder);
+	free(rd->buf);
+	free(rd);
+}
+
+/* Remove the row of a corrupt frame, if it is still the one we read (a
+ * concurrent drop and re-put may have replaced it). Logs once per row. */
+static void drop_locked(hyd_store *s, const chunk_id *id,
+			const struct hyd_loc *loc)
+{
+	sqlite3_stmt *st = s->st_drop;
+	char hex[CHUNK_ID_HEX_LEN + 1];
+	int rc;
+
+	sqlite3_bind_blob(st, 1, id->b, CHUNK_ID_LEN, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, loc->pack);
+	sqlite3_bind_int64(st, 3, (int64_t)loc->off);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc != SQLITE_DONE) {
+		hyd_store_sqlerr(s, rc, "drop corrupt chunk");
+		return;
+	}
+	if (sqlite3_changes(s->db) != 1)
+		return;
+	s->st.chunks--;
+	s->st.raw_bytes -= loc->raw_len;
+	s->st.stored_bytes -= loc->frame_len;
+	chunk_id_to_hex(id, hex);
+	fprintf(stderr,
+		"hydrator: store: corrupt frame dropped id=%s pack=%u off=%llu"
+		" dir=%s\n",
+		hex, loc->pack, (unsigned long long)loc->off, s->dir);
+}
+
+/* The checksum a row keeps of its frame: XXH3-64 of the payload seeded
+ * with XXH3-64 of the header, so the two parts need not be contiguous. */
+static uint64_t frame_sum(const uint8_t *hdr, const void *payload, size_t len)
+{
+	return XXH3_64bits_withSeed(payload, len,
+				    XXH3_64bits(hdr, FRAME_HDR_LEN));
+}
+
+/* Read a raw frame: its header and payload in one preadv, the payload
+ * straight into out, which is what frame_decode would copy it to. Bytes
+ * read, short only at end of file, or -errno. */
+static ssize_t raw_frame_pread(int fd, uint8_t *hdr, void *out, size_t len,
+			       uint64_t off)
+{
+	struct iovec iov[2] = {{hdr, FRAME_HDR_LEN}, {out, len}};
+	ssize_t n, m;
+
+	do
+		n = preadv(fd, iov, 2, (off_t)off);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n == FRAME_HDR_LEN + len)
+		return n;
+	/* Short: finish piece by piece, which also tells EOF from a
+	 * signal. */
+	n = pread_full(fd, hdr, FRAME_HDR_LEN, off);
+	if (n != FRAME_HDR_LEN)
+		return n;
+	m = pread_full(fd, out, len, off + FRAME_HDR_LEN);
+	return m < 0 ? m : n + m;
+}
+
+/* pread one frame and turn it into verified raw bytes (out has room for
+ * loc->raw_len, checked by the caller). -EBADMSG for anything wrong with
+ * what rests on disk. Every frame was decoded and its SHA-256 checked
+ * before it was put; a row with a checksum (schema 2) then only needs the
+ * frame bytes to be those same bytes: XXH3-64 over them (~30 GB/s) stands
+ * in for SHA-256 over the decoded chunk (~1-2 GB/s), and decoding the same
+ * bytes gives the same, verified chunk. Rows without one (written by an
+ * older build) are checked by SHA-256. `ferry verify CACHE` re-hashes
+ * everything with SHA-256 either way. */
+static int frame_read(const struct hyd_loc *loc, int fd,
+		      struct hyd_store_reader *rd, uint32_t max_raw,
+		      const chunk_id *id, void *out, size_t *ret_len)
+{
+	uint8_t hdr[FRAME_HDR_LEN];
+	struct frame_info fi;
+	size_t raw_len = 0;
+	ssize_t n;
+	int r;
+
+	if (loc->frame_len > frame_bound(max_raw))
+		return -EBADMSG;
+	if (loc->codec == FRAME_RAW &&
+	    loc->frame_len == FRAME_HDR_LEN + (uint64_t)loc->raw_len) {
+		n = raw_frame_pread(fd, hdr, out, loc->raw_len, loc->off);
+		if (n < 0)
+			return (int)n;
+		/* A frame cut short: the pack lost bytes the index promised. */
+		if ((size_t)n < loc->frame_len)
+			return -EBADMSG;
+		/* The same checks frame_decode makes of a raw frame. */
+		r = frame_header_parse(hdr, FRAME_HDR_LEN, max_raw, &fi);
+		if (r == 0 &&
+		    (fi.codec != FRAME_RAW || fi.frame_len != loc->frame_len ||
+		     fi.raw_len != loc->raw_len))
+			r = -EBADMSG;
+		if (r < 0)
+			return r;
+		raw_len = fi.raw_len;
+		if (loc->has_xxh) {
+			if (frame_sum(hdr, out, raw_len) != loc->xxh)
+				return -EBADMSG;
+			*ret_len = raw_len;
+			return 0;
+		}
+	} else {
+		if (rd->cap < loc->frame_len) {
+			free(rd->buf);
+			rd->cap = 0;
+			rd->buf = malloc(loc->frame_len);
+			if (!rd->buf)
+				return -ENOMEM;
+			rd->cap = loc->frame_len;
+		}
+		n = pread_full(fd, rd->buf, loc->frame_len, loc->off);
+		if (n < 0)
+			return (int)n;
+		if ((size_t)n < loc->frame_len)
+			return -EBADMSG;
+		r = frame_header_parse(rd->buf, loc->frame_len, max_raw, &fi);
+		if (r == 0 && (fi.frame_len != loc->frame_len ||
+			       fi.raw_len != loc->raw_len))
+			r = -EBADMSG;
+		if (r < 0)
+			return r;
+		if (loc->has_xxh &&
+		    frame_sum(rd->buf, rd->buf + FRAME_HDR_LEN,
+			      loc->frame_len - FRAME_HDR_LEN) != loc->xxh)
+			return -EBADMSG;
+		r = frame_decode(rd->coder, rd->buf, loc->frame_len, max_raw,
+				 out, loc->raw_len, &raw_len);
+		if (r == 0 && raw_len != loc->raw_len)
+			r = -EBADMSG;
+		if (r < 0)
+			return r;
+		if (loc->has_xxh) {
+			*ret_len = raw_len;
+			return 0;
+		}
+	}
+	r = chunk_id_verify(id, out, raw_len);
+	if (r == 0)
+		*ret_len = raw_len;
+	return r;
+}
+
+int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
+		  size_t *ret_len)
+{
+	struct hyd_store_reader *rd = NULL;
+	struct hyd_loc loc;
+	int slot = -1, fd = -1, r;
+
+	if (!s || !id || (!out && cap) || !ret_len)
+		return -EINVAL;
+	pthread_mutex_lock(&s->mu);
+	r = find_locked(s, id, &loc);
+	if (r == 0) {
+		r = -ENOENT;
+	} else if (r > 0 && loc.raw_len > cap) {
+		r = -ENOBUFS;
+	} else if (r > 0) {
+		rd = reader_take_locked(s);
+		r = rd ? fd_acquire_locked(s, loc.pack, &slot, &fd) : -ENOMEM;
+		/* The index names a pack that is gone: the frame is lost. */
+		if (r == -ENOENT)
+			r = -EBADMSG;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (r < 0 && r != -EBADMSG) {
+		if (rd) {
+			pthread_mutex_lock(&s->mu);
+			reader_put_locked(s, rd);
+			pthread_mutex_unlock(&s->mu);
+		}
+		return r;
+	}
+
+	/* The frame is immutable once indexed, so reading it needs no lock. */
+	if (r == 0)
+		r = frame_read(&loc, fd, rd,
+			       __atomic_load_n(&s->max_raw, __ATOMIC_RELAXED),
+			       id, out, ret_len);
+
+	pthread_mutex_lock(&s->mu);
+	fd_release_locked(s, slot, fd);
+	reader_put_locked(s, rd);
+	if (r == -EBADMSG)
+		drop_locked(s, id, &loc);
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
+/* Make cur_fd the pack the next frame_len bytes go to, rolling to a new
+ * pack when the current one would pass the roll size. Under wmu. */
+static int pack_prepare(hyd_store *s, size_t frame_len)
+{
+	char name[32];
+	struct stat sb;
+	uint32_t pack = s->cur_pack;
+	int fd, r;
+
+	if (pack == 0 ||
+	    (s->cur_end > 0 && s->cur_end + frame_len > s->roll_bytes))
+		pack++;
+	else if (s->cur_fd >= 0)
+		return 0;
+	if (pack > HYD_PACK_MAX)
+		return -ENOSPC;
+	r = pack_name(pack, name, sizeof(name));
+	if (r < 0)
+		return r;
+	fd = openat(s->packs_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	/* The new name must be durable before any row names the pack:
+	 * fdatasync of the file does not persist its directory entry. */
+	if (fstat(fd, &sb) < 0 || fsync(s->packs_fd) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (pack != s->cur_pack) {
+		/* A leftover file of that number is unindexed (it is newer
+		 * than any indexed pack): append after its bytes. */
+		s->cur_end = (uint64_t)sb.st_size;
+		pthread_mutex_lock(&s->mu);
+		s->st.packs++;
+		pthread_mutex_unlock(&s->mu);
+	} else if ((uint64_t)sb.st_size > s->cur_end) {
+		s->cur_end = (uint64_t)sb.st_size;
+	}
+	if (s->cur_fd >= 0)
+		close(s->cur_fd);
+	s->cur_fd = fd;
+	s->cur_pack = pack;
+	return 0;
+}
+
+static int insert_locked(hyd_store *s, const chunk_id *id,
+			 const struct hyd_loc *loc, uint8_t codec)
+{
+	sqlite3_stmt *st = s->st_insert;
+	int rc;
+
+	sqlite3_bind_blob(st, 1, id->b, CHUNK_ID_LEN, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, loc->pack);
+	sqlite3_bind_int64(st, 3, (int64_t)loc->off);
+	sqlite3_bind_int64(st, 4, loc->frame_len);
+	sqlite3_bind_int64(st, 5, loc->raw_len);
+	sqlite3_bind_int64(st, 6, codec);
+	sqlite3_bind_int64(st, 7, (int64_t)loc->xxh);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc != SQLITE_DONE)
+		return hyd_store_sqlerr(s, rc, "chunk insert");
+	s->st.chunks++;
+	s->st.raw_bytes += loc->raw_len;
+	s->st.stored_bytes += loc->frame_len;
+	return 0;
+}
+
+int hyd_store_put(hyd_store *s, const chunk_id *id, const void *frame,
+		  size_t frame_len)
+{
+	struct frame_info fi;
+	struct hyd_loc loc;
+	int r;
+
+	if (!s || !id || !frame)
+		return -EINVAL;
+	r = frame_header_parse(frame, frame_len,
+			       __atomic_load_n(&s->max_raw, __ATOMIC_RELAXED),
+			       &fi);
+	if (r < 0 || fi.frame_len != frame_len)
+		return -EBADMSG;
+	loc.xxh = frame_sum(frame, (const uint8_t *)frame + FRAME_HDR_LEN,
+			    frame_len - FRAME_HDR_LEN);
+
+	pthread_mutex_lock(&s->wmu);
+	/* Checked under wmu: no other put can store id between this check
+	 * and our insert, so a chunk lands once. */
+	pthread_mutex_lock(&s->mu);
+	r = find_locked(s, id, NULL);
+	pthread_mutex_unlock(&s->mu);
+	if (r != 0)
+		goto out;
+	r = pack_prepare(s, frame_len);
+	if (r < 0)
+		goto out;
+	loc.pack = s->cur_pack;
+	loc.off = s->cur_end;
+	loc.frame_len = (uint32_t)frame_len;
+	loc.raw_len = fi.raw_len;
+	r = cat_pwrite_all(s->cur_fd, frame, frame_len, loc.off);
+	if (r < 0)
+		goto out;
+	/* From here the bytes may be on disk: never write over them again,
+	 * even if the row below fails (its commit outcome could be unknown). */
+	s->cur_end += frame_len;
+	/* Durable data before the row that points at it. */
+	if (fdatasync(s->cur_fd) < 0) {
+		r = -errno;
+		goto out;
+	}
+	pthread_mutex_lock(&s->mu);
+	r = insert_locked(s, id, &loc, fi.codec);
+	pthread_mutex_unlock(&s->mu);
+out:
+	pthread_mutex_unlock(&s->wmu);
+	return r;
+}
+
+int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret)
+{
+	if (!s || !ret)
+		return -EINVAL;
+	pthread_mutex_lock(&s->mu);
+	*ret = s->st;
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+int hyd_store_meta_get(hyd_store *s, const char *key, char *buf, size_t cap)
+{
+	sqlite3_stmt *st;
+	int rc, r;
+
+	if (!s || !key || (!buf && cap))
+		return -EINVAL;
+	pthread_mutex_lock(&s->mu);
+	st = s->st_meta_get;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const unsigned char *v = sqlite3_column_text(st, 0);
+		size_t n = (size_t)sqlite3_column_bytes(st, 0);
+
+		if (!v && n == 0)
+			v = (const unsigned char *)"";
+		if (!v) {
+			r = -ENOMEM;
+		} else if (n + 1 > cap) {
+			r = -ERANGE;
+		} else {
+			memcpy(buf, v, n);
+			buf[n] = '\0';
+			r = 0;
+		}
+	} else if (rc == SQLITE_DONE) {
+		r = -ENOENT;
+	} else {
+		r = hyd_store_sqlerr(s, rc, "meta get");
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
+int hyd_store_meta_set(hyd_store *s, const char *key, const char *value)
+{
+	sqlite3_stmt *st;
+	int rc, r = 0;
+
+	if (!s || !key || !value || strlen(value) > HYD_META_VALUE_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&s->mu);
+	st = s->st_meta_set;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		r = hyd_store_sqlerr(s, rc, "meta set");
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}

@@ -1,0 +1,82 @@
+/*
+ * hydrator/store/hyd_store_internal.h — the destination chunk store.
+ *
+ * A CACHEDIR holds:
+ *   lock             flock()ed exclusively by the one hydrator using it
+ *   state.db         SQLite (WAL): chunk index and small key/value meta
+ *   packs/NNNNNNNN.pack  append-only files of frames (catalog.h frame format)
+ *   catalogs/GEN.db  downloaded, checked catalogs (see hyd_catalog_internal.h)
+ *
+ * Crash safety: a frame is written and fdatasync()ed before the index row
+ * that points at it commits, so the index never points at garbage; at open,
+ * pack bytes beyond the furthest indexed frame are truncated.
+ * Each distinct chunk id is stored once.
+ *
+ * All functions are safe to call from any thread.
+ */
+#ifndef FERRY_HYD_STORE_INTERNAL_H
+#define FERRY_HYD_STORE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+
+typedef struct hyd_store hyd_store;
+
+/* Packs roll at this size. */
+#define HYD_PACK_ROLL_BYTES (256ull * 1024 * 1024)
+
+/* Open (creating if needed) the store in dir. Takes the exclusive lock on
+ * dir/lock: -EBUSY when another process holds it. max_raw bounds the
+ * raw_len of any frame read back (the catalog's max chunk size).
+ * Returns 0, -EBUSY, -ENOTDIR, -EACCES, -EIO, -ENOMEM. */
+int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s);
+
+/* Write the calling process's pid into dir/lock, so a refused second
+ * hydrator can name the holder. The lock itself survives fork (it belongs
+ * to the open file description): call this in the child after
+ * daemonizing. Returns 0 or -errno. */
+int hyd_store_claim(hyd_store *s);
+
+/* Close; releases the lock. NULL is a no-op. */
+void hyd_store_close(hyd_store *s);
+
+/* The directory the store was opened on (borrowed until close). */
+const char *hyd_store_dir(const hyd_store *s);
+
+/* Change the bound on raw_len (after the catalog is known). */
+void hyd_store_set_max_raw(hyd_store *s, uint32_t max_raw);
+
+/* 1 when id is stored, 0 when not, -errno. */
+int hyd_store_has(hyd_store *s, const chunk_id *id);
+
+/* Read a stored chunk into out (cap >= its raw length): pread the frame,
+ * decode, verify the SHA-256 against id. Returns 0 with *ret_len set,
+ * -ENOENT when not stored, -EBADMSG when what rests on disk is corrupt (its
+ * index row is then removed so a later fetch can replace it), -ENOBUFS,
+ * -EIO. */
+int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
+		  size_t *ret_len);
+
+/* Store one frame whose decoded bytes the caller has already verified
+ * against id. Appends to the current pack, fdatasync()s, then commits the
+ * index row. Returns 0 when stored, 1 when id was already stored (nothing
+ * written), -errno (-ENOSPC on a full disk; nothing indexed then). */
+int hyd_store_put(hyd_store *s, const chunk_id *id, const void *frame,
+		  size_t frame_len);
+
+struct hyd_store_stats {
+	uint64_t chunks;       /* distinct chunks stored */
+	uint64_t raw_bytes;    /* sum of their raw lengths */
+	uint64_t stored_bytes; /* sum of their frame lengths (at rest) */
+	uint64_t packs;	       /* pack files */
+};
+int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
+
+/* Small key/value meta kept in state.db (e.g. "url", "generation").
+ * get: 0 with a NUL-terminated value, -ENOENT, -ERANGE if cap too small. */
+int hyd_store_meta_get(hyd_store *s, const char *key, char *buf, size_t cap);
+int hyd_store_meta_set(hyd_store *s, const char *key, const char *value);
+
+#endif

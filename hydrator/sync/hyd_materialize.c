@@ -1,0 +1,1089 @@
+/*
+ * hydrator/sync/hyd_materialize.c — write a catalog's tree as a plain directory
+ * (the second half of `ferry sync`, after the store is hydrated).
+ *
+ * Safety: every entry is created with *at() calls relative to a directory
+ * fd opened with O_DIRECTORY|O_NOFOLLOW, one level at a time, so neither a
+ * symlink from the catalog nor one planted in DEST is ever followed out of
+ * DEST; names are single components (the reader filters them, and they
+ * are checked again here). File bytes come only from hyd_store_get (or a
+ * fetch flight), both of which verify SHA-256 before handing bytes out.
+ *
+ * Resume: a regular file already in DEST with the catalog's size and mtime
+ * is hashed chunk by chunk against the manifest; when every id matches it
+ * is left alone (only its mode, owner and xattrs are reapplied), so a
+ * second run rewrites nothing. New content goes to ".ferry-tmp.NAME.XXXXXX"
+ * in the same directory, gets its metadata, then is renamed over NAME;
+ * leftovers of a crash are removed when the directory is next visited.
+ * Durability: nothing is fsynced per file (4,000 fsyncs cost seconds);
+ * one syncfs of DEST's filesystem at the end makes the whole tree
+ * durable. A power loss before it can leave a renamed file whose data
+ * never reached the disk, with the right size and mtime: the next run's
+ * check hashes such a file against the manifest and rewrites it. Entries in
+ * DEST that the catalog lacks are left alone (like rsync without --delete); a
+ * non-directory where the catalog has a directory is replaced.
+ *
+ * Order: a directory's own mode, owner, xattrs and times are set after all
+ * of its entries (post-order: deepest first), so writing into it does not
+ * disturb its mtime and a read-only mode does not block the writer.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/sync/hyd_sync_internal.h"
+
+#define BATCH 128u	     /* catalog entries read per readdir call */
+#define RANGE_BATCH 64u	     /* manifest rows per cat_chunks_range call */
+#define TICK_NS 200000000ull /* progress at most 5 times a second */
+#define TMP_NAME_KEEP 200u   /* bytes of NAME kept in a temp name */
+#define TMP_TRIES 16
+#define WAIT_SLACK_NS 2000000000ull
+#define WAIT_POLL_NS 2000000L /* a chunk the fetching pass has not stored */
+
+struct walk {
+	struct hyd_mat *m;
+	int rootfd;
+	struct hyd_pathbuf path; /* relative to DEST, "" at the root */
+	struct hyd_inomap links;
+	uint8_t *buf; /* max_raw bytes */
+	/* buf holds the verified bytes of buf_id (a run of one id, e.g. a
+	 * sparse file's zero chunks, is read from the store once). */
+	int buf_valid;
+	chunk_id buf_id;
+	struct hyd_zero_ids zero;
+	uint64_t files_done, bytes_done, last_tick;
+	int root; /* euid == 0 */
+};
+
+/* ---- small helpers ---- */
+
+void hyd_sync__path_print(FILE *f, const void *path, size_t len)
+{
+	const unsigned char *p = path;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\')
+			fputc(p[i], f);
+		else
+			fprintf(f, "\\x%02x", p[i]);
+	}
+}
+
+int hyd_sync__path_push(struct hyd_pathbuf *p, const char *name, size_t len,
+			size_t *ret_old)
+{
+	size_t need = p->len + 1 + len + 1;
+	char *nb;
+
+	*ret_old = p->len;
+	if (need > p->cap) {
+		size_t cap = p->cap ? p->cap : 256;
+
+		while (cap < need)
+			cap *= 2;
+		nb = realloc(p->b, cap);
+		if (!nb)
+			return -ENOMEM;
+		p->b = nb;
+		p->cap = cap;
+	}
+	if (p->len)
+		p->b[p->len++] = '/';
+	memcpy(p->b + p->len, name, len);
+	p->len += len;
+	p->b[p->len] = '\0';
+	return 0;
+}
+
+void hyd_sync__path_pop(struct hyd_pathbuf *p, size_t old)
+{
+	p->len = old;
+	if (p->b)
+		p->b[old] = '\0';
+}
+
+/* One line naming the entry at the current path; the entry is counted as
+ * failed. err may be 0 (the why says it all). */
+static void report(struct walk *w, const char *why, int err)
+{
+	fprintf(stderr, "ferry sync: ");
+	hyd_sync__path_print(stderr, w->m->dest, strlen(w->m->dest));
+	if (w->path.len) {
+		fputc('/', stderr);
+		hyd_sync__path_print(stderr, w->path.b, w->path.len);
+	}
+	if (err)
+		fprintf(stderr, ": %s: %s\n", why,
+			strerror(err < 0 ? -err : err));
+	else
+		fprintf(stderr, ": %s\n", why);
+	w->m->res->failed++;
+}
+
+static void tick(struct walk *w, int force)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	if (!w->m->tick)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (!force && now - w->last_tick < TICK_NS)
+		return;
+	w->last_tick = now;
+	w->m->tick(w->m->tick_arg, w->files_done, w->bytes_done);
+}
+
+static int64_t st_mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
+}
+
+static struct timespec ns_to_ts(int64_t ns)
+{
+	struct timespec ts;
+
+	ts.tv_sec = ns / 1000000000ll;
+	ts.tv_nsec = ns % 1000000000ll;
+	if (ts.tv_nsec < 0) { /* times before 1970 */
+		ts.tv_sec--;
+		ts.tv_nsec += 1000000000l;
+	}
+	return ts;
+}
+
+/* ---- ino map (hard links) ---- */
+
+static size_t inomap_slot(uint64_t ino, size_t cap)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
+}
+
+struct hyd_inomap_ent *hyd_inomap_find(struct hyd_inomap *m, uint64_t ino)
+{
+	size_t i;
+
+	if (!m->cap || !ino)
+		return NULL;
+	for (i = inomap_slot(ino, m->cap); m->v[i].ino;
+	     i = (i + 1) & (m->cap - 1))
+		if (m->v[i].ino == ino)
+			return &m->v[i];
+	return NULL;
+}
+
+struct hyd_inomap_ent *hyd_inomap_add(struct hyd_inomap *m, uint64_t ino)
+{
+	struct hyd_inomap_ent *nv;
+	size_t i, j, cap;
+
+	/* Keep the load under one half: probes stay short. */
+	if ((m->n + 1) * 2 > m->cap) {
+		cap = m->cap ? m->cap * 2 : 64;
+		nv = calloc(cap, sizeof(*nv));
+		if (!nv)
+			return NULL;
+		for (i = 0; i < m->cap; i++) {
+			if (!m->v[i].ino)
+				continue;
+			for (j = inomap_slot(m->v[i].ino, cap); nv[j].ino;
+			     j = (j + 1) & (cap - 1))
+				;
+			nv[j] = m->v[i];
+		}
+		free(m->v);
+		m->v = nv;
+		m->cap = cap;
+	}
+	for (i = inomap_slot(ino, m->cap); m->v[i].ino;
+	     i = (i + 1) & (m->cap - 1))
+		;
+	memset(&m->v[i], 0, sizeof(m->v[i]));
+	m->v[i].ino = ino;
+	m->n++;
+	return &m->v[i];
+}
+
+void hyd_inomap_fini(struct hyd_inomap *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->cap; i++)
+		free(m->v[i].rel);
+	free(m->v);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- content ---- */
+
+static int pread_full(int fd, uint8_t *buf, size_t len, uint64_t off,
+		      size_t *ret)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		n = pread(fd, buf + got, len - got, (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	*ret = got;
+	return 0;
+}
+
+static int all_zero(const uint8_t *b, size_t n)
+{
+	return n == 0 || (b[0] == 0 && memcmp(b, b + 1, n - 1) == 0);
+}
+
+/* 0 when buf (len bytes, all zero) is the chunk id. */
+static int zero_verify(struct hyd_zero_ids *z, const chunk_id *id,
+		       const uint8_t *buf, uint32_t len)
+{
+	unsigned i;
+	int r;
+
+	for (i = 0; i < HYD_ZERO_IDS; i++)
+		if (z->len[i] == len)
+			return memcmp(&z->id[i], id, sizeof(*id)) ? -EBADMSG
+								  : 0;
+	i = z->next++ % HYD_ZERO_IDS;
+	r = chunk_id_compute(buf, len, &z->id[i]);
+	if (r < 0)
+		return r;
+	z->len[i] = len;
+	return memcmp(&z->id[i], id, sizeof(*id)) ? -EBADMSG : 0;
+}
+
+int hyd_sync__file_matches(cat_reader *cat, uint64_t ino, uint64_t size, int fd,
+			   uint8_t *buf, uint32_t max_raw,
+			   struct hyd_zero_ids *zero)
+{
+	struct cat_chunk cs[RANGE_BATCH];
+	uint64_t off = 0, data_at = 0; /* no data in [off, data_at) */
+	size_t n = 0, i, got = 0;
+	off_t d;
+	int r;
+
+	while (off < size) {
+		r = cat_chunks_range(cat, ino, off, size - off, cs, RANGE_BATCH,
+				     &n);
+		if (r < 0)
+			return r;
+		if (n == 0)
+			return 0; /* manifest stops short: cannot match */
+		for (i = 0; i < n; i++) {
+			if (cs[i].off != off || cs[i].len > max_raw)
+				return -EBADMSG;
+			/* Holes read as zeros: skip reading them at all. */
+			if (zero && off >= data_at) {
+				d = lseek(fd, (off_t)off, SEEK_DATA);
+				data_at = d >= 0	   ? (uint64_t)d
+					  : errno == ENXIO ? size
+							   : off;
+			}
+			if (zero && off + cs[i].len <= data_at) {
+				memset(buf, 0, cs[i].len);
+				got = cs[i].len;
+			} else {
+				r = pread_full(fd, buf, cs[i].len, off, &got);
+				if (r < 0)
+					return r;
+			}
+			if (got != cs[i].len)
+				return 0;
+			/* A zero run (a hole, often) costs a memcmp. */
+			if (zero && all_zero(buf, got))
+				r = zero_verify(zero, &cs[i].id, buf,
+						cs[i].len);
+			else
+				r = chunk_id_verify(&cs[i].id, buf, got);
+			if (r != 0)
+				return 0;
+			off += cs[i].len;
+		}
+	}
+	return 1;
+}
+
+int hyd_sync__dead_cmp(const void *a, const void *b)
+{
+	return memcmp(&((const struct hyd_sync_dead *)a)->id,
+		      &((const struct hyd_sync_dead *)b)->id, sizeof(chunk_id));
+}
+
+/* Verified bytes of one chunk into w->buf: the store first; when it lacks
+ * the chunk or found its copy corrupt (and dropped it), the fetcher. */
+static int chunk_get(struct walk *w, const struct cat_chunk *c,
+		     const char **why)
+{
+	const struct hyd_sync_dead *dead;
+	struct hyd_sync_dead key;
+	struct hyd_flight *fl = NULL;
+	size_t got = 0;
+	uint64_t deadline;
+	int r;
+
+	if (w->buf_valid && !memcmp(&w->buf_id, &c->id, sizeof(c->id)))
+		return 0;
+	w->buf_valid = 0;
+	r = hyd_store_get(w->m->store, &c->id, w->buf, w->m->max_raw, &got);
+	/* The fetching pass is still running: it will store the chunk (it
+	 * goes in the same order as this walk, so usually soon). A frame
+	 * found corrupt was dropped and is fetched below once it is done. */
+	while ((r == -ENOENT || r == -EBADMSG) &&
+	       __atomic_load_n(&w->m->hydrating, __ATOMIC_ACQUIRE)) {
+		nanosleep(&(struct timespec){0, WAIT_POLL_NS}, NULL);
+		r = hyd_store_get(w->m->store, &c->id, w->buf, w->m->max_raw,
+				  &got);
+	}
+	if (r == 0 && got != c->len) {
+		*why = "stored chunk length differs from the catalog";
+		return -EBADMSG;
+	}
+	if (r == 0)
+		goto ok;
+	key.id = c->id;
+	dead = w->m->ndead ? bsearch(&key, w->m->dead, w->m->ndead, sizeof(key),
+				     hyd_sync__dead_cmp)
+			   : NULL;
+	if (r == -ENOENT && dead) {
+		*why = "a chunk could not be fetched";
+		return dead->err;
+	}
+	if ((r != -ENOENT && r != -EBADMSG) || !w->m->fetch) {
+		*why = r == -ENOENT ? "a chunk is not in the store (its fetch "
+				      "failed)"
+				    : "cannot read a chunk from the store";
+		return r;
+	}
+	deadline = hyd_now_ns() + w->m->timeout_ns;
+	r = hyd_fetch_submit(w->m->fetch, &c->id, c->len, HYD_PRIO_DEMAND,
+			     deadline, &fl);
+	if (r >= 0)
+		r = hyd_fetch_wait(w->m->fetch, fl, deadline + WAIT_SLACK_NS);
+	if (r >= 0 && fl->raw_len != c->len)
+		r = -EBADMSG;
+	if (r >= 0)
+		memcpy(w->buf, fl->raw, c->len);
+	hyd_fetch_release(w->m->fetch, fl);
+	if (r < 0) {
+		*why = "cannot fetch a chunk";
+		return r;
+	}
+ok:
+	w->buf_valid = 1;
+	w->buf_id = c->id;
+	return 0;
+}
+
+/* Fill the fresh (empty) file fd with ino's bytes. All-zero chunks are
+ * left as holes; the final ftruncate gives the file its size. */
+static int copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
+		       const char **why)
+{
+	struct cat_chunk cs[RANGE_BATCH];
+	uint64_t off = 0;
+	size_t n, i;
+	int r;
+
+	while (off < size) {
+		r = cat_chunks_range(w->m->cat, ino, off, size - off, cs,
+				     RANGE_BATCH, &n);
+		if (r == 0 && n == 0)
+			r = -EBADMSG;
+		if (r < 0) {
+			*why = "bad chunk manifest in the catalog";
+			return r;
+		}
+		for (i = 0; i < n; i++) {
+			if (cs[i].off != off || cs[i].len > w->m->max_raw) {
+				*why = "bad chunk manifest in the catalog";
+				return -EBADMSG;
+			}
+			r = chunk_get(w, &cs[i], why);
+			if (r < 0)
+				return r;
+			if (!all_zero(w->buf, cs[i].len)) {
+				r = cat_pwrite_all(fd, w->buf, cs[i].len, off);
+				if (r < 0) {
+					*why = "write failed";
+					return r;
+				}
+			}
+			off += cs[i].len;
+		}
+	}
+	if (ftruncate(fd, (off_t)size) < 0) {
+		*why = "cannot set the file size";
+		return -errno;
+	}
+	return 0;
+}
+
+/* ---- metadata ---- */
+
+/* Set every catalog xattr of ino with set(). Names outside user.* that the
+ * kernel refuses (no privilege, unsupported) are skipped: "others when
+ * permitted". */
+static int xattrs_apply(struct walk *w, uint64_t ino,
+			int (*set)(void *arg, const char *name, const void *val,
+				   size_t len),
+			void *arg, const char **why)
+{
+	char *names = NULL, *val = NULL, *p;
+	size_t nlen = 0, vlen;
+	int r;
+
+	r = cat_listxattr(w->m->cat, ino, NULL, 0, &nlen);
+	if (r < 0 || nlen == 0)
+		goto out;
+	names = malloc(nlen);
+	val = malloc(CAT_XATTR_VALUE_MAX);
+	if (!names || !val) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = cat_listxattr(w->m->cat, ino, names, nlen, &nlen);
+	if (r < 0)
+		goto out;
+	for (p = names; p < names + nlen; p += strlen(p) + 1) {
+		r = cat_getxattr(w->m->cat, ino, p, strlen(p), val,
+				 CAT_XATTR_VALUE_MAX, &vlen);
+		if (r < 0)
+			goto out;
+		r = set(arg, p, val, vlen);
+		if (r < 0 && strncmp(p, "user.", 5) &&
+		    (r == -EPERM || r == -ENOTSUP || r == -EACCES)) {
+			if (w->m->verbose)
+				fprintf(stderr,
+					"ferry sync: skipping xattr %s "
+					"(%s)\n",
+					p, strerror(-r));
+			r = 0;
+		}
+		if (r < 0)
+			goto out;
+	}
+out:
+	if (r < 0)
+		*why = "cannot set xattrs";
+	free(names);
+	free(val);
+	return r;
+}
+
+static int fset_cb(void *arg, const char *name, const void *val, size_t len)
+{
+	return fsetxattr(*(int *)arg, name, val, len, 0) < 0 ? -errno : 0;
+}
+
+static int lset_cb(void *arg, const char *name, const void *val, size_t len)
+{
+	return lsetxattr(arg, name, val, len, 0) < 0 ? -errno : 0;
+}
+
+/* Owner, mode, xattrs, then times (last: the others change ctime only, but
+ * writing xattrs on some filesystems touches mtime). chown before chmod:
+ * chown clears set-id bits. */
+static int meta_fd(struct walk *w, int fd, const struct cat_inode *in,
+		   const char **why)
+{
+	struct timespec ts[2];
+	struct stat st;
+	int r, chowned = 0;
+
+	if (fstat(fd, &st) < 0) {
+		*why = "stat failed";
+		return -errno;
+	}
+	if (w->m->owners && (st.st_uid != in->uid || st.st_gid != in->gid)) {
+		if (fchown(fd, in->uid, in->gid) < 0) {
+			*why = "cannot set the owner";
+			return -errno;
+		}
+		chowned = 1;
+	}
+	if ((st.st_mode & 07777) != (in->mode & 07777) || chowned) {
+		if (fchmod(fd, in->mode & 07777) < 0) {
+			*why = "cannot set the mode";
+			return -errno;
+		}
+	}
+	r = xattrs_apply(w, in->ino, fset_cb, &fd, why);
+	if (r < 0)
+		return r;
+	ts[0].tv_sec = 0;
+	ts[0].tv_nsec = UTIME_OMIT;
+	ts[1] = ns_to_ts(in->mtime_ns);
+	if (futimens(fd, ts) < 0) {
+		*why = "cannot set the mtime";
+		return -errno;
+	}
+	return 0;
+}
+
+/* The same for an entry that cannot be opened (symlink, fifo, device). */
+static int meta_at(struct walk *w, int dirfd, const char *name,
+		   const struct cat_inode *in, const char **why)
+{
+	char proc[64 + CAT_NAME_MAX];
+	struct timespec ts[2];
+	int r;
+
+	if (w->m->owners &&
+	    fchownat(dirfd, name, in->uid, in->gid, AT_SYMLINK_NOFOLLOW) < 0) {
+		*why = "cannot set the owner";
+		return -errno;
+	}
+	/* glibc does AT_SYMLINK_NOFOLLOW through an O_PATH fd: never follows.
+	 */
+	if (in->kind != CAT_LNK &&
+	    fchmodat(dirfd, name, in->mode & 07777, AT_SYMLINK_NOFOLLOW) < 0) {
+		*why = "cannot set the mode";
+		return -errno;
+	}
+	/* l*xattr does not follow the last component; the rest of the path
+	 * is the magic link to our own directory fd. */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", dirfd, name);
+	r = xattrs_apply(w, in->ino, lset_cb, proc, why);
+	if (r < 0)
+		return r;
+	ts[0].tv_sec = 0;
+	ts[0].tv_nsec = UTIME_OMIT;
+	ts[1] = ns_to_ts(in->mtime_ns);
+	if (utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0) {
+		*why = "cannot set the mtime";
+		return -errno;
+	}
+	return 0;
+}
+
+/* ---- temp names ---- */
+
+static void tmp_name(char *buf, size_t cap, const char *name, size_t len)
+{
+	static const char abc[] = "abcdefghijklmnopqrstuvwxyz"
+				  "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	uint8_t rnd[6];
+	char sfx[7];
+	size_t i;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		uint64_t t = hyd_now_ns() ^ ((uint64_t)getpid() << 32);
+
+		memcpy(rnd, &t, sizeof(rnd));
+	}
+	for (i = 0; i < 6; i++)
+		sfx[i] = abc[rnd[i] % (sizeof(abc) - 1)];
+	sfx[6] = '\0';
+	/* NAME is cut so the temp name stays one legal component. */
+	snprintf(buf, cap, HYD_SYNC_TMP_PREFIX "%.*s.%s",
+		 (int)(len < TMP_NAME_KEEP ? len : TMP_NAME_KEEP), name, sfx);
+}
+
+/* Remove temp files a crashed run left in this directory — only names
+ * with our prefix that the catalog does not itself hold. */
+static void clean_temps(struct walk *w, int dirfd, uint64_t dir_ino)
+{
+	struct cat_inode in;
+	struct dirent *de;
+	DIR *d;
+	int fd;
+
+	fd = dup(dirfd);
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, HYD_SYNC_TMP_PREFIX,
+			    sizeof(HYD_SYNC_TMP_PREFIX) - 1) ||
+		    de->d_type == DT_DIR)
+			continue;
+		if (cat_lookup(w->m->cat, dir_ino, de->d_name,
+			       strlen(de->d_name), &in) == 0)
+			continue;
+		if (unlinkat(dirfd, de->d_name, 0) == 0 && w->m->verbose)
+			fprintf(stderr, "ferry sync: removed stale %s\n",
+				de->d_name);
+	}
+	closedir(d);
+}
+
+/* Put the temp entry tmp in place of name. */
+static int install(int dirfd, const char *tmp, const char *name,
+		   const char **why)
+{
+	if (renameat(dirfd, tmp, dirfd, name) == 0)
+		return 0;
+	*why = errno == EISDIR || errno == ENOTEMPTY
+		   ? "a directory is in the way"
+		   : "cannot rename into place";
+	return -errno;
+}
+
+/* ---- entries ---- */
+
+/* A regular file. Returns 1 when (re)written, 0 when left, -errno. */
+static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
+{
+	char tmp[CAT_NAME_MAX + 1];
+	const char *why = "";
+	struct stat st;
+	int fd = -1, r, i;
+
+	if (fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->in.size &&
+	    st_mtime_ns(&st) == e->in.mtime_ns) {
+		fd = openat(dirfd, e->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0) {
+			w->buf_valid = 0; /* buf is scratch for the check */
+			r = hyd_sync__file_matches(w->m->cat, e->in.ino,
+						   e->in.size, fd, w->buf,
+						   w->m->max_raw, &w->zero);
+			if (r == 1) {
+				r = meta_fd(w, fd, &e->in, &why);
+				close(fd);
+				if (r < 0)
+					report(w, why, r);
+				return r < 0 ? r : 0;
+			}
+			close(fd);
+			fd = -1;
+		}
+	}
+	for (i = 0; i < TMP_TRIES; i++) {
+		tmp_name(tmp, sizeof(tmp), e->name, e->len);
+		fd = openat(
+		    dirfd, tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0) {
+		r = -errno;
+		report(w, "cannot create a temp file", r);
+		return r;
+	}
+	r = copy_chunks(w, fd, e->in.ino, e->in.size, &why);
+	if (r == 0)
+		r = meta_fd(w, fd, &e->in, &why);
+	close(fd);
+	if (r == 0)
+		r = install(dirfd, tmp, e->name, &why);
+	if (r < 0) {
+		unlinkat(dirfd, tmp, 0);
+		report(w, why, r);
+		return r;
+	}
+	w->m->res->files_written++;
+	w->m->res->bytes_written += e->in.size;
+	return 1;
+}
+
+static int sync_symlink(struct walk *w, int dirfd,
+			const struct hyd_dirent_copy *e)
+{
+	char target[CAT_TARGET_MAX + 1], cur[CAT_TARGET_MAX + 2];
+	char tmp[CAT_NAME_MAX + 1];
+	const char *why = "";
+	size_t tlen = 0;
+	ssize_t n;
+	int r, i, changed = 0;
+
+	r = cat_readlink(w->m->cat, e->in.ino, target, CAT_TARGET_MAX, &tlen);
+	if (r == 0 && (tlen == 0 || memchr(target, '\0', tlen)))
+		r = -EBADMSG;
+	if (r < 0) {
+		report(w, "bad symlink target in the catalog", r);
+		return r;
+	}
+	target[tlen] = '\0';
+	n = readlinkat(dirfd, e->name, cur, sizeof(cur));
+	if (n < 0 || (size_t)n != tlen || memcmp(cur, target, tlen)) {
+		for (i = 0; i < TMP_TRIES; i++) {
+			tmp_name(tmp, sizeof(tmp), e->name, e->len);
+			r = symlinkat(target, dirfd, tmp) < 0 ? -errno : 0;
+			if (r != -EEXIST)
+				break;
+		}
+		if (r == 0)
+			r = install(dirfd, tmp, e->name, &why);
+		else
+			why = "cannot create the symlink";
+		if (r < 0) {
+			if (r != -EEXIST)
+				unlinkat(dirfd, tmp, 0);
+			report(w, why, r);
+			return r;
+		}
+		changed = 1;
+	}
+	r = meta_at(w, dirfd, e->name, &e->in, &why);
+	if (r < 0) {
+		report(w, why, r);
+		return r;
+	}
+	return changed;
+}
+
+/* fifo, socket, character or block device. */
+static int sync_special(struct walk *w, int dirfd,
+			const struct hyd_dirent_copy *e)
+{
+	char tmp[CAT_NAME_MAX + 1];
+	const char *why = "";
+	mode_t type = e->in.mode & S_IFMT;
+	dev_t rdev = e->in.kind == CAT_CHR || e->in.kind == CAT_BLK
+			 ? (dev_t)e->in.rdev
+			 : 0;
+	struct stat st;
+	int r = 0, i, changed = 0;
+
+	if (fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    (st.st_mode & S_IFMT) != type || (rdev && st.st_rdev != rdev)) {
+		for (i = 0; i < TMP_TRIES; i++) {
+			tmp_name(tmp, sizeof(tmp), e->name, e->len);
+			r = mknodat(dirfd, tmp, type | 0600, rdev) < 0 ? -errno
+								       : 0;
+			if (r != -EEXIST)
+				break;
+		}
+		if (r == 0)
+			r = install(dirfd, tmp, e->name, &why);
+		else
+			why = rdev && r == -EPERM
+				  ? "cannot create a device node (needs "
+				    "root or CAP_MKNOD)"
+				  : "cannot create the node";
+		if (r < 0) {
+			if (r != -EEXIST)
+				unlinkat(dirfd, tmp, 0);
+			report(w, why, r);
+			return r;
+		}
+		changed = 1;
+	}
+	r = meta_at(w, dirfd, e->name, &e->in, &why);
+	if (r < 0) {
+		report(w, why, r);
+		return r;
+	}
+	return changed;
+}
+
+/* Open the directory holding rel (a DEST-relative path we created),
+ * component by component without following symlinks; *ret_base points at
+ * the last component inside rel. */
+static int open_parent(struct walk *w, const char *rel, const char **ret_base)
+{
+	char comp[CAT_NAME_MAX + 1];
+	const char *p = rel, *slash;
+	int fd, nfd;
+
+	fd = dup(w->rootfd);
+	if (fd < 0)
+		return -errno;
+	while ((slash = strchr(p, '/'))) {
+		size_t n = (size_t)(slash - p);
+
+		if (n == 0 || n > CAT_NAME_MAX) {
+			close(fd);
+			return -EINVAL;
+		}
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		nfd = openat(fd, comp,
+			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		if (nfd < 0)
+			return -errno;
+		fd = nfd;
+		p = slash + 1;
+	}
+	*ret_base = p;
+	return fd;
+}
+
+/* A later name of a hard-linked inode whose first name is at rel: link it
+ * there unless it already is. Returns 1 when linked, 0 when it was, -errno. */
+static int sync_hardlink(struct walk *w, int dirfd,
+			 const struct hyd_dirent_copy *e, const char *rel)
+{
+	char tmp[CAT_NAME_MAX + 1];
+	const char *base = NULL, *why = "cannot create the hard link";
+	struct stat a, b;
+	int pfd, r = 0, i;
+
+	pfd = open_parent(w, rel, &base);
+	if (pfd < 0) {
+		report(w, "cannot reach the first name of its hard link", pfd);
+		return pfd;
+	}
+	if (fstatat(pfd, base, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    fstatat(dirfd, e->name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+		close(pfd);
+		return 0;
+	}
+	for (i = 0; i < TMP_TRIES; i++) {
+		tmp_name(tmp, sizeof(tmp), e->name, e->len);
+		/* flags 0: linkat never follows a symlink at the old name. */
+		r = linkat(pfd, base, dirfd, tmp, 0) < 0 ? -errno : 0;
+		if (r != -EEXIST)
+			break;
+	}
+	close(pfd);
+	if (r == 0)
+		r = install(dirfd, tmp, e->name, &why);
+	if (r < 0) {
+		if (r != -EEXIST)
+			unlinkat(dirfd, tmp, 0);
+		report(w, why, r);
+		return r;
+	}
+	return 1;
+}
+
+/* A non-directory entry, hard links included. */
+static int sync_leaf(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
+{
+	struct hyd_inomap_ent *le = NULL;
+	int r;
+
+	if (e->in.nlink > 1) {
+		le = hyd_inomap_find(&w->links, e->in.ino);
+		if (le && le->rel)
+			return sync_hardlink(w, dirfd, e, le->rel);
+	}
+	switch (e->in.kind) {
+	case CAT_REG:
+		r = sync_reg(w, dirfd, e);
+		w->bytes_done += e->in.size;
+		break;
+	case CAT_LNK:
+		r = sync_symlink(w, dirfd, e);
+		break;
+	default:
+		r = sync_special(w, dirfd, e);
+		break;
+	}
+	/* Remember where the first name went; only a success is a target. */
+	if (r >= 0 && e->in.nlink > 1 && !le) {
+		le = hyd_inomap_add(&w->links, e->in.ino);
+		if (le)
+			le->rel = strdup(w->path.b);
+		if (!le || !le->rel) {
+			report(w, "out of memory", -ENOMEM);
+			return -ENOMEM;
+		}
+	}
+	return r;
+}
+
+/* Open (creating, or replacing a non-directory) the directory name. */
+static int open_dir_child(int dirfd, const char *name)
+{
+	const int fl = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	int fd;
+
+	fd = openat(dirfd, name, fl);
+	if (fd >= 0)
+		return fd;
+	/* ELOOP/ENOTDIR: a symlink or file sits where the catalog has a
+	 * directory; it goes, so nothing is ever written through it. */
+	if (errno == ELOOP || errno == ENOTDIR) {
+		if (unlinkat(dirfd, name, 0) < 0)
+			return -errno;
+	} else if (errno != ENOENT) {
+		return -errno;
+	}
+	if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	fd = openat(dirfd, name, fl);
+	return fd < 0 ? -errno : fd;
+}
+
+int hyd_sync__batch_cb(void *ctx, const void *name, size_t len,
+		       const struct cat_inode *in, uint64_t pos)
+{
+	struct hyd_dirbatch *b = ctx;
+	struct hyd_dirent_copy *e = &b->e[b->n];
+
+	b->last_pos = pos; /* the resume point, even for a skipped name */
+	/* The reader checks names already; a second look costs nothing. */
+	if (cat_name_check(name, len) == 0) {
+		e->in = *in;
+		e->pos = pos;
+		e->len = len;
+		memcpy(e->name, name, len);
+		e->name[len] = '\0';
+		b->n++;
+	}
+	return b->n == b->cap ? 1 : 0;
+}
+
+static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
+		     unsigned depth);
+
+static int sync_entry(struct walk *w, int dirfd,
+		      const struct hyd_dirent_copy *e, unsigned depth)
+{
+	int cfd;
+
+	switch (e->in.kind) {
+	case CAT_DIR:
+		w->m->res->dirs++;
+		if (depth + 1 >= HYD_SYNC_DEPTH_MAX) {
+			report(w, "directory nested too deep", -ELOOP);
+			return -ELOOP;
+		}
+		cfd = open_dir_child(dirfd, e->name);
+		if (cfd < 0) {
+			report(w, "cannot create the directory", cfd);
+			return cfd;
+		}
+		sync_dir(w, cfd, &e->in, depth + 1);
+		close(cfd);
+		return 0;
+	case CAT_REG:
+		w->m->res->files++;
+		w->files_done++;
+		break;
+	case CAT_LNK:
+		w->m->res->symlinks++;
+		break;
+	default:
+		w->m->res->specials++;
+		break;
+	}
+	return sync_leaf(w, dirfd, e);
+}
+
+/* Everything below the open directory fd, then the directory's own
+ * metadata. Failures are reported and counted; the walk goes on. */
+static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
+		     unsigned depth)
+{
+	struct hyd_dirbatch b = {.cap = BATCH};
+	const char *why = "";
+	struct stat st;
+	uint64_t pos = 0;
+	size_t i, old;
+	int r;
+
+	/* Not root: a directory left read-only by an earlier run must take
+	 * new entries; its final mode is set below. */
+	if (!w->root && fstat(fd, &st) == 0 && (st.st_mode & 0300) != 0300)
+		fchmod(fd, (st.st_mode & 07777) | 0700);
+	clean_temps(w, fd, dir->ino);
+	b.e = malloc(BATCH * sizeof(*b.e));
+	if (!b.e) {
+		report(w, "out of memory", -ENOMEM);
+		return;
+	}
+	for (;;) {
+		b.n = 0;
+		b.last_pos = pos;
+		r = cat_readdir(w->m->cat, dir->ino, pos, hyd_sync__batch_cb,
+				&b);
+		if (r < 0) {
+			report(w, "cannot read the directory from the catalog",
+			       r);
+			break;
+		}
+		for (i = 0; i < b.n; i++) {
+			if (hyd_sync__path_push(&w->path, b.e[i].name,
+						b.e[i].len, &old)) {
+				report(w, "out of memory", -ENOMEM);
+				continue;
+			}
+			sync_entry(w, fd, &b.e[i], depth);
+			hyd_sync__path_pop(&w->path, old);
+			tick(w, 0);
+		}
+		if (r == 0)
+			break;
+		pos = b.last_pos;
+	}
+	free(b.e);
+	r = meta_fd(w, fd, dir, &why);
+	if (r < 0)
+		report(w, why, r);
+}
+
+int hyd_sync__materialize(struct hyd_mat *m)
+{
+	struct walk w;
+	struct cat_inode root;
+	int r;
+
+	memset(&w, 0, sizeof(w));
+	w.m = m;
+	w.rootfd = -1;
+	w.root = geteuid() == 0;
+	r = cat_getattr(m->cat, CAT_ROOT_INO, &root);
+	if (r < 0) {
+		fprintf(stderr,
+			"ferry sync: cannot read the catalog's root: "
+			"%s\n",
+			strerror(-r));
+		return r;
+	}
+	r = cat_mkdir_p(m->dest, 0700);
+	if (r == 0) {
+		w.rootfd = open(m->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (w.rootfd < 0)
+			r = -errno;
+	}
+	w.buf = malloc(m->max_raw ? m->max_raw : 1);
+	if (r == 0 &&
+	    (!w.buf || hyd_sync__path_push(&w.path, "", 0, &(size_t){0})))
+		r = -ENOMEM;
+	if (r < 0) {
+		fprintf(stderr, "ferry sync: cannot open destination %s: %s\n",
+			m->dest, strerror(-r));
+		goto out;
+	}
+	w.path.len = 0;
+	m->res->dirs++;
+	sync_dir(&w, w.rootfd, &root, 0);
+	/* One flush for the whole tree instead of an fsync per file. */
+	if (syncfs(w.rootfd) < 0) {
+		r = -errno;
+		fprintf(stderr, "ferry sync: cannot flush %s to disk: %s\n",
+			m->dest, strerror(-r));
+	}
+	tick(&w, 1);
+out:
+	if (w.rootfd >= 0)
+		close(w.rootfd);
+	hyd_inomap_fini(&w.links);
+	free(w.path.b);
+	free(w.buf);
+	return r;
+}

@@ -1,0 +1,808 @@
+/*
+ * hydrator/sync/hyd_sync.c — `ferry sync` as a library call: hydrate every chunk
+ * of a catalog into the store, then write the tree (hyd_materialize.c).
+ *
+ * Same parts as the mount, no FUSE: URL check, cache directory, the chunk
+ * store (its flock keeps a mount and a sync off one cache at a time), the
+ * catalog (from the cache when the server is down), the fetcher. The store
+ * is the progress record: a chunk already stored is never fetched again,
+ * so an interrupted sync resumes where it stopped.
+ *
+ * Hydration walks the distinct chunks twice: a counting pass (totals and
+ * what is stored already, for the percentage and ETA) and a fetching pass
+ * that keeps a window of backfill-class flights outstanding. The fetching
+ * pass runs on its own thread (with its own catalog connection) while the
+ * writer (hyd_materialize.c) writes the tree: both go in inode order, the
+ * scan's depth-first order, so the writer follows right behind the
+ * fetcher and waits only for chunks not stored yet. Writing thus costs no
+ * time of its own on a link slower than the disk. The window is
+ * bounded (jobs * 16, at most 256) because a flight's deadline runs from
+ * its submission: on a slow link, a deep queue would time out chunks that
+ * never had a connection. A failed chunk is retried once after the pass;
+ * the files that need a chunk still missing are named by the writer,
+ * which does not try such a chunk a third time. After
+ * HYD_SYNC_GIVE_UP failures in a row without one success the server is
+ * taken as gone and fetching stops (each would wait out its timeout).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "hydrator/fetch/hyd_catalog_internal.h"
+#include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/sync/hyd_sync_internal.h"
+
+#define JOBS_DEFAULT 8u
+#define TIMEOUT_DEFAULT_S 30L
+#define CONNECT_TIMEOUT_S 5L
+#define WINDOW_PER_JOB 16u
+#define WINDOW_MIN 32u
+#define WINDOW_MAX 256u
+#define HYD_SYNC_GIVE_UP 64u
+#define TICK_NS 200000000ull
+#define WAIT_SLACK_NS 2000000000ull
+#define SEC_NS 1000000000ull
+
+struct slot {
+	struct hyd_flight *fl;
+	chunk_id id;
+	uint32_t len;
+	uint64_t deadline;
+};
+
+struct want {
+	chunk_id id;
+	uint32_t len;
+};
+
+struct sync {
+	const struct hyd_sync_opts *o;
+	struct hyd_sync_result *res;
+	char base[HYD_URL_MAX]; /* fits hyd_status.url */
+	char name[HYD_NS_NAME_MAX + 1];
+	char cache[PATH_MAX];
+	hyd_store *store;
+	cat_reader *cat;
+	cat_reader *cat_fetch; /* the fetching thread's own connection */
+	char cat_path[PATH_MAX];
+	hyd_fetch *fetch;
+	struct cat_meta meta;
+	uint64_t t0, timeout_ns;
+	int retrying; /* second pass over failed chunks */
+	int gave_up;
+
+	/* hydration window, a ring */
+	struct slot *ring;
+	size_t window, head, n;
+	struct want *failed;
+	size_t nfailed, capfailed;
+	struct hyd_sync_dead *dead; /* failed again on the retry */
+	size_t ndead, capdead;
+	unsigned fail_streak;
+
+	/* progress: st is written by both threads, under lock */
+	pthread_mutex_t lock;
+	struct hyd_mat *mat; /* told when the fetching pass ends */
+	struct hyd_status st;
+	uint64_t last_tick, rate_t, rate_wire, phase_t0;
+	uint64_t stored_at_start; /* raw bytes stored before fetching */
+};
+
+/* ---- DEST inside a ferry mount ---- */
+
+int hyd_sync__mountinfo_is_ferry(const char *mi, dev_t dev)
+{
+	const char *line = mi, *nl, *sep, *p;
+	unsigned maj, min;
+	char fstype[64];
+	size_t n;
+
+	/* Fields: id parent MAJ:MIN root mountpoint opts... - FSTYPE src sopts
+	 */
+	for (; line && *line; line = nl ? nl + 1 : NULL) {
+		nl = strchr(line, '\n');
+		if (sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 ||
+		    makedev(maj, min) != dev)
+			continue;
+		sep = strstr(line, " - ");
+		if (!sep || (nl && sep > nl))
+			continue;
+		p = sep + 3;
+		n = strcspn(p, " \n");
+		if (n >= sizeof(fstype))
+			continue;
+		memcpy(fstype, p, n);
+		fstype[n] = '\0';
+		if (!strcmp(fstype, "fuse.ferry"))
+			return 1;
+	}
+	return 0;
+}
+
+static char *slurp(const char *path)
+{
+	size_t len = 0, cap = 0;
+	char *b = NULL, *nb;
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	for (;;) {
+		if (cap - len < 4096) {
+			cap = cap ? cap * 2 : 16384;
+			/* A mount table of many MiB is not a real one. */
+			if (cap > (64u << 20) || !(nb = realloc(b, cap + 1)))
+				break;
+			b = nb;
+		}
+		n = read(fd, b + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			close(fd);
+			if (n < 0) {
+				free(b);
+				return NULL;
+			}
+			b[len] = '\0';
+			return b;
+		}
+		len += (size_t)n;
+	}
+	close(fd);
+	free(b);
+	return NULL;
+}
+
+int hyd_sync__dest_check(const char *dest)
+{
+	char path[PATH_MAX], *slash, *mi;
+	struct statfs sf;
+	struct stat st;
+	int r;
+
+	if (strlen(dest) >= sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(path, dest, strlen(dest) + 1);
+	/* The nearest existing ancestor decides where DEST would be made. */
+	while (stat(path, &st) < 0) {
+		if (errno != ENOENT)
+			return -errno;
+		slash = strrchr(path, '/');
+		if (!slash) {
+			memcpy(path, ".", 2);
+			continue;
+		}
+		if (slash == path)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+	}
+	if (statfs(path, &sf) < 0)
+		return -errno;
+	if (sf.f_type != HYD_FUSE_SUPER_MAGIC)
+		return 0;
+	mi = slurp("/proc/self/mountinfo");
+	r = !mi || hyd_sync__mountinfo_is_ferry(mi, st.st_dev) ? -EXDEV : 0;
+	free(mi);
+	return r;
+}
+
+/* ---- progress ---- */
+
+static void status_fill(struct sync *s, int final)
+{
+	struct hyd_fetch_stats fs;
+	struct hyd_store_stats ss;
+	uint64_t now = hyd_now_ns(), left;
+	double dt, rate_raw;
+
+	memset(&fs, 0, sizeof(fs));
+	if (s->fetch)
+		hyd_fetch_stats(s->fetch, &fs);
+	if (hyd_store_stats(s->store, &ss) == 0)
+		s->st.rest_bytes = ss.stored_bytes;
+	s->st.wire_bytes = fs.wire_bytes;
+	s->st.mismatches = fs.mismatches;
+	s->st.retries = fs.retries;
+	s->st.failures = fs.failures;
+	s->st.elapsed_s = (double)(now - s->t0) / 1e9;
+	s->st.rate_avg =
+	    s->st.elapsed_s > 0 ? (double)fs.wire_bytes / s->st.elapsed_s : 0;
+	/* rate_now: wire bytes over the last second or so. */
+	dt = (double)(now - s->rate_t) / 1e9;
+	if (dt >= 1.0 || final) {
+		s->st.rate_now =
+		    dt > 0 ? (double)(fs.wire_bytes - s->rate_wire) / dt : 0;
+		s->rate_t = now;
+		s->rate_wire = fs.wire_bytes;
+	}
+	/* ETA from the phase's own progress: raw bytes stored while
+	 * hydrating, file bytes checked or written after. */
+	dt = (double)(now - s->phase_t0) / 1e9;
+	s->st.eta_s = -1;
+	if (s->st.state == HYD_STATE_BACKFILLING) {
+		left = s->st.unique_bytes_total - s->st.unique_bytes_stored;
+		rate_raw = dt > 0.5 ? (double)(s->st.unique_bytes_stored -
+					       s->stored_at_start) /
+					  dt
+				    : 0;
+		if (rate_raw > 0)
+			s->st.eta_s = (int64_t)((double)left / rate_raw);
+	} else if (s->st.bytes_total) {
+		left = s->st.bytes_total - s->st.bytes_hydrated;
+		rate_raw = dt > 0.5 ? (double)s->st.bytes_hydrated / dt : 0;
+		if (rate_raw > 0)
+			s->st.eta_s = (int64_t)((double)left / rate_raw);
+	}
+	if (final)
+		s->st.eta_s = 0;
+}
+
+static void progress(struct sync *s, int force)
+{
+	uint64_t now;
+
+	if (!s->o->progress)
+		return;
+	now = hyd_now_ns();
+	pthread_mutex_lock(&s->lock);
+	if (force || now - s->last_tick >= TICK_NS) {
+		s->last_tick = now;
+		status_fill(s, 0);
+		s->o->progress(s->o->progress_arg, &s->st);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void mat_tick(void *arg, uint64_t files_done, uint64_t bytes_done)
+{
+	struct sync *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	s->st.files_hydrated = files_done;
+	s->st.bytes_hydrated = bytes_done;
+	pthread_mutex_unlock(&s->lock);
+	progress(s, 0);
+}
+
+/* ---- hydration ---- */
+
+static int failed_add(struct sync *s, const chunk_id *id, uint32_t len)
+{
+	struct want *nf;
+
+	if (s->nfailed == s->capfailed) {
+		size_t cap = s->capfailed ? s->capfailed * 2 : 64;
+
+		nf = realloc(s->failed, cap * sizeof(*nf));
+		if (!nf)
+			return -ENOMEM;
+		s->failed = nf;
+		s->capfailed = cap;
+	}
+	s->failed[s->nfailed].id = *id;
+	s->failed[s->nfailed].len = len;
+	s->nfailed++;
+	return 0;
+}
+
+static int dead_add(struct sync *s, const chunk_id *id, int err)
+{
+	struct hyd_sync_dead *nd;
+
+	if (s->ndead == s->capdead) {
+		size_t cap = s->capdead ? s->capdead * 2 : 64;
+
+		nd = realloc(s->dead, cap * sizeof(*nd));
+		if (!nd)
+			return -ENOMEM;
+		s->dead = nd;
+		s->capdead = cap;
+	}
+	s->dead[s->ndead].id = *id;
+	s->dead[s->ndead].err = err;
+	s->ndead++;
+	return 0;
+}
+
+static void note_failure(struct sync *s, const chunk_id *id, uint32_t len,
+			 int err)
+{
+	char hex[CHUNK_ID_HEX_LEN + 1];
+
+	chunk_id_to_hex(id, hex);
+	pthread_mutex_lock(&s->lock);
+	snprintf(s->st.last_error, sizeof(s->st.last_error), "chunk %s: %s",
+		 hex, strerror(-err));
+	pthread_mutex_unlock(&s->lock);
+	if (s->o->verbose || s->retrying)
+		fprintf(stderr, "ferry sync: fetch failed chunk=%s err=%s\n",
+			hex, strerror(-err));
+	/* The first pass keeps failures for one more try; the second pass
+	 * leaves them to the writer, which names the files. */
+	if ((s->retrying ? dead_add(s, id, err) : failed_add(s, id, len)) < 0)
+		fprintf(stderr, "ferry sync: out of memory\n");
+	if (++s->fail_streak >= HYD_SYNC_GIVE_UP && !s->gave_up) {
+		s->gave_up = 1;
+		fprintf(stderr,
+			"ferry sync: %u chunk fetches in a row failed (last: "
+			"%s): giving up fetching\n",
+			s->fail_streak, s->st.last_error);
+	}
+}
+
+/* Wait for the oldest outstanding flight. */
+static void reap_one(struct sync *s)
+{
+	struct slot *sl = &s->ring[s->head];
+	int r;
+
+	r = hyd_fetch_wait(s->fetch, sl->fl, sl->deadline + WAIT_SLACK_NS);
+	hyd_fetch_release(s->fetch, sl->fl);
+	sl->fl = NULL;
+	if (r < 0) {
+		note_failure(s, &sl->id, sl->len, r);
+	} else {
+		s->fail_streak = 0;
+		pthread_mutex_lock(&s->lock);
+		s->st.chunks_stored++;
+		s->st.unique_bytes_stored += sl->len;
+		pthread_mutex_unlock(&s->lock);
+	}
+	s->head = (s->head + 1) % s->window;
+	s->n--;
+	progress(s, 0);
+}
+
+static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
+{
+	struct slot *sl;
+	int r;
+
+	if (s->gave_up) {
+		if (!s->retrying)
+			failed_add(s, id, len);
+		return;
+	}
+	if (s->n == s->window)
+		reap_one(s);
+	sl = &s->ring[(s->head + s->n) % s->window];
+	sl->id = *id;
+	sl->len = len;
+	sl->deadline = hyd_now_ns() + s->timeout_ns;
+	r = hyd_fetch_submit(s->fetch, id, len, HYD_PRIO_BACKFILL, sl->deadline,
+			     &sl->fl);
+	if (r < 0) {
+		note_failure(s, id, len, r);
+		return;
+	}
+	s->n++;
+}
+
+static void drain(struct sync *s)
+{
+	while (s->n)
+		reap_one(s);
+}
+
+static int count_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
+{
+	struct sync *s = ctx;
+	int r;
+
+	(void)ino;
+	s->st.chunks_total++;
+	s->st.unique_bytes_total += c->len;
+	r = hyd_store_has(s->store, &c->id);
+	if (r < 0)
+		return r;
+	if (r) {
+		s->st.chunks_stored++;
+		s->st.unique_bytes_stored += c->len;
+	}
+	return 0;
+}
+
+/* The fetching pass; runs inside cat_chunks_each (the reader's lock is
+ * held, which is fine: nothing else uses the reader meanwhile). */
+static int fetch_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
+{
+	struct sync *s = ctx;
+	int r;
+
+	(void)ino;
+	if (c->len > s->meta.params.max)
+		return -EBADMSG;
+	r = hyd_store_has(s->store, &c->id);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		want_chunk(s, &c->id, c->len);
+	return 0;
+}
+
+/* The counting pass: totals and what is stored already. Returns 1 when
+ * there is something to fetch, 0 when not, -errno. */
+static int hydrate_count(struct sync *s, int offline)
+{
+	int r;
+
+	r = cat_chunks_each(s->cat, count_cb, s);
+	if (r < 0) {
+		fprintf(stderr,
+			"ferry sync: cannot read the catalog's chunks: "
+			"%s\n",
+			strerror(-r));
+		return r;
+	}
+	s->stored_at_start = s->st.unique_bytes_stored;
+	s->phase_t0 = hyd_now_ns();
+	progress(s, 1);
+	if (s->st.chunks_stored == s->st.chunks_total)
+		return 0;
+	if (offline) {
+		fprintf(stderr,
+			"ferry sync: %" PRIu64 " chunks are not stored and the "
+			"server cannot be reached\n",
+			s->st.chunks_total - s->st.chunks_stored);
+		return 0;
+	}
+	return 1;
+}
+
+/* The fetching pass (its own thread, its own catalog connection), then
+ * one more try for what failed. */
+static int hydrate_fetch(struct sync *s)
+{
+	size_t i, n;
+	int r;
+
+	s->window = s->o->jobs * WINDOW_PER_JOB;
+	if (s->window < WINDOW_MIN)
+		s->window = WINDOW_MIN;
+	if (s->window > WINDOW_MAX)
+		s->window = WINDOW_MAX;
+	s->ring = calloc(s->window, sizeof(*s->ring));
+	if (!s->ring)
+		return -ENOMEM;
+	r = cat_chunks_each(s->cat_fetch, fetch_cb, s);
+	drain(s);
+	if (r < 0) {
+		fprintf(stderr,
+			"ferry sync: cannot read the catalog's chunks: "
+			"%s\n",
+			strerror(-r));
+		return r;
+	}
+	if (s->nfailed && !s->gave_up) {
+		/* One more try for each failed chunk: transient trouble that
+		 * outlasted the first deadline often has passed by now. */
+		s->retrying = 1;
+		s->fail_streak = 0;
+		n = s->nfailed;
+		for (i = 0; i < n; i++)
+			if (hyd_store_has(s->store, &s->failed[i].id) == 0)
+				want_chunk(s, &s->failed[i].id,
+					   s->failed[i].len);
+		drain(s);
+		qsort(s->dead, s->ndead, sizeof(*s->dead), hyd_sync__dead_cmp);
+	}
+	return 0;
+}
+
+/* ---- set-up ---- */
+
+static int open_cache(struct sync *s)
+{
+	char path[PATH_MAX], lockp[PATH_MAX + 8], err[512], pid[32];
+	ssize_t n;
+	int r, fd;
+
+	if (hyd_url_parse(s->o->url, s->base, sizeof(s->base), s->name,
+			  sizeof(s->name), err, sizeof(err)) < 0) {
+		fprintf(stderr, "ferry sync: %s\n", err);
+		return -EINVAL;
+	}
+	if (s->o->cache_dir) {
+		if (strlen(s->o->cache_dir) >= sizeof(path))
+			return -ENAMETOOLONG;
+		memcpy(path, s->o->cache_dir, strlen(s->o->cache_dir) + 1);
+	} else {
+		r = hyd_cache_dir_default(s->base, s->name, path, sizeof(path));
+		if (r < 0) {
+			fprintf(stderr,
+				"ferry sync: no default cache directory "
+				"(%s): set HOME or XDG_CACHE_HOME, or "
+				"pass -c DIR\n",
+				strerror(-r));
+			return r;
+		}
+	}
+	r = cat_mkdir_p(path, 0700);
+	if (r == 0 && !realpath(path, s->cache))
+		r = -errno;
+	if (r < 0) {
+		fprintf(stderr,
+			"ferry sync: cannot create cache directory %s: "
+			"%s\n",
+			path, strerror(-r));
+		return r;
+	}
+	r = hyd_store_open(s->cache, CHUNK_MAX_LIMIT, &s->store);
+	if (r == -EBUSY) {
+		/* The holder wrote its pid into the lock file. */
+		pid[0] = '\0';
+		snprintf(lockp, sizeof(lockp), "%s/lock", s->cache);
+		fd = open(lockp, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			n = read(fd, pid, sizeof(pid) - 1);
+			pid[n > 0 ? n : 0] = '\0';
+			pid[strcspn(pid, "\n")] = '\0';
+			close(fd);
+		}
+		fprintf(stderr,
+			"ferry sync: cache directory %s is in use by a running "
+			"hydrator or sync%s%s%s (unmount it or pass another -c "
+			"DIR)\n",
+			s->cache, pid[0] ? " (pid " : "", pid,
+			pid[0] ? ")" : "");
+		return r;
+	}
+	if (r < 0) {
+		fprintf(stderr,
+			"ferry sync: cannot open cache directory %s: "
+			"%s\n",
+			s->cache, strerror(-r));
+	}
+	return r;
+}
+
+static int open_catalog(struct sync *s, int *ret_offline)
+{
+	struct hyd_catalog_result cr;
+	char err[1024];
+	int r;
+
+	memset(&cr, 0, sizeof(cr));
+	err[0] = '\0';
+	r = hyd_catalog_fetch(s->base, s->cache, CONNECT_TIMEOUT_S, &cr, err,
+			      sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "ferry sync: %s\n",
+			err[0] ? err : strerror(-r));
+		return r;
+	}
+	*ret_offline = cr.from_cache;
+	if (cr.from_cache)
+		fprintf(
+		    stderr,
+		    "ferry sync: warning: %s cannot be reached: using cached "
+		    "catalog generation %" PRIu64 "\n",
+		    s->base, cr.generation);
+	snprintf(s->cat_path, sizeof(s->cat_path), "%s", cr.path);
+	r = cat_reader_open(cr.path, &s->cat);
+	if (r < 0) {
+		fprintf(stderr, "ferry sync: catalog %s: %s\n", cr.path,
+			r == -EBADMSG ? "not a valid ferry catalog"
+				      : strerror(-r));
+		return r;
+	}
+	cat_reader_meta(s->cat, &s->meta);
+	hyd_store_set_max_raw(s->store, s->meta.params.max);
+	s->st.generation = s->meta.generation;
+	s->st.bytes_total = s->meta.bytes;
+	return 0;
+}
+
+static int start_fetch(struct sync *s)
+{
+	struct hyd_fetch_config fc;
+	int r;
+
+	memset(&fc, 0, sizeof(fc));
+	fc.base_url = s->base;
+	fc.store = s->store;
+	fc.max_raw = s->meta.params.max;
+	fc.connections = s->o->jobs;
+	fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
+	fc.verbose = s->o->verbose;
+	r = hyd_fetch_new(&fc, &s->fetch);
+	if (r == 0)
+		r = hyd_fetch_start(s->fetch);
+	if (r < 0)
+		fprintf(stderr, "ferry sync: cannot start the fetcher: %s\n",
+			strerror(-r));
+	return r;
+}
+
+static void sync_free(struct sync *s)
+{
+	hyd_fetch_free(s->fetch);
+	cat_reader_close(s->cat_fetch);
+	cat_reader_close(s->cat);
+	hyd_store_close(s->store);
+	free(s->ring);
+	free(s->failed);
+	free(s->dead);
+}
+
+/* The end of hydration, on whichever thread did it: the state, the
+ * writer's phase, and what the writer needs to know about failures. */
+static void hydrate_done(struct sync *s)
+{
+	struct hyd_mat *m = s->mat;
+
+	pthread_mutex_lock(&s->lock);
+	s->res->unique_bytes = s->st.unique_bytes_total;
+	s->st.state = s->st.chunks_stored == s->st.chunks_total
+			  ? HYD_STATE_COMPLETE
+			  : HYD_STATE_STALLED;
+	s->phase_t0 = hyd_now_ns();
+	pthread_mutex_unlock(&s->lock);
+	m->fetch = s->gave_up ? NULL : s->fetch;
+	m->dead = s->dead;
+	m->ndead = s->ndead;
+	/* Release: the writer reads the fields above once it sees 0. */
+	__atomic_store_n(&m->hydrating, 0, __ATOMIC_RELEASE);
+	progress(s, 1);
+}
+
+struct fetch_thread {
+	struct sync *s;
+	int r;
+};
+
+static void *fetch_main(void *arg)
+{
+	struct fetch_thread *t = arg;
+
+	t->r = hydrate_fetch(t->s);
+	hydrate_done(t->s);
+	return NULL;
+}
+
+static int run(struct sync *s)
+{
+	struct hyd_mat m;
+	struct hyd_fetch_stats fs;
+	struct hyd_store_stats ss;
+	struct fetch_thread ft = {s, 0};
+	pthread_t tid;
+	int r, offline = 0, threaded = 0;
+
+	r = hyd_sync__dest_check(s->o->dest);
+	if (r == -EXDEV) {
+		fprintf(stderr,
+			"ferry sync: %s is inside a ferry mount: refusing to "
+			"write there (sync to a directory outside the mount)\n",
+			s->o->dest);
+		return r;
+	}
+	if (r < 0) {
+		fprintf(stderr, "ferry sync: destination %s: %s\n", s->o->dest,
+			strerror(-r));
+		return r;
+	}
+	r = open_cache(s);
+	if (r == 0)
+		r = open_catalog(s, &offline);
+	if (r == 0 && !offline)
+		r = start_fetch(s);
+	if (r < 0)
+		return r;
+	snprintf(s->st.url, sizeof(s->st.url), "%s", s->base);
+	s->st.pid = (long)getpid();
+	s->st.state = HYD_STATE_BACKFILLING;
+	memset(&m, 0, sizeof(m));
+	s->mat = &m;
+	m.hydrating = 1; /* hydrate_done sets fetch, dead and ndead */
+	r = hydrate_count(s, offline);
+	if (r > 0) {
+		r = cat_reader_open(s->cat_path, &s->cat_fetch);
+		if (r == 0) {
+			r = -pthread_create(&tid, NULL, fetch_main, &ft);
+			threaded = r == 0;
+		}
+		if (r < 0)
+			fprintf(stderr,
+				"ferry sync: cannot start fetching: "
+				"%s\n",
+				strerror(-r));
+	}
+	if (r < 0)
+		return r;
+	if (!threaded)
+		hydrate_done(s);
+
+	m.cat = s->cat;
+	m.store = s->store;
+	m.max_raw = s->meta.params.max;
+	m.dest = s->o->dest;
+	m.owners = s->o->owners < 0 ? geteuid() == 0 : s->o->owners != 0;
+	m.verbose = s->o->verbose;
+	m.res = s->res;
+	m.tick = mat_tick;
+	m.tick_arg = s;
+	m.timeout_ns = s->timeout_ns;
+	r = hyd_sync__materialize(&m);
+	if (threaded) {
+		/* The writer may stop early (DEST unusable): the fetching pass
+		 * still completes the store, which a rerun then uses. */
+		pthread_join(tid, NULL);
+		if (ft.r < 0 && r == 0)
+			r = ft.r;
+	}
+
+	if (s->fetch) {
+		/* Joins the loop: every store write it started has landed. */
+		hyd_fetch_stop(s->fetch);
+		hyd_fetch_stats(s->fetch, &fs);
+		s->res->chunks_fetched = fs.chunks;
+		s->res->wire_bytes = fs.wire_bytes;
+		if (fs.store_errors)
+			fprintf(stderr,
+				"ferry sync: %" PRIu64 " verified chunks could "
+				"not be stored (disk full?)\n",
+				fs.store_errors);
+	}
+	if (hyd_store_stats(s->store, &ss) == 0)
+		s->res->rest_bytes = ss.stored_bytes;
+	s->res->logical_bytes = s->meta.bytes;
+	s->st.files_total = s->res->files;
+	status_fill(s, 1);
+	s->res->elapsed_s = s->st.elapsed_s;
+	if (s->o->progress)
+		s->o->progress(s->o->progress_arg, &s->st);
+	return r;
+}
+
+int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret)
+{
+	struct hyd_sync_opts o = *opts;
+	struct sync *s;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!opts->url || !opts->dest)
+		return -EINVAL;
+	if (!o.jobs)
+		o.jobs = JOBS_DEFAULT;
+	if (o.timeout_s <= 0)
+		o.timeout_s = TIMEOUT_DEFAULT_S;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->o = &o;
+	s->res = ret;
+	pthread_mutex_init(&s->lock, NULL);
+	s->t0 = hyd_now_ns();
+	s->rate_t = s->t0;
+	s->timeout_ns = (uint64_t)o.timeout_s * SEC_NS;
+	/* Reference-counted by curl; the fetcher and catalog GET need it. */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fprintf(stderr, "ferry sync: curl_global_init failed\n");
+		free(s);
+		return -EIO;
+	}
+	r = run(s);
+	ret->elapsed_s = (double)(hyd_now_ns() - s->t0) / 1e9;
+	sync_free(s);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	curl_global_cleanup();
+	return r;
+}

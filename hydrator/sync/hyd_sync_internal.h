@@ -1,0 +1,156 @@
+/*
+ * hydrator/sync/hyd_sync_internal.h — what `ferry sync` and `ferry verify` share
+ * inside hydrator/: the tree writer (hyd_materialize.c), the per-chunk
+ * content check of a file on disk, and the refusal of a DEST that lies in
+ * a ferry mount.
+ *
+ * hyd_sync.c hydrates the store and then hands a context to
+ * hyd_sync__materialize; hyd_verify.c reuses the content check. Nothing
+ * here touches the network: bytes come from the store (hyd_store_get,
+ * which verifies every chunk) and from files on disk.
+ */
+#ifndef FERRY_HYD_SYNC_INTERNAL_H
+#define FERRY_HYD_SYNC_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "catalog/catalog.h"
+#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/hydrator.h"
+
+/* FUSE's statfs f_type; every FUSE mount reports it. */
+#define HYD_FUSE_SUPER_MAGIC 0x65735546L
+/* Temp files of the writer: ".ferry-tmp.NAME.XXXXXX" in the entry's own
+ * directory; a later run removes leftovers of a crash by this prefix. */
+#define HYD_SYNC_TMP_PREFIX ".ferry-tmp."
+/* Directory nesting the writer and verify follow; each level holds one
+ * directory fd open, so this also bounds the fds in use. */
+#define HYD_SYNC_DEPTH_MAX 256u
+
+/* A chunk hydration gave up on, with why; sorted by id for bsearch. */
+struct hyd_sync_dead {
+	chunk_id id;
+	int err; /* -errno of its last fetch */
+};
+int hyd_sync__dead_cmp(const void *a, const void *b);
+
+/* The writer's context: borrowed handles plus the counters it adds to. */
+struct hyd_mat {
+	cat_reader *cat;  /* borrowed */
+	hyd_store *store; /* borrowed */
+	uint32_t max_raw; /* the catalog's max chunk size */
+	const char *dest; /* as given, for messages */
+	int owners;	  /* set uid/gid */
+	int verbose;
+	struct hyd_sync_result *res; /* files, dirs, ..., failed added here */
+	/* Progress: called at most every ~200 ms with the bytes of regular
+	 * files checked or written so far (per inode). May be NULL. */
+	void (*tick)(void *arg, uint64_t files_done, uint64_t bytes_done);
+	void *tick_arg;
+	/* Optional: a running fetcher for chunks the store lost (a frame
+	 * found corrupt is dropped by hyd_store_get) or never got; NULL when
+	 * offline. Bytes from it are verified like the store's. */
+	struct hyd_fetch *fetch;
+	uint64_t timeout_ns; /* deadline of such a fetch */
+	/* Chunks already fetched and failed twice: not tried a third time,
+	 * their files fail at once (borrowed; sorted; may be NULL). */
+	const struct hyd_sync_dead *dead;
+	size_t ndead;
+	/* Non-zero (read atomically) while the fetching pass still runs on
+	 * another thread: a chunk the store lacks is then waited for, not
+	 * fetched. That pass sets fetch, dead and ndead before it clears
+	 * this (release), so they are read only after seeing 0 (acquire). */
+	int hydrating;
+};
+
+/* Write the catalog's tree at m->dest (created when missing). Every entry
+ * that fails is named on stderr and counted in m->res->failed; the walk
+ * goes on. Returns 0, or -errno when DEST itself cannot be opened or the
+ * catalog cannot be read at all (one line on stderr). */
+int hyd_sync__materialize(struct hyd_mat *m);
+
+/* SHA-256 ids of all-zero chunks by length, so a sparse or zero-filled
+ * file is checked with a memcmp instead of a hash per chunk. Start zeroed. */
+#define HYD_ZERO_IDS 4u
+struct hyd_zero_ids {
+	uint32_t len[HYD_ZERO_IDS]; /* 0: slot empty */
+	chunk_id id[HYD_ZERO_IDS];
+	unsigned next;
+};
+
+/* Does the open regular file fd hold exactly the catalog's content of ino
+ * (size bytes)? Reads it chunk by chunk from the manifest and compares
+ * SHA-256 ids; buf has room for max_raw bytes; zero may be NULL. Returns
+ * 1 (matches), 0 (differs, or the manifest does not cover size), -errno
+ * (read error; -EBADMSG bad manifest row). Does not look at fd's size
+ * beyond size. */
+int hyd_sync__file_matches(cat_reader *cat, uint64_t ino, uint64_t size, int fd,
+			   uint8_t *buf, uint32_t max_raw,
+			   struct hyd_zero_ids *zero);
+
+/* 1 when the mountinfo text (as in /proc/self/mountinfo) has a mount of
+ * device dev whose filesystem type is "fuse.ferry", else 0. Pure: tests
+ * feed it a fake table. */
+int hyd_sync__mountinfo_is_ferry(const char *mountinfo, dev_t dev);
+
+/* Refuse a DEST inside a ferry mount: statfs DEST or its nearest existing
+ * parent; when that is a FUSE filesystem, /proc/self/mountinfo decides
+ * (an unreadable table counts as a ferry mount: refusing is the safe
+ * side). Returns 0 (fine), -EXDEV (inside a ferry mount), -errno. */
+int hyd_sync__dest_check(const char *dest);
+
+/* ino -> (a, b, rel) for the inodes of hard-linked entries: the writer
+ * keeps where it put the first name (rel, a path relative to DEST,
+ * malloc()ed, owned by the map), verify the (st_dev, st_ino) it found. */
+struct hyd_inomap_ent {
+	uint64_t ino; /* 0: empty slot */
+	uint64_t a, b;
+	char *rel;
+};
+struct hyd_inomap {
+	struct hyd_inomap_ent *v;
+	size_t n, cap; /* cap: 0 or a power of two */
+};
+/* The entry of ino, or NULL. */
+struct hyd_inomap_ent *hyd_inomap_find(struct hyd_inomap *m, uint64_t ino);
+/* Add ino (must be absent, != 0) and return its zeroed entry, or NULL
+ * (-ENOMEM). */
+struct hyd_inomap_ent *hyd_inomap_add(struct hyd_inomap *m, uint64_t ino);
+/* Free the table and every rel. */
+void hyd_inomap_fini(struct hyd_inomap *m);
+
+/* A growing path relative to DEST, for messages and hard-link targets. */
+struct hyd_pathbuf {
+	char *b; /* NUL-terminated; free() it */
+	size_t len, cap;
+};
+/* Append "/name" (just "name" when empty); *ret_old restores it. */
+int hyd_sync__path_push(struct hyd_pathbuf *p, const char *name, size_t len,
+			size_t *ret_old);
+void hyd_sync__path_pop(struct hyd_pathbuf *p, size_t old);
+
+/* A batch of one directory's catalog entries, copied out of cat_readdir
+ * (whose callbacks may not call the reader), resumable from last_pos. */
+struct hyd_dirent_copy {
+	struct cat_inode in;
+	uint64_t pos;
+	size_t len;
+	char name[CAT_NAME_MAX + 1]; /* NUL-terminated: names hold no NUL */
+};
+struct hyd_dirbatch {
+	struct hyd_dirent_copy *e; /* cap entries */
+	size_t n, cap;
+	uint64_t last_pos;
+};
+/* cat_dirent_cb filling a hyd_dirbatch; stops (1) when it is full. */
+int hyd_sync__batch_cb(void *ctx, const void *name, size_t len,
+		       const struct cat_inode *in, uint64_t pos);
+
+/* Print an entry's path for a message: bytes that are not printable ASCII
+ * are written as \xNN, so non-UTF-8 names reach the terminal intact. */
+void hyd_sync__path_print(FILE *f, const void *path, size_t len);
+
+#endif

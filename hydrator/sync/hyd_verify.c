@@ -1,0 +1,487 @@
+/*
+ * hydrator/sync/hyd_verify.c — `ferry verify`: re-hash a cache's store, or check
+ * a materialized tree against its catalog.
+ *
+ * Cache: state.db is opened read-only, without the store's lock, and every
+ * indexed frame is read back from its pack, decoded and hashed here. So it
+ * works while a hydrator (or a sync) runs on the cache: WAL readers do not
+ * block the writer, and indexed frames are immutable. It only reports;
+ * nothing is dropped or repaired. The next read of a corrupt chunk through
+ * the store (the mount, or `ferry sync`) drops its row and fetches it again.
+ *
+ * Tree: a walk of the catalog from the root, each entry looked up in DEST
+ * with fstatat(AT_SYMLINK_NOFOLLOW) relative to directory fds opened with
+ * O_NOFOLLOW: type, permission bits, size, mtime, symlink target, device
+ * numbers, user.* xattrs, hard-link groups, and regular file content hashed
+ * per manifest chunk. Owners are not compared (a sync as non-root or with
+ * --no-owners cannot set them); extra entries in DEST are not reported.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "hydrator/sync/hyd_sync_internal.h"
+
+#define BATCH 128u
+#define HYD_PACK_MAX 99999999u
+
+/* ---- the store ---- */
+
+struct vcache {
+	const char *dir;
+	int packs_fd;
+	uint32_t cur_pack;
+	int cur_fd;
+	uint8_t *frame, *raw;
+	frame_coder *coder;
+	uint64_t bad;
+};
+
+static void cache_bad(struct vcache *v, const uint8_t *id, int64_t pack,
+		      int64_t off, const char *why)
+{
+	char hex[CHUNK_ID_HEX_LEN + 1] = "?";
+	chunk_id cid;
+
+	if (id) {
+		memcpy(cid.b, id, CHUNK_ID_LEN);
+		chunk_id_to_hex(&cid, hex);
+	}
+	fprintf(stderr,
+		"ferry verify: %s: chunk %s (packs/%08" PRId64
+		".pack off %" PRId64 "): %s\n",
+		v->dir, hex, pack, off, why);
+	v->bad++;
+}
+
+/* Check one index row's frame. */
+static void cache_row(struct vcache *v, sqlite3_stmt *st)
+{
+	const uint8_t *id = sqlite3_column_blob(st, 0);
+	int64_t pack = sqlite3_column_int64(st, 1);
+	int64_t off = sqlite3_column_int64(st, 2);
+	int64_t flen = sqlite3_column_int64(st, 3);
+	int64_t rlen = sqlite3_column_int64(st, 4);
+	struct frame_info fi;
+	char name[32];
+	size_t got = 0, raw_len = 0;
+	ssize_t n;
+	chunk_id cid;
+
+	if (!id || sqlite3_column_bytes(st, 0) != CHUNK_ID_LEN || pack <= 0 ||
+	    pack > HYD_PACK_MAX || off < 0 || flen < FRAME_HDR_LEN ||
+	    (uint64_t)flen > frame_bound(CHUNK_MAX_LIMIT) || rlen <= 0 ||
+	    rlen > CHUNK_MAX_LIMIT) {
+		cache_bad(v,
+			  id && sqlite3_column_bytes(st, 0) == CHUNK_ID_LEN
+			      ? id
+			      : NULL,
+			  pack, off, "bad index row");
+		return;
+	}
+	memcpy(cid.b, id, CHUNK_ID_LEN);
+	if ((uint32_t)pack != v->cur_pack) {
+		if (v->cur_fd >= 0)
+			close(v->cur_fd);
+		snprintf(name, sizeof(name), "%08u.pack", (unsigned)pack);
+		v->cur_fd = openat(v->packs_fd, name, O_RDONLY | O_CLOEXEC);
+		v->cur_pack = (uint32_t)pack;
+	}
+	if (v->cur_fd < 0) {
+		cache_bad(v, id, pack, off, "pack file missing");
+		return;
+	}
+	while (got < (size_t)flen) {
+		n = pread(v->cur_fd, v->frame + got, (size_t)flen - got,
+			  off + (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got != (size_t)flen) {
+		cache_bad(v, id, pack, off, "frame cut short");
+		return;
+	}
+	if (frame_header_parse(v->frame, got, CHUNK_MAX_LIMIT, &fi) < 0 ||
+	    fi.frame_len != (size_t)flen || fi.raw_len != (uint64_t)rlen) {
+		cache_bad(v, id, pack, off, "bad frame header");
+		return;
+	}
+	if (frame_decode(v->coder, v->frame, got, CHUNK_MAX_LIMIT, v->raw,
+			 CHUNK_MAX_LIMIT, &raw_len) < 0 ||
+	    raw_len != (size_t)rlen) {
+		cache_bad(v, id, pack, off, "frame does not decode");
+		return;
+	}
+	if (chunk_id_verify(&cid, v->raw, raw_len) != 0)
+		cache_bad(v, id, pack, off, "SHA-256 mismatch");
+}
+
+int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked)
+{
+	struct vcache v = {.dir = cache_dir, .packs_fd = -1, .cur_fd = -1};
+	char path[4096];
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	uint64_t checked = 0;
+	struct stat sb;
+	int rc, r = 0;
+
+	if (ret_checked)
+		*ret_checked = 0;
+	if (snprintf(path, sizeof(path), "%s/state.db", cache_dir) >=
+	    (int)sizeof(path))
+		return -ENAMETOOLONG;
+	if (stat(path, &sb) < 0) {
+		r = -errno;
+		fprintf(stderr, "ferry verify: %s: no chunk store (%s)\n",
+			cache_dir, strerror(errno));
+		return r;
+	}
+	/* Read-only, no lock: see the top of the file. */
+	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_busy_timeout(db, 5000);
+		rc = sqlite3_prepare_v2(db,
+					"SELECT id, pack, off, frame_len, "
+					"raw_len FROM chunk ORDER BY pack, off",
+					-1, &st, NULL);
+	}
+	if (rc != SQLITE_OK) {
+		fprintf(stderr, "ferry verify: %s: cannot read state.db: %s\n",
+			cache_dir,
+			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		r = -EIO;
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/packs", cache_dir);
+	v.packs_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	v.frame = malloc(frame_bound(CHUNK_MAX_LIMIT));
+	v.raw = malloc(CHUNK_MAX_LIMIT);
+	v.coder = frame_coder_new();
+	if (!v.frame || !v.raw || !v.coder) {
+		r = -ENOMEM;
+		goto out;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		cache_row(&v, st);
+		checked++;
+	}
+	if (rc != SQLITE_DONE) {
+		fprintf(stderr, "ferry verify: %s: reading state.db: %s\n",
+			cache_dir, sqlite3_errmsg(db));
+		r = -EIO;
+		goto out;
+	}
+	r = v.bad > INT32_MAX ? INT32_MAX : (int)v.bad;
+out:
+	if (ret_checked)
+		*ret_checked = checked;
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	if (v.cur_fd >= 0)
+		close(v.cur_fd);
+	if (v.packs_fd >= 0)
+		close(v.packs_fd);
+	frame_coder_free(v.coder);
+	free(v.frame);
+	free(v.raw);
+	return r;
+}
+
+/* ---- a tree ---- */
+
+struct vtree {
+	cat_reader *cat;
+	const char *dest;
+	struct hyd_pathbuf path;
+	struct hyd_inomap links;
+	uint8_t *buf;
+	uint32_t max_raw;
+	uint64_t bad, checked;
+	struct hyd_zero_ids zero;
+};
+
+static void tree_bad(struct vtree *v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void tree_bad(struct vtree *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "ferry verify: ");
+	hyd_sync__path_print(stderr, v->dest, strlen(v->dest));
+	if (v->path.len) {
+		fputc('/', stderr);
+		hyd_sync__path_print(stderr, v->path.b, v->path.len);
+	}
+	fputs(": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	v->bad++;
+}
+
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
+}
+
+/* user.* xattrs of the catalog present with equal values. */
+static void tree_xattrs(struct vtree *v, int dirfd, const char *name,
+			uint64_t ino)
+{
+	char proc[64 + CAT_NAME_MAX], *names = NULL, *p;
+	uint8_t *want = NULL, *have = NULL;
+	size_t nlen = 0, wlen;
+	ssize_t hlen;
+
+	if (cat_listxattr(v->cat, ino, NULL, 0, &nlen) < 0 || nlen == 0)
+		return;
+	names = malloc(nlen);
+	want = malloc(CAT_XATTR_VALUE_MAX);
+	have = malloc(CAT_XATTR_VALUE_MAX);
+	if (!names || !want || !have ||
+	    cat_listxattr(v->cat, ino, names, nlen, &nlen) < 0)
+		goto out;
+	/* l*xattr through our directory fd's magic link: the last
+	 * component is not followed. name NULL: the directory itself. */
+	if (name)
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", dirfd,
+			 name);
+	for (p = names; p < names + nlen; p += strlen(p) + 1) {
+		if (strncmp(p, "user.", 5))
+			continue;
+		if (cat_getxattr(v->cat, ino, p, strlen(p), want,
+				 CAT_XATTR_VALUE_MAX, &wlen) < 0)
+			continue;
+		hlen = name ? lgetxattr(proc, p, have, CAT_XATTR_VALUE_MAX)
+			    : fgetxattr(dirfd, p, have, CAT_XATTR_VALUE_MAX);
+		if (hlen < 0)
+			tree_bad(v, "xattr %s missing", p);
+		else if ((size_t)hlen != wlen || memcmp(have, want, wlen))
+			tree_bad(v, "xattr %s differs", p);
+	}
+out:
+	free(names);
+	free(want);
+	free(have);
+}
+
+static void tree_reg(struct vtree *v, int dirfd, const struct cat_inode *in,
+		     const char *name, const struct stat *st)
+{
+	struct hyd_inomap_ent *le;
+	int fd, r;
+
+	if ((uint64_t)st->st_size != in->size) {
+		tree_bad(v, "size %lld, catalog %" PRIu64,
+			 (long long)st->st_size, in->size);
+		return;
+	}
+	if (in->nlink > 1) {
+		le = hyd_inomap_find(&v->links, in->ino);
+		if (le) {
+			if (le->a != st->st_dev || le->b != st->st_ino)
+				tree_bad(v, "not hard-linked with the other "
+					    "names of its inode");
+			return; /* content checked at the first name */
+		}
+		le = hyd_inomap_add(&v->links, in->ino);
+		if (le) {
+			le->a = st->st_dev;
+			le->b = st->st_ino;
+		}
+	}
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		tree_bad(v, "cannot open: %s", strerror(errno));
+		return;
+	}
+	r = hyd_sync__file_matches(v->cat, in->ino, in->size, fd, v->buf,
+				   v->max_raw, &v->zero);
+	close(fd);
+	if (r == 0)
+		tree_bad(v, "content differs from the catalog");
+	else if (r < 0)
+		tree_bad(v, "cannot check content: %s", strerror(-r));
+}
+
+static void tree_dir(struct vtree *v, int fd, const struct cat_inode *dir,
+		     unsigned depth);
+
+/* One catalog entry against what DEST has under dirfd. name NULL: the
+ * directory fd itself (DEST's root). */
+static void tree_entry(struct vtree *v, int dirfd, const char *name,
+		       const struct cat_inode *in, unsigned depth)
+{
+	char want[CAT_TARGET_MAX + 1], have[CAT_TARGET_MAX + 2];
+	size_t wlen = 0;
+	struct stat st;
+	ssize_t n;
+	int cfd;
+
+	v->checked++;
+	if (name ? fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0
+		 : fstat(dirfd, &st) < 0) {
+		tree_bad(v, "%s",
+			 errno == ENOENT ? "missing" : strerror(errno));
+		return;
+	}
+	if ((st.st_mode & S_IFMT) != (in->mode & S_IFMT)) {
+		tree_bad(v, "type 0%o, catalog 0%o", st.st_mode & S_IFMT,
+			 in->mode & S_IFMT);
+		return;
+	}
+	if (in->kind != CAT_LNK && (st.st_mode & 07777) != (in->mode & 07777))
+		tree_bad(v, "mode 0%o, catalog 0%o", st.st_mode & 07777,
+			 in->mode & 07777);
+	if (mtime_ns(&st) != in->mtime_ns)
+		tree_bad(v, "mtime %" PRId64 " ns, catalog %" PRId64 " ns",
+			 mtime_ns(&st), in->mtime_ns);
+	switch (in->kind) {
+	case CAT_REG:
+		tree_reg(v, dirfd, in, name, &st);
+		break;
+	case CAT_LNK:
+		if (cat_readlink(v->cat, in->ino, want, CAT_TARGET_MAX, &wlen) <
+		    0) {
+			tree_bad(v, "bad symlink in the catalog");
+			break;
+		}
+		n = readlinkat(dirfd, name, have, sizeof(have));
+		if (n < 0 || (size_t)n != wlen || memcmp(have, want, wlen))
+			tree_bad(v, "symlink target differs");
+		return; /* no user.* xattrs on symlinks */
+	case CAT_CHR:
+	case CAT_BLK:
+		if (st.st_rdev != (dev_t)in->rdev)
+			tree_bad(v, "device number differs");
+		break;
+	case CAT_DIR:
+		if (depth + 1 >= HYD_SYNC_DEPTH_MAX) {
+			tree_bad(v, "directory nested too deep");
+			return;
+		}
+		cfd = name ? openat(dirfd, name,
+				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+					O_CLOEXEC)
+			   : dup(dirfd);
+		if (cfd < 0) {
+			tree_bad(v, "cannot open: %s", strerror(errno));
+			return;
+		}
+		tree_xattrs(v, cfd, NULL, in->ino);
+		tree_dir(v, cfd, in, depth + 1);
+		close(cfd);
+		return;
+	default:
+		break;
+	}
+	tree_xattrs(v, dirfd, name, in->ino);
+}
+
+static void tree_dir(struct vtree *v, int fd, const struct cat_inode *dir,
+		     unsigned depth)
+{
+	struct hyd_dirbatch b = {.cap = BATCH};
+	uint64_t pos = 0;
+	size_t i, old;
+	int r;
+
+	b.e = malloc(BATCH * sizeof(*b.e));
+	if (!b.e) {
+		tree_bad(v, "out of memory");
+		return;
+	}
+	for (;;) {
+		b.n = 0;
+		b.last_pos = pos;
+		r = cat_readdir(v->cat, dir->ino, pos, hyd_sync__batch_cb, &b);
+		if (r < 0) {
+			tree_bad(v,
+				 "cannot read the directory from the "
+				 "catalog: %s",
+				 strerror(-r));
+			break;
+		}
+		for (i = 0; i < b.n; i++) {
+			if (hyd_sync__path_push(&v->path, b.e[i].name,
+						b.e[i].len, &old)) {
+				tree_bad(v, "out of memory");
+				continue;
+			}
+			tree_entry(v, fd, b.e[i].name, &b.e[i].in, depth);
+			hyd_sync__path_pop(&v->path, old);
+		}
+		if (r == 0)
+			break;
+		pos = b.last_pos;
+	}
+	free(b.e);
+}
+
+int hyd_verify_tree(const char *dest, const char *catalog_path,
+		    uint64_t *ret_checked)
+{
+	struct vtree v;
+	struct cat_meta meta;
+	struct cat_inode root;
+	int fd = -1, r;
+
+	memset(&v, 0, sizeof(v));
+	v.dest = dest;
+	if (ret_checked)
+		*ret_checked = 0;
+	r = cat_reader_open(catalog_path, &v.cat);
+	if (r < 0) {
+		fprintf(stderr, "ferry verify: catalog %s: %s\n", catalog_path,
+			r == -EBADMSG ? "not a valid ferry catalog"
+				      : strerror(-r));
+		return r;
+	}
+	cat_reader_meta(v.cat, &meta);
+	v.max_raw = meta.params.max;
+	r = cat_getattr(v.cat, CAT_ROOT_INO, &root);
+	if (r < 0) {
+		fprintf(stderr, "ferry verify: catalog %s: no root: %s\n",
+			catalog_path, strerror(-r));
+		goto out;
+	}
+	fd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		fprintf(stderr, "ferry verify: %s: %s\n", dest,
+			strerror(errno));
+		goto out;
+	}
+	v.buf = malloc(v.max_raw);
+	if (!v.buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	tree_entry(&v, fd, NULL, &root, 0);
+	r = v.bad > INT32_MAX ? INT32_MAX : (int)v.bad;
+	if (ret_checked)
+		*ret_checked = v.checked;
+out:
+	if (fd >= 0)
+		close(fd);
+	cat_reader_close(v.cat);
+	hyd_inomap_fini(&v.links);
+	free(v.path.b);
+	free(v.buf);
+	return r;
+}
