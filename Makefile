@@ -17,12 +17,13 @@ PREFIX ?= /usr/local
 
 # Every library comes through pkg-config, except http-parser, whose Debian
 # package ships no .pc file; it is linked as -lhttp_parser.
-PKGS := libuv liburing libcurl sqlite3 liblz4 libzstd fuse3 libcrypto libxxhash cmocka
+PKGS := libuv liburing libcurl sqlite3 liblz4 libzstd fuse3 libcrypto libxxhash jansson cmocka
 
 # Debian packages the build, the tests and the demo need.
 DEB_PKGS := gcc make pkg-config libuv1-dev liburing-dev libcurl4-openssl-dev \
 	libsqlite3-dev liblz4-dev libzstd-dev libfuse3-dev fuse3 libssl-dev \
-	libcmocka-dev libhttp-parser-dev libxxhash-dev attr sqlite3 curl python3 rsync \
+	libcmocka-dev libhttp-parser-dev libxxhash-dev libjansson-dev attr sqlite3 curl \
+	python3 rsync clang-format \
 	iproute2 psmisc procps zstd
 # make bench / bench-micro only: the peer tools, their web server, the
 # time(1) that reports peak RSS, the chart.
@@ -55,7 +56,7 @@ ALL_LDFLAGS = -pthread $(SAN_LDFLAGS) $(LDFLAGS)
 LIBS = $(PKG_LIBS) -lm
 
 # Sources: each folder is a static library; *_main.c files are programs.
-CAT_SRC  := $(sort $(wildcard catalog/*.c))
+CAT_SRC  := $(sort $(wildcard catalog/*.c catalog/base/*.c))
 REPL_SRC := $(sort $(filter-out replicator/repl_main.c,$(wildcard replicator/*.c)))
 HYD_SRC  := $(sort $(wildcard hydrator/*/*.c))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))

@@ -21,8 +21,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <sqlite3.h>
+
 #include "catalog/catalog.h"
-#include "catalog/cat_sqlite_internal.h"
+#include "catalog/base/base.h"
 
 /* Largest single value SQLite will hand us. Names, targets and xattr values
  * are all far below; anything bigger is a hostile row (SQLITE_TOOBIG). */
@@ -154,7 +156,7 @@ static int step(cat_reader *r, sqlite3_stmt *st, const char *what)
 		return 1;
 	if (rc == SQLITE_DONE)
 		return 0;
-	return cat__sqlite_errno(r->db, rc, what);
+	return base_sqlite_errno(r->db, rc, what);
 }
 
 static void done(sqlite3_stmt *st)
@@ -566,7 +568,7 @@ static int pragma_int(cat_reader *r, const char *sql, int64_t *ret)
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	rc = cat__sqlite_prepare(r->db, sql, &st);
+	rc = base_sqlite_prepare(r->db, sql, &st);
 	if (rc)
 		goto out;
 	rc = step(r, st, "open_pragma");
@@ -575,7 +577,7 @@ static int pragma_int(cat_reader *r, const char *sql, int64_t *ret)
 	else if (rc == 0)
 		rc = -EBADMSG;
 out:
-	cat__sqlite_finalize(&st);
+	base_sqlite_finalize(&st);
 	return rc;
 }
 
@@ -647,7 +649,7 @@ static int read_meta(cat_reader *r)
 	unsigned seen = 0;
 	int rc;
 
-	rc = cat__sqlite_prepare(r->db, "SELECT key,value FROM meta", &st);
+	rc = base_sqlite_prepare(r->db, "SELECT key,value FROM meta", &st);
 	if (rc)
 		goto out;
 	while ((rc = step(r, st, "read_meta")) == 1) {
@@ -713,14 +715,14 @@ static int read_meta(cat_reader *r)
 		goto out;
 	rc = seen == F_ALL && !chunk_params_check(&m->params) ? 0 : -EBADMSG;
 out:
-	cat__sqlite_finalize(&st);
+	base_sqlite_finalize(&st);
 	return rc;
 }
 
 static void reader_free(cat_reader *r)
 {
 	for (size_t i = 0; i < sizeof(stmt_sql) / sizeof(stmt_sql[0]); i++)
-		cat__sqlite_finalize(
+		base_sqlite_finalize(
 		    (sqlite3_stmt **)((char *)r + stmt_sql[i].off));
 	if (r->db)
 		sqlite3_close(r->db);
@@ -736,14 +738,14 @@ static int reader_connect(cat_reader *r, const char *path)
 
 	/* immutable=1: no locking and no change detection, which saves
 	 * syscalls on every query; a published catalog never changes. */
-	rc = cat__sqlite_uri(path, "immutable=1", &uri);
+	rc = base_sqlite_uri(path, "immutable=1", &uri);
 	if (rc)
 		goto out;
 	rc = sqlite3_open_v2(
 	    uri, &r->db,
 	    SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, NULL);
 	if (rc != SQLITE_OK) {
-		rc = cat__sqlite_errno(r->db, rc, "reader_open");
+		rc = base_sqlite_errno(r->db, rc, "reader_open");
 		goto out;
 	}
 	sqlite3_extended_result_codes(r->db, 1);
@@ -752,7 +754,7 @@ static int reader_connect(cat_reader *r, const char *path)
 	sqlite3_db_config(r->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
 	sqlite3_db_config(r->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
 	sqlite3_limit(r->db, SQLITE_LIMIT_LENGTH, READER_LENGTH_LIMIT);
-	rc = cat__sqlite_exec(r->db,
+	rc = base_sqlite_exec(r->db,
 			      "PRAGMA query_only=1;"
 			      "PRAGMA cell_size_check=ON;"
 			      "PRAGMA mmap_size=17179869184;",
@@ -773,12 +775,12 @@ static int reader_check(cat_reader *r)
 	rc = pragma_int(r, "PRAGMA application_id", &v);
 	if (rc)
 		return rc;
-	if (v != CAT__APP_ID)
+	if (v != CAT_APP_ID)
 		return -EBADMSG;
 	rc = pragma_int(r, "PRAGMA user_version", &v);
 	if (rc)
 		return rc;
-	if (v != CAT__USER_VERSION)
+	if (v != CAT_USER_VERSION)
 		return -EBADMSG;
 	rc = check_schema(r);
 	if (rc)
@@ -787,7 +789,7 @@ static int reader_check(cat_reader *r)
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < sizeof(stmt_sql) / sizeof(stmt_sql[0]); i++) {
-		rc = cat__sqlite_prepare(
+		rc = base_sqlite_prepare(
 		    r->db, stmt_sql[i].sql,
 		    (sqlite3_stmt **)((char *)r + stmt_sql[i].off));
 		/* A table without the expected columns fails to prepare

@@ -19,8 +19,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "catalog/catalog.h"
-#include "catalog/cat_sqlite_internal.h"
+#include "catalog/base/base.h"
 
 struct cat_writer {
 	sqlite3 *db;
@@ -71,7 +73,7 @@ static int step_insert(cat_writer *w, sqlite3_stmt *st, const char *what)
 		if ((rc & 0xff) == SQLITE_CONSTRAINT) {
 			ret = -EEXIST;
 		} else {
-			ret = cat__sqlite_errno(w->db, rc, what);
+			ret = base_sqlite_errno(w->db, rc, what);
 			w->failed = ret;
 		}
 	}
@@ -86,7 +88,7 @@ static int bind_check(cat_writer *w, int rc, const char *what)
 {
 	if (rc == SQLITE_OK)
 		return 0;
-	w->failed = cat__sqlite_errno(w->db, rc, what);
+	w->failed = base_sqlite_errno(w->db, rc, what);
 	return w->failed;
 }
 
@@ -96,11 +98,11 @@ static int writer_close_db(cat_writer *w)
 {
 	int rc = SQLITE_OK;
 
-	cat__sqlite_finalize(&w->ins_inode);
-	cat__sqlite_finalize(&w->ins_dirent);
-	cat__sqlite_finalize(&w->ins_xattr);
-	cat__sqlite_finalize(&w->ins_chunk);
-	cat__sqlite_finalize(&w->max_pos);
+	base_sqlite_finalize(&w->ins_inode);
+	base_sqlite_finalize(&w->ins_dirent);
+	base_sqlite_finalize(&w->ins_xattr);
+	base_sqlite_finalize(&w->ins_chunk);
+	base_sqlite_finalize(&w->max_pos);
 	if (w->db)
 		rc = sqlite3_close(w->db);
 	w->db = NULL;
@@ -121,7 +123,7 @@ static int writer_setup_db(cat_writer *w)
 	char pragmas[256];
 	int rc, ret;
 
-	ret = cat__sqlite_uri(w->tmp, NULL, &uri);
+	ret = base_sqlite_uri(w->tmp, NULL, &uri);
 	if (ret)
 		goto out;
 	rc = sqlite3_open_v2(uri, &w->db,
@@ -129,7 +131,7 @@ static int writer_setup_db(cat_writer *w)
 				 SQLITE_OPEN_URI,
 			     NULL);
 	if (rc != SQLITE_OK) {
-		ret = cat__sqlite_errno(w->db, rc, "writer_open");
+		ret = base_sqlite_errno(w->db, rc, "writer_open");
 		goto out;
 	}
 	sqlite3_extended_result_codes(w->db, 1);
@@ -146,40 +148,40 @@ static int writer_setup_db(cat_writer *w)
 		 "PRAGMA cache_size=-65536;"
 		 "PRAGMA application_id=%d;"
 		 "PRAGMA user_version=%d;",
-		 CAT__APP_ID, CAT__USER_VERSION);
-	ret = cat__sqlite_exec(w->db, pragmas, "writer_pragmas");
+		 CAT_APP_ID, CAT_USER_VERSION);
+	ret = base_sqlite_exec(w->db, pragmas, "writer_pragmas");
 	if (ret)
 		goto out;
-	ret = cat__sqlite_exec(w->db, "BEGIN", "writer_begin");
+	ret = base_sqlite_exec(w->db, "BEGIN", "writer_begin");
 	if (ret)
 		goto out;
-	ret = cat__sqlite_exec(w->db, schema_sql, "writer_schema");
+	ret = base_sqlite_exec(w->db, schema_sql, "writer_schema");
 	if (ret)
 		goto out;
-	ret = cat__sqlite_prepare(
+	ret = base_sqlite_prepare(
 	    w->db,
 	    "INSERT INTO inode(ino,kind,mode,uid,gid,size,nlink,mtime_ns,"
 	    "ctime_ns,rdev,target) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
 	    &w->ins_inode);
 	if (ret)
 		goto out;
-	ret = cat__sqlite_prepare(
+	ret = base_sqlite_prepare(
 	    w->db,
 	    "INSERT INTO dirent(parent,pos,name,ino) VALUES(?1,?2,?3,?4)",
 	    &w->ins_dirent);
 	if (ret)
 		goto out;
-	ret = cat__sqlite_prepare(
+	ret = base_sqlite_prepare(
 	    w->db, "INSERT INTO xattr(ino,name,value) VALUES(?1,?2,?3)",
 	    &w->ins_xattr);
 	if (ret)
 		goto out;
-	ret = cat__sqlite_prepare(
+	ret = base_sqlite_prepare(
 	    w->db, "INSERT INTO chunk(ino,off,len,id) VALUES(?1,?2,?3,?4)",
 	    &w->ins_chunk);
 	if (ret)
 		goto out;
-	ret = cat__sqlite_prepare(
+	ret = base_sqlite_prepare(
 	    w->db, "SELECT ifnull(max(pos),0) FROM dirent WHERE parent=?1",
 	    &w->max_pos);
 out:
@@ -351,7 +353,7 @@ static int next_pos(cat_writer *w, uint64_t parent, uint64_t *ret_pos)
 		goto out;
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW) {
-		ret = cat__sqlite_errno(w->db, rc, "dirent_max_pos");
+		ret = base_sqlite_errno(w->db, rc, "dirent_max_pos");
 		w->failed = ret;
 		goto out;
 	}
@@ -524,7 +526,7 @@ static int write_meta(cat_writer *w)
 	sqlite3_stmt *st = NULL;
 	int ret;
 
-	ret = cat__sqlite_prepare(
+	ret = base_sqlite_prepare(
 	    w->db, "INSERT INTO meta(key,value) VALUES(?1,?2)", &st);
 	if (ret)
 		goto out;
@@ -542,7 +544,7 @@ static int write_meta(cat_writer *w)
 	ret = ret ? ret : meta_put_int(w, st, "inodes", (int64_t)w->inodes);
 	ret = ret ? ret : meta_put_int(w, st, "bytes", (int64_t)w->bytes);
 out:
-	cat__sqlite_finalize(&st);
+	base_sqlite_finalize(&st);
 	return ret;
 }
 
@@ -553,7 +555,7 @@ static int check_root(cat_writer *w)
 	sqlite3_stmt *st = NULL;
 	int rc, ret;
 
-	ret = cat__sqlite_prepare(w->db, "SELECT kind FROM inode WHERE ino=1",
+	ret = base_sqlite_prepare(w->db, "SELECT kind FROM inode WHERE ino=1",
 				  &st);
 	if (ret)
 		goto out;
@@ -563,9 +565,9 @@ static int check_root(cat_writer *w)
 	else if (rc == SQLITE_DONE)
 		ret = -EINVAL;
 	else
-		ret = cat__sqlite_errno(w->db, rc, "check_root");
+		ret = base_sqlite_errno(w->db, rc, "check_root");
 out:
-	cat__sqlite_finalize(&st);
+	base_sqlite_finalize(&st);
 	return ret;
 }
 
@@ -584,24 +586,24 @@ int cat_writer_commit(cat_writer *w)
 	ret = write_meta(w);
 	if (ret)
 		goto fail;
-	ret = cat__sqlite_exec(w->db, "COMMIT", "writer_commit");
+	ret = base_sqlite_exec(w->db, "COMMIT", "writer_commit");
 	if (ret)
 		goto fail;
 	rc = writer_close_db(w);
 	if (rc != SQLITE_OK) {
-		ret = cat__sqlite_errno(NULL, rc, "writer_close");
+		ret = base_sqlite_errno(NULL, rc, "writer_close");
 		goto fail;
 	}
 	/* synchronous=OFF wrote without fsync: make the bytes durable before
 	 * the name points at them, then make the name durable. */
-	ret = cat_fsync_path(w->tmp);
+	ret = base_fsync_path(w->tmp);
 	if (ret)
 		goto fail;
 	if (rename(w->tmp, w->path)) {
 		ret = -errno;
 		goto fail;
 	}
-	ret = cat_fsync_parent(w->path);
+	ret = base_fsync_parent(w->path);
 	writer_free(w);
 	return ret;
 fail:

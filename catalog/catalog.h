@@ -206,23 +206,6 @@ int cat_name_check(const void *name, size_t len);
 int cat_xattr_name_check(const void *name, size_t len);
 
 /* ------------------------------------------------------------------ */
-/* Durable files (both sites: temp file, write, fsync, rename, fsync  */
-/* the directory)                                                     */
-/* ------------------------------------------------------------------ */
-
-/* Write all of buf, retrying short writes and EINTR. 0 or -errno. */
-int cat_write_all(int fd, const void *buf, size_t len);
-/* pwrite all of buf at off, retrying short writes and EINTR. */
-int cat_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
-/* mkdir -p: create path and missing parents with mode. 0 when path is a
- * directory afterwards; -ENOTDIR when it exists as something else. */
-int cat_mkdir_p(const char *path, mode_t mode);
-/* fsync a file or a directory by name; or the directory holding path
- * (after a rename into it). 0 or -errno. */
-int cat_fsync_path(const char *path);
-int cat_fsync_parent(const char *path);
-
-/* ------------------------------------------------------------------ */
 /* The catalog (SQLite)                                               */
 /* ------------------------------------------------------------------ */
 
@@ -240,6 +223,10 @@ int cat_fsync_parent(const char *path);
  *         -- keyed by offset so "chunks covering [a,b)" is one index seek
  */
 #define CAT_FORMAT "ferry-catalog/1"
+/* PRAGMA application_id of every catalog: "FERY" in ASCII. */
+#define CAT_APP_ID 0x46455259
+/* PRAGMA user_version: the schema revision. One migration step per bump. */
+#define CAT_USER_VERSION 1
 #define CAT_ROOT_INO 1u
 
 enum cat_kind {

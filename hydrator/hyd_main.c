@@ -3,11 +3,12 @@
  * daemon, shutdown.
  *
  * Start-up runs strictly in this order, each step failing with one
- * "ferry-hydrator: ..." line and exit 1 (bad arguments: exit 2), leaving
- * nothing mounted: arguments, mountpoint checks, cache directory, chunk
- * store (its lock), catalog download, catalog open, FUSE session and mount,
- * then fuse_daemonize — whose parent returns only once the mount exists, so
- * the tree is browsable when the command returns. The daemon child then
+ * "ferry-hydrator: error: ..." line and exit 1 (bad arguments: exit 2),
+ * leaving nothing mounted: arguments, mountpoint checks, then the start-up
+ * it shares with `ferry sync` (hyd_open: cache directory, chunk store and
+ * its lock, catalog download and open), FUSE session and mount, then
+ * fuse_daemonize — whose parent returns only once the mount exists, so the
+ * tree is browsable when the command returns. The daemon child then
  * reopens the store and the catalog (SQLite connections must not cross a
  * fork) and only then makes the fetcher and backfill. Threads (the
  * fetcher's loop, backfill, the control socket, FUSE workers) are started
@@ -31,16 +32,17 @@
 #include <curl/curl.h>
 #include <fuse_lowlevel.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/backfill/hyd_backfill_internal.h"
 #include "hydrator/fetch/hyd_bwlimit_internal.h"
-#include "hydrator/fetch/hyd_catalog_internal.h"
-#include "hydrator/status/hyd_control_internal.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/fetch/hyd_open_internal.h"
+#include "hydrator/hydrator.h"
 #include "hydrator/read/hyd_fuse_internal.h"
 #include "hydrator/read/hyd_read_internal.h"
+#include "hydrator/status/hyd_control_internal.h"
 #include "hydrator/store/hyd_store_internal.h"
-#include "hydrator/hydrator.h"
 
 #define PROG "ferry-hydrator"
 #define EXIT_USAGE 2
@@ -64,7 +66,7 @@ struct opts {
 	const char *cache_dir;
 	int foreground;
 	int allow_other;
-	int verbose;
+	int log_level; /* BASE_LOG_*: info, -v debug, -q errors only */
 	long timeout_s;
 	long jobs; /* --jobs, also spelled --connections */
 	int no_backfill;
@@ -73,14 +75,9 @@ struct opts {
 
 /* Everything the running mount owns; freed by mount_free. */
 struct mount {
-	char base[HYD_URL_MAX + 1];
-	char name[HYD_NS_NAME_MAX + 1];
+	struct hyd_open op; /* URL, cache directory, store, catalog */
 	char mnt[PATH_MAX];
-	char cache[PATH_MAX];
 	char pidfile[PATH_MAX + 16];
-	char catpath[PATH_MAX];
-	hyd_store *store;
-	cat_reader *cat;
 	cat_reader *bf_cat; /* backfill's own reader of the same catalog */
 	hyd_backfill *bf;
 	hyd_control *ctl;
@@ -125,7 +122,9 @@ static void usage(FILE *out)
 	    "      --bwlimit RATE    cap the wire rate of everything fetched:\n"
 	    "                        bytes/s with an optional K, M, G suffix\n"
 	    "                        (1024-based), e.g. 50M; 0 = no cap\n"
-	    "  -v, --verbose         log every fetch retry\n"
+	    "  -v, --verbose         log more: every fetch retry and backfill\n"
+	    "                        pass (debug lines)\n"
+	    "  -q, --quiet           log errors only\n"
 	    "  -h, --help            this text\n"
 	    "  -V, --version         print the version\n"
 	    "\n"
@@ -133,19 +132,6 @@ static void usage(FILE *out)
 	    "A daemonized hydrator logs to CACHEDIR/hydrator.log and writes\n"
 	    "its pid to CACHEDIR/hydrator.pid. See ferry-hydrator(1).\n",
 	    TIMEOUT_DEFAULT_S, JOBS_DEFAULT);
-}
-
-static int parse_long(const char *s, long lo, long hi, long *ret)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return -EINVAL;
-	*ret = v;
-	return 0;
 }
 
 /* -o takes a comma list; only allow_other means anything here (ro and
@@ -163,10 +149,10 @@ static int parse_o(const char *arg, struct opts *o)
 			o->allow_other = 1;
 		} else if (strcmp(tok, "ro") &&
 			   strcmp(tok, "default_permissions")) {
-			fprintf(stderr,
-				PROG ": unknown mount option '%s' (only "
-				     "allow_other is supported; see --help)\n",
-				tok);
+			base_error(
+			    "unknown mount option '%s' (only allow_other "
+			    "is supported; see --help)",
+			    tok);
 			r = -EINVAL;
 			break;
 		}
@@ -184,6 +170,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"cache-dir", required_argument, NULL, 'c'},
 	    {"foreground", no_argument, NULL, 'f'},
 	    {"verbose", no_argument, NULL, 'v'},
+	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -199,8 +186,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	memset(o, 0, sizeof(*o));
 	o->timeout_s = TIMEOUT_DEFAULT_S;
 	o->jobs = JOBS_DEFAULT;
+	o->log_level = BASE_LOG_INFO;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":c:fo:vhVj:", longopts, NULL)) !=
+	while ((c = getopt_long(argc, argv, ":c:fo:vqhVj:", longopts, NULL)) !=
 	       -1) {
 		switch (c) {
 		case 'c':
@@ -214,7 +202,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return -1;
 			break;
 		case 'v':
-			o->verbose = 1;
+			o->log_level = BASE_LOG_DEBUG;
+			break;
+		case 'q':
+			o->log_level = BASE_LOG_ERROR;
 			break;
 		case 'h':
 			usage(stdout);
@@ -223,19 +214,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			printf(PROG " " FERRY_VERSION "\n");
 			return 1;
 		case OPT_TIMEOUT:
-			if (parse_long(optarg, 1, 86400, &o->timeout_s) < 0) {
-				fprintf(stderr,
-					PROG ": --timeout wants whole seconds "
-					     "1-86400, not '%s'\n",
-					optarg);
+			if (base_parse_long(optarg, 1, 86400, &o->timeout_s) <
+			    0) {
+				base_error("--timeout wants whole seconds "
+					   "1-86400, not '%s'",
+					   optarg);
 				return -1;
 			}
 			break;
 		case 'j':
-			if (parse_long(optarg, 1, JOBS_MAX, &o->jobs) < 0) {
-				fprintf(stderr,
-					PROG ": --jobs wants 1-%ld, not '%s'\n",
-					JOBS_MAX, optarg);
+			if (base_parse_long(optarg, 1, JOBS_MAX, &o->jobs) <
+			    0) {
+				base_error("--jobs wants 1-%ld, not '%s'",
+					   JOBS_MAX, optarg);
 				return -1;
 			}
 			break;
@@ -245,28 +236,25 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case OPT_BWLIMIT:
 			if (hyd_rate_parse(optarg, &o->bwlimit, err,
 					   sizeof(err)) < 0) {
-				fprintf(stderr, PROG ": --bwlimit: %s\n", err);
+				base_error("--bwlimit: %s", err);
 				return -1;
 			}
 			break;
 		case ':':
-			fprintf(stderr,
-				PROG ": option '%s' needs a value "
-				     "(see --help)\n",
-				argv[optind - 1]);
+			base_error("option '%s' needs a value (see --help)",
+				   argv[optind - 1]);
 			return -1;
 		default:
-			fprintf(stderr,
-				PROG ": unknown option '%s' (see --help)\n",
-				argv[optind - 1]);
+			base_error("unknown option '%s' (see --help)",
+				   argv[optind - 1]);
 			return -1;
 		}
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr,
-			PROG ": expected URL and MOUNTPOINT, got %d "
-			     "argument%s (see --help)\n",
-			argc - optind, argc - optind == 1 ? "" : "s");
+		base_error(
+		    "expected URL and MOUNTPOINT, got %d argument%s (see "
+		    "--help)",
+		    argc - optind, argc - optind == 1 ? "" : "s");
 		return -1;
 	}
 	o->url = argv[optind];
@@ -283,19 +271,21 @@ static int check_mountpoint(const char *path, struct mount *m)
 	int busy = 0;
 
 	if (stat(path, &st) < 0) {
-		fprintf(stderr, PROG ": mountpoint %s: %s\n", path,
-			errno == ENOENT ? "does not exist" : strerror(errno));
+		if (errno == ENOENT)
+			base_error("mountpoint does not exist path=%s", path);
+		else
+			base_log_err(BASE_LOG_ERROR, errno,
+				     "cannot use the mountpoint path=%s", path);
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, PROG ": mountpoint %s is not a directory\n",
-			path);
+		base_error("mountpoint is not a directory path=%s", path);
 		return -1;
 	}
 	d = opendir(path);
 	if (!d) {
-		fprintf(stderr, PROG ": mountpoint %s: %s\n", path,
-			strerror(errno));
+		base_log_err(BASE_LOG_ERROR, errno,
+			     "cannot read the mountpoint path=%s", path);
 		return -1;
 	}
 	while ((de = readdir(d)))
@@ -305,148 +295,27 @@ static int check_mountpoint(const char *path, struct mount *m)
 		}
 	closedir(d);
 	if (busy) {
-		fprintf(stderr, PROG ": mountpoint %s is not empty\n", path);
+		base_error("mountpoint is not empty path=%s", path);
 		return -1;
 	}
 	if (!realpath(path, m->mnt)) {
-		fprintf(stderr, PROG ": mountpoint %s: %s\n", path,
-			strerror(errno));
+		base_log_err(BASE_LOG_ERROR, errno,
+			     "cannot resolve the mountpoint path=%s", path);
 		return -1;
 	}
 	return 0;
 }
 
-static int setup_cache_dir(const struct opts *o, struct mount *m)
+/* The store is ours (its lock): a hydrator.pid left by a crash is stale. */
+static int open_cache(const struct opts *o, struct mount *m)
 {
-	char path[PATH_MAX];
-	struct stat st;
-	int r;
-
-	if (o->cache_dir) {
-		if (strlen(o->cache_dir) >= sizeof(path)) {
-			fprintf(stderr,
-				PROG ": cache directory name too long\n");
-			return -1;
-		}
-		memcpy(path, o->cache_dir, strlen(o->cache_dir) + 1);
-	} else {
-		r = hyd_cache_dir_default(m->base, m->name, path, sizeof(path));
-		if (r < 0) {
-			fprintf(stderr,
-				PROG ": no default cache directory (%s): set "
-				     "HOME or XDG_CACHE_HOME, or pass -c DIR\n",
-				strerror(-r));
-			return -1;
-		}
-	}
-	r = cat_mkdir_p(path, 0700);
-	if (r == 0 && stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
-		r = -ENOTDIR;
-	/* Absolute: the daemon chdirs to / and the store opens new packs by
-	 * path for as long as it runs. */
-	if (r == 0 && !realpath(path, m->cache))
-		r = -errno;
-	if (r < 0) {
-		fprintf(stderr, PROG ": cannot create cache directory %s: %s\n",
-			path, strerror(-r));
+	if (hyd_open_cache_dir(&m->op, o->cache_dir) < 0 ||
+	    hyd_open_store(&m->op) < 0)
 		return -1;
-	}
-	return 0;
-}
-
-/* Read a decimal pid from a small file; 0 when there is none. */
-static long read_pid_file(const char *dir, const char *name)
-{
-	char path[PATH_MAX], buf[32];
-	ssize_t n;
-	long pid = 0;
-	int fd;
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >=
-	    (int)sizeof(path))
-		return 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	if (parse_long(strtok(buf, " \n"), 1, LONG_MAX, &pid) < 0)
-		return 0;
-	return pid;
-}
-
-static int open_store(struct mount *m)
-{
-	long pid;
-	int r;
-
-	r = hyd_store_open(m->cache, CHUNK_MAX_LIMIT, &m->store);
-	if (r == -EBUSY) {
-		/* The holder wrote its pid into lock (again after it
-		 * daemonized: hyd_store_claim). */
-		pid = read_pid_file(m->cache, "lock");
-		if (pid)
-			fprintf(stderr,
-				PROG
-				": cache directory %s is in use by another "
-				"hydrator (pid %ld)\n",
-				m->cache, pid);
-		else
-			fprintf(stderr,
-				PROG
-				": cache directory %s is in use by another "
-				"hydrator\n",
-				m->cache);
-		return -1;
-	}
-	if (r < 0) {
-		fprintf(stderr, PROG ": cannot open cache directory %s: %s\n",
-			m->cache, strerror(-r));
-		return -1;
-	}
-	/* We hold the lock: a hydrator.pid left by a crash is stale. */
-	snprintf(m->pidfile, sizeof(m->pidfile), "%s/hydrator.pid", m->cache);
+	snprintf(m->pidfile, sizeof(m->pidfile), "%s/hydrator.pid",
+		 m->op.cache);
 	unlink(m->pidfile);
-	return 0;
-}
-
-static int open_catalog(struct mount *m)
-{
-	struct hyd_catalog_result res;
-	char err[1024];
-	int r;
-
-	memset(&res, 0, sizeof(res));
-	err[0] = '\0';
-	r = hyd_catalog_fetch(m->base, m->cache, CONNECT_TIMEOUT_S, &res, err,
-			      sizeof(err));
-	if (r < 0) {
-		fprintf(stderr, PROG ": %s\n", err[0] ? err : strerror(-r));
-		return -1;
-	}
-	if (res.from_cache)
-		fprintf(stderr,
-			PROG ": warning: serving cached generation %" PRIu64
-			     ": server unreachable\n",
-			res.generation);
-	r = cat_reader_open(res.path, &m->cat);
-	if (r < 0) {
-		fprintf(stderr, PROG ": catalog %s: %s\n", res.path,
-			r == -EBADMSG ? "not a valid ferry catalog"
-				      : strerror(-r));
-		return -1;
-	}
-	cat_reader_meta(m->cat, &m->fs.meta);
-	hyd_store_set_max_raw(m->store, m->fs.meta.params.max);
-	if (strlen(res.path) >= sizeof(m->catpath)) {
-		fprintf(stderr, PROG ": catalog path too long\n");
-		return -1;
-	}
-	memcpy(m->catpath, res.path, strlen(res.path) + 1);
-	return 0;
+	return hyd_open_catalog(&m->op, CONNECT_TIMEOUT_S) < 0 ? -1 : 0;
 }
 
 /* Everything the FUSE ops need, except the fetcher's thread. */
@@ -454,15 +323,16 @@ static int setup_fs(const struct opts *o, struct mount *m)
 {
 	struct hyd_backfill_config bc;
 	struct hyd_fetch_config fc;
+	uint32_t max_raw = m->op.meta.params.max;
 	uint64_t bg = 1;
 	int r;
 
 	r = hyd_read_cache_new(HYD_READ_CACHE_SLOTS, &m->rcache);
 	if (r == 0) {
 		memset(&fc, 0, sizeof(fc));
-		fc.base_url = m->base;
-		fc.store = m->store;
-		fc.max_raw = m->fs.meta.params.max;
+		fc.base_url = m->op.base;
+		fc.store = m->op.store;
+		fc.max_raw = max_raw;
 		/* --jobs 1 still keeps a transfer for reads beside the one
 		 * backfill batch. */
 		fc.connections = o->jobs > 1 ? (unsigned)o->jobs : 2;
@@ -482,125 +352,133 @@ static int setup_fs(const struct opts *o, struct mount *m)
 				fc.batch_bytes = BATCH_BYTES_MAX;
 		}
 		fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
-		fc.verbose = o->verbose;
 		r = hyd_fetch_new(&fc, &m->fetch);
 	}
 	if (r < 0) {
-		fprintf(stderr, PROG ": cannot set up the fetcher: %s\n",
-			strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r, "cannot set up the fetcher");
 		return -1;
 	}
 	/* Backfill walks with a reader of its own, so its long walk never
 	 * waits on (or holds up) FUSE's lookups. */
-	r = cat_reader_open(m->catpath, &m->bf_cat);
+	r = cat_reader_open(m->op.catpath, &m->bf_cat);
 	if (r == 0) {
 		memset(&bc, 0, sizeof(bc));
 		bc.cat = m->bf_cat;
-		bc.store = m->store;
+		bc.store = m->op.store;
 		bc.fetch = m->fetch;
-		bc.max_raw = m->fs.meta.params.max;
+		bc.max_raw = max_raw;
 		bc.enabled = !o->no_backfill;
 		/* Enough to keep every batch transfer busy with the next
 		 * batch ready behind it. */
 		bc.window = (unsigned)(bg * 64 * 2 < 128 ? 128 : bg * 64 * 2);
 		bc.window_bytes = bg * (16ull << 20);
-		bc.readahead_timeout_ns =
-		    (uint64_t)o->timeout_s * 1000000000ull;
-		bc.verbose = o->verbose;
 		bc.log_progress = 1;
 		r = hyd_backfill_new(&bc, &m->bf);
 	}
 	if (r < 0) {
-		fprintf(stderr, PROG ": cannot set up backfill: %s\n",
-			strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r, "cannot set up backfill");
 		return -1;
 	}
-	m->fs.bf = m->bf;
-	m->fs.cat = m->cat;
-	m->fs.verbose = o->verbose;
+	m->fs.cat = m->op.cat;
+	m->fs.meta = m->op.meta;
+	m->fs.on_open = hyd_backfill_on_open;
+	m->fs.on_open_arg = m->bf;
 	m->fs.mountpoint = m->mnt;
-	m->fs.rd.cat = m->cat;
-	m->fs.rd.store = m->store;
+	m->fs.rd.cat = m->op.cat;
+	m->fs.rd.store = m->op.store;
 	m->fs.rd.fetch = m->fetch;
 	m->fs.rd.cache = m->rcache;
-	m->fs.rd.max_raw = m->fs.meta.params.max;
+	m->fs.rd.max_raw = max_raw;
 	m->fs.rd.timeout_ns = (uint64_t)o->timeout_s * 1000000000ull;
 	return 0;
+}
+
+/* Add "name=value" to a FUSE option list, with ',' and '\\' escaped as
+ * libfuse's option parser wants. 0 or -1. */
+static int fuse_opt_kv(char **opts, const char *name, const char *value)
+{
+	char buf[PATH_MAX + 64];
+	int n = snprintf(buf, sizeof(buf), "%s=%s", name, value);
+
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return -1;
+	return fuse_opt_add_opt_escaped(opts, buf);
 }
 
 static int setup_fuse(const struct opts *o, struct mount *m)
 {
 	struct fuse_lowlevel_ops ops;
-	char mopts[128];
-	char *argv[] = {PROG, "-o", mopts, NULL};
-	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+	char source[PATH_MAX + 8], *mopts = NULL;
+	char *argv[] = {PROG, "-o", NULL, NULL};
+	struct fuse_args args;
+	int r;
 
-	snprintf(mopts, sizeof(mopts),
-		 "ro,default_permissions,fsname=ferry,subtype=ferry%s",
-		 o->allow_other ? ",allow_other" : "");
+	/* The mount's source names the cache it serves ("ferry:CACHEDIR"),
+	 * so `ferry status MOUNTPOINT` finds it in /proc/self/mountinfo. */
+	snprintf(source, sizeof(source), "%s%s", HYD_FSNAME_PREFIX,
+		 m->op.cache);
+	r = fuse_opt_add_opt(&mopts, "ro,default_permissions,subtype=ferry");
+	if (r == 0)
+		r = fuse_opt_kv(&mopts, "fsname", source);
+	if (r == 0 && o->allow_other)
+		r = fuse_opt_add_opt(&mopts, "allow_other");
+	if (r != 0) {
+		free(mopts);
+		base_error("out of memory");
+		return -1;
+	}
+	argv[2] = mopts;
+	args = (struct fuse_args)FUSE_ARGS_INIT(3, argv);
 	hyd_fuse_ops_fill(&ops);
 	m->se = fuse_session_new(&args, &ops, sizeof(ops), &m->fs);
 	fuse_opt_free_args(&args);
+	free(mopts);
 	if (!m->se) {
-		fprintf(stderr, PROG ": cannot create the FUSE session\n");
+		base_error("cannot create the FUSE session");
 		return -1;
 	}
 	if (fuse_session_mount(m->se, m->mnt) != 0) {
-		fprintf(stderr,
-			PROG ": cannot mount on %s (is /dev/fuse there and "
-			     "fusermount3 installed?%s)\n",
-			m->mnt,
-			o->allow_other ? " allow_other needs user_allow_other "
-					 "in /etc/fuse.conf"
-				       : "");
+		base_error("cannot mount path=%s (is /dev/fuse there and "
+			   "fusermount3 installed?%s)",
+			   m->mnt,
+			   o->allow_other
+			       ? " allow_other needs user_allow_other "
+				 "in /etc/fuse.conf"
+			       : "");
 		return -1;
 	}
 	m->mounted = 1;
 	return 0;
 }
 
-/* After daemonizing: stderr goes to CACHEDIR/hydrator.log, line-buffered. */
+/* After daemonizing: stderr goes to CACHEDIR/hydrator.log, and its lines
+ * get timestamps. */
 static void redirect_log(struct mount *m)
 {
-	char path[sizeof(m->cache) + 16];
+	char path[sizeof(m->op.cache) + 16];
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/hydrator.log", m->cache);
+	snprintf(path, sizeof(path), "%s/hydrator.log", m->op.cache);
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return; /* stderr stays /dev/null: nothing better to do */
 	dup2(fd, STDERR_FILENO);
 	close(fd);
-	setvbuf(stderr, NULL, _IOLBF, 0);
+	base_log_stamps(1);
 }
 
-/* Durably enough for a pid: temp file, rename. */
 static void write_pidfile(struct mount *m)
 {
-	char tmp[sizeof(m->pidfile) + 8], buf[32];
-	int fd, n;
+	char buf[32];
+	int n, r;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", m->pidfile);
 	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-	unlink(tmp);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0)
-		goto fail;
-	if (write(fd, buf, (size_t)n) != n) {
-		close(fd);
-		unlink(tmp);
-		goto fail;
-	}
-	close(fd);
-	if (rename(tmp, m->pidfile) < 0) {
-		unlink(tmp);
-		goto fail;
-	}
-	m->pid_written = 1;
-	return;
-fail:
-	fprintf(stderr, PROG ": warning: cannot write %s: %s\n", m->pidfile,
-		strerror(errno));
+	r = base_file_write_atomic(m->pidfile, buf, (size_t)n, 0644);
+	if (r == 0)
+		m->pid_written = 1;
+	else
+		base_log_err(BASE_LOG_WARN, r,
+			     "cannot write the pid file path=%s", m->pidfile);
 }
 
 #define REOPEN_TRIES 100
@@ -616,49 +494,42 @@ static int reopen_after_fork(struct mount *m)
 {
 	int r = -EBUSY, i;
 
-	cat_reader_close(m->cat);
-	m->cat = NULL;
-	hyd_store_close(m->store);
-	m->store = NULL;
+	hyd_open_close(&m->op);
 	for (i = 0; i < REOPEN_TRIES && r == -EBUSY; i++) {
-		r = hyd_store_open(m->cache, CHUNK_MAX_LIMIT, &m->store);
+		r = hyd_store_open(m->op.cache, CHUNK_MAX_LIMIT, &m->op.store);
 		if (r == -EBUSY)
 			usleep(REOPEN_WAIT_US);
 	}
 	if (r < 0) {
-		fprintf(stderr,
-			PROG ": cannot reopen cache directory %s after "
-			     "daemonizing: %s\n",
-			m->cache, strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot reopen the cache directory after "
+			     "daemonizing path=%s",
+			     m->op.cache);
 		return -1;
 	}
-	hyd_store_set_max_raw(m->store, m->fs.meta.params.max);
-	r = cat_reader_open(m->catpath, &m->cat);
+	hyd_store_set_max_raw(m->op.store, m->op.meta.params.max);
+	r = cat_reader_open(m->op.catpath, &m->op.cat);
 	if (r < 0) {
-		fprintf(stderr, PROG ": cannot reopen catalog %s: %s\n",
-			m->catpath, strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot reopen the catalog path=%s",
+			     m->op.catpath);
 		return -1;
 	}
 	/* The lock file still names the parent, which has exited. */
-	if (hyd_store_claim(m->store) < 0)
-		fprintf(stderr, PROG ": cannot record pid in %s/lock\n",
-			m->cache);
+	r = hyd_store_claim(m->op.store);
+	if (r < 0)
+		base_log_err(BASE_LOG_WARN, r,
+			     "cannot record the pid in the lock file dir=%s",
+			     m->op.cache);
 	return 0;
 }
 
-static void log_stamp(const char *what, const struct mount *m)
+static void log_event(const char *what, const struct mount *m)
 {
-	char when[64];
-	struct tm tm;
-	time_t t = time(NULL);
-
-	gmtime_r(&t, &tm);
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	fprintf(stderr,
-		PROG ": %s time=%s url=%s mountpoint=%s generation=%" PRIu64
-		     " pid=%ld\n",
-		what, when, m->base, m->mnt, m->fs.meta.generation,
-		(long)getpid());
+	base_info("%s url=%s mountpoint=%s cache=%s generation=%" PRIu64
+		  " pid=%ld",
+		  what, m->op.base, m->mnt, m->op.cache, m->op.meta.generation,
+		  (long)getpid());
 }
 
 /* libfuse's signal handler only flags the session as exited, and its loop
@@ -730,30 +601,28 @@ static int serve(struct mount *m)
 
 	r = hyd_fetch_start(m->fetch);
 	if (r < 0) {
-		fprintf(stderr, PROG ": cannot start the fetcher: %s\n",
-			strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r, "cannot start the fetcher");
 		return -1;
 	}
 	r = hyd_backfill_start(m->bf);
 	if (r < 0) {
-		fprintf(stderr, PROG ": cannot start backfill: %s\n",
-			strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r, "cannot start backfill");
 		return -1;
 	}
 	/* Status without a control socket still works (from the cache), so
 	 * a failure here is a warning. */
-	r = hyd_control_start(m->cache, hyd_backfill_live, m->bf, &m->ctl);
+	r = hyd_control_start(m->op.cache, hyd_backfill_live, m->bf, &m->ctl);
 	if (r < 0)
-		fprintf(stderr, PROG ": warning: no control socket in %s: %s\n",
-			m->cache, strerror(-r));
+		base_log_err(BASE_LOG_WARN, r, "no control socket dir=%s",
+			     m->op.cache);
 	if (fuse_set_signal_handlers(m->se) != 0) {
-		fprintf(stderr, PROG ": cannot set signal handlers\n");
+		base_error("cannot set signal handlers");
 		return -1;
 	}
 	cfg = fuse_loop_cfg_create();
 	if (!cfg) {
 		fuse_remove_signal_handlers(m->se);
-		fprintf(stderr, PROG ": out of memory\n");
+		base_error("out of memory");
 		return -1;
 	}
 	fuse_loop_cfg_set_clone_fd(cfg, 0);
@@ -775,16 +644,14 @@ static int serve(struct mount *m)
 	hyd_backfill_stop(m->bf);
 	hyd_fetch_stop(m->fetch);
 	hyd_fetch_stats(m->fetch, &st);
-	fprintf(stderr,
-		PROG ": stopping requests=%" PRIu64 " batches=%" PRIu64
-		     " chunks=%" PRIu64 " wire_bytes=%" PRIu64
-		     " failures=%" PRIu64 " mismatches=%" PRIu64
-		     " retries=%" PRIu64 "\n",
-		st.requests, st.batches, st.chunks, st.wire_bytes, st.failures,
-		st.mismatches, st.retries);
+	base_info("stopping requests=%" PRIu64 " batches=%" PRIu64
+		  " chunks=%" PRIu64 " wire_bytes=%" PRIu64 " failures=%" PRIu64
+		  " mismatches=%" PRIu64 " retries=%" PRIu64,
+		  st.requests, st.batches, st.chunks, st.wire_bytes,
+		  st.failures, st.mismatches, st.retries);
 	/* A signal number is a normal way to stop; -errno is not. */
 	if (r < 0) {
-		fprintf(stderr, PROG ": FUSE loop failed: %s\n", strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r, "FUSE loop failed");
 		return -1;
 	}
 	return 0;
@@ -804,8 +671,7 @@ static void mount_free(struct mount *m)
 		fuse_session_destroy(m->se);
 	}
 	hyd_read_cache_free(m->rcache);
-	cat_reader_close(m->cat);
-	hyd_store_close(m->store);
+	hyd_open_close(&m->op);
 	if (m->pid_written)
 		unlink(m->pidfile);
 	free(m);
@@ -814,29 +680,25 @@ static void mount_free(struct mount *m)
 static int run(const struct opts *o)
 {
 	struct mount *m;
-	char err[512];
 	int r = 1;
 
 	m = calloc(1, sizeof(*m));
 	if (!m) {
-		fprintf(stderr, PROG ": out of memory\n");
+		base_error("out of memory");
 		return 1;
 	}
-	if (hyd_url_parse(o->url, m->base, sizeof(m->base), m->name,
-			  sizeof(m->name), err, sizeof(err)) < 0) {
-		fprintf(stderr, PROG ": %s\n", err);
+	if (hyd_open_url(&m->op, o->url) < 0) {
 		r = EXIT_USAGE;
 		goto out;
 	}
-	if (check_mountpoint(o->mountpoint, m) < 0 ||
-	    setup_cache_dir(o, m) < 0 || open_store(m) < 0 ||
-	    open_catalog(m) < 0 || setup_fuse(o, m) < 0)
+	if (check_mountpoint(o->mountpoint, m) < 0 || open_cache(o, m) < 0 ||
+	    setup_fuse(o, m) < 0)
 		goto out;
 	if (!o->foreground) {
 		/* The parent waits inside fuse_daemonize until the child is
 		 * set up, then exits 0: the mount already exists. */
 		if (fuse_daemonize(0) != 0) {
-			fprintf(stderr, PROG ": cannot daemonize\n");
+			base_error("cannot daemonize");
 			goto out;
 		}
 		redirect_log(m);
@@ -848,10 +710,10 @@ static int run(const struct opts *o)
 	if (setup_fs(o, m) < 0)
 		goto out;
 	write_pidfile(m);
-	log_stamp("mounted", m);
+	log_event("mounted", m);
 	if (serve(m) == 0)
 		r = 0;
-	log_stamp(r == 0 ? "unmounted" : "failed", m);
+	log_event(r == 0 ? "unmounted" : "failed", m);
 out:
 	mount_free(m);
 	return r;
@@ -862,12 +724,14 @@ int main(int argc, char **argv)
 	struct opts o;
 	int r;
 
+	base_log_init(PROG, BASE_LOG_INFO);
 	r = parse_args(argc, argv, &o);
 	if (r != 0)
 		return r > 0 ? 0 : EXIT_USAGE;
+	base_log_init(PROG, o.log_level);
 	/* Once, before any thread exists. */
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		fprintf(stderr, PROG ": curl_global_init failed\n");
+		base_error("curl_global_init failed");
 		return 1;
 	}
 	r = run(&o);

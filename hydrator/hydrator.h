@@ -14,14 +14,20 @@
 #define FERRY_HYDRATOR_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define HYD_VERSION "0.1.0"
 #ifndef FERRY_VERSION
 #define FERRY_VERSION HYD_VERSION
 #endif
 
-#define HYD_NS_NAME_MAX 64u /* bytes in a namespace name */
-#define HYD_URL_MAX 2048u   /* bytes in a base URL */
+#define HYD_URL_MAX 2048u /* bytes in a base URL */
+
+/* A mount's source in /proc/self/mountinfo (its FUSE fsname) is this
+ * prefix followed by the absolute cache directory it serves, escaped by
+ * the kernel like every mountinfo field (\040 for a space...): how
+ * `ferry status MOUNTPOINT` finds the cache. The type is "fuse.ferry". */
+#define HYD_FSNAME_PREFIX "ferry:"
 
 /* Check a hydrator URL, "http[s]://HOST[:PORT]/v1/NAME" (one trailing '/'
  * allowed), with curl's URL parser: scheme http or https, a host, no
@@ -44,11 +50,19 @@ int hyd_url_parse(const char *url, char *ret_base, size_t base_cap,
 int hyd_cache_dir_default(const char *base_url, const char *name, char *buf,
 			  size_t cap);
 
+/* The generation a catalog file name in CACHEDIR/catalogs names: "GEN.db"
+ * with GEN decimal, 1 or more, no leading zero; 0 for any other name. */
+uint64_t hyd_cache_catalog_gen(const char *name);
+
+/* The newest catalog a cache directory holds: its path into path (may be
+ * NULL) and its generation into *ret_gen (may be NULL). Returns 0,
+ * -ENOENT (none, or no catalogs/ at all), -ENAMETOOLONG, -errno. */
+int hyd_cache_catalog_newest(const char *cache_dir, char *path, size_t cap,
+			     uint64_t *ret_gen);
+
 /* ------------------------------------------------------------------ */
 /* Status (hyd_status.c): what is hydrated, how fast, how long to go.  */
 /* ------------------------------------------------------------------ */
-
-#include <stdint.h>
 
 enum hyd_state {
 	HYD_STATE_BROWSING = 0,	   /* mounted, backfill off or not started */
@@ -114,7 +128,6 @@ struct hyd_sync_opts {
 	long timeout_s;	       /* per chunk fetch deadline, 0: default 30 */
 	int owners;	       /* set uid/gid: < 0 when root (the CLI's
 				* default), 0 never, > 0 always */
-	int verbose;
 	/* Progress, called from the syncing thread at most ~5 times a second
 	 * and once at the end; may be NULL. */
 	void (*progress)(void *arg, const struct hyd_status *st);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "catalog/base/base.h"
 #include "replicator/replicator.h"
 #include "replicator/repl_server_internal.h"
 
@@ -226,7 +227,7 @@ int main(int argc, char **argv)
 			rc = 1;
 			goto out;
 		}
-		if (repl_ns_name_check(split[i]) < 0) {
+		if (base_ns_name_check(split[i], strlen(split[i])) < 0) {
 			rc =
 			    usage_error("bad namespace name '%s': use 1-64 of "
 					"[A-Za-z0-9._-], not starting with '.'",

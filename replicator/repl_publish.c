@@ -22,6 +22,7 @@
 #include <openssl/evp.h>
 #include <zstd.h>
 
+#include "catalog/base/base.h"
 #include "replicator/replicator.h"
 #include "replicator/repl_publish_internal.h"
 
@@ -62,90 +63,6 @@ char *repl__srcindex_path(const char *state_dir, uint64_t gen)
 	return repl__path_fmt("%s/source/%" PRIu64 ".db", state_dir, gen);
 }
 
-/* Write data to path durably: "path.tmp" (O_EXCL after removing a stale
- * one), write, fsync, rename, fsync the directory. */
-static int write_file_atomic(const char *path, const void *data, size_t len)
-{
-	char *tmp = repl__path_fmt("%s.tmp", path);
-	const char *p = data;
-	int fd = -1, r = 0;
-
-	if (!tmp)
-		return -ENOMEM;
-	if (unlink(tmp) < 0 && errno != ENOENT) {
-		r = -errno;
-		goto out;
-	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		r = -errno;
-		goto out;
-	}
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -EIO;
-			goto out;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	if (fsync(fd) < 0 || close(fd) < 0) {
-		fd = -1;
-		r = -errno;
-		goto out;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		r = -errno;
-		goto out;
-	}
-	r = cat_fsync_parent(path);
-out:
-	if (fd >= 0)
-		close(fd);
-	if (r < 0)
-		unlink(tmp);
-	free(tmp);
-	return r;
-}
-
-/* Read a small text file (< cap bytes) into buf, NUL-terminated. */
-static int read_small(const char *path, char *buf, size_t cap, size_t *ret_len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t have = 0;
-	int r = 0;
-
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		ssize_t n = read(fd, buf + have, cap - 1 - have);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		have += (size_t)n;
-		if (have == cap - 1) {
-			r = -EBADMSG; /* longer than anything we write */
-			goto out;
-		}
-	}
-	buf[have] = '\0';
-	*ret_len = have;
-out:
-	close(fd);
-	return r;
-}
-
 int repl_head_read(const char *state_dir, uint64_t *ret_gen)
 {
 	char *path = repl__path_fmt("%s/HEAD", state_dir);
@@ -157,10 +74,12 @@ int repl_head_read(const char *state_dir, uint64_t *ret_gen)
 	*ret_gen = 0;
 	if (!path)
 		return -ENOMEM;
-	r = read_small(path, buf, sizeof(buf), &len);
+	r = base_file_read_small(path, buf, sizeof(buf), &len);
 	free(path);
 	if (r == -ENOENT)
 		return 0;
+	if (r == -EFBIG)
+		return -EBADMSG; /* longer than anything we write */
 	if (r < 0)
 		return r;
 	if (len < 2 || buf[len - 1] != '\n' || buf[0] < '1' || buf[0] > '9')
@@ -183,7 +102,7 @@ int repl_head_write(const char *state_dir, uint64_t gen)
 	if (!path)
 		return -ENOMEM;
 	n = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", gen);
-	r = write_file_atomic(path, buf, (size_t)n);
+	r = base_file_write_atomic(path, buf, (size_t)n, 0644);
 	free(path);
 	return r;
 }
@@ -197,8 +116,10 @@ int repl__catalog_sha_read(const char *zst_path, char ret_hex[65])
 
 	if (!path)
 		return -ENOMEM;
-	r = read_small(path, buf, sizeof(buf), &len);
+	r = base_file_read_small(path, buf, sizeof(buf), &len);
 	free(path);
+	if (r == -EFBIG)
+		return -EBADMSG;
 	if (r < 0)
 		return r;
 	if (len != 65 || buf[64] != '\n')
@@ -253,7 +174,7 @@ static int compress_fd(int in, int outfd, EVP_MD_CTX *md, uint64_t *ret_bytes)
 				goto out;
 			}
 			if (zout.pos) {
-				r = cat_write_all(outfd, obuf, zout.pos);
+				r = base_write_all(outfd, obuf, zout.pos);
 				if (r < 0)
 					goto out;
 				if (EVP_DigestUpdate(md, obuf, zout.pos) != 1) {
@@ -329,14 +250,14 @@ int repl_catalog_compress(const char *src, const char *dst, char ret_hex[65],
 	/* The digest file goes first: a .zst without its .sha256 would be
 	 * served without an ETag we can stand behind. */
 	snprintf(line, sizeof(line), "%s\n", ret_hex);
-	r = write_file_atomic(shapath, line, 65);
+	r = base_file_write_atomic(shapath, line, 65, 0644);
 	if (r < 0)
 		goto out;
 	if (rename(tmp, dst) < 0) {
 		r = -errno;
 		goto out;
 	}
-	r = cat_fsync_parent(dst);
+	r = base_fsync_parent(dst);
 out:
 	if (outfd >= 0)
 		close(outfd);
@@ -369,7 +290,7 @@ int repl_generation_build(const char *state_dir, const char *dir,
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
-	r = cat_mkdir_p(state_dir, 0755);
+	r = base_mkdir_p(state_dir, 0755);
 	if (r < 0)
 		return r;
 	r = repl_head_read(state_dir, &head);
@@ -380,7 +301,7 @@ int repl_generation_build(const char *state_dir, const char *dir,
 				     i == 0 ? "catalog" : "source");
 		if (!sub)
 			return -ENOMEM;
-		r = cat_mkdir_p(sub, 0755);
+		r = base_mkdir_p(sub, 0755);
 		free(sub);
 		if (r < 0)
 			return r;
@@ -410,21 +331,4 @@ out:
 	free(zst);
 	free(src);
 	return r;
-}
-
-int repl_ns_name_check(const char *name)
-{
-	size_t i, n = strlen(name);
-
-	if (n < 1 || n > REPL_NS_NAME_MAX || name[0] == '.')
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		char ch = name[i];
-
-		if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-		      ch == '-'))
-			return -EINVAL;
-	}
-	return 0;
 }

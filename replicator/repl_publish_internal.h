@@ -2,7 +2,7 @@
  * replicator/repl_publish_internal.h — state-dir paths and catalog hash
  * helpers shared by the scanner, the source index and the publisher
  * (implemented in repl_publish.c; the durable-write primitives themselves
- * are catalog.h's cat_write_all / cat_mkdir_p / cat_fsync_parent). Any
+ * are catalog.h's base_write_all / base_mkdir_p / base_fsync_parent). Any
  * thread; all blocking.
  */
 #ifndef FERRY_REPL_PUBLISH_INTERNAL_H

@@ -18,6 +18,7 @@
 
 #include <uv.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "replicator/replicator.h"
 #include "replicator/repl_srcindex_internal.h"
@@ -52,7 +53,7 @@ enum repl_ns_state {
 struct repl_server;
 
 struct repl_ns {
-	char name[REPL_NS_NAME_MAX + 1];
+	char name[BASE_NS_NAME_MAX + 1];
 	char *dir;	     /* as given on the command line */
 	char *state_dir;     /* STATEDIR/NAME */
 	char *srcindex_path; /* of the served generation */

@@ -16,6 +16,7 @@
 
 #include <sqlite3.h>
 
+#include "catalog/base/base.h"
 #include "replicator/repl_publish_internal.h"
 #include "replicator/repl_srcindex_internal.h"
 
@@ -31,20 +32,6 @@ struct repl_srcindex {
 	char *path_buf;
 	size_t path_cap;
 };
-
-/* The one place SQLite codes become errno values; logs the native code. */
-static int sql_err(sqlite3 *db, int rc, const char *what)
-{
-	if (rc == SQLITE_NOMEM)
-		return -ENOMEM;
-	fprintf(stderr, "ferry-replicator: srcindex: %s: sqlite=%d %s\n", what,
-		rc, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-	if (rc == SQLITE_CANTOPEN)
-		return -ENOENT;
-	if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
-		return -EBADMSG;
-	return -EIO;
-}
 
 static const char SCHEMA[] =
     "PRAGMA journal_mode=OFF;"
@@ -84,12 +71,12 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 				 SQLITE_OPEN_NOMUTEX,
 			     NULL);
 	if (rc != SQLITE_OK) {
-		r = sql_err(w->db, rc, "create");
+		r = base_sqlite_errno(w->db, rc, "create");
 		goto out;
 	}
 	rc = sqlite3_exec(w->db, SCHEMA, NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
-		r = sql_err(w->db, rc, "schema");
+		r = base_sqlite_errno(w->db, rc, "schema");
 		goto out;
 	}
 	rc = sqlite3_prepare_v2(w->db,
@@ -114,7 +101,7 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 		    " VALUES (?1, ?2, ?3, ?4)",
 		    -1, &w->st_chunk, NULL);
 	if (rc != SQLITE_OK) {
-		r = sql_err(w->db, rc, "prepare");
+		r = base_sqlite_errno(w->db, rc, "prepare");
 		goto out;
 	}
 	*ret_w = w;
@@ -136,7 +123,7 @@ int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
 			    SQLITE_STATIC);
 	rc = sqlite3_step(w->st_file);
 	if (rc != SQLITE_DONE)
-		return sql_err(w->db, rc, "add file");
+		return base_sqlite_errno(w->db, rc, "add file");
 	return 0;
 }
 
@@ -152,7 +139,7 @@ int repl_srcindex_add_chunk(repl_srcindex_writer *w, const chunk_id *id,
 	sqlite3_bind_int64(w->st_chunk, 4, len);
 	rc = sqlite3_step(w->st_chunk);
 	if (rc != SQLITE_DONE)
-		return sql_err(w->db, rc, "add chunk");
+		return base_sqlite_errno(w->db, rc, "add chunk");
 	return sqlite3_changes(w->db) > 0 ? 1 : 0;
 }
 
@@ -172,7 +159,7 @@ int repl_srcindex_commit(repl_srcindex_writer *w)
 
 	rc = sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
-		r = sql_err(w->db, rc, "commit");
+		r = base_sqlite_errno(w->db, rc, "commit");
 		goto out;
 	}
 	sqlite3_finalize(w->st_file);
@@ -181,19 +168,19 @@ int repl_srcindex_commit(repl_srcindex_writer *w)
 	rc = sqlite3_close(w->db);
 	w->db = NULL;
 	if (rc != SQLITE_OK) {
-		r = sql_err(NULL, rc, "close");
+		r = base_sqlite_errno(NULL, rc, "close");
 		goto out;
 	}
 	/* synchronous=OFF above: make the bytes durable before the rename
 	 * publishes them. */
-	r = cat_fsync_path(w->tmp);
+	r = base_fsync_path(w->tmp);
 	if (r < 0)
 		goto out;
 	if (rename(w->tmp, w->path) < 0) {
 		r = -errno;
 		goto out;
 	}
-	r = cat_fsync_parent(w->path);
+	r = base_fsync_parent(w->path);
 out:
 	if (r < 0)
 		unlink(w->tmp);
@@ -230,14 +217,14 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 	rc = sqlite3_open_v2(path, &r->db,
 			     SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
-		e = sql_err(r->db, rc, "open");
+		e = base_sqlite_errno(r->db, rc, "open");
 		goto out;
 	}
 	rc = sqlite3_prepare_v2(r->db,
 				"SELECT value FROM meta WHERE key = 'format'",
 				-1, &st, NULL);
 	if (rc != SQLITE_OK) {
-		e = sql_err(r->db, rc, "check format");
+		e = base_sqlite_errno(r->db, rc, "check format");
 		goto out;
 	}
 	rc = sqlite3_step(st);
@@ -255,7 +242,7 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 				" WHERE c.id = ?1",
 				-1, &r->st_lookup, NULL);
 	if (rc != SQLITE_OK) {
-		e = sql_err(r->db, rc, "prepare lookup");
+		e = base_sqlite_errno(r->db, rc, "prepare lookup");
 		goto out;
 	}
 	*ret_r = r;
@@ -281,7 +268,7 @@ int repl_srcindex_lookup(repl_srcindex *r, const chunk_id *id,
 		goto out;
 	}
 	if (rc != SQLITE_ROW) {
-		e = sql_err(r->db, rc, "lookup");
+		e = base_sqlite_errno(r->db, rc, "lookup");
 		goto out;
 	}
 	ino = sqlite3_column_int64(r->st_lookup, 0);

@@ -32,11 +32,6 @@
 #include "catalog/catalog.h"
 
 #define REPL_VERSION "0.1.0"
-#define REPL_NS_NAME_MAX 64u /* bytes in a namespace name */
-
-/* 0 when name is a valid namespace name: [A-Za-z0-9._-]{1,64}, not
- * starting with '.'. -EINVAL otherwise. */
-int repl_ns_name_check(const char *name);
 
 /* Called for an entry that is left out of a scan. rel/rel_len are the raw
  * path bytes relative to the scanned directory (empty for the root), err a

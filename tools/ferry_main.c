@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/hydrator.h"
 #include "tools/ferry_internal.h"
@@ -28,6 +29,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	/* Each command names itself ("ferry sync") once it starts. */
+	base_log_init("ferry", BASE_LOG_INFO);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
@@ -46,7 +49,6 @@ int main(int argc, char **argv)
 		return ferry_cmd_status(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "verify"))
 		return ferry_cmd_verify(argc - 1, argv + 1);
-	fprintf(stderr, "ferry: unknown command '%s' (see ferry --help)\n",
-		argv[1]);
+	base_error("unknown command '%s' (see ferry --help)", argv[1]);
 	return 2;
 }

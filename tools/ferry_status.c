@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/hydrator.h"
 #include "tools/ferry_internal.h"
@@ -437,7 +438,7 @@ static void split_cmdline(char *buf, size_t len, struct hyd_args *h)
 static int hydrator_cache(long pid, const char *mnt, char *out, size_t cap)
 {
 	char p[64], *buf, real[PATH_MAX], base[HYD_URL_MAX];
-	char name[HYD_NS_NAME_MAX + 1], err[256];
+	char name[BASE_NS_NAME_MAX + 1], err[256];
 	const char *argv0;
 	struct hyd_args h;
 	ssize_t n;

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/hydrator.h"
 #include "tools/ferry_internal.h"
 
@@ -27,7 +28,8 @@
 
 struct cli {
 	int quiet, stats, tty;
-	int shown; /* a progress line is on screen */
+	int log_level; /* BASE_LOG_*: -v debug, -q errors only */
+	int shown;     /* a progress line is on screen */
 	/* The rate shown is the phase's own: bytes of this phase since it
 	 * began (fetching: chunk bytes stored; writing: file bytes). */
 	int phase; /* -1 before the first call */
@@ -37,10 +39,7 @@ struct cli {
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)base_now_ns() / 1e9;
 }
 
 static void usage(FILE *f)
@@ -75,7 +74,8 @@ static void usage(FILE *f)
 	    "                       run as root)\n"
 	    "      --stats          print the full statistics table at the "
 	    "end\n"
-	    "  -v, --verbose        name every retry and failed fetch\n"
+	    "  -v, --verbose        name every retry and failed fetch (debug\n"
+	    "                       lines)\n"
 	    "  -q, --quiet          no progress and no summary, errors only\n"
 	    "  -h, --help           this text\n"
 	    "\n"
@@ -195,19 +195,6 @@ static void summary(const struct cli *c, const struct hyd_sync_result *r)
 	printf("Failed entries: %" PRIu64 "\n", r->failed);
 }
 
-static int parse_long(const char *s, long lo, long hi, long *ret)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return -EINVAL;
-	*ret = v;
-	return 0;
-}
-
 /* 0 to run, 1 help printed, -1 usage error (reported). */
 static int parse_args(int argc, char **argv, struct hyd_sync_opts *o,
 		      struct cli *c)
@@ -236,22 +223,19 @@ static int parse_args(int argc, char **argv, struct hyd_sync_opts *o,
 			o->cache_dir = optarg;
 			break;
 		case 'j':
-			if (parse_long(optarg, 1, JOBS_MAX, &v) < 0) {
-				fprintf(stderr,
-					"ferry sync: --jobs wants 1-%ld, "
-					"not '%s'\n",
-					JOBS_MAX, optarg);
+			if (base_parse_long(optarg, 1, JOBS_MAX, &v) < 0) {
+				base_error("--jobs wants 1-%ld, not '%s'",
+					   JOBS_MAX, optarg);
 				return -1;
 			}
 			o->jobs = (unsigned)v;
 			break;
 		case OPT_TIMEOUT:
-			if (parse_long(optarg, 1, 86400, &o->timeout_s) < 0) {
-				fprintf(stderr,
-					"ferry sync: --timeout wants "
-					"whole seconds 1-86400, not "
-					"'%s'\n",
-					optarg);
+			if (base_parse_long(optarg, 1, 86400, &o->timeout_s) <
+			    0) {
+				base_error("--timeout wants whole seconds "
+					   "1-86400, not '%s'",
+					   optarg);
 				return -1;
 			}
 			break;
@@ -262,33 +246,29 @@ static int parse_args(int argc, char **argv, struct hyd_sync_opts *o,
 			c->stats = 1;
 			break;
 		case 'v':
-			o->verbose = 1;
+			c->log_level = BASE_LOG_DEBUG;
 			break;
 		case 'q':
 			c->quiet = 1;
+			c->log_level = BASE_LOG_ERROR;
 			break;
 		case 'h':
 			usage(stdout);
 			return 1;
 		case ':':
-			fprintf(stderr,
-				"ferry sync: option '%s' needs a value "
-				"(see --help)\n",
-				argv[optind - 1]);
+			base_error("option '%s' needs a value (see --help)",
+				   argv[optind - 1]);
 			return -1;
 		default:
-			fprintf(stderr,
-				"ferry sync: unknown option '%s' (see "
-				"--help)\n",
-				argv[optind - 1]);
+			base_error("unknown option '%s' (see --help)",
+				   argv[optind - 1]);
 			return -1;
 		}
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr,
-			"ferry sync: expected URL and DEST, got %d "
-			"argument%s (see --help)\n",
-			argc - optind, argc - optind == 1 ? "" : "s");
+		base_error("expected URL and DEST, got %d argument%s (see "
+			   "--help)",
+			   argc - optind, argc - optind == 1 ? "" : "s");
 		return -1;
 	}
 	o->url = argv[optind];
@@ -306,10 +286,13 @@ int ferry_cmd_sync(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	memset(&c, 0, sizeof(c));
 	c.phase = -1;
+	c.log_level = BASE_LOG_INFO;
 	o.owners = -1; /* hyd_sync: < 0 means "when root" */
+	base_log_init("ferry sync", BASE_LOG_INFO);
 	r = parse_args(argc, argv, &o, &c);
 	if (r != 0)
 		return r > 0 ? 0 : EXIT_USAGE;
+	base_log_init("ferry sync", c.log_level);
 	c.tty = isatty(STDOUT_FILENO);
 	o.progress = on_progress;
 	o.progress_arg = &c;
@@ -322,10 +305,9 @@ int ferry_cmd_sync(int argc, char **argv)
 		return 1;
 	summary(&c, &res);
 	if (res.failed) {
-		fprintf(stderr,
-			"ferry sync: %" PRIu64 " entr%s could not be "
-			"reproduced (named above)\n",
-			res.failed, res.failed == 1 ? "y" : "ies");
+		base_error("%" PRIu64 " entr%s could not be reproduced (named "
+			   "above)",
+			   res.failed, res.failed == 1 ? "y" : "ies");
 		return 1;
 	}
 	return 0;

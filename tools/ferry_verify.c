@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/hydrator.h"
 #include "tools/ferry_internal.h"
 
@@ -40,43 +41,12 @@ static void usage(FILE *f)
 	    "      --catalog FILE   the catalog DEST was written from\n"
 	    "  -c, --cache-dir DIR  use DIR's newest catalogs/GEN.db\n"
 	    "  -q, --quiet          no summary line\n"
+	    "  -v, --verbose        debug lines (the SQLite and curl codes\n"
+	    "                       behind an error)\n"
 	    "  -h, --help           this text\n"
 	    "\n"
 	    "Exit status: 0 when everything matches, 1 on any mismatch or\n"
 	    "error, 2 on bad usage. See ferry(1).\n");
-}
-
-/* CACHEDIR/catalogs/GEN.db with the largest GEN into buf. */
-static int newest_catalog(const char *cache, char *buf, size_t cap)
-{
-	char dir[PATH_MAX];
-	unsigned long long gen, best = 0;
-	struct dirent *de;
-	char *end;
-	DIR *d;
-
-	if (snprintf(dir, sizeof(dir), "%s/catalogs", cache) >=
-	    (int)sizeof(dir))
-		return -ENAMETOOLONG;
-	d = opendir(dir);
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
-			continue;
-		errno = 0;
-		gen = strtoull(de->d_name, &end, 10);
-		if (errno || strcmp(end, ".db"))
-			continue;
-		if (gen > best)
-			best = gen;
-	}
-	closedir(d);
-	if (!best)
-		return -ENOENT;
-	if (snprintf(buf, cap, "%s/%llu.db", dir, best) >= (int)cap)
-		return -ENAMETOOLONG;
-	return 0;
 }
 
 int ferry_cmd_verify(int argc, char **argv)
@@ -85,6 +55,7 @@ int ferry_cmd_verify(int argc, char **argv)
 	    {"catalog", required_argument, NULL, 'C'},
 	    {"cache-dir", required_argument, NULL, 'c'},
 	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -94,9 +65,10 @@ int ferry_cmd_verify(int argc, char **argv)
 	struct stat st;
 	int ch, quiet = 0, r;
 
+	base_log_init("ferry verify", BASE_LOG_INFO);
 	opterr = 0;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":c:qh", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":c:qvh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'C':
 			catalog = optarg;
@@ -107,37 +79,35 @@ int ferry_cmd_verify(int argc, char **argv)
 		case 'q':
 			quiet = 1;
 			break;
+		case 'v':
+			base_log_init("ferry verify", BASE_LOG_DEBUG);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
 		case ':':
-			fprintf(stderr,
-				"ferry verify: option '%s' needs a value "
-				"(see --help)\n",
-				argv[optind - 1]);
+			base_error("option '%s' needs a value (see --help)",
+				   argv[optind - 1]);
 			return EXIT_USAGE;
 		default:
-			fprintf(stderr,
-				"ferry verify: unknown option '%s' (see "
-				"--help)\n",
-				argv[optind - 1]);
+			base_error("unknown option '%s' (see --help)",
+				   argv[optind - 1]);
 			return EXIT_USAGE;
 		}
 	}
 	if (argc - optind != 1) {
-		fprintf(stderr, "ferry verify: expected one CACHEDIR or DEST "
-				"(see --help)\n");
+		base_error("expected one CACHEDIR or DEST (see --help)");
 		return EXIT_USAGE;
 	}
 	path = argv[optind];
 	if (!catalog && !cache) {
 		snprintf(probe, sizeof(probe), "%s/state.db", path);
 		if (stat(probe, &st) < 0) {
-			fprintf(stderr,
-				"ferry verify: %s is not a cache directory (no "
-				"state.db); to check a tree give its catalog "
-				"with --catalog FILE or -c CACHEDIR\n",
-				path);
+			base_error(
+			    "not a cache directory (no state.db); to "
+			    "check a tree give its catalog with --catalog "
+			    "FILE or -c CACHEDIR path=%s",
+			    path);
 			return EXIT_USAGE;
 		}
 		r = hyd_verify_cache(path, &checked);
@@ -150,12 +120,12 @@ int ferry_cmd_verify(int argc, char **argv)
 		return r ? 1 : 0;
 	}
 	if (!catalog) {
-		r = newest_catalog(cache, cat_path, sizeof(cat_path));
+		r = hyd_cache_catalog_newest(cache, cat_path, sizeof(cat_path),
+					     NULL);
 		if (r < 0) {
-			fprintf(stderr,
-				"ferry verify: no catalog in %s/catalogs: "
-				"%s\n",
-				cache, strerror(-r));
+			base_log_err(BASE_LOG_ERROR, r,
+				     "no catalog in the cache directory dir=%s",
+				     cache);
 			return 1;
 		}
 		catalog = cat_path;

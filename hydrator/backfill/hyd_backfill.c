@@ -1,6 +1,6 @@
 /*
- * hydrator/backfill/hyd_backfill.c — the backfill scheduler, readahead, and the
- * live numbers behind `ferry status`.
+ * hydrator/backfill/hyd_backfill.c — the backfill scheduler and the live
+ * numbers behind `ferry status`.
  *
  * One thread, started once the mount is up. A run is a series of passes:
  *   census   every distinct chunk id of the catalog is checked against the
@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/backfill/hyd_backfill_internal.h"
 
 #define WINDOW_DEFAULT 512u
@@ -51,15 +52,8 @@
 #define BACKOFF_MAX_MS 30000u
 #define OPENED_RING 16u
 #define PROBE_WINDOW 4u
-#define RA_SLOTS 32u
-#define RA_BYTES (1u << 20)
-#define RA_CHUNKS 16u
 #define YIELD_NS 10000000L /* 10 ms naps while someone browses */
 #define YIELD_EVERY 256u   /* census rows between browse checks */
-
-struct ra_slot {
-	uint64_t ino, next_off, ra_end, used;
-};
 
 struct hyd_backfill {
 	struct hyd_backfill_config cfg;
@@ -87,10 +81,6 @@ struct hyd_backfill {
 
 	uint64_t wire_base; /* "wire_bytes" of earlier runs */
 	uint64_t start_ns;
-
-	pthread_mutex_t ra_lock;
-	struct ra_slot ra[RA_SLOTS];
-	uint64_t ra_clock;
 
 	/* scheduler thread only */
 	struct hyd_bf_files files;
@@ -126,7 +116,7 @@ static void on_done(void *arg, const struct hyd_flight *fl, int result)
 			bf->bytes_stored += fl->raw_len;
 			bf->probing = 0;
 		}
-		bf->last_progress_ns = hyd_now_ns();
+		bf->last_progress_ns = base_now_ns();
 	} else if (result == 0) {
 		bf->failed++;
 		bf->failed_pass++;
@@ -171,7 +161,7 @@ static enum hyd_state state_locked(hyd_backfill *bf,
 				   const struct hyd_fetch_stats *fs, char *err,
 				   size_t cap)
 {
-	uint64_t now = hyd_now_ns();
+	uint64_t now = base_now_ns();
 
 	err[0] = '\0';
 	if (!bf->cfg.enabled)
@@ -223,16 +213,15 @@ static void log_progress(hyd_backfill *bf, const struct hyd_fetch_stats *fs)
 	pthread_mutex_lock(&bf->lock);
 	s = state_locked(bf, fs, err, sizeof(err));
 	rate = rate_now_locked(bf);
-	fprintf(stderr,
-		"ferry-hydrator: backfill state=%s chunks=%" PRIu64 "/%" PRIu64
-		" bytes=%" PRIu64 "/%" PRIu64 " queued=%" PRIu64
-		" wire_bytes=%" PRIu64 " rate=%.0f chunks_fetched=%" PRIu64
-		" batches=%" PRIu64 " retries=%" PRIu64 " mismatches=%" PRIu64
-		" failures=%" PRIu64 " last_error=\"%s\"\n",
-		hyd_state_name(s), bf->chunks_stored, bf->chunks_total,
-		bf->bytes_stored, bf->bytes_total, bf->outstanding,
-		bf->wire_base + fs->wire_bytes, rate, fs->chunks, fs->batches,
-		fs->retries, fs->mismatches, fs->failures, err);
+	base_info("backfill state=%s chunks=%" PRIu64 "/%" PRIu64
+		  " bytes=%" PRIu64 "/%" PRIu64 " queued=%" PRIu64
+		  " wire_bytes=%" PRIu64 " rate=%.0f chunks_fetched=%" PRIu64
+		  " batches=%" PRIu64 " retries=%" PRIu64 " mismatches=%" PRIu64
+		  " failures=%" PRIu64 " last_error=\"%s\"",
+		  hyd_state_name(s), bf->chunks_stored, bf->chunks_total,
+		  bf->bytes_stored, bf->bytes_total, bf->outstanding,
+		  bf->wire_base + fs->wire_bytes, rate, fs->chunks, fs->batches,
+		  fs->retries, fs->mismatches, fs->failures, err);
 	bf->logged_state = s;
 	pthread_mutex_unlock(&bf->lock);
 }
@@ -241,7 +230,7 @@ static void log_progress(hyd_backfill *bf, const struct hyd_fetch_stats *fs)
 static void tick(hyd_backfill *bf)
 {
 	struct hyd_fetch_stats fs;
-	uint64_t now = hyd_now_ns();
+	uint64_t now = base_now_ns();
 	char err[256];
 	int changed;
 
@@ -273,7 +262,7 @@ static void tick(hyd_backfill *bf)
 static void wait_locked(hyd_backfill *bf, unsigned ms)
 {
 	struct timespec ts;
-	uint64_t t = hyd_now_ns() + (uint64_t)ms * 1000000ull;
+	uint64_t t = base_now_ns() + (uint64_t)ms * 1000000ull;
 
 	ts.tv_sec = (time_t)(t / 1000000000ull);
 	ts.tv_nsec = (long)(t % 1000000000ull);
@@ -291,9 +280,9 @@ static void yield_to_browsing(hyd_backfill *bf)
 
 static void nap(hyd_backfill *bf, unsigned ms)
 {
-	uint64_t until = hyd_now_ns() + (uint64_t)ms * 1000000ull;
+	uint64_t until = base_now_ns() + (uint64_t)ms * 1000000ull;
 
-	while (!stopped(bf) && hyd_now_ns() < until) {
+	while (!stopped(bf) && base_now_ns() < until) {
 		tick(bf);
 		pthread_mutex_lock(&bf->lock);
 		if (!stopped(bf))
@@ -440,11 +429,9 @@ static int do_file(hyd_backfill *bf, size_t idx)
 		if (r < 0 || n == 0) {
 			/* The read path reports such a file when it is read;
 			 * here it is only skipped. */
-			if (bf->cfg.verbose)
-				fprintf(stderr,
-					"ferry-hydrator: backfill skips "
-					"ino=%" PRIu64 ": bad chunk manifest\n",
-					fi->ino);
+			base_debug("backfill skips a file with a bad chunk "
+				   "manifest ino=%" PRIu64,
+				   fi->ino);
 			return 0;
 		}
 		for (i = 0; i < n; i++) {
@@ -554,10 +541,8 @@ static void backfill_run(hyd_backfill *bf)
 	if (r < 0) {
 		if (r == -ECANCELED)
 			return;
-		fprintf(stderr,
-			"ferry-hydrator: backfill cannot walk the "
-			"catalog: %s\n",
-			strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r,
+			     "backfill cannot walk the catalog; it stops");
 		pthread_mutex_lock(&bf->lock);
 		snprintf(bf->last_error, sizeof(bf->last_error),
 			 "catalog walk: %s", strerror(-r));
@@ -575,19 +560,16 @@ static void backfill_run(hyd_backfill *bf)
 			return;
 		}
 		if (missing < 0 && missing != -ECANCELED)
-			fprintf(stderr, "ferry-hydrator: backfill census: %s\n",
-				strerror((int)-missing));
+			base_log_err(BASE_LOG_WARN, (int)missing,
+				     "backfill census failed; it goes on");
 		pthread_mutex_lock(&bf->lock);
 		bf->failed_pass = 0;
 		bf->nospc = 0;
 		bf->passes++;
-		bf->last_progress_ns = hyd_now_ns();
+		bf->last_progress_ns = base_now_ns();
 		pthread_mutex_unlock(&bf->lock);
-		if (bf->cfg.verbose)
-			fprintf(stderr,
-				"ferry-hydrator: backfill pass=%" PRIu64
-				" missing=%" PRId64 "\n",
-				bf->passes, missing);
+		base_debug("backfill pass=%" PRIu64 " missing=%" PRId64,
+			   bf->passes, missing);
 		run_pass(bf);
 		drain(bf);
 		pthread_mutex_lock(&bf->lock);
@@ -649,10 +631,7 @@ int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret)
 		bf->cfg.window = WINDOW_DEFAULT;
 	if (!bf->cfg.window_bytes)
 		bf->cfg.window_bytes = WINDOW_BYTES_DEFAULT;
-	if (!bf->cfg.readahead_timeout_ns)
-		bf->cfg.readahead_timeout_ns = 30000000000ull;
 	pthread_mutex_init(&bf->lock, NULL);
-	pthread_mutex_init(&bf->ra_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&bf->cond, &ca);
@@ -664,7 +643,7 @@ int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret)
 		if (!errno && end != buf && !*end)
 			bf->wire_base = v;
 	}
-	bf->start_ns = hyd_now_ns();
+	bf->start_ns = base_now_ns();
 	bf->last_progress_ns = bf->start_ns;
 	bf->logged_state =
 	    cfg->enabled ? HYD_STATE_BACKFILLING : HYD_STATE_BROWSING;
@@ -680,7 +659,7 @@ int hyd_backfill_start(hyd_backfill *bf)
 
 	if (bf->started)
 		return -EALREADY;
-	bf->start_ns = hyd_now_ns();
+	bf->start_ns = base_now_ns();
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	r = -pthread_create(&bf->th, NULL, bf_main, bf);
@@ -717,7 +696,6 @@ void hyd_backfill_free(hyd_backfill *bf)
 	hyd_bf__files_free(&bf->files);
 	free(bf->done);
 	pthread_cond_destroy(&bf->cond);
-	pthread_mutex_destroy(&bf->ra_lock);
 	pthread_mutex_destroy(&bf->lock);
 	free(bf);
 }
@@ -744,69 +722,9 @@ void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino)
 	pthread_mutex_unlock(&bf->lock);
 }
 
-/* The readahead range to submit for this read, or 0 when none. */
-static int ra_plan(hyd_backfill *bf, uint64_t ino, uint64_t off, uint64_t end,
-		   uint64_t size, uint64_t *ret_a, uint64_t *ret_b)
+void hyd_backfill_on_open(void *arg, uint64_t ino)
 {
-	struct ra_slot *s = NULL, *victim = &bf->ra[0];
-	uint64_t a, b;
-	unsigned i;
-	int seq;
-
-	pthread_mutex_lock(&bf->ra_lock);
-	for (i = 0; i < RA_SLOTS; i++) {
-		if (bf->ra[i].ino == ino && bf->ra[i].used) {
-			s = &bf->ra[i];
-			break;
-		}
-		if (bf->ra[i].used < victim->used)
-			victim = &bf->ra[i];
-	}
-	seq = s && s->next_off == off;
-	if (!s) {
-		s = victim;
-		s->ino = ino;
-		s->ra_end = 0;
-	}
-	s->used = ++bf->ra_clock;
-	s->next_off = end;
-	a = end > s->ra_end ? end : s->ra_end;
-	b = end + RA_BYTES < size ? end + RA_BYTES : size;
-	if (seq && a < b)
-		s->ra_end = b;
-	pthread_mutex_unlock(&bf->ra_lock);
-	if (!seq || a >= b)
-		return 0;
-	*ret_a = a;
-	*ret_b = b;
-	return 1;
-}
-
-void hyd_backfill_note_read(hyd_backfill *bf, uint64_t ino, uint64_t off,
-			    size_t len, uint64_t size)
-{
-	struct cat_chunk cs[RA_CHUNKS];
-	struct hyd_flight *fl;
-	uint64_t a, b, deadline;
-	size_t n = 0, i;
-
-	if (!bf || !len)
-		return;
-	if (!ra_plan(bf, ino, off, off + len, size, &a, &b))
-		return;
-	if (cat_chunks_range(bf->cfg.cat, ino, a, b - a, cs, RA_CHUNKS, &n) < 0)
-		return;
-	deadline = hyd_now_ns() + bf->cfg.readahead_timeout_ns;
-	for (i = 0; i < n; i++) {
-		if (!cs[i].len || cs[i].len > bf->cfg.max_raw ||
-		    hyd_store_has(bf->cfg.store, &cs[i].id) == 1)
-			continue;
-		if (hyd_fetch_submit_checked(bf->cfg.fetch, &cs[i].id,
-					     cs[i].len, HYD_PRIO_READAHEAD,
-					     deadline, 0, &fl) < 0)
-			return;
-		hyd_fetch_release(bf->cfg.fetch, fl);
-	}
+	hyd_backfill_note_open(arg, ino);
 }
 
 void hyd_backfill_stats(hyd_backfill *bf, struct hyd_backfill_stats *ret)
@@ -816,7 +734,7 @@ void hyd_backfill_stats(hyd_backfill *bf, struct hyd_backfill_stats *ret)
 
 	hyd_fetch_stats(bf->cfg.fetch, &fs);
 	memset(ret, 0, sizeof(*ret));
-	el = (double)(hyd_now_ns() - bf->start_ns) / 1e9;
+	el = (double)(base_now_ns() - bf->start_ns) / 1e9;
 	pthread_mutex_lock(&bf->lock);
 	ret->state =
 	    state_locked(bf, &fs, ret->last_error, sizeof(ret->last_error));

@@ -11,9 +11,10 @@
  * hyd_store_has says is missing. When a pass finds nothing missing the
  * state is COMPLETE.
  *
- * The same object also: submits readahead for sequential readers, keeps
- * the wire rate samples and the cumulative wire byte count (store meta
- * "wire_bytes"), and fills the live status for the control socket.
+ * The same object also keeps the wire rate samples and the cumulative wire
+ * byte count (store meta "wire_bytes"), and fills the live status for the
+ * control socket. Readahead is not here: the read path owns it
+ * (hyd_read_ahead).
  * Faults: failed flights (server gone, 5xx past retries, 404/409) and a
  * full disk put the state to STALLED with the last error; the scheduler
  * backs off (capped) and tries again by itself, so it resumes when the
@@ -38,13 +39,12 @@ struct hyd_backfill_config {
 	hyd_store *store;      /* borrowed */
 	hyd_fetch *fetch;      /* borrowed; must outlive hyd_backfill_stop */
 	uint32_t max_raw;      /* the catalog's max chunk size */
-	int enabled;	       /* 0 (--no-backfill): no walk; readahead, rates,
-				* status and wire byte persistence still work */
+	int enabled;	       /* 0 (--no-backfill): no walk; rates, status
+				* and wire byte persistence still work */
 	unsigned window;       /* most backfill flights outstanding, 0: 512 */
 	uint64_t window_bytes; /* their raw bytes, 0: 64 MiB */
-	uint64_t readahead_timeout_ns; /* deadline of readahead flights */
-	int verbose;		       /* log every pass */
-	int log_progress;	       /* a progress line every few seconds */
+	int log_progress;      /* an info line every few seconds (every pass
+				* at debug level) */
 };
 
 struct hyd_backfill_stats {
@@ -87,14 +87,8 @@ void hyd_backfill_free(hyd_backfill *bf);
 /* A FUSE open of regular file ino: its directory goes to the front of the
  * backfill order. Any thread; cheap (no I/O). NULL bf is a no-op. */
 void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino);
-
-/* A FUSE read of [off, off+len) of ino (file size size) was answered. A
- * read that starts where the previous one of that file ended is
- * sequential: the next chunks are submitted at HYD_PRIO_READAHEAD.
- * Blocking (catalog and store lookups): a FUSE worker after its reply.
- * NULL bf is a no-op. */
-void hyd_backfill_note_read(hyd_backfill *bf, uint64_t ino, uint64_t off,
-			    size_t len, uint64_t size);
+/* The same as a struct hyd_fs on_open hook: arg is the hyd_backfill. */
+void hyd_backfill_on_open(void *arg, uint64_t ino);
 
 /* Snapshot of progress. Any thread. */
 void hyd_backfill_stats(hyd_backfill *bf, struct hyd_backfill_stats *ret);

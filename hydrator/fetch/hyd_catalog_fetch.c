@@ -27,8 +27,10 @@
 #include <curl/curl.h>
 #include <zstd.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/fetch/hyd_catalog_internal.h"
+#include "hydrator/hydrator.h"
 
 #define HYD_HEAD_MAX 64		 /* bytes of a HEAD answer we accept */
 #define HYD_ERRBODY_MAX 2048	 /* bytes of an error body kept for detail */
@@ -82,32 +84,30 @@ __attribute__((format(printf, 2, 3))) static void cf_err(struct hyd_cf *f,
 	va_end(ap);
 }
 
-/* Translate a curl result to -errno, and say what it was in errbuf. The
- * three connection-level failures are the ones a cached catalog may paper
- * over: the server was never heard from. */
-static int hyd_curl_errno(struct hyd_cf *f, CURLcode cc, const char *url,
-			  const struct hyd_sink *k)
+/* A failed transfer as -errno (base_curl_errno), with what it was in
+ * errbuf. Failures before the server was ever heard from are the ones a
+ * cached catalog may paper over: they become -EHOSTUNREACH. */
+static int cf_curl_fail(struct hyd_cf *f, CURLcode cc, const char *url,
+			const struct hyd_sink *k)
 {
 	const char *what =
 	    f->curl_err[0] ? f->curl_err : curl_easy_strerror(cc);
+	int r = base_curl_errno(cc);
 
-	switch (cc) {
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_OPERATION_TIMEDOUT:
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_RESOLVE_PROXY:
+	switch (r) {
+	case -EHOSTUNREACH:
+	case -ETIMEDOUT:
 		cf_err(f, "cannot reach %s: %s", f->base, what);
 		return -EHOSTUNREACH;
-	case CURLE_WRITE_ERROR:
+	case -ECANCELED:
 		/* Our callback stopped the transfer and said why. */
 		if (k && k->err)
 			return k->err;
 		break;
-	case CURLE_OUT_OF_MEMORY:
+	case -ENOMEM:
 		cf_err(f, "%s: out of memory", url);
 		return -ENOMEM;
-	case CURLE_UNSUPPORTED_PROTOCOL:
-	case CURLE_URL_MALFORMAT:
+	case -EINVAL:
 		cf_err(f, "%s: %s (curl error %d)", url, what, (int)cc);
 		return -EINVAL;
 	default:
@@ -146,7 +146,7 @@ static int sink_zstd(struct hyd_sink *k, const void *buf, size_t len)
 			k->out_total += out.pos;
 			if (k->out_total > HYD_CATALOG_MAX_BYTES)
 				return -EFBIG;
-			r = cat_write_all(k->fd, k->zout, out.pos);
+			r = base_write_all(k->fd, k->zout, out.pos);
 			if (r < 0)
 				return r;
 		}
@@ -252,7 +252,7 @@ static int cf_get(struct hyd_cf *f, const char *url, struct hyd_sink *k,
 	if (cc == CURLE_OK)
 		cc = curl_easy_perform(f->h);
 	if (cc != CURLE_OK)
-		return hyd_curl_errno(f, cc, url, k);
+		return cf_curl_fail(f, cc, url, k);
 	curl_easy_getinfo(f->h, CURLINFO_RESPONSE_CODE, ret_status);
 	return 0;
 }
@@ -467,7 +467,7 @@ static int cf_catalog(struct hyd_cf *f, uint64_t gen)
 	}
 	/* The checked file goes into place in one step, and the rename is
 	 * made durable before anyone is told the catalog is there. */
-	if (rename(tmp, dst) < 0 || (r = cat_fsync_path(f->cat_dir)) < 0) {
+	if (rename(tmp, dst) < 0 || (r = base_fsync_path(f->cat_dir)) < 0) {
 		cf_err(f, "%s: installing %s: %s", url, dst,
 		       strerror(r < 0 ? -r : errno));
 		r = -EIO;
@@ -479,23 +479,6 @@ out:
 		unlink_db_tmp(tmp);
 	curl_free(url);
 	return r;
-}
-
-/* Generation of a cached catalog file name "GEN.db", 0 if not one. */
-static uint64_t db_name_gen(const char *name)
-{
-	unsigned long long v;
-	size_t len = strlen(name), i;
-	char *end;
-
-	if (len < 4 || len > 23 || strcmp(name + len - 3, ".db") != 0)
-		return 0;
-	for (i = 0; i < len - 3; i++)
-		if (!isdigit((unsigned char)name[i]))
-			return 0;
-	errno = 0;
-	v = strtoull(name, &end, 10);
-	return errno || end != name + len - 3 ? 0 : v;
 }
 
 /* Newest cached generation (0: none). With remove set, delete them all:
@@ -510,7 +493,7 @@ static uint64_t cached_newest(const struct hyd_cf *f, int remove)
 	if (!d)
 		return 0;
 	while ((de = readdir(d)) != NULL) {
-		g = db_name_gen(de->d_name);
+		g = hyd_cache_catalog_gen(de->d_name);
 		if (g == 0)
 			continue;
 		if (remove && cf_path(f, p, sizeof(p), de->d_name) == 0)
@@ -526,52 +509,29 @@ static uint64_t cached_newest(const struct hyd_cf *f, int remove)
 static int cached_url_same(const struct hyd_cf *f)
 {
 	char p[4200], buf[HYD_URL_FILE_MAX + 1];
-	ssize_t n;
-	int fd;
+	size_t n;
 
-	if (cf_path(f, p, sizeof(p), "url") < 0)
+	if (cf_path(f, p, sizeof(p), "url") < 0 ||
+	    base_file_read_small(p, buf, sizeof(buf), &n) < 0 || n == 0)
 		return 0;
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, HYD_URL_FILE_MAX);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	if (buf[n - 1] == '\n')
 		buf[n - 1] = '\0';
 	return strcmp(buf, f->base_norm) == 0;
 }
 
-/* catalogs/url := base URL, durably (temp, fsync, rename, fsync dir). */
+/* catalogs/url := base URL, durably. */
 static int cached_url_write(struct hyd_cf *f)
 {
-	char tmp[4200], dst[4200];
-	int fd, r;
+	char dst[4200], line[HYD_URL_FILE_MAX + 2];
+	int n, r;
 
 	r = cf_path(f, dst, sizeof(dst), "url");
-	if (r == 0)
-		r = cf_path(f, tmp, sizeof(tmp), "url.tmp");
 	if (r < 0)
 		return r;
-	unlink(tmp);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	r = cat_write_all(fd, f->base_norm, strlen(f->base_norm));
-	if (r == 0)
-		r = cat_write_all(fd, "\n", 1);
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	close(fd);
-	if (r == 0 && rename(tmp, dst) < 0)
-		r = -errno;
-	if (r == 0)
-		r = cat_fsync_path(f->cat_dir);
-	if (r < 0)
-		unlink(tmp);
-	return r;
+	n = snprintf(line, sizeof(line), "%s\n", f->base_norm);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return -ENAMETOOLONG;
+	return base_file_write_atomic(dst, line, (size_t)n, 0600);
 }
 
 /* Parse base_url, insist on http(s), and make its path end in '/' so
@@ -670,7 +630,7 @@ static int cf_setup(struct hyd_cf *f, const char *cache_dir)
 	SETOPT(CURLOPT_WRITEFUNCTION, sink_write);
 #undef SETOPT
 	if (cc != CURLE_OK)
-		return hyd_curl_errno(f, cc, f->base, NULL);
+		return cf_curl_fail(f, cc, f->base, NULL);
 	return 0;
 }
 
@@ -733,7 +693,7 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 		if (cf_path(&f, path, sizeof(path), "url") == 0)
 			unlink(path);
 		cached_newest(&f, 1);
-		cat_fsync_path(f.cat_dir);
+		base_fsync_path(f.cat_dir);
 	}
 	r = cf_catalog(&f, gen);
 	if (r < 0)

@@ -1,6 +1,7 @@
 /*
- * hydrator/fetch/hyd_fetch.c — the fetcher: one libuv loop thread driving a curl
- * multi handle through the socket-action API (curl's docs/examples/multi-uv.c).
+ * hydrator/fetch/hyd_fetch.c — the fetcher: one libuv loop thread driving a
+ * curl multi handle through the socket-action API (curl's
+ * docs/examples/multi-uv.c).
  *
  * FUSE threads join flights in the single-flight table (hyd_fetch_flight.c);
  * a new flight wakes this loop through uv_async_send. The loop starts the
@@ -33,6 +34,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch_loop_internal.h"
 #include "hydrator/hydrator.h"
 
@@ -76,37 +78,6 @@ static void coder_put(hyd_fetch *f, frame_coder *c)
 /* transfers                                                          */
 /* ------------------------------------------------------------------ */
 
-const char *hyd_fetch__err_name(int err)
-{
-	const char *s = strerrorname_np(err < 0 ? -err : err);
-
-	return s ? s : "EUNKNOWN";
-}
-
-int hyd_fetch__curl_errno(CURLcode res)
-{
-	switch (res) {
-	case CURLE_OK:
-		return 0;
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_RESOLVE_PROXY:
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_OPERATION_TIMEDOUT:
-	case CURLE_SEND_ERROR:
-	case CURLE_RECV_ERROR:
-	case CURLE_GOT_NOTHING:
-	case CURLE_PARTIAL_FILE:
-	case CURLE_SSL_CONNECT_ERROR:
-	case CURLE_HTTP2:
-	case CURLE_HTTP2_STREAM:
-		return -EAGAIN;
-	case CURLE_OUT_OF_MEMORY:
-		return -ENOMEM;
-	default:
-		return -EIO;
-	}
-}
-
 void hyd_fetch__note_error(hyd_fetch *f, const char *fmt, ...)
 {
 	va_list ap;
@@ -115,7 +86,7 @@ void hyd_fetch__note_error(hyd_fetch *f, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(f->stats.last_error, sizeof(f->stats.last_error), fmt, ap);
 	va_end(ap);
-	f->stats.last_error_ns = hyd_now_ns();
+	f->stats.last_error_ns = base_now_ns();
 	pthread_mutex_unlock(&f->err_lock);
 }
 
@@ -193,13 +164,12 @@ static void xfer_end(struct hyd_xfer *x, int rc)
 		/* -ECANCELED is shutdown, not news. */
 		if (rc != -ECANCELED) {
 			chunk_id_to_hex(&x->fl->id, hex);
-			fprintf(stderr,
-				"ferry-hydrator: fetch failed chunk=%s "
-				"url=%s err=%s requests=%u why=\"%s\"\n",
-				hex, x->url, hyd_fetch__err_name(rc),
-				x->requests, x->why);
+			base_warn("fetch failed chunk=%s url=%s errno=%s "
+				  "requests=%u why=\"%s\"",
+				  hex, x->url, base_errname(rc), x->requests,
+				  x->why);
 			hyd_fetch__note_error(f, "chunk %.16s: %s (%s)", hex,
-					      hyd_fetch__err_name(rc), x->why);
+					      base_errname(rc), x->why);
 		}
 	}
 	hyd_flights_finish(&f->flights, x->fl, rc);
@@ -235,7 +205,7 @@ uint64_t hyd_fetch__backoff_ms(hyd_fetch *f, unsigned attempts)
 static void xfer_retry(struct hyd_xfer *x)
 {
 	hyd_fetch *f = x->f;
-	uint64_t now = hyd_now_ns(), deadline, delay_ms;
+	uint64_t now = base_now_ns(), deadline, delay_ms;
 	char hex[CHUNK_ID_HEX_LEN + 1];
 
 	deadline = hyd_flights_deadline(&f->flights, x->fl);
@@ -252,11 +222,9 @@ static void xfer_retry(struct hyd_xfer *x)
 	STAT_ADD(f, retries, 1);
 	chunk_id_to_hex(&x->fl->id, hex);
 	hyd_fetch__note_error(f, "chunk %.16s: %s (retrying)", hex, x->why);
-	if (f->verbose)
-		fprintf(stderr,
-			"ferry-hydrator: fetch retry chunk=%s attempt=%u "
-			"delay_ms=%" PRIu64 " why=\"%s\"\n",
-			hex, x->attempts, delay_ms, x->why);
+	base_debug("fetch retry chunk=%s attempt=%u delay_ms=%" PRIu64
+		   " why=\"%s\"",
+		   hex, x->attempts, delay_ms, x->why);
 	hyd_fetch__xfer_set(x, XFER_RETRY);
 	x->retry_at_ns = now + delay_ms * 1000000ull;
 	hyd_fetch__arm_retry_timer(f);
@@ -306,14 +274,14 @@ int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
 		r = chunk_id_verify(&fl->id, raw, n);
 	if (r < 0) {
 		snprintf(why, whycap, "frame or hash check: %s",
-			 hyd_fetch__err_name(r));
+			 base_errname(r));
 		free(raw);
 		return r;
 	}
 	/* Readers may go now; the store write below only makes it durable.
 	 * Count first, so whoever wakes sees the counter already moved. */
 	STAT_ADD(f, chunks, 1);
-	__atomic_store_n(&f->stats.last_ok_ns, hyd_now_ns(), __ATOMIC_RELAXED);
+	__atomic_store_n(&f->stats.last_ok_ns, base_now_ns(), __ATOMIC_RELAXED);
 	hyd_flights_verified(&f->flights, fl, raw);
 	r = 0;
 	if (f->store) {
@@ -323,10 +291,10 @@ int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
 			__atomic_store_n(&f->stats.last_store_err, r,
 					 __ATOMIC_RELAXED);
 			chunk_id_to_hex(&fl->id, hex);
-			fprintf(stderr,
-				"ferry-hydrator: store put failed chunk=%s "
-				"err=%s\n",
-				hex, hyd_fetch__err_name(r));
+			base_log_err(BASE_LOG_WARN, r,
+				     "cannot store a verified chunk chunk=%s "
+				     "dir=%s",
+				     hex, hyd_store_dir(f->store));
 		} else {
 			__atomic_store_n(&f->stats.last_store_err, 0,
 					 __ATOMIC_RELAXED);
@@ -414,8 +382,8 @@ static void xfer_done(struct hyd_xfer *x, CURLcode res)
 	}
 	snprintf(x->why, sizeof(x->why), "curl %d: %s", (int)res,
 		 x->errbuf[0] ? x->errbuf : curl_easy_strerror(res));
-	rc = hyd_fetch__curl_errno(res);
-	if (rc == -EAGAIN)
+	rc = base_curl_errno(res);
+	if (base_err_transient(rc))
 		xfer_retry(x);
 	else
 		xfer_end(x, rc);
@@ -446,7 +414,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 static void xfer_start(struct hyd_xfer *x)
 {
 	hyd_fetch *f = x->f;
-	uint64_t now = hyd_now_ns(), deadline;
+	uint64_t now = base_now_ns(), deadline;
 	long left_ms, conn_ms;
 	CURLMcode mc;
 
@@ -624,7 +592,7 @@ static void on_retry_timer(uv_timer_t *t)
 {
 	hyd_fetch *f = t->loop->data;
 	struct hyd_xfer *x, *next;
-	uint64_t now = hyd_now_ns();
+	uint64_t now = base_now_ns();
 
 	for (x = f->xfers; x; x = next) {
 		next = x->next;
@@ -638,7 +606,7 @@ static void on_retry_timer(uv_timer_t *t)
 void hyd_fetch__arm_retry_timer(hyd_fetch *f)
 {
 	struct hyd_xfer *x;
-	uint64_t next = UINT64_MAX, now = hyd_now_ns();
+	uint64_t next = UINT64_MAX, now = base_now_ns();
 
 	for (x = f->xfers; x; x = x->next)
 		if (x->where == XFER_RETRY && x->retry_at_ns < next)
@@ -741,10 +709,9 @@ static int on_socket(CURL *easy, curl_socket_t s, int action, void *userp,
 			return -1;
 		r = uv_poll_init_socket(&f->loop, &p->h, s);
 		if (r < 0) {
-			fprintf(stderr,
-				"ferry-hydrator: uv_poll_init_socket fd=%d: "
-				"%s\n",
-				(int)s, uv_strerror(r));
+			base_error("uv_poll_init_socket failed fd=%d "
+				   "err=\"%s\"",
+				   (int)s, uv_strerror(r));
 			free(p);
 			return -1;
 		}
@@ -889,8 +856,7 @@ int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret)
 	f->connections = cfg->connections;
 	f->connect_timeout_ms =
 	    cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
-	f->verbose = cfg->verbose;
-	f->rng = hyd_now_ns() | 1;
+	f->rng = base_now_ns() | 1;
 	/* The last transfer is never backfill's (unless there is only one:
 	 * then backfill may use it, and demand still goes first in pump). */
 	f->bg_max = f->connections > 1 ? f->connections - 1 : 1;
@@ -1041,6 +1007,23 @@ int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 		return -EINVAL;
 	return hyd_flights_join_checked(&f->flights, id, raw_len, prio,
 					deadline_ns, watched, ret);
+}
+
+uint32_t hyd_fetch_stamp(hyd_fetch *f, const chunk_id *id)
+{
+	return hyd_flights_stamp(&f->flights, id);
+}
+
+int hyd_fetch_submit_after(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+			   enum hyd_prio prio, uint64_t deadline_ns,
+			   unsigned watched, uint32_t stamp,
+			   struct hyd_flight **ret)
+{
+	*ret = NULL;
+	if (!raw_len || raw_len > f->max_raw)
+		return -EINVAL;
+	return hyd_flights_join_after(&f->flights, id, raw_len, prio,
+				      deadline_ns, watched, stamp, ret);
 }
 
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns)

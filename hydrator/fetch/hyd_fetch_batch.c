@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch_loop_internal.h"
 
 /* Most bytes of an error body we read (and drop) before giving up. */
@@ -86,13 +87,12 @@ void hyd_fetch__batch_end(struct hyd_xfer *x, int rc)
 	if (rc < 0 && n) {
 		STAT_ADD(f, failures, n);
 		if (rc != -ECANCELED) {
-			fprintf(stderr,
-				"ferry-hydrator: batch failed chunks=%zu "
-				"url=%s err=%s requests=%u why=\"%s\"\n",
-				n, x->url, hyd_fetch__err_name(rc), x->requests,
-				x->why);
+			base_warn("batch failed chunks=%zu url=%s errno=%s "
+				  "requests=%u why=\"%s\"",
+				  n, x->url, base_errname(rc), x->requests,
+				  x->why);
 			hyd_fetch__note_error(f, "batch of %zu: %s (%s)", n,
-					      hyd_fetch__err_name(rc), x->why);
+					      base_errname(rc), x->why);
 		}
 	}
 	for (i = 0; i < n; i++) {
@@ -143,10 +143,8 @@ static void fwork_after(uv_work_t *w, int status)
 		 * frame ends it (and backfill's next pass tries again). */
 		STAT_ADD(f, mismatches, 1);
 		chunk_id_to_hex(&fw->fl->id, hex);
-		fprintf(stderr,
-			"ferry-hydrator: batch frame rejected chunk=%s "
-			"why=\"%s\"\n",
-			hex, fw->why);
+		base_warn("batch frame rejected chunk=%s why=\"%s\"", hex,
+			  fw->why);
 		hyd_fetch__note_error(f, "chunk %.16s: %s", hex, fw->why);
 		hyd_flights_requeue(&f->flights, fw->fl, 1);
 	} else {
@@ -275,7 +273,7 @@ void hyd_fetch__batch_start(struct hyd_xfer *x)
 {
 	struct hyd_batch_xfer *bx = x->bx;
 	hyd_fetch *f = x->f;
-	uint64_t now = hyd_now_ns();
+	uint64_t now = base_now_ns();
 	size_t i, n;
 	CURLMcode mc;
 
@@ -320,7 +318,7 @@ void hyd_fetch__batch_start(struct hyd_xfer *x)
 static void batch_retry(struct hyd_xfer *x)
 {
 	hyd_fetch *f = x->f;
-	uint64_t now = hyd_now_ns(), delay_ms, at;
+	uint64_t now = base_now_ns(), delay_ms, at;
 	size_t n;
 
 	delay_ms = hyd_fetch__backoff_ms(f, x->attempts);
@@ -337,11 +335,9 @@ static void batch_retry(struct hyd_xfer *x)
 	}
 	STAT_ADD(f, retries, 1);
 	hyd_fetch__note_error(f, "%s (retrying)", x->why);
-	if (f->verbose)
-		fprintf(stderr,
-			"ferry-hydrator: batch retry chunks=%zu attempt=%u "
-			"delay_ms=%" PRIu64 " why=\"%s\"\n",
-			n, x->attempts, delay_ms, x->why);
+	base_debug("batch retry chunks=%zu attempt=%u delay_ms=%" PRIu64
+		   " why=\"%s\"",
+		   n, x->attempts, delay_ms, x->why);
 	hyd_fetch__xfer_set(x, XFER_RETRY);
 	x->retry_at_ns = at;
 	hyd_fetch__arm_retry_timer(f);
@@ -373,10 +369,9 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 		}
 		if ((code == 405 || code == 501) && !f->batch_off) {
 			f->batch_off = 1;
-			fprintf(stderr,
-				"ferry-hydrator: %s answers HTTP %ld: no batch "
-				"endpoint, fetching chunks one by one\n",
-				f->batch_url, code);
+			base_warn("no batch endpoint: fetching chunks one by "
+				  "one url=%s http=%ld",
+				  f->batch_url, code);
 		}
 		/* 404 (one unknown id spoils the batch), 4xx: alone, each
 		 * gets its own precise answer. */
@@ -394,7 +389,7 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 				 delivered, bx->body_n,
 				 bx->parse_err == -EBADMSG
 				     ? "wrong id or bad frame header"
-				     : hyd_fetch__err_name(bx->parse_err));
+				     : base_errname(bx->parse_err));
 		} else {
 			snprintf(x->why, sizeof(x->why),
 				 "batch body ended after %zu of %zu frames: "
@@ -417,8 +412,8 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 	}
 	snprintf(x->why, sizeof(x->why), "batch: curl %d: %s", (int)res,
 		 x->errbuf[0] ? x->errbuf : curl_easy_strerror(res));
-	rc = hyd_fetch__curl_errno(res);
-	if (rc == -EAGAIN)
+	rc = base_curl_errno(res);
+	if (base_err_transient(rc))
 		batch_retry(x);
 	else
 		hyd_fetch__batch_end(x, rc);

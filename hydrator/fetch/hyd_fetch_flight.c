@@ -17,14 +17,6 @@
 
 #define HYD_FLIGHT_BUCKETS 1024u
 
-uint64_t hyd_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static size_t flight_bucket(const struct hyd_flights *t, const chunk_id *id)
 {
 	uint64_t h;
@@ -40,12 +32,14 @@ int hyd_flights_init(struct hyd_flights *t, void (*kick)(void *), void *arg)
 	memset(t, 0, sizeof(*t));
 	t->nbuckets = HYD_FLIGHT_BUCKETS;
 	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
-	if (!t->buckets)
-		return -ENOMEM;
-	r = pthread_mutex_init(&t->lock, NULL);
+	t->ended = calloc(t->nbuckets, sizeof(*t->ended));
+	r = t->buckets && t->ended ? pthread_mutex_init(&t->lock, NULL)
+				   : ENOMEM;
 	if (r) {
 		free(t->buckets);
+		free(t->ended);
 		t->buckets = NULL;
+		t->ended = NULL;
 		return -r;
 	}
 	t->kick = kick;
@@ -59,7 +53,9 @@ void hyd_flights_fini(struct hyd_flights *t)
 		return;
 	pthread_mutex_destroy(&t->lock);
 	free(t->buckets);
+	free(t->ended);
 	t->buckets = NULL;
+	t->ended = NULL;
 }
 
 void hyd_flights_open(struct hyd_flights *t)
@@ -134,10 +130,12 @@ static void flight_free(struct hyd_flight *fl)
 	free(fl);
 }
 
+/* check: 0 never ask the have hook, 1 ask it when no flight exists, 2 ask
+ * it only when id's bucket saw a flight end since stamp. */
 static int flights_join(struct hyd_flights *t, const chunk_id *id,
 			uint32_t raw_len, enum hyd_prio prio,
 			uint64_t deadline_ns, unsigned watch, int check,
-			struct hyd_flight **ret)
+			uint32_t stamp, struct hyd_flight **ret)
 {
 	struct hyd_flight *fl;
 	pthread_condattr_t ca;
@@ -167,6 +165,8 @@ static int flights_join(struct hyd_flights *t, const chunk_id *id,
 		r = 0;
 		goto out;
 	}
+	if (check == 2 && t->ended[flight_bucket(t, id)] == stamp)
+		check = 0;
 	if (check && t->have && t->have(t->have_arg, id) == 1) {
 		r = 2;
 		goto out;
@@ -211,14 +211,14 @@ int hyd_flights_join(struct hyd_flights *t, const chunk_id *id,
 		     uint32_t raw_len, enum hyd_prio prio, uint64_t deadline_ns,
 		     struct hyd_flight **ret)
 {
-	return flights_join(t, id, raw_len, prio, deadline_ns, 0, 0, ret);
+	return flights_join(t, id, raw_len, prio, deadline_ns, 0, 0, 0, ret);
 }
 
 int hyd_flights_join_watched(struct hyd_flights *t, const chunk_id *id,
 			     uint32_t raw_len, enum hyd_prio prio,
 			     uint64_t deadline_ns, struct hyd_flight **ret)
 {
-	return flights_join(t, id, raw_len, prio, deadline_ns, 1, 0, ret);
+	return flights_join(t, id, raw_len, prio, deadline_ns, 1, 0, 0, ret);
 }
 
 int hyd_flights_join_checked(struct hyd_flights *t, const chunk_id *id,
@@ -227,7 +227,22 @@ int hyd_flights_join_checked(struct hyd_flights *t, const chunk_id *id,
 			     struct hyd_flight **ret)
 {
 	return flights_join(t, id, raw_len, prio, deadline_ns, watch ? 1 : 0, 1,
-			    ret);
+			    0, ret);
+}
+
+uint32_t hyd_flights_stamp(struct hyd_flights *t, const chunk_id *id)
+{
+	return __atomic_load_n(&t->ended[flight_bucket(t, id)],
+			       __ATOMIC_ACQUIRE);
+}
+
+int hyd_flights_join_after(struct hyd_flights *t, const chunk_id *id,
+			   uint32_t raw_len, enum hyd_prio prio,
+			   uint64_t deadline_ns, unsigned watch, uint32_t stamp,
+			   struct hyd_flight **ret)
+{
+	return flights_join(t, id, raw_len, prio, deadline_ns, watch ? 1 : 0, 2,
+			    stamp, ret);
 }
 
 void hyd_flights_set_have_hook(struct hyd_flights *t,
@@ -292,6 +307,11 @@ void hyd_flights_verified(struct hyd_flights *t, struct hyd_flight *fl,
 static void flight_end_locked(struct hyd_flights *t, struct hyd_flight *fl,
 			      int result)
 {
+	/* A flight stores its chunk before it ends: whoever stamped this
+	 * bucket before now and missed in the store may have missed it. */
+	if (fl->in_table)
+		__atomic_add_fetch(&t->ended[flight_bucket(t, &fl->id)], 1,
+				   __ATOMIC_RELEASE);
 	table_remove(t, fl);
 	if (fl->state == HYD_FLIGHT_QUEUED)
 		queue_unlink(t, fl);

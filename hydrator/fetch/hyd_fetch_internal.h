@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/store/hyd_store_internal.h"
 
@@ -65,7 +66,7 @@ struct hyd_flight {
 	uint8_t *raw;	      /* verified bytes (owned) once VERIFIED */
 	pthread_cond_t cond;  /* broadcast on VERIFIED and DONE */
 	int in_table;
-	/* Added for backfill and batches (all under the table lock): */
+	/* For backfill and batches (all under the table lock): */
 	unsigned watch; /* watched joins (hyd_flights_join_watched) */
 	int nobatch;	/* fetch alone with a GET, not in a batch */
 	int store_rc;	/* hyd_store_put's result once VERIFIED (0, 1 or
@@ -77,6 +78,9 @@ struct hyd_flight {
 struct hyd_flights {
 	pthread_mutex_t lock;
 	struct hyd_flight **buckets;
+	/* Per bucket: how many flights of it have ended (written under the
+	 * lock, read with __atomic acquire anywhere; see hyd_flights_stamp). */
+	uint32_t *ended;
 	size_t nbuckets; /* power of two */
 	size_t count;	 /* flights in the table */
 	struct hyd_flight *qhead[HYD_PRIO_N], *qtail[HYD_PRIO_N];
@@ -150,11 +154,6 @@ void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl);
  * called once more, under the lock, so the loop learns of the close. */
 size_t hyd_flights_close(struct hyd_flights *t, int err);
 
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t hyd_now_ns(void);
-
-/* -- added for backfill and batches -- */
-
 /* hyd_flights_join, and count the join in fl->watch: when the flight
  * ends, the done hook is called (once per flight, with watch telling how
  * many watched joins it had). A watcher may release its reference at once
@@ -174,6 +173,22 @@ int hyd_flights_join_checked(struct hyd_flights *t, const chunk_id *id,
 			     uint32_t raw_len, enum hyd_prio prio,
 			     uint64_t deadline_ns, unsigned watch,
 			     struct hyd_flight **ret);
+
+/* A stamp of the flights that ended in id's bucket. Take it before looking
+ * in the store, and pass it to hyd_flights_join_after once the store said
+ * no. Any thread, no lock (one atomic load). */
+uint32_t hyd_flights_stamp(struct hyd_flights *t, const chunk_id *id);
+
+/* hyd_flights_join_checked for a caller that just missed id in the store,
+ * having taken stamp before it looked: the have hook is asked only when a
+ * flight of id's bucket ended since the stamp, since only such a flight
+ * can have stored the chunk after the caller's look. Otherwise a flight is
+ * joined or created without asking the store a second time. Returns as
+ * hyd_flights_join_checked. */
+int hyd_flights_join_after(struct hyd_flights *t, const chunk_id *id,
+			   uint32_t raw_len, enum hyd_prio prio,
+			   uint64_t deadline_ns, unsigned watch, uint32_t stamp,
+			   struct hyd_flight **ret);
 
 /* Set the hook a checked join asks (quick, takes no table lock: e.g. a
  * store lookup). Set it before the table is opened. */
@@ -224,7 +239,6 @@ struct hyd_fetch_config {
 	uint32_t max_raw;     /* the catalog's max chunk size */
 	unsigned connections; /* parallel transfers, >= 1 */
 	long connect_timeout_ms;
-	int verbose; /* log every retry */
 	/* Added for backfill (0 = default): */
 	unsigned bg_connections; /* most transfers backfill-class flights may
 				  * hold; default and cap connections - 1
@@ -251,8 +265,8 @@ struct hyd_fetch_stats {
 	uint64_t batch_frames;	/* frames that arrived inside batches */
 	uint64_t queued;	/* flights waiting for a transfer (snapshot) */
 	uint64_t active;	/* transfers running or backing off */
-	uint64_t last_ok_ns;	/* hyd_now_ns of the last verified chunk, 0 */
-	uint64_t last_error_ns; /* hyd_now_ns of last_error, 0 when none */
+	uint64_t last_ok_ns;	/* base_now_ns of the last verified chunk, 0 */
+	uint64_t last_error_ns; /* base_now_ns of last_error, 0 when none */
 	int last_store_err;	/* last -errno of hyd_store_put, 0 when none */
 	char last_error[256];	/* the last transfer failure, one line */
 };
@@ -293,6 +307,17 @@ int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
 int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 			     enum hyd_prio prio, uint64_t deadline_ns,
 			     unsigned watched, struct hyd_flight **ret);
+
+/* The read path's one look in the store per miss: take
+ * hyd_fetch_stamp(f, id) before looking; after a miss, submit with
+ * hyd_fetch_submit_after, which asks the store again only when a flight
+ * that may have stored the chunk ended in between (hyd_flights_join_after).
+ * Returns as hyd_fetch_submit_checked. */
+uint32_t hyd_fetch_stamp(hyd_fetch *f, const chunk_id *id);
+int hyd_fetch_submit_after(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
+			   enum hyd_prio prio, uint64_t deadline_ns,
+			   unsigned watched, uint32_t stamp,
+			   struct hyd_flight **ret);
 
 /* Someone is browsing (a FUSE metadata request): backfill transfers hold
  * still for ms from now, so listing the tree does not share the CPU and

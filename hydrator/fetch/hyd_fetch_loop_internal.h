@@ -1,11 +1,10 @@
 /*
- * hydrator/fetch/hyd_fetch_loop_internal.h — the fetcher's own structures, shared
- * by its files and by nothing else:
- *   hyd_fetch.c        loop, sockets, timers, single GETs, public API
- *   hyd_fetch_batch.c  POST BASE/chunks transfers and their frame works
- *   hyd_fetch_pace.c   token bucket, backfill hold, stall watchdog
- * Every field under "loop thread only" is touched by the fetch loop thread
- * alone (and by hyd_fetch_start before that thread exists).
+ * hydrator/fetch/hyd_fetch_loop_internal.h — the fetcher's own structures,
+ * shared by its files and by nothing else: hyd_fetch.c        loop, sockets,
+ * timers, single GETs, public API hyd_fetch_batch.c  POST BASE/chunks transfers
+ * and their frame works hyd_fetch_pace.c   token bucket, backfill hold, stall
+ * watchdog Every field under "loop thread only" is touched by the fetch loop
+ * thread alone (and by hyd_fetch_start before that thread exists).
  */
 #ifndef FERRY_HYD_FETCH_LOOP_INTERNAL_H
 #define FERRY_HYD_FETCH_LOOP_INTERNAL_H
@@ -108,7 +107,6 @@ struct hyd_fetch {
 	uint64_t batch_bytes;
 	uint64_t bwlimit;
 	long connect_timeout_ms;
-	int verbose;
 
 	struct hyd_flights flights;
 	struct hyd_fetch_stats stats; /* relaxed atomics; not last_error */
@@ -168,15 +166,12 @@ void hyd_fetch__arm_retry_timer(hyd_fetch *f);
 /* Remember a failure for status (one line). Any thread. */
 void hyd_fetch__note_error(hyd_fetch *f, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* The one place curl codes become -errno: -EAGAIN means worth retrying. */
-int hyd_fetch__curl_errno(CURLcode res);
 /* Pool thread: decode frame (checked against fl's catalog length), verify
  * the hash, publish to the waiters, store. 0 when verified (fl->store_rc
  * says what the store did), -EBADMSG for a bad frame, -ENOMEM. */
 int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
 			  const uint8_t *frame, size_t frame_len, char *why,
 			  size_t whycap);
-const char *hyd_fetch__err_name(int err);
 
 /* -- hyd_fetch_batch.c -- */
 /* Start one batch of up to batch_max queued backfill flights. Returns 1

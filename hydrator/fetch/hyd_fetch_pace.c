@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch_loop_internal.h"
 
 #define PACE_RETRY_MS 20u /* look again this soon while held */
@@ -56,7 +57,7 @@ void hyd_fetch__pace_init(hyd_fetch *f)
 	 * demand read's frame. */
 	f->fw_max = pool >= 2 ? (unsigned)(pool / 2) : 1;
 	if (f->bwlimit)
-		hyd_bucket_init(&f->bucket, f->bwlimit, hyd_now_ns());
+		hyd_bucket_init(&f->bucket, f->bwlimit, base_now_ns());
 	uv_timer_start(&f->tick_timer, on_tick, TICK_MS, TICK_MS);
 }
 
@@ -66,8 +67,8 @@ static unsigned pause_reasons(hyd_fetch *f, const struct hyd_xfer *x)
 	unsigned why = 0;
 
 	if (x->bg &&
-	    (f->n_urgent || hyd_now_ns() < __atomic_load_n(&f->browse_until_ns,
-							   __ATOMIC_RELAXED)))
+	    (f->n_urgent || base_now_ns() < __atomic_load_n(&f->browse_until_ns,
+							    __ATOMIC_RELAXED)))
 		why |= HYD_PAUSE_HOLD;
 	if (x->bx && f->fq_len + f->fw_running >= FW_BACKLOG)
 		why |= HYD_PAUSE_WORK;
@@ -90,7 +91,7 @@ static void pace_arm(hyd_fetch *f, uint64_t ms)
 unsigned hyd_fetch__gate(struct hyd_xfer *x, size_t n)
 {
 	hyd_fetch *f = x->f;
-	uint64_t now = hyd_now_ns(), wait_ms = PACE_RETRY_MS;
+	uint64_t now = base_now_ns(), wait_ms = PACE_RETRY_MS;
 	unsigned why;
 
 	if (f->bwlimit)
@@ -111,7 +112,7 @@ unsigned hyd_fetch__gate(struct hyd_xfer *x, size_t n)
 
 void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms)
 {
-	uint64_t until = hyd_now_ns() + (uint64_t)ms * 1000000ull;
+	uint64_t until = base_now_ns() + (uint64_t)ms * 1000000ull;
 
 	/* One relaxed store per call, so a burst of lookups costs nothing;
 	 * a racing older value only shortens one hold. */
@@ -122,7 +123,7 @@ void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms)
 
 int hyd_fetch_browsing(hyd_fetch *f)
 {
-	return hyd_now_ns() <
+	return base_now_ns() <
 	       __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED);
 }
 
@@ -132,7 +133,7 @@ static void on_pace(uv_timer_t *t)
 {
 	hyd_fetch *f = t->loop->data;
 	struct hyd_xfer *x;
-	uint64_t now = hyd_now_ns(), wait_ms = PACE_RETRY_MS;
+	uint64_t now = base_now_ns(), wait_ms = PACE_RETRY_MS;
 	int pass, still = 0;
 
 	f->pace_armed = 0;
@@ -187,7 +188,7 @@ static void on_tick(uv_timer_t *t)
 {
 	hyd_fetch *f = t->loop->data;
 	struct hyd_xfer *x, *next;
-	uint64_t now = hyd_now_ns();
+	uint64_t now = base_now_ns();
 
 	if (f->shutting_down)
 		return;

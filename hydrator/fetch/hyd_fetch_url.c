@@ -1,6 +1,6 @@
 /*
- * hydrator/fetch/hyd_fetch_url.c — what a hydrator URL means: checked with curl's
- * URL API (never parsed by hand), the namespace name it names, and the
+ * hydrator/fetch/hyd_fetch_url.c — what a hydrator URL means: checked with
+ * curl's URL API (never parsed by hand), the namespace name it names, and the
  * default cache directory derived from it.
  */
 #include <errno.h>
@@ -11,25 +11,9 @@
 
 #include <curl/curl.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/hydrator.h"
-
-static int ns_name_ok(const char *s, size_t len)
-{
-	size_t i;
-
-	if (len < 1 || len > HYD_NS_NAME_MAX || s[0] == '.')
-		return 0;
-	for (i = 0; i < len; i++) {
-		char c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		      c == '-'))
-			return 0;
-	}
-	return 1;
-}
 
 /* Fetch one part; absent parts come back as NULL. */
 static char *url_part(CURLU *u, CURLUPart what)
@@ -97,11 +81,11 @@ int hyd_url_parse(const char *url, char *ret_base, size_t base_cap,
 	name_len = strlen(name);
 	if (name_len && name[name_len - 1] == '/')
 		name_len--;
-	if (!ns_name_ok(name, name_len)) {
+	if (base_ns_name_check(name, name_len) < 0) {
 		snprintf(errbuf, errcap,
 			 "bad URL '%s': path must be /v1/NAME with NAME of "
 			 "[A-Za-z0-9._-], 1-%u bytes, not starting with '.'",
-			 url, HYD_NS_NAME_MAX);
+			 url, BASE_NS_NAME_MAX);
 		goto out;
 	}
 	/* Normalize: curl's spelling of the URL without the trailing '/'. */

@@ -27,10 +27,12 @@ struct hyd_fs {
 	cat_reader *cat;      /* borrowed */
 	struct cat_meta meta; /* copy, read at start-up */
 	struct hyd_read_ctx rd;
-	int verbose;
-	struct hyd_backfill *bf; /* borrowed; NULL: no backfill hooks */
-	const char *mountpoint;	 /* absolute; borrowed; NULL: not tuned */
-	int ra_tuned;		 /* __atomic: readahead raised (or tried) */
+	/* Told of each open of a regular file, after the reply (backfill
+	 * puts its directory first); NULL: nobody listens. Any FUSE thread. */
+	void (*on_open)(void *arg, uint64_t ino);
+	void *on_open_arg;
+	const char *mountpoint; /* absolute; borrowed; NULL: not tuned */
+	int ra_tuned;		/* __atomic: readahead raised (or tried) */
 };
 
 /* The kernel's readahead for this mount, in KiB. FUSE starts every mount

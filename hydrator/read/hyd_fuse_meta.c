@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/read/hyd_fuse_internal.h"
 
 /* d_ino for ".." when the parent is not known (the catalog has no parent
@@ -34,16 +35,9 @@ static struct hyd_fs *browse_fs(fuse_req_t req)
 {
 	struct hyd_fs *fs = fuse_req_userdata(req);
 
-	if (fs->bf && fs->rd.fetch)
+	if (fs->rd.fetch)
 		hyd_fetch_hold_background(fs->rd.fetch, HYD_BROWSE_HOLD_MS);
 	return fs;
-}
-
-static const char *err_name(int err)
-{
-	const char *s = strerrorname_np(err < 0 ? -err : err);
-
-	return s ? s : "EUNKNOWN";
 }
 
 int hyd_fuse_errno(int err)
@@ -72,8 +66,9 @@ void hyd_fuse_log(const char *op, uint64_t ino, int err)
 	/* Misses are normal traffic, not news. */
 	if (e == ENOENT || e == ENODATA || e == ERANGE)
 		return;
-	fprintf(stderr, "ferry-hydrator: op=%s ino=%" PRIu64 " err=%s\n", op,
-		ino, err_name(err));
+	base_log_err(BASE_LOG_ERROR, err,
+		     "request failed op=%s ino=%" PRIu64 " errno=%s", op, ino,
+		     base_errname(err));
 }
 
 static void ns_to_ts(int64_t ns, struct timespec *ts)

@@ -23,30 +23,30 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hydrator/backfill/hyd_backfill_internal.h"
+#include "catalog/base/base.h"
 #include "hydrator/read/hyd_fuse_internal.h"
 
 /* Segments one reply may carry: writev takes at most UIO_MAXIOV (1024)
  * vectors, and libfuse adds one for the reply header. */
 #define HYD_FUSE_IOV_MAX 1000u
 
-/* path as /proc/self/mountinfo spells it: space, tab, newline and
- * backslash as octal escapes. 0, or -ENAMETOOLONG. */
-static int mountinfo_escape(const char *path, char *buf, size_t cap)
-{
-	size_t n = 0;
+struct dev_find {
+	const char *point;
+	char *dev;
+	size_t cap;
+	int found;
+};
 
-	for (; *path; path++) {
-		if (n + 5 > cap)
-			return -ENAMETOOLONG;
-		if (*path == ' ' || *path == '\t' || *path == '\n' ||
-		    *path == '\\')
-			n += (size_t)snprintf(buf + n, cap - n, "\\%03o",
-					      (unsigned)(unsigned char)*path);
-		else
-			buf[n++] = *path;
-	}
-	buf[n] = '\0';
+static int dev_find_cb(void *ctx, const struct base_mount *m)
+{
+	struct dev_find *d = ctx;
+	int n;
+
+	/* A later line is mounted over an earlier one: the last match wins. */
+	if (strcmp(m->point, d->point) != 0 || strncmp(m->fstype, "fuse", 4))
+		return 0;
+	n = snprintf(d->dev, d->cap, "%u:%u", m->major, m->minor);
+	d->found = n > 0 && (size_t)n < d->cap;
 	return 0;
 }
 
@@ -54,32 +54,18 @@ static int mountinfo_escape(const char *path, char *buf, size_t cap)
  * the name of its backing device info in /sys/class/bdi. 0 or -errno. */
 static int mount_dev(const char *mnt, char *dev, size_t cap)
 {
-	char want[2 * PATH_MAX], line[4 * PATH_MAX];
-	char id[32], mp[2 * PATH_MAX];
-	const char *fstype;
-	FILE *f;
-	int r = -ENOENT;
+	struct dev_find d = {.point = mnt, .dev = dev, .cap = cap};
+	char *mi;
+	int r;
 
-	if (mountinfo_escape(mnt, want, sizeof(want)) < 0)
-		return -ENAMETOOLONG;
-	f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return -errno;
-	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... - FSTYPE ..."; a
-	 * later line mounted over an earlier one, so the last match wins. */
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%*s %*s %31s %*s %8191s", id, mp) != 2 ||
-		    strcmp(mp, want) != 0)
-			continue;
-		fstype = strstr(line, " - ");
-		if (!fstype || strncmp(fstype + 3, "fuse", 4) != 0 ||
-		    strlen(id) >= cap)
-			continue;
-		memcpy(dev, id, strlen(id) + 1);
-		r = 0;
-	}
-	fclose(f);
-	return r;
+	r = base_mountinfo_read(&mi);
+	if (r < 0)
+		return r;
+	r = base_mountinfo_each(mi, dev_find_cb, &d);
+	free(mi);
+	if (r < 0)
+		return r;
+	return d.found ? 0 : -ENOENT;
 }
 
 void hyd_fuse_tune_readahead(struct hyd_fs *fs)
@@ -113,12 +99,11 @@ void hyd_fuse_tune_readahead(struct hyd_fs *fs)
 		}
 		close(fd);
 	}
-	if (r < 0 && fs->verbose)
-		fprintf(stderr,
-			"ferry-hydrator: cannot raise readahead mountpoint=%s "
-			"err=%s\n",
-			fs->mountpoint,
-			strerrorname_np(-r) ? strerrorname_np(-r) : "EUNKNOWN");
+	/* Without root the default stays: slower, not wrong. */
+	if (r < 0)
+		base_log_err(BASE_LOG_DEBUG, r,
+			     "cannot raise the kernel readahead mountpoint=%s",
+			     fs->mountpoint);
 }
 
 void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -162,8 +147,8 @@ void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		hyd_read_open_unref(of);
 		return;
 	}
-	/* Its directory goes to the front of the backfill order. */
-	hyd_backfill_note_open(fs->bf, ino);
+	if (fs->on_open)
+		fs->on_open(fs->on_open_arg, ino);
 }
 
 /* Reply with rv's segments: one writev straight from where the verified
@@ -199,6 +184,7 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t n;
 	int r;
 
+	(void)ino; /* the open file state knows it */
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -216,13 +202,10 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, hyd_fuse_errno(r));
 	n = rv.len;
 	hyd_read_iov_release(&fs->rd, &rv);
-	/* After the reply, so they cost this read nothing: a sequential
-	 * reader gets its next chunks asked for (readahead) and the stored
-	 * ones decoded (decode-ahead). */
-	if (r == 0) {
-		hyd_backfill_note_read(fs->bf, ino, (uint64_t)off, n, of->size);
+	/* After the reply, so it costs this read nothing: a sequential
+	 * reader gets its next chunks decoded (stored) or asked for. */
+	if (r == 0)
 		hyd_read_ahead(&fs->rd, of, (uint64_t)off, n);
-	}
 	hyd_read_open_unref(of);
 }
 

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/read/hyd_read_internal.h"
 
 #define HYD_READ_BATCH 256u
@@ -60,13 +61,8 @@ struct read_slot {
 	struct hyd_flight *fl;
 };
 
-static const char *err_name(int err)
-{
-	const char *s = strerrorname_np(err < 0 ? -err : err);
-
-	return s ? s : "EUNKNOWN";
-}
-
+/* The one line of a read that cannot be served: the read path knows the
+ * file, the range and the chunk, so it logs here and its callers do not. */
 static void log_fail(uint64_t ino, uint64_t off, size_t len, const chunk_id *id,
 		     int err, const char *why)
 {
@@ -74,10 +70,9 @@ static void log_fail(uint64_t ino, uint64_t off, size_t len, const chunk_id *id,
 
 	if (id)
 		chunk_id_to_hex(id, hex);
-	fprintf(stderr,
-		"ferry-hydrator: read failed ino=%" PRIu64 " off=%" PRIu64
-		" len=%zu chunk=%s err=%s why=\"%s\"\n",
-		ino, off, len, hex, err_name(err), why);
+	base_error("read failed ino=%" PRIu64 " off=%" PRIu64 " len=%zu "
+		   "chunk=%s errno=%s why=\"%s\"",
+		   ino, off, len, hex, base_errname(err), why);
 }
 
 void hyd_read_iov_release(const struct hyd_read_ctx *rc,
@@ -222,17 +217,21 @@ static int slot_from_store(const struct hyd_read_ctx *rc,
 }
 
 /* Phase 1 for one chunk: cache, then store, else a fetch is submitted.
+ * The store is asked once: the stamp taken before tells the submit
+ * whether a flight can have stored the chunk since (hyd_fetch_stamp).
  * Returns 0 (served or submitted) or -errno with *why set. */
 static int slot_start(const struct hyd_read_ctx *rc, struct read_slot *s,
 		      struct hyd_read_iov *rv, uint64_t deadline,
 		      const char **why)
 {
+	uint32_t stamp;
 	int r;
 
 	if (s->c.len > rc->max_raw) {
 		*why = "chunk longer than the catalog's max";
 		return -EBADMSG;
 	}
+	stamp = rc->fetch ? hyd_fetch_stamp(rc->fetch, &s->c.id) : 0;
 	r = slot_from_store(rc, s, rv);
 	if (r == 0)
 		return 0;
@@ -245,11 +244,15 @@ static int slot_start(const struct hyd_read_ctx *rc, struct read_slot *s,
 		*why = "chunk store read failed";
 		return r;
 	}
-	/* Checked: an earlier flight may have stored the chunk and left the
-	 * table since our miss; the join looks in the store again under the
-	 * table lock, so one chunk is not fetched twice. */
-	r = hyd_fetch_submit_checked(rc->fetch, &s->c.id, s->c.len,
-				     HYD_PRIO_DEMAND, deadline, 0, &s->fl);
+	if (!rc->fetch) {
+		*why = "chunk not stored, and no fetcher";
+		return -ENOENT;
+	}
+	/* A flight that ended since the stamp may have stored the chunk
+	 * after our miss: only then does the join look in the store again,
+	 * so one chunk is never fetched twice. */
+	r = hyd_fetch_submit_after(rc->fetch, &s->c.id, s->c.len,
+				   HYD_PRIO_DEMAND, deadline, 0, stamp, &s->fl);
 	if (r == 2 && slot_from_store(rc, s, rv) == 0)
 		return 0;
 	/* Stored, but found corrupt when read just now: fetch it. */
@@ -372,7 +375,7 @@ static int read_range(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 		why = "out of memory";
 		goto out;
 	}
-	deadline = hyd_now_ns() + rc->timeout_ns;
+	deadline = base_now_ns() + rc->timeout_ns;
 	for (cur = off; cur < end;) {
 		r = manifest_rows(rc, of, ino, cur, end, cs, HYD_READ_BATCH,
 				  &n);
@@ -486,11 +489,13 @@ void hyd_read_open_unref(struct hyd_read_open *of)
 	free(of);
 }
 
-/* Claim the decode-ahead range for a read of [off, end): [*ret_a, *ret_b)
- * when the read continues the open file's stream, else 0. Kernel requests
- * of one sequential reader run in parallel and finish out of order, so a
- * read counts as sequential when it starts anywhere from the ahead distance
- * behind the stream's furthest end up to that end. */
+/* Claim the read-ahead range for a read of [off, end): [*ret_a, *ret_b)
+ * when the read continues the open file's stream, else 0. This is the one
+ * stream detector of the hydrator. Kernel requests of one sequential
+ * reader run in parallel and finish out of order, so a read counts as
+ * sequential when it starts anywhere from the ahead distance behind the
+ * stream's furthest end up to that end; anything else is a jump and starts
+ * a new stream there. */
 static int ahead_plan(struct hyd_read_open *of, uint64_t off, uint64_t end,
 		      uint64_t *ret_a, uint64_t *ret_b)
 {
@@ -498,7 +503,7 @@ static int ahead_plan(struct hyd_read_open *of, uint64_t off, uint64_t end,
 
 	pthread_mutex_lock(&of->mu);
 	if (off > of->hi || off + HYD_READ_AHEAD_BYTES < of->hi) {
-		/* A jump: a new stream starts here, decoded ahead from its
+		/* A jump: a new stream starts here, read ahead from its
 		 * next read on. */
 		of->hi = end;
 		of->ahead_end = end;
@@ -519,14 +524,53 @@ static int ahead_plan(struct hyd_read_open *of, uint64_t off, uint64_t end,
 	return a < b;
 }
 
+/* One chunk ahead of a stream: decoded into the cache when stored, else
+ * asked for at readahead priority. The store is asked once either way (the
+ * cache's load is that look; with no cache slot free, hyd_store_has is).
+ * 0 to go on, -errno to end the run. */
+static int ahead_one(const struct hyd_read_ctx *rc, const struct cat_chunk *c,
+		     uint64_t *deadline)
+{
+	struct hyd_flight *fl;
+	uint32_t stamp;
+	int r;
+
+	if (c->len == 0 || c->len > rc->max_raw)
+		return -EBADMSG;
+	stamp = rc->fetch ? hyd_fetch_stamp(rc->fetch, &c->id) : 0;
+	r = rc->cache ? hyd_read_cache_prefetch(rc->cache, &c->id, c->len,
+						load_from_store, (void *)rc)
+		      : -EBUSY;
+	if (r == -EBUSY && rc->store) {
+		r = hyd_store_has(rc->store, &c->id);
+		r = r == 1 ? 0 : r == 0 ? -ENOENT : r;
+	}
+	/* Decoded now, cached or being loaded already, or stored. */
+	if (r >= 0)
+		return 0;
+	/* -EBADMSG: the store found its copy corrupt and forgot it. */
+	if ((r != -ENOENT && r != -EBADMSG) || !rc->fetch)
+		return r;
+	if (!*deadline)
+		*deadline = base_now_ns() + rc->timeout_ns;
+	r = hyd_fetch_submit_after(rc->fetch, &c->id, c->len,
+				   HYD_PRIO_READAHEAD, *deadline, 0, stamp,
+				   &fl);
+	if (r < 0)
+		return r;
+	/* Nobody waits for it: the flight stores it, the read decodes it. */
+	hyd_fetch_release(rc->fetch, fl);
+	return 0;
+}
+
 void hyd_read_ahead(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 		    uint64_t off, size_t len)
 {
 	struct cat_chunk cs[HYD_AHEAD_ROWS];
-	uint64_t a = 0, b = 0;
+	uint64_t a = 0, b = 0, deadline = 0;
 	size_t n = 0, i;
 
-	if (!rc->cache || !rc->store || !len || off >= of->size)
+	if (!len || off >= of->size)
 		return;
 	if (!ahead_plan(of, off, off + len, &a, &b))
 		return;
@@ -535,19 +579,11 @@ void hyd_read_ahead(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 				  &n) < 0 ||
 		    !n)
 			return;
-		for (i = 0; i < n; i++) {
-			if (cs[i].len > rc->max_raw)
+		/* The first row may start before a: decoded already, or
+		 * wanted by a read in progress; both are skipped cheaply. */
+		for (i = 0; i < n; i++)
+			if (ahead_one(rc, &cs[i], &deadline) < 0)
 				return;
-			/* The first row may start before a: decoded already,
-			 * or wanted by a read in progress; prefetch skips
-			 * what is cached or being loaded. A chunk the store
-			 * lacks ends the run: the fetcher's readahead has it.
-			 */
-			if (hyd_read_cache_prefetch(rc->cache, &cs[i].id,
-						    cs[i].len, load_from_store,
-						    (void *)rc) < 0)
-				return;
-		}
 		a = cs[n - 1].off + cs[n - 1].len;
 	}
 }

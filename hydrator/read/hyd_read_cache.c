@@ -254,13 +254,15 @@ int hyd_read_cache_prefetch(hyd_read_cache *c, const chunk_id *id,
 
 	pthread_mutex_lock(&c->lock);
 	s = cache_find(c, id, key);
-	if (!s)
-		s = slot_claim(c, id, key, raw_len, 1);
-	else
-		s = NULL; /* cached or being loaded already */
+	if (s) {
+		/* Cached or being loaded already. */
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	s = slot_claim(c, id, key, raw_len, 1);
 	pthread_mutex_unlock(&c->lock);
 	if (!s)
-		return 0;
+		return -EBUSY;
 	r = load(arg, id, s->raw, raw_len, &got);
 	if (r == 0 && got != raw_len)
 		r = -ERANGE;

@@ -60,9 +60,10 @@ int hyd_read_cache_pin(hyd_read_cache *c, const chunk_id *id, uint32_t raw_len,
 		       const uint8_t **ret_raw, void **ret_pin);
 void hyd_read_cache_unpin(hyd_read_cache *c, void *pin);
 
-/* Load chunk id into the cache unless it is cached, being loaded, or no
- * slot is free without evicting another prefetched chunk not read yet.
- * Returns 1 when loaded here, 0 when nothing was done, or load's error. */
+/* Load chunk id into the cache unless it is cached or being loaded.
+ * Returns 1 when loaded here, 0 when it was cached or being loaded
+ * already, -EBUSY when no slot is free without evicting another
+ * prefetched chunk not read yet (nothing was loaded), or load's error. */
 int hyd_read_cache_prefetch(hyd_read_cache *c, const chunk_id *id,
 			    uint32_t raw_len, hyd_read_cache_load_fn load,
 			    void *arg);
@@ -145,11 +146,15 @@ int hyd_read_open_iov(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 void hyd_read_iov_release(const struct hyd_read_ctx *rc,
 			  struct hyd_read_iov *rv);
 
-/* After a read of [off, off+len) of of was answered: when it continues a
- * sequential stream, decode and verify the stored chunks of the next
- * HYD_READ_AHEAD_BYTES not decoded yet into the cache, so the reads that
- * follow only copy. Chunks not stored are left to the fetcher's readahead.
- * Costs the caller the decode time: call it after replying. */
+/* Readahead, owned here alone. After a read of [off, off+len) of of was
+ * answered: when it continues the open file's sequential stream (one
+ * detector; kernel requests that finish out of order still count), each
+ * chunk of the next HYD_READ_AHEAD_BYTES not claimed yet is decoded and
+ * verified into the cache when stored, so the reads that follow only copy,
+ * or else asked for from the fetcher at HYD_PRIO_READAHEAD (deadline
+ * rc->timeout_ns), so it is on the wire before the reader gets there. The
+ * store is asked once per chunk. Costs the caller the decode time: call it
+ * after replying. */
 void hyd_read_ahead(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 		    uint64_t off, size_t len);
 

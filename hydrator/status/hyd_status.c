@@ -1,6 +1,6 @@
 /*
- * hydrator/status/hyd_status.c — how far a cache is hydrated, and the status line
- * of the control protocol.
+ * hydrator/status/hyd_status.c — how far a cache is hydrated, and the status
+ * line of the control protocol.
  *
  * hyd_status_from_cache answers from files alone: the newest
  * CACHEDIR/catalogs/GEN.db, with CACHEDIR/state.db ATTACHed read-only, so
@@ -109,55 +109,10 @@ static int status_sqlerr(sqlite3 *db, int rc, const char *what,
 	return err;
 }
 
-/* Generation from a catalog file name "GEN.db" (digits only), 0 if the name
- * is anything else; the same rule hyd_catalog_fetch.c names them by. */
-static uint64_t catalog_name_gen(const char *name)
-{
-	size_t len = strlen(name), i;
-	unsigned long long v;
-	char *end;
-
-	if (len < 4 || len > 23 || strcmp(name + len - 3, ".db") != 0)
-		return 0;
-	for (i = 0; i < len - 3; i++)
-		if (name[i] < '0' || name[i] > '9')
-			return 0;
-	errno = 0;
-	v = strtoull(name, &end, 10);
-	return errno || end != name + len - 3 ? 0 : (uint64_t)v;
-}
-
 static int path_join(char *buf, size_t cap, const char *dir, const char *name)
 {
 	int n = snprintf(buf, cap, "%s/%s", dir, name);
 
-	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
-}
-
-/* Path of the newest catalogs/GEN.db by number; -ENOENT when none. */
-static int newest_catalog(const char *cache_dir, char *path, size_t cap)
-{
-	char dir[STATUS_PATH_MAX];
-	struct dirent *de;
-	uint64_t best = 0, g;
-	DIR *d;
-	int n, r;
-
-	r = path_join(dir, sizeof(dir), cache_dir, "catalogs");
-	if (r < 0)
-		return r;
-	d = opendir(dir);
-	if (!d)
-		return -errno;
-	while ((de = readdir(d)) != NULL) {
-		g = catalog_name_gen(de->d_name);
-		if (g > best)
-			best = g;
-	}
-	closedir(d);
-	if (best == 0)
-		return -ENOENT;
-	n = snprintf(path, cap, "%s/%" PRIu64 ".db", dir, best);
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
@@ -476,7 +431,8 @@ int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 		return -EINVAL;
 	memset(&s, 0, sizeof(s));
 	s.eta_s = -1;
-	r = newest_catalog(cache_dir, cat_path, sizeof(cat_path));
+	r = hyd_cache_catalog_newest(cache_dir, cat_path, sizeof(cat_path),
+				     NULL);
 	if (r < 0)
 		return r == -ENOTDIR ? -ENOENT : r;
 	/* The reader proves it is a ferry catalog before we trust its rows. */

@@ -1,5 +1,6 @@
 /*
- * hydrator/store/hyd_store.c — the destination chunk store: packs plus an index.
+ * hydrator/store/hyd_store.c — the destination chunk store: packs plus an
+ * index.
  *
  * Frames rest in CACHEDIR/packs/NNNNNNNN.pack, appended and never rewritten;
  * CACHEDIR/state.db (SQLite, WAL) maps a chunk id to where its frame lies.
@@ -30,6 +31,7 @@
 #include <sqlite3.h>
 #include <xxhash.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/store/hyd_store_internal.h"
 
 #define HYD_STORE_SCHEMA 2 /* PRAGMA user_version of a current state.db */
@@ -90,40 +92,6 @@ struct hyd_store {
 	uint64_t cur_end;    /* where the next frame goes */
 };
 
-/* Translate an SQLite result code to -errno, logging the native code once,
- * here, with what was being done. */
-static int hyd_store_sqlerr(hyd_store *s, int rc, const char *what)
-{
-	int err;
-
-	switch (rc & 0xff) {
-	case SQLITE_NOMEM:
-		err = -ENOMEM;
-		break;
-	case SQLITE_FULL:
-		err = -ENOSPC;
-		break;
-	case SQLITE_PERM:
-	case SQLITE_AUTH:
-		err = -EACCES;
-		break;
-	case SQLITE_READONLY:
-		err = -EROFS;
-		break;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		err = -EBUSY;
-		break;
-	default:
-		err = -EIO;
-		break;
-	}
-	fprintf(stderr,
-		"hydrator: store: sqlite %s failed dir=%s code=%d: %s\n", what,
-		s->dir, rc, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
-	return err;
-}
-
 static int pack_name(uint32_t pack, char *buf, size_t cap)
 {
 	int n = snprintf(buf, cap, "%08u.pack", pack);
@@ -146,26 +114,6 @@ static uint32_t pack_parse(const char *name)
 		v = v * 10 + (uint32_t)(name[i] - '0');
 	}
 	return v;
-}
-
-/* Bytes read (short only at end of file) or -errno. */
-static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = pread(fd, p + got, len - got, (off_t)(off + got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
 }
 
 /* Take dir/lock exclusively and write our pid into it, so whoever finds it
@@ -197,7 +145,7 @@ int hyd_store_claim(hyd_store *s)
 	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
 	if (ftruncate(s->lock_fd, 0) < 0)
 		return -errno;
-	return cat_pwrite_all(s->lock_fd, pid, (size_t)n, 0);
+	return base_pwrite_all(s->lock_fd, pid, (size_t)n, 0);
 }
 
 /* Schema migrations, one step per revision; index i takes user_version i
@@ -239,7 +187,7 @@ static int db_int(hyd_store *s, const char *sql, const int64_t *arg,
 		}
 	}
 	sqlite3_finalize(st);
-	return rc == SQLITE_OK ? 0 : hyd_store_sqlerr(s, rc, sql);
+	return rc == SQLITE_OK ? 0 : base_sqlite_errno(s->db, rc, sql);
 }
 
 static int store_migrate(hyd_store *s)
@@ -251,13 +199,9 @@ static int store_migrate(hyd_store *s)
 	r = db_int(s, "PRAGMA user_version", NULL, &v);
 	if (r < 0)
 		return r;
-	if (v > HYD_STORE_SCHEMA) {
-		fprintf(stderr,
-			"hydrator: store: state.db has schema %lld, newer than "
-			"this build's %d dir=%s\n",
-			(long long)v, HYD_STORE_SCHEMA, s->dir);
-		return -EIO;
-	}
+	/* A newer ferry wrote it: its rows may mean what we cannot know. */
+	if (v > HYD_STORE_SCHEMA)
+		return -EPROTO;
 	for (; v < HYD_STORE_SCHEMA; v++) {
 		/* Each step and its version bump commit together, so a crash
 		 * mid-migration reruns the whole step. */
@@ -273,7 +217,7 @@ static int store_migrate(hyd_store *s)
 		if (rc == SQLITE_OK)
 			rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
 		if (rc != SQLITE_OK) {
-			r = hyd_store_sqlerr(s, rc, "migration");
+			r = base_sqlite_errno(s->db, rc, "migration");
 			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 			return r;
 		}
@@ -321,12 +265,12 @@ static int store_db_open(hyd_store *s)
 				 SQLITE_OPEN_NOMUTEX,
 			     NULL);
 	if (rc != SQLITE_OK)
-		return hyd_store_sqlerr(s, rc, "open");
+		return base_sqlite_errno(s->db, rc, "open");
 	sqlite3_busy_timeout(s->db, 5000);
 	for (i = 0; i < sizeof(pragmas) / sizeof(pragmas[0]); i++) {
 		rc = sqlite3_exec(s->db, pragmas[i], NULL, NULL, NULL);
 		if (rc != SQLITE_OK)
-			return hyd_store_sqlerr(s, rc, pragmas[i]);
+			return base_sqlite_errno(s->db, rc, pragmas[i]);
 	}
 	r = store_migrate(s);
 	if (r < 0)
@@ -336,7 +280,7 @@ static int store_db_open(hyd_store *s)
 					SQLITE_PREPARE_PERSISTENT, stmts[i].st,
 					NULL);
 		if (rc != SQLITE_OK)
-			return hyd_store_sqlerr(s, rc, stmts[i].sql);
+			return base_sqlite_errno(s->db, rc, stmts[i].sql);
 	}
 	/* Counters are kept up to date by put and drop; one scan at open is
 	 * cheaper than an aggregate on every stats call. */
@@ -441,11 +385,13 @@ static int store_recover(hyd_store *s)
 			return -errno;
 		size = (uint64_t)sb.st_size;
 		if (size > (uint64_t)end_idx) {
-			fprintf(stderr,
-				"hydrator: store: dropping unindexed pack tail"
-				" dir=%s pack=%u bytes=%llu\n",
-				s->dir, s->cur_pack,
-				(unsigned long long)(size - (uint64_t)end_idx));
+			/* A crash between a frame's write and its index row:
+			 * bytes nothing points at. */
+			base_warn(
+			    "dropping unindexed pack tail dir=%s pack=%u "
+			    "bytes=%llu",
+			    s->dir, s->cur_pack,
+			    (unsigned long long)(size - (uint64_t)end_idx));
 			if (ftruncate(s->cur_fd, (off_t)end_idx) < 0 ||
 			    fsync(s->cur_fd) < 0)
 				return -errno;
@@ -491,9 +437,7 @@ static uint64_t roll_bytes_from_env(void)
 	errno = 0;
 	v = strtoull(e, &end, 10);
 	if (errno || *end || v == 0 || v > HYD_PACK_ROLL_BYTES * 16) {
-		fprintf(stderr,
-			"hydrator: store: ignoring FERRY_PACK_ROLL_BYTES=%s\n",
-			e);
+		base_warn("ignoring FERRY_PACK_ROLL_BYTES=%s", e);
 		return HYD_PACK_ROLL_BYTES;
 	}
 	return v;
@@ -523,7 +467,7 @@ int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
 		r = -ENOMEM;
 		goto out;
 	}
-	r = cat_mkdir_p(dir, 0700);
+	r = base_mkdir_p(dir, 0700);
 	if (r == 0)
 		r = store_lock(s);
 	if (r < 0)
@@ -629,7 +573,7 @@ static int find_locked(hyd_store *s, const chunk_id *id, struct hyd_loc *ret)
 	} else if (rc == SQLITE_DONE) {
 		r = 0;
 	} else {
-		r = hyd_store_sqlerr(s, rc, "chunk lookup");
+		r = base_sqlite_errno(s->db, rc, "chunk lookup");
 	}
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
@@ -750,7 +694,10 @@ static void drop_locked(hyd_store *s, const chunk_id *id,
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	if (rc != SQLITE_DONE) {
-		hyd_store_sqlerr(s, rc, "drop corrupt chunk");
+		base_log_err(BASE_LOG_WARN,
+			     base_sqlite_errno(s->db, rc, "drop corrupt chunk"),
+			     "cannot drop a corrupt chunk's row dir=%s",
+			     s->dir);
 		return;
 	}
 	if (sqlite3_changes(s->db) != 1)
@@ -759,10 +706,9 @@ static void drop_locked(hyd_store *s, const chunk_id *id,
 	s->st.raw_bytes -= loc->raw_len;
 	s->st.stored_bytes -= loc->frame_len;
 	chunk_id_to_hex(id, hex);
-	fprintf(stderr,
-		"hydrator: store: corrupt frame dropped id=%s pack=%u off=%llu"
-		" dir=%s\n",
-		hex, loc->pack, (unsigned long long)loc->off, s->dir);
+	base_warn("corrupt frame dropped from the store chunk=%s pack=%u "
+		  "off=%llu dir=%s",
+		  hex, loc->pack, (unsigned long long)loc->off, s->dir);
 }
 
 /* The checksum a row keeps of its frame: XXH3-64 of the payload seeded
@@ -780,7 +726,9 @@ static ssize_t raw_frame_pread(int fd, uint8_t *hdr, void *out, size_t len,
 			       uint64_t off)
 {
 	struct iovec iov[2] = {{hdr, FRAME_HDR_LEN}, {out, len}};
-	ssize_t n, m;
+	size_t got, more;
+	ssize_t n;
+	int r;
 
 	do
 		n = preadv(fd, iov, 2, (off_t)off);
@@ -791,11 +739,11 @@ static ssize_t raw_frame_pread(int fd, uint8_t *hdr, void *out, size_t len,
 		return n;
 	/* Short: finish piece by piece, which also tells EOF from a
 	 * signal. */
-	n = pread_full(fd, hdr, FRAME_HDR_LEN, off);
-	if (n != FRAME_HDR_LEN)
-		return n;
-	m = pread_full(fd, out, len, off + FRAME_HDR_LEN);
-	return m < 0 ? m : n + m;
+	r = base_pread_full(fd, hdr, FRAME_HDR_LEN, off, &got);
+	if (r < 0 || got != FRAME_HDR_LEN)
+		return r < 0 ? r : (ssize_t)got;
+	r = base_pread_full(fd, out, len, off + FRAME_HDR_LEN, &more);
+	return r < 0 ? r : (ssize_t)(got + more);
 }
 
 /* pread one frame and turn it into verified raw bytes (out has room for
@@ -813,7 +761,7 @@ static int frame_read(const struct hyd_loc *loc, int fd,
 {
 	uint8_t hdr[FRAME_HDR_LEN];
 	struct frame_info fi;
-	size_t raw_len = 0;
+	size_t raw_len = 0, got;
 	ssize_t n;
 	int r;
 
@@ -851,10 +799,11 @@ static int frame_read(const struct hyd_loc *loc, int fd,
 				return -ENOMEM;
 			rd->cap = loc->frame_len;
 		}
-		n = pread_full(fd, rd->buf, loc->frame_len, loc->off);
-		if (n < 0)
-			return (int)n;
-		if ((size_t)n < loc->frame_len)
+		r = base_pread_full(fd, rd->buf, loc->frame_len, loc->off,
+				    &got);
+		if (r < 0)
+			return r;
+		if (got < loc->frame_len)
 			return -EBADMSG;
 		r = frame_header_parse(rd->buf, loc->frame_len, max_raw, &fi);
 		if (r == 0 && (fi.frame_len != loc->frame_len ||
@@ -888,7 +837,7 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 {
 	struct hyd_store_reader *rd = NULL;
 	struct hyd_loc loc;
-	int slot = -1, fd = -1, r;
+	int slot = -1, fd = -1, found = 0, r;
 
 	if (!s || !id || (!out && cap) || !ret_len)
 		return -EINVAL;
@@ -904,9 +853,12 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 		/* The index names a pack that is gone: the frame is lost. */
 		if (r == -ENOENT)
 			r = -EBADMSG;
+		found = 1;
 	}
 	pthread_mutex_unlock(&s->mu);
-	if (r < 0 && r != -EBADMSG) {
+	/* -EBADMSG from the lookup itself is a damaged state.db (SQLite
+	 * CORRUPT): reported as it is, but there is no row to drop. */
+	if (r < 0 && (r != -EBADMSG || !found)) {
 		if (rd) {
 			pthread_mutex_lock(&s->mu);
 			reader_put_locked(s, rd);
@@ -993,7 +945,7 @@ static int insert_locked(hyd_store *s, const chunk_id *id,
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	if (rc != SQLITE_DONE)
-		return hyd_store_sqlerr(s, rc, "chunk insert");
+		return base_sqlite_errno(s->db, rc, "chunk insert");
 	s->st.chunks++;
 	s->st.raw_bytes += loc->raw_len;
 	s->st.stored_bytes += loc->frame_len;
@@ -1032,7 +984,7 @@ int hyd_store_put(hyd_store *s, const chunk_id *id, const void *frame,
 	loc.off = s->cur_end;
 	loc.frame_len = (uint32_t)frame_len;
 	loc.raw_len = fi.raw_len;
-	r = cat_pwrite_all(s->cur_fd, frame, frame_len, loc.off);
+	r = base_pwrite_all(s->cur_fd, frame, frame_len, loc.off);
 	if (r < 0)
 		goto out;
 	/* From here the bytes may be on disk: never write over them again,
@@ -1090,7 +1042,7 @@ int hyd_store_meta_get(hyd_store *s, const char *key, char *buf, size_t cap)
 	} else if (rc == SQLITE_DONE) {
 		r = -ENOENT;
 	} else {
-		r = hyd_store_sqlerr(s, rc, "meta get");
+		r = base_sqlite_errno(s->db, rc, "meta get");
 	}
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
@@ -1111,7 +1063,7 @@ int hyd_store_meta_set(hyd_store *s, const char *key, const char *value)
 	sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)
-		r = hyd_store_sqlerr(s, rc, "meta set");
+		r = base_sqlite_errno(s->db, rc, "meta set");
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	pthread_mutex_unlock(&s->mu);

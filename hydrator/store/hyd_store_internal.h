@@ -30,7 +30,10 @@ typedef struct hyd_store hyd_store;
 /* Open (creating if needed) the store in dir. Takes the exclusive lock on
  * dir/lock: -EBUSY when another process holds it. max_raw bounds the
  * raw_len of any frame read back (the catalog's max chunk size).
- * Returns 0, -EBUSY, -ENOTDIR, -EACCES, -EIO, -ENOMEM. */
+ * Returns 0, -EBUSY, -ENOTDIR, -EACCES, -EPROTO (state.db was written by
+ * a newer ferry: schema above this build's), -EBADMSG (state.db is not a
+ * database or is damaged), -EIO, -ENOMEM. Logs nothing but a pack tail it
+ * truncated (a warning); the caller names the directory. */
 int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s);
 
 /* Write the calling process's pid into dir/lock, so a refused second
@@ -53,9 +56,9 @@ int hyd_store_has(hyd_store *s, const chunk_id *id);
 
 /* Read a stored chunk into out (cap >= its raw length): pread the frame,
  * decode, verify the SHA-256 against id. Returns 0 with *ret_len set,
- * -ENOENT when not stored, -EBADMSG when what rests on disk is corrupt (its
- * index row is then removed so a later fetch can replace it), -ENOBUFS,
- * -EIO. */
+ * -ENOENT when not stored, -EBADMSG when what rests on disk is corrupt (a
+ * frame: its index row is then removed, with a warning, so a later fetch
+ * can replace it; state.db itself: nothing is removed), -ENOBUFS, -EIO. */
 int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 		  size_t *ret_len);
 

@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
 #include "hydrator/sync/hyd_sync_internal.h"
 
@@ -69,19 +70,6 @@ struct walk {
 };
 
 /* ---- small helpers ---- */
-
-void hyd_sync__path_print(FILE *f, const void *path, size_t len)
-{
-	const unsigned char *p = path;
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\')
-			fputc(p[i], f);
-		else
-			fprintf(f, "\\x%02x", p[i]);
-	}
-}
 
 int hyd_sync__path_push(struct hyd_pathbuf *p, const char *name, size_t len,
 			size_t *ret_old)
@@ -116,21 +104,13 @@ void hyd_sync__path_pop(struct hyd_pathbuf *p, size_t old)
 		p->b[old] = '\0';
 }
 
-/* One line naming the entry at the current path; the entry is counted as
- * failed. err may be 0 (the why says it all). */
+/* One line naming the entry at the current path (the logger shows bytes
+ * that are not UTF-8 as \\xNN); the entry is counted as failed. err may be
+ * 0 (the why says it all). */
 static void report(struct walk *w, const char *why, int err)
 {
-	fprintf(stderr, "ferry sync: ");
-	hyd_sync__path_print(stderr, w->m->dest, strlen(w->m->dest));
-	if (w->path.len) {
-		fputc('/', stderr);
-		hyd_sync__path_print(stderr, w->path.b, w->path.len);
-	}
-	if (err)
-		fprintf(stderr, ": %s: %s\n", why,
-			strerror(err < 0 ? -err : err));
-	else
-		fprintf(stderr, ": %s\n", why);
+	base_log_err(BASE_LOG_ERROR, err, "%s path=\"%s%s%s\"", why, w->m->dest,
+		     w->path.len ? "/" : "", w->path.len ? w->path.b : "");
 	w->m->res->failed++;
 }
 
@@ -231,26 +211,6 @@ void hyd_inomap_fini(struct hyd_inomap *m)
 
 /* ---- content ---- */
 
-static int pread_full(int fd, uint8_t *buf, size_t len, uint64_t off,
-		      size_t *ret)
-{
-	size_t got = 0;
-	ssize_t n;
-
-	while (got < len) {
-		n = pread(fd, buf + got, len - got, (off_t)(off + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	*ret = got;
-	return 0;
-}
-
 static int all_zero(const uint8_t *b, size_t n)
 {
 	return n == 0 || (b[0] == 0 && memcmp(b, b + 1, n - 1) == 0);
@@ -306,7 +266,8 @@ int hyd_sync__file_matches(cat_reader *cat, uint64_t ino, uint64_t size, int fd,
 				memset(buf, 0, cs[i].len);
 				got = cs[i].len;
 			} else {
-				r = pread_full(fd, buf, cs[i].len, off, &got);
+				r = base_pread_full(fd, buf, cs[i].len, off,
+						    &got);
 				if (r < 0)
 					return r;
 			}
@@ -377,7 +338,7 @@ static int chunk_get(struct walk *w, const struct cat_chunk *c,
 				    : "cannot read a chunk from the store";
 		return r;
 	}
-	deadline = hyd_now_ns() + w->m->timeout_ns;
+	deadline = base_now_ns() + w->m->timeout_ns;
 	r = hyd_fetch_submit(w->m->fetch, &c->id, c->len, HYD_PRIO_DEMAND,
 			     deadline, &fl);
 	if (r >= 0)
@@ -425,7 +386,7 @@ static int copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
 			if (r < 0)
 				return r;
 			if (!all_zero(w->buf, cs[i].len)) {
-				r = cat_pwrite_all(fd, w->buf, cs[i].len, off);
+				r = base_pwrite_all(fd, w->buf, cs[i].len, off);
 				if (r < 0) {
 					*why = "write failed";
 					return r;
@@ -475,11 +436,9 @@ static int xattrs_apply(struct walk *w, uint64_t ino,
 		r = set(arg, p, val, vlen);
 		if (r < 0 && strncmp(p, "user.", 5) &&
 		    (r == -EPERM || r == -ENOTSUP || r == -EACCES)) {
-			if (w->m->verbose)
-				fprintf(stderr,
-					"ferry sync: skipping xattr %s "
-					"(%s)\n",
-					p, strerror(-r));
+			base_log_err(BASE_LOG_DEBUG, r,
+				     "skipping an xattr we may not set name=%s",
+				     p);
 			r = 0;
 		}
 		if (r < 0)
@@ -590,7 +549,7 @@ static void tmp_name(char *buf, size_t cap, const char *name, size_t len)
 	size_t i;
 
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-		uint64_t t = hyd_now_ns() ^ ((uint64_t)getpid() << 32);
+		uint64_t t = base_now_ns() ^ ((uint64_t)getpid() << 32);
 
 		memcpy(rnd, &t, sizeof(rnd));
 	}
@@ -627,9 +586,9 @@ static void clean_temps(struct walk *w, int dirfd, uint64_t dir_ino)
 		if (cat_lookup(w->m->cat, dir_ino, de->d_name,
 			       strlen(de->d_name), &in) == 0)
 			continue;
-		if (unlinkat(dirfd, de->d_name, 0) == 0 && w->m->verbose)
-			fprintf(stderr, "ferry sync: removed stale %s\n",
-				de->d_name);
+		if (unlinkat(dirfd, de->d_name, 0) == 0)
+			base_debug("removed a stale temp file name=%s",
+				   de->d_name);
 	}
 	closedir(d);
 }
@@ -1048,13 +1007,11 @@ int hyd_sync__materialize(struct hyd_mat *m)
 	w.root = geteuid() == 0;
 	r = cat_getattr(m->cat, CAT_ROOT_INO, &root);
 	if (r < 0) {
-		fprintf(stderr,
-			"ferry sync: cannot read the catalog's root: "
-			"%s\n",
-			strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot read the catalog's root");
 		return r;
 	}
-	r = cat_mkdir_p(m->dest, 0700);
+	r = base_mkdir_p(m->dest, 0700);
 	if (r == 0) {
 		w.rootfd = open(m->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (w.rootfd < 0)
@@ -1065,8 +1022,8 @@ int hyd_sync__materialize(struct hyd_mat *m)
 	    (!w.buf || hyd_sync__path_push(&w.path, "", 0, &(size_t){0})))
 		r = -ENOMEM;
 	if (r < 0) {
-		fprintf(stderr, "ferry sync: cannot open destination %s: %s\n",
-			m->dest, strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot open the destination dest=%s", m->dest);
 		goto out;
 	}
 	w.path.len = 0;
@@ -1075,8 +1032,9 @@ int hyd_sync__materialize(struct hyd_mat *m)
 	/* One flush for the whole tree instead of an fsync per file. */
 	if (syncfs(w.rootfd) < 0) {
 		r = -errno;
-		fprintf(stderr, "ferry sync: cannot flush %s to disk: %s\n",
-			m->dest, strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot flush the destination to disk dest=%s",
+			     m->dest);
 	}
 	tick(&w, 1);
 out:

@@ -1,6 +1,6 @@
 /*
- * hydrator/sync/hyd_sync.c — `ferry sync` as a library call: hydrate every chunk
- * of a catalog into the store, then write the tree (hyd_materialize.c).
+ * hydrator/sync/hyd_sync.c — `ferry sync` as a library call: hydrate every
+ * chunk of a catalog into the store, then write the tree (hyd_materialize.c).
  *
  * Same parts as the mount, no FUSE: URL check, cache directory, the chunk
  * store (its flock keeps a mount and a sync off one cache at a time), the
@@ -39,8 +39,9 @@
 
 #include <curl/curl.h>
 
-#include "hydrator/fetch/hyd_catalog_internal.h"
+#include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/fetch/hyd_open_internal.h"
 #include "hydrator/sync/hyd_sync_internal.h"
 
 #define JOBS_DEFAULT 8u
@@ -69,15 +70,9 @@ struct want {
 struct sync {
 	const struct hyd_sync_opts *o;
 	struct hyd_sync_result *res;
-	char base[HYD_URL_MAX]; /* fits hyd_status.url */
-	char name[HYD_NS_NAME_MAX + 1];
-	char cache[PATH_MAX];
-	hyd_store *store;
-	cat_reader *cat;
+	struct hyd_open op;    /* URL, cache directory, store, catalog */
 	cat_reader *cat_fetch; /* the fetching thread's own connection */
-	char cat_path[PATH_MAX];
 	hyd_fetch *fetch;
-	struct cat_meta meta;
 	uint64_t t0, timeout_ns;
 	int retrying; /* second pass over failed chunks */
 	int gave_up;
@@ -101,70 +96,17 @@ struct sync {
 
 /* ---- DEST inside a ferry mount ---- */
 
-int hyd_sync__mountinfo_is_ferry(const char *mi, dev_t dev)
+static int is_ferry_cb(void *ctx, const struct base_mount *m)
 {
-	const char *line = mi, *nl, *sep, *p;
-	unsigned maj, min;
-	char fstype[64];
-	size_t n;
+	const dev_t *dev = ctx;
 
-	/* Fields: id parent MAJ:MIN root mountpoint opts... - FSTYPE src sopts
-	 */
-	for (; line && *line; line = nl ? nl + 1 : NULL) {
-		nl = strchr(line, '\n');
-		if (sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 ||
-		    makedev(maj, min) != dev)
-			continue;
-		sep = strstr(line, " - ");
-		if (!sep || (nl && sep > nl))
-			continue;
-		p = sep + 3;
-		n = strcspn(p, " \n");
-		if (n >= sizeof(fstype))
-			continue;
-		memcpy(fstype, p, n);
-		fstype[n] = '\0';
-		if (!strcmp(fstype, "fuse.ferry"))
-			return 1;
-	}
-	return 0;
+	return makedev(m->major, m->minor) == *dev &&
+	       !strcmp(m->fstype, "fuse.ferry");
 }
 
-static char *slurp(const char *path)
+int hyd_sync__mountinfo_is_ferry(const char *mi, dev_t dev)
 {
-	size_t len = 0, cap = 0;
-	char *b = NULL, *nb;
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	for (;;) {
-		if (cap - len < 4096) {
-			cap = cap ? cap * 2 : 16384;
-			/* A mount table of many MiB is not a real one. */
-			if (cap > (64u << 20) || !(nb = realloc(b, cap + 1)))
-				break;
-			b = nb;
-		}
-		n = read(fd, b + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			close(fd);
-			if (n < 0) {
-				free(b);
-				return NULL;
-			}
-			b[len] = '\0';
-			return b;
-		}
-		len += (size_t)n;
-	}
-	close(fd);
-	free(b);
-	return NULL;
+	return base_mountinfo_each(mi, is_ferry_cb, &dev) == 1;
 }
 
 int hyd_sync__dest_check(const char *dest)
@@ -195,8 +137,11 @@ int hyd_sync__dest_check(const char *dest)
 		return -errno;
 	if (sf.f_type != HYD_FUSE_SUPER_MAGIC)
 		return 0;
-	mi = slurp("/proc/self/mountinfo");
-	r = !mi || hyd_sync__mountinfo_is_ferry(mi, st.st_dev) ? -EXDEV : 0;
+	/* An unreadable table counts as a ferry mount: refusing is safe. */
+	r = base_mountinfo_read(&mi) < 0 ||
+		    hyd_sync__mountinfo_is_ferry(mi, st.st_dev)
+		? -EXDEV
+		: 0;
 	free(mi);
 	return r;
 }
@@ -207,13 +152,13 @@ static void status_fill(struct sync *s, int final)
 {
 	struct hyd_fetch_stats fs;
 	struct hyd_store_stats ss;
-	uint64_t now = hyd_now_ns(), left;
+	uint64_t now = base_now_ns(), left;
 	double dt, rate_raw;
 
 	memset(&fs, 0, sizeof(fs));
 	if (s->fetch)
 		hyd_fetch_stats(s->fetch, &fs);
-	if (hyd_store_stats(s->store, &ss) == 0)
+	if (hyd_store_stats(s->op.store, &ss) == 0)
 		s->st.rest_bytes = ss.stored_bytes;
 	s->st.wire_bytes = fs.wire_bytes;
 	s->st.mismatches = fs.mismatches;
@@ -258,7 +203,7 @@ static void progress(struct sync *s, int force)
 
 	if (!s->o->progress)
 		return;
-	now = hyd_now_ns();
+	now = base_now_ns();
 	pthread_mutex_lock(&s->lock);
 	if (force || now - s->last_tick >= TICK_NS) {
 		s->last_tick = now;
@@ -329,19 +274,18 @@ static void note_failure(struct sync *s, const chunk_id *id, uint32_t len,
 	snprintf(s->st.last_error, sizeof(s->st.last_error), "chunk %s: %s",
 		 hex, strerror(-err));
 	pthread_mutex_unlock(&s->lock);
-	if (s->o->verbose || s->retrying)
-		fprintf(stderr, "ferry sync: fetch failed chunk=%s err=%s\n",
-			hex, strerror(-err));
-	/* The first pass keeps failures for one more try; the second pass
-	 * leaves them to the writer, which names the files. */
+	/* The first pass's failures are tried again; say them only at
+	 * debug level. The second pass's are final (the writer names the
+	 * files that needed them). */
+	base_log_err(s->retrying ? BASE_LOG_WARN : BASE_LOG_DEBUG, err,
+		     "fetch failed chunk=%s", hex);
 	if ((s->retrying ? dead_add(s, id, err) : failed_add(s, id, len)) < 0)
-		fprintf(stderr, "ferry sync: out of memory\n");
+		base_error("out of memory");
 	if (++s->fail_streak >= HYD_SYNC_GIVE_UP && !s->gave_up) {
 		s->gave_up = 1;
-		fprintf(stderr,
-			"ferry sync: %u chunk fetches in a row failed (last: "
-			"%s): giving up fetching\n",
-			s->fail_streak, s->st.last_error);
+		base_error("chunk fetches failed in a row: giving up fetching "
+			   "count=%u last_error=\"%s\"",
+			   s->fail_streak, s->st.last_error);
 	}
 }
 
@@ -383,7 +327,7 @@ static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
 	sl = &s->ring[(s->head + s->n) % s->window];
 	sl->id = *id;
 	sl->len = len;
-	sl->deadline = hyd_now_ns() + s->timeout_ns;
+	sl->deadline = base_now_ns() + s->timeout_ns;
 	r = hyd_fetch_submit(s->fetch, id, len, HYD_PRIO_BACKFILL, sl->deadline,
 			     &sl->fl);
 	if (r < 0) {
@@ -407,7 +351,7 @@ static int count_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	(void)ino;
 	s->st.chunks_total++;
 	s->st.unique_bytes_total += c->len;
-	r = hyd_store_has(s->store, &c->id);
+	r = hyd_store_has(s->op.store, &c->id);
 	if (r < 0)
 		return r;
 	if (r) {
@@ -425,9 +369,9 @@ static int fetch_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	int r;
 
 	(void)ino;
-	if (c->len > s->meta.params.max)
+	if (c->len > s->op.meta.params.max)
 		return -EBADMSG;
-	r = hyd_store_has(s->store, &c->id);
+	r = hyd_store_has(s->op.store, &c->id);
 	if (r < 0)
 		return r;
 	if (r == 0)
@@ -441,24 +385,23 @@ static int hydrate_count(struct sync *s, int offline)
 {
 	int r;
 
-	r = cat_chunks_each(s->cat, count_cb, s);
+	r = cat_chunks_each(s->op.cat, count_cb, s);
 	if (r < 0) {
-		fprintf(stderr,
-			"ferry sync: cannot read the catalog's chunks: "
-			"%s\n",
-			strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot read the catalog's chunks path=%s",
+			     s->op.catpath);
 		return r;
 	}
 	s->stored_at_start = s->st.unique_bytes_stored;
-	s->phase_t0 = hyd_now_ns();
+	s->phase_t0 = base_now_ns();
 	progress(s, 1);
 	if (s->st.chunks_stored == s->st.chunks_total)
 		return 0;
 	if (offline) {
-		fprintf(stderr,
-			"ferry sync: %" PRIu64 " chunks are not stored and the "
-			"server cannot be reached\n",
-			s->st.chunks_total - s->st.chunks_stored);
+		base_error("chunks are not stored and the server cannot be "
+			   "reached chunks=%" PRIu64 " url=%s",
+			   s->st.chunks_total - s->st.chunks_stored,
+			   s->op.base);
 		return 0;
 	}
 	return 1;
@@ -482,10 +425,9 @@ static int hydrate_fetch(struct sync *s)
 	r = cat_chunks_each(s->cat_fetch, fetch_cb, s);
 	drain(s);
 	if (r < 0) {
-		fprintf(stderr,
-			"ferry sync: cannot read the catalog's chunks: "
-			"%s\n",
-			strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot read the catalog's chunks path=%s",
+			     s->op.catpath);
 		return r;
 	}
 	if (s->nfailed && !s->gave_up) {
@@ -495,7 +437,7 @@ static int hydrate_fetch(struct sync *s)
 		s->fail_streak = 0;
 		n = s->nfailed;
 		for (i = 0; i < n; i++)
-			if (hyd_store_has(s->store, &s->failed[i].id) == 0)
+			if (hyd_store_has(s->op.store, &s->failed[i].id) == 0)
 				want_chunk(s, &s->failed[i].id,
 					   s->failed[i].len);
 		drain(s);
@@ -506,126 +448,22 @@ static int hydrate_fetch(struct sync *s)
 
 /* ---- set-up ---- */
 
-static int open_cache(struct sync *s)
-{
-	char path[PATH_MAX], lockp[PATH_MAX + 8], err[512], pid[32];
-	ssize_t n;
-	int r, fd;
-
-	if (hyd_url_parse(s->o->url, s->base, sizeof(s->base), s->name,
-			  sizeof(s->name), err, sizeof(err)) < 0) {
-		fprintf(stderr, "ferry sync: %s\n", err);
-		return -EINVAL;
-	}
-	if (s->o->cache_dir) {
-		if (strlen(s->o->cache_dir) >= sizeof(path))
-			return -ENAMETOOLONG;
-		memcpy(path, s->o->cache_dir, strlen(s->o->cache_dir) + 1);
-	} else {
-		r = hyd_cache_dir_default(s->base, s->name, path, sizeof(path));
-		if (r < 0) {
-			fprintf(stderr,
-				"ferry sync: no default cache directory "
-				"(%s): set HOME or XDG_CACHE_HOME, or "
-				"pass -c DIR\n",
-				strerror(-r));
-			return r;
-		}
-	}
-	r = cat_mkdir_p(path, 0700);
-	if (r == 0 && !realpath(path, s->cache))
-		r = -errno;
-	if (r < 0) {
-		fprintf(stderr,
-			"ferry sync: cannot create cache directory %s: "
-			"%s\n",
-			path, strerror(-r));
-		return r;
-	}
-	r = hyd_store_open(s->cache, CHUNK_MAX_LIMIT, &s->store);
-	if (r == -EBUSY) {
-		/* The holder wrote its pid into the lock file. */
-		pid[0] = '\0';
-		snprintf(lockp, sizeof(lockp), "%s/lock", s->cache);
-		fd = open(lockp, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			n = read(fd, pid, sizeof(pid) - 1);
-			pid[n > 0 ? n : 0] = '\0';
-			pid[strcspn(pid, "\n")] = '\0';
-			close(fd);
-		}
-		fprintf(stderr,
-			"ferry sync: cache directory %s is in use by a running "
-			"hydrator or sync%s%s%s (unmount it or pass another -c "
-			"DIR)\n",
-			s->cache, pid[0] ? " (pid " : "", pid,
-			pid[0] ? ")" : "");
-		return r;
-	}
-	if (r < 0) {
-		fprintf(stderr,
-			"ferry sync: cannot open cache directory %s: "
-			"%s\n",
-			s->cache, strerror(-r));
-	}
-	return r;
-}
-
-static int open_catalog(struct sync *s, int *ret_offline)
-{
-	struct hyd_catalog_result cr;
-	char err[1024];
-	int r;
-
-	memset(&cr, 0, sizeof(cr));
-	err[0] = '\0';
-	r = hyd_catalog_fetch(s->base, s->cache, CONNECT_TIMEOUT_S, &cr, err,
-			      sizeof(err));
-	if (r < 0) {
-		fprintf(stderr, "ferry sync: %s\n",
-			err[0] ? err : strerror(-r));
-		return r;
-	}
-	*ret_offline = cr.from_cache;
-	if (cr.from_cache)
-		fprintf(
-		    stderr,
-		    "ferry sync: warning: %s cannot be reached: using cached "
-		    "catalog generation %" PRIu64 "\n",
-		    s->base, cr.generation);
-	snprintf(s->cat_path, sizeof(s->cat_path), "%s", cr.path);
-	r = cat_reader_open(cr.path, &s->cat);
-	if (r < 0) {
-		fprintf(stderr, "ferry sync: catalog %s: %s\n", cr.path,
-			r == -EBADMSG ? "not a valid ferry catalog"
-				      : strerror(-r));
-		return r;
-	}
-	cat_reader_meta(s->cat, &s->meta);
-	hyd_store_set_max_raw(s->store, s->meta.params.max);
-	s->st.generation = s->meta.generation;
-	s->st.bytes_total = s->meta.bytes;
-	return 0;
-}
-
 static int start_fetch(struct sync *s)
 {
 	struct hyd_fetch_config fc;
 	int r;
 
 	memset(&fc, 0, sizeof(fc));
-	fc.base_url = s->base;
-	fc.store = s->store;
-	fc.max_raw = s->meta.params.max;
+	fc.base_url = s->op.base;
+	fc.store = s->op.store;
+	fc.max_raw = s->op.meta.params.max;
 	fc.connections = s->o->jobs;
 	fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
-	fc.verbose = s->o->verbose;
 	r = hyd_fetch_new(&fc, &s->fetch);
 	if (r == 0)
 		r = hyd_fetch_start(s->fetch);
 	if (r < 0)
-		fprintf(stderr, "ferry sync: cannot start the fetcher: %s\n",
-			strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r, "cannot start the fetcher");
 	return r;
 }
 
@@ -633,8 +471,7 @@ static void sync_free(struct sync *s)
 {
 	hyd_fetch_free(s->fetch);
 	cat_reader_close(s->cat_fetch);
-	cat_reader_close(s->cat);
-	hyd_store_close(s->store);
+	hyd_open_close(&s->op);
 	free(s->ring);
 	free(s->failed);
 	free(s->dead);
@@ -651,7 +488,7 @@ static void hydrate_done(struct sync *s)
 	s->st.state = s->st.chunks_stored == s->st.chunks_total
 			  ? HYD_STATE_COMPLETE
 			  : HYD_STATE_STALLED;
-	s->phase_t0 = hyd_now_ns();
+	s->phase_t0 = base_now_ns();
 	pthread_mutex_unlock(&s->lock);
 	m->fetch = s->gave_up ? NULL : s->fetch;
 	m->dead = s->dead;
@@ -686,25 +523,36 @@ static int run(struct sync *s)
 
 	r = hyd_sync__dest_check(s->o->dest);
 	if (r == -EXDEV) {
-		fprintf(stderr,
-			"ferry sync: %s is inside a ferry mount: refusing to "
-			"write there (sync to a directory outside the mount)\n",
-			s->o->dest);
+		base_error("destination is inside a ferry mount: refusing to "
+			   "write there (sync to a directory outside the "
+			   "mount) dest=%s",
+			   s->o->dest);
 		return r;
 	}
 	if (r < 0) {
-		fprintf(stderr, "ferry sync: destination %s: %s\n", s->o->dest,
-			strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot use the destination "
+			     "dest=%s",
+			     s->o->dest);
 		return r;
 	}
-	r = open_cache(s);
+	r = hyd_open_url(&s->op, s->o->url);
 	if (r == 0)
-		r = open_catalog(s, &offline);
-	if (r == 0 && !offline)
+		r = hyd_open_cache_dir(&s->op, s->o->cache_dir);
+	if (r == 0)
+		r = hyd_open_store(&s->op);
+	if (r == 0)
+		r = hyd_open_catalog(&s->op, CONNECT_TIMEOUT_S);
+	if (r < 0)
+		return r;
+	offline = s->op.from_cache;
+	s->st.generation = s->op.meta.generation;
+	s->st.bytes_total = s->op.meta.bytes;
+	if (!offline)
 		r = start_fetch(s);
 	if (r < 0)
 		return r;
-	snprintf(s->st.url, sizeof(s->st.url), "%s", s->base);
+	snprintf(s->st.url, sizeof(s->st.url), "%s", s->op.base);
 	s->st.pid = (long)getpid();
 	s->st.state = HYD_STATE_BACKFILLING;
 	memset(&m, 0, sizeof(m));
@@ -712,28 +560,25 @@ static int run(struct sync *s)
 	m.hydrating = 1; /* hydrate_done sets fetch, dead and ndead */
 	r = hydrate_count(s, offline);
 	if (r > 0) {
-		r = cat_reader_open(s->cat_path, &s->cat_fetch);
+		r = cat_reader_open(s->op.catpath, &s->cat_fetch);
 		if (r == 0) {
 			r = -pthread_create(&tid, NULL, fetch_main, &ft);
 			threaded = r == 0;
 		}
 		if (r < 0)
-			fprintf(stderr,
-				"ferry sync: cannot start fetching: "
-				"%s\n",
-				strerror(-r));
+			base_log_err(BASE_LOG_ERROR, r,
+				     "cannot start fetching");
 	}
 	if (r < 0)
 		return r;
 	if (!threaded)
 		hydrate_done(s);
 
-	m.cat = s->cat;
-	m.store = s->store;
-	m.max_raw = s->meta.params.max;
+	m.cat = s->op.cat;
+	m.store = s->op.store;
+	m.max_raw = s->op.meta.params.max;
 	m.dest = s->o->dest;
 	m.owners = s->o->owners < 0 ? geteuid() == 0 : s->o->owners != 0;
-	m.verbose = s->o->verbose;
 	m.res = s->res;
 	m.tick = mat_tick;
 	m.tick_arg = s;
@@ -754,14 +599,13 @@ static int run(struct sync *s)
 		s->res->chunks_fetched = fs.chunks;
 		s->res->wire_bytes = fs.wire_bytes;
 		if (fs.store_errors)
-			fprintf(stderr,
-				"ferry sync: %" PRIu64 " verified chunks could "
-				"not be stored (disk full?)\n",
-				fs.store_errors);
+			base_error("verified chunks could not be stored (disk "
+				   "full?) chunks=%" PRIu64 " dir=%s",
+				   fs.store_errors, s->op.cache);
 	}
-	if (hyd_store_stats(s->store, &ss) == 0)
+	if (hyd_store_stats(s->op.store, &ss) == 0)
 		s->res->rest_bytes = ss.stored_bytes;
-	s->res->logical_bytes = s->meta.bytes;
+	s->res->logical_bytes = s->op.meta.bytes;
 	s->st.files_total = s->res->files;
 	status_fill(s, 1);
 	s->res->elapsed_s = s->st.elapsed_s;
@@ -789,17 +633,17 @@ int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret)
 	s->o = &o;
 	s->res = ret;
 	pthread_mutex_init(&s->lock, NULL);
-	s->t0 = hyd_now_ns();
+	s->t0 = base_now_ns();
 	s->rate_t = s->t0;
 	s->timeout_ns = (uint64_t)o.timeout_s * SEC_NS;
 	/* Reference-counted by curl; the fetcher and catalog GET need it. */
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		fprintf(stderr, "ferry sync: curl_global_init failed\n");
+		base_error("curl_global_init failed");
 		free(s);
 		return -EIO;
 	}
 	r = run(s);
-	ret->elapsed_s = (double)(hyd_now_ns() - s->t0) / 1e9;
+	ret->elapsed_s = (double)(base_now_ns() - s->t0) / 1e9;
 	sync_free(s);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

@@ -1,6 +1,6 @@
 /*
- * hydrator/sync/hyd_sync_internal.h — what `ferry sync` and `ferry verify` share
- * inside hydrator/: the tree writer (hyd_materialize.c), the per-chunk
+ * hydrator/sync/hyd_sync_internal.h — what `ferry sync` and `ferry verify`
+ * share inside hydrator/: the tree writer (hyd_materialize.c), the per-chunk
  * content check of a file on disk, and the refusal of a DEST that lies in
  * a ferry mount.
  *
@@ -39,12 +39,11 @@ int hyd_sync__dead_cmp(const void *a, const void *b);
 
 /* The writer's context: borrowed handles plus the counters it adds to. */
 struct hyd_mat {
-	cat_reader *cat;  /* borrowed */
-	hyd_store *store; /* borrowed */
-	uint32_t max_raw; /* the catalog's max chunk size */
-	const char *dest; /* as given, for messages */
-	int owners;	  /* set uid/gid */
-	int verbose;
+	cat_reader *cat;	     /* borrowed */
+	hyd_store *store;	     /* borrowed */
+	uint32_t max_raw;	     /* the catalog's max chunk size */
+	const char *dest;	     /* as given, for messages */
+	int owners;		     /* set uid/gid */
 	struct hyd_sync_result *res; /* files, dirs, ..., failed added here */
 	/* Progress: called at most every ~200 ms with the bytes of regular
 	 * files checked or written so far (per inode). May be NULL. */
@@ -148,9 +147,5 @@ struct hyd_dirbatch {
 /* cat_dirent_cb filling a hyd_dirbatch; stops (1) when it is full. */
 int hyd_sync__batch_cb(void *ctx, const void *name, size_t len,
 		       const struct cat_inode *in, uint64_t pos);
-
-/* Print an entry's path for a message: bytes that are not printable ASCII
- * are written as \xNN, so non-UTF-8 names reach the terminal intact. */
-void hyd_sync__path_print(FILE *f, const void *path, size_t len);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * hydrator/sync/hyd_verify.c — `ferry verify`: re-hash a cache's store, or check
- * a materialized tree against its catalog.
+ * hydrator/sync/hyd_verify.c — `ferry verify`: re-hash a cache's store, or
+ * check a materialized tree against its catalog.
  *
  * Cache: state.db is opened read-only, without the store's lock, and every
  * indexed frame is read back from its pack, decoded and hashed here. So it
@@ -29,6 +29,7 @@
 
 #include <sqlite3.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/sync/hyd_sync_internal.h"
 
 #define BATCH 128u
@@ -56,10 +57,9 @@ static void cache_bad(struct vcache *v, const uint8_t *id, int64_t pack,
 		memcpy(cid.b, id, CHUNK_ID_LEN);
 		chunk_id_to_hex(&cid, hex);
 	}
-	fprintf(stderr,
-		"ferry verify: %s: chunk %s (packs/%08" PRId64
-		".pack off %" PRId64 "): %s\n",
-		v->dir, hex, pack, off, why);
+	base_error("%s chunk=%s pack=packs/%08" PRId64 ".pack off=%" PRId64
+		   " dir=%s",
+		   why, hex, pack, off, v->dir);
 	v->bad++;
 }
 
@@ -74,7 +74,6 @@ static void cache_row(struct vcache *v, sqlite3_stmt *st)
 	struct frame_info fi;
 	char name[32];
 	size_t got = 0, raw_len = 0;
-	ssize_t n;
 	chunk_id cid;
 
 	if (!id || sqlite3_column_bytes(st, 0) != CHUNK_ID_LEN || pack <= 0 ||
@@ -100,16 +99,9 @@ static void cache_row(struct vcache *v, sqlite3_stmt *st)
 		cache_bad(v, id, pack, off, "pack file missing");
 		return;
 	}
-	while (got < (size_t)flen) {
-		n = pread(v->cur_fd, v->frame + got, (size_t)flen - got,
-			  off + (off_t)got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	if (got != (size_t)flen) {
+	if (base_pread_full(v->cur_fd, v->frame, (size_t)flen, (uint64_t)off,
+			    &got) < 0 ||
+	    got != (size_t)flen) {
 		cache_bad(v, id, pack, off, "frame cut short");
 		return;
 	}
@@ -145,8 +137,8 @@ int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked)
 		return -ENAMETOOLONG;
 	if (stat(path, &sb) < 0) {
 		r = -errno;
-		fprintf(stderr, "ferry verify: %s: no chunk store (%s)\n",
-			cache_dir, strerror(errno));
+		base_log_err(BASE_LOG_ERROR, r, "no chunk store dir=%s",
+			     cache_dir);
 		return r;
 	}
 	/* Read-only, no lock: see the top of the file. */
@@ -159,10 +151,9 @@ int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked)
 					-1, &st, NULL);
 	}
 	if (rc != SQLITE_OK) {
-		fprintf(stderr, "ferry verify: %s: cannot read state.db: %s\n",
-			cache_dir,
-			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-		r = -EIO;
+		r = base_sqlite_errno(db, rc, "verify open");
+		base_log_err(BASE_LOG_ERROR, r, "cannot read state.db dir=%s",
+			     cache_dir);
 		goto out;
 	}
 	snprintf(path, sizeof(path), "%s/packs", cache_dir);
@@ -179,9 +170,9 @@ int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked)
 		checked++;
 	}
 	if (rc != SQLITE_DONE) {
-		fprintf(stderr, "ferry verify: %s: reading state.db: %s\n",
-			cache_dir, sqlite3_errmsg(db));
-		r = -EIO;
+		r = base_sqlite_errno(db, rc, "verify step");
+		base_log_err(BASE_LOG_ERROR, r, "cannot read state.db dir=%s",
+			     cache_dir);
 		goto out;
 	}
 	r = v.bad > INT32_MAX ? INT32_MAX : (int)v.bad;
@@ -218,19 +209,14 @@ static void tree_bad(struct vtree *v, const char *fmt, ...)
 
 static void tree_bad(struct vtree *v, const char *fmt, ...)
 {
+	char what[512];
 	va_list ap;
 
-	fprintf(stderr, "ferry verify: ");
-	hyd_sync__path_print(stderr, v->dest, strlen(v->dest));
-	if (v->path.len) {
-		fputc('/', stderr);
-		hyd_sync__path_print(stderr, v->path.b, v->path.len);
-	}
-	fputs(": ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	base_error("%s path=\"%s%s%s\"", what, v->dest, v->path.len ? "/" : "",
+		   v->path.len ? v->path.b : "");
 	v->bad++;
 }
 
@@ -447,24 +433,28 @@ int hyd_verify_tree(const char *dest, const char *catalog_path,
 		*ret_checked = 0;
 	r = cat_reader_open(catalog_path, &v.cat);
 	if (r < 0) {
-		fprintf(stderr, "ferry verify: catalog %s: %s\n", catalog_path,
-			r == -EBADMSG ? "not a valid ferry catalog"
-				      : strerror(-r));
+		if (r == -EBADMSG)
+			base_error("not a valid ferry catalog path=%s",
+				   catalog_path);
+		else
+			base_log_err(BASE_LOG_ERROR, r,
+				     "cannot open the catalog path=%s",
+				     catalog_path);
 		return r;
 	}
 	cat_reader_meta(v.cat, &meta);
 	v.max_raw = meta.params.max;
 	r = cat_getattr(v.cat, CAT_ROOT_INO, &root);
 	if (r < 0) {
-		fprintf(stderr, "ferry verify: catalog %s: no root: %s\n",
-			catalog_path, strerror(-r));
+		base_log_err(BASE_LOG_ERROR, r,
+			     "the catalog has no root path=%s", catalog_path);
 		goto out;
 	}
 	fd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
-		fprintf(stderr, "ferry verify: %s: %s\n", dest,
-			strerror(errno));
+		base_log_err(BASE_LOG_ERROR, r, "cannot open the tree dest=%s",
+			     dest);
 		goto out;
 	}
 	v.buf = malloc(v.max_raw);

@@ -89,7 +89,7 @@ not_mounted "$T/mnt"; no_temp_files "$T/c6"
 # A cache directory already in use by a running hydrator.
 mount_hyd "$base/ns" "$T/mnt"
 mkdir -p "$T/mnt2"
-expect_fail "cache in use" "in use.*pid $(cat "$T/cache/hydrator.pid")\)" "$HYD" -c "$T/cache" "$base/ns" "$T/mnt2"
+expect_fail "cache in use" "in use.*pid=$(cat "$T/cache/hydrator.pid")( |$)" "$HYD" -c "$T/cache" "$base/ns" "$T/mnt2"
 not_mounted "$T/mnt2"
 [ "$(cat "$T/mnt/sub/file")" = hello ] || die "first mount disturbed"
 umount_hyd "$T/mnt"

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
 #include "hydrator/store/hyd_store_internal.h"
@@ -163,7 +164,7 @@ static int fetch_one(hyd_fetch *f, const chunk_id *id, const void *want,
 		     size_t len, uint64_t timeout_ns)
 {
 	struct hyd_flight *fl = NULL;
-	uint64_t deadline = hyd_now_ns() + timeout_ns;
+	uint64_t deadline = base_now_ns() + timeout_ns;
 	int r;
 
 	r = hyd_fetch_submit(f, id, (uint32_t)len, HYD_PRIO_DEMAND, deadline,
@@ -201,7 +202,7 @@ static void test_flights_join_and_order(void **state)
 	struct hyd_flight *a, *a2, *b, *c, *d, *e;
 	chunk_id ia = mk_id(1), ib = mk_id(2), ic = mk_id(3), idd = mk_id(4),
 		 ie = mk_id(5);
-	uint64_t far = hyd_now_ns() + 60 * SEC;
+	uint64_t far = base_now_ns() + 60 * SEC;
 	int kicks = 0;
 
 	(void)state;
@@ -267,7 +268,7 @@ static void *wait_thread(void *arg)
 {
 	struct waiter *w = arg;
 
-	w->r = hyd_flights_wait(w->t, w->fl, hyd_now_ns() + 10 * SEC);
+	w->r = hyd_flights_wait(w->t, w->fl, base_now_ns() + 10 * SEC);
 	return NULL;
 }
 
@@ -278,7 +279,7 @@ static void test_flights_wake_and_rejoin(void **state)
 	struct waiter w;
 	pthread_t th;
 	chunk_id ia = mk_id(7);
-	uint64_t far = hyd_now_ns() + 60 * SEC;
+	uint64_t far = base_now_ns() + 60 * SEC;
 	uint8_t *raw = malloc(4);
 
 	(void)state;
@@ -289,7 +290,7 @@ static void test_flights_wake_and_rejoin(void **state)
 	assert_int_equal(hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, far, &a),
 			 1);
 	/* Nothing lands: a wait with a short deadline times out. */
-	assert_int_equal(hyd_flights_wait(&t, a, hyd_now_ns() + SEC / 50),
+	assert_int_equal(hyd_flights_wait(&t, a, base_now_ns() + SEC / 50),
 			 -ETIMEDOUT);
 	w.t = &t;
 	w.fl = a;
@@ -362,7 +363,7 @@ static void *reader_thread(void *arg)
 	uint64_t deadline;
 
 	pthread_barrier_wait(rd->go);
-	deadline = hyd_now_ns() + 10 * SEC;
+	deadline = base_now_ns() + 10 * SEC;
 	rd->r = hyd_fetch_submit(rd->f, rd->id, (uint32_t)rd->len,
 				 HYD_PRIO_DEMAND, deadline, &fl);
 	if (rd->r < 0)
@@ -426,7 +427,7 @@ static void test_fetch_many_parallel(void **state)
 		put_chunk(raw[i], 5000 + (size_t)i, NULL, &id[i]);
 	}
 	f = fetcher(srv.base, NULL);
-	deadline = hyd_now_ns() + 20 * SEC;
+	deadline = base_now_ns() + 20 * SEC;
 	/* Everything submitted first, then waited for. */
 	for (i = 0; i < N; i++)
 		assert_int_equal(hyd_fetch_submit(f, &id[i], 5000 + (uint32_t)i,
@@ -450,13 +451,13 @@ static void test_fetch_missing(void **state)
 {
 	struct hyd_fetch_stats st;
 	chunk_id id = mk_id(0x42);
-	uint64_t t0 = hyd_now_ns();
+	uint64_t t0 = base_now_ns();
 	hyd_fetch *f;
 
 	(void)state;
 	f = fetcher(srv.base, NULL);
 	assert_int_equal(fetch_one(f, &id, NULL, 1000, 10 * SEC), -ENOENT);
-	assert_true(hyd_now_ns() - t0 < 3 * SEC); /* no retrying a 404 */
+	assert_true(base_now_ns() - t0 < 3 * SEC); /* no retrying a 404 */
 	hyd_fetch_stats(f, &st);
 	assert_int_equal(st.requests, 1);
 	assert_int_equal(st.failures, 1);
@@ -497,10 +498,10 @@ static void test_fetch_server_down(void **state)
 	snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1/ns",
 		 tsup_free_port());
 	f = fetcher(base, NULL);
-	t0 = hyd_now_ns();
+	t0 = base_now_ns();
 	assert_int_equal(fetch_one(f, &id, NULL, 1000, 3 * SEC / 2),
 			 -ETIMEDOUT);
-	dt = hyd_now_ns() - t0;
+	dt = base_now_ns() - t0;
 	/* Retried until close to the deadline, not past it. */
 	assert_true(dt >= SEC / 2);
 	assert_true(dt < 3 * SEC);
@@ -535,7 +536,7 @@ static void test_fetch_outage_bounded(void **state)
 	c.connect_timeout_ms = 1000;
 	assert_int_equal(hyd_fetch_new(&c, &f), 0);
 	assert_int_equal(hyd_fetch_start(f), 0);
-	t0 = hyd_now_ns();
+	t0 = base_now_ns();
 	deadline = t0 + SEC;
 	for (i = 0; i < N; i++) {
 		id[i] = mk_id((uint8_t)(0x50 + i));
@@ -549,7 +550,7 @@ static void test_fetch_outage_bounded(void **state)
 				 -ETIMEDOUT);
 		hyd_fetch_release(f, fl[i]);
 	}
-	assert_true(hyd_now_ns() - t0 < 3 * SEC);
+	assert_true(base_now_ns() - t0 < 3 * SEC);
 	hyd_fetch_stats(f, &st);
 	assert_int_equal(st.failures, N);
 	assert_true(st.retries >= 2);
@@ -599,14 +600,15 @@ static void test_fetch_stop_in_flight(void **state)
 		 tsup_free_port());
 	f = fetcher(base, NULL);
 	assert_int_equal(hyd_fetch_submit(f, &id, 100, HYD_PRIO_DEMAND,
-					  hyd_now_ns() + 60 * SEC, &fl),
+					  base_now_ns() + 60 * SEC, &fl),
 			 1);
 	usleep(50000);
 	hyd_fetch_stop(f);
-	assert_int_equal(hyd_fetch_wait(f, fl, hyd_now_ns() + SEC), -ECANCELED);
+	assert_int_equal(hyd_fetch_wait(f, fl, base_now_ns() + SEC),
+			 -ECANCELED);
 	hyd_fetch_release(f, fl);
 	assert_int_equal(hyd_fetch_submit(f, &id, 100, HYD_PRIO_DEMAND,
-					  hyd_now_ns() + SEC, &fl),
+					  base_now_ns() + SEC, &fl),
 			 -ESHUTDOWN);
 	hyd_fetch_free(f);
 }
@@ -630,7 +632,7 @@ static void test_flights_checked_join(void **state)
 	struct hyd_flights t;
 	struct hyd_flight *a = NULL, *b = NULL;
 	chunk_id ia = mk_id(9);
-	uint64_t far = hyd_now_ns() + 60 * SEC;
+	uint64_t far = base_now_ns() + 60 * SEC;
 	int stored = 1;
 
 	(void)state;

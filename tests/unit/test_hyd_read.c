@@ -188,7 +188,8 @@ static void test_cache_ahead(void **state)
 	/* Cached already: nothing to do. */
 	assert_int_equal(hyd_read_cache_prefetch(c, &a, 500, fake_load, &f), 0);
 	/* Full of unread prefetches: d is not decoded ahead. */
-	assert_int_equal(hyd_read_cache_prefetch(c, &d, 500, fake_load, &f), 0);
+	assert_int_equal(hyd_read_cache_prefetch(c, &d, 500, fake_load, &f),
+			 -EBUSY);
 	assert_int_equal(f.calls, 2);
 	/* a is read (a hit), so its slot may go to the next prefetch. */
 	assert_int_equal(pin_check(c, 20, 500, &f), 0);

@@ -414,7 +414,7 @@ static void test_newer_schema(void **state)
 	    sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL),
 	    SQLITE_OK);
 	sqlite3_close(db);
-	assert_int_equal(hyd_store_open(fx->dir, 0, &s), -EIO);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), -EPROTO);
 	assert_null(s);
 }
 

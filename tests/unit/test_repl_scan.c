@@ -386,14 +386,6 @@ static void test_bad_input(void **state)
 	assert_int_equal(access(cat, F_OK), -1);
 	o.generation = 0;
 	assert_int_equal(repl_scan(f->src, cat, &o, &st), -EINVAL);
-	assert_int_equal(repl_ns_name_check("data-1.x_y"), 0);
-	assert_int_equal(repl_ns_name_check(".hidden"), -EINVAL);
-	assert_int_equal(repl_ns_name_check(""), -EINVAL);
-	assert_int_equal(repl_ns_name_check("a/b"), -EINVAL);
-	assert_int_equal(
-	    repl_ns_name_check("a1234567890123456789012345678901234567890"
-			       "123456789012345678901234"),
-	    -EINVAL);
 }
 
 /*

@@ -1,7 +1,7 @@
 /*
- * catalog/cat_sqlite.c — the SQLite glue shared by the catalog writer and
- * reader: the single place where SQLite result codes become -errno (and are
- * logged, once, with the native code and message), URI building for paths,
+ * catalog/base/base_sqlite.c — the SQLite glue of every SQLite file ferry
+ * keeps (catalogs, the source index, the hydrator's state.db): the single
+ * place where SQLite result codes become -errno, URI building for paths,
  * and statement helpers.
  */
 #include <errno.h>
@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog/cat_sqlite_internal.h"
+#include <sqlite3.h>
+
+#include "catalog/base/base.h"
 
 /* OS errno behind CANTOPEN/IOERR when SQLite kept one, else EIO. */
 static int os_errno(sqlite3 *db)
@@ -19,7 +21,7 @@ static int os_errno(sqlite3 *db)
 	return e > 0 ? -e : -EIO;
 }
 
-int cat__sqlite_errno(sqlite3 *db, int rc, const char *what)
+int base_sqlite_errno(sqlite3 *db, int rc, const char *what)
 {
 	int ret;
 
@@ -67,17 +69,13 @@ int cat__sqlite_errno(sqlite3 *db, int rc, const char *what)
 		ret = -EIO;
 		break;
 	}
-	/* Bad input (a damaged or foreign catalog, a duplicate name) is the
-	 * caller's to report, in its own words and with the path: one line
-	 * for the user, not two. Only failures of the machine or the library
-	 * are logged here. sqlite3_errmsg describes the most recent failure on
-	 * db, which is this one: callers translate right after the call. */
-	if (ret == -EBADMSG || ret == -EEXIST)
-		return ret;
-	fprintf(stderr,
-		"catalog: op=%s sqlite_rc=%d sqlite_err=\"%s\" msg=\"%s\"\n",
-		what ? what : "?", rc, sqlite3_errstr(rc),
-		db ? sqlite3_errmsg(db) : "-");
+	/* The event is the caller's to log, once, with its context; the
+	 * native code and message are kept here for -v. sqlite3_errmsg
+	 * describes the most recent failure on db, which is this one:
+	 * callers translate right after the call. */
+	base_debug("sqlite op=%s sqlite_rc=%d sqlite_err=\"%s\" msg=\"%s\"",
+		   what ? what : "?", rc, sqlite3_errstr(rc),
+		   db ? sqlite3_errmsg(db) : "-");
 	return ret;
 }
 
@@ -89,7 +87,7 @@ static int uri_plain(unsigned char c)
 	       c == '~' || c == '/';
 }
 
-int cat__sqlite_uri(const char *path, const char *query, char **ret_uri)
+int base_sqlite_uri(const char *path, const char *query, char **ret_uri)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t plen, qlen, cap, n;
@@ -130,14 +128,14 @@ int cat__sqlite_uri(const char *path, const char *query, char **ret_uri)
 	return 0;
 }
 
-int cat__sqlite_exec(sqlite3 *db, const char *sql, const char *what)
+int base_sqlite_exec(sqlite3 *db, const char *sql, const char *what)
 {
 	int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
 
-	return rc == SQLITE_OK ? 0 : cat__sqlite_errno(db, rc, what);
+	return rc == SQLITE_OK ? 0 : base_sqlite_errno(db, rc, what);
 }
 
-int cat__sqlite_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret_st)
+int base_sqlite_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret_st)
 {
 	int rc;
 
@@ -147,12 +145,12 @@ int cat__sqlite_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret_st)
 	if (rc != SQLITE_OK) {
 		sqlite3_finalize(*ret_st);
 		*ret_st = NULL;
-		return cat__sqlite_errno(db, rc, "prepare");
+		return base_sqlite_errno(db, rc, "prepare");
 	}
 	return 0;
 }
 
-void cat__sqlite_finalize(sqlite3_stmt **st)
+void base_sqlite_finalize(sqlite3_stmt **st)
 {
 	if (*st) {
 		sqlite3_finalize(*st);
