@@ -29,7 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <fuse_lowlevel.h>
 
 #include "catalog/base/base.h"
@@ -730,11 +729,11 @@ int main(int argc, char **argv)
 		return r > 0 ? 0 : EXIT_USAGE;
 	base_log_init(PROG, o.log_level);
 	/* Once, before any thread exists. */
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	if (hyd_fetch_global_init() < 0) {
 		base_error("curl_global_init failed");
 		return 1;
 	}
 	r = run(&o);
-	curl_global_cleanup();
+	hyd_fetch_global_cleanup();
 	return r;
 }

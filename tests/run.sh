@@ -48,6 +48,11 @@ for f in "$B"/fuzz/fuzz_*; do
 		echo "FAIL fuzz/$n: no corpus at tests/fuzz/corpus/$n"; fail=$((fail + 1)); failed+=("fuzz/$n")
 	fi
 done
+echo "== $(basename "$B"): lint rules (make lint fails on planted violations)"
+for l in tests/lint/[0-9]*.sh; do
+	[ -e "$l" ] || continue
+	run_one "lint/$(basename "$l" .sh)" bash "$l"
+done
 echo "== $(basename "$B"): end-to-end"
 for e in tests/e2e/[0-9]*.sh; do
 	[ -e "$e" ] || continue

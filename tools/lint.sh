@@ -1,36 +1,36 @@
 #!/usr/bin/env bash
-# tools/lint.sh — the include rules of STYLE.md, checked:
-#   catalog/    includes no libuv, curl or FUSE header, nor replicator/hydrator;
-#   replicator/ and hydrator/ never include each other;
-#   tools/ and other folders use public headers only (no *_internal.h
-#   from another folder).
+# tools/lint.sh [ROOT] — `make lint`: the checks every C file passes.
+#   1. includes: tools/rooms.txt says which room (folder) may include which
+#      rooms, which of their headers, and which libraries (tools/lint.py);
+#   2. banned functions: sprintf, strcpy, strcat, atoi, atol, gets;
+#   3. one format: clang-format --dry-run --Werror with the checked-in
+#      .clang-format (reformat with `clang-format -i FILE`).
+# ROOT defaults to this checkout; tests/lint/ runs it on a copy with a
+# violation planted, to show each check fails.
 set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "${1:-$here/..}" && pwd)
 fail=0
 bad() { echo "lint: $*" >&2; fail=1; }
-while IFS= read -r hit; do bad "catalog/ must not include it: $hit"; done < <(
-	grep -nE '#include *[<"](uv\.h|curl/|fuse|fuse3/|replicator/|hydrator/)' catalog/*.[ch] 2>/dev/null)
-while IFS= read -r hit; do bad "replicator/ must not include hydrator/: $hit"; done < <(
-	grep -nE '#include *"hydrator/' replicator/*.[ch] 2>/dev/null)
-while IFS= read -r hit; do bad "hydrator/ must not include replicator/: $hit"; done < <(
-	grep -nE '#include *"replicator/' hydrator/*.[ch] 2>/dev/null)
-for d in catalog replicator hydrator tools tests/unit tests/fuzz; do
-	for f in "$d"/*.[ch]; do
-		[ -e "$f" ] || continue
-		grep -nE '#include *"[a-z]+/[a-z_]+_internal\.h"' "$f" | while IFS= read -r hit; do
-			inc=$(printf '%s' "$hit" | sed -E 's/.*"([a-z]+)\/.*/\1/')
-			case "$d" in
-			"$inc") ;;
-			tests/unit | tests/fuzz) ;; # tests may reach a folder's internals
-			*) echo "lint: $f uses another folder's internal header: $hit" >&2; echo x ;;
-			esac
-		done | grep -q x && fail=1
-	done
+
+python3 "$here/lint.py" "$root" || fail=1
+
+mapfile -t cfiles < <(cd "$root" && find catalog replicator hydrator tools tests \
+	-name '*.[ch]' -type f 2>/dev/null | LC_ALL=C sort)
+for f in "${cfiles[@]}"; do
+	case "$f" in tests/*) continue ;; esac
+	hit=$(grep -nE '\b(sprintf|strcpy|strcat|atoi|atol|gets)\(' "$root/$f" |
+		grep -vE 'snprintf|vsnprintf' | head -n 1)
+	[ -z "$hit" ] || bad "$f uses a banned function: $hit"
 done
-for f in catalog/*.c replicator/*.c hydrator/*.c tools/*.c; do
-	[ -e "$f" ] || continue
-	if grep -nE '\b(sprintf|strcpy|strcat|atoi|atol|gets)\(' "$f" | grep -v snprintf >/dev/null; then
-		bad "$f uses a banned function: $(grep -nE '\b(sprintf|strcpy|strcat|atoi|atol|gets)\(' "$f" | head -1)"
-	fi
-done
-[ $fail -eq 0 ] && echo "lint: include rules and banned functions ok"
+[ $fail -eq 0 ] && echo "lint: no banned functions"
+
+if ! command -v clang-format >/dev/null; then
+	bad "clang-format is missing (Debian package clang-format; make deps installs it)"
+elif ! (cd "$root" && clang-format --dry-run --Werror "${cfiles[@]}" 2>&1 |
+	grep -E 'error:' | sed 's/^/lint: format: /' >&2; exit "${PIPESTATUS[0]}"); then
+	bad "files differ from .clang-format (run clang-format -i on them)"
+else
+	echo "lint: ${#cfiles[@]} C files formatted as .clang-format says"
+fi
 exit $fail

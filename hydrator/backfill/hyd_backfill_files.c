@@ -1,7 +1,7 @@
 /*
- * hydrator/backfill/hyd_backfill_files.c — the table of regular files backfill walks
- * in order: built once per run by a breadth-first walk of the catalog, then
- * sorted two ways: by inode (the walk order of a pass, and lookups from
+ * hydrator/backfill/hyd_backfill_files.c — the table of regular files backfill
+ * walks in order: built once per run by a breadth-first walk of the catalog,
+ * then sorted two ways: by inode (the walk order of a pass, and lookups from
  * FUSE opens) and by directory (for "near what users opened").
  *
  * The catalog is untrusted: a directory entry naming an ancestor (a

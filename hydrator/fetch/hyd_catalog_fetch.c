@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <zstd.h>
 
 #include "catalog/base/base.h"
@@ -192,50 +193,18 @@ static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-/* Copy the "detail" string of a one-line JSON error body into out, made
- * printable; empty when there is none. Only a human message is built from
- * it, so this reads one string field rather than pulling in a JSON parser;
- * anything unexpected just yields no detail. */
+/* Copy the "detail" string of a JSON error body (docs/protocol.md) into
+ * out; empty when there is none. Only a message is built from it, and the
+ * logger shows its control bytes as \\xNN, so anything unexpected just
+ * yields no detail. */
 static void json_detail(const char *body, char *out, size_t cap)
 {
-	const char *p = strstr(body, "\"detail\"");
-	size_t n = 0;
+	json_t *root = json_loads(body, JSON_REJECT_DUPLICATES, NULL);
+	const char *d = json_string_value(json_object_get(root, "detail"));
 
-	out[0] = '\0';
-	if (!p || cap == 0)
-		return;
-	p += strlen("\"detail\"");
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (*p++ != ':')
-		return;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (*p++ != '"')
-		return;
-	while (*p && *p != '"' && n + 1 < cap) {
-		char c = *p++;
-
-		if (c == '\\') {
-			c = *p ? *p++ : '\0';
-			if (c == 'u') {
-				/* \uXXXX: not worth decoding for a message. */
-				size_t i;
-
-				for (i = 0;
-				     i < 4 && isxdigit((unsigned char)*p); i++)
-					p++;
-				c = '?';
-			} else if (c == 'n' || c == 't' || c == 'r' ||
-				   c == 'b' || c == 'f') {
-				c = ' ';
-			} else if (c == '\0') {
-				break;
-			}
-		}
-		out[n++] = ((unsigned char)c < 0x20 || c == 0x7f) ? '?' : c;
-	}
-	out[n] = '\0';
+	if (cap)
+		snprintf(out, cap, "%s", d ? d : "");
+	json_decref(root);
 }
 
 /* GET url into k. 0 with *ret_status set, or -errno with errbuf set. */
@@ -297,9 +266,9 @@ static int cf_join(struct hyd_cf *f, const char *rel, char **ret)
 static int cf_head(struct hyd_cf *f, uint64_t *ret_gen)
 {
 	struct hyd_sink k = {.fd = -1};
-	unsigned long long v;
-	char *url = NULL, *end;
+	char *url = NULL;
 	long status = 0;
+	uint64_t v;
 	int r;
 
 	r = cf_join(f, "HEAD", &url);
@@ -321,10 +290,7 @@ static int cf_head(struct hyd_cf *f, uint64_t *ret_gen)
 	while (k.small_len > 0 &&
 	       isspace((unsigned char)k.small[k.small_len - 1]))
 		k.small[--k.small_len] = '\0';
-	errno = 0;
-	v = strtoull(k.small, &end, 10);
-	if (k.small_len == 0 || !isdigit((unsigned char)k.small[0]) || *end ||
-	    errno || v == 0) {
+	if (base_parse_u64(k.small, 1, UINT64_MAX, &v) < 0) {
 		cf_err(f, "%s: not a generation number", url);
 		r = -EPROTO;
 		goto out;

@@ -1,5 +1,6 @@
 /*
- * hydrator/fetch/hyd_catalog_internal.h — getting the catalog to the destination.
+ * hydrator/fetch/hyd_catalog_internal.h — getting the catalog to the
+ * destination.
  *
  * GET BASE/HEAD gives the current generation; GET BASE/catalog/GEN gives the
  * zstd-compressed SQLite catalog. It is streamed into

@@ -987,6 +987,16 @@ void hyd_fetch_free(hyd_fetch *f)
 	free(f);
 }
 
+int hyd_fetch_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
+}
+
+void hyd_fetch_global_cleanup(void)
+{
+	curl_global_cleanup();
+}
+
 int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 		     enum hyd_prio prio, uint64_t deadline_ns,
 		     struct hyd_flight **ret)

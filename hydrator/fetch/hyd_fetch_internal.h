@@ -239,7 +239,7 @@ struct hyd_fetch_config {
 	uint32_t max_raw;     /* the catalog's max chunk size */
 	unsigned connections; /* parallel transfers, >= 1 */
 	long connect_timeout_ms;
-	/* Added for backfill (0 = default): */
+	/* Background transfers (0 = default): */
 	unsigned bg_connections; /* most transfers backfill-class flights may
 				  * hold; default and cap connections - 1
 				  * (at least 1): the last one is always
@@ -259,7 +259,7 @@ struct hyd_fetch_stats {
 	uint64_t mismatches;   /* frames that failed decode or hash check */
 	uint64_t retries;      /* transient failures retried */
 	uint64_t store_errors; /* verified chunks hyd_store_put refused */
-	/* Added for backfill and status: */
+	/* Batches, the queue and the last events (for status): */
 	uint64_t batches;	/* POST BASE/chunks requests started (not in
 				 * requests) */
 	uint64_t batch_frames;	/* frames that arrived inside batches */
@@ -271,8 +271,15 @@ struct hyd_fetch_stats {
 	char last_error[256];	/* the last transfer failure, one line */
 };
 
+/* curl's process-wide set-up and tear-down (curl_global_init, counted by
+ * curl): once in main before any thread starts, and around a library call
+ * that fetches (hyd_sync). 0 or -EIO. */
+int hyd_fetch_global_init(void);
+void hyd_fetch_global_cleanup(void);
+
 /* Allocate a fetcher; no thread, no loop yet (safe before fork()). The
- * caller must have called curl_global_init. Returns 0, -EINVAL, -ENOMEM. */
+ * caller must have called hyd_fetch_global_init. Returns 0, -EINVAL, -ENOMEM.
+ */
 int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret);
 
 /* Create the loop, the multi handle and the loop thread (signals blocked in

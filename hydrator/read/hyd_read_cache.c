@@ -184,13 +184,34 @@ static void slot_loaded(hyd_read_cache *c, struct cache_slot *s, int r,
 	pthread_cond_broadcast(&c->loaded);
 }
 
+/* Load a claimed slot and end its load. The slot is ours alone while
+ * LOADING, so it is filled without the lock. pin: keep a reference past
+ * the loader's on success. Returns 0 or load's error (-ERANGE for a chunk
+ * of another length). */
+static int slot_fill(hyd_read_cache *c, struct cache_slot *s,
+		     const chunk_id *id, uint32_t raw_len,
+		     hyd_read_cache_load_fn load, void *arg, int pin)
+{
+	size_t got = 0;
+	int r;
+
+	r = load(arg, id, s->raw, raw_len, &got);
+	if (r == 0 && got != raw_len)
+		r = -ERANGE;
+	pthread_mutex_lock(&c->lock);
+	if (r == 0 && pin)
+		s->refs++;
+	slot_loaded(c, s, r, got);
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
 int hyd_read_cache_pin(hyd_read_cache *c, const chunk_id *id, uint32_t raw_len,
 		       hyd_read_cache_load_fn load, void *arg,
 		       const uint8_t **ret_raw, void **ret_pin)
 {
 	struct cache_slot *s;
 	uint64_t key = id_key(id);
-	size_t got = 0;
 	int r;
 
 	pthread_mutex_lock(&c->lock);
@@ -217,15 +238,7 @@ int hyd_read_cache_pin(hyd_read_cache *c, const chunk_id *id, uint32_t raw_len,
 	pthread_mutex_unlock(&c->lock);
 	if (!s)
 		return -EBUSY;
-	/* The slot is ours alone while LOADING: fill it without the lock. */
-	r = load(arg, id, s->raw, raw_len, &got);
-	if (r == 0 && got != raw_len)
-		r = -ERANGE;
-	pthread_mutex_lock(&c->lock);
-	if (r == 0)
-		s->refs++; /* the pin, kept past the loader's reference */
-	slot_loaded(c, s, r, got);
-	pthread_mutex_unlock(&c->lock);
+	r = slot_fill(c, s, id, raw_len, load, arg, 1);
 out:
 	if (r == 0) {
 		*ret_raw = s->raw;
@@ -249,7 +262,6 @@ int hyd_read_cache_prefetch(hyd_read_cache *c, const chunk_id *id,
 {
 	struct cache_slot *s;
 	uint64_t key = id_key(id);
-	size_t got = 0;
 	int r;
 
 	pthread_mutex_lock(&c->lock);
@@ -263,12 +275,7 @@ int hyd_read_cache_prefetch(hyd_read_cache *c, const chunk_id *id,
 	pthread_mutex_unlock(&c->lock);
 	if (!s)
 		return -EBUSY;
-	r = load(arg, id, s->raw, raw_len, &got);
-	if (r == 0 && got != raw_len)
-		r = -ERANGE;
-	pthread_mutex_lock(&c->lock);
-	slot_loaded(c, s, r, got);
-	pthread_mutex_unlock(&c->lock);
+	r = slot_fill(c, s, id, raw_len, load, arg, 0);
 	return r < 0 ? r : 1;
 }
 

@@ -664,12 +664,41 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	return 1;
 }
 
+/* The tail both symlinks and special files share: made is 0 when the new
+ * entry was made as tmp (else its -errno, with why_made saying what
+ * failed; changed is 0 when nothing had to be made). Put it in place of
+ * e->name, then set its metadata. Returns changed, or -errno after one
+ * line naming the entry. */
+static int finish_entry(struct walk *w, int dirfd, const char *tmp,
+			const struct hyd_dirent_copy *e, int changed, int made,
+			const char *why_made)
+{
+	const char *why = why_made;
+	int r = made;
+
+	if (changed) {
+		if (r == 0)
+			r = install(dirfd, tmp, e->name, &why);
+		if (r < 0) {
+			if (r != -EEXIST)
+				unlinkat(dirfd, tmp, 0);
+			report(w, why, r);
+			return r;
+		}
+	}
+	r = meta_at(w, dirfd, e->name, &e->in, &why);
+	if (r < 0) {
+		report(w, why, r);
+		return r;
+	}
+	return changed;
+}
+
 static int sync_symlink(struct walk *w, int dirfd,
 			const struct hyd_dirent_copy *e)
 {
 	char target[CAT_TARGET_MAX + 1], cur[CAT_TARGET_MAX + 2];
-	char tmp[CAT_NAME_MAX + 1];
-	const char *why = "";
+	char tmp[CAT_NAME_MAX + 1] = "";
 	size_t tlen = 0;
 	ssize_t n;
 	int r, i, changed = 0;
@@ -684,38 +713,23 @@ static int sync_symlink(struct walk *w, int dirfd,
 	target[tlen] = '\0';
 	n = readlinkat(dirfd, e->name, cur, sizeof(cur));
 	if (n < 0 || (size_t)n != tlen || memcmp(cur, target, tlen)) {
+		changed = 1;
 		for (i = 0; i < TMP_TRIES; i++) {
 			tmp_name(tmp, sizeof(tmp), e->name, e->len);
 			r = symlinkat(target, dirfd, tmp) < 0 ? -errno : 0;
 			if (r != -EEXIST)
 				break;
 		}
-		if (r == 0)
-			r = install(dirfd, tmp, e->name, &why);
-		else
-			why = "cannot create the symlink";
-		if (r < 0) {
-			if (r != -EEXIST)
-				unlinkat(dirfd, tmp, 0);
-			report(w, why, r);
-			return r;
-		}
-		changed = 1;
 	}
-	r = meta_at(w, dirfd, e->name, &e->in, &why);
-	if (r < 0) {
-		report(w, why, r);
-		return r;
-	}
-	return changed;
+	return finish_entry(w, dirfd, tmp, e, changed, r,
+			    "cannot create the symlink");
 }
 
 /* fifo, socket, character or block device. */
 static int sync_special(struct walk *w, int dirfd,
 			const struct hyd_dirent_copy *e)
 {
-	char tmp[CAT_NAME_MAX + 1];
-	const char *why = "";
+	char tmp[CAT_NAME_MAX + 1] = "";
 	mode_t type = e->in.mode & S_IFMT;
 	dev_t rdev = e->in.kind == CAT_CHR || e->in.kind == CAT_BLK
 			 ? (dev_t)e->in.rdev
@@ -725,6 +739,7 @@ static int sync_special(struct walk *w, int dirfd,
 
 	if (fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    (st.st_mode & S_IFMT) != type || (rdev && st.st_rdev != rdev)) {
+		changed = 1;
 		for (i = 0; i < TMP_TRIES; i++) {
 			tmp_name(tmp, sizeof(tmp), e->name, e->len);
 			r = mknodat(dirfd, tmp, type | 0600, rdev) < 0 ? -errno
@@ -732,27 +747,12 @@ static int sync_special(struct walk *w, int dirfd,
 			if (r != -EEXIST)
 				break;
 		}
-		if (r == 0)
-			r = install(dirfd, tmp, e->name, &why);
-		else
-			why = rdev && r == -EPERM
-				  ? "cannot create a device node (needs "
-				    "root or CAP_MKNOD)"
-				  : "cannot create the node";
-		if (r < 0) {
-			if (r != -EEXIST)
-				unlinkat(dirfd, tmp, 0);
-			report(w, why, r);
-			return r;
-		}
-		changed = 1;
 	}
-	r = meta_at(w, dirfd, e->name, &e->in, &why);
-	if (r < 0) {
-		report(w, why, r);
-		return r;
-	}
-	return changed;
+	return finish_entry(w, dirfd, tmp, e, changed, r,
+			    rdev && r == -EPERM
+				? "cannot create a device node (needs root or "
+				  "CAP_MKNOD)"
+				: "cannot create the node");
 }
 
 /* Open the directory holding rel (a DEST-relative path we created),

@@ -37,8 +37,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
 #include "hydrator/fetch/hyd_open_internal.h"
@@ -637,7 +635,7 @@ int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret)
 	s->rate_t = s->t0;
 	s->timeout_ns = (uint64_t)o.timeout_s * SEC_NS;
 	/* Reference-counted by curl; the fetcher and catalog GET need it. */
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	if (hyd_fetch_global_init() < 0) {
 		base_error("curl_global_init failed");
 		free(s);
 		return -EIO;
@@ -647,6 +645,6 @@ int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret)
 	sync_free(s);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
-	curl_global_cleanup();
+	hyd_fetch_global_cleanup();
 	return r;
 }

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# tests/lint/010: `make lint` (tools/lint.sh) fails on each kind of
+# violation it exists for. Each case plants one violation in a fresh copy
+# of the source tree and expects a non-zero exit and a line naming the
+# file and the rule; the untouched copy must pass first, so a lint that
+# always fails cannot pass this test either.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+T=$(mktemp -d "${TMPDIR:-/tmp}/ferry-lint.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+die() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok - $*"; }
+command -v clang-format >/dev/null || die "clang-format missing (make deps installs it)"
+
+fresh() { # a clean copy in $T/tree
+	rm -rf "$T/tree"
+	mkdir -p "$T/tree"
+	(cd "$top" && cp -r catalog replicator hydrator tools tests .clang-format "$T/tree/")
+	rm -rf "$T/tree/tests/lint"
+}
+# plant NAME PATTERN FILE LINE — insert LINE after the first #include of
+# FILE (or append it when the file has none), run lint, expect a failure
+# whose output matches PATTERN.
+plant() {
+	local what=$1 pat=$2 file=$3 line=$4 out rc
+	fresh
+	[ -f "$T/tree/$file" ] || mkdir -p "$(dirname "$T/tree/$file")"
+	if grep -q '^#include' "$T/tree/$file" 2>/dev/null; then
+		awk -v l="$line" '{print} !done && /^#include/ {print l; done=1}' \
+			"$T/tree/$file" >"$T/f" && mv "$T/f" "$T/tree/$file"
+	else
+		printf '%s\n' "$line" >>"$T/tree/$file"
+	fi
+	out=$("$top/tools/lint.sh" "$T/tree" 2>&1); rc=$?
+	[ $rc -ne 0 ] || die "$what: lint passed with it planted in $file"
+	echo "$out" | grep -E "$pat" >/dev/null ||
+		die "$what: lint failed without naming it: $out"
+	ok "$what: $(echo "$out" | grep -E "$pat" | head -n 1)"
+}
+
+fresh
+out=$("$top/tools/lint.sh" "$T/tree" 2>&1) || die "the untouched tree fails lint: $out"
+ok "untouched copy passes"
+
+plant "a room including one it may not (store -> fetch)" \
+	'hydrator/store/hyd_store.c:.*may not include room hydrator/fetch' \
+	hydrator/store/hyd_store.c '#include "hydrator/fetch/hyd_fetch_internal.h"'
+plant "a header another room keeps to itself" \
+	'hydrator/read/hyd_read.c:.*hyd_fetch_loop_internal.h is internal to room hydrator/fetch' \
+	hydrator/read/hyd_read.c '#include "hydrator/fetch/hyd_fetch_loop_internal.h"'
+plant "replicator including the hydrator" \
+	'replicator/repl_chunk.c:.*may not include room hydrator' \
+	replicator/repl_chunk.c '#include "hydrator/hydrator.h"'
+plant "tools reaching an internal room" \
+	'tools/ferry_sync.c:.*may not include room hydrator/store' \
+	tools/ferry_sync.c '#include "hydrator/store/hyd_store_internal.h"'
+plant "a library the room may not use (libuv in catalog/)" \
+	'catalog/cat_frame.c:.*room catalog may not use uv' \
+	catalog/cat_frame.c '#include <uv.h>'
+plant "FUSE outside the read room" \
+	'hydrator/backfill/hyd_backfill.c:.*may not use fuse' \
+	hydrator/backfill/hyd_backfill.c '#include <fuse_lowlevel.h>'
+plant "a file in no room" \
+	'hydrator/newroom/hyd_new.c: in no room' \
+	hydrator/newroom/hyd_new.c '#include "catalog/catalog.h"'
+plant "a banned function" \
+	'replicator/repl_chunk.c uses a banned function' \
+	replicator/repl_chunk.c 'static void f(char *b) { sprintf(b, "x"); }'
+plant "a line clang-format would change" \
+	'format: catalog/cat_kind.c' \
+	catalog/cat_kind.c 'int  lint_badly_formatted ( void ) ;'
+echo "all planted violations caught"
