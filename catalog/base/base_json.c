@@ -70,8 +70,9 @@ int base_json_line(const json_t *v, char *buf, size_t cap)
 	if (cap == 0)
 		return -ENOBUFS;
 	buf[0] = '\0';
-	need =
-	    json_dumpb(v, buf, cap - 1, JSON_COMPACT | JSON_REAL_PRECISION(15));
+	need = json_dumpb(v, buf, cap - 1,
+			  JSON_COMPACT | JSON_ENCODE_ANY |
+			      JSON_REAL_PRECISION(15));
 	if (need == 0 || need > cap - 1) {
 		buf[0] = '\0';
 		return need == 0 ? -EINVAL : -ENOBUFS;

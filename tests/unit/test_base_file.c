@@ -1,6 +1,7 @@
 /*
- * test_durable.c — catalog/cat_durable.c: whole writes, mkdir -p, fsync by
- * name; the primitives every crash-safe write of both sites goes through.
+ * test_base_file.c — catalog/base/base_file.c: whole writes and reads,
+ * small files read whole and replaced durably, mkdir -p, fsync by name;
+ * the primitives every crash-safe write of both sites goes through.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
+#include "tsupport.h"
 
 static char root[64];
 
@@ -105,12 +107,95 @@ static void test_fsync(void **state)
 	assert_int_equal(base_fsync_path(p), -ENOENT);
 }
 
+static void test_read_small(void **state)
+{
+	char p[256], buf[8];
+	size_t n = 99;
+
+	(void)state;
+	snprintf(p, sizeof(p), "%s/small", root);
+	tsup_write_file(p, "12345\n", 6);
+	assert_int_equal(base_file_read_small(p, buf, sizeof(buf), &n), 0);
+	assert_int_equal(n, 6);
+	assert_string_equal(buf, "12345\n");
+	/* Exactly cap - 1 bytes may be a cut: too big, and buf is "". */
+	tsup_write_file(p, "1234567", 7);
+	assert_int_equal(base_file_read_small(p, buf, sizeof(buf), &n), -EFBIG);
+	assert_string_equal(buf, "");
+	assert_int_equal(n, 0);
+	tsup_write_file(p, "", 0);
+	assert_int_equal(base_file_read_small(p, buf, sizeof(buf), NULL), 0);
+	assert_string_equal(buf, "");
+	snprintf(p, sizeof(p), "%s/absent", root);
+	assert_int_equal(base_file_read_small(p, buf, sizeof(buf), &n),
+			 -ENOENT);
+	assert_int_equal(base_file_read_small(root, buf, sizeof(buf), &n),
+			 -EISDIR);
+	assert_int_equal(base_file_read_small(p, buf, 1, &n), -EINVAL);
+}
+
+static void test_write_atomic(void **state)
+{
+	char p[256], t[256], *back;
+	struct stat sb;
+	size_t n;
+
+	(void)state;
+	snprintf(p, sizeof(p), "%s/HEAD", root);
+	snprintf(t, sizeof(t), "%s/HEAD.tmp", root);
+	/* A stale temp file of a crash is replaced, and none is left. */
+	tsup_write_file(t, "stale", 5);
+	assert_int_equal(base_file_write_atomic(p, "1\n", 2, 0600), 0);
+	assert_int_equal(access(t, F_OK), -1);
+	back = tsup_read_file(p, &n);
+	assert_int_equal(n, 2);
+	assert_memory_equal(back, "1\n", 2);
+	free(back);
+	assert_int_equal(stat(p, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	/* Replacing keeps readers of the old name whole: new content. */
+	assert_int_equal(base_file_write_atomic(p, "22\n", 3, 0644), 0);
+	back = tsup_read_file(p, &n);
+	assert_int_equal(n, 3);
+	assert_memory_equal(back, "22\n", 3);
+	free(back);
+	snprintf(p, sizeof(p), "%s/missing/HEAD", root);
+	assert_int_equal(base_file_write_atomic(p, "x", 1, 0644), -ENOENT);
+}
+
+static void test_pread_full(void **state)
+{
+	char p[256], buf[64];
+	size_t got = 7;
+	int fd;
+
+	(void)state;
+	snprintf(p, sizeof(p), "%s/pr", root);
+	tsup_write_file(p, "0123456789", 10);
+	fd = open(p, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(base_pread_full(fd, buf, 4, 3, &got), 0);
+	assert_int_equal(got, 4);
+	assert_memory_equal(buf, "3456", 4);
+	/* Short only at the end of the file. */
+	assert_int_equal(base_pread_full(fd, buf, sizeof(buf), 6, &got), 0);
+	assert_int_equal(got, 4);
+	assert_int_equal(base_pread_full(fd, buf, 4, 100, &got), 0);
+	assert_int_equal(got, 0);
+	close(fd);
+	assert_int_equal(base_pread_full(-1, buf, 4, 0, &got), -EBADF);
+	assert_int_equal(got, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_write_all, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fsync, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_read_small, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_write_atomic, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pread_full, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
