@@ -33,8 +33,8 @@
 
 #include <lz4.h>
 #include <zstd.h>
-#include <zstd_errors.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 
 /* AUTO probe: PROBE_PIECES pieces of PROBE_PIECE bytes spread over the
@@ -109,29 +109,6 @@ size_t frame_bound(size_t raw_len)
 	if (raw_len > SIZE_MAX - FRAME_HDR_LEN)
 		return SIZE_MAX;
 	return FRAME_HDR_LEN + raw_len;
-}
-
-/*
- * The one place zstd result codes become -errno. Nothing is logged: the
- * caller knows which chunk it was and logs there.
- *   - allocation failure is -ENOMEM either way;
- *   - while encoding, "destination too small" is -ENOBUFS, which the
- *     encoder reads as "does not shrink enough" (it caps the output), and
- *     anything else is a library failure, -EIO;
- *   - while decoding, every other error means the payload is bad: -EBADMSG.
- */
-static int zstd_errno(size_t code, bool decoding)
-{
-	switch (ZSTD_getErrorCode(code)) {
-	case ZSTD_error_no_error:
-		return 0;
-	case ZSTD_error_memory_allocation:
-		return -ENOMEM;
-	case ZSTD_error_dstSize_tooSmall:
-		return decoding ? -EBADMSG : -ENOBUFS;
-	default:
-		return decoding ? -EBADMSG : -EIO;
-	}
 }
 
 static void put_le16(uint8_t *p, uint16_t v)
@@ -346,7 +323,7 @@ static int encode_zstd(frame_coder *c, int level, const void *raw,
 	/* The one-shot call ignores sticky parameters and writes the content
 	 * size into the zstd frame header, which the decoder checks. */
 	z = ZSTD_compressCCtx(c->cctx, dst, cap, raw, raw_len, level);
-	r = zstd_errno(z, false);
+	r = base_zstd_errno(z, 0);
 	if (r == 0)
 		*ret_len = z;
 	return r;
@@ -380,7 +357,7 @@ static int encode_zstd_planes(frame_coder *c, unsigned stride, int level,
 	if (!ZSTD_isError(z))
 		z = ZSTD_CCtx_setPledgedSrcSize(c->cctx, raw_len);
 	if (ZSTD_isError(z))
-		return zstd_errno(z, false);
+		return base_zstd_errno(z, 0);
 	for (unsigned p = 0; p < stride; p++) {
 		bool last = p + 1 == stride;
 		/* The last plane carries the raw_len % stride tail. */
@@ -392,7 +369,7 @@ static int encode_zstd_planes(frame_coder *c, unsigned stride, int level,
 						 last ? ZSTD_e_end
 						      : ZSTD_e_flush);
 			if (ZSTD_isError(z))
-				return zstd_errno(z, false);
+				return base_zstd_errno(z, 0);
 			/* More to write and no room left: over cap. */
 			if (z != 0 && ob.pos == ob.size)
 				return -ENOBUFS;
@@ -587,7 +564,7 @@ static int decode_zstd(frame_coder *c, const void *src, size_t src_len,
 	/* Capacity is raw_len, not out_cap: a payload that wants to grow
 	 * past raw_len fails inside zstd instead of writing further. */
 	z = ZSTD_decompressDCtx(c->dctx, out, raw_len, src, src_len);
-	r = zstd_errno(z, true);
+	r = base_zstd_errno(z, 1);
 	if (r == 0 && z != raw_len)
 		r = -EBADMSG;
 	return r;

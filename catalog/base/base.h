@@ -203,6 +203,20 @@ int base_curl_errno(int curl_code);
 int base_err_transient(int err);
 
 /* ------------------------------------------------------------------ */
+/* zstd                                                               */
+/* ------------------------------------------------------------------ */
+
+/* The one translation of a zstd result code (ZSTD_isError(code) true, or
+ * 0 for success) into -errno:
+ *   - allocation failure is -ENOMEM either way;
+ *   - while encoding (decoding 0), "destination too small" is -ENOBUFS
+ *     (the frame encoder reads it as "does not shrink enough"), anything
+ *     else a library failure, -EIO;
+ *   - while decoding, every other error means the input is bad: -EBADMSG.
+ * Logs nothing (ZSTD_getErrorName gives the text for a message). */
+int base_zstd_errno(size_t code, int decoding);
+
+/* ------------------------------------------------------------------ */
 /* Files                                                              */
 /* ------------------------------------------------------------------ */
 

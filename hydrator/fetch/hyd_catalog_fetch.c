@@ -135,7 +135,7 @@ static int sink_zstd(struct hyd_sink *k, const void *buf, size_t len)
 
 		if (ZSTD_isError(ret)) {
 			k->zerr = ZSTD_getErrorName(ret);
-			return -EBADMSG;
+			return base_zstd_errno(ret, 1);
 		}
 		/* Only a call that moved bytes says where the frame stands:
 		 * after a frame has ended, a further call with no input (taken
