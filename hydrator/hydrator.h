@@ -2,13 +2,19 @@
  * hydrator/hydrator.h — the destination side of ferry, as a library.
  *
  * This is the one public header of hydrator/: what tools/ (the `ferry`
- * command) may call. The mount itself is the ferry-hydrator program
- * (hydrator/hyd_main.c); what is here lets a tool name the same things the
- * program does — the namespace a URL points at and the cache directory a
- * mount of that URL uses — so `ferry status URL` finds a running mount.
- *
- * Conventions as in catalog.h: 0 on success, -errno on failure. Every
- * function here is pure computation, safe from any thread.
+ * command) may call, and what every room of hydrator/ may include. The
+ * mount itself is the ferry-hydrator program (hydrator/hyd_main.c). Here:
+ *   - the names a tool shares with the program: the URL rule, the default
+ *     cache directory, the mount's FUSE source, the cache's catalogs
+ *     (pure computation, or a read of the cache directory);
+ *   - status (status/): from the cache's files, or asked of the running
+ *     hydrator over its control socket — file and socket I/O, bounded by
+ *     a timeout;
+ *   - sync and verify (sync/): whole runs, blocking, with network and
+ *     disk I/O, logging each failed entry.
+ * Each function says what it touches. Conventions as in catalog.h: 0 on
+ * success, -errno on failure; every function may be called from any
+ * thread unless it says otherwise.
  */
 #ifndef FERRY_HYDRATOR_H
 #define FERRY_HYDRATOR_H
