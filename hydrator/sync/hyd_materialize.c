@@ -664,27 +664,39 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	return 1;
 }
 
-/* The tail both symlinks and special files share: made is 0 when the new
- * entry was made as tmp (else its -errno, with why_made saying what
- * failed; changed is 0 when nothing had to be made). Put it in place of
- * e->name, then set its metadata. Returns changed, or -errno after one
- * line naming the entry. */
+/* A new entry made as tmp goes in place of name: made is 0 when tmp was
+ * made (else its -errno, and why_made says what failed). Returns 0, or
+ * -errno after one line naming the entry (tmp is removed). */
+static int put_in_place(struct walk *w, int dirfd, const char *tmp,
+			const char *name, int made, const char *why_made)
+{
+	const char *why = why_made;
+	int r = made;
+
+	if (r == 0)
+		r = install(dirfd, tmp, name, &why);
+	if (r < 0) {
+		if (r != -EEXIST)
+			unlinkat(dirfd, tmp, 0);
+		report(w, why, r);
+	}
+	return r;
+}
+
+/* The tail symlinks and special files share: put what was made in place
+ * (changed: something had to be made; see put_in_place), then set its
+ * metadata. Returns changed, or -errno after one line naming the entry. */
 static int finish_entry(struct walk *w, int dirfd, const char *tmp,
 			const struct hyd_dirent_copy *e, int changed, int made,
 			const char *why_made)
 {
 	const char *why = why_made;
-	int r = made;
+	int r;
 
 	if (changed) {
-		if (r == 0)
-			r = install(dirfd, tmp, e->name, &why);
-		if (r < 0) {
-			if (r != -EEXIST)
-				unlinkat(dirfd, tmp, 0);
-			report(w, why, r);
+		r = put_in_place(w, dirfd, tmp, e->name, made, why_made);
+		if (r < 0)
 			return r;
-		}
 	}
 	r = meta_at(w, dirfd, e->name, &e->in, &why);
 	if (r < 0) {
@@ -817,15 +829,8 @@ static int sync_hardlink(struct walk *w, int dirfd,
 			break;
 	}
 	close(pfd);
-	if (r == 0)
-		r = install(dirfd, tmp, e->name, &why);
-	if (r < 0) {
-		if (r != -EEXIST)
-			unlinkat(dirfd, tmp, 0);
-		report(w, why, r);
-		return r;
-	}
-	return 1;
+	r = put_in_place(w, dirfd, tmp, e->name, r, why);
+	return r < 0 ? r : 1;
 }
 
 /* A non-directory entry, hard links included. */
