@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "catalog/base/base.h"
 #include "replicator/repl_http_internal.h"
 #include "replicator/repl_server_internal.h"
 
@@ -697,10 +698,10 @@ void repl_http_done(struct repl_req *req)
 	if (req->done || req->dead)
 		return;
 	req->done = 1;
-	if (c->srv->verbose)
-		fprintf(stderr, "ferry-replicator: %s %.*s %d\n",
-			req->head_parsed ? http_method_str(req->method) : "-",
-			(int)req->url_len, req->url, req->status);
+	/* the access log: -v only, as before the base logger */
+	base_debug("request method=%s url=%.*s status=%d",
+		   req->head_parsed ? http_method_str(req->method) : "-",
+		   (int)req->url_len, req->url, req->status);
 	/* the answered request is always the head */
 	c->head = req->next;
 	if (!c->head)

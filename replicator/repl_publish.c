@@ -168,8 +168,10 @@ static int compress_fd(int in, int outfd, EVP_MD_CTX *md, uint64_t *ret_bytes)
 						    last ? ZSTD_e_end
 							 : ZSTD_e_continue);
 			if (ZSTD_isError(left)) {
-				fprintf(stderr, "ferry-replicator: zstd: %s\n",
-					ZSTD_getErrorName(left));
+				/* the caller logs the event; the native
+				 * code is for -v, as with SQLite's */
+				base_debug("zstd op=compress zstd_err=\"%s\"",
+					   ZSTD_getErrorName(left));
 				r = -EIO;
 				goto out;
 			}

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "catalog/base/base.h"
 #include "replicator/repl_http_internal.h"
 #include "replicator/repl_publish_internal.h"
 #include "replicator/repl_server_internal.h"
@@ -162,11 +163,15 @@ static void cat_on_read(uv_fs_t *fs)
 	if (n <= 0) {
 		/* a published catalog never shrinks; the length promised in
 		 * the head cannot be kept, so the client must see a cut */
-		fprintf(stderr,
-			"ferry-replicator: %s: read failed at %" PRIu64
-			": %s\n",
-			j->path, j->off,
-			n < 0 ? uv_strerror((int)n) : "unexpected end");
+		if (n < 0)
+			base_log_err(BASE_LOG_ERROR, (int)n,
+				     "catalog read failed path=\"%s\" "
+				     "offset=%" PRIu64,
+				     j->path, j->off);
+		else
+			base_error("catalog read failed path=\"%s\" "
+				   "offset=%" PRIu64 " why=\"unexpected end\"",
+				   j->path, j->off);
 		repl_http_abort(req);
 		goto out;
 	}
@@ -211,8 +216,8 @@ static void cat_opened(uv_work_t *w, int status)
 		goto out;
 	}
 	if (j->err < 0) {
-		fprintf(stderr, "ferry-replicator: %s: %s\n", j->path,
-			strerror(-j->err));
+		base_log_err(BASE_LOG_ERROR, j->err,
+			     "cannot open the catalog path=\"%s\"", j->path);
 		repl_http_error(req, 500, "internal", NULL,
 				"cannot open the catalog: %s",
 				strerror(-j->err));
@@ -314,16 +319,13 @@ static void chunk_work(uv_work_t *w)
 static void log_mismatch(struct repl_ns *ns, const chunk_id *id,
 			 const char *path)
 {
-	char hex[CHUNK_ID_HEX_LEN + 1], esc[512];
+	char hex[CHUNK_ID_HEX_LEN + 1];
 
 	chunk_id_to_hex(id, hex);
-	repl_json_escape(esc, sizeof(esc), path ? path : "?",
-			 path ? strlen(path) : 1);
 	ns->stats.mismatches++;
-	fprintf(stderr,
-		"ferry-replicator: %s: chunk %s: %s no longer matches its "
-		"source; not served\n",
-		ns->name, hex, esc);
+	base_warn("chunk no longer matches its source, not served ns=%s "
+		  "chunk=%s path=\"%s\"",
+		  ns->name, hex, path ? path : "?");
 }
 
 static void chunk_done(uv_work_t *w, int status)
@@ -352,8 +354,9 @@ static void chunk_done(uv_work_t *w, int status)
 		goto out;
 	}
 	if (j->res.err < 0) {
-		fprintf(stderr, "ferry-replicator: %s: chunk %s: %s\n",
-			j->ns->name, hex, strerror(-j->res.err));
+		base_log_err(BASE_LOG_ERROR, j->res.err,
+			     "cannot serve a chunk ns=%s chunk=%s", j->ns->name,
+			     hex);
 		repl_http_error(req, 500, "internal", NULL,
 				"reading chunk %s: %s", hex,
 				strerror(-j->res.err));
@@ -497,10 +500,9 @@ static int batch_write_slot(struct batch *b, struct batch_slot *s)
 		if (s->res.err == -EBADMSG)
 			log_mismatch(b->ns, &b->ids[s->idx], s->res.path);
 		else
-			fprintf(stderr,
-				"ferry-replicator: %s: chunk %s: %s; batch "
-				"response cut\n",
-				b->ns->name, hex, strerror(-s->res.err));
+			base_log_err(BASE_LOG_ERROR, s->res.err,
+				     "batch response cut ns=%s chunk=%s",
+				     b->ns->name, hex);
 		repl_http_abort(req);
 		return -1;
 	}
@@ -593,6 +595,9 @@ static void batch_checked(uv_work_t *w, int status)
 		goto out;
 	}
 	if (b->vrc < 0) {
+		base_log_err(BASE_LOG_ERROR, b->vrc,
+			     "source index lookup failed ns=%s ids=%zu",
+			     b->ns->name, b->n);
 		repl_http_error(req, 500, "internal", NULL,
 				"source index lookup failed: %s",
 				strerror(-b->vrc));
