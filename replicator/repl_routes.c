@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "catalog/base/base.h"
 #include "replicator/repl_http_internal.h"
 #include "replicator/repl_publish_internal.h"
@@ -83,15 +85,23 @@ static void route_head(struct repl_req *req, struct repl_ns *ns)
 
 static void route_stats(struct repl_req *req, struct repl_ns *ns)
 {
-	char body[256];
-	int n = snprintf(
-	    body, sizeof(body),
-	    "{\"generation\":%" PRIu64 ",\"requests\":%" PRIu64
-	    ",\"chunks_served\":%" PRIu64 ",\"chunk_bytes_served\":%" PRIu64
-	    ",\"mismatches\":%" PRIu64 "}\n",
-	    ns->generation, ns->stats.requests, ns->stats.chunks_served,
-	    ns->stats.chunk_bytes_served, ns->stats.mismatches);
+	char body[512];
+	/* json_int_t is 64-bit signed: no counter gets near its limit */
+	json_t *o = json_pack(
+	    "{sIsIsIsIsI}", "generation", (json_int_t)ns->generation,
+	    "requests", (json_int_t)ns->stats.requests, "chunks_served",
+	    (json_int_t)ns->stats.chunks_served, "chunk_bytes_served",
+	    (json_int_t)ns->stats.chunk_bytes_served, "mismatches",
+	    (json_int_t)ns->stats.mismatches);
+	int n = o ? base_json_line(o, body, sizeof(body) - 1) : -ENOMEM;
 
+	json_decref(o);
+	if (n < 0) {
+		repl_http_error(req, 500, "internal", NULL,
+				"cannot build the counters");
+		return;
+	}
+	body[n++] = '\n';
 	repl_http_respond(req, 200, "application/json",
 			  "Cache-Control: no-cache\r\n", body, (size_t)n);
 }
@@ -332,7 +342,7 @@ static void chunk_done(uv_work_t *w, int status)
 {
 	struct chunk_job *j = w->data;
 	struct repl_req *req = j->req;
-	char hex[CHUNK_ID_HEX_LEN + 1], head[1024], extra[256], esc[512];
+	char hex[CHUNK_ID_HEX_LEN + 1], head[1024], extra[256];
 	int n;
 
 	if (req->dead || status < 0)
@@ -345,12 +355,10 @@ static void chunk_done(uv_work_t *w, int status)
 	}
 	if (j->res.err == -EBADMSG) {
 		log_mismatch(j->ns, &j->id, j->res.path);
-		repl_json_escape(esc, sizeof(esc),
-				 j->res.path ? j->res.path : "?",
-				 j->res.path ? strlen(j->res.path) : 1);
+		/* the raw name: repl_http_error shows it as JSON can */
 		repl_http_error(req, 409, "changed", NULL,
 				"chunk ID of %s no longer matches its source",
-				esc);
+				j->res.path ? j->res.path : "?");
 		goto out;
 	}
 	if (j->res.err < 0) {
