@@ -17,6 +17,7 @@
 
 #include "catalog/base/base.h"
 #include "replicator/replicator.h"
+#include "replicator/repl_publish_internal.h"
 #include "replicator/repl_server_internal.h"
 
 #define PROG "ferry-replicator"
@@ -81,18 +82,12 @@ static int usage_error(const char *fmt, ...)
 static char *default_state_dir(void)
 {
 	const char *home = getenv("HOME");
-	size_t n;
-	char *p;
 
 	if (geteuid() == 0)
 		return strdup(ROOT_STATE_DIR);
 	if (!home || home[0] != '/')
 		return NULL;
-	n = strlen(home) + sizeof("/.local/state/ferry-replicator");
-	p = malloc(n);
-	if (p)
-		snprintf(p, n, "%s/.local/state/ferry-replicator", home);
-	return p;
+	return repl__path_fmt("%s/.local/state/ferry-replicator", home);
 }
 
 static int parse_codec(const char *s, enum frame_policy *ret)
@@ -111,22 +106,6 @@ static int parse_codec(const char *s, enum frame_policy *ret)
 		*ret = FRAME_POLICY_ZSTD_SHUF4;
 	else
 		return -EINVAL;
-	return 0;
-}
-
-/* --scan-threads: a decimal 1..64. */
-static int parse_threads(const char *s, unsigned *ret)
-{
-	unsigned long long v;
-	char *end;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < 1 || v > 64)
-		return -EINVAL;
-	*ret = (unsigned)v;
 	return 0;
 }
 
@@ -158,6 +137,7 @@ int main(int argc, char **argv)
 	struct repl_server srv;
 	const char **names = NULL, **dirs = NULL;
 	char *state = NULL, **split = NULL;
+	uint64_t threads;
 	int opt, i, j, rc = 2, n = 0, level = BASE_LOG_INFO;
 
 	/* Usage errors need the name before -v/-q are known; the level is
@@ -190,12 +170,13 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 't':
-			if (parse_threads(optarg, &o.scan_threads) < 0) {
+			if (base_parse_u64(optarg, 1, 64, &threads) < 0) {
 				rc = usage_error("bad --scan-threads '%s': use "
 						 "a number from 1 to 64",
 						 optarg);
 				goto out;
 			}
+			o.scan_threads = (unsigned)threads;
 			break;
 		case 'v':
 			level = BASE_LOG_DEBUG;

@@ -58,20 +58,6 @@ static const char *code_for(int status)
 	}
 }
 
-static int is_hex(const char *s, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		char ch = s[i];
-
-		if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
-		      (ch >= 'A' && ch <= 'F')))
-			return 0;
-	}
-	return 1;
-}
-
 /* -- HEAD and stats -- */
 
 static void route_head(struct repl_req *req, struct repl_ns *ns)
@@ -257,8 +243,8 @@ static void route_catalog(struct repl_req *req, struct repl_ns *ns,
 			  const char *arg, size_t len)
 {
 	struct cat_job *j;
-	char num[24], *end;
-	unsigned long long gen;
+	char num[24];
+	uint64_t gen;
 
 	/* canonical decimal only: one URL per catalog, for caches */
 	if (len < 1 || len > 20 || arg[0] < '1' || arg[0] > '9') {
@@ -269,9 +255,7 @@ static void route_catalog(struct repl_req *req, struct repl_ns *ns,
 	}
 	memcpy(num, arg, len);
 	num[len] = '\0';
-	errno = 0;
-	gen = strtoull(num, &end, 10);
-	if (errno || *end != '\0' || gen > ns->generation) {
+	if (base_parse_u64(num, 1, ns->generation, &gen) < 0) {
 		repl_http_error(req, 404, "not_found", NULL,
 				"unknown generation '%s'", num);
 		return;
@@ -397,8 +381,9 @@ static void route_chunk(struct repl_req *req, struct repl_ns *ns,
 			const char *arg, size_t len)
 {
 	struct chunk_job *j;
+	chunk_id id;
 
-	if (len != CHUNK_ID_HEX_LEN || !is_hex(arg, len)) {
+	if (chunk_id_from_hex(arg, len, &id) < 0) {
 		repl_http_error(req, 400, "bad_request", NULL,
 				"a chunk ID is 64 hex digits");
 		return;
@@ -408,7 +393,7 @@ static void route_chunk(struct repl_req *req, struct repl_ns *ns,
 		repl_http_error(req, 500, "internal", NULL, "out of memory");
 		return;
 	}
-	chunk_id_from_hex(arg, len, &j->id);
+	j->id = id;
 	j->req = req;
 	j->ns = ns;
 	j->policy = req->srv->policy;

@@ -140,10 +140,10 @@ static void on_signal(uv_signal_t *s, int signum)
 /* HOST:PORT or [V6]:PORT into a sockaddr (numeric or resolvable host). */
 static int parse_listen(const char *s, struct sockaddr_storage *ret)
 {
-	char host[256], *end;
+	char host[256];
 	const char *colon = strrchr(s, ':');
 	struct addrinfo hints = {0}, *ai = NULL;
-	unsigned long port;
+	uint64_t port;
 	size_t hl;
 
 	if (!colon || colon == s)
@@ -159,10 +159,7 @@ static int parse_listen(const char *s, struct sockaddr_storage *ret)
 		return -EINVAL;
 	memcpy(host, s, hl);
 	host[hl] = '\0';
-	errno = 0;
-	port = strtoul(colon + 1, &end, 10);
-	if (errno || *end != '\0' || colon[1] < '0' || colon[1] > '9' ||
-	    port > 65535)
+	if (base_parse_u64(colon + 1, 0, 65535, &port) < 0)
 		return -EINVAL;
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
