@@ -185,22 +185,9 @@ static int read_exact(struct repl_worker *w, int dirfd,
 		r = -EBADMSG;
 		goto out;
 	}
-	while (got < loc->len) {
-		ssize_t n = pread(fd, w->raw + got, loc->len - got,
-				  (off_t)(loc->off + got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
-			goto out;
-		}
-		if (n == 0) {
-			r = -EBADMSG; /* short: the file shrank */
-			goto out;
-		}
-		got += (size_t)n;
-	}
+	r = base_pread_full(fd, w->raw, loc->len, loc->off, &got);
+	if (r == 0 && got < loc->len)
+		r = -EBADMSG; /* short: the file shrank */
 out:
 	close(fd);
 	return r;

@@ -17,6 +17,9 @@
 #include <strings.h>
 #include <time.h>
 
+#include <jansson.h>
+
+#include "catalog/base/base.h"
 #include "replicator/repl_http_internal.h"
 #include "replicator/repl_server_internal.h"
 
@@ -627,51 +630,38 @@ void repl_http_respond(struct repl_req *req, int status, const char *ctype,
 	repl_http_done(req);
 }
 
-void repl_json_escape(char *dst, size_t cap, const void *src, size_t len)
+/* The body of an error answer: {"error":code,"detail":detail} and a
+ * newline, through jansson. Returns its length, or -ENOMEM / -ENOBUFS. */
+static int error_body(const char *code, const char *detail, char *buf,
+		      size_t cap)
 {
-	static const char hexd[] = "0123456789abcdef";
-	const unsigned char *s = src;
-	size_t i, o = 0;
+	json_t *o = json_object();
+	int n = -ENOMEM;
 
-	if (!cap)
-		return;
-	for (i = 0; i < len; i++) {
-		char tmp[8];
-		size_t tl;
-		unsigned char ch = s[i];
-
-		if (ch == '"' || ch == '\\') {
-			tmp[0] = '\\';
-			tmp[1] = (char)ch;
-			tl = 2;
-		} else if (ch < 0x20 || ch >= 0x7f) {
-			/* not printable ASCII: \u00XX keeps the line valid JSON
-			 * whatever the bytes were */
-			memcpy(tmp, "\\u00", 4);
-			tmp[4] = hexd[ch >> 4];
-			tmp[5] = hexd[ch & 15];
-			tl = 6;
-		} else {
-			tmp[0] = (char)ch;
-			tl = 1;
-		}
-		if (o + tl + 4 > cap) {
-			if (o + 4 <= cap) {
-				memcpy(dst + o, "...", 3);
-				o += 3;
-			}
-			break;
-		}
-		memcpy(dst + o, tmp, tl);
-		o += tl;
-	}
-	dst[o] = '\0';
+	if (!o)
+		return n;
+	/* code is one of ours, ASCII; detail may hold a client's URL bytes
+	 * or a file name: base_json_bytes keeps valid UTF-8 and shows every
+	 * other byte as \xNN, so the body is valid JSON whatever they were */
+	if (json_object_set_new(o, "error", json_string(code)) < 0 ||
+	    json_object_set_new(o, "detail", base_json_str(detail)) < 0)
+		goto out;
+	n = base_json_line(o, buf, cap - 1);
+	if (n < 0)
+		goto out;
+	buf[n++] = '\n';
+	buf[n] = '\0';
+out:
+	json_decref(o);
+	return n;
 }
 
 void repl_http_error(struct repl_req *req, int status, const char *code,
 		     const char *extra, const char *fmt, ...)
 {
-	char detail[512], esc[1024], body[1200];
+	/* A detail byte grows to at most 6 in the body (a control character
+	 * as \u00XX), so body[] always holds a whole detail[]. */
+	char detail[512], body[6 * sizeof(detail) + 128];
 	va_list ap;
 	int n;
 
@@ -680,11 +670,15 @@ void repl_http_error(struct repl_req *req, int status, const char *code,
 	va_end(ap);
 	if (n < 0)
 		detail[0] = '\0';
-	repl_json_escape(esc, sizeof(esc), detail, strlen(detail));
-	n = snprintf(body, sizeof(body),
-		     "{\"error\":\"%s\",\"detail\":\"%s\"}\n", code, esc);
-	if (n < 0 || (size_t)n >= sizeof(body))
-		n = 0;
+	n = error_body(code, detail, body, sizeof(body));
+	if (n < 0)
+		n = error_body(code, "", body, sizeof(body));
+	if (n < 0) {
+		/* out of memory: the status line alone still says it */
+		repl_http_respond(req, status, "application/json", extra, NULL,
+				  0);
+		return;
+	}
 	repl_http_respond(req, status, "application/json", extra, body,
 			  (size_t)n);
 }
@@ -697,10 +691,10 @@ void repl_http_done(struct repl_req *req)
 	if (req->done || req->dead)
 		return;
 	req->done = 1;
-	if (c->srv->verbose)
-		fprintf(stderr, "ferry-replicator: %s %.*s %d\n",
-			req->head_parsed ? http_method_str(req->method) : "-",
-			(int)req->url_len, req->url, req->status);
+	/* the access log: -v only, as before the base logger */
+	base_debug("request method=%s url=%.*s status=%d",
+		   req->head_parsed ? http_method_str(req->method) : "-",
+		   (int)req->url_len, req->url, req->status);
 	/* the answered request is always the head */
 	c->head = req->next;
 	if (!c->head)

@@ -95,8 +95,11 @@ int repl_http_head(struct repl_req *req, int status, const char *ctype,
 void repl_http_respond(struct repl_req *req, int status, const char *ctype,
 		       const char *extra, const void *body, size_t len);
 
-/* One-line JSON error {"error":code,"detail":...} and done. detail is
- * printf-style; bytes that are not printable ASCII are escaped. */
+/* One-line JSON error {"error":code,"detail":...} plus a newline, and
+ * done. code is a fixed ASCII word (docs/protocol.md). detail is
+ * printf-style, cut at 511 bytes, and may carry any bytes (a URL, a file
+ * name): it goes through base_json_bytes, so valid UTF-8 arrives as is
+ * and every other byte as the text \xNN. */
 void repl_http_error(struct repl_req *req, int status, const char *code,
 		     const char *extra, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -107,10 +110,6 @@ void repl_http_done(struct repl_req *req);
 /* Give up on the connection now (mid-stream failure: the client sees a
  * truncated body). */
 void repl_http_abort(struct repl_req *req);
-
-/* Escape bytes for a JSON string (no quotes added); always NUL-terminates.
- * Truncates with "..." to fit. */
-void repl_json_escape(char *dst, size_t cap, const void *src, size_t len);
 
 /* -- routes (repl_routes.c) -- */
 

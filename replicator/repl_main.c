@@ -1,7 +1,8 @@
 /*
- * replicator/repl_main.c — ferry-replicator: command line, defaults, and
- * handing over to the server. Exit status: 0 clean shutdown, 1 runtime
- * failure (cannot listen, cannot start), 2 bad arguments.
+ * replicator/repl_main.c — ferry-replicator: command line, defaults, the
+ * logger's level, and handing over to the server. Exit status: 0 clean
+ * shutdown, 1 runtime failure (cannot listen, cannot start), 2 bad
+ * arguments. Every message is one line through the base logger.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -16,8 +17,10 @@
 
 #include "catalog/base/base.h"
 #include "replicator/replicator.h"
+#include "replicator/repl_publish_internal.h"
 #include "replicator/repl_server_internal.h"
 
+#define PROG "ferry-replicator"
 #define DEFAULT_LISTEN "127.0.0.1:8700"
 #define ROOT_STATE_DIR "/var/lib/ferry-replicator"
 
@@ -43,7 +46,8 @@ static const char USAGE[] =
     "      --scan-threads N    threads that read, chunk and hash files\n"
     "                          while scanning, 1-64 (default: one per\n"
     "                          CPU); the catalog is the same for any N\n"
-    "  -v, --verbose           log every request\n"
+    "  -v, --verbose           log more: every request, SQLite codes\n"
+    "  -q, --quiet             log errors only\n"
     "  -h, --help              show this help and exit\n"
     "  -V, --version           show the version and exit\n"
     "\n"
@@ -59,17 +63,18 @@ static const char USAGE[] =
     "Example:\n"
     "  ferry-replicator -l 0.0.0.0:8700 models=/srv/models data=/srv/data\n";
 
-static int usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
+/* One error line naming the problem and pointing at --help; returns the
+ * usage exit status. */
+static int usage_error(const char *fmt, ...) BASE_PRINTF(1, 2);
 static int usage_error(const char *fmt, ...)
 {
+	char msg[1024];
 	va_list ap;
 
-	fprintf(stderr, "ferry-replicator: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, " (see ferry-replicator --help)\n");
+	base_error("%s (see " PROG " --help)", msg);
 	return 2;
 }
 
@@ -77,18 +82,12 @@ static int usage_error(const char *fmt, ...)
 static char *default_state_dir(void)
 {
 	const char *home = getenv("HOME");
-	size_t n;
-	char *p;
 
 	if (geteuid() == 0)
 		return strdup(ROOT_STATE_DIR);
 	if (!home || home[0] != '/')
 		return NULL;
-	n = strlen(home) + sizeof("/.local/state/ferry-replicator");
-	p = malloc(n);
-	if (p)
-		snprintf(p, n, "%s/.local/state/ferry-replicator", home);
-	return p;
+	return repl__path_fmt("%s/.local/state/ferry-replicator", home);
 }
 
 static int parse_codec(const char *s, enum frame_policy *ret)
@@ -107,22 +106,6 @@ static int parse_codec(const char *s, enum frame_policy *ret)
 		*ret = FRAME_POLICY_ZSTD_SHUF4;
 	else
 		return -EINVAL;
-	return 0;
-}
-
-/* --scan-threads: a decimal 1..64. */
-static int parse_threads(const char *s, unsigned *ret)
-{
-	unsigned long long v;
-	char *end;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < 1 || v > 64)
-		return -EINVAL;
-	*ret = (unsigned)v;
 	return 0;
 }
 
@@ -145,6 +128,7 @@ int main(int argc, char **argv)
 	    {"codec", required_argument, NULL, 'c'},
 	    {"scan-threads", required_argument, NULL, 't'},
 	    {"verbose", no_argument, NULL, 'v'},
+	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -153,9 +137,14 @@ int main(int argc, char **argv)
 	struct repl_server srv;
 	const char **names = NULL, **dirs = NULL;
 	char *state = NULL, **split = NULL;
-	int opt, i, j, rc = 2, n;
+	uint64_t threads;
+	int opt, i, j, rc = 2, n = 0, level = BASE_LOG_INFO;
 
-	while ((opt = getopt_long(argc, argv, "l:s:vhV", longopts, NULL)) !=
+	/* Usage errors need the name before -v/-q are known; the level is
+	 * set again below, still before any thread exists. */
+	base_log_init(PROG, BASE_LOG_INFO);
+	opterr = 0; /* getopt's own messages would be a second line */
+	while ((opt = getopt_long(argc, argv, ":l:s:vqhV", longopts, NULL)) !=
 	       -1) {
 		switch (opt) {
 		case 'l':
@@ -164,6 +153,11 @@ int main(int argc, char **argv)
 		case 's':
 			free(state);
 			state = strdup(optarg);
+			if (!state) {
+				base_error("out of memory");
+				rc = 1;
+				goto out;
+			}
 			break;
 		case 'c':
 			if (parse_codec(optarg, &o.policy) < 0) {
@@ -176,30 +170,43 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 't':
-			if (parse_threads(optarg, &o.scan_threads) < 0) {
+			if (base_parse_u64(optarg, 1, 64, &threads) < 0) {
 				rc = usage_error("bad --scan-threads '%s': use "
 						 "a number from 1 to 64",
 						 optarg);
 				goto out;
 			}
+			o.scan_threads = (unsigned)threads;
 			break;
 		case 'v':
-			o.verbose = 1;
+			level = BASE_LOG_DEBUG;
+			break;
+		case 'q':
+			level = BASE_LOG_ERROR;
 			break;
 		case 'h':
 			fputs(USAGE, stdout);
 			rc = 0;
 			goto out;
 		case 'V':
-			printf("ferry-replicator %s\n", REPL_VERSION);
+			printf(PROG " %s\n", REPL_VERSION);
 			rc = 0;
 			goto out;
+		case ':':
+			rc = usage_error("option '%s' needs a value",
+					 argv[optind - 1]);
+			goto out;
 		default:
-			fprintf(stderr, "ferry-replicator: bad option (see "
-					"ferry-replicator --help)\n");
+			if (optopt)
+				rc =
+				    usage_error("unknown option '-%c'", optopt);
+			else
+				rc = usage_error("unknown option '%s'",
+						 argv[optind - 1]);
 			goto out;
 		}
 	}
+	base_log_init(PROG, level);
 	n = argc - optind;
 	if (n < 1) {
 		rc = usage_error("%s", "no NAME=DIR given");
@@ -209,7 +216,7 @@ int main(int argc, char **argv)
 	dirs = calloc((size_t)n, sizeof(*dirs));
 	split = calloc((size_t)n, sizeof(*split));
 	if (!names || !dirs || !split) {
-		fprintf(stderr, "ferry-replicator: out of memory\n");
+		base_error("out of memory");
 		rc = 1;
 		goto out;
 	}
@@ -224,6 +231,7 @@ int main(int argc, char **argv)
 		}
 		split[i] = strndup(arg, (size_t)(eq - arg));
 		if (!split[i]) {
+			base_error("out of memory");
 			rc = 1;
 			goto out;
 		}
@@ -240,15 +248,18 @@ int main(int argc, char **argv)
 						 split[i]);
 				goto out;
 			}
+		/* A missing DIR is a bad argument (exit 2), said once. */
 		if (stat(eq + 1, &st) < 0) {
-			fprintf(stderr, "ferry-replicator: '%s': %s\n", eq + 1,
-				strerror(errno));
+			base_log_err(BASE_LOG_ERROR, errno,
+				     "cannot use the source directory ns=%s "
+				     "path=\"%s\"",
+				     split[i], eq + 1);
 			goto out;
 		}
 		if (!S_ISDIR(st.st_mode)) {
-			fprintf(stderr,
-				"ferry-replicator: '%s': not a directory\n",
-				eq + 1);
+			base_error("source is not a directory ns=%s "
+				   "path=\"%s\"",
+				   split[i], eq + 1);
 			goto out;
 		}
 		names[i] = split[i];
@@ -271,6 +282,7 @@ int main(int argc, char **argv)
 	/* One pool thread goes to scanning; keep enough for chunk reads. */
 	setenv("UV_THREADPOOL_SIZE", "8", 0);
 	rc = 1;
+	/* repl_server_init has logged why it failed. */
 	if (repl_server_init(&srv, &o) == 0) {
 		repl_server_run(&srv);
 		rc = 0;

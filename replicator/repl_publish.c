@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -66,8 +65,8 @@ char *repl__srcindex_path(const char *state_dir, uint64_t gen)
 int repl_head_read(const char *state_dir, uint64_t *ret_gen)
 {
 	char *path = repl__path_fmt("%s/HEAD", state_dir);
-	char buf[32], *end;
-	unsigned long long v;
+	char buf[32];
+	uint64_t v;
 	size_t len;
 	int r;
 
@@ -85,9 +84,8 @@ int repl_head_read(const char *state_dir, uint64_t *ret_gen)
 	if (len < 2 || buf[len - 1] != '\n' || buf[0] < '1' || buf[0] > '9')
 		return -EBADMSG;
 	buf[len - 1] = '\0';
-	errno = 0;
-	v = strtoull(buf, &end, 10);
-	if (errno || *end != '\0' || v == 0 || v == UINT64_MAX)
+	/* UINT64_MAX would leave no next generation */
+	if (base_parse_u64(buf, 1, UINT64_MAX - 1, &v) < 0)
 		return -EBADMSG;
 	*ret_gen = v;
 	return 0;
@@ -139,7 +137,7 @@ static int compress_fd(int in, int outfd, EVP_MD_CTX *md, uint64_t *ret_bytes)
 	size_t in_cap = ZSTD_CStreamInSize(), out_cap = ZSTD_CStreamOutSize();
 	void *ibuf = malloc(in_cap), *obuf = malloc(out_cap);
 	ZSTD_CCtx *cc = ZSTD_createCCtx();
-	uint64_t total = 0;
+	uint64_t total = 0, off = 0;
 	int r = 0, last = 0;
 
 	if (!ibuf || !obuf || !cc) {
@@ -149,18 +147,15 @@ static int compress_fd(int in, int outfd, EVP_MD_CTX *md, uint64_t *ret_bytes)
 	ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, ZST_LEVEL);
 	ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
 	while (!last) {
-		ssize_t n = read(in, ibuf, in_cap);
 		ZSTD_inBuffer zin;
-		size_t left;
+		size_t n, left;
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
+		r = base_pread_full(in, ibuf, in_cap, off, &n);
+		if (r < 0)
 			goto out;
-		}
-		last = n == 0;
-		zin = (ZSTD_inBuffer){ibuf, (size_t)n, 0};
+		off += n;
+		last = n < in_cap; /* short only at the end of the file */
+		zin = (ZSTD_inBuffer){ibuf, n, 0};
 		do {
 			ZSTD_outBuffer zout = {obuf, out_cap, 0};
 
@@ -168,8 +163,10 @@ static int compress_fd(int in, int outfd, EVP_MD_CTX *md, uint64_t *ret_bytes)
 						    last ? ZSTD_e_end
 							 : ZSTD_e_continue);
 			if (ZSTD_isError(left)) {
-				fprintf(stderr, "ferry-replicator: zstd: %s\n",
-					ZSTD_getErrorName(left));
+				/* the caller logs the event; the native
+				 * code is for -v, as with SQLite's */
+				base_debug("zstd op=compress zstd_err=\"%s\"",
+					   ZSTD_getErrorName(left));
 				r = -EIO;
 				goto out;
 			}
@@ -196,12 +193,12 @@ out:
 int repl_catalog_compress(const char *src, const char *dst, char ret_hex[65],
 			  uint64_t *ret_bytes)
 {
-	static const char hexd[] = "0123456789abcdef";
 	char *tmp = repl__path_fmt("%s.tmp", dst);
 	char *shapath = repl__path_fmt("%s.sha256", dst);
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	unsigned char dig[EVP_MAX_MD_SIZE];
-	unsigned int dlen = 0, i;
+	unsigned int dlen = 0;
+	chunk_id sum;
 	char line[66];
 	int in = -1, outfd = -1, r;
 
@@ -230,15 +227,13 @@ int repl_catalog_compress(const char *src, const char *dst, char ret_hex[65],
 	r = compress_fd(in, outfd, md, ret_bytes);
 	if (r < 0)
 		goto out;
-	if (EVP_DigestFinal_ex(md, dig, &dlen) != 1 || dlen != 32) {
+	if (EVP_DigestFinal_ex(md, dig, &dlen) != 1 || dlen != CHUNK_ID_LEN) {
 		r = -EIO;
 		goto out;
 	}
-	for (i = 0; i < 32; i++) {
-		ret_hex[2 * i] = hexd[dig[i] >> 4];
-		ret_hex[2 * i + 1] = hexd[dig[i] & 15];
-	}
-	ret_hex[64] = '\0';
+	/* a SHA-256 digest, written as chunk ids are: 64 lowercase hex */
+	memcpy(sum.b, dig, CHUNK_ID_LEN);
+	chunk_id_to_hex(&sum, ret_hex);
 	if (fsync(outfd) < 0) {
 		r = -errno;
 		goto out;
@@ -271,21 +266,13 @@ out:
 	return r;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int repl_generation_build(const char *state_dir, const char *dir,
 			  const struct repl_scan_opts *o,
 			  struct repl_generation *ret)
 {
 	struct repl_scan_opts so = *o;
 	char *cat = NULL, *zst = NULL, *src = NULL, *sub = NULL;
-	double t0 = now_s();
+	uint64_t t0 = base_now_ns();
 	uint64_t head;
 	int r;
 
@@ -325,7 +312,7 @@ int repl_generation_build(const char *state_dir, const char *dir,
 	if (r < 0)
 		goto out;
 	r = repl_head_write(state_dir, ret->generation);
-	ret->seconds = now_s() - t0;
+	ret->seconds = (double)(base_now_ns() - t0) / 1e9;
 out:
 	free(cat);
 	free(zst);

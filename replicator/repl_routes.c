@@ -22,6 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "catalog/base/base.h"
 #include "replicator/repl_http_internal.h"
 #include "replicator/repl_publish_internal.h"
 #include "replicator/repl_server_internal.h"
@@ -55,20 +58,6 @@ static const char *code_for(int status)
 	}
 }
 
-static int is_hex(const char *s, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		char ch = s[i];
-
-		if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
-		      (ch >= 'A' && ch <= 'F')))
-			return 0;
-	}
-	return 1;
-}
-
 /* -- HEAD and stats -- */
 
 static void route_head(struct repl_req *req, struct repl_ns *ns)
@@ -82,15 +71,23 @@ static void route_head(struct repl_req *req, struct repl_ns *ns)
 
 static void route_stats(struct repl_req *req, struct repl_ns *ns)
 {
-	char body[256];
-	int n = snprintf(
-	    body, sizeof(body),
-	    "{\"generation\":%" PRIu64 ",\"requests\":%" PRIu64
-	    ",\"chunks_served\":%" PRIu64 ",\"chunk_bytes_served\":%" PRIu64
-	    ",\"mismatches\":%" PRIu64 "}\n",
-	    ns->generation, ns->stats.requests, ns->stats.chunks_served,
-	    ns->stats.chunk_bytes_served, ns->stats.mismatches);
+	char body[512];
+	/* json_int_t is 64-bit signed: no counter gets near its limit */
+	json_t *o = json_pack(
+	    "{sIsIsIsIsI}", "generation", (json_int_t)ns->generation,
+	    "requests", (json_int_t)ns->stats.requests, "chunks_served",
+	    (json_int_t)ns->stats.chunks_served, "chunk_bytes_served",
+	    (json_int_t)ns->stats.chunk_bytes_served, "mismatches",
+	    (json_int_t)ns->stats.mismatches);
+	int n = o ? base_json_line(o, body, sizeof(body) - 1) : -ENOMEM;
 
+	json_decref(o);
+	if (n < 0) {
+		repl_http_error(req, 500, "internal", NULL,
+				"cannot build the counters");
+		return;
+	}
+	body[n++] = '\n';
 	repl_http_respond(req, 200, "application/json",
 			  "Cache-Control: no-cache\r\n", body, (size_t)n);
 }
@@ -162,11 +159,15 @@ static void cat_on_read(uv_fs_t *fs)
 	if (n <= 0) {
 		/* a published catalog never shrinks; the length promised in
 		 * the head cannot be kept, so the client must see a cut */
-		fprintf(stderr,
-			"ferry-replicator: %s: read failed at %" PRIu64
-			": %s\n",
-			j->path, j->off,
-			n < 0 ? uv_strerror((int)n) : "unexpected end");
+		if (n < 0)
+			base_log_err(BASE_LOG_ERROR, (int)n,
+				     "catalog read failed path=\"%s\" "
+				     "offset=%" PRIu64,
+				     j->path, j->off);
+		else
+			base_error("catalog read failed path=\"%s\" "
+				   "offset=%" PRIu64 " why=\"unexpected end\"",
+				   j->path, j->off);
 		repl_http_abort(req);
 		goto out;
 	}
@@ -211,8 +212,8 @@ static void cat_opened(uv_work_t *w, int status)
 		goto out;
 	}
 	if (j->err < 0) {
-		fprintf(stderr, "ferry-replicator: %s: %s\n", j->path,
-			strerror(-j->err));
+		base_log_err(BASE_LOG_ERROR, j->err,
+			     "cannot open the catalog path=\"%s\"", j->path);
 		repl_http_error(req, 500, "internal", NULL,
 				"cannot open the catalog: %s",
 				strerror(-j->err));
@@ -242,8 +243,8 @@ static void route_catalog(struct repl_req *req, struct repl_ns *ns,
 			  const char *arg, size_t len)
 {
 	struct cat_job *j;
-	char num[24], *end;
-	unsigned long long gen;
+	char num[24];
+	uint64_t gen;
 
 	/* canonical decimal only: one URL per catalog, for caches */
 	if (len < 1 || len > 20 || arg[0] < '1' || arg[0] > '9') {
@@ -254,9 +255,7 @@ static void route_catalog(struct repl_req *req, struct repl_ns *ns,
 	}
 	memcpy(num, arg, len);
 	num[len] = '\0';
-	errno = 0;
-	gen = strtoull(num, &end, 10);
-	if (errno || *end != '\0' || gen > ns->generation) {
+	if (base_parse_u64(num, 1, ns->generation, &gen) < 0) {
 		repl_http_error(req, 404, "not_found", NULL,
 				"unknown generation '%s'", num);
 		return;
@@ -314,23 +313,20 @@ static void chunk_work(uv_work_t *w)
 static void log_mismatch(struct repl_ns *ns, const chunk_id *id,
 			 const char *path)
 {
-	char hex[CHUNK_ID_HEX_LEN + 1], esc[512];
+	char hex[CHUNK_ID_HEX_LEN + 1];
 
 	chunk_id_to_hex(id, hex);
-	repl_json_escape(esc, sizeof(esc), path ? path : "?",
-			 path ? strlen(path) : 1);
 	ns->stats.mismatches++;
-	fprintf(stderr,
-		"ferry-replicator: %s: chunk %s: %s no longer matches its "
-		"source; not served\n",
-		ns->name, hex, esc);
+	base_warn("chunk no longer matches its source, not served ns=%s "
+		  "chunk=%s path=\"%s\"",
+		  ns->name, hex, path ? path : "?");
 }
 
 static void chunk_done(uv_work_t *w, int status)
 {
 	struct chunk_job *j = w->data;
 	struct repl_req *req = j->req;
-	char hex[CHUNK_ID_HEX_LEN + 1], head[1024], extra[256], esc[512];
+	char hex[CHUNK_ID_HEX_LEN + 1], head[1024], extra[256];
 	int n;
 
 	if (req->dead || status < 0)
@@ -343,17 +339,16 @@ static void chunk_done(uv_work_t *w, int status)
 	}
 	if (j->res.err == -EBADMSG) {
 		log_mismatch(j->ns, &j->id, j->res.path);
-		repl_json_escape(esc, sizeof(esc),
-				 j->res.path ? j->res.path : "?",
-				 j->res.path ? strlen(j->res.path) : 1);
+		/* the raw name: repl_http_error shows it as JSON can */
 		repl_http_error(req, 409, "changed", NULL,
 				"chunk ID of %s no longer matches its source",
-				esc);
+				j->res.path ? j->res.path : "?");
 		goto out;
 	}
 	if (j->res.err < 0) {
-		fprintf(stderr, "ferry-replicator: %s: chunk %s: %s\n",
-			j->ns->name, hex, strerror(-j->res.err));
+		base_log_err(BASE_LOG_ERROR, j->res.err,
+			     "cannot serve a chunk ns=%s chunk=%s", j->ns->name,
+			     hex);
 		repl_http_error(req, 500, "internal", NULL,
 				"reading chunk %s: %s", hex,
 				strerror(-j->res.err));
@@ -386,8 +381,9 @@ static void route_chunk(struct repl_req *req, struct repl_ns *ns,
 			const char *arg, size_t len)
 {
 	struct chunk_job *j;
+	chunk_id id;
 
-	if (len != CHUNK_ID_HEX_LEN || !is_hex(arg, len)) {
+	if (chunk_id_from_hex(arg, len, &id) < 0) {
 		repl_http_error(req, 400, "bad_request", NULL,
 				"a chunk ID is 64 hex digits");
 		return;
@@ -397,7 +393,7 @@ static void route_chunk(struct repl_req *req, struct repl_ns *ns,
 		repl_http_error(req, 500, "internal", NULL, "out of memory");
 		return;
 	}
-	chunk_id_from_hex(arg, len, &j->id);
+	j->id = id;
 	j->req = req;
 	j->ns = ns;
 	j->policy = req->srv->policy;
@@ -497,10 +493,9 @@ static int batch_write_slot(struct batch *b, struct batch_slot *s)
 		if (s->res.err == -EBADMSG)
 			log_mismatch(b->ns, &b->ids[s->idx], s->res.path);
 		else
-			fprintf(stderr,
-				"ferry-replicator: %s: chunk %s: %s; batch "
-				"response cut\n",
-				b->ns->name, hex, strerror(-s->res.err));
+			base_log_err(BASE_LOG_ERROR, s->res.err,
+				     "batch response cut ns=%s chunk=%s",
+				     b->ns->name, hex);
 		repl_http_abort(req);
 		return -1;
 	}
@@ -593,6 +588,9 @@ static void batch_checked(uv_work_t *w, int status)
 		goto out;
 	}
 	if (b->vrc < 0) {
+		base_log_err(BASE_LOG_ERROR, b->vrc,
+			     "source index lookup failed ns=%s ids=%zu",
+			     b->ns->name, b->n);
 		repl_http_error(req, 500, "internal", NULL,
 				"source index lookup failed: %s",
 				strerror(-b->vrc));

@@ -31,9 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "catalog/base/base.h"
 #include "replicator/replicator.h"
 #include "replicator/repl_scan_internal.h"
 #include "replicator/repl_srcindex_internal.h"
@@ -776,7 +776,6 @@ int repl_scan(const char *dir, const char *catalog_path,
 {
 	struct scan s = {0};
 	struct cat_meta meta = {0};
-	struct timespec now;
 	char *spill = NULL;
 	int rootfd = -1, r;
 
@@ -800,10 +799,9 @@ int repl_scan(const char *dir, const char *catalog_path,
 	r = scan_threads_start(&s, &ret->params, spill);
 	if (r < 0)
 		goto out;
-	clock_gettime(CLOCK_REALTIME, &now);
 	meta.generation = o->generation;
 	meta.parent_generation = o->parent_generation;
-	meta.created_ns = ts_ns(&now);
+	meta.created_ns = base_wall_ns();
 	meta.params = ret->params;
 	r = cat_writer_open(catalog_path, &meta, &s.cw);
 	if (r < 0)

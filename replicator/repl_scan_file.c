@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog/base/base.h"
 #include "replicator/repl_scan_internal.h"
 
 void repl_manifest_init(struct repl_manifest *m, const char *spill_dir)
@@ -265,20 +266,18 @@ static int window_fill(int fd, uint8_t *buf, size_t cap, size_t *have,
 		       uint64_t done, uint64_t size, int *eof)
 {
 	while (!*eof && *have < cap) {
-		size_t want = cap - *have;
-		ssize_t n;
+		uint64_t at = done + *have;
+		size_t want = cap - *have, got;
+		int r;
 
-		if (done + *have < size && size - (done + *have) < want)
-			want = (size_t)(size - (done + *have));
-		n = read(fd, buf + *have, want);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			*eof = 1;
-		*have += (size_t)n;
-		if (done + *have == size && (size_t)n == want)
+		if (at < size && size - at < want)
+			want = (size_t)(size - at);
+		r = base_pread_full(fd, buf + *have, want, at, &got);
+		if (r < 0)
+			return r;
+		*have += got;
+		/* short: the real end; whole up to size: fstat's end */
+		if (got < want || at + got == size)
 			*eof = 1;
 	}
 	return 0;

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,37 +34,23 @@ struct repl_ns *repl_server_ns(struct repl_server *srv, const char *name,
 	return NULL;
 }
 
-/* Print rel (raw bytes) with anything unprintable as \xNN, so a hostile
- * file name cannot mess up a terminal or a log parser. */
-static void print_path(FILE *f, const char *dir, const char *rel, size_t len)
-{
-	size_t i;
-
-	fputs(dir, f);
-	if (len)
-		fputc('/', f);
-	for (i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)rel[i];
-
-		if (ch < 0x20 || ch >= 0x7f || ch == '\\')
-			fprintf(f, "\\x%02x", ch);
-		else
-			fputc(ch, f);
-	}
-}
-
-/* Scan warnings, on the scanning worker thread: one line each, written
- * with the stream locked so lines from other threads do not interleave. */
+/* Scan warnings, on a scanning thread: one line each. rel is raw bytes;
+ * the logger shows whatever is not valid UTF-8 as \xNN, so a hostile file
+ * name cannot break the line. */
 static void scan_warn(void *ctx, const char *rel, size_t rel_len, int err,
 		      const char *why)
 {
 	struct repl_ns *ns = ctx;
+	int len = rel_len > 4096 ? 4096 : (int)rel_len;
 
-	flockfile(stderr);
-	fprintf(stderr, "ferry-replicator: scan %s: ", ns->name);
-	print_path(stderr, ns->dir, rel, rel_len);
-	fprintf(stderr, ": %s; left out\n", why ? why : strerror(err));
-	funlockfile(stderr);
+	if (why)
+		base_warn("left out of the scan ns=%s path=\"%s%s%.*s\" "
+			  "why=\"%s\"",
+			  ns->name, ns->dir, len ? "/" : "", len, rel, why);
+	else
+		base_log_err(BASE_LOG_WARN, err,
+			     "left out of the scan ns=%s path=\"%s%s%.*s\"",
+			     ns->name, ns->dir, len ? "/" : "", len, rel);
 }
 
 static void scan_work(uv_work_t *w)
@@ -95,10 +82,9 @@ static void scan_done(uv_work_t *w, int status)
 	}
 	if (rc < 0) {
 		ns->state = REPL_NS_FAILED;
-		fprintf(
-		    stderr,
-		    "ferry-replicator: namespace %s: scan of %s failed: %s\n",
-		    ns->name, ns->dir, strerror(-rc));
+		base_log_err(BASE_LOG_ERROR, rc,
+			     "scan failed ns=%s path=\"%s\"", ns->name,
+			     ns->dir);
 		scan_next(srv);
 		return;
 	}
@@ -106,19 +92,18 @@ static void scan_done(uv_work_t *w, int status)
 	    repl__srcindex_path(ns->state_dir, ns->gen.generation);
 	if (!ns->srcindex_path) {
 		ns->state = REPL_NS_FAILED;
+		base_error("out of memory ns=%s", ns->name);
 		scan_next(srv);
 		return;
 	}
 	ns->generation = ns->gen.generation;
 	ns->state = REPL_NS_READY;
-	fprintf(stderr,
-		"ferry-replicator: namespace %s ready: generation %llu, %llu "
-		"files, %llu dirs, %.1f MB, %llu chunks (%llu unique), scanned "
-		"in %.1f s\n",
-		ns->name, (unsigned long long)ns->generation,
-		(unsigned long long)st->files, (unsigned long long)st->dirs,
-		(double)st->bytes / 1e6, (unsigned long long)st->chunks,
-		(unsigned long long)st->unique, ns->gen.seconds);
+	/* tests and scripts wait for one " ready" per namespace */
+	base_info("namespace ready ns=%s generation=%" PRIu64 " files=%" PRIu64
+		  " dirs=%" PRIu64 " bytes=%" PRIu64 " chunks=%" PRIu64
+		  " unique=%" PRIu64 " seconds=%.1f",
+		  ns->name, ns->generation, st->files, st->dirs, st->bytes,
+		  st->chunks, st->unique, ns->gen.seconds);
 	scan_next(srv);
 }
 
@@ -141,12 +126,11 @@ static void on_signal(uv_signal_t *s, int signum)
 {
 	struct repl_server *srv = s->data;
 
-	(void)signum;
 	if (srv->stopping)
 		return;
 	srv->stopping = 1;
 	atomic_store(&srv->cancel, 1);
-	fprintf(stderr, "ferry-replicator: shutting down\n");
+	base_info("shutting down signal=SIG%s", sigabbrev_np(signum));
 	uv_close((uv_handle_t *)&srv->listener, NULL);
 	uv_close((uv_handle_t *)&srv->sig_int, NULL);
 	uv_close((uv_handle_t *)&srv->sig_term, NULL);
@@ -156,10 +140,10 @@ static void on_signal(uv_signal_t *s, int signum)
 /* HOST:PORT or [V6]:PORT into a sockaddr (numeric or resolvable host). */
 static int parse_listen(const char *s, struct sockaddr_storage *ret)
 {
-	char host[256], *end;
+	char host[256];
 	const char *colon = strrchr(s, ':');
 	struct addrinfo hints = {0}, *ai = NULL;
-	unsigned long port;
+	uint64_t port;
 	size_t hl;
 
 	if (!colon || colon == s)
@@ -175,10 +159,7 @@ static int parse_listen(const char *s, struct sockaddr_storage *ret)
 		return -EINVAL;
 	memcpy(host, s, hl);
 	host[hl] = '\0';
-	errno = 0;
-	port = strtoul(colon + 1, &end, 10);
-	if (errno || *end != '\0' || colon[1] < '0' || colon[1] > '9' ||
-	    port > 65535)
+	if (base_parse_u64(colon + 1, 0, 65535, &port) < 0)
 		return -EINVAL;
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
@@ -206,13 +187,18 @@ static int ns_init(struct repl_server *srv, struct repl_ns *ns,
 	uv_mutex_init(&ns->pool_lock);
 	ns->dir = strdup(dir);
 	ns->state_dir = repl__path_fmt("%s/%s", state_dir, name);
-	if (!ns->dir || !ns->state_dir)
+	if (!ns->dir || !ns->state_dir) {
+		base_error("out of memory");
 		return -ENOMEM;
+	}
 	ns->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (ns->dirfd < 0) {
 		int e = errno;
 
-		fprintf(stderr, "ferry-replicator: %s: %s\n", dir, strerror(e));
+		base_log_err(BASE_LOG_ERROR, e,
+			     "cannot open the source directory ns=%s "
+			     "path=\"%s\"",
+			     name, dir);
 		return -e;
 	}
 	return 0;
@@ -227,19 +213,19 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	memset(srv, 0, sizeof(*srv));
 	atomic_init(&srv->cancel, 0);
 	srv->policy = o->policy;
-	srv->verbose = o->verbose;
 	srv->scan_threads = o->scan_threads;
 	snprintf(srv->listen_str, sizeof(srv->listen_str), "%s", o->listen);
 	r = uv_loop_init(&srv->loop);
 	if (r < 0) {
-		fprintf(stderr, "ferry-replicator: cannot start: %s\n",
-			uv_strerror(r));
+		base_log_err(BASE_LOG_ERROR, r, "cannot start the event loop");
 		return -EIO;
 	}
 	srv->loop.data = srv;
 	srv->ns = calloc(o->n_ns, sizeof(*srv->ns));
-	if (!srv->ns)
+	if (!srv->ns) {
+		base_error("out of memory");
 		return -ENOMEM;
+	}
 	for (i = 0; i < o->n_ns; i++) {
 		srv->n_ns++;
 		r = ns_init(srv, &srv->ns[i], o->ns_names[i], o->ns_dirs[i],
@@ -249,9 +235,9 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	}
 	r = parse_listen(o->listen, &sa);
 	if (r < 0) {
-		fprintf(stderr, "ferry-replicator: cannot listen on %s: %s\n",
-			o->listen,
-			r == -EINVAL ? "expected HOST:PORT" : "unknown host");
+		base_error("cannot listen address=%s why=\"%s\"", o->listen,
+			   r == -EINVAL ? "expected HOST:PORT"
+					: "unknown host");
 		return r;
 	}
 	uv_tcp_init(&srv->loop, &srv->listener);
@@ -261,8 +247,8 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 		r = uv_listen((uv_stream_t *)&srv->listener, 511,
 			      repl_http_on_connection);
 	if (r < 0) {
-		fprintf(stderr, "ferry-replicator: cannot listen on %s: %s\n",
-			o->listen, uv_strerror(r));
+		base_log_err(BASE_LOG_ERROR, r, "cannot listen address=%s",
+			     o->listen);
 		return -EADDRINUSE;
 	}
 	uv_signal_init(&srv->loop, &srv->sig_int);
@@ -275,9 +261,7 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 
 int repl_server_run(struct repl_server *srv)
 {
-	if (srv->verbose)
-		fprintf(stderr, "ferry-replicator: listening on %s\n",
-			srv->listen_str);
+	base_debug("listening address=%s", srv->listen_str);
 	scan_next(srv);
 	uv_run(&srv->loop, UV_RUN_DEFAULT);
 	return 0;

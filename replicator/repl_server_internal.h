@@ -77,7 +77,6 @@ struct repl_server {
 	struct repl_ns *ns;
 	size_t n_ns;
 	enum frame_policy policy;
-	int verbose;
 	unsigned scan_threads; /* 0: one per CPU */
 	atomic_int cancel;     /* set on shutdown; scans poll it */
 	int stopping;
@@ -92,15 +91,15 @@ struct repl_server_opts {
 	const char *listen; /* HOST:PORT */
 	const char *state_dir;
 	enum frame_policy policy;
-	int verbose;
 	unsigned scan_threads; /* repl_scan_opts.threads */
 	size_t n_ns;
 	const char *const *ns_names;
 	const char *const *ns_dirs;
 };
 
-/* Set up the loop, bind and listen (errors printed as one line), open
- * the namespaces. Returns 0 or -errno (1-line message already printed). */
+/* Set up the loop, open the namespaces, bind and listen. Every failure is
+ * logged here, as one error line with its context (the caller only
+ * exits). Returns 0 or -errno. Requests are logged at debug level. */
 int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o);
 
 /* Scan the namespaces one after the other and serve until SIGINT/SIGTERM.

@@ -48,7 +48,6 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 {
 	repl_srcindex_writer *w;
 	sqlite3_stmt *st = NULL;
-	size_t n = strlen(path) + 5;
 	int rc, r;
 
 	*ret_w = NULL;
@@ -56,12 +55,11 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 	if (!w)
 		return -ENOMEM;
 	w->path = strdup(path);
-	w->tmp = malloc(n);
+	w->tmp = repl__path_fmt("%s.tmp", path);
 	if (!w->path || !w->tmp) {
 		r = -ENOMEM;
 		goto out;
 	}
-	snprintf(w->tmp, n, "%s.tmp", path);
 	if (unlink(w->tmp) < 0 && errno != ENOENT) {
 		r = -errno;
 		goto out;
@@ -74,39 +72,37 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 		r = base_sqlite_errno(w->db, rc, "create");
 		goto out;
 	}
-	rc = sqlite3_exec(w->db, SCHEMA, NULL, NULL, NULL);
-	if (rc != SQLITE_OK) {
-		r = base_sqlite_errno(w->db, rc, "schema");
+	r = base_sqlite_exec(w->db, SCHEMA, "schema");
+	if (r < 0)
 		goto out;
-	}
-	rc = sqlite3_prepare_v2(w->db,
+	r = base_sqlite_prepare(w->db,
 				"INSERT INTO meta(key, value) VALUES"
 				" ('format', ?1), ('generation', ?2)",
-				-1, &st, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, REPL_SRCINDEX_FORMAT, -1,
-				  SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, (sqlite3_int64)generation);
-		rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-	}
-	sqlite3_finalize(st);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(
-		    w->db, "INSERT INTO file(ino, path) VALUES (?1, ?2)", -1,
-		    &w->st_file, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(
-		    w->db,
-		    "INSERT OR IGNORE INTO chunk(id, ino, off, len)"
-		    " VALUES (?1, ?2, ?3, ?4)",
-		    -1, &w->st_chunk, NULL);
-	if (rc != SQLITE_OK) {
-		r = base_sqlite_errno(w->db, rc, "prepare");
+				&st);
+	if (r < 0)
+		goto out;
+	sqlite3_bind_text(st, 1, REPL_SRCINDEX_FORMAT, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)generation);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE) {
+		r = base_sqlite_errno(w->db, rc, "meta");
 		goto out;
 	}
+	r = base_sqlite_prepare(
+	    w->db, "INSERT INTO file(ino, path) VALUES (?1, ?2)", &w->st_file);
+	if (r < 0)
+		goto out;
+	r = base_sqlite_prepare(w->db,
+				"INSERT OR IGNORE INTO chunk(id, ino, off, len)"
+				" VALUES (?1, ?2, ?3, ?4)",
+				&w->st_chunk);
+	if (r < 0)
+		goto out;
+	base_sqlite_finalize(&st);
 	*ret_w = w;
 	return 0;
 out:
+	base_sqlite_finalize(&st);
 	repl_srcindex_abort(w);
 	return r;
 }
@@ -157,14 +153,11 @@ int repl_srcindex_commit(repl_srcindex_writer *w)
 {
 	int rc, r = 0;
 
-	rc = sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL);
-	if (rc != SQLITE_OK) {
-		r = base_sqlite_errno(w->db, rc, "commit");
+	r = base_sqlite_exec(w->db, "COMMIT", "commit");
+	if (r < 0)
 		goto out;
-	}
-	sqlite3_finalize(w->st_file);
-	sqlite3_finalize(w->st_chunk);
-	w->st_file = w->st_chunk = NULL;
+	base_sqlite_finalize(&w->st_file);
+	base_sqlite_finalize(&w->st_chunk);
 	rc = sqlite3_close(w->db);
 	w->db = NULL;
 	if (rc != SQLITE_OK) {
@@ -192,9 +185,8 @@ void repl_srcindex_abort(repl_srcindex_writer *w)
 {
 	if (!w)
 		return;
-	sqlite3_finalize(w->st_file);
-	sqlite3_finalize(w->st_chunk);
-	w->st_file = w->st_chunk = NULL;
+	base_sqlite_finalize(&w->st_file);
+	base_sqlite_finalize(&w->st_chunk);
 	sqlite3_close(w->db);
 	w->db = NULL;
 	if (w->tmp)
@@ -220,13 +212,10 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 		e = base_sqlite_errno(r->db, rc, "open");
 		goto out;
 	}
-	rc = sqlite3_prepare_v2(r->db,
-				"SELECT value FROM meta WHERE key = 'format'",
-				-1, &st, NULL);
-	if (rc != SQLITE_OK) {
-		e = base_sqlite_errno(r->db, rc, "check format");
+	e = base_sqlite_prepare(
+	    r->db, "SELECT value FROM meta WHERE key = 'format'", &st);
+	if (e < 0)
 		goto out;
-	}
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW || sqlite3_column_type(st, 0) != SQLITE_TEXT ||
 	    strcmp((const char *)sqlite3_column_text(st, 0),
@@ -234,21 +223,18 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 		e = -EBADMSG;
 		goto out;
 	}
-	sqlite3_finalize(st);
-	st = NULL;
-	rc = sqlite3_prepare_v2(r->db,
+	base_sqlite_finalize(&st);
+	e = base_sqlite_prepare(r->db,
 				"SELECT c.ino, c.off, c.len, f.path"
 				" FROM chunk c JOIN file f ON f.ino = c.ino"
 				" WHERE c.id = ?1",
-				-1, &r->st_lookup, NULL);
-	if (rc != SQLITE_OK) {
-		e = base_sqlite_errno(r->db, rc, "prepare lookup");
+				&r->st_lookup);
+	if (e < 0)
 		goto out;
-	}
 	*ret_r = r;
 	return 0;
 out:
-	sqlite3_finalize(st);
+	base_sqlite_finalize(&st);
 	repl_srcindex_close(r);
 	return e;
 }
