@@ -167,7 +167,7 @@ static int compress_fd(int in, int outfd, EVP_MD_CTX *md, uint64_t *ret_bytes)
 				 * code is for -v, as with SQLite's */
 				base_debug("zstd op=compress zstd_err=\"%s\"",
 					   ZSTD_getErrorName(left));
-				r = -EIO;
+				r = base_zstd_errno(left, 0);
 				goto out;
 			}
 			if (zout.pos) {
