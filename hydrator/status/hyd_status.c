@@ -8,6 +8,8 @@
  * state.db is WAL: reading it while a hydrator writes neither blocks nor
  * sees a half-written row, and one read transaction gives every number the
  * same snapshot (files_hydrated never disagrees with chunks_stored).
+ * Failures are returned, not logged: the caller knows why it asked (the
+ * SQLite code behind one is a debug line of base_sqlite_errno).
  *
  * hyd_status_json / hyd__status_parse are both ends of the one-line reply
  * on CACHEDIR/control.sock (hyd_control.c serves it; hyd_status_query asks
@@ -28,10 +30,7 @@
  *
  * Cleanup style in this file: goto out.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
@@ -43,7 +42,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -54,10 +52,10 @@
 #include "hydrator/status/hyd_control_internal.h"
 
 #define STATUS_PATH_MAX 4200 /* CACHEDIR plus a file name in it */
-#define STATUS_URI_MAX (3 * 4200 + 16)
 #define STATUS_QUERY_TIMEOUT_MS 2000
 #define STATUS_PID_FILE_MAX 32
-#define STATUS_DOUBLE_MAX 9.0e15 /* doubles are clamped to this */
+#define STATUS_PROC_STAT_MAX 1024
+#define STATUS_DOUBLE_MAX 9.0e15 /* reals are clamped to this */
 
 const char *hyd_state_name(enum hyd_state s)
 {
@@ -80,41 +78,6 @@ const char *hyd_state_name(enum hyd_state s)
 /* From the cache's files                                             */
 /* ------------------------------------------------------------------ */
 
-/* Translate an SQLite result code to -errno, logging the native code once. */
-static int status_sqlerr(sqlite3 *db, int rc, const char *what,
-			 const char *cache_dir)
-{
-	int err;
-
-	switch (rc & 0xff) {
-	case SQLITE_NOMEM:
-		err = -ENOMEM;
-		break;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		err = -EBUSY;
-		break;
-	case SQLITE_PERM:
-	case SQLITE_AUTH:
-		err = -EACCES;
-		break;
-	case SQLITE_CANTOPEN:
-		err = -ENOENT;
-		break;
-	case SQLITE_NOTADB:
-	case SQLITE_CORRUPT:
-		err = -EBADMSG;
-		break;
-	default:
-		err = -EIO;
-		break;
-	}
-	fprintf(stderr, "ferry: status: sqlite %s failed dir=%s code=%d: %s\n",
-		what, cache_dir, rc,
-		db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-	return err;
-}
-
 static int path_join(char *buf, size_t cap, const char *dir, const char *name)
 {
 	int n = snprintf(buf, cap, "%s/%s", dir, name);
@@ -122,47 +85,20 @@ static int path_join(char *buf, size_t cap, const char *dir, const char *name)
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
-/* Read a small text file whole into buf (NUL-terminated, trailing
- * whitespace trimmed). -EFBIG when it does not fit in cap - 1 bytes. */
-static int read_small(const char *path, char *buf, size_t cap)
+/* A small text file whole into buf with its trailing whitespace (the
+ * newline) dropped. -EFBIG when it holds cap - 1 bytes or more. */
+static int read_trimmed(const char *path, char *buf, size_t cap)
 {
-	size_t got = 0;
-	ssize_t n;
-	int fd, r = 0;
+	size_t len = 0;
+	int r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		/* One byte past the room tells "fits" from "too long". */
-		char extra;
-		void *dst = got < cap - 1 ? buf + got : &extra;
-		size_t want = got < cap - 1 ? cap - 1 - got : 1;
-
-		n = read(fd, dst, want);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		if (dst == &extra) {
-			r = -EFBIG;
-			goto out;
-		}
-		got += (size_t)n;
-	}
-	while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r' ||
-			   buf[got - 1] == ' ' || buf[got - 1] == '\t'))
-		got--;
-	buf[got] = '\0';
-out:
-	close(fd);
+	r = base_file_read_small(path, buf, cap, &len);
 	if (r < 0)
-		buf[0] = '\0';
-	return r;
+		return r;
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
+			   buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+		buf[--len] = '\0';
+	return 0;
 }
 
 /* 0 when /proc says pid is a zombie or a program not named ferry* (the
@@ -170,10 +106,10 @@ out:
  * including when /proc cannot tell. */
 static int proc_is_ferry(long pid)
 {
-	char path[64], buf[1024], *rp;
+	char path[64], buf[STATUS_PROC_STAT_MAX], *rp;
 
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	if (read_small(path, buf, sizeof(buf)) < 0)
+	if (read_trimmed(path, buf, sizeof(buf)) < 0)
 		return 1;
 	/* "PID (COMM) S ...": COMM may hold ')' itself, so the last one. */
 	rp = strrchr(buf, ')');
@@ -186,15 +122,11 @@ static int proc_is_ferry(long pid)
 static long live_pid(const char *cache_dir)
 {
 	char path[STATUS_PATH_MAX], buf[STATUS_PID_FILE_MAX];
-	char *end;
 	long pid;
 
 	if (path_join(path, sizeof(path), cache_dir, "hydrator.pid") < 0 ||
-	    read_small(path, buf, sizeof(buf)) < 0)
-		return 0;
-	errno = 0;
-	pid = strtol(buf, &end, 10);
-	if (errno || end == buf || *end || pid <= 0 || pid > INT_MAX)
+	    read_trimmed(path, buf, sizeof(buf)) < 0 ||
+	    base_parse_long(buf, 1, INT_MAX, &pid) < 0)
 		return 0;
 	/* EPERM: it exists but belongs to someone else; still running. */
 	if (kill((pid_t)pid, 0) < 0 && errno != EPERM)
@@ -202,162 +134,127 @@ static long live_pid(const char *cache_dir)
 	return proc_is_ferry(pid) ? pid : 0;
 }
 
-/* "file:" URI of path for ATTACH, read-only. Every byte that could mean
- * something in a URI ('?', '#', '%', ...) is percent-encoded. */
-static int ro_uri(const char *path, char *buf, size_t cap)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0, i;
-	int n;
-
-	/* "file:///abs": an empty authority, so a path starting with "//"
-	 * cannot be taken for a host. */
-	n = snprintf(buf, cap, "%s", path[0] == '/' ? "file://" : "file:");
-	if (n < 0 || (size_t)n >= cap)
-		return -ENAMETOOLONG;
-	o = (size_t)n;
-	for (i = 0; path[i]; i++) {
-		unsigned char c = (unsigned char)path[i];
-		int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			    (c >= '0' && c <= '9') || c == '/' || c == '.' ||
-			    c == '_' || c == '-';
-
-		if (o + 4 >= cap)
-			return -ENAMETOOLONG;
-		if (plain) {
-			buf[o++] = (char)c;
-		} else {
-			buf[o++] = '%';
-			buf[o++] = hex[c >> 4];
-			buf[o++] = hex[c & 15];
-		}
-	}
-	n = snprintf(buf + o, cap - o, "?mode=ro");
-	return n < 0 || (size_t)n >= cap - o ? -ENAMETOOLONG : 0;
-}
-
-/* Run sql (no parameters), which returns one row of n integers. */
+/* Run sql (no parameters), which returns one row of n integers (all 0
+ * when it returns none). what names it for base_sqlite_errno. */
 static int sql_row(sqlite3 *db, const char *sql, int64_t *cols, int n,
-		   const char *cache_dir)
+		   const char *what)
 {
 	sqlite3_stmt *st = NULL;
-	int rc, i;
+	int rc, i, r = 0;
 
 	rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-	if (rc == SQLITE_OK) {
+	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
-		if (rc == SQLITE_ROW) {
-			for (i = 0; i < n; i++)
-				cols[i] = sqlite3_column_int64(st, i);
-			rc = SQLITE_OK;
-		} else if (rc == SQLITE_DONE) {
-			for (i = 0; i < n; i++)
-				cols[i] = 0;
-			rc = SQLITE_OK;
-		}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		r = base_sqlite_errno(db, rc, what);
+		goto out;
 	}
+	for (i = 0; i < n; i++)
+		cols[i] = rc == SQLITE_ROW ? sqlite3_column_int64(st, i) : 0;
+out:
 	sqlite3_finalize(st);
-	return rc == SQLITE_OK ? 0 : status_sqlerr(db, rc, sql, cache_dir);
+	return r;
 }
 
-/* Attach CACHEDIR/state.db read-only as "st". When there is none yet (or
- * it is so new it has no tables), attach an empty in-memory stand-in with
- * the same tables instead, so the queries need no second spelling. */
+/* An empty in-memory stand-in for state.db, attached as "st" with the same
+ * tables, so the queries need no second spelling for a cache without one. */
+static int attach_empty_store(sqlite3 *db)
+{
+	return base_sqlite_exec(
+	    db,
+	    "ATTACH 'file:ferry-status-empty?mode=memory' AS st;"
+	    "CREATE TABLE st.chunk(id BLOB PRIMARY KEY,"
+	    " frame_len INTEGER) WITHOUT ROWID;"
+	    "CREATE TABLE st.meta(key TEXT PRIMARY KEY, value);",
+	    "attach empty store");
+}
+
+/* Attach CACHEDIR/state.db read-only as "st"; when there is none yet (or
+ * it is so new it has no tables), the empty stand-in instead. */
 static int attach_store(sqlite3 *db, const char *cache_dir)
 {
-	char path[STATUS_PATH_MAX], uri[STATUS_URI_MAX];
+	char path[STATUS_PATH_MAX];
 	sqlite3_stmt *st = NULL;
 	int64_t tables = 0;
+	char *uri = NULL;
 	struct stat sb;
 	int rc, r;
 
 	r = path_join(path, sizeof(path), cache_dir, "state.db");
 	if (r < 0)
 		return r;
-	if (stat(path, &sb) == 0) {
-		r = ro_uri(path, uri, sizeof(uri));
-		if (r < 0)
-			return r;
-		rc = sqlite3_prepare_v2(db, "ATTACH ?1 AS st", -1, &st, NULL);
-		if (rc == SQLITE_OK)
-			rc = sqlite3_bind_text(st, 1, uri, -1, SQLITE_STATIC);
-		if (rc == SQLITE_OK)
-			rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-		if (rc != SQLITE_DONE)
-			return status_sqlerr(db, rc, "attach state.db",
-					     cache_dir);
-		r = sql_row(db,
-			    "SELECT COUNT(*) FROM st.sqlite_master WHERE"
-			    " type = 'table' AND name IN ('chunk', 'meta')",
-			    &tables, 1, cache_dir);
-		if (r < 0 || tables == 2)
-			return r;
-		rc = sqlite3_exec(db, "DETACH st", NULL, NULL, NULL);
-		if (rc != SQLITE_OK)
-			return status_sqlerr(db, rc, "detach", cache_dir);
-	} else if (errno != ENOENT) {
-		return -errno;
+	if (stat(path, &sb) < 0)
+		return errno == ENOENT ? attach_empty_store(db) : -errno;
+	r = base_sqlite_uri(path, "mode=ro", &uri);
+	if (r < 0)
+		return r;
+	rc = sqlite3_prepare_v2(db, "ATTACH ?1 AS st", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 1, uri, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE) {
+		r = base_sqlite_errno(db, rc, "attach state.db");
+		goto out;
 	}
-	rc = sqlite3_exec(db,
-			  "ATTACH 'file:ferry-status-empty?mode=memory' AS st;"
-			  "CREATE TABLE st.chunk(id BLOB PRIMARY KEY,"
-			  " frame_len INTEGER) WITHOUT ROWID;"
-			  "CREATE TABLE st.meta(key TEXT PRIMARY KEY, value);",
-			  NULL, NULL, NULL);
-	return rc == SQLITE_OK
-		   ? 0
-		   : status_sqlerr(db, rc, "empty store", cache_dir);
+	r = sql_row(db,
+		    "SELECT COUNT(*) FROM st.sqlite_master WHERE"
+		    " type = 'table' AND name IN ('chunk', 'meta')",
+		    &tables, 1, "store tables");
+	if (r < 0 || tables == 2)
+		goto out;
+	r = base_sqlite_exec(db, "DETACH st", "detach state.db");
+	if (r == 0)
+		r = attach_empty_store(db);
+out:
+	sqlite3_finalize(st);
+	free(uri);
+	return r;
 }
 
-/* st.meta "wire_bytes" (a decimal count the fetcher keeps), 0 if absent. */
-static int stored_wire_bytes(sqlite3 *db, const char *cache_dir, uint64_t *ret)
+/* st.meta "wire_bytes" (a decimal count the fetcher keeps), 0 if absent
+ * or not a number. */
+static int stored_wire_bytes(sqlite3 *db, uint64_t *ret)
 {
 	sqlite3_stmt *st = NULL;
 	const unsigned char *v;
-	unsigned long long n;
-	char *end;
-	int rc;
+	uint64_t n;
+	int rc, r = 0;
 
 	*ret = 0;
 	rc = sqlite3_prepare_v2(db,
 				"SELECT CAST(value AS TEXT) FROM st.meta"
 				" WHERE key = 'wire_bytes'",
 				-1, &st, NULL);
-	if (rc == SQLITE_OK) {
+	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
-		if (rc == SQLITE_ROW) {
-			v = sqlite3_column_text(st, 0);
-			errno = 0;
-			n = v ? strtoull((const char *)v, &end, 10) : 0;
-			if (v && !errno && end != (const char *)v && !*end &&
-			    v[0] != '-')
-				*ret = n;
-			rc = SQLITE_DONE;
-		}
+	if (rc == SQLITE_ROW) {
+		v = sqlite3_column_text(st, 0);
+		if (base_parse_u64((const char *)v, 0, UINT64_MAX, &n) == 0)
+			*ret = n;
+	} else if (rc != SQLITE_DONE) {
+		r = base_sqlite_errno(db, rc, "wire_bytes");
 	}
 	sqlite3_finalize(st);
-	return rc == SQLITE_DONE
-		   ? 0
-		   : status_sqlerr(db, rc, "wire_bytes", cache_dir);
+	return r;
 }
 
 /* The counts, all in one read transaction over catalog + store. Indexes
  * used: inode(ino) and the catalog's chunk(ino, off) for "chunks of this
  * file", st.chunk(id) for "is it stored". The catalog's chunk table has no
  * index on id, so distinct ids come from one GROUP BY (a sort). */
-static int count_all(sqlite3 *db, const char *cache_dir, struct hyd_status *s)
+static int count_all(sqlite3 *db, struct hyd_status *s)
 {
 	int64_t c[4];
-	int r, rc;
+	int r;
 
-	rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
-		return status_sqlerr(db, rc, "begin", cache_dir);
+	r = base_sqlite_exec(db, "BEGIN", "begin");
+	if (r < 0)
+		return r;
 	r = sql_row(db,
 		    "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM main.inode"
 		    " WHERE kind = 1",
-		    c, 2, cache_dir);
+		    c, 2, "files");
 	if (r < 0)
 		goto out;
 	s->files_total = (uint64_t)c[0];
@@ -370,7 +267,7 @@ static int count_all(sqlite3 *db, const char *cache_dir, struct hyd_status *s)
 	    "  SELECT 1 FROM main.chunk c WHERE c.ino = i.ino"
 	    "  AND NOT EXISTS (SELECT 1 FROM st.chunk s"
 	    "                  WHERE s.id = c.id))",
-	    c, 2, cache_dir);
+	    c, 2, "hydrated files");
 	if (r < 0)
 		goto out;
 	s->files_hydrated = (uint64_t)c[0];
@@ -385,7 +282,7 @@ static int count_all(sqlite3 *db, const char *cache_dir, struct hyd_status *s)
 	    " FROM (SELECT id, MAX(len) AS len FROM main.chunk"
 	    "       GROUP BY id) g"
 	    " LEFT JOIN st.chunk s ON s.id = g.id",
-	    c, 4, cache_dir);
+	    c, 4, "chunks");
 	if (r < 0)
 		goto out;
 	s->chunks_total = (uint64_t)c[0];
@@ -393,11 +290,11 @@ static int count_all(sqlite3 *db, const char *cache_dir, struct hyd_status *s)
 	s->chunks_stored = (uint64_t)c[2];
 	s->unique_bytes_stored = (uint64_t)c[3];
 	r = sql_row(db, "SELECT COALESCE(SUM(frame_len), 0) FROM st.chunk", c,
-		    1, cache_dir);
+		    1, "rest bytes");
 	if (r < 0)
 		goto out;
 	s->rest_bytes = (uint64_t)c[0];
-	r = stored_wire_bytes(db, cache_dir, &s->wire_bytes);
+	r = stored_wire_bytes(db, &s->wire_bytes);
 out:
 	/* Read-only: ending the transaction either way only drops the
 	 * snapshot. */
@@ -426,11 +323,12 @@ static void url_from_store(sqlite3 *db, struct hyd_status *s)
 int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 {
 	char cat_path[STATUS_PATH_MAX], path[STATUS_PATH_MAX];
-	char uri[STATUS_URI_MAX];
+	char url[HYD_URL_MAX + 2];
 	struct hyd_status s;
 	struct cat_meta meta;
 	cat_reader *rd = NULL;
 	sqlite3 *db = NULL;
+	char *uri = NULL;
 	int r, rc;
 
 	if (!cache_dir || !ret)
@@ -452,25 +350,29 @@ int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 	/* Through a URI too: ATTACH takes URIs only on a connection opened
 	 * with SQLITE_OPEN_URI, under which a plain name starting "file:"
 	 * would be parsed as one. */
-	r = ro_uri(cat_path, uri, sizeof(uri));
+	r = base_sqlite_uri(cat_path, "mode=ro", &uri);
 	if (r < 0)
 		goto out;
 	rc = sqlite3_open_v2(
 	    uri, &db,
 	    SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
-		r = status_sqlerr(db, rc, "open catalog", cache_dir);
+		r = base_sqlite_errno(db, rc, "open catalog");
 		goto out;
 	}
 	sqlite3_busy_timeout(db, STATUS_QUERY_TIMEOUT_MS);
 	r = attach_store(db, cache_dir);
 	if (r == 0)
-		r = count_all(db, cache_dir, &s);
+		r = count_all(db, &s);
 	if (r < 0)
 		goto out;
 
-	if (path_join(path, sizeof(path), cache_dir, "catalogs/url") < 0 ||
-	    read_small(path, s.url, sizeof(s.url)) < 0)
+	/* catalogs/url as written (one line), else the store's copy. */
+	if (path_join(path, sizeof(path), cache_dir, "catalogs/url") == 0 &&
+	    read_trimmed(path, url, sizeof(url)) == 0 &&
+	    strlen(url) < sizeof(s.url))
+		memcpy(s.url, url, strlen(url) + 1);
+	else
 		url_from_store(db, &s);
 	s.pid = live_pid(cache_dir);
 	if (s.chunks_stored >= s.chunks_total) {
@@ -482,6 +384,7 @@ int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 	*ret = s;
 out:
 	sqlite3_close(db);
+	free(uri);
 	return r;
 }
 
@@ -741,26 +644,19 @@ out:
 /* Client of the control socket                                       */
 /* ------------------------------------------------------------------ */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Wait for events on fd until deadline (CLOCK_MONOTONIC ms). */
-static int wait_fd(int fd, short events, int64_t deadline)
+/* Wait for events on fd until deadline (base_now_ns). */
+static int wait_fd(int fd, short events, uint64_t deadline)
 {
 	struct pollfd pfd = {.fd = fd, .events = events};
-	int64_t left;
+	uint64_t now;
 	int n;
 
 	for (;;) {
-		left = deadline - now_ms();
-		if (left <= 0)
+		now = base_now_ns();
+		if (now >= deadline)
 			return -ETIMEDOUT;
-		n = poll(&pfd, 1, (int)left);
+		/* Rounded up: poll(0) would spin through the last ms. */
+		n = poll(&pfd, 1, (int)((deadline - now + 999999) / 1000000));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -777,7 +673,8 @@ static int control_ask(const char *cache_dir, char *line, size_t cap,
 {
 	static const char req[] = "status\n";
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int64_t deadline = now_ms() + STATUS_QUERY_TIMEOUT_MS;
+	uint64_t deadline =
+	    base_now_ns() + (uint64_t)STATUS_QUERY_TIMEOUT_MS * 1000000u;
 	struct timeval tv = {STATUS_QUERY_TIMEOUT_MS / 1000, 0};
 	size_t got = 0, sent = 0;
 	ssize_t n;
@@ -862,7 +759,13 @@ int hyd_status_query(const char *cache_dir, struct hyd_status *ret)
 	if (r == 0)
 		r = hyd__status_parse(line, len, ret);
 	free(line);
+	if (r == 0)
+		return 0;
 	/* No hydrator, a stale socket, a slow or garbled answer: the files
 	 * still say how far the cache is. */
-	return r == 0 ? 0 : hyd_status_from_cache(cache_dir, ret);
+	base_log_err(BASE_LOG_DEBUG, r,
+		     "no live status on control.sock, reading the files "
+		     "dir=\"%s\"",
+		     cache_dir);
+	return hyd_status_from_cache(cache_dir, ret);
 }
