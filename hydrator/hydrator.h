@@ -119,7 +119,12 @@ int hyd_status_query(const char *cache_dir, struct hyd_status *ret);
  * dedup_savings_bytes (bytes_total - unique_bytes_total),
  * compression_savings_bytes (unique_bytes_stored - rest_bytes),
  * mismatches, retries, failures, rate_now, rate_avg, eta_s, elapsed_s.
- * Returns the length written (truncated at cap like snprintf). */
+ * Counters are integers (at most INT64_MAX), the three doubles reals with
+ * 3 decimals, url and last_error strings made by base_json_bytes (valid
+ * UTF-8 unchanged, other bytes as the text \xNN). Written through jansson
+ * (base_json_line) into buf, NUL-terminated. Returns the length, or
+ * -ENOBUFS when the line does not fit in cap - 1 bytes, -ENOMEM; buf is
+ * then "" (when cap > 0). Any thread. */
 int hyd_status_json(const struct hyd_status *st, char *buf, size_t cap);
 
 /* ------------------------------------------------------------------ */

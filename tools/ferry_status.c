@@ -4,20 +4,18 @@
  *
  * The numbers come from hyd_status_query: the running hydrator's control
  * socket when one answers, else the cache's files. A CACHEDIR is named
- * directly; for a MOUNTPOINT we find its cache: /proc/self/mountinfo says
- * which mount (fstype fuse.ferry) holds the path, then /proc/PID/cmdline of
- * each ferry-hydrator says which one serves that mount, and its cache is
- * the directory of the state.db it holds open (/proc/PID/fd), else its -c
- * argument, else the default cache directory of its URL.
+ * directly. A MOUNTPOINT (or any path inside one) names its cache through
+ * the mount table: the /proc/self/mountinfo line of the path's device (the
+ * last one, if several) is a ferry mount when its type is fuse.ferry, and
+ * its source, the FUSE fsname the hydrator mounted with, is
+ * HYD_FSNAME_PREFIX followed by the absolute cache directory.
  *
  * Output: a progress line in the manner of rsync --info=progress2 and a
  * few lines of detail; --watch redraws them in place on a terminal (and
  * appends blocks otherwise); --json prints hyd_status_json lines.
  */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -26,19 +24,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "catalog/base/base.h"
-#include "catalog/catalog.h"
 #include "hydrator/hydrator.h"
 #include "tools/ferry_internal.h"
 
 #define PROG "ferry status"
 #define STATUS_JSON_CAP 32768 /* > any hyd_status_json line */
-#define CMDLINE_MAX 65536     /* bytes of /proc/PID/cmdline we read */
-#define MOUNTINFO_LINE_MAX 16384
 #define BAR_WIDTH 24
 #define DETAIL_LINES 8 /* lines after the progress line */
 
@@ -50,6 +46,7 @@ struct opts {
 	int json;
 	int watch;
 	double interval_s;
+	int log_level; /* BASE_LOG_*: -v debug, -q errors only */
 };
 
 /* What the previous refresh saw, for a rate when the hydrator gives none
@@ -65,7 +62,7 @@ static void usage(FILE *f)
 	fprintf(
 	    f,
 	    "Usage: ferry status MOUNTPOINT|CACHEDIR [--json] "
-	    "[--watch [SECONDS]]\n"
+	    "[--watch [SECONDS]] [-v|-q]\n"
 	    "\n"
 	    "Show how much of a ferry tree is hydrated: files and bytes,\n"
 	    "unique chunks, bytes on the wire and at rest, savings from\n"
@@ -73,11 +70,16 @@ static void usage(FILE *f)
 	    "Asks the running hydrator (CACHEDIR/control.sock); without one\n"
 	    "the cache's files are read.\n"
 	    "\n"
-	    "  MOUNTPOINT        a ferry-hydrator mount (its cache is found)\n"
+	    "  MOUNTPOINT        a ferry-hydrator mount, or a path in one "
+	    "(its\n"
+	    "                    cache is the one the mount records)\n"
 	    "  CACHEDIR          a cache directory (state.db, catalogs/)\n"
 	    "  --json            one line of JSON (stable keys) per refresh\n"
 	    "  --watch [SECONDS] refresh every SECONDS (default 1) until\n"
 	    "                    complete or interrupted\n"
+	    "  -v, --verbose     debug lines on stderr (why there is no live\n"
+	    "                    answer, the SQLite codes behind an error)\n"
+	    "  -q, --quiet       errors only on stderr\n"
 	    "  -h, --help        this text\n"
 	    "\n"
 	    "Exit status: 0 shown; 1 not a ferry mount or cache, or its\n"
@@ -107,6 +109,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->interval_s = 1.0;
+	o->log_level = BASE_LOG_INFO;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -118,6 +121,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			return 1;
 		} else if (!only_paths && !strcmp(a, "--json")) {
 			o->json = 1;
+		} else if (!only_paths &&
+			   (!strcmp(a, "-v") || !strcmp(a, "--verbose"))) {
+			o->log_level = BASE_LOG_DEBUG;
+		} else if (!only_paths &&
+			   (!strcmp(a, "-q") || !strcmp(a, "--quiet"))) {
+			o->log_level = BASE_LOG_ERROR;
 		} else if (!only_paths && !strcmp(a, "--watch")) {
 			o->watch = 1;
 			/* SECONDS is optional: take the next word only if it
@@ -128,31 +137,27 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		} else if (!only_paths && !strncmp(a, "--watch=", 8)) {
 			o->watch = 1;
 			if (parse_seconds(a + 8, &o->interval_s) < 0) {
-				fprintf(stderr,
-					PROG ": --watch wants seconds "
-					     "(0.1-86400), not '%s'\n",
-					a + 8);
+				base_error("--watch wants seconds (0.1-86400), "
+					   "not '%s'",
+					   a + 8);
 				return -1;
 			}
 		} else if (!only_paths && a[0] == '-' && a[1]) {
-			fprintf(stderr,
-				PROG ": unknown option '%s' (see "
-				     "ferry status --help)\n",
-				a);
+			base_error("unknown option '%s' (see ferry status "
+				   "--help)",
+				   a);
 			return -1;
 		} else if (o->path) {
-			fprintf(stderr,
-				PROG ": one MOUNTPOINT or CACHEDIR, "
-				     "not '%s' too\n",
-				a);
+			base_error("one MOUNTPOINT or CACHEDIR, not '%s' too",
+				   a);
 			return -1;
 		} else {
 			o->path = a;
 		}
 	}
 	if (!o->path) {
-		fprintf(stderr, PROG ": expected MOUNTPOINT or CACHEDIR (see "
-				     "ferry status --help)\n");
+		base_error("expected MOUNTPOINT or CACHEDIR (see ferry status "
+			   "--help)");
 		return -1;
 	}
 	return 0;
@@ -162,410 +167,129 @@ static int parse_args(int argc, char **argv, struct opts *o)
 /* Which cache                                                        */
 /* ------------------------------------------------------------------ */
 
-static int is_dir(const char *path)
-{
-	struct stat sb;
-
-	return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
 /* A cache directory holds state.db or catalogs/. */
 static int is_cache_dir(const char *dir)
 {
 	char p[PATH_MAX + 16];
 	struct stat sb;
 
-	snprintf(p, sizeof(p), "%s/state.db", dir);
-	if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode))
+	if (snprintf(p, sizeof(p), "%s/state.db", dir) < (int)sizeof(p) &&
+	    stat(p, &sb) == 0 && S_ISREG(sb.st_mode))
 		return 1;
-	snprintf(p, sizeof(p), "%s/catalogs", dir);
-	return is_dir(p);
+	return snprintf(p, sizeof(p), "%s/catalogs", dir) < (int)sizeof(p) &&
+	       stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-/* Undo mountinfo's octal escapes (\040 for a space...) in place. */
-static void unescape_octal(char *s)
-{
-	char *o = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
-				      (s[3] - '0'));
-			s += 3;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = '\0';
-}
-
-/* The mount that holds a file of device dev: its mount point and fstype
- * from /proc/self/mountinfo. 1 when found, 0 when not, -errno. */
-static int mount_of(dev_t dev, char *mnt, size_t mnt_cap, char *fstype,
-		    size_t fs_cap)
-{
-	char *line = malloc(MOUNTINFO_LINE_MAX);
-	unsigned maj, min;
-	int found = 0;
-	FILE *f;
-
-	if (!line)
-		return -ENOMEM;
-	f = fopen("/proc/self/mountinfo", "re");
-	if (!f) {
-		free(line);
-		return -errno;
-	}
-	while (!found && fgets(line, MOUNTINFO_LINE_MAX, f)) {
-		char *save = NULL, *tok, *mp = NULL, *sep;
-		int field = 0;
-
-		/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPT...] - TYPE ..."
-		 */
-		sep = strstr(line, " - ");
-		if (!sep)
-			continue;
-		*sep = '\0';
-		for (tok = strtok_r(line, " ", &save); tok;
-		     tok = strtok_r(NULL, " ", &save), field++) {
-			if (field == 2 && sscanf(tok, "%u:%u", &maj, &min) != 2)
-				break;
-			if (field == 4)
-				mp = tok;
-		}
-		if (!mp || makedev(maj, min) != dev)
-			continue;
-		tok = strtok_r(sep + 3, " ", &save);
-		if (!tok)
-			continue;
-		unescape_octal(mp);
-		snprintf(mnt, mnt_cap, "%s", mp);
-		snprintf(fstype, fs_cap, "%s", tok);
-		found = 1;
-	}
-	fclose(f);
-	free(line);
-	return found;
-}
-
-/* The process's launch directory as its environment recorded it (PWD),
- * for relative arguments of a daemon that has since done chdir("/"). */
-static int env_pwd(long pid, char *out, size_t cap)
-{
-	char p[64], *buf;
-	size_t len = 0, i;
-	ssize_t n;
-	int fd, found = 0;
-
-	snprintf(p, sizeof(p), "/proc/%ld/environ", pid);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	buf = malloc(CMDLINE_MAX + 1);
-	if (buf) {
-		while (len < CMDLINE_MAX &&
-		       (n = read(fd, buf + len, CMDLINE_MAX - len)) > 0)
-			len += (size_t)n;
-		buf[len] = '\0';
-		for (i = 0; i < len && !found; i += strlen(buf + i) + 1)
-			if (!strncmp(buf + i, "PWD=/", 5) &&
-			    strlen(buf + i + 4) < cap) {
-				memcpy(out, buf + i + 4,
-				       strlen(buf + i + 4) + 1);
-				found = 1;
-			}
-		free(buf);
-	}
-	close(fd);
-	return found;
-}
-
-/* Resolve a hydrator argument to a real path: absolute as is; relative
- * against the process's working directory when how == 0, against the PWD
- * it was started with when how == 1 (a daemon's cwd is "/" by now, where
- * "mnt" may well name something else). 0 or -errno. */
-static int resolve_arg(long pid, const char *arg, int how, char *out)
-{
-	char p[PATH_MAX + 64], pwd[PATH_MAX];
-
-	if (arg[0] == '/')
-		return how == 0 && realpath(arg, out) ? 0 : -ENOENT;
-	if (how == 0) {
-		snprintf(p, sizeof(p), "/proc/%ld/cwd/%s", pid, arg);
-	} else {
-		if (!env_pwd(pid, pwd, sizeof(pwd)))
-			return -ENOENT;
-		snprintf(p, sizeof(p), "%s/%s", pwd, arg);
-	}
-	return realpath(p, out) ? 0 : -errno;
-}
-
-/* How well a hydrator's MOUNTPOINT word names mnt: 2 it resolves to mnt;
- * 1 it is relative and a tail of mnt ("mnt", "./x/mnt") but nothing tells
- * where it started from; 0 no. */
-static int word_match(long pid, const char *word, const char *mnt)
-{
-	char real[PATH_MAX], w[PATH_MAX];
-	size_t wl, ml = strlen(mnt);
-	int how;
-
-	for (how = 0; how < 2; how++)
-		if (resolve_arg(pid, word, how, real) == 0 &&
-		    !strcmp(real, mnt))
-			return 2;
-	if (word[0] == '/' || strstr(word, ".."))
-		return 0;
-	while (!strncmp(word, "./", 2))
-		word += 2;
-	snprintf(w, sizeof(w), "%s", word);
-	wl = strlen(w);
-	while (wl > 0 && w[wl - 1] == '/')
-		w[--wl] = '\0';
-	return wl > 0 && ml > wl && !strcmp(mnt + ml - wl, w) &&
-	       mnt[ml - wl - 1] == '/';
-}
-
-/* The directory of a state.db the process holds open, if we may look. */
-static int cache_from_fds(long pid, char *out, size_t cap)
-{
-	char dir[64], lp[PATH_MAX + 64], target[PATH_MAX];
-	struct dirent *de;
-	ssize_t n;
-	int found = 0;
-	DIR *d;
-
-	snprintf(dir, sizeof(dir), "/proc/%ld/fd", pid);
-	d = opendir(dir);
-	if (!d)
-		return 0;
-	while (!found && (de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(lp, sizeof(lp), "%s/%s", dir, de->d_name);
-		n = readlink(lp, target, sizeof(target) - 1);
-		if (n < 10)
-			continue;
-		target[n] = '\0';
-		if (strcmp(target + n - 9, "/state.db") != 0)
-			continue;
-		target[n - 9] = '\0';
-		if ((size_t)(n - 9) < cap) {
-			memcpy(out, target, (size_t)(n - 9) + 1);
-			found = 1;
-		}
-	}
-	closedir(d);
-	return found;
-}
-
-/* The arguments of a ferry-hydrator command line that matter here. */
-struct hyd_args {
-	const char *cache; /* -c/--cache-dir, NULL when absent */
-	const char *url;
-	const char *words[64]; /* non-option words: URL and MOUNTPOINT */
-	size_t n_words;
+/* The mount holding a file of device dev: the last mountinfo line with
+ * that major:minor (a later mount sits on top of an earlier one). */
+struct mount_find {
+	dev_t dev;
+	int found;
+	char point[PATH_MAX];
+	char fstype[64];
+	char source[PATH_MAX + sizeof(HYD_FSNAME_PREFIX)];
 };
 
-/* Options of ferry-hydrator that take a value, so their values are not
- * taken for the MOUNTPOINT. Unknown ones are harmless: a word that is not
- * the mount simply does not match. */
-static int takes_value(const char *opt)
+static int mount_find_one(void *ctx, const struct base_mount *m)
 {
-	static const char *const longs[] = {
-	    "--cache-dir", "--timeout", "--connections", "--jobs", "--bwlimit"};
-	size_t i;
+	struct mount_find *f = ctx;
 
-	for (i = 0; i < sizeof(longs) / sizeof(longs[0]); i++)
-		if (!strcmp(opt, longs[i]))
-			return 1;
+	if (makedev(m->major, m->minor) != f->dev)
+		return 0;
+	f->found = 1;
+	snprintf(f->point, sizeof(f->point), "%s", m->point);
+	snprintf(f->fstype, sizeof(f->fstype), "%s", m->fstype);
+	/* Too long to be a cache path of ours: recorded as none. */
+	if (snprintf(f->source, sizeof(f->source), "%s", m->source) >=
+	    (int)sizeof(f->source))
+		f->source[0] = '\0';
 	return 0;
 }
 
-static void split_cmdline(char *buf, size_t len, struct hyd_args *h)
+/* The cache directory a ferry mount records as its source: HYD_FSNAME_PREFIX
+ * and an absolute path (base_mountinfo_each undid the kernel's escapes).
+ * 0, or -ENOENT when the source is not one. */
+static int mount_cache(const struct mount_find *f, char *cache, size_t cap)
 {
-	size_t i = 0;
-	int only_words = 0, want_cache = 0, skip_next = 0;
+	size_t plen = strlen(HYD_FSNAME_PREFIX);
+	const char *dir = f->source + plen;
 
-	memset(h, 0, sizeof(*h));
-	/* argv[0] was checked by the caller; skip it. */
-	i = strnlen(buf, len) + 1;
-	while (i < len) {
-		char *a = buf + i;
-
-		i += strnlen(a, len - i) + 1;
-		if (want_cache || skip_next) {
-			if (want_cache)
-				h->cache = a;
-			want_cache = skip_next = 0;
-		} else if (!only_words && !strcmp(a, "--")) {
-			only_words = 1;
-		} else if (!only_words && !strncmp(a, "--", 2)) {
-			if (!strncmp(a, "--cache-dir=", 12))
-				h->cache = a + 12;
-			else if (!strcmp(a, "--cache-dir"))
-				want_cache = 1;
-			else if (!strchr(a, '=') && takes_value(a))
-				skip_next = 1;
-		} else if (!only_words && a[0] == '-' && a[1]) {
-			/* A cluster of short options: -f, -v, -c DIR,
-			 * -fcDIR, -o OPTS. */
-			const char *c;
-
-			for (c = a + 1; *c; c++) {
-				if (*c == 'c' || *c == 'o' || *c == 'j') {
-					if (c[1] && *c == 'c')
-						h->cache = c + 1;
-					else if (!c[1] && *c == 'c')
-						want_cache = 1;
-					else if (!c[1])
-						skip_next = 1;
-					break;
-				}
-			}
-		} else if (h->n_words <
-			   sizeof(h->words) / sizeof(h->words[0])) {
-			h->words[h->n_words++] = a;
-			if (!h->url && (!strncmp(a, "http://", 7) ||
-					!strncmp(a, "https://", 8)))
-				h->url = a;
-		}
-	}
+	if (strncmp(f->source, HYD_FSNAME_PREFIX, plen) != 0 || dir[0] != '/' ||
+	    strlen(dir) >= cap)
+		return -ENOENT;
+	memcpy(cache, dir, strlen(dir) + 1);
+	return 0;
 }
 
-/* Whether the ferry-hydrator process pid serves mnt (word_match's 0, 1,
- * 2) and, when it does, its cache directory into out (else out is ""). */
-static int hydrator_cache(long pid, const char *mnt, char *out, size_t cap)
+/* The one line for a path that stat or statvfs cannot look at: ENOTCONN
+ * is a FUSE mount whose daemon is gone. */
+static void path_error(const char *path, int err)
 {
-	char p[64], *buf, real[PATH_MAX], base[HYD_URL_MAX];
-	char name[BASE_NS_NAME_MAX + 1], err[256];
-	const char *argv0;
-	struct hyd_args h;
-	ssize_t n;
-	size_t len = 0, i;
-	int fd, m, match = 0;
-
-	out[0] = '\0';
-	snprintf(p, sizeof(p), "/proc/%ld/cmdline", pid);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	buf = malloc(CMDLINE_MAX + 1);
-	if (!buf) {
-		close(fd);
-		return 0;
-	}
-	while (len < CMDLINE_MAX &&
-	       (n = read(fd, buf + len, CMDLINE_MAX - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	buf[len] = '\0';
-	argv0 = strrchr(buf, '/') ? strrchr(buf, '/') + 1 : buf;
-	if (len == 0 || strcmp(argv0, "ferry-hydrator") != 0)
-		goto out;
-	split_cmdline(buf, len, &h);
-	for (i = 0; i < h.n_words && match < 2; i++) {
-		m = h.words[i] == h.url ? 0 : word_match(pid, h.words[i], mnt);
-		if (m > match)
-			match = m;
-	}
-	if (!match)
-		goto out;
-	if (cache_from_fds(pid, out, cap))
-		goto out;
-	if (h.cache) {
-		/* Only reached when /proc/PID/fd is closed to us. */
-		for (i = 0; i < 2 && !out[0]; i++)
-			if (resolve_arg(pid, h.cache, (int)i, real) == 0 &&
-			    is_cache_dir(real) && strlen(real) < cap)
-				memcpy(out, real, strlen(real) + 1);
-	} else if (h.url &&
-		   hyd_url_parse(h.url, base, sizeof(base), name, sizeof(name),
-				 err, sizeof(err)) == 0) {
-		/* Our own HOME/XDG_CACHE_HOME: right when it is our mount. */
-		if (hyd_cache_dir_default(base, name, out, cap) < 0)
-			out[0] = '\0';
-	}
-out:
-	free(buf);
-	return out[0] ? match : 0;
-}
-
-/* Scan /proc for the hydrator serving mnt: one whose MOUNTPOINT resolves
- * to it, else the only one whose relative MOUNTPOINT is a tail of it.
- * 1 found (cache filled), 0 none or ambiguous. */
-static int find_hydrator_cache(const char *mnt, char *out, size_t cap)
-{
-	char cand[PATH_MAX];
-	struct dirent *de;
-	int m, strong = 0, weak = 0;
-	char *end;
-	long pid;
-	DIR *d = opendir("/proc");
-
-	if (!d)
-		return 0;
-	while (!strong && (de = readdir(d)) != NULL) {
-		if (!isdigit((unsigned char)de->d_name[0]))
-			continue;
-		errno = 0;
-		pid = strtol(de->d_name, &end, 10);
-		if (errno || *end || pid <= 0 || pid == (long)getpid())
-			continue;
-		m = hydrator_cache(pid, mnt, cand, sizeof(cand));
-		if (m == 0 || strlen(cand) >= cap)
-			continue;
-		if (m == 2 || weak == 0)
-			memcpy(out, cand, strlen(cand) + 1);
-		if (m == 2)
-			strong = 1;
-		else
-			weak++;
-	}
-	closedir(d);
-	return strong || weak == 1;
+	if (err == ENOTCONN)
+		base_error("a FUSE mount whose daemon is gone (unmount it with "
+			   "fusermount3 -u) path=\"%s\"",
+			   path);
+	else
+		base_log_err(BASE_LOG_ERROR, err, "cannot look at path=\"%s\"",
+			     path);
 }
 
 /* The cache directory that path names or serves into cache. 0, or 1 after
  * one line on stderr saying why not. */
 static int find_cache(const char *path, char *cache, size_t cap)
 {
-	char real[PATH_MAX], mnt[PATH_MAX], fstype[64];
+	struct mount_find *f = NULL;
+	char real[PATH_MAX];
+	struct statvfs vfs;
+	char *text = NULL;
 	struct stat sb;
-	int r;
+	int r, rc = 1;
 
 	if (stat(path, &sb) < 0) {
-		if (errno == ENOTCONN)
-			fprintf(stderr,
-				PROG ": %s: a FUSE mount whose daemon is gone "
-				     "(unmount it with fusermount3 -u)\n",
-				path);
-		else
-			fprintf(stderr, PROG ": %s: %s\n", path,
-				strerror(errno));
+		path_error(path, errno);
 		return 1;
 	}
-	r = mount_of(sb.st_dev, mnt, sizeof(mnt), fstype, sizeof(fstype));
-	if (r > 0 && !strcmp(fstype, "fuse.ferry")) {
-		if (find_hydrator_cache(mnt, cache, cap) && is_cache_dir(cache))
-			return 0;
-		fprintf(stderr,
-			PROG ": %s is a ferry mount, but no ferry-hydrator "
-			     "serving it could be found (run ferry status "
-			     "CACHEDIR instead)\n",
-			mnt);
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		base_error("out of memory");
 		return 1;
+	}
+	f->dev = sb.st_dev;
+	r = base_mountinfo_read(&text);
+	if (r == 0)
+		r = base_mountinfo_each(text, mount_find_one, f);
+	if (r < 0)
+		base_log_err(BASE_LOG_DEBUG, r, "no mount table");
+	if (f->found && !strcmp(f->fstype, "fuse.ferry")) {
+		/* stat may be answered from attributes the kernel cached
+		 * while the daemon lived; statfs always asks it. */
+		if (statvfs(path, &vfs) < 0) {
+			path_error(path, errno);
+			goto out;
+		}
+		if (mount_cache(f, cache, cap) == 0 && is_cache_dir(cache)) {
+			rc = 0;
+			goto out;
+		}
+		base_error("a ferry mount, but the cache directory it records "
+			   "cannot be read (try ferry status CACHEDIR) "
+			   "path=\"%s\" source=\"%s\"",
+			   f->point, f->source);
+		goto out;
 	}
 	if (S_ISDIR(sb.st_mode) && realpath(path, real) && is_cache_dir(real) &&
 	    strlen(real) < cap) {
 		memcpy(cache, real, strlen(real) + 1);
-		return 0;
+		rc = 0;
+		goto out;
 	}
-	fprintf(stderr,
-		PROG ": %s is neither a ferry mount nor a ferry cache "
-		     "directory\n",
-		path);
-	return 1;
+	base_error("neither a ferry mount nor a ferry cache directory "
+		   "path=\"%s\"",
+		   path);
+out:
+	free(text);
+	free(f);
+	return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -618,24 +342,9 @@ static double pct(uint64_t part, uint64_t whole)
 	return whole ? 100.0 * (double)part / (double)whole : 100.0;
 }
 
-/* A string from the hydrator or the server, safe to print: control bytes
- * (escape sequences) become '?'. */
-static void printable(const char *s, char *out, size_t cap)
-{
-	size_t i;
-
-	for (i = 0; s[i] && i + 1 < cap; i++)
-		out[i] =
-		    ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
-	out[i] = '\0';
-}
-
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)base_now_ns() / 1e9;
 }
 
 /* The lines of one refresh into lines[0..1+DETAIL_LINES). */
@@ -718,8 +427,11 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 		snprintf(lines[k++], 512,
 			 "state          %s (no hydrator running)",
 			 hyd_state_name(st->state));
-	printable(st->last_error[0] ? st->last_error : "none", text,
-		  sizeof(text));
+	/* A string from the hydrator, safe on a terminal: control bytes
+	 * (escape sequences) are shown as \xNN, as in a log line. */
+	base_text_escape(text, sizeof(text),
+			 st->last_error[0] ? st->last_error : "none",
+			 st->last_error[0] ? strlen(st->last_error) : 4);
 	snprintf(lines[k++], 512, "last error     %.480s", text);
 }
 
@@ -756,15 +468,17 @@ static int show_json(const struct hyd_status *st)
 	int n;
 
 	if (!buf) {
-		fprintf(stderr, PROG ": out of memory\n");
+		base_error("out of memory");
 		return 1;
 	}
 	n = hyd_status_json(st, buf, STATUS_JSON_CAP);
-	if (n >= 0 && n < STATUS_JSON_CAP)
+	if (n >= 0)
 		printf("%s\n", buf);
+	else
+		base_log_err(BASE_LOG_ERROR, n, "cannot write the status");
 	free(buf);
 	fflush(stdout);
-	return 0;
+	return n >= 0 ? 0 : 1;
 }
 
 /* Sleep s seconds, or less if a stop is requested. */
@@ -785,14 +499,16 @@ int ferry_cmd_status(int argc, char **argv)
 	struct opts o;
 	int r, rc = 0, tty, redraw = 0;
 
+	base_log_init(PROG, BASE_LOG_INFO);
 	r = parse_args(argc, argv, &o);
 	if (r != 0)
 		return r > 0 ? 0 : 2;
+	base_log_init(PROG, o.log_level);
 	if (find_cache(o.path, cache, sizeof(cache)) != 0)
 		return 1;
 	st = malloc(sizeof(*st));
 	if (!st) {
-		fprintf(stderr, PROG ": out of memory\n");
+		base_error("out of memory");
 		return 1;
 	}
 	if (o.watch) {
@@ -805,11 +521,12 @@ int ferry_cmd_status(int argc, char **argv)
 	for (;;) {
 		r = hyd_status_query(cache, st);
 		if (r < 0) {
-			fprintf(stderr,
-				PROG ": %s: cannot read its status: %s\n",
-				cache,
-				r == -ENOENT ? "no catalog in it yet"
-					     : strerror(-r));
+			base_log_err(BASE_LOG_ERROR, r,
+				     "cannot read the status of the cache%s "
+				     "dir=\"%s\"",
+				     r == -ENOENT ? " (no catalog in it yet)"
+						  : "",
+				     cache);
 			rc = 1;
 			break;
 		}

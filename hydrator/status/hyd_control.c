@@ -21,6 +21,7 @@
  * Protocol (hyd_control_internal.h): one request line, one reply line, close.
  *   "status"  -> hyd_status_json of the live status
  *   otherwise -> {"error":"unknown command"}
+ * Every reply line is made by jansson, the error lines too.
  *
  * Cleanup style in this file: goto out.
  */
@@ -38,6 +39,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "catalog/base/base.h"
 #include "hydrator/status/hyd_control_internal.h"
 
 #define CONTROL_CLIENT_MS 2000 /* one client's whole exchange */
@@ -46,6 +50,7 @@
 #define CONTROL_REUSE_MIN_MS 1000
 #define CONTROL_REUSE_FACTOR 4
 #define CONTROL_FIRST_SCAN_MS 1500 /* a request waits this long for one */
+#define CONTROL_ERROR_MAX 256	   /* bytes of an error reply's text */
 
 struct hyd_control {
 	char *cache_dir;
@@ -72,12 +77,10 @@ struct hyd_control {
 	int64_t memo_at_ms, memo_cost_ms;
 };
 
+/* base_now_ns in ms: the clock of the condition variable's deadlines. */
 static int64_t mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(base_now_ns() / 1000000u);
 }
 
 /* Wait until fd has events, the stop pipe is readable, or the deadline.
@@ -169,7 +172,7 @@ static void *scanner_thread(void *p)
 	hyd_control *c = p;
 	struct hyd_status *st = malloc(sizeof(*st));
 	int64_t t0, t1;
-	int r;
+	int r, last_err = 0;
 
 	pthread_mutex_lock(&c->mu);
 	while (!c->stopping) {
@@ -183,6 +186,13 @@ static void *scanner_thread(void *p)
 		t0 = mono_ms();
 		r = st ? hyd_status_from_cache(c->cache_dir, st) : -ENOMEM;
 		t1 = mono_ms();
+		/* Once per new failure, not once per request that asks. */
+		if (r < 0 && r != last_err)
+			base_log_err(BASE_LOG_WARN, r,
+				     "cannot count the cache for a status "
+				     "reply dir=\"%s\"",
+				     c->cache_dir);
+		last_err = r;
 		pthread_mutex_lock(&c->mu);
 		if (r == 0) {
 			c->memo = *st;
@@ -245,11 +255,35 @@ done:
 	return r;
 }
 
+/* Finish a reply line of n bytes (< cap - 1, or -errno) in buf with its
+ * newline; its length into *ret. */
+static int end_line(int n, char *buf, size_t cap, size_t *ret)
+{
+	if (n < 0 || (size_t)n + 1 >= cap)
+		return n == -ENOMEM ? -ENOMEM : -EMSGSIZE;
+	buf[n] = '\n';
+	*ret = (size_t)n + 1;
+	return 0;
+}
+
+/* The line {"error":"TEXT"} into buf, newline included. */
+static int error_reply(const char *text, char *buf, size_t cap, size_t *ret)
+{
+	json_t *o = json_object();
+	int n = -ENOMEM;
+
+	if (o && json_object_set_new(o, "error", base_json_str(text)) == 0)
+		n = base_json_line(o, buf, cap - 1);
+	json_decref(o);
+	return end_line(n, buf, cap, ret);
+}
+
 /* The reply to "status": cache numbers plus the live callback's. */
 static int status_reply(hyd_control *c, char *buf, size_t cap, size_t *ret)
 {
+	char text[CONTROL_ERROR_MAX];
 	struct hyd_status *st;
-	int n, r;
+	int r;
 
 	st = malloc(sizeof(*st)); /* 2.5 KiB: keep it off the thread stack */
 	if (!st)
@@ -258,31 +292,21 @@ static int status_reply(hyd_control *c, char *buf, size_t cap, size_t *ret)
 	if (r < 0) {
 		/* Not a status without its counts: an error line, and the
 		 * client reads the files itself. */
-		n = snprintf(buf, cap,
-			     "{\"error\":\"cannot count the cache: "
-			     "%s\"}\n",
-			     r == -ETIMEDOUT ? "still scanning" : strerror(-r));
+		snprintf(text, sizeof(text), "cannot count the cache: %s",
+			 r == -ETIMEDOUT ? "still scanning" : strerror(-r));
 		free(st);
-		if (n < 0 || (size_t)n >= cap)
-			return -EMSGSIZE;
-		*ret = (size_t)n;
-		return 0;
+		return error_reply(text, buf, cap, ret);
 	}
 	if (c->live)
 		c->live(c->arg, st);
-	n = hyd_status_json(st, buf, cap - 1);
+	r = hyd_status_json(st, buf, cap - 1);
 	free(st);
-	if (n < 0 || (size_t)n >= cap - 1)
-		return -EMSGSIZE;
-	buf[n] = '\n';
-	*ret = (size_t)n + 1;
-	return 0;
+	return end_line(r, buf, cap, ret);
 }
 
 /* One client: request, reply, close. Errors end only this client. */
 static void serve_client(hyd_control *c, int fd)
 {
-	static const char unknown[] = "{\"error\":\"unknown command\"}\n";
 	int64_t deadline = mono_ms() + CONTROL_CLIENT_MS;
 	char req[CONTROL_REQ_MAX];
 	size_t len = 0;
@@ -292,14 +316,15 @@ static void serve_client(hyd_control *c, int fd)
 	r = read_request(c, fd, deadline, req, sizeof(req));
 	if (r < 0)
 		goto out;
-	if (strcmp(req, "status") != 0) {
-		write_all_fd(c, fd, unknown, sizeof(unknown) - 1, deadline);
-		goto out;
-	}
 	out = malloc(HYD_STATUS_JSON_MAX + 2);
 	if (!out)
 		goto out;
-	if (status_reply(c, out, HYD_STATUS_JSON_MAX + 2, &len) == 0)
+	if (strcmp(req, "status") != 0)
+		r = error_reply("unknown command", out, HYD_STATUS_JSON_MAX + 2,
+				&len);
+	else
+		r = status_reply(c, out, HYD_STATUS_JSON_MAX + 2, &len);
+	if (r == 0)
 		write_all_fd(c, fd, out, len, deadline);
 out:
 	free(out);

@@ -32,17 +32,19 @@ void hyd_control_stop(hyd_control *c);
 
 /* Bounds of the protocol: a reply line is at most HYD_STATUS_LINE_MAX bytes
  * with its newline; hyd_status_json never needs more than
- * HYD_STATUS_JSON_MAX bytes (every string byte escaped as \ufffd). */
+ * HYD_STATUS_JSON_MAX bytes (every string byte written as "\\xNN"). */
 #define HYD_STATUS_JSON_MAX 16384u
 #define HYD_STATUS_LINE_MAX 65536u
 
 /* Parse one status line (without or with its trailing newline) as
- * hyd_status_json writes it, back into *ret: a flat object, keys in any
- * order, unknown keys skipped (scalar values only), "state" required,
- * missing counters 0 (eta_s -1); a string longer than its field is cut at
- * a UTF-8 character boundary. buf is untrusted: anything malformed,
- * duplicated, nested, out of range or longer than HYD_STATUS_LINE_MAX is
- * -EBADMSG and *ret is left untouched. Any thread. */
+ * hyd_status_json writes it, back into *ret, with jansson: an object, keys
+ * in any order, unknown keys ignored (whatever their value), "state"
+ * required, missing counters 0 (eta_s -1); a string longer than its field
+ * is cut at a UTF-8 character boundary. buf is untrusted: anything that is
+ * not one JSON object, a duplicated key, a known field of the wrong type
+ * or out of range (counters 0..INT64_MAX, pid 0..INT_MAX), text that is
+ * not valid UTF-8 or holds \u0000, or more than HYD_STATUS_LINE_MAX bytes
+ * is -EBADMSG and *ret is left untouched. Any thread. */
 int hyd__status_parse(const char *buf, size_t len, struct hyd_status *ret);
 
 #endif

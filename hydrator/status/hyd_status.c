@@ -8,24 +8,29 @@
  * state.db is WAL: reading it while a hydrator writes neither blocks nor
  * sees a half-written row, and one read transaction gives every number the
  * same snapshot (files_hydrated never disagrees with chunks_stored).
+ * Failures are returned, not logged: the caller knows why it asked (the
+ * SQLite code behind one is a debug line of base_sqlite_errno).
  *
  * hyd_status_json / hyd__status_parse are both ends of the one-line reply
  * on CACHEDIR/control.sock (hyd_control.c serves it; hyd_status_query asks
- * and falls back to the cache). The parser takes untrusted bytes: it knows
- * exactly the flat object the writer emits and bounds everything.
+ * and falls back to the cache). Both go through jansson and one table,
+ * status_fields, which gives the keys, their order and their types. The
+ * parser takes untrusted bytes: their length is bounded before jansson
+ * sees them, duplicate keys are refused, every known field is type- and
+ * range-checked, unknown keys are ignored.
  *
- * Strings in JSON: valid UTF-8 passes through; '"', '\\' and control bytes
- * are escaped; every byte that is not part of valid UTF-8 becomes U+FFFD
- * (written "\ufffd"), so the output is always valid JSON. Numbers are
- * formatted from integers (doubles as fixed point with 3 decimals) so no
- * locale can put a comma in them.
+ * Strings (url, last_error) go through base_json_bytes: valid UTF-8 passes
+ * unchanged and round-trips exactly; a byte that is not part of valid UTF-8
+ * (or a NUL) becomes the four characters \xNN, as in a log line, so the
+ * output is always valid JSON. (The hand-written writer this replaces wrote
+ * such bytes as U+FFFD.) Counters are JSON integers, which jansson keeps in
+ * an int64: a count above INT64_MAX, which no cache reaches, is written as
+ * INT64_MAX. rate_now, rate_avg and elapsed_s are reals rounded to 3
+ * decimals; jansson writes numbers without the locale's decimal point.
  *
  * Cleanup style in this file: goto out.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
@@ -37,21 +42,20 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <sqlite3.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/status/hyd_control_internal.h"
 
 #define STATUS_PATH_MAX 4200 /* CACHEDIR plus a file name in it */
-#define STATUS_URI_MAX (3 * 4200 + 16)
 #define STATUS_QUERY_TIMEOUT_MS 2000
 #define STATUS_PID_FILE_MAX 32
-#define STATUS_KEY_MAX 64	 /* longest key the parser accepts */
-#define STATUS_NUM_MAX 64	 /* longest number token it accepts */
-#define STATUS_DOUBLE_MAX 9.0e15 /* doubles are clamped to this */
+#define STATUS_PROC_STAT_MAX 1024
+#define STATUS_DOUBLE_MAX 9.0e15 /* reals are clamped to this */
 
 const char *hyd_state_name(enum hyd_state s)
 {
@@ -74,41 +78,6 @@ const char *hyd_state_name(enum hyd_state s)
 /* From the cache's files                                             */
 /* ------------------------------------------------------------------ */
 
-/* Translate an SQLite result code to -errno, logging the native code once. */
-static int status_sqlerr(sqlite3 *db, int rc, const char *what,
-			 const char *cache_dir)
-{
-	int err;
-
-	switch (rc & 0xff) {
-	case SQLITE_NOMEM:
-		err = -ENOMEM;
-		break;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		err = -EBUSY;
-		break;
-	case SQLITE_PERM:
-	case SQLITE_AUTH:
-		err = -EACCES;
-		break;
-	case SQLITE_CANTOPEN:
-		err = -ENOENT;
-		break;
-	case SQLITE_NOTADB:
-	case SQLITE_CORRUPT:
-		err = -EBADMSG;
-		break;
-	default:
-		err = -EIO;
-		break;
-	}
-	fprintf(stderr, "ferry: status: sqlite %s failed dir=%s code=%d: %s\n",
-		what, cache_dir, rc,
-		db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-	return err;
-}
-
 static int path_join(char *buf, size_t cap, const char *dir, const char *name)
 {
 	int n = snprintf(buf, cap, "%s/%s", dir, name);
@@ -116,47 +85,20 @@ static int path_join(char *buf, size_t cap, const char *dir, const char *name)
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
-/* Read a small text file whole into buf (NUL-terminated, trailing
- * whitespace trimmed). -EFBIG when it does not fit in cap - 1 bytes. */
-static int read_small(const char *path, char *buf, size_t cap)
+/* A small text file whole into buf with its trailing whitespace (the
+ * newline) dropped. -EFBIG when it holds cap - 1 bytes or more. */
+static int read_trimmed(const char *path, char *buf, size_t cap)
 {
-	size_t got = 0;
-	ssize_t n;
-	int fd, r = 0;
+	size_t len = 0;
+	int r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		/* One byte past the room tells "fits" from "too long". */
-		char extra;
-		void *dst = got < cap - 1 ? buf + got : &extra;
-		size_t want = got < cap - 1 ? cap - 1 - got : 1;
-
-		n = read(fd, dst, want);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		if (dst == &extra) {
-			r = -EFBIG;
-			goto out;
-		}
-		got += (size_t)n;
-	}
-	while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r' ||
-			   buf[got - 1] == ' ' || buf[got - 1] == '\t'))
-		got--;
-	buf[got] = '\0';
-out:
-	close(fd);
+	r = base_file_read_small(path, buf, cap, &len);
 	if (r < 0)
-		buf[0] = '\0';
-	return r;
+		return r;
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
+			   buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+		buf[--len] = '\0';
+	return 0;
 }
 
 /* 0 when /proc says pid is a zombie or a program not named ferry* (the
@@ -164,10 +106,10 @@ out:
  * including when /proc cannot tell. */
 static int proc_is_ferry(long pid)
 {
-	char path[64], buf[1024], *rp;
+	char path[64], buf[STATUS_PROC_STAT_MAX], *rp;
 
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	if (read_small(path, buf, sizeof(buf)) < 0)
+	if (read_trimmed(path, buf, sizeof(buf)) < 0)
 		return 1;
 	/* "PID (COMM) S ...": COMM may hold ')' itself, so the last one. */
 	rp = strrchr(buf, ')');
@@ -180,15 +122,11 @@ static int proc_is_ferry(long pid)
 static long live_pid(const char *cache_dir)
 {
 	char path[STATUS_PATH_MAX], buf[STATUS_PID_FILE_MAX];
-	char *end;
 	long pid;
 
 	if (path_join(path, sizeof(path), cache_dir, "hydrator.pid") < 0 ||
-	    read_small(path, buf, sizeof(buf)) < 0)
-		return 0;
-	errno = 0;
-	pid = strtol(buf, &end, 10);
-	if (errno || end == buf || *end || pid <= 0 || pid > INT_MAX)
+	    read_trimmed(path, buf, sizeof(buf)) < 0 ||
+	    base_parse_long(buf, 1, INT_MAX, &pid) < 0)
 		return 0;
 	/* EPERM: it exists but belongs to someone else; still running. */
 	if (kill((pid_t)pid, 0) < 0 && errno != EPERM)
@@ -196,162 +134,127 @@ static long live_pid(const char *cache_dir)
 	return proc_is_ferry(pid) ? pid : 0;
 }
 
-/* "file:" URI of path for ATTACH, read-only. Every byte that could mean
- * something in a URI ('?', '#', '%', ...) is percent-encoded. */
-static int ro_uri(const char *path, char *buf, size_t cap)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0, i;
-	int n;
-
-	/* "file:///abs": an empty authority, so a path starting with "//"
-	 * cannot be taken for a host. */
-	n = snprintf(buf, cap, "%s", path[0] == '/' ? "file://" : "file:");
-	if (n < 0 || (size_t)n >= cap)
-		return -ENAMETOOLONG;
-	o = (size_t)n;
-	for (i = 0; path[i]; i++) {
-		unsigned char c = (unsigned char)path[i];
-		int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			    (c >= '0' && c <= '9') || c == '/' || c == '.' ||
-			    c == '_' || c == '-';
-
-		if (o + 4 >= cap)
-			return -ENAMETOOLONG;
-		if (plain) {
-			buf[o++] = (char)c;
-		} else {
-			buf[o++] = '%';
-			buf[o++] = hex[c >> 4];
-			buf[o++] = hex[c & 15];
-		}
-	}
-	n = snprintf(buf + o, cap - o, "?mode=ro");
-	return n < 0 || (size_t)n >= cap - o ? -ENAMETOOLONG : 0;
-}
-
-/* Run sql (no parameters), which returns one row of n integers. */
+/* Run sql (no parameters), which returns one row of n integers (all 0
+ * when it returns none). what names it for base_sqlite_errno. */
 static int sql_row(sqlite3 *db, const char *sql, int64_t *cols, int n,
-		   const char *cache_dir)
+		   const char *what)
 {
 	sqlite3_stmt *st = NULL;
-	int rc, i;
+	int rc, i, r = 0;
 
 	rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-	if (rc == SQLITE_OK) {
+	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
-		if (rc == SQLITE_ROW) {
-			for (i = 0; i < n; i++)
-				cols[i] = sqlite3_column_int64(st, i);
-			rc = SQLITE_OK;
-		} else if (rc == SQLITE_DONE) {
-			for (i = 0; i < n; i++)
-				cols[i] = 0;
-			rc = SQLITE_OK;
-		}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		r = base_sqlite_errno(db, rc, what);
+		goto out;
 	}
+	for (i = 0; i < n; i++)
+		cols[i] = rc == SQLITE_ROW ? sqlite3_column_int64(st, i) : 0;
+out:
 	sqlite3_finalize(st);
-	return rc == SQLITE_OK ? 0 : status_sqlerr(db, rc, sql, cache_dir);
+	return r;
 }
 
-/* Attach CACHEDIR/state.db read-only as "st". When there is none yet (or
- * it is so new it has no tables), attach an empty in-memory stand-in with
- * the same tables instead, so the queries need no second spelling. */
+/* An empty in-memory stand-in for state.db, attached as "st" with the same
+ * tables, so the queries need no second spelling for a cache without one. */
+static int attach_empty_store(sqlite3 *db)
+{
+	return base_sqlite_exec(
+	    db,
+	    "ATTACH 'file:ferry-status-empty?mode=memory' AS st;"
+	    "CREATE TABLE st.chunk(id BLOB PRIMARY KEY,"
+	    " frame_len INTEGER) WITHOUT ROWID;"
+	    "CREATE TABLE st.meta(key TEXT PRIMARY KEY, value);",
+	    "attach empty store");
+}
+
+/* Attach CACHEDIR/state.db read-only as "st"; when there is none yet (or
+ * it is so new it has no tables), the empty stand-in instead. */
 static int attach_store(sqlite3 *db, const char *cache_dir)
 {
-	char path[STATUS_PATH_MAX], uri[STATUS_URI_MAX];
+	char path[STATUS_PATH_MAX];
 	sqlite3_stmt *st = NULL;
 	int64_t tables = 0;
+	char *uri = NULL;
 	struct stat sb;
 	int rc, r;
 
 	r = path_join(path, sizeof(path), cache_dir, "state.db");
 	if (r < 0)
 		return r;
-	if (stat(path, &sb) == 0) {
-		r = ro_uri(path, uri, sizeof(uri));
-		if (r < 0)
-			return r;
-		rc = sqlite3_prepare_v2(db, "ATTACH ?1 AS st", -1, &st, NULL);
-		if (rc == SQLITE_OK)
-			rc = sqlite3_bind_text(st, 1, uri, -1, SQLITE_STATIC);
-		if (rc == SQLITE_OK)
-			rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-		if (rc != SQLITE_DONE)
-			return status_sqlerr(db, rc, "attach state.db",
-					     cache_dir);
-		r = sql_row(db,
-			    "SELECT COUNT(*) FROM st.sqlite_master WHERE"
-			    " type = 'table' AND name IN ('chunk', 'meta')",
-			    &tables, 1, cache_dir);
-		if (r < 0 || tables == 2)
-			return r;
-		rc = sqlite3_exec(db, "DETACH st", NULL, NULL, NULL);
-		if (rc != SQLITE_OK)
-			return status_sqlerr(db, rc, "detach", cache_dir);
-	} else if (errno != ENOENT) {
-		return -errno;
+	if (stat(path, &sb) < 0)
+		return errno == ENOENT ? attach_empty_store(db) : -errno;
+	r = base_sqlite_uri(path, "mode=ro", &uri);
+	if (r < 0)
+		return r;
+	rc = sqlite3_prepare_v2(db, "ATTACH ?1 AS st", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 1, uri, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE) {
+		r = base_sqlite_errno(db, rc, "attach state.db");
+		goto out;
 	}
-	rc = sqlite3_exec(db,
-			  "ATTACH 'file:ferry-status-empty?mode=memory' AS st;"
-			  "CREATE TABLE st.chunk(id BLOB PRIMARY KEY,"
-			  " frame_len INTEGER) WITHOUT ROWID;"
-			  "CREATE TABLE st.meta(key TEXT PRIMARY KEY, value);",
-			  NULL, NULL, NULL);
-	return rc == SQLITE_OK
-		   ? 0
-		   : status_sqlerr(db, rc, "empty store", cache_dir);
+	r = sql_row(db,
+		    "SELECT COUNT(*) FROM st.sqlite_master WHERE"
+		    " type = 'table' AND name IN ('chunk', 'meta')",
+		    &tables, 1, "store tables");
+	if (r < 0 || tables == 2)
+		goto out;
+	r = base_sqlite_exec(db, "DETACH st", "detach state.db");
+	if (r == 0)
+		r = attach_empty_store(db);
+out:
+	sqlite3_finalize(st);
+	free(uri);
+	return r;
 }
 
-/* st.meta "wire_bytes" (a decimal count the fetcher keeps), 0 if absent. */
-static int stored_wire_bytes(sqlite3 *db, const char *cache_dir, uint64_t *ret)
+/* st.meta "wire_bytes" (a decimal count the fetcher keeps), 0 if absent
+ * or not a number. */
+static int stored_wire_bytes(sqlite3 *db, uint64_t *ret)
 {
 	sqlite3_stmt *st = NULL;
 	const unsigned char *v;
-	unsigned long long n;
-	char *end;
-	int rc;
+	uint64_t n;
+	int rc, r = 0;
 
 	*ret = 0;
 	rc = sqlite3_prepare_v2(db,
 				"SELECT CAST(value AS TEXT) FROM st.meta"
 				" WHERE key = 'wire_bytes'",
 				-1, &st, NULL);
-	if (rc == SQLITE_OK) {
+	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
-		if (rc == SQLITE_ROW) {
-			v = sqlite3_column_text(st, 0);
-			errno = 0;
-			n = v ? strtoull((const char *)v, &end, 10) : 0;
-			if (v && !errno && end != (const char *)v && !*end &&
-			    v[0] != '-')
-				*ret = n;
-			rc = SQLITE_DONE;
-		}
+	if (rc == SQLITE_ROW) {
+		v = sqlite3_column_text(st, 0);
+		if (base_parse_u64((const char *)v, 0, UINT64_MAX, &n) == 0)
+			*ret = n;
+	} else if (rc != SQLITE_DONE) {
+		r = base_sqlite_errno(db, rc, "wire_bytes");
 	}
 	sqlite3_finalize(st);
-	return rc == SQLITE_DONE
-		   ? 0
-		   : status_sqlerr(db, rc, "wire_bytes", cache_dir);
+	return r;
 }
 
 /* The counts, all in one read transaction over catalog + store. Indexes
  * used: inode(ino) and the catalog's chunk(ino, off) for "chunks of this
  * file", st.chunk(id) for "is it stored". The catalog's chunk table has no
  * index on id, so distinct ids come from one GROUP BY (a sort). */
-static int count_all(sqlite3 *db, const char *cache_dir, struct hyd_status *s)
+static int count_all(sqlite3 *db, struct hyd_status *s)
 {
 	int64_t c[4];
-	int r, rc;
+	int r;
 
-	rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
-		return status_sqlerr(db, rc, "begin", cache_dir);
+	r = base_sqlite_exec(db, "BEGIN", "begin");
+	if (r < 0)
+		return r;
 	r = sql_row(db,
 		    "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM main.inode"
 		    " WHERE kind = 1",
-		    c, 2, cache_dir);
+		    c, 2, "files");
 	if (r < 0)
 		goto out;
 	s->files_total = (uint64_t)c[0];
@@ -364,7 +267,7 @@ static int count_all(sqlite3 *db, const char *cache_dir, struct hyd_status *s)
 	    "  SELECT 1 FROM main.chunk c WHERE c.ino = i.ino"
 	    "  AND NOT EXISTS (SELECT 1 FROM st.chunk s"
 	    "                  WHERE s.id = c.id))",
-	    c, 2, cache_dir);
+	    c, 2, "hydrated files");
 	if (r < 0)
 		goto out;
 	s->files_hydrated = (uint64_t)c[0];
@@ -379,7 +282,7 @@ static int count_all(sqlite3 *db, const char *cache_dir, struct hyd_status *s)
 	    " FROM (SELECT id, MAX(len) AS len FROM main.chunk"
 	    "       GROUP BY id) g"
 	    " LEFT JOIN st.chunk s ON s.id = g.id",
-	    c, 4, cache_dir);
+	    c, 4, "chunks");
 	if (r < 0)
 		goto out;
 	s->chunks_total = (uint64_t)c[0];
@@ -387,11 +290,11 @@ static int count_all(sqlite3 *db, const char *cache_dir, struct hyd_status *s)
 	s->chunks_stored = (uint64_t)c[2];
 	s->unique_bytes_stored = (uint64_t)c[3];
 	r = sql_row(db, "SELECT COALESCE(SUM(frame_len), 0) FROM st.chunk", c,
-		    1, cache_dir);
+		    1, "rest bytes");
 	if (r < 0)
 		goto out;
 	s->rest_bytes = (uint64_t)c[0];
-	r = stored_wire_bytes(db, cache_dir, &s->wire_bytes);
+	r = stored_wire_bytes(db, &s->wire_bytes);
 out:
 	/* Read-only: ending the transaction either way only drops the
 	 * snapshot. */
@@ -420,11 +323,12 @@ static void url_from_store(sqlite3 *db, struct hyd_status *s)
 int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 {
 	char cat_path[STATUS_PATH_MAX], path[STATUS_PATH_MAX];
-	char uri[STATUS_URI_MAX];
+	char url[HYD_URL_MAX + 2];
 	struct hyd_status s;
 	struct cat_meta meta;
 	cat_reader *rd = NULL;
 	sqlite3 *db = NULL;
+	char *uri = NULL;
 	int r, rc;
 
 	if (!cache_dir || !ret)
@@ -446,25 +350,29 @@ int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 	/* Through a URI too: ATTACH takes URIs only on a connection opened
 	 * with SQLITE_OPEN_URI, under which a plain name starting "file:"
 	 * would be parsed as one. */
-	r = ro_uri(cat_path, uri, sizeof(uri));
+	r = base_sqlite_uri(cat_path, "mode=ro", &uri);
 	if (r < 0)
 		goto out;
 	rc = sqlite3_open_v2(
 	    uri, &db,
 	    SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
-		r = status_sqlerr(db, rc, "open catalog", cache_dir);
+		r = base_sqlite_errno(db, rc, "open catalog");
 		goto out;
 	}
 	sqlite3_busy_timeout(db, STATUS_QUERY_TIMEOUT_MS);
 	r = attach_store(db, cache_dir);
 	if (r == 0)
-		r = count_all(db, cache_dir, &s);
+		r = count_all(db, &s);
 	if (r < 0)
 		goto out;
 
-	if (path_join(path, sizeof(path), cache_dir, "catalogs/url") < 0 ||
-	    read_small(path, s.url, sizeof(s.url)) < 0)
+	/* catalogs/url as written (one line), else the store's copy. */
+	if (path_join(path, sizeof(path), cache_dir, "catalogs/url") == 0 &&
+	    read_trimmed(path, url, sizeof(url)) == 0 &&
+	    strlen(url) < sizeof(s.url))
+		memcpy(s.url, url, strlen(url) + 1);
+	else
 		url_from_store(db, &s);
 	s.pid = live_pid(cache_dir);
 	if (s.chunks_stored >= s.chunks_total) {
@@ -476,699 +384,279 @@ int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 	*ret = s;
 out:
 	sqlite3_close(db);
+	free(uri);
 	return r;
 }
 
 /* ------------------------------------------------------------------ */
-/* JSON out                                                           */
+/* The status line as JSON, both ways                                 */
 /* ------------------------------------------------------------------ */
 
-/* snprintf-like accumulation: len counts everything, buf keeps what fits
- * (always NUL-terminated when cap > 0). */
-struct jout {
-	char *buf;
-	size_t cap, len;
+enum field_type {
+	F_STATE,  /* enum hyd_state by name; the one required key */
+	F_STR,	  /* char[size]: display text */
+	F_U64,	  /* uint64_t counter, 0..INT64_MAX on the wire */
+	F_PID,	  /* long, 0..INT_MAX */
+	F_I64,	  /* int64_t */
+	F_REAL,	  /* double, 3 decimals on the wire */
+	F_SAVING, /* uint64_t at off minus the one at off2, signed: written,
+		   * and on input only checked to be an integer */
 };
 
-static void jput(struct jout *j, const char *s, size_t n)
-{
-	size_t room;
+struct status_field {
+	const char *key;
+	enum field_type type;
+	size_t off, size, off2;
+};
 
-	if (j->cap > 0 && j->len < j->cap - 1) {
-		room = j->cap - 1 - j->len;
-		memcpy(j->buf + j->len, s, n < room ? n : room);
+#define SF(k, t)                                                               \
+	{                                                                      \
+#k, t, offsetof(struct hyd_status, k),                         \
+		    sizeof(((struct hyd_status *)0)->k), 0                     \
 	}
-	j->len += n;
-}
-
-static void jputs(struct jout *j, const char *s)
-{
-	jput(j, s, strlen(s));
-}
-
-/* Length of the valid UTF-8 sequence at s[0..n), 0 if it is not one
- * (overlong forms, surrogates and code points past U+10FFFF are not). */
-static size_t utf8_valid(const unsigned char *s, size_t n)
-{
-	uint32_t cp;
-	size_t len, i;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	if (n < len)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
+#define SF_SAVING(k, a, b)                                                     \
+	{                                                                      \
+#k, F_SAVING, offsetof(struct hyd_status, a), 0,               \
+		    offsetof(struct hyd_status, b)                             \
 	}
-	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-		return 0;
-	return len;
+
+/* The keys in the order they are written (hydrator.h lists them). */
+static const struct status_field status_fields[] = {
+    SF(state, F_STATE),
+    SF(url, F_STR),
+    SF(last_error, F_STR),
+    SF(pid, F_PID),
+    SF(generation, F_U64),
+    SF(files_total, F_U64),
+    SF(files_hydrated, F_U64),
+    SF(bytes_total, F_U64),
+    SF(bytes_hydrated, F_U64),
+    SF(chunks_total, F_U64),
+    SF(chunks_stored, F_U64),
+    SF(unique_bytes_total, F_U64),
+    SF(unique_bytes_stored, F_U64),
+    SF(rest_bytes, F_U64),
+    SF(wire_bytes, F_U64),
+    SF_SAVING(dedup_savings_bytes, bytes_total, unique_bytes_total),
+    SF_SAVING(compression_savings_bytes, unique_bytes_stored, rest_bytes),
+    SF(mismatches, F_U64),
+    SF(retries, F_U64),
+    SF(failures, F_U64),
+    SF(rate_now, F_REAL),
+    SF(rate_avg, F_REAL),
+    SF(eta_s, F_I64),
+    SF(elapsed_s, F_REAL),
+};
+#define STATUS_FIELDS (sizeof(status_fields) / sizeof(status_fields[0]))
+
+static uint64_t u64_at(const struct hyd_status *st, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)st + off, sizeof(v));
+	return v;
 }
 
-/* A JSON string of s[0..strnlen(s, max)): see the file comment. */
-static void jstr(struct jout *j, const char *s, size_t max)
+/* A counter in jansson's integer range. */
+static json_int_t count_int(uint64_t v)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t n = strnlen(s, max), i = 0, k;
-	char esc[8];
-
-	jputs(j, "\"");
-	while (i < n) {
-		unsigned char c = p[i];
-
-		if (c == '"' || c == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)c;
-			jput(j, esc, 2);
-			i++;
-		} else if (c == '\n') {
-			jputs(j, "\\n"), i++;
-		} else if (c == '\r') {
-			jputs(j, "\\r"), i++;
-		} else if (c == '\t') {
-			jputs(j, "\\t"), i++;
-		} else if (c < 0x20 || c == 0x7f) {
-			snprintf(esc, sizeof(esc), "\\u%04x", c);
-			jput(j, esc, 6);
-			i++;
-		} else if ((k = utf8_valid(p + i, n - i)) > 0) {
-			jput(j, s + i, k);
-			i += k;
-		} else {
-			jputs(j, "\\ufffd");
-			i++;
-		}
-	}
-	jputs(j, "\"");
+	return v > INT64_MAX ? INT64_MAX : (json_int_t)v;
 }
 
-static void jkey(struct jout *j, const char *key)
+/* A real for the wire: finite and non-negative (NaN, infinities and
+ * negatives are 0, which jansson could not write or we never mean), at
+ * most STATUS_DOUBLE_MAX, rounded to 3 decimals. */
+static double real_3(double v)
 {
-	jputs(j, j->len > 1 ? ",\"" : "\"");
-	jputs(j, key);
-	jputs(j, "\":");
-}
-
-static void ju64(struct jout *j, const char *key, uint64_t v)
-{
-	char num[32];
-
-	jkey(j, key);
-	snprintf(num, sizeof(num), "%" PRIu64, v);
-	jputs(j, num);
-}
-
-static void ji64(struct jout *j, const char *key, int64_t v)
-{
-	char num[32];
-
-	jkey(j, key);
-	snprintf(num, sizeof(num), "%" PRId64, v);
-	jputs(j, num);
-}
-
-/* a - b as a signed JSON number, whichever is larger. */
-static void jdiff(struct jout *j, const char *key, uint64_t a, uint64_t b)
-{
-	char num[32];
-
-	jkey(j, key);
-	if (a >= b)
-		snprintf(num, sizeof(num), "%" PRIu64, a - b);
-	else
-		snprintf(num, sizeof(num), "-%" PRIu64, b - a);
-	jputs(j, num);
-}
-
-/* A non-negative double as fixed point "N.DDD", built from integers so the
- * locale cannot change the decimal point. NaN, infinities and negatives are
- * 0; values are clamped to STATUS_DOUBLE_MAX. */
-static void jdbl(struct jout *j, const char *key, double v)
-{
-	char num[40];
-	uint64_t m;
-
 	if (!isfinite(v) || v < 0)
-		v = 0;
+		return 0;
 	if (v > STATUS_DOUBLE_MAX)
 		v = STATUS_DOUBLE_MAX;
-	m = (uint64_t)(v * 1000.0 + 0.5);
-	jkey(j, key);
-	snprintf(num, sizeof(num), "%" PRIu64 ".%03u", m / 1000,
-		 (unsigned)(m % 1000));
-	jputs(j, num);
+	return round(v * 1000.0) / 1000.0;
+}
+
+/* The JSON value of one field of st (a new reference; NULL when out of
+ * memory). */
+static json_t *field_value(const struct hyd_status *st,
+			   const struct status_field *f)
+{
+	const char *p = (const char *)st + f->off;
+	uint64_t a, b;
+	int64_t i64;
+	double d;
+	long l;
+
+	switch (f->type) {
+	case F_STATE:
+		return json_string(hyd_state_name(st->state));
+	case F_STR:
+		/* A field that is not NUL-terminated ends at its size. */
+		return base_json_bytes(p, strnlen(p, f->size));
+	case F_U64:
+		return json_integer(count_int(u64_at(st, f->off)));
+	case F_PID:
+		memcpy(&l, p, sizeof(l));
+		return json_integer(l);
+	case F_I64:
+		memcpy(&i64, p, sizeof(i64));
+		return json_integer(i64);
+	case F_REAL:
+		memcpy(&d, p, sizeof(d));
+		return json_real(real_3(d));
+	case F_SAVING:
+		a = u64_at(st, f->off);
+		b = u64_at(st, f->off2);
+		return json_integer(a >= b ? count_int(a - b)
+					   : -count_int(b - a));
+	}
+	return NULL;
 }
 
 int hyd_status_json(const struct hyd_status *st, char *buf, size_t cap)
 {
-	struct jout j = {buf, cap, 0};
+	json_t *o;
+	size_t i;
+	int r = -ENOMEM;
 
-	jputs(&j, "{");
-	jkey(&j, "state");
-	jstr(&j, hyd_state_name(st->state), 32);
-	jkey(&j, "url");
-	jstr(&j, st->url, sizeof(st->url));
-	jkey(&j, "last_error");
-	jstr(&j, st->last_error, sizeof(st->last_error));
-	ji64(&j, "pid", st->pid);
-	ju64(&j, "generation", st->generation);
-	ju64(&j, "files_total", st->files_total);
-	ju64(&j, "files_hydrated", st->files_hydrated);
-	ju64(&j, "bytes_total", st->bytes_total);
-	ju64(&j, "bytes_hydrated", st->bytes_hydrated);
-	ju64(&j, "chunks_total", st->chunks_total);
-	ju64(&j, "chunks_stored", st->chunks_stored);
-	ju64(&j, "unique_bytes_total", st->unique_bytes_total);
-	ju64(&j, "unique_bytes_stored", st->unique_bytes_stored);
-	ju64(&j, "rest_bytes", st->rest_bytes);
-	ju64(&j, "wire_bytes", st->wire_bytes);
-	jdiff(&j, "dedup_savings_bytes", st->bytes_total,
-	      st->unique_bytes_total);
-	jdiff(&j, "compression_savings_bytes", st->unique_bytes_stored,
-	      st->rest_bytes);
-	ju64(&j, "mismatches", st->mismatches);
-	ju64(&j, "retries", st->retries);
-	ju64(&j, "failures", st->failures);
-	jdbl(&j, "rate_now", st->rate_now);
-	jdbl(&j, "rate_avg", st->rate_avg);
-	ji64(&j, "eta_s", st->eta_s);
-	jdbl(&j, "elapsed_s", st->elapsed_s);
-	jputs(&j, "}");
-	if (cap > 0)
-		buf[j.len < cap ? j.len : cap - 1] = '\0';
-	return j.len > INT_MAX ? INT_MAX : (int)j.len;
+	o = json_object();
+	if (!o)
+		goto out;
+	for (i = 0; i < STATUS_FIELDS; i++) {
+		/* Takes the value's reference, also when it fails (and a
+		 * NULL value fails). */
+		if (json_object_set_new(o, status_fields[i].key,
+					field_value(st, &status_fields[i])) < 0)
+			goto out;
+	}
+	r = base_json_line(o, buf, cap);
+out:
+	json_decref(o);
+	if (r < 0 && cap > 0)
+		buf[0] = '\0';
+	return r;
 }
 
-/* ------------------------------------------------------------------ */
-/* JSON in (untrusted)                                                */
-/* ------------------------------------------------------------------ */
-
-struct jin {
-	const unsigned char *p, *end;
-};
-
-static void jin_ws(struct jin *in)
+/* The UTF-8 string s[0..len) into dst[0..cap), cut at a character boundary
+ * when it does not fit. */
+static void copy_cut(char *dst, size_t cap, const char *s, size_t len)
 {
-	while (in->p < in->end && (*in->p == ' ' || *in->p == '\t' ||
-				   *in->p == '\n' || *in->p == '\r'))
-		in->p++;
+	if (len >= cap) {
+		len = cap - 1;
+		/* jansson checked s is valid UTF-8: the byte after the cut is
+		 * a continuation byte only when the cut splits a character. */
+		while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
+			len--;
+	}
+	memcpy(dst, s, len);
+	dst[len] = '\0';
 }
 
-static int jin_hex4(struct jin *in, uint32_t *ret)
+/* The value v of field f into s, or -EBADMSG when it has the wrong type
+ * or is out of range. */
+static int field_parse(const json_t *v, const struct status_field *f,
+		       struct hyd_status *s)
 {
-	uint32_t v = 0;
+	json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
+	char *p = (char *)s + f->off;
+	int64_t i64 = n;
+	uint64_t u64 = (uint64_t)n;
+	long l = (long)n;
+	double d;
 	int i;
 
-	if (in->end - in->p < 4)
-		return -EBADMSG;
-	for (i = 0; i < 4; i++) {
-		unsigned char c = *in->p++;
-
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= (uint32_t)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v |= (uint32_t)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			v |= (uint32_t)(c - 'A' + 10);
-		else
-			return -EBADMSG;
-	}
-	*ret = v;
-	return 0;
-}
-
-/* Where a decoded string goes: buf[0..cap) keeps at most cap - 1 bytes and
- * a NUL; what does not fit is dropped (cut is set). buf == NULL only
- * checks the string. */
-struct jsink {
-	char *buf;
-	size_t cap, len;
-	int cut;
-};
-
-static void jin_emit(struct jsink *o, const void *b, size_t n)
-{
-	if (!o->buf)
-		return;
-	/* Whole characters only: a multi-byte one that does not fit is
-	 * dropped, never split. */
-	if (o->cut || o->len + n >= o->cap) {
-		o->cut = 1;
-		return;
-	}
-	memcpy(o->buf + o->len, b, n);
-	o->len += n;
-}
-
-/* \uXXXX (the "\u" already taken), a surrogate pair being two of them,
- * as UTF-8 into o. U+0000 and lone surrogates are refused: the result
- * is a C string. */
-static int jin_unicode(struct jin *in, struct jsink *o)
-{
-	unsigned char u[4];
-	uint32_t cp, lo;
-	size_t n;
-
-	if (jin_hex4(in, &cp) < 0 || cp == 0)
-		return -EBADMSG;
-	if (cp >= 0xdc00 && cp <= 0xdfff)
-		return -EBADMSG;
-	if (cp >= 0xd800 && cp <= 0xdbff) {
-		if (in->end - in->p < 2 || in->p[0] != '\\' || in->p[1] != 'u')
-			return -EBADMSG;
-		in->p += 2;
-		if (jin_hex4(in, &lo) < 0 || lo < 0xdc00 || lo > 0xdfff)
-			return -EBADMSG;
-		cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-	}
-	if (cp < 0x80) {
-		u[0] = (unsigned char)cp, n = 1;
-	} else if (cp < 0x800) {
-		u[0] = (unsigned char)(0xc0 | (cp >> 6));
-		u[1] = (unsigned char)(0x80 | (cp & 0x3f)), n = 2;
-	} else if (cp < 0x10000) {
-		u[0] = (unsigned char)(0xe0 | (cp >> 12));
-		u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-		u[2] = (unsigned char)(0x80 | (cp & 0x3f)), n = 3;
-	} else {
-		u[0] = (unsigned char)(0xf0 | (cp >> 18));
-		u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
-		u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-		u[3] = (unsigned char)(0x80 | (cp & 0x3f)), n = 4;
-	}
-	jin_emit(o, u, n);
-	return 0;
-}
-
-/* A JSON string into o. Raw bytes >= 0x80 are copied as they come (the
- * writer only sends valid UTF-8); after a cut, a sequence left incomplete
- * at the end is dropped so the kept prefix stays valid. */
-static int jin_string(struct jin *in, struct jsink *o)
-{
-	size_t k;
-	char c;
-
-	if (in->p >= in->end || *in->p != '"')
-		return -EBADMSG;
-	in->p++;
-	for (;;) {
-		if (in->p >= in->end || *in->p < 0x20)
-			return -EBADMSG;
-		c = (char)*in->p++;
-		if (c == '"')
-			break;
-		if (c == '\\') {
-			if (in->p >= in->end)
-				return -EBADMSG;
-			c = (char)*in->p++;
-			switch (c) {
-			case '"':
-			case '\\':
-			case '/':
-				break;
-			case 'b':
-				c = '\b';
-				break;
-			case 'f':
-				c = '\f';
-				break;
-			case 'n':
-				c = '\n';
-				break;
-			case 'r':
-				c = '\r';
-				break;
-			case 't':
-				c = '\t';
-				break;
-			case 'u':
-				if (jin_unicode(in, o) < 0)
-					return -EBADMSG;
-				continue;
-			default:
-				return -EBADMSG;
-			}
-		}
-		jin_emit(o, &c, 1);
-	}
-	if (!o->buf)
-		return 0;
-	if (o->cut) {
-		/* Back over a trailing lead byte and its continuations if
-		 * they do not form a whole character. */
-		k = o->len;
-		while (k > 0 && k + 4 > o->len &&
-		       ((unsigned char)o->buf[k - 1] & 0xc0) == 0x80)
-			k--;
-		if (k > 0 && (unsigned char)o->buf[k - 1] >= 0xc0 &&
-		    utf8_valid((unsigned char *)o->buf + k - 1,
-			       o->len - (k - 1)) != o->len - (k - 1))
-			o->len = k - 1;
-	}
-	o->buf[o->len] = '\0';
-	return 0;
-}
-
-/* One JSON number token (RFC 8259 grammar, at most STATUS_NUM_MAX bytes)
- * into tok; *ret_int is 1 when it has neither fraction nor exponent. */
-static int jin_number(struct jin *in, char *tok, size_t cap, int *ret_int)
-{
-	const unsigned char *s = in->p, *p = in->p;
-	size_t n;
-
-	*ret_int = 1;
-	if (p < in->end && *p == '-')
-		p++;
-	if (p >= in->end || *p < '0' || *p > '9')
-		return -EBADMSG;
-	if (*p == '0')
-		p++;
-	else
-		while (p < in->end && *p >= '0' && *p <= '9')
-			p++;
-	if (p < in->end && *p == '.') {
-		*ret_int = 0;
-		if (++p >= in->end || *p < '0' || *p > '9')
-			return -EBADMSG;
-		while (p < in->end && *p >= '0' && *p <= '9')
-			p++;
-	}
-	if (p < in->end && (*p == 'e' || *p == 'E')) {
-		*ret_int = 0;
-		p++;
-		if (p < in->end && (*p == '+' || *p == '-'))
-			p++;
-		if (p >= in->end || *p < '0' || *p > '9')
-			return -EBADMSG;
-		while (p < in->end && *p >= '0' && *p <= '9')
-			p++;
-	}
-	n = (size_t)(p - s);
-	if (n >= cap)
-		return -EBADMSG;
-	memcpy(tok, s, n);
-	tok[n] = '\0';
-	in->p = p;
-	return 0;
-}
-
-/* Integer token (already grammar-checked) into [lo, hi]. */
-static int tok_int(const char *tok, int64_t lo, uint64_t hi, int neg_ok,
-		   uint64_t *ret_mag, int *ret_neg)
-{
-	const char *d = tok;
-	uint64_t v = 0;
-	int neg = 0;
-
-	if (*d == '-') {
-		if (!neg_ok)
-			return -EBADMSG;
-		neg = 1;
-		d++;
-	}
-	for (; *d; d++) {
-		unsigned dig = (unsigned)(*d - '0');
-
-		if (v > (UINT64_MAX - dig) / 10)
-			return -EBADMSG;
-		v = v * 10 + dig;
-	}
-	if (neg ? v > (uint64_t)(-(lo + 1)) + 1 : v > hi)
-		return -EBADMSG;
-	*ret_mag = v;
-	*ret_neg = neg && v != 0;
-	return 0;
-}
-
-/* Number token (grammar-checked) as a double, without strtod (whose
- * decimal point follows the locale). */
-static int tok_double(const char *tok, double *ret)
-{
-	const char *d = tok;
-	double m = 0;
-	long exp10 = 0, e = 0;
-	int neg = 0, eneg = 0;
-
-	if (*d == '-')
-		neg = 1, d++;
-	for (; *d >= '0' && *d <= '9'; d++)
-		m = m * 10 + (*d - '0');
-	if (*d == '.')
-		for (d++; *d >= '0' && *d <= '9'; d++, exp10--)
-			m = m * 10 + (*d - '0');
-	if (*d == 'e' || *d == 'E') {
-		d++;
-		if (*d == '+' || *d == '-')
-			eneg = *d++ == '-';
-		for (; *d >= '0' && *d <= '9'; d++)
-			if (e < 100000)
-				e = e * 10 + (*d - '0');
-	}
-	exp10 += eneg ? -e : e;
-	/* Divide by an exact power of ten rather than multiply by an inexact
-	 * one: "1234.500" comes back as exactly 1234.5. */
-	if (m != 0 && exp10 < 0)
-		m /= pow(10.0, (double)-exp10);
-	else if (m != 0)
-		m *= pow(10.0, (double)exp10);
-	if (!isfinite(m))
-		return -EBADMSG;
-	*ret = neg ? -m : m;
-	return 0;
-}
-
-enum jtype { J_STATE, J_STR, J_U64, J_I64, J_PID, J_DBL, J_SKIPNUM };
-
-struct jfield {
-	const char *key;
-	enum jtype type;
-	size_t off, size;
-};
-
-#define JF(k, t)                                                               \
-	{                                                                      \
-#k, t, offsetof(struct hyd_status, k),                         \
-		    sizeof(((struct hyd_status *)0)->k)                        \
-	}
-
-static const struct jfield jfields[] = {
-    JF(state, J_STATE),
-    JF(url, J_STR),
-    JF(last_error, J_STR),
-    JF(pid, J_PID),
-    JF(generation, J_U64),
-    JF(files_total, J_U64),
-    JF(files_hydrated, J_U64),
-    JF(bytes_total, J_U64),
-    JF(bytes_hydrated, J_U64),
-    JF(chunks_total, J_U64),
-    JF(chunks_stored, J_U64),
-    JF(unique_bytes_total, J_U64),
-    JF(unique_bytes_stored, J_U64),
-    JF(rest_bytes, J_U64),
-    JF(wire_bytes, J_U64),
-    {"dedup_savings_bytes", J_SKIPNUM, 0, 0},
-    {"compression_savings_bytes", J_SKIPNUM, 0, 0},
-    JF(mismatches, J_U64),
-    JF(retries, J_U64),
-    JF(failures, J_U64),
-    JF(rate_now, J_DBL),
-    JF(rate_avg, J_DBL),
-    JF(eta_s, J_I64),
-    JF(elapsed_s, J_DBL),
-};
-#define JFIELDS (sizeof(jfields) / sizeof(jfields[0]))
-
-/* A value we do not know: a scalar only (flat object), skipped. */
-static int jin_skip(struct jin *in)
-{
-	static const char *const words[] = {"true", "false", "null"};
-	struct jsink skip = {NULL, 0, 0, 0};
-	char tok[STATUS_NUM_MAX];
-	size_t i, n;
-	int isint;
-
-	if (in->p >= in->end)
-		return -EBADMSG;
-	if (*in->p == '"')
-		return jin_string(in, &skip);
-	if (*in->p == '-' || (*in->p >= '0' && *in->p <= '9'))
-		return jin_number(in, tok, sizeof(tok), &isint);
-	for (i = 0; i < 3; i++) {
-		n = strlen(words[i]);
-		if ((size_t)(in->end - in->p) >= n &&
-		    !memcmp(in->p, words[i], n)) {
-			in->p += n;
-			return 0;
-		}
-	}
-	return -EBADMSG;
-}
-
-/* The value of a known field into s. */
-static int jin_field(struct jin *in, const struct jfield *f,
-		     struct hyd_status *s)
-{
-	char tok[STATUS_NUM_MAX], name[32];
-	char *dst = (char *)s + f->off;
-	struct jsink name_out = {name, sizeof(name), 0, 0};
-	struct jsink str_out = {dst, f->size, 0, 0};
-	uint64_t mag;
-	int isint, neg, r, i;
-	int64_t v;
-	double d;
-
 	switch (f->type) {
-	case J_STATE:
-		r = jin_string(in, &name_out);
-		if (r < 0 || name_out.cut)
-			return -EBADMSG;
-		for (i = HYD_STATE_BROWSING; i <= HYD_STATE_STOPPED; i++)
-			if (!strcmp(name, hyd_state_name((enum hyd_state)i))) {
+	case F_STATE:
+		for (i = HYD_STATE_BROWSING;
+		     json_is_string(v) && i <= HYD_STATE_STOPPED; i++)
+			if (!strcmp(json_string_value(v),
+				    hyd_state_name((enum hyd_state)i))) {
 				s->state = (enum hyd_state)i;
 				return 0;
 			}
 		return -EBADMSG;
-	case J_STR:
+	case F_STR:
 		/* Display text: longer than the field is cut, not refused
-		 * (every replaced byte grows threefold on the way back). */
-		return jin_string(in, &str_out);
-	default:
-		break;
-	}
-	r = jin_number(in, tok, sizeof(tok), &isint);
-	if (r < 0)
-		return r;
-	switch (f->type) {
-	case J_U64:
-		if (!isint)
+		 * (an escaped byte grows fourfold on the way back). */
+		if (!json_is_string(v))
 			return -EBADMSG;
-		r = tok_int(tok, 0, UINT64_MAX, 0, &mag, &neg);
-		if (r == 0)
-			memcpy(dst, &mag, sizeof(mag));
-		return r;
-	case J_I64:
-	case J_PID:
-		if (!isint)
+		copy_cut(p, f->size, json_string_value(v),
+			 json_string_length(v));
+		return 0;
+	case F_U64:
+		if (!json_is_integer(v) || n < 0)
 			return -EBADMSG;
-		r = f->type == J_PID
-			? tok_int(tok, 0, INT_MAX, 0, &mag, &neg)
-			: tok_int(tok, INT64_MIN, INT64_MAX, 1, &mag, &neg);
-		if (r < 0)
-			return r;
-		/* -(mag - 1) - 1 reaches INT64_MIN without overflow. */
-		v = neg ? -(int64_t)(mag - 1) - 1 : (int64_t)mag;
-		if (f->type == J_PID)
-			s->pid = (long)v;
-		else
-			s->eta_s = v;
+		memcpy(p, &u64, sizeof(u64));
 		return 0;
-	case J_DBL:
-		r = tok_double(tok, &d);
-		if (r == 0)
-			memcpy(dst, &d, sizeof(d));
-		return r;
-	default: /* J_SKIPNUM: derived on output, checked and dropped */
+	case F_PID:
+		if (!json_is_integer(v) || n < 0 || n > INT_MAX)
+			return -EBADMSG;
+		memcpy(p, &l, sizeof(l));
 		return 0;
+	case F_I64:
+		if (!json_is_integer(v))
+			return -EBADMSG;
+		memcpy(p, &i64, sizeof(i64));
+		return 0;
+	case F_REAL:
+		/* An integer is a number too ("rate_now":0). */
+		if (!json_is_number(v))
+			return -EBADMSG;
+		d = json_number_value(v);
+		memcpy(p, &d, sizeof(d));
+		return 0;
+	case F_SAVING:
+		return json_is_integer(v) ? 0 : -EBADMSG;
 	}
+	return -EBADMSG;
 }
 
 int hyd__status_parse(const char *buf, size_t len, struct hyd_status *ret)
 {
-	struct jin in = {(const unsigned char *)buf,
-			 (const unsigned char *)buf + len};
-	char key[STATUS_KEY_MAX];
-	struct jsink key_out;
-	uint32_t seen = 0;
+	json_t *root = NULL, *v;
 	struct hyd_status s;
+	json_error_t jerr;
 	size_t i;
-	int r;
+	int r = -EBADMSG;
 
+	/* Bounded before jansson sees it: a line is never longer. */
 	if (!buf || !ret || len > HYD_STATUS_LINE_MAX)
 		return -EBADMSG;
 	memset(&s, 0, sizeof(s));
 	s.eta_s = -1;
-	jin_ws(&in);
-	if (in.p >= in.end || *in.p++ != '{')
-		return -EBADMSG;
-	jin_ws(&in);
-	if (in.p < in.end && *in.p == '}')
-		return -EBADMSG; /* no "state" */
-	for (;;) {
-		jin_ws(&in);
-		key_out = (struct jsink){key, sizeof(key), 0, 0};
-		r = jin_string(&in, &key_out);
-		if (r < 0 || key_out.cut)
-			return -EBADMSG;
-		jin_ws(&in);
-		if (in.p >= in.end || *in.p++ != ':')
-			return -EBADMSG;
-		jin_ws(&in);
-		for (i = 0; i < JFIELDS; i++)
-			if (!strcmp(key, jfields[i].key))
-				break;
-		if (i < JFIELDS) {
-			if (seen & (1u << i))
-				return -EBADMSG; /* duplicate key */
-			seen |= 1u << i;
-			r = jin_field(&in, &jfields[i], &s);
-		} else {
-			r = jin_skip(&in);
-		}
-		if (r < 0)
-			return r;
-		jin_ws(&in);
-		if (in.p >= in.end)
-			return -EBADMSG;
-		if (*in.p == '}')
-			break;
-		if (*in.p++ != ',')
-			return -EBADMSG;
+	/* Strict: one value and nothing after it but whitespace; strings
+	 * valid UTF-8 without \u0000; integers within int64. */
+	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_object(root) || !json_object_get(root, "state"))
+		goto out;
+	for (i = 0; i < STATUS_FIELDS; i++) {
+		v = json_object_get(root, status_fields[i].key);
+		if (v && field_parse(v, &status_fields[i], &s) < 0)
+			goto out;
 	}
-	in.p++;
-	jin_ws(&in);
-	if (in.p != in.end || !(seen & 1u))
-		return -EBADMSG;
 	*ret = s;
-	return 0;
+	r = 0;
+out:
+	json_decref(root);
+	return r;
 }
 
 /* ------------------------------------------------------------------ */
 /* Client of the control socket                                       */
 /* ------------------------------------------------------------------ */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Wait for events on fd until deadline (CLOCK_MONOTONIC ms). */
-static int wait_fd(int fd, short events, int64_t deadline)
+/* Wait for events on fd until deadline (base_now_ns). */
+static int wait_fd(int fd, short events, uint64_t deadline)
 {
 	struct pollfd pfd = {.fd = fd, .events = events};
-	int64_t left;
+	uint64_t now;
 	int n;
 
 	for (;;) {
-		left = deadline - now_ms();
-		if (left <= 0)
+		now = base_now_ns();
+		if (now >= deadline)
 			return -ETIMEDOUT;
-		n = poll(&pfd, 1, (int)left);
+		/* Rounded up: poll(0) would spin through the last ms. */
+		n = poll(&pfd, 1, (int)((deadline - now + 999999) / 1000000));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -1185,7 +673,8 @@ static int control_ask(const char *cache_dir, char *line, size_t cap,
 {
 	static const char req[] = "status\n";
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int64_t deadline = now_ms() + STATUS_QUERY_TIMEOUT_MS;
+	uint64_t deadline =
+	    base_now_ns() + (uint64_t)STATUS_QUERY_TIMEOUT_MS * 1000000u;
 	struct timeval tv = {STATUS_QUERY_TIMEOUT_MS / 1000, 0};
 	size_t got = 0, sent = 0;
 	ssize_t n;
@@ -1270,7 +759,13 @@ int hyd_status_query(const char *cache_dir, struct hyd_status *ret)
 	if (r == 0)
 		r = hyd__status_parse(line, len, ret);
 	free(line);
+	if (r == 0)
+		return 0;
 	/* No hydrator, a stale socket, a slow or garbled answer: the files
 	 * still say how far the cache is. */
-	return r == 0 ? 0 : hyd_status_from_cache(cache_dir, ret);
+	base_log_err(BASE_LOG_DEBUG, r,
+		     "no live status on control.sock, reading the files "
+		     "dir=\"%s\"",
+		     cache_dir);
+	return hyd_status_from_cache(cache_dir, ret);
 }

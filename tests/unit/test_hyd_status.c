@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -347,7 +348,7 @@ static void sample(struct hyd_status *st)
 	st->generation = 7;
 	st->files_total = 10;
 	st->files_hydrated = 3;
-	st->bytes_total = UINT64_MAX;
+	st->bytes_total = INT64_MAX; /* the largest count JSON carries */
 	st->bytes_hydrated = 1;
 	st->chunks_total = 5;
 	st->chunks_stored = 2;
@@ -403,37 +404,97 @@ static void test_json_round_trip(void **state)
 	n = hyd_status_json(&a, buf, sizeof(buf));
 	assert_true(n > 0 && (size_t)n < sizeof(buf));
 	assert_int_equal(strlen(buf), n);
-	/* Key order and number spelling are the contract. */
+	/* Key order and number spelling are the contract; JSON's own
+	 * escapes for '"', '\\' and control characters (DEL is not one). */
 	assert_true(!strncmp(buf, "{\"state\":\"stalled\",\"url\":", 25));
 	assert_non_null(strstr(buf, "\"last_error\":\"disk full: \\\"/var/cache"
-				    "\\\" \\\\ tab\\there\\nnew\\u0001\\u001f"
-				    "\\u007f caf\xc3\xa9 \xf0\x9f\x9a\xa2\","));
-	assert_non_null(strstr(buf, "\"bytes_total\":18446744073709551615,"));
+				    "\\\" \\\\ tab\\there\\nnew\\u0001\\u001F"
+				    "\x7f caf\xc3\xa9 \xf0\x9f\x9a\xa2\","
+				    "\"pid\":4242,\"generation\":7,"));
+	assert_non_null(strstr(buf, "\"bytes_total\":9223372036854775807,"));
 	assert_non_null(strstr(buf, "\"dedup_savings_bytes\":"
-				    "18446744073709551515,"));
+				    "9223372036854775707,"));
 	assert_non_null(strstr(buf, "\"compression_savings_bytes\":-10,"));
-	assert_non_null(strstr(buf, "\"rate_now\":1234.500,\"rate_avg\":0.125,"
+	assert_non_null(strstr(buf, "\"rate_now\":1234.5,\"rate_avg\":0.125,"
 				    "\"eta_s\":-1,\"elapsed_s\":86400.001}"));
 	assert_null(strchr(buf, '\n'));
 	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
 	assert_status_equal(&a, &b);
 
-	/* snprintf semantics: the full length back, a terminated prefix. */
-	assert_int_equal(hyd_status_json(&a, small, sizeof(small)), n);
-	assert_int_equal(strlen(small), sizeof(small) - 1);
-	assert_int_equal(memcmp(small, buf, sizeof(small) - 1), 0);
-	assert_int_equal(hyd_status_json(&a, NULL, 0), n);
+	/* A line that does not fit is an error and an empty buffer, never a
+	 * cut line that looks like JSON. */
+	assert_int_equal(hyd_status_json(&a, small, sizeof(small)), -ENOBUFS);
+	assert_string_equal(small, "");
+	assert_int_equal(hyd_status_json(&a, buf, (size_t)n), -ENOBUFS);
+	assert_int_equal(hyd_status_json(&a, buf, (size_t)n + 1), n);
+	assert_int_equal(hyd_status_json(&a, NULL, 0), -ENOBUFS);
 
-	/* NaN and negative doubles come out as 0, still valid JSON. */
+	/* NaN and negative doubles come out as 0, still valid JSON; the
+	 * others are rounded to 3 decimals; counters past jansson's int64
+	 * are INT64_MAX, and so is a saving past it either way. */
 	a.rate_now = NAN;
 	a.rate_avg = -5;
 	a.elapsed_s = INFINITY;
 	n = hyd_status_json(&a, buf, sizeof(buf));
 	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
 	assert_true(b.rate_now == 0 && b.rate_avg == 0 && b.elapsed_s == 0);
+	a.rate_now = 0.00049;
+	a.rate_avg = 2.0 / 3.0;
+	a.elapsed_s = 1e300;
+	a.bytes_total = UINT64_MAX;
+	a.unique_bytes_total = 0;
+	a.rest_bytes = UINT64_MAX;
+	n = hyd_status_json(&a, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "\"bytes_total\":9223372036854775807,"));
+	assert_non_null(strstr(buf, "\"dedup_savings_bytes\":"
+				    "9223372036854775807,"));
+	assert_non_null(strstr(buf, "\"compression_savings_bytes\":"
+				    "-9223372036854775807,"));
+	assert_non_null(strstr(buf, "\"rate_now\":0.0,\"rate_avg\":0.667,"));
+	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
+	assert_true(b.elapsed_s == 9.0e15);
+	assert_int_equal(b.bytes_total, INT64_MAX);
 }
 
-/* Bytes that are not UTF-8 become U+FFFD; the worst case fits the bound;
+/* UTF-8 text comes back byte for byte; a byte that is not UTF-8 becomes
+ * the text \xNN (as in a log line), and that text then round-trips too. */
+static void test_json_utf8_round_trip(void **state)
+{
+	static const char url[] = "http://h\xc3\xa9te.example:8700/v1/"
+				  "\xe6\xa8\xa1\xe5\x9e\x8b-\xf0\x9f\x9a\xa2";
+	static const char err[] = "cannot open \"/data/caf\xc3\xa9/\xce\xb1"
+				  "\xce\xb2\xce\xb3\": \xe2\x82\xac 5 "
+				  "\xf0\x9f\x98\x80\t\xef\xbf\xbd end";
+	char buf[HYD_STATUS_JSON_MAX];
+	struct hyd_status a, b;
+	int n;
+
+	(void)state;
+	sample(&a);
+	snprintf(a.url, sizeof(a.url), "%s", url);
+	snprintf(a.last_error, sizeof(a.last_error), "%s", err);
+	n = hyd_status_json(&a, buf, sizeof(buf));
+	assert_true(n > 0);
+	/* Written raw, not as \u escapes. */
+	assert_non_null(strstr(buf, "\"url\":\"http://h\xc3\xa9te.example"));
+	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
+	assert_string_equal(b.url, url);
+	assert_string_equal(b.last_error, err);
+	assert_int_equal(memcmp(b.url, url, sizeof(url)), 0);
+
+	/* An invalid byte in last_error: \xNN, lowercase, and the valid
+	 * UTF-8 around it untouched. */
+	snprintf(a.last_error, sizeof(a.last_error),
+		 "read caf\xc3\xa9/x\xff"
+		 "y\xc3 z");
+	n = hyd_status_json(&a, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "\"last_error\":\"read caf\xc3\xa9/x"
+				    "\\\\xffy\\\\xc3 z\","));
+	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
+	assert_string_equal(b.last_error, "read caf\xc3\xa9/x\\xffy\\xc3 z");
+}
+
+/* Bytes that are not UTF-8 become \xNN; the worst case fits the bound;
  * json -> parse -> json is stable. */
 static void test_json_hostile_strings(void **state)
 {
@@ -451,13 +512,13 @@ static void test_json_hostile_strings(void **state)
 	sample(&a);
 	snprintf(a.url, sizeof(a.url), "%s", bad);
 	n = hyd_status_json(&a, buf, sizeof(buf));
-	assert_non_null(strstr(buf, "\"url\":\"a\\ufffdb\\ufffd\\ufffdc\\ufffd"
-				    "d\\ufffd\\ufffde\\ufffd\\ufffd\\ufffd"
-				    "f\\ufffd\\ufffd\\ufffd\\ufffd\","));
+	assert_non_null(strstr(buf, "\"url\":\"a\\\\xffb\\\\xc0\\\\x80c\\\\x80"
+				    "d\\\\xe2\\\\x82e\\\\xed\\\\xa0\\\\x80"
+				    "f\\\\xf4\\\\x90\\\\x80\\\\x80\","));
 	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
-	assert_non_null(strstr(b.url, "a\xef\xbf\xbd"
-				      "b"));
-	/* The replacement comes back as a real U+FFFD, written raw from then
+	assert_string_equal(b.url, "a\\xffb\\xc0\\x80c\\x80d\\xe2\\x82e\\xed"
+				   "\\xa0\\x80f\\xf4\\x90\\x80\\x80");
+	/* The escape comes back as plain text, written as such from then
 	 * on: one more round is a fixed point. */
 	n2 = hyd_status_json(&b, buf2, sizeof(buf2));
 	assert_int_equal(hyd__status_parse(buf2, (size_t)n2, &a), 0);
@@ -475,6 +536,9 @@ static void test_json_hostile_strings(void **state)
 	n = hyd_status_json(&a, buf, sizeof(buf));
 	assert_true(n > 0 && (size_t)n < HYD_STATUS_JSON_MAX);
 	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
+	/* Four bytes of text per escaped one: cut to the field. */
+	assert_int_equal(strlen(b.url), sizeof(b.url) - 1);
+	assert_int_equal(strlen(b.last_error), sizeof(b.last_error) - 1);
 	/* Fields that are not NUL-terminated are cut at their size. */
 	memset(a.last_error, 'x', sizeof(a.last_error));
 	n = hyd_status_json(&a, buf, sizeof(buf));
@@ -498,15 +562,18 @@ static void test_json_parse_accepts(void **state)
 	assert_int_equal(st.eta_s, -1);
 	assert_int_equal(st.files_total, 0);
 	assert_string_equal(st.url, "");
+	assert_int_equal(parse_str("{\"state\":\"complete\"}\r\n", &st), 0);
 
-	/* Any order, unknown scalar keys skipped, escapes decoded. */
-	assert_int_equal(parse_str("{ \"future\" : [1] }", &st), -EBADMSG);
+	/* Any order, unknown keys ignored whatever they hold (a newer
+	 * hydrator may add an object), escapes decoded, integers as reals. */
 	assert_int_equal(
 	    parse_str("{\"x\":true,\"files_total\":5,\"y\":null,"
 		      "\"z\":\"skip \\\" me\",\"w\":-1.5e3,\"v\":false,"
+		      "\"future\":{\"a\":[1,{\"b\":null}]},\"list\":[],"
 		      "\"url\":\"a\\/b\\u00e9\\ud83d\\ude80\\b\\f\","
 		      "\"eta_s\":-9223372036854775808,"
-		      "\"rate_now\":1.5E+2,\"pid\":0,"
+		      "\"rate_now\":1.5E+2,\"rate_avg\":7,\"pid\":0,"
+		      "\"dedup_savings_bytes\":-3,"
 		      "\"state\":\"backfilling\"}",
 		      &st),
 	    0);
@@ -515,11 +582,23 @@ static void test_json_parse_accepts(void **state)
 	assert_string_equal(st.url, "a/b\xc3\xa9\xf0\x9f\x9a\x80\b\f");
 	assert_true(st.eta_s == INT64_MIN);
 	assert_true(st.rate_now == 150.0);
+	assert_true(st.rate_avg == 7.0);
+	assert_int_equal(st.pid, 0);
+	/* The largest values of each kind. */
+	assert_int_equal(parse_str("{\"state\":\"stopped\",\"pid\":2147483647,"
+				   "\"files_total\":9223372036854775807,"
+				   "\"eta_s\":9223372036854775807}",
+				   &st),
+			 0);
+	assert_int_equal(st.pid, INT_MAX);
+	assert_int_equal(st.files_total, INT64_MAX);
+	assert_true(st.eta_s == INT64_MAX);
 }
 
 static void test_json_parse_rejects(void **state)
 {
 	static const char *const bad[] = {
+	    /* Not one JSON object. */
 	    "",
 	    "   ",
 	    "{",
@@ -527,35 +606,71 @@ static void test_json_parse_rejects(void **state)
 	    "[]",
 	    "null",
 	    "\"state\"",
-	    "{\"state\":\"bogus\"}",
-	    "{\"state\":complete}",
-	    "{\"state\":\"complete\",\"state\":\"complete\"}",
+	    "[{\"state\":\"complete\"}]",
 	    "{\"state\":\"complete\",}",
 	    "{\"state\":\"complete\"} x",
 	    "{\"state\":\"complete\"}{}",
-	    "{\"state\":\"complete\",\"x\":{}}",
-	    "{\"state\":\"complete\",\"x\":[1]}",
 	    "{\"state\":\"complete\",\"x\":tru}",
 	    "{\"state\":\"complete\" \"x\":1}",
 	    "{\"state\":\"complete\",\"x\" 1}",
+	    "{\"state\":\"complete\",\"x\":[1,]}",
+	    "{\"state\":\"complete\",\"x\":{\"a\"}}",
+	    "{'state':'complete'}",
+	    "{state:\"complete\"}",
+	    /* No state, or not a known one. */
 	    "{\"files_total\":1}",
-	    "{\"state\":\"complete\",\"files_total\":-1}",
+	    "{\"state\":\"bogus\"}",
+	    "{\"state\":\"Complete\"}",
+	    "{\"state\":complete}",
+	    "{\"state\":\"\"}",
+	    /* Duplicate keys, also in an object we would ignore. */
+	    "{\"state\":\"complete\",\"state\":\"complete\"}",
+	    "{\"state\":\"complete\",\"pid\":1,\"pid\":1}",
+	    "{\"state\":\"complete\",\"x\":{\"a\":1,\"a\":2}}",
+	    /* Wrong types. */
+	    "{\"state\":1}",
+	    "{\"state\":null}",
+	    "{\"state\":[\"complete\"]}",
 	    "{\"state\":\"complete\",\"files_total\":1.5}",
 	    "{\"state\":\"complete\",\"files_total\":1e3}",
-	    "{\"state\":\"complete\",\"files_total\":18446744073709551616}",
-	    "{\"state\":\"complete\",\"files_total\":01}",
-	    "{\"state\":\"complete\",\"files_total\":+1}",
+	    "{\"state\":\"complete\",\"files_total\":1.0}",
 	    "{\"state\":\"complete\",\"files_total\":\"1\"}",
+	    "{\"state\":\"complete\",\"files_total\":true}",
+	    "{\"state\":\"complete\",\"files_total\":null}",
+	    "{\"state\":\"complete\",\"pid\":\"42\"}",
+	    "{\"state\":\"complete\",\"eta_s\":-1.0}",
+	    "{\"state\":\"complete\",\"rate_now\":\"1.5\"}",
+	    "{\"state\":\"complete\",\"rate_now\":false}",
+	    "{\"state\":\"complete\",\"url\":1}",
+	    "{\"state\":\"complete\",\"url\":null}",
+	    "{\"state\":\"complete\",\"last_error\":[\"x\"]}",
+	    "{\"state\":\"complete\",\"last_error\":{}}",
+	    "{\"state\":\"complete\",\"dedup_savings_bytes\":\"x\"}",
+	    "{\"state\":\"complete\",\"compression_savings_bytes\":0.5}",
+	    /* Out of range, huge numbers. */
+	    "{\"state\":\"complete\",\"files_total\":-1}",
+	    "{\"state\":\"complete\",\"files_total\":9223372036854775808}",
+	    "{\"state\":\"complete\",\"files_total\":18446744073709551616}",
+	    "{\"state\":\"complete\",\"files_total\":"
+	    "1000000000000000000000000000000000000000}",
 	    "{\"state\":\"complete\",\"pid\":-1}",
+	    "{\"state\":\"complete\",\"pid\":2147483648}",
 	    "{\"state\":\"complete\",\"pid\":99999999999}",
 	    "{\"state\":\"complete\",\"eta_s\":-9223372036854775809}",
 	    "{\"state\":\"complete\",\"eta_s\":9223372036854775808}",
+	    "{\"state\":\"complete\",\"rate_now\":1e999}",
+	    "{\"state\":\"complete\",\"rate_now\":-1e999}",
+	    /* Bad number syntax. */
+	    "{\"state\":\"complete\",\"files_total\":01}",
+	    "{\"state\":\"complete\",\"files_total\":+1}",
 	    "{\"state\":\"complete\",\"rate_now\":NaN}",
+	    "{\"state\":\"complete\",\"rate_now\":Infinity}",
 	    "{\"state\":\"complete\",\"rate_now\":1.}",
 	    "{\"state\":\"complete\",\"rate_now\":.5}",
 	    "{\"state\":\"complete\",\"rate_now\":1e}",
 	    "{\"state\":\"complete\",\"rate_now\":-}",
-	    "{\"state\":\"complete\",\"rate_now\":1e999}",
+	    "{\"state\":\"complete\",\"rate_now\":0x10}",
+	    /* Bad strings. */
 	    "{\"state\":\"complete\",\"url\":\"\\u0000\"}",
 	    "{\"state\":\"complete\",\"url\":\"\\ud800\"}",
 	    "{\"state\":\"complete\",\"url\":\"\\ud800\\u0041\"}",
@@ -563,10 +678,19 @@ static void test_json_parse_rejects(void **state)
 	    "{\"state\":\"complete\",\"url\":\"\\u12\"}",
 	    "{\"state\":\"complete\",\"url\":\"\\x\"}",
 	    "{\"state\":\"complete\",\"url\":\"tab\there\"}",
+	    "{\"state\":\"complete\",\"url\":\"nl\nhere\"}",
 	    "{\"state\":\"complete\",\"url\":\"open}",
-	    "{\"state\":\"complete\",\"url\":1}",
-	    "{\"state\":\"complete\",\"dedup_savings_bytes\":\"x\"}",
-	    "{'state':'complete'}",
+	    /* Not UTF-8: in a value, in a key, in an ignored value, outside
+	     * any string; overlong, surrogate, past U+10FFFF, cut short. */
+	    "{\"state\":\"complete\",\"url\":\"a\xff\"}",
+	    "{\"state\":\"complete\",\"last_error\":\"\xc0\x80\"}",
+	    "{\"state\":\"complete\",\"last_error\":\"\xed\xa0\x80\"}",
+	    "{\"state\":\"complete\",\"last_error\":\"\xf4\x90\x80\x80\"}",
+	    "{\"state\":\"complete\",\"last_error\":\"caf\xc3\"}",
+	    "{\"state\":\"complete\",\"k\xfe\":1}",
+	    "{\"state\":\"complete\",\"x\":[\"\x80\"]}",
+	    "{\"state\":\"complete\"\xa0}",
+	    "\xef\xbb\xbf{\"state\":\"complete\"}",
 	};
 	struct hyd_status st, keep;
 	char *big;
@@ -581,12 +705,14 @@ static void test_json_parse_rejects(void **state)
 		/* Untouched on failure. */
 		assert_memory_equal(&st, &keep, sizeof(st));
 	}
-	/* A NUL inside the buffer. */
+	/* A NUL inside the buffer, before or after the object. */
 	assert_int_equal(
 	    hyd__status_parse("{\"state\":\"complete\"}\0", 21, &st), -EBADMSG);
+	assert_int_equal(
+	    hyd__status_parse("{\"state\":\"comp\0lete\"}", 21, &st), -EBADMSG);
+	assert_int_equal(hyd__status_parse(NULL, 0, &st), -EBADMSG);
 
-	/* A string too long for its field is cut at a character boundary;
-	 * a key too long is refused. */
+	/* A string too long for its field is cut at a character boundary. */
 	big = malloc(HYD_STATUS_LINE_MAX + 64);
 	assert_non_null(big);
 	n = (size_t)snprintf(big, 64, "{\"state\":\"complete\",\"url\":\"");
@@ -610,21 +736,29 @@ static void test_json_parse_rejects(void **state)
 	assert_int_equal(parse_str(big, &st), 0);
 	assert_int_equal(strlen(st.url), 2044);
 	assert_int_equal((unsigned char)st.url[2040], 0xf0);
+	/* An unknown key may be long, and carry a long string, up to the
+	 * line bound. */
 	n = (size_t)snprintf(big, 64, "{\"state\":\"complete\",\"");
 	memset(big + n, 'k', 100);
 	memcpy(big + n + 100, "\":1}", 5);
-	assert_int_equal(parse_str(big, &st), -EBADMSG);
-
-	/* Unknown keys may carry long strings, up to the line bound. */
+	assert_int_equal(parse_str(big, &st), 0);
 	n = (size_t)snprintf(big, 64, "{\"state\":\"complete\",\"k\":\"");
 	memset(big + n, 'v', 60000);
 	memcpy(big + n + 60000, "\"}", 3);
 	assert_int_equal(parse_str(big, &st), 0);
+	/* Deep nesting in an ignored value: refused by jansson's depth
+	 * limit, not by a crash. */
+	n = (size_t)snprintf(big, 64, "{\"state\":\"complete\",\"k\":");
+	memset(big + n, '[', 30000);
+	memset(big + n + 30000, ']', 30000);
+	memcpy(big + n + 60000, "}", 2);
+	assert_int_equal(parse_str(big, &st), -EBADMSG);
 	/* Oversized input: refused before it is looked at. */
 	memset(big, ' ', HYD_STATUS_LINE_MAX + 1);
 	memcpy(big, "{\"state\":\"complete\"}", 20);
 	assert_int_equal(hyd__status_parse(big, HYD_STATUS_LINE_MAX + 1, &st),
 			 -EBADMSG);
+	assert_int_equal(hyd__status_parse(big, HYD_STATUS_LINE_MAX, &st), 0);
 	free(big);
 }
 
@@ -939,6 +1073,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_from_cache_edges, setup,
 					    teardown),
 	    cmocka_unit_test(test_json_round_trip),
+	    cmocka_unit_test(test_json_utf8_round_trip),
 	    cmocka_unit_test(test_json_hostile_strings),
 	    cmocka_unit_test(test_json_parse_accepts),
 	    cmocka_unit_test(test_json_parse_rejects),

@@ -147,3 +147,15 @@ unfetched_file() {
 	and not exists (select 1 from chunk c join st.chunk s on s.id=c.id where c.ino=i.ino)
 	and d.parent in (select ino from dirent where parent=1) limit 1"
 }
+
+# json_get FILE KEY — one field of the single JSON line in FILE, parsed
+# strictly (bytes that are not UTF-8 fail), printed as python prints it.
+json_get() {
+	python3 - "$1" "$2" <<'PY'
+import json, sys
+raw = open(sys.argv[1], "rb").read()
+lines = raw.split(b"\n")
+assert len(lines) == 2 and lines[1] == b"", "not one line: %r" % raw[:200]
+print(json.loads(lines[0].decode("utf-8"))[sys.argv[2]])
+PY
+}
