@@ -213,21 +213,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			printf(PROG " " FERRY_VERSION "\n");
 			return 1;
 		case OPT_TIMEOUT:
-			if (base_parse_long(optarg, 1, 86400, &o->timeout_s) <
-			    0) {
-				base_error("--timeout wants whole seconds "
-					   "1-86400, not '%s'",
-					   optarg);
+			if (base_opt_long("--timeout", optarg, 1, 86400,
+					  &o->timeout_s) < 0)
 				return -1;
-			}
 			break;
 		case 'j':
-			if (base_parse_long(optarg, 1, JOBS_MAX, &o->jobs) <
-			    0) {
-				base_error("--jobs wants 1-%ld, not '%s'",
-					   JOBS_MAX, optarg);
+			if (base_opt_long("--jobs", optarg, 1, JOBS_MAX,
+					  &o->jobs) < 0)
 				return -1;
-			}
 			break;
 		case OPT_NO_BACKFILL:
 			o->no_backfill = 1;
@@ -239,13 +232,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return -1;
 			}
 			break;
-		case ':':
-			base_error("option '%s' needs a value (see --help)",
-				   argv[optind - 1]);
-			return -1;
 		default:
-			base_error("unknown option '%s' (see --help)",
-				   argv[optind - 1]);
+			base_opt_error(c, argv);
 			return -1;
 		}
 	}

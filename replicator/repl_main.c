@@ -137,7 +137,7 @@ int main(int argc, char **argv)
 	struct repl_server srv;
 	const char **names = NULL, **dirs = NULL;
 	char *state = NULL, **split = NULL;
-	uint64_t threads;
+	long threads;
 	int opt, i, j, rc = 2, n = 0, level = BASE_LOG_INFO;
 
 	/* Usage errors need the name before -v/-q are known; the level is
@@ -170,10 +170,9 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 't':
-			if (base_parse_u64(optarg, 1, 64, &threads) < 0) {
-				rc = usage_error("bad --scan-threads '%s': use "
-						 "a number from 1 to 64",
-						 optarg);
+			if (base_opt_long("--scan-threads", optarg, 1, 64,
+					  &threads) < 0) {
+				rc = 2;
 				goto out;
 			}
 			o.scan_threads = (unsigned)threads;
@@ -192,17 +191,9 @@ int main(int argc, char **argv)
 			printf(PROG " %s\n", REPL_VERSION);
 			rc = 0;
 			goto out;
-		case ':':
-			rc = usage_error("option '%s' needs a value",
-					 argv[optind - 1]);
-			goto out;
 		default:
-			if (optopt)
-				rc =
-				    usage_error("unknown option '-%c'", optopt);
-			else
-				rc = usage_error("unknown option '%s'",
-						 argv[optind - 1]);
+			base_opt_error(opt, argv);
+			rc = 2;
 			goto out;
 		}
 	}

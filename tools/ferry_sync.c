@@ -223,21 +223,15 @@ static int parse_args(int argc, char **argv, struct hyd_sync_opts *o,
 			o->cache_dir = optarg;
 			break;
 		case 'j':
-			if (base_parse_long(optarg, 1, JOBS_MAX, &v) < 0) {
-				base_error("--jobs wants 1-%ld, not '%s'",
-					   JOBS_MAX, optarg);
+			if (base_opt_long("--jobs", optarg, 1, JOBS_MAX, &v) <
+			    0)
 				return -1;
-			}
 			o->jobs = (unsigned)v;
 			break;
 		case OPT_TIMEOUT:
-			if (base_parse_long(optarg, 1, 86400, &o->timeout_s) <
-			    0) {
-				base_error("--timeout wants whole seconds "
-					   "1-86400, not '%s'",
-					   optarg);
+			if (base_opt_long("--timeout", optarg, 1, 86400,
+					  &o->timeout_s) < 0)
 				return -1;
-			}
 			break;
 		case OPT_NO_OWNERS:
 			o->owners = 0;
@@ -255,13 +249,8 @@ static int parse_args(int argc, char **argv, struct hyd_sync_opts *o,
 		case 'h':
 			usage(stdout);
 			return 1;
-		case ':':
-			base_error("option '%s' needs a value (see --help)",
-				   argv[optind - 1]);
-			return -1;
 		default:
-			base_error("unknown option '%s' (see --help)",
-				   argv[optind - 1]);
+			base_opt_error(ch, argv);
 			return -1;
 		}
 	}

@@ -85,13 +85,8 @@ int ferry_cmd_verify(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			base_error("option '%s' needs a value (see --help)",
-				   argv[optind - 1]);
-			return EXIT_USAGE;
 		default:
-			base_error("unknown option '%s' (see --help)",
-				   argv[optind - 1]);
+			base_opt_error(ch, argv);
 			return EXIT_USAGE;
 		}
 	}

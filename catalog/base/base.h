@@ -129,6 +129,23 @@ int base_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *ret);
 int base_ns_name_check(const char *name, size_t len);
 
 /* ------------------------------------------------------------------ */
+/* Command lines                                                      */
+/* ------------------------------------------------------------------ */
+
+/* The one line for a getopt_long failure: c is what it returned (':' for
+ * a missing value, anything else for an unknown option) and argv the
+ * vector it parsed, with optind and optopt as it left them. Names the
+ * option (a short one inside a cluster by its letter) and points at
+ * --help. The caller exits 2. */
+void base_opt_error(int c, char *const argv[]);
+
+/* base_parse_long for the value arg of option name ("--jobs"), with the
+ * one line "--jobs wants a whole number from 1 to 256, not 'x'" when it
+ * is not one. 0 or -EINVAL. */
+int base_opt_long(const char *name, const char *arg, long lo, long hi,
+		  long *ret);
+
+/* ------------------------------------------------------------------ */
 /* JSON (jansson)                                                     */
 /* ------------------------------------------------------------------ */
 

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <regex.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -467,6 +468,79 @@ static void test_log(void **state)
 	assert_string_equal(base_errname(99999), "EUNKNOWN");
 }
 
+/* getopt_long over argv (NULL-terminated) until it fails; then the line
+ * base_opt_error writes. */
+static char *opt_line_argv[8];
+
+static void opt_run(void)
+{
+	static const struct option lo[] = {
+	    {"jobs", required_argument, NULL, 'j'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {NULL, 0, NULL, 0},
+	};
+	int argc = 0, c;
+
+	while (opt_line_argv[argc])
+		argc++;
+	base_log_init("t-prog", BASE_LOG_INFO);
+	opterr = 0;
+	optind = 0; /* glibc: a full reset, clusters included */
+	while ((c = getopt_long(argc, opt_line_argv, ":j:v", lo, NULL)) != -1)
+		if (c == ':' || c == '?') {
+			base_opt_error(c, opt_line_argv);
+			return;
+		}
+}
+
+static char *opt_line(const char *a, const char *b)
+{
+	static char w0[] = "prog", w1[64], w2[64];
+
+	snprintf(w1, sizeof(w1), "%s", a);
+	opt_line_argv[0] = w0;
+	opt_line_argv[1] = w1;
+	opt_line_argv[2] = NULL;
+	if (b) {
+		snprintf(w2, sizeof(w2), "%s", b);
+		opt_line_argv[2] = w2;
+		opt_line_argv[3] = NULL;
+	}
+	return captured(opt_run);
+}
+
+static void opt_num(void)
+{
+	long v = 5;
+
+	base_log_init("t-prog", BASE_LOG_INFO);
+	assert_int_equal(base_opt_long("--jobs", "7", 1, 8, &v), 0);
+	assert_int_equal(v, 7);
+	assert_int_equal(base_opt_long("--jobs", "9", 1, 8, &v), -EINVAL);
+	assert_int_equal(v, 7);
+}
+
+static void test_opt_errors(void **state)
+{
+	(void)state;
+	assert_string_equal(opt_line("--bogus", NULL),
+			    "t-prog: error: unknown option '--bogus' (see "
+			    "--help)\n");
+	/* Inside a cluster the letter is named, not the whole word. */
+	assert_string_equal(
+	    opt_line("-vz", NULL),
+	    "t-prog: error: unknown option '-z' (see --help)\n");
+	assert_string_equal(opt_line("-v", "-j"),
+			    "t-prog: error: option '-j' needs a value (see "
+			    "--help)\n");
+	assert_string_equal(opt_line("--jobs", NULL),
+			    "t-prog: error: option '--jobs' needs a value (see "
+			    "--help)\n");
+	assert_string_equal(captured(opt_num),
+			    "t-prog: error: --jobs wants a whole number from 1 "
+			    "to 8, not '9'\n");
+}
+
 static void test_clocks(void **state)
 {
 	uint64_t a = base_now_ns(), b;
@@ -494,6 +568,7 @@ int main(void)
 	    cmocka_unit_test(test_curl_errno),
 	    cmocka_unit_test(test_mountinfo),
 	    cmocka_unit_test(test_log),
+	    cmocka_unit_test(test_opt_errors),
 	    cmocka_unit_test(test_clocks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
