@@ -691,7 +691,7 @@ void repl_http_done(struct repl_req *req)
 	if (req->done || req->dead)
 		return;
 	req->done = 1;
-	/* the access log: -v only, as before the base logger */
+	/* the access log: one debug line per answered request (-v) */
 	base_debug("request method=%s url=%.*s status=%d",
 		   req->head_parsed ? http_method_str(req->method) : "-",
 		   (int)req->url_len, req->url, req->status);

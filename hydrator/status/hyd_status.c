@@ -22,9 +22,8 @@
  * Strings (url, last_error) go through base_json_bytes: valid UTF-8 passes
  * unchanged and round-trips exactly; a byte that is not part of valid UTF-8
  * (or a NUL) becomes the four characters \xNN, as in a log line, so the
- * output is always valid JSON. (The hand-written writer this replaces wrote
- * such bytes as U+FFFD.) Counters are JSON integers, which jansson keeps in
- * an int64: a count above INT64_MAX, which no cache reaches, is written as
+ * output is always valid JSON. Counters are JSON integers, which jansson keeps
+ * in an int64: a count above INT64_MAX, which no cache reaches, is written as
  * INT64_MAX. rate_now, rate_avg and elapsed_s are reals rounded to 3
  * decimals; jansson writes numbers without the locale's decimal point.
  *
