@@ -25,8 +25,10 @@ import subprocess
 import sys
 import time
 
-READY = re.compile(r"namespace \S+ ready: generation \d+, (\d+) files, (\d+) dirs, "
-                   r"([\d.]+) MB, .* scanned in ([\d.]+) s")
+# ferry-replicator: namespace ready ns=N generation=G files=F dirs=D
+#   bytes=B chunks=C unique=U seconds=S
+READY = re.compile(r"namespace ready ns=\S+ generation=\d+ files=(\d+) dirs=(\d+) "
+                   r"bytes=(\d+) .*seconds=([\d.]+)")
 
 
 def stop(p):
@@ -62,10 +64,10 @@ def repl(args):
                 buf += chunk
                 *lines, buf = buf.split(b"\n")
                 for ln in (x.decode(errors="replace") for x in lines):
-                    if re.search(r"namespace \S+: scan of .* failed", ln):
+                    if re.search(r"scan failed ns=", ln):
                         stop(p)
                         sys.exit(ln)
-                    if re.search(r"namespace \S+ ready", ln):
+                    if re.search(r"namespace ready ns=", ln):
                         m = READY.search(ln)
                         if not m:
                             stop(p)
@@ -82,7 +84,8 @@ def repl(args):
     if do_stop:
         stop(p)
     m = found[-1]
-    print("%.4f %s %s %s %s" % (wall, m.group(1), m.group(2), m.group(3), m.group(4)))
+    mb = "%.1f" % (int(m.group(3)) / 1e6)
+    print("%.4f %s %s %s %s" % (wall, m.group(1), m.group(2), mb, m.group(4)))
 
 
 def tree(src):
