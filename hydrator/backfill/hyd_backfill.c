@@ -617,8 +617,8 @@ int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret)
 {
 	pthread_condattr_t ca;
 	hyd_backfill *bf;
-	char buf[32], *end;
-	unsigned long long v;
+	char buf[32];
+	uint64_t v;
 
 	*ret = NULL;
 	if (!cfg->cat || !cfg->fetch || !cfg->max_raw)
@@ -638,9 +638,7 @@ int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret)
 	pthread_condattr_destroy(&ca);
 	if (cfg->store && hyd_store_meta_get(cfg->store, "wire_bytes", buf,
 					     sizeof(buf)) == 0) {
-		errno = 0;
-		v = strtoull(buf, &end, 10);
-		if (!errno && end != buf && !*end)
+		if (base_parse_u64(buf, 0, UINT64_MAX, &v) == 0)
 			bf->wire_base = v;
 	}
 	bf->start_ns = base_now_ns();

@@ -44,15 +44,11 @@ void hyd_fetch__pace_init(hyd_fetch *f)
 {
 	const char *env = getenv("UV_THREADPOOL_SIZE");
 	long pool = 4; /* libuv's default */
-	char *end;
 
 	uv_timer_init(&f->loop, &f->pace_timer);
 	uv_timer_init(&f->loop, &f->tick_timer);
-	if (env) {
-		pool = strtol(env, &end, 10);
-		if (*end || pool < 1)
-			pool = 4;
-	}
+	if (env && base_parse_long(env, 1, 1024, &pool) < 0)
+		pool = 4;
 	/* Half the pool for batch frames: the rest is always free for a
 	 * demand read's frame. */
 	f->fw_max = pool >= 2 ? (unsigned)(pool / 2) : 1;

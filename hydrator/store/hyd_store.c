@@ -429,14 +429,11 @@ static int store_subdirs(hyd_store *s)
 static uint64_t roll_bytes_from_env(void)
 {
 	const char *e = getenv("FERRY_PACK_ROLL_BYTES");
-	unsigned long long v;
-	char *end;
+	uint64_t v;
 
 	if (!e || !*e)
 		return HYD_PACK_ROLL_BYTES;
-	errno = 0;
-	v = strtoull(e, &end, 10);
-	if (errno || *end || v == 0 || v > HYD_PACK_ROLL_BYTES * 16) {
+	if (base_parse_u64(e, 1, HYD_PACK_ROLL_BYTES * 16, &v) < 0) {
 		base_warn("ignoring FERRY_PACK_ROLL_BYTES=%s", e);
 		return HYD_PACK_ROLL_BYTES;
 	}

@@ -116,13 +116,11 @@ static void report(struct walk *w, const char *why, int err)
 
 static void tick(struct walk *w, int force)
 {
-	struct timespec ts;
 	uint64_t now;
 
 	if (!w->m->tick)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	now = base_now_ns();
 	if (!force && now - w->last_tick < TICK_NS)
 		return;
 	w->last_tick = now;
