@@ -707,6 +707,15 @@ static int read_meta(cat_reader *r)
 			if (meta_u64(st, 0, INT64_MAX, &m->bytes))
 				goto out;
 			seen |= F_BYTES;
+		} else if (!strcmp(key, "tree_sha256")) {
+			/* Optional (older writers have none), but exact. */
+			text = sqlite3_column_type(st, 1) == SQLITE_TEXT
+				   ? (const char *)sqlite3_column_text(st, 1)
+				   : NULL;
+			if (!text || strlen(text) != 64 ||
+			    strspn(text, "0123456789abcdef") != 64)
+				goto out;
+			memcpy(m->tree_sha256, text, 65);
 		}
 		/* Unknown keys are ignored: room for additions within a
 		 * format revision. */

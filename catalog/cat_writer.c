@@ -9,6 +9,12 @@
  *
  * Every row is checked here with the same rules the reader applies, so a
  * catalog we publish never fails our own reader.
+ *
+ * Every row that goes in is also fed, in call order and in a fixed
+ * little-endian encoding, to a SHA-256 (meta "tree_sha256"): two catalogs
+ * with the same rows added in the same order have the same digest whatever
+ * their generation numbers and times, so the replicator can tell that a
+ * rescan found nothing new without comparing databases.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
 #include <sqlite3.h>
 
 #include "catalog/catalog.h"
@@ -38,6 +45,8 @@ struct cat_writer {
 	uint64_t chunk_ino;
 	uint64_t chunk_next;
 	uint64_t inodes, bytes;
+	EVP_MD_CTX *tree; /* the digest of every row added, in order */
+	char tree_hex[65];
 	/* First library failure; once set every call and commit fail with it,
 	 * because a half-applied bulk load cannot be trusted. */
 	int failed;
@@ -111,6 +120,7 @@ static int writer_close_db(cat_writer *w)
 
 static void writer_free(cat_writer *w)
 {
+	EVP_MD_CTX_free(w->tree);
 	writer_close_db(w);
 	free(w->path);
 	free(w->tmp);
@@ -189,6 +199,42 @@ out:
 	return ret;
 }
 
+/* The digest's encoding: a tag byte, then fixed-width little-endian
+ * fields, byte strings as a 32-bit length and the bytes. */
+struct tree_rec {
+	uint8_t b[96]; /* the longest, an inode: 1 + 10 * 8 */
+	size_t n;
+};
+
+static void rec_u64(struct tree_rec *r, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		r->b[r->n++] = (uint8_t)(v >> (8 * i));
+}
+
+static void tree_feed(cat_writer *w, const struct tree_rec *r, const void *a,
+		      size_t alen, const void *b, size_t blen)
+{
+	uint8_t len[4];
+
+	if (w->failed)
+		return;
+	if (EVP_DigestUpdate(w->tree, r->b, r->n) != 1)
+		w->failed = -EIO;
+	for (int k = 0; k < 2 && !w->failed; k++) {
+		const void *p = k ? b : a;
+		size_t n = k ? blen : alen;
+
+		if (!p)
+			continue;
+		for (int i = 0; i < 4; i++)
+			len[i] = (uint8_t)(n >> (8 * i));
+		if (EVP_DigestUpdate(w->tree, len, 4) != 1 ||
+		    (n && EVP_DigestUpdate(w->tree, p, n) != 1))
+			w->failed = -EIO;
+	}
+}
+
 int cat_writer_open(const char *path, const struct cat_meta *meta,
 		    cat_writer **ret_w)
 {
@@ -235,6 +281,20 @@ int cat_writer_open(const char *path, const struct cat_meta *meta,
 	if (ret) {
 		cat_writer_abort(w);
 		return ret;
+	}
+	/* The chunk parameters are part of what a manifest means. */
+	w->tree = EVP_MD_CTX_new();
+	if (!w->tree || EVP_DigestInit_ex(w->tree, EVP_sha256(), NULL) != 1) {
+		cat_writer_abort(w);
+		return -EIO;
+	}
+	{
+		struct tree_rec r = {.b = {'P'}, .n = 1};
+
+		rec_u64(&r, meta->params.min);
+		rec_u64(&r, meta->params.avg);
+		rec_u64(&r, meta->params.max);
+		tree_feed(w, &r, NULL, 0, NULL, 0);
 	}
 	*ret_w = w;
 	return 0;
@@ -326,6 +386,22 @@ int cat_writer_add_inode(cat_writer *w, const struct cat_inode *in,
 	ret = step_insert(w, st, "add_inode");
 	if (ret)
 		return ret;
+	{
+		struct tree_rec r = {.b = {'I'}, .n = 1};
+
+		rec_u64(&r, in->ino);
+		rec_u64(&r, (uint64_t)in->kind);
+		rec_u64(&r, in->mode);
+		rec_u64(&r, in->uid);
+		rec_u64(&r, in->gid);
+		rec_u64(&r, in->size);
+		rec_u64(&r, in->nlink);
+		rec_u64(&r, (uint64_t)in->mtime_ns);
+		rec_u64(&r, (uint64_t)in->ctime_ns);
+		rec_u64(&r, in->rdev);
+		tree_feed(w, &r, in->kind == CAT_LNK ? target : NULL,
+			  target_len, NULL, 0);
+	}
 	w->inodes++;
 	/* Saturate: meta stores a signed 64-bit value. */
 	if (in->kind == CAT_REG)
@@ -408,6 +484,14 @@ int cat_writer_add_dirent(cat_writer *w, uint64_t parent, const void *name,
 	ret = step_insert(w, st, "add_dirent");
 	if (ret)
 		return ret;
+	{
+		struct tree_rec r = {.b = {'D'}, .n = 1};
+
+		rec_u64(&r, parent);
+		rec_u64(&r, pos);
+		rec_u64(&r, ino);
+		tree_feed(w, &r, name, name_len, NULL, 0);
+	}
 	w->dir_parent = parent;
 	w->dir_pos = pos;
 	return 0;
@@ -450,7 +534,14 @@ int cat_writer_add_xattr(cat_writer *w, uint64_t ino, const void *name,
 		sqlite3_clear_bindings(st);
 		return ret;
 	}
-	return step_insert(w, st, "add_xattr");
+	ret = step_insert(w, st, "add_xattr");
+	if (ret == 0) {
+		struct tree_rec r = {.b = {'X'}, .n = 1};
+
+		rec_u64(&r, ino);
+		tree_feed(w, &r, name, name_len, value ? value : "", value_len);
+	}
+	return ret;
 }
 
 int cat_writer_add_chunk(cat_writer *w, uint64_t ino, uint64_t off,
@@ -490,6 +581,14 @@ int cat_writer_add_chunk(cat_writer *w, uint64_t ino, uint64_t off,
 	ret = step_insert(w, st, "add_chunk");
 	if (ret)
 		return ret;
+	{
+		struct tree_rec r = {.b = {'C'}, .n = 1};
+
+		rec_u64(&r, ino);
+		rec_u64(&r, off);
+		rec_u64(&r, len);
+		tree_feed(w, &r, id->b, CHUNK_ID_LEN, NULL, 0);
+	}
 	w->chunk_ino = ino;
 	w->chunk_next = off + len;
 	return 0;
@@ -520,6 +619,22 @@ static int meta_put_text(cat_writer *w, sqlite3_stmt *st, const char *key,
 	return ret ? ret : step_insert(w, st, "meta");
 }
 
+static int tree_final(cat_writer *w)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+
+	if (EVP_DigestFinal_ex(w->tree, md, &n) != 1 || n != 32)
+		return -EIO;
+	for (unsigned int i = 0; i < n; i++) {
+		w->tree_hex[2 * i] = hex[md[i] >> 4];
+		w->tree_hex[2 * i + 1] = hex[md[i] & 15];
+	}
+	w->tree_hex[64] = '\0';
+	return 0;
+}
+
 static int write_meta(cat_writer *w)
 {
 	const struct cat_meta *m = &w->meta;
@@ -543,6 +658,7 @@ static int write_meta(cat_writer *w)
 	ret = ret ? ret : meta_put_text(w, st, "hash", "sha256");
 	ret = ret ? ret : meta_put_int(w, st, "inodes", (int64_t)w->inodes);
 	ret = ret ? ret : meta_put_int(w, st, "bytes", (int64_t)w->bytes);
+	ret = ret ? ret : meta_put_text(w, st, "tree_sha256", w->tree_hex);
 out:
 	base_sqlite_finalize(&st);
 	return ret;
@@ -581,6 +697,9 @@ int cat_writer_commit(cat_writer *w)
 	if (ret)
 		goto fail;
 	ret = check_root(w);
+	if (ret)
+		goto fail;
+	ret = tree_final(w);
 	if (ret)
 		goto fail;
 	ret = write_meta(w);

@@ -212,7 +212,8 @@ int cat_xattr_name_check(const void *name, size_t len);
 /* Schema (docs/catalog.md mirrors this):
  *   meta(key TEXT PRIMARY KEY, value)
  *     format='ferry-catalog/1', generation, parent_generation, created_ns,
- *     chunk_min, chunk_avg, chunk_max, hash='sha256', inodes, bytes
+ *     chunk_min, chunk_avg, chunk_max, hash='sha256', inodes, bytes,
+ *     tree_sha256 (optional: the digest of the rows, see cat_meta)
  *   inode(ino INTEGER PRIMARY KEY, kind, mode, uid, gid, size, nlink,
  *         mtime_ns, ctime_ns, rdev, target BLOB)      -- root is ino 1
  *   dirent(parent, pos, name BLOB, ino, PRIMARY KEY(parent, pos))
@@ -262,6 +263,11 @@ struct cat_meta {
 	chunk_params params;
 	uint64_t inodes; /* number of inode rows (set by the writer) */
 	uint64_t bytes;	 /* sum of regular file sizes (set by the writer) */
+	/* SHA-256 (lowercase hex) of every row the writer was given, in call
+	 * order and a fixed encoding, with the chunk parameters: equal for two
+	 * catalogs of the same tree whatever their generations and times.
+	 * Set by the writer; "" when reading a catalog written without it. */
+	char tree_sha256[65];
 };
 
 struct cat_chunk {

@@ -266,12 +266,31 @@ out:
 	return r;
 }
 
+/* 1 when both catalogs open and have the same, known tree digest. */
+static int same_tree(const char *a, const char *b)
+{
+	struct cat_meta ma, mb;
+	cat_reader *ra = NULL, *rb = NULL;
+	int same = 0;
+
+	if (cat_reader_open(a, &ra) == 0 && cat_reader_open(b, &rb) == 0) {
+		cat_reader_meta(ra, &ma);
+		cat_reader_meta(rb, &mb);
+		same = ma.tree_sha256[0] &&
+		       !strcmp(ma.tree_sha256, mb.tree_sha256);
+	}
+	cat_reader_close(ra);
+	cat_reader_close(rb);
+	return same;
+}
+
 int repl_generation_build(const char *state_dir, const char *dir,
 			  const struct repl_scan_opts *o,
 			  struct repl_generation *ret)
 {
 	struct repl_scan_opts so = *o;
 	char *cat = NULL, *zst = NULL, *src = NULL, *sub = NULL;
+	char *pcat = NULL, *psrc = NULL, *pzst = NULL;
 	uint64_t t0 = base_now_ns();
 	uint64_t head;
 	int r;
@@ -305,9 +324,39 @@ int repl_generation_build(const char *state_dir, const char *dir,
 	so.generation = ret->generation;
 	so.parent_generation = head;
 	so.srcindex_path = src;
+	so.prev_catalog_path = so.prev_srcindex_path = NULL;
+	if (head) {
+		pcat = repl__catalog_path(state_dir, head);
+		psrc = repl__srcindex_path(state_dir, head);
+		pzst = repl__catalog_zst_path(state_dir, head);
+		if (!pcat || !psrc || !pzst) {
+			r = -ENOMEM;
+			goto out;
+		}
+		so.prev_catalog_path = pcat;
+		so.prev_srcindex_path = psrc;
+	}
 	r = repl_scan(dir, cat, &so, &ret->stats);
 	if (r < 0)
 		goto out;
+	if (head && same_tree(cat, pcat) &&
+	    repl__catalog_sha_read(pzst, ret->sha256) == 0) {
+		/* Nothing changed: HEAD's generation stays what is served,
+		 * and the scan's copy of it goes. */
+		unlink(cat);
+		unlink(src);
+		ret->generation = head;
+		ret->unchanged = 1;
+		{
+			struct stat sb;
+
+			if (stat(pzst, &sb) == 0)
+				ret->zst_bytes = (uint64_t)sb.st_size;
+		}
+		ret->seconds = (double)(base_now_ns() - t0) / 1e9;
+		r = 0;
+		goto out;
+	}
 	r = repl_catalog_compress(cat, zst, ret->sha256, &ret->zst_bytes);
 	if (r < 0)
 		goto out;
@@ -317,5 +366,8 @@ out:
 	free(cat);
 	free(zst);
 	free(src);
+	free(pcat);
+	free(psrc);
+	free(pzst);
 	return r;
 }

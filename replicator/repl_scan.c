@@ -303,7 +303,9 @@ static int scan_reg(struct scan *s, int dfd, const char *name,
 	if (r < 0)
 		goto out;
 	if (s->sw) {
-		r = repl_srcindex_add_file(s->sw, s->cur_ino, s->path, s->plen);
+		r = repl_srcindex_add_file(s->sw, s->cur_ino, s->path, s->plen,
+					   (uint64_t)j->st.st_dev,
+					   (uint64_t)j->st.st_ino);
 		if (r < 0)
 			goto out;
 	}
@@ -312,6 +314,11 @@ static int scan_reg(struct scan *s, int dfd, const char *name,
 		goto out;
 	s->st->files++;
 	s->st->bytes += (uint64_t)j->st.st_size;
+	s->st->bytes_read += j->read_bytes;
+	if (j->reused) {
+		s->st->reused++;
+		s->st->bytes_reused += (uint64_t)j->st.st_size;
+	}
 	*ret_ino = s->cur_ino;
 out:
 	if (j == &local)
@@ -799,6 +806,13 @@ int repl_scan(const char *dir, const char *catalog_path,
 	r = scan_threads_start(&s, &ret->params, spill);
 	if (r < 0)
 		goto out;
+	/* Reuse is an optimization: a previous generation we cannot open
+	 * (none yet, an older index format, other chunk parameters) only
+	 * means every file is read. */
+	if (o->prev_catalog_path && o->prev_srcindex_path &&
+	    repl_prev_open(o->prev_catalog_path, o->prev_srcindex_path,
+			   &ret->params, &s.sh.prev) < 0)
+		s.sh.prev = NULL;
 	meta.generation = o->generation;
 	meta.parent_generation = o->parent_generation;
 	meta.created_ns = base_wall_ns();
@@ -828,6 +842,7 @@ int repl_scan(const char *dir, const char *catalog_path,
 out:
 	/* scan_dir leaves no job behind, so the workers are idle here. */
 	repl_scan_pool_free(s.pool);
+	repl_prev_close(s.sh.prev);
 	repl_srcindex_abort(s.sw);
 	cat_writer_abort(s.cw);
 	repl_file_reader_fini(&s.fr);

@@ -428,7 +428,21 @@ void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr)
 			left_out(j, EFBIG, NULL);
 			goto out;
 		}
+		if (attempt == 0) {
+			/* A lookup that fails only costs the read. */
+			r = repl_prev_manifest(fr->sh->prev, &a, &j->m);
+			if (r == -ENOMEM) {
+				j->rc = r;
+				goto out;
+			}
+			if (r == 1) {
+				j->reused = 1;
+				j->st = a;
+				break;
+			}
+		}
 		r = repl_file_chunk(fr, fd, (uint64_t)a.st_size, &j->m, &total);
+		j->read_bytes += total;
 		if (r == -ECANCELED || r == -ENOMEM) {
 			j->rc = r;
 			goto out;

@@ -60,6 +60,24 @@ int repl_manifest_add(struct repl_manifest *m, const struct cat_chunk *c);
 typedef int (*repl_manifest_cb)(void *ctx, const struct cat_chunk *c);
 int repl_manifest_each(struct repl_manifest *m, repl_manifest_cb cb, void *ctx);
 
+/* -- the previous generation (repl_scan_prev.c) -- */
+
+struct repl_prev;
+
+/* Open the previous generation's catalog and source index for reuse.
+ * -ESTALE when its chunk parameters are not params (nothing can be
+ * reused), -ENOENT, -EBADMSG, -EIO. */
+int repl_prev_open(const char *catalog_path, const char *srcindex_path,
+		   const chunk_params *params, struct repl_prev **ret);
+void repl_prev_close(struct repl_prev *p);
+
+/* When the previous generation holds a regular file of st's identity
+ * (st_dev, st_ino) with st's size, mtime and ctime, put its manifest into
+ * m (reset first) and return 1; 0 when not (m empty; read the file), or
+ * -ENOMEM / -EIO. p may be NULL (0). Any thread. */
+int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
+		       struct repl_manifest *m);
+
 /* -- what every scanning thread shares (read-only during the scan) -- */
 
 struct repl_scan_pool;
@@ -72,6 +90,7 @@ struct repl_scan_shared {
 	pthread_mutex_t hook_lock;     /* before_read runs one at a time */
 	const char *spill_dir;
 	struct repl_scan_pool *pool; /* NULL: everything on the walker */
+	struct repl_prev *prev;	     /* NULL: no generation to reuse */
 };
 
 /* -- windows and hash tasks -- */
@@ -164,6 +183,9 @@ struct repl_file_job {
 	const char *name;
 	/* results */
 	int rc;		      /* -ECANCELED or -ENOMEM: the scan must stop */
+	int reused;	      /* the manifest came from the previous
+			       * generation: no byte was read */
+	uint64_t read_bytes;  /* file bytes read (all attempts) */
 	int left_out;	      /* 1: report warn_err/warn_why, write nothing */
 	int warn_err;	      /* positive errno or 0 */
 	const char *warn_why; /* static text or NULL */
@@ -179,9 +201,10 @@ void repl_file_job_init(struct repl_file_job *j,
 /* Free the results; j must not be queued or running. */
 void repl_file_job_fini(struct repl_file_job *j);
 
-/* Open, read, chunk and hash the file, re-reading once if it changed
- * underneath, and collect its xattrs; fills j's results. Runs on any
- * thread with that thread's reader. */
+/* Open the file; when the previous generation holds it unchanged
+ * (repl_prev_manifest) take its manifest from there, else read, chunk and
+ * hash it, re-reading once if it changed underneath; collect its xattrs.
+ * Fills j's results. Runs on any thread with that thread's reader. */
 void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr);
 
 /* -- the pool (repl_scan_pool.c) -- */

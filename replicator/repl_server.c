@@ -101,9 +101,11 @@ static void scan_done(uv_work_t *w, int status)
 	/* tests and scripts wait for one " ready" per namespace */
 	base_info("namespace ready ns=%s generation=%" PRIu64 " files=%" PRIu64
 		  " dirs=%" PRIu64 " bytes=%" PRIu64 " chunks=%" PRIu64
-		  " unique=%" PRIu64 " seconds=%.1f",
+		  " unique=%" PRIu64 " reused=%" PRIu64 " bytes_read=%" PRIu64
+		  " unchanged=%d seconds=%.1f",
 		  ns->name, ns->generation, st->files, st->dirs, st->bytes,
-		  st->chunks, st->unique, ns->gen.seconds);
+		  st->chunks, st->unique, st->reused, st->bytes_read,
+		  ns->gen.unchanged, ns->gen.seconds);
 	scan_next(srv);
 }
 

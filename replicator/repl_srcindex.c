@@ -22,13 +22,14 @@
 
 struct repl_srcindex_writer {
 	sqlite3 *db;
-	sqlite3_stmt *st_file, *st_chunk;
+	sqlite3_stmt *st_file, *st_chunk, *st_ident;
 	char *path, *tmp;
 };
 
 struct repl_srcindex {
 	sqlite3 *db;
 	sqlite3_stmt *st_lookup;
+	sqlite3_stmt *st_ident; /* NULL: format 1, no identities */
 	char *path_buf;
 	size_t path_cap;
 };
@@ -41,6 +42,8 @@ static const char SCHEMA[] =
     "CREATE TABLE file(ino INTEGER PRIMARY KEY, path BLOB NOT NULL);"
     "CREATE TABLE chunk(id BLOB PRIMARY KEY, ino INTEGER NOT NULL,"
     " off INTEGER NOT NULL, len INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE ident(dev INTEGER NOT NULL, sino INTEGER NOT NULL,"
+    " ino INTEGER NOT NULL, PRIMARY KEY(dev, sino)) WITHOUT ROWID;"
     "BEGIN;";
 
 int repl_srcindex_create(const char *path, uint64_t generation,
@@ -98,6 +101,12 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 				&w->st_chunk);
 	if (r < 0)
 		goto out;
+	r = base_sqlite_prepare(w->db,
+				"INSERT OR REPLACE INTO ident(dev, sino, ino)"
+				" VALUES (?1, ?2, ?3)",
+				&w->st_ident);
+	if (r < 0)
+		goto out;
 	base_sqlite_finalize(&st);
 	*ret_w = w;
 	return 0;
@@ -108,7 +117,8 @@ out:
 }
 
 int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
-			   const void *path, size_t path_len)
+			   const void *path, size_t path_len, uint64_t dev,
+			   uint64_t sino)
 {
 	int rc;
 
@@ -120,6 +130,14 @@ int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
 	rc = sqlite3_step(w->st_file);
 	if (rc != SQLITE_DONE)
 		return base_sqlite_errno(w->db, rc, "add file");
+	/* Device and inode numbers are stored as their 64-bit patterns. */
+	sqlite3_reset(w->st_ident);
+	sqlite3_bind_int64(w->st_ident, 1, (sqlite3_int64)dev);
+	sqlite3_bind_int64(w->st_ident, 2, (sqlite3_int64)sino);
+	sqlite3_bind_int64(w->st_ident, 3, (sqlite3_int64)ino);
+	rc = sqlite3_step(w->st_ident);
+	if (rc != SQLITE_DONE)
+		return base_sqlite_errno(w->db, rc, "add ident");
 	return 0;
 }
 
@@ -143,6 +161,7 @@ static void writer_free(repl_srcindex_writer *w)
 {
 	sqlite3_finalize(w->st_file);
 	sqlite3_finalize(w->st_chunk);
+	sqlite3_finalize(w->st_ident);
 	sqlite3_close(w->db);
 	free(w->path);
 	free(w->tmp);
@@ -158,6 +177,7 @@ int repl_srcindex_commit(repl_srcindex_writer *w)
 		goto out;
 	base_sqlite_finalize(&w->st_file);
 	base_sqlite_finalize(&w->st_chunk);
+	base_sqlite_finalize(&w->st_ident);
 	rc = sqlite3_close(w->db);
 	w->db = NULL;
 	if (rc != SQLITE_OK) {
@@ -187,6 +207,7 @@ void repl_srcindex_abort(repl_srcindex_writer *w)
 		return;
 	base_sqlite_finalize(&w->st_file);
 	base_sqlite_finalize(&w->st_chunk);
+	base_sqlite_finalize(&w->st_ident);
 	sqlite3_close(w->db);
 	w->db = NULL;
 	if (w->tmp)
@@ -198,7 +219,7 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 {
 	repl_srcindex *r;
 	sqlite3_stmt *st = NULL;
-	int rc, e;
+	int rc, e, v1;
 
 	*ret_r = NULL;
 	if (access(path, F_OK) < 0)
@@ -217,13 +238,26 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 	if (e < 0)
 		goto out;
 	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW || sqlite3_column_type(st, 0) != SQLITE_TEXT ||
-	    strcmp((const char *)sqlite3_column_text(st, 0),
-		   REPL_SRCINDEX_FORMAT) != 0) {
+	if (rc != SQLITE_ROW || sqlite3_column_type(st, 0) != SQLITE_TEXT) {
+		e = -EBADMSG;
+		goto out;
+	}
+	/* Format 1 has no identities: chunks can be served, nothing reused. */
+	v1 = !strcmp((const char *)sqlite3_column_text(st, 0),
+		     REPL_SRCINDEX_FORMAT_1);
+	if (!v1 && strcmp((const char *)sqlite3_column_text(st, 0),
+			  REPL_SRCINDEX_FORMAT) != 0) {
 		e = -EBADMSG;
 		goto out;
 	}
 	base_sqlite_finalize(&st);
+	if (!v1) {
+		e = base_sqlite_prepare(
+		    r->db, "SELECT ino FROM ident WHERE dev = ?1 AND sino = ?2",
+		    &r->st_ident);
+		if (e < 0)
+			goto out;
+	}
 	e = base_sqlite_prepare(r->db,
 				"SELECT c.ino, c.off, c.len, f.path"
 				" FROM chunk c JOIN file f ON f.ino = c.ino"
@@ -295,10 +329,37 @@ out:
 	return e;
 }
 
+int repl_srcindex_ident(repl_srcindex *r, uint64_t dev, uint64_t sino,
+			uint64_t *ret_ino)
+{
+	sqlite3_int64 ino;
+	int rc, e = 0;
+
+	if (!r->st_ident)
+		return -ENOENT;
+	sqlite3_bind_int64(r->st_ident, 1, (sqlite3_int64)dev);
+	sqlite3_bind_int64(r->st_ident, 2, (sqlite3_int64)sino);
+	rc = sqlite3_step(r->st_ident);
+	if (rc == SQLITE_ROW) {
+		ino = sqlite3_column_int64(r->st_ident, 0);
+		if (ino < 1)
+			e = -EBADMSG;
+		else
+			*ret_ino = (uint64_t)ino;
+	} else if (rc == SQLITE_DONE) {
+		e = -ENOENT;
+	} else {
+		e = base_sqlite_errno(r->db, rc, "ident");
+	}
+	sqlite3_reset(r->st_ident);
+	return e;
+}
+
 void repl_srcindex_close(repl_srcindex *r)
 {
 	if (!r)
 		return;
+	sqlite3_finalize(r->st_ident);
 	sqlite3_finalize(r->st_lookup);
 	sqlite3_close(r->db);
 	free(r->path_buf);

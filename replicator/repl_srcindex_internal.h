@@ -3,15 +3,20 @@
  * each chunk id can be read back from DIR.
  *
  * One SQLite file per generation (STATE/source/GEN.db), written once by the
- * scanner and then only read by the chunk workers:
- *   meta(key TEXT PRIMARY KEY, value)      format='ferry-srcindex/1',
+ * scanner and then only read, by the chunk workers and by the next scan:
+ *   meta(key TEXT PRIMARY KEY, value)      format='ferry-srcindex/2',
  *                                          generation
  *   file(ino INTEGER PRIMARY KEY, path BLOB NOT NULL)
  *         -- path: raw bytes relative to DIR, components joined by '/'
  *   chunk(id BLOB PRIMARY KEY, ino, off, len) WITHOUT ROWID
  *         -- one row per distinct id: the first (ino, off, len) seen
+ *   ident(dev, sino, ino, PRIMARY KEY(dev, sino)) WITHOUT ROWID
+ *         -- the source file (st_dev, st_ino) behind each regular file's
+ *            catalog ino: the next scan finds an unchanged file's
+ *            manifest through it (repl_scan_prev.c)
  * The catalog already holds every (ino, off) -> id; this is the reverse map,
  * kept apart so the catalog that ships stays free of source paths.
+ * Format 1 (no ident table) is still served; it only offers no reuse.
  */
 #ifndef FERRY_REPL_SRCINDEX_INTERNAL_H
 #define FERRY_REPL_SRCINDEX_INTERNAL_H
@@ -21,7 +26,8 @@
 
 #include "catalog/catalog.h"
 
-#define REPL_SRCINDEX_FORMAT "ferry-srcindex/1"
+#define REPL_SRCINDEX_FORMAT "ferry-srcindex/2"
+#define REPL_SRCINDEX_FORMAT_1 "ferry-srcindex/1"
 
 /* -- writer: the scanning thread only -- */
 typedef struct repl_srcindex_writer repl_srcindex_writer;
@@ -31,9 +37,11 @@ typedef struct repl_srcindex_writer repl_srcindex_writer;
 int repl_srcindex_create(const char *path, uint64_t generation,
 			 repl_srcindex_writer **ret_w);
 
-/* Record the relative path of a regular file's catalog inode. */
+/* Record the relative path of a regular file's catalog inode, and the
+ * source file's identity (st_dev, st_ino). */
 int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
-			   const void *path, size_t path_len);
+			   const void *path, size_t path_len, uint64_t dev,
+			   uint64_t sino);
 
 /* Record where a chunk can be read. Returns 1 when the id is new, 0 when it
  * was already known (the first location is kept), -EIO. */
@@ -66,6 +74,11 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r);
  * (a row out of bounds), -EIO. */
 int repl_srcindex_lookup(repl_srcindex *r, const chunk_id *id,
 			 struct repl_src_loc *ret);
+
+/* The catalog ino of the regular file whose source identity was (dev,
+ * sino) in this generation. 0, -ENOENT (none, or a format 1 index), -EIO. */
+int repl_srcindex_ident(repl_srcindex *r, uint64_t dev, uint64_t sino,
+			uint64_t *ret_ino);
 
 /* Close; NULL is a no-op. */
 void repl_srcindex_close(repl_srcindex *r);

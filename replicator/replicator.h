@@ -53,6 +53,13 @@ struct repl_scan_opts {
 	/* Where the source index goes (written as PATH.tmp, renamed on
 	 * success); NULL for none. */
 	const char *srcindex_path;
+	/* The previous generation's catalog and source index: a regular file
+	 * they hold unchanged (same source identity, size, mtime and ctime;
+	 * docs/catalog.md) takes its manifest from there and is not read.
+	 * NULL, missing, or cut with other chunk parameters: every file is
+	 * read. */
+	const char *prev_catalog_path;
+	const char *prev_srcindex_path;
 	/* When set to non-zero (any thread), the scan stops soon with
 	 * -ECANCELED. May be NULL. */
 	const atomic_int *cancel;
@@ -67,14 +74,17 @@ struct repl_scan_opts {
 };
 
 struct repl_scan_stats {
-	uint64_t files;	     /* regular files (inodes, not links) */
-	uint64_t dirs;	     /* directories, root included */
-	uint64_t others;     /* symlinks, fifos, devices, sockets */
-	uint64_t bytes;	     /* sum of regular file sizes */
-	uint64_t chunks;     /* manifest entries */
-	uint64_t unique;     /* distinct chunk ids (0 without a srcindex) */
-	uint64_t left_out;   /* entries reported through warn */
-	chunk_params params; /* the parameters used */
+	uint64_t files;	       /* regular files (inodes, not links) */
+	uint64_t dirs;	       /* directories, root included */
+	uint64_t others;       /* symlinks, fifos, devices, sockets */
+	uint64_t bytes;	       /* sum of regular file sizes */
+	uint64_t chunks;       /* manifest entries */
+	uint64_t unique;       /* distinct chunk ids (0 without a srcindex) */
+	uint64_t left_out;     /* entries reported through warn */
+	uint64_t reused;       /* regular files whose manifest was reused */
+	uint64_t bytes_reused; /* their sizes */
+	uint64_t bytes_read;   /* file bytes read and hashed (all tries) */
+	chunk_params params;   /* the parameters used */
 };
 
 /* Walk dir (never following symlinks below it) into a new catalog at
@@ -91,7 +101,9 @@ int repl_scan(const char *dir, const char *catalog_path,
 
 /* Result of one generation build. */
 struct repl_generation {
-	uint64_t generation;
+	uint64_t generation; /* the one HEAD names afterwards */
+	int unchanged;	     /* 1: the tree was the same as HEAD's, which
+			      * stays; nothing new was published */
 	struct repl_scan_stats stats;
 	char sha256[65]; /* hex of GEN.db.zst */
 	uint64_t zst_bytes;
@@ -99,9 +111,12 @@ struct repl_generation {
 };
 
 /* Build the next generation of a namespace: read state_dir/HEAD (none: 0),
- * scan dir as HEAD+1 (o->generation and o->parent_generation are set here;
- * o->srcindex_path is ignored), compress the catalog, write HEAD last.
- * Creates state_dir and its subfolders (0755) as needed.
+ * scan dir as HEAD+1 (o->generation, o->parent_generation and the paths
+ * of o are set here), reusing the manifests of files HEAD's generation
+ * holds unchanged. When the new catalog's rows are those of HEAD's
+ * (cat_meta.tree_sha256), it is removed and HEAD stays (ret->unchanged,
+ * ret->generation = HEAD); else the catalog is compressed and HEAD is
+ * written last. Creates state_dir and its subfolders (0755) as needed.
  * Returns 0 or -errno as repl_scan, plus -EIO for a failed publish. */
 int repl_generation_build(const char *state_dir, const char *dir,
 			  const struct repl_scan_opts *o,

@@ -345,13 +345,40 @@ static void test_scan_tree_4(void **state)
 
 /* Every start is a new generation; HEAD moves last and older catalogs
  * stay. */
+/* The manifest of name under src in the catalog at path, as "off:len:id"
+ * lines, for comparing two generations. */
+static char *manifest_of(const char *catpath, const char *name)
+{
+	struct cat_chunk cs[64];
+	struct cat_inode in;
+	char *out = calloc(1, 64 * 100), hex[65];
+	cat_reader *r = NULL;
+	size_t n = 0, i, at = 0;
+
+	assert_non_null(out);
+	assert_int_equal(cat_reader_open(catpath, &r), 0);
+	assert_int_equal(cat_lookup(r, CAT_ROOT_INO, name, strlen(name), &in),
+			 0);
+	assert_int_equal(cat_chunks_range(r, in.ino, 0, in.size, cs, 64, &n),
+			 0);
+	for (i = 0; i < n; i++) {
+		chunk_id_to_hex(&cs[i].id, hex);
+		at += (size_t)snprintf(out + at, 64 * 100 - at, "%llu:%u:%s\n",
+				       (unsigned long long)cs[i].off, cs[i].len,
+				       hex);
+	}
+	cat_reader_close(r);
+	return out;
+}
+
 static void test_generation_build(void **state)
 {
 	struct fixture *f = *state;
 	struct repl_scan_opts o = {0};
 	struct repl_generation g;
-	char ns[256], p[320];
-	uint64_t head = 99;
+	struct timespec keep[2];
+	char ns[256], p[320], q[320], *m1, *m2;
+	uint64_t head = 99, files;
 	struct stat st;
 
 	path_in(ns, sizeof(ns), f->state, "ns");
@@ -359,18 +386,84 @@ static void test_generation_build(void **state)
 	assert_int_equal(head, 0);
 	assert_int_equal(repl_generation_build(ns, f->src, &o, &g), 0);
 	assert_int_equal(g.generation, 1);
+	assert_int_equal(g.unchanged, 0);
 	assert_int_equal(strlen(g.sha256), 64);
-	assert_int_equal(repl_generation_build(ns, f->src, &o, &g), 0);
-	assert_int_equal(g.generation, 2);
-	assert_int_equal(repl_head_read(ns, &head), 0);
-	assert_int_equal(head, 2);
+	assert_int_equal(g.stats.reused, 0);
+	assert_true(g.stats.bytes_read >= g.stats.bytes);
+	files = g.stats.files;
 	snprintf(p, sizeof(p), "%s/catalog/1.db.zst", ns);
 	assert_int_equal(stat(p, &st), 0);
-	snprintf(p, sizeof(p), "%s/catalog/2.db.zst.sha256", ns);
+	snprintf(p, sizeof(p), "%s/catalog/1.db.zst.sha256", ns);
 	assert_int_equal(stat(p, &st), 0);
 	assert_int_equal(st.st_size, 65);
-	snprintf(p, sizeof(p), "%s/source/2.db", ns);
+	snprintf(p, sizeof(p), "%s/source/1.db", ns);
 	assert_int_equal(stat(p, &st), 0);
+
+	/* The same tree again: nothing is read, nothing new is published. */
+	assert_int_equal(repl_generation_build(ns, f->src, &o, &g), 0);
+	assert_int_equal(g.generation, 1);
+	assert_int_equal(g.unchanged, 1);
+	assert_int_equal(g.stats.reused, files);
+	assert_int_equal(g.stats.bytes_read, 0);
+	assert_int_equal(strlen(g.sha256), 64);
+	assert_int_equal(repl_head_read(ns, &head), 0);
+	assert_int_equal(head, 1);
+	snprintf(p, sizeof(p), "%s/catalog/2.db", ns);
+	assert_int_equal(stat(p, &st), -1);
+	snprintf(p, sizeof(p), "%s/source/2.db", ns);
+	assert_int_equal(stat(p, &st), -1);
+
+	/* One file rewritten in place, its size and mtime put back: ctime
+	 * still moved, so it alone is read again, and its new bytes are in
+	 * the new generation. */
+	path_in(p, sizeof(p), f->src, "big.bin");
+	assert_int_equal(stat(p, &st), 0);
+	keep[0] = st.st_atim;
+	keep[1] = st.st_mtim;
+	f->big[100000] ^= 0x5a;
+	tsup_write_file(p, f->big, BIG_LEN);
+	assert_int_equal(utimensat(AT_FDCWD, p, keep, 0), 0);
+	snprintf(q, sizeof(q), "%s/catalog/1.db", ns);
+	m1 = manifest_of(q, "big.bin");
+	assert_int_equal(repl_generation_build(ns, f->src, &o, &g), 0);
+	assert_int_equal(g.generation, 2);
+	assert_int_equal(g.unchanged, 0);
+	assert_int_equal(g.stats.reused, files - 1);
+	assert_int_equal(g.stats.bytes_read, BIG_LEN);
+	snprintf(q, sizeof(q), "%s/catalog/2.db", ns);
+	m2 = manifest_of(q, "big.bin");
+	assert_string_not_equal(m1, m2);
+	free(m2);
+	/* The unchanged ones keep their manifests. */
+	snprintf(q, sizeof(q), "%s/catalog/1.db", ns);
+	m1 = (free(m1), manifest_of(q, "a.txt"));
+	snprintf(q, sizeof(q), "%s/catalog/2.db", ns);
+	m2 = manifest_of(q, "a.txt");
+	assert_string_equal(m1, m2);
+	free(m1);
+	free(m2);
+
+	/* A file replaced by another inode of the same size and mtime is a
+	 * new identity: read. Its old inode lives on as sub/hardlink, whose
+	 * ctime the lost link moved: read again too (6 + 6 bytes). */
+	path_in(p, sizeof(p), f->src, "a.txt");
+	path_in(q, sizeof(q), f->src, "a.new");
+	assert_int_equal(stat(p, &st), 0);
+	keep[0] = st.st_atim;
+	keep[1] = st.st_mtim;
+	tsup_write_file(q, "HELLO\n", 6);
+	assert_int_equal(utimensat(AT_FDCWD, q, keep, 0), 0);
+	assert_int_equal(rename(q, p), 0);
+	if (f->have_xattr)
+		assert_int_equal(setxattr(p, "user.color", "blue", 4, 0), 0);
+	assert_int_equal(repl_generation_build(ns, f->src, &o, &g), 0);
+	assert_int_equal(g.generation, 3);
+	assert_int_equal(g.stats.bytes_read, 12);
+	/* Unchanged once more: generation 3 stays. */
+	assert_int_equal(repl_generation_build(ns, f->src, &o, &g), 0);
+	assert_int_equal(g.generation, 3);
+	assert_int_equal(g.unchanged, 1);
+	assert_int_equal(g.stats.bytes_read, 0);
 }
 
 static void test_bad_input(void **state)

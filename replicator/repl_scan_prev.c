@@ -1,0 +1,143 @@
+/*
+ * replicator/repl_scan_prev.c — the previous generation, as a scan sees
+ * it: for a regular file the walk found, the manifest that generation
+ * already holds, when the file is unchanged, so its bytes are not read
+ * and hashed again.
+ *
+ * The quick check (docs/catalog.md, "Reuse across generations"): the
+ * file's source identity (st_dev, st_ino) names a catalog ino in the
+ * previous generation's source index, and that inode's size, mtime_ns and
+ * ctime_ns equal the file's now. Any write through the file system moves
+ * ctime, so a rewrite that restores mtime and size is still seen; what it
+ * cannot see is a change that leaves ctime alone (a raw write to the block
+ * device, a file system that does not keep ctime, or a clock set back to
+ * the second), and a device number that changed (a remount on another
+ * device re-reads everything: safe, only slow).
+ *
+ * Any scanning thread may ask: the catalog reader serializes itself, the
+ * source index lookup is under mu.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog/base/base.h"
+#include "replicator/repl_scan_internal.h"
+#include "replicator/repl_srcindex_internal.h"
+
+/* Manifest rows fetched from the catalog at a time. */
+#define PREV_ROWS 256u
+
+struct repl_prev {
+	cat_reader *cat;
+	repl_srcindex *idx; /* under mu */
+	pthread_mutex_t mu;
+	chunk_params params;
+};
+
+int repl_prev_open(const char *catalog_path, const char *srcindex_path,
+		   const chunk_params *params, struct repl_prev **ret)
+{
+	struct repl_prev *p;
+	struct cat_meta meta;
+	int r;
+
+	*ret = NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_init(&p->mu, NULL);
+	r = cat_reader_open(catalog_path, &p->cat);
+	if (r == 0)
+		r = repl_srcindex_open(srcindex_path, &p->idx);
+	if (r < 0)
+		goto fail;
+	/* Manifests cut with other parameters are other manifests. */
+	cat_reader_meta(p->cat, &meta);
+	if (meta.params.min != params->min || meta.params.avg != params->avg ||
+	    meta.params.max != params->max) {
+		r = -ESTALE;
+		goto fail;
+	}
+	p->params = meta.params;
+	*ret = p;
+	return 0;
+fail:
+	repl_prev_close(p);
+	return r;
+}
+
+void repl_prev_close(struct repl_prev *p)
+{
+	if (!p)
+		return;
+	repl_srcindex_close(p->idx);
+	cat_reader_close(p->cat);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+static int64_t ns_of(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000ll + ts->tv_nsec;
+}
+
+int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
+		       struct repl_manifest *m)
+{
+	struct cat_chunk *cs = NULL;
+	struct cat_inode in;
+	uint64_t ino = 0, off = 0, size = (uint64_t)st->st_size;
+	size_t n, i;
+	int r;
+
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&p->mu);
+	r = repl_srcindex_ident(p->idx, (uint64_t)st->st_dev,
+				(uint64_t)st->st_ino, &ino);
+	pthread_mutex_unlock(&p->mu);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	r = cat_getattr(p->cat, ino, &in);
+	if (r == -ENOENT || r == -EBADMSG)
+		return 0;
+	if (r < 0)
+		return r;
+	if (in.kind != CAT_REG || in.size != size ||
+	    in.mtime_ns != ns_of(&st->st_mtim) ||
+	    in.ctime_ns != ns_of(&st->st_ctim))
+		return 0;
+	repl_manifest_reset(m);
+	if (size == 0)
+		return 1;
+	cs = malloc(PREV_ROWS * sizeof(*cs));
+	if (!cs)
+		return -ENOMEM;
+	/* The rows must cover [0, size) without a gap, as the reader checks
+	 * within one call: across calls each batch starts where the last
+	 * one ended. Anything else is no reuse, not an error: read it. */
+	while (off < size) {
+		r = cat_chunks_range(p->cat, ino, off, size - off, cs,
+				     PREV_ROWS, &n);
+		if (r < 0 || n == 0 || cs[0].off != off) {
+			r = r == -ENOMEM ? r : 0;
+			goto out;
+		}
+		for (i = 0; i < n; i++) {
+			r = repl_manifest_add(m, &cs[i]);
+			if (r < 0)
+				goto out;
+		}
+		off = cs[n - 1].off + cs[n - 1].len;
+	}
+	r = off == size ? 1 : 0;
+out:
+	if (r <= 0)
+		repl_manifest_reset(m);
+	free(cs);
+	return r;
+}
