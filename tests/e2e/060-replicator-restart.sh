@@ -38,6 +38,11 @@ err=$(status_field "$T/cache" last_error)
 ok "status: stalled ($err)"
 
 start_repl "$port" "r=$T/src"
+# The tree did not change: the restart read no file and published nothing.
+last=$(grep ' ready' "$T/repl.log" | tail -n 1)
+echo "$last" | grep -q 'generation=1 ' || die "restart published a new generation: $last"
+echo "$last" | grep -q 'bytes_read=0 .*unchanged=1' || die "restart read the unchanged tree again: $last"
+ok "restart of the unchanged tree: generation 1 kept, no byte read"
 wait_status "$T/cache" state complete 180 || die "backfill did not resume and complete by itself"
 cmp "$vpath" "$M/$rel" || die "the same read after recovery gives wrong bytes"
 ok "recovered by itself; backfill complete; the same read now succeeds"
