@@ -26,8 +26,8 @@
 #include "replicator/repl_scan_internal.h"
 #include "replicator/repl_srcindex_internal.h"
 
-/* Manifest rows fetched from the catalog at a time. */
-#define PREV_ROWS 256u
+/* Manifest rows fetched from the catalog at a time (on the stack). */
+#define PREV_ROWS 64u
 
 struct repl_prev {
 	cat_reader *cat;
@@ -86,7 +86,7 @@ static int64_t ns_of(const struct timespec *ts)
 int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
 		       struct repl_manifest *m)
 {
-	struct cat_chunk *cs = NULL;
+	struct cat_chunk cs[PREV_ROWS];
 	struct cat_inode in;
 	uint64_t ino = 0, off = 0, size = (uint64_t)st->st_size;
 	size_t n, i;
@@ -114,9 +114,6 @@ int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
 	repl_manifest_reset(m);
 	if (size == 0)
 		return 1;
-	cs = malloc(PREV_ROWS * sizeof(*cs));
-	if (!cs)
-		return -ENOMEM;
 	/* The rows must cover [0, size) without a gap, as the reader checks
 	 * within one call: across calls each batch starts where the last
 	 * one ended. Anything else is no reuse, not an error: read it. */
@@ -125,19 +122,19 @@ int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
 				     PREV_ROWS, &n);
 		if (r < 0 || n == 0 || cs[0].off != off) {
 			r = r == -ENOMEM ? r : 0;
-			goto out;
+			break;
 		}
 		for (i = 0; i < n; i++) {
 			r = repl_manifest_add(m, &cs[i]);
 			if (r < 0)
-				goto out;
+				break;
 		}
+		if (r < 0)
+			break;
 		off = cs[n - 1].off + cs[n - 1].len;
 	}
-	r = off == size ? 1 : 0;
-out:
-	if (r <= 0)
-		repl_manifest_reset(m);
-	free(cs);
-	return r;
+	if (off == size && r >= 0)
+		return 1;
+	repl_manifest_reset(m);
+	return r < 0 ? r : 0;
 }

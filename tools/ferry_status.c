@@ -326,16 +326,6 @@ static void fmt_rate(double r, char *buf, size_t cap)
 	snprintf(buf, cap, "%s/s", b);
 }
 
-static void fmt_hms(int64_t s, char *buf, size_t cap)
-{
-	if (s < 0) {
-		snprintf(buf, cap, "--:--:--");
-		return;
-	}
-	snprintf(buf, cap, "%" PRId64 ":%02d:%02d", s / 3600,
-		 (int)(s / 60 % 60), (int)(s % 60));
-}
-
 /* part of whole in percent; whole 0 is 100%. */
 static double pct(uint64_t part, uint64_t whole)
 {
@@ -374,7 +364,8 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 	fmt_bytes(st->bytes_hydrated, a, sizeof(a));
 	fmt_bytes(st->bytes_total, b, sizeof(b));
 	fmt_rate(r, rate, sizeof(rate));
-	fmt_hms(st->state == HYD_STATE_COMPLETE ? 0 : eta_s, eta, sizeof(eta));
+	ferry_fmt_hms(st->state == HYD_STATE_COMPLETE ? 0 : eta_s, eta,
+		      sizeof(eta));
 	snprintf(lines[k++], 512, "%11s / %-11s %5.1f%%  %12s  %9s ETA  [%s]",
 		 a, b, p, rate, eta, bar);
 	snprintf(lines[k++], 512,
@@ -406,7 +397,7 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 	} else {
 		snprintf(lines[k++], 512, "compression    saves nothing");
 	}
-	fmt_hms((int64_t)st->elapsed_s, el, sizeof(el));
+	ferry_fmt_hms((int64_t)st->elapsed_s, el, sizeof(el));
 	/* Live numbers come only from a hydrator that answered: it reports
 	 * its elapsed time, and never "stopped". */
 	live = st->elapsed_s > 0 || (st->state != HYD_STATE_STOPPED &&

@@ -101,15 +101,6 @@ static void human(uint64_t v, char *buf, size_t cap)
 		snprintf(buf, cap, "%.2f%c", d, units[u]);
 }
 
-static void hms(int64_t s, char *buf, size_t cap)
-{
-	if (s < 0)
-		snprintf(buf, cap, "--:--:--");
-	else
-		snprintf(buf, cap, "%" PRId64 ":%02d:%02d", s / 3600,
-			 (int)(s / 60 % 60), (int)(s % 60));
-}
-
 static void on_progress(void *arg, const struct hyd_status *st)
 {
 	struct cli *c = arg;
@@ -138,7 +129,7 @@ static void on_progress(void *arg, const struct hyd_status *st)
 	pct = den ? 100.0 * (double)num / (double)den : 100.0;
 	human(num, done, sizeof(done));
 	human((uint64_t)r, rate, sizeof(rate));
-	hms(st->eta_s, eta, sizeof(eta));
+	ferry_fmt_hms(st->eta_s, eta, sizeof(eta));
 	if (phase)
 		printf("\r%14s %3.0f%% %10s/s %10s  fetch chunks=%" PRIu64
 		       "/%" PRIu64 "\033[K",

@@ -116,6 +116,11 @@ size_t base_utf8_len(const unsigned char *s, size_t n);
  * (like snprintf: it was cut when that is >= cap). */
 size_t base_text_escape(char *dst, size_t cap, const void *src, size_t len);
 
+/* The rule behind base_text_escape and base_json_bytes: with keep_controls
+ * set, control characters (not NUL) pass as themselves. */
+size_t base_bytes_escape(char *dst, size_t cap, const void *src, size_t len,
+			 int keep_controls);
+
 /* Parse a whole decimal number (optional leading '-' for long, nothing
  * else around it) within [lo, hi]. 0 or -EINVAL (empty, junk, out of
  * range). s may be NULL (-EINVAL). */

@@ -20,40 +20,17 @@
 
 json_t *base_json_bytes(const void *src, size_t len)
 {
-	static const char hex[] = "0123456789abcdef";
-	const unsigned char *s = src;
-	size_t i = 0, out = 0, k;
 	json_t *v;
 	char *buf;
+	size_t n;
 
-	/* Fast path: nothing to escape. */
-	for (k = 0; i < len; i += k) {
-		k = s[i] ? base_utf8_len(s + i, len - i) : 0;
-		if (!k)
-			break;
-	}
-	if (i == len)
-		return json_stringn(src ? (const char *)src : "", len);
 	if (len > (SIZE_MAX - 1) / 4)
 		return NULL;
 	buf = malloc(4 * len + 1);
 	if (!buf)
 		return NULL;
-	for (i = 0; i < len;) {
-		k = s[i] ? base_utf8_len(s + i, len - i) : 0;
-		if (k) {
-			memcpy(buf + out, s + i, k);
-			out += k;
-			i += k;
-			continue;
-		}
-		buf[out++] = '\\';
-		buf[out++] = 'x';
-		buf[out++] = hex[s[i] >> 4];
-		buf[out++] = hex[s[i] & 15];
-		i++;
-	}
-	v = json_stringn(buf, out);
+	n = base_bytes_escape(buf, 4 * len + 1, src ? src : "", len, 1);
+	v = json_stringn(buf, n);
 	free(buf);
 	return v;
 }

@@ -127,17 +127,18 @@ static void vlog_err(int level, int err, const char *fmt, va_list ap)
 	k = snprintf(line + need, sizeof(line) - need, "%s: %s", log_prog,
 		     level_word(level));
 	need += k < 0 ? 0 : (size_t)k;
-	if (need >= BASE_LOG_LINE_MAX)
-		need = BASE_LOG_LINE_MAX - 1;
-	need += base_text_escape(line + need, BASE_LOG_LINE_MAX - need, raw, n);
-	if (need >= BASE_LOG_LINE_MAX) {
-		/* Cut: say so, and never inside a UTF-8 sequence (escapes are
-		 * written whole or not at all). */
-		need = BASE_LOG_LINE_MAX - 4;
-		while (need > 0 && ((unsigned char)line[need] & 0xC0) == 0x80)
-			need--;
+	if (need > BASE_LOG_LINE_MAX - 8)
+		need = BASE_LOG_LINE_MAX - 8;
+	/* Room is kept for "...": the escape writes whole units only (never
+	 * half a UTF-8 sequence or an escape), and what it wrote holds no NUL,
+	 * so its length is strlen. */
+	if (base_text_escape(line + need, BASE_LOG_LINE_MAX - 3 - need, raw,
+			     n) > strlen(line + need)) {
+		need += strlen(line + need);
 		memcpy(line + need, "...", 3);
 		need += 3;
+	} else {
+		need += strlen(line + need);
 	}
 	line[need++] = '\n';
 	emit(line, need);

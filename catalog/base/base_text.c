@@ -43,37 +43,42 @@ size_t base_utf8_len(const unsigned char *s, size_t n)
 	return len;
 }
 
-size_t base_text_escape(char *dst, size_t cap, const void *src, size_t len)
+size_t base_bytes_escape(char *dst, size_t cap, const void *src, size_t len,
+			 int keep_controls)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *s = src;
 	size_t i = 0, out = 0, end = 0, k, w;
-	int full = cap == 0;
 
 	while (i < len) {
-		k = s[i] >= 0x20 && s[i] != 0x7f ? base_utf8_len(s + i, len - i)
-						 : 0;
+		k = s[i] && (keep_controls || (s[i] >= 0x20 && s[i] != 0x7f))
+			? base_utf8_len(s + i, len - i)
+			: 0;
 		w = k ? k : 4;
 		/* A unit is written whole or not at all, so a cut result
 		 * never ends inside a UTF-8 sequence or an escape. */
-		if (!full && out + w >= cap)
-			full = 1;
-		if (!full && k) {
-			memcpy(dst + out, s + i, k);
-		} else if (!full) {
-			dst[out] = '\\';
-			dst[out + 1] = 'x';
-			dst[out + 2] = hex[s[i] >> 4];
-			dst[out + 3] = hex[s[i] & 15];
+		if (end == out && out + w < cap) {
+			if (k) {
+				memcpy(dst + out, s + i, k);
+			} else {
+				dst[out] = '\\';
+				dst[out + 1] = 'x';
+				dst[out + 2] = hex[s[i] >> 4];
+				dst[out + 3] = hex[s[i] & 15];
+			}
+			end = out + w;
 		}
 		out += w;
-		if (!full)
-			end = out;
 		i += k ? k : 1;
 	}
 	if (cap > 0)
 		dst[end] = '\0';
 	return out;
+}
+
+size_t base_text_escape(char *dst, size_t cap, const void *src, size_t len)
+{
+	return base_bytes_escape(dst, cap, src, len, 0);
 }
 
 int base_parse_long(const char *s, long lo, long hi, long *ret)

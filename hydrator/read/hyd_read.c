@@ -14,10 +14,13 @@
  * they already are (a pinned cache slot, a flight's buffer), so FUSE can
  * write them to the kernel with one writev and no assembling copy.
  *
- * After a sequential read is answered, the stored chunks just past it are
- * decoded into the cache (decode-ahead): the next requests only copy, and
- * the decoding for one request overlaps the kernel's handling of another,
- * on the other core.
+ * Readahead is owned here (hyd_read_ahead): after a read that continues
+ * the open file's stream is answered, the chunks just past it that are
+ * stored are decoded into the cache, so the next requests only copy and
+ * the decoding for one request overlaps the kernel's handling of another
+ * on the other core; the ones not stored are asked for at readahead
+ * priority. A miss looks in the store once: the flight stamp taken before
+ * the look tells the submit whether to look again.
  *
  * Whatever cannot be served verified is -EIO: a manifest with a gap, a
  * chunk whose length disagrees with the catalog, a failed fetch. Wrong

@@ -27,8 +27,7 @@ uint64_t hyd_cache_catalog_gen(const char *name)
 		return 0;
 	memcpy(digits, name, len - 3);
 	digits[len - 3] = '\0';
-	if (strspn(digits, "0123456789") != len - 3 ||
-	    base_parse_u64(digits, 1, UINT64_MAX, &v) < 0)
+	if (base_parse_u64(digits, 1, UINT64_MAX, &v) < 0)
 		return 0;
 	return v;
 }

@@ -410,6 +410,30 @@ static void log_long(void)
 	base_info("long=%s", big);
 }
 
+/* Escapes of 4 bytes each, one byte off the 3-byte units above, so the
+ * cut falls between escapes. */
+static void log_long_escapes(void)
+{
+	char big[BASE_LOG_LINE_MAX];
+
+	memset(big, 0xff, sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	base_log_init("t-prog", BASE_LOG_INFO);
+	base_info("x%s", big);
+}
+
+static void check_cut(const char *out)
+{
+	size_t len = strlen(out);
+
+	/* The pipe read stops at the first NUL: a NUL in the line would
+	 * show as a line that ends early, without "...\n". */
+	assert_true(len <= BASE_LOG_LINE_MAX);
+	assert_true(len > BASE_LOG_LINE_MAX - 16);
+	assert_memory_equal(out + len - 4, "...\n", 4);
+	assert_true(strchr(out, '\n') == out + len - 1);
+}
+
 static void log_stamped(void)
 {
 	base_log_init("t-prog", BASE_LOG_INFO);
@@ -420,7 +444,7 @@ static void log_stamped(void)
 
 static void test_log(void **state)
 {
-	char *out, *nl;
+	char *out;
 	regex_t re;
 	size_t len;
 
@@ -443,17 +467,21 @@ static void test_log(void **state)
 	/* A long line is cut, ends in "..." and a newline, and holds no
 	 * broken UTF-8 sequence. */
 	out = captured(log_long);
+	check_cut(out);
 	len = strlen(out);
-	assert_true(len <= BASE_LOG_LINE_MAX);
-	assert_memory_equal(out + len - 4, "...\n", 4);
-	nl = strchr(out, '\n');
-	assert_true(nl == out + len - 1);
 	for (size_t i = 0; i + 4 < len;) {
 		size_t k = base_utf8_len((unsigned char *)out + i, len - 4 - i);
 
 		assert_true(k > 0);
 		i += k;
 	}
+	out = captured(log_long_escapes);
+	check_cut(out);
+	/* Whole escapes only before the "...". */
+	len = strlen(out) - 4 - strlen("t-prog: x");
+	assert_int_equal(len % 4, 0);
+	for (size_t i = 0; i < len; i += 4)
+		assert_memory_equal(out + strlen("t-prog: x") + i, "\\xff", 4);
 	out = captured(log_stamped);
 	assert_int_equal(
 	    regcomp(&re,
