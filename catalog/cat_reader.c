@@ -25,18 +25,11 @@
 
 #include "catalog/catalog.h"
 #include "catalog/base/base.h"
+#include "catalog/cat_reader_internal.h"
 
 /* Largest single value SQLite will hand us. Names, targets and xattr values
  * are all far below; anything bigger is a hostile row (SQLITE_TOOBIG). */
 #define READER_LENGTH_LIMIT (1 << 20)
-
-struct cat_reader {
-	pthread_mutex_t mu;
-	sqlite3 *db;
-	struct cat_meta meta;
-	sqlite3_stmt *st_getattr, *st_lookup, *st_readdir, *st_xattr_get,
-	    *st_xattr_list, *st_range, *st_each;
-};
 
 #define INODE_COLS "kind,mode,uid,gid,size,nlink,mtime_ns,ctime_ns,rdev,target"
 #define INODE_COLS_I                                                           \
@@ -80,8 +73,8 @@ static const struct {
 
 /* Integer column within [lo, hi]; a wrong type (text, blob, NULL, real)
  * fails too, so no implicit conversion hides a malformed row. */
-static int col_int(sqlite3_stmt *st, int col, int64_t lo, int64_t hi,
-		   int64_t *ret)
+int cat__col_int(sqlite3_stmt *st, int col, int64_t lo, int64_t hi,
+		 int64_t *ret)
 {
 	int64_t v;
 
@@ -104,15 +97,15 @@ static int inode_from_row(sqlite3_stmt *st, int col, uint64_t ino,
 	const void *target = NULL;
 	int fmt, tlen;
 
-	if (col_int(st, col + 0, CAT_REG, CAT_SOCK, &kind) ||
-	    col_int(st, col + 1, 0, UINT32_MAX, &mode) ||
-	    col_int(st, col + 2, 0, UINT32_MAX, &uid) ||
-	    col_int(st, col + 3, 0, UINT32_MAX, &gid) ||
-	    col_int(st, col + 4, 0, (int64_t)CAT_SIZE_MAX, &size) ||
-	    col_int(st, col + 5, 0, UINT32_MAX, &nlink) ||
-	    col_int(st, col + 6, INT64_MIN, INT64_MAX, &mt) ||
-	    col_int(st, col + 7, INT64_MIN, INT64_MAX, &ct) ||
-	    col_int(st, col + 8, INT64_MIN, INT64_MAX, &rdev))
+	if (cat__col_int(st, col + 0, CAT_REG, CAT_SOCK, &kind) ||
+	    cat__col_int(st, col + 1, 0, UINT32_MAX, &mode) ||
+	    cat__col_int(st, col + 2, 0, UINT32_MAX, &uid) ||
+	    cat__col_int(st, col + 3, 0, UINT32_MAX, &gid) ||
+	    cat__col_int(st, col + 4, 0, (int64_t)CAT_SIZE_MAX, &size) ||
+	    cat__col_int(st, col + 5, 0, UINT32_MAX, &nlink) ||
+	    cat__col_int(st, col + 6, INT64_MIN, INT64_MAX, &mt) ||
+	    cat__col_int(st, col + 7, INT64_MIN, INT64_MAX, &ct) ||
+	    cat__col_int(st, col + 8, INT64_MIN, INT64_MAX, &rdev))
 		return -EBADMSG;
 	fmt = cat_kind_ifmt((int)kind);
 	if ((mode & S_IFMT) != fmt || (mode & ~(int64_t)(S_IFMT | 07777)))
@@ -148,7 +141,7 @@ static int inode_from_row(sqlite3_stmt *st, int col, uint64_t ino,
 }
 
 /* sqlite3_step as 1 (row), 0 (done) or -errno. */
-static int step(cat_reader *r, sqlite3_stmt *st, const char *what)
+int cat__step(cat_reader *r, sqlite3_stmt *st, const char *what)
 {
 	int rc = sqlite3_step(st);
 
@@ -159,7 +152,7 @@ static int step(cat_reader *r, sqlite3_stmt *st, const char *what)
 	return base_sqlite_errno(r->db, rc, what);
 }
 
-static void done(sqlite3_stmt *st)
+void cat__done(sqlite3_stmt *st)
 {
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
@@ -171,7 +164,7 @@ static int key_ok(uint64_t v)
 	return v >= 1 && v <= INT64_MAX;
 }
 
-static int reader_lock(cat_reader *r)
+int cat__reader_lock(cat_reader *r)
 {
 	int e = pthread_mutex_lock(&r->mu);
 
@@ -179,9 +172,9 @@ static int reader_lock(cat_reader *r)
 }
 
 /* getattr with the reader locked; *ret_target as in inode_from_row, valid
- * until st_getattr is reset (the caller calls done()). */
-static int getattr_locked(cat_reader *r, uint64_t ino, struct cat_inode *ret,
-			  const void **ret_target)
+ * until st_getattr is reset (the caller calls cat__done()). */
+int cat__getattr_locked(cat_reader *r, uint64_t ino, struct cat_inode *ret,
+			const void **ret_target)
 {
 	sqlite3_stmt *st = r->st_getattr;
 	int ret_rc;
@@ -189,7 +182,7 @@ static int getattr_locked(cat_reader *r, uint64_t ino, struct cat_inode *ret,
 	if (!key_ok(ino))
 		return -ENOENT;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-	ret_rc = step(r, st, "getattr");
+	ret_rc = cat__step(r, st, "getattr");
 	if (ret_rc == 0)
 		ret_rc = -ENOENT;
 	else if (ret_rc == 1)
@@ -203,11 +196,11 @@ int cat_getattr(cat_reader *r, uint64_t ino, struct cat_inode *ret)
 
 	if (!r || !ret)
 		return -EINVAL;
-	ret_rc = reader_lock(r);
+	ret_rc = cat__reader_lock(r);
 	if (ret_rc)
 		return ret_rc;
-	ret_rc = getattr_locked(r, ino, ret, NULL);
-	done(r->st_getattr);
+	ret_rc = cat__getattr_locked(r, ino, ret, NULL);
+	cat__done(r->st_getattr);
 	pthread_mutex_unlock(&r->mu);
 	return ret_rc;
 }
@@ -228,22 +221,22 @@ int cat_lookup(cat_reader *r, uint64_t parent, const void *name,
 		return rc;
 	if (!key_ok(parent))
 		return -ENOENT;
-	rc = reader_lock(r);
+	rc = cat__reader_lock(r);
 	if (rc)
 		return rc;
 	st = r->st_lookup;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
 	sqlite3_bind_blob(st, 2, name, (int)name_len, SQLITE_STATIC);
-	rc = step(r, st, "lookup");
+	rc = cat__step(r, st, "lookup");
 	if (rc == 0) {
 		rc = -ENOENT;
 	} else if (rc == 1) {
 		/* NULL ino: the dirent points at no inode row. */
-		rc = col_int(st, 0, 1, INT64_MAX, &ino);
+		rc = cat__col_int(st, 0, 1, INT64_MAX, &ino);
 		if (!rc)
 			rc = inode_from_row(st, 1, (uint64_t)ino, ret, NULL);
 	}
-	done(st);
+	cat__done(st);
 	pthread_mutex_unlock(&r->mu);
 	return rc;
 }
@@ -252,9 +245,9 @@ int cat_lookup(cat_reader *r, uint64_t parent, const void *name,
 static int check_dir_locked(cat_reader *r, uint64_t dir)
 {
 	struct cat_inode in;
-	int rc = getattr_locked(r, dir, &in, NULL);
+	int rc = cat__getattr_locked(r, dir, &in, NULL);
 
-	done(r->st_getattr);
+	cat__done(r->st_getattr);
 	if (rc)
 		return rc;
 	return in.kind == CAT_DIR ? 0 : -ENOTDIR;
@@ -271,7 +264,7 @@ int cat_readdir(cat_reader *r, uint64_t dir, uint64_t after_pos,
 
 	if (!r || !cb)
 		return -EINVAL;
-	rc = reader_lock(r);
+	rc = cat__reader_lock(r);
 	if (rc)
 		return rc;
 	rc = check_dir_locked(r, dir);
@@ -282,10 +275,10 @@ int cat_readdir(cat_reader *r, uint64_t dir, uint64_t after_pos,
 	st = r->st_readdir;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)dir);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)after_pos);
-	while ((rc = step(r, st, "readdir")) == 1) {
+	while ((rc = cat__step(r, st, "readdir")) == 1) {
 		/* pos must rise strictly, or resuming "after pos" could skip
 		 * or repeat entries. */
-		if (col_int(st, 0, 1, INT64_MAX, &pos) || pos <= prev) {
+		if (cat__col_int(st, 0, 1, INT64_MAX, &pos) || pos <= prev) {
 			rc = -EBADMSG;
 			break;
 		}
@@ -296,7 +289,7 @@ int cat_readdir(cat_reader *r, uint64_t dir, uint64_t after_pos,
 		if (sqlite3_column_type(st, 1) != SQLITE_BLOB ||
 		    cat_name_check(name, (size_t)nlen))
 			continue;
-		if (col_int(st, 3, 1, INT64_MAX, &ino) ||
+		if (cat__col_int(st, 3, 1, INT64_MAX, &ino) ||
 		    inode_from_row(st, 4, (uint64_t)ino, &in, NULL)) {
 			rc = -EBADMSG;
 			break;
@@ -305,7 +298,7 @@ int cat_readdir(cat_reader *r, uint64_t dir, uint64_t after_pos,
 		if (rc)
 			break;
 	}
-	done(st);
+	cat__done(st);
 unlock:
 	pthread_mutex_unlock(&r->mu);
 	return rc;
@@ -320,10 +313,10 @@ int cat_readlink(cat_reader *r, uint64_t ino, void *buf, size_t cap,
 
 	if (!r || !ret_len || (!buf && cap))
 		return -EINVAL;
-	rc = reader_lock(r);
+	rc = cat__reader_lock(r);
 	if (rc)
 		return rc;
-	rc = getattr_locked(r, ino, &in, &target);
+	rc = cat__getattr_locked(r, ino, &in, &target);
 	if (rc)
 		goto out;
 	if (in.kind != CAT_LNK) {
@@ -338,7 +331,7 @@ int cat_readlink(cat_reader *r, uint64_t ino, void *buf, size_t cap,
 	}
 	memcpy(buf, target, (size_t)in.size);
 out:
-	done(r->st_getattr);
+	cat__done(r->st_getattr);
 	pthread_mutex_unlock(&r->mu);
 	return rc;
 }
@@ -357,13 +350,13 @@ int cat_getxattr(cat_reader *r, uint64_t ino, const void *name, size_t name_len,
 		return rc;
 	if (!key_ok(ino))
 		return -ENODATA;
-	rc = reader_lock(r);
+	rc = cat__reader_lock(r);
 	if (rc)
 		return rc;
 	st = r->st_xattr_get;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	sqlite3_bind_blob(st, 2, name, (int)name_len, SQLITE_STATIC);
-	rc = step(r, st, "getxattr");
+	rc = cat__step(r, st, "getxattr");
 	if (rc <= 0) {
 		rc = rc ? rc : -ENODATA;
 		goto out;
@@ -388,7 +381,7 @@ int cat_getxattr(cat_reader *r, uint64_t ino, const void *name, size_t name_len,
 	if (vlen)
 		memcpy(buf, v, (size_t)vlen);
 out:
-	done(st);
+	cat__done(st);
 	pthread_mutex_unlock(&r->mu);
 	return rc;
 }
@@ -406,12 +399,12 @@ int cat_listxattr(cat_reader *r, uint64_t ino, void *buf, size_t cap,
 	*ret_len = 0;
 	if (!key_ok(ino))
 		return 0;
-	rc = reader_lock(r);
+	rc = cat__reader_lock(r);
 	if (rc)
 		return rc;
 	st = r->st_xattr_list;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-	while ((rc = step(r, st, "listxattr")) == 1) {
+	while ((rc = cat__step(r, st, "listxattr")) == 1) {
 		name = sqlite3_column_blob(st, 0);
 		nlen = sqlite3_column_bytes(st, 0);
 		/* A name with a NUL would corrupt the NUL-separated list;
@@ -431,133 +424,7 @@ int cat_listxattr(cat_reader *r, uint64_t ino, void *buf, size_t cap,
 	}
 	if (rc == 0)
 		*ret_len = total;
-	done(st);
-	pthread_mutex_unlock(&r->mu);
-	return rc;
-}
-
-/* Decode one chunk row (off, len, id at col..col+2) and check it against
- * the catalog's max chunk size and the file's size. */
-static int chunk_from_row(const cat_reader *r, sqlite3_stmt *st, int col,
-			  uint64_t size, struct cat_chunk *ret)
-{
-	int64_t off, len;
-
-	if (col_int(st, col, 0, (int64_t)CAT_SIZE_MAX, &off) ||
-	    col_int(st, col + 1, 1, r->meta.params.max, &len) ||
-	    sqlite3_column_type(st, col + 2) != SQLITE_BLOB ||
-	    sqlite3_column_bytes(st, col + 2) != CHUNK_ID_LEN)
-		return -EBADMSG;
-	if ((uint64_t)off > size || (uint64_t)len > size - (uint64_t)off)
-		return -EBADMSG;
-	ret->off = (uint64_t)off;
-	ret->len = (uint32_t)len;
-	memcpy(ret->id.b, sqlite3_column_blob(st, col + 2), CHUNK_ID_LEN);
-	return 0;
-}
-
-/* Run the range query (lock held) for [off, end) with end <= size. */
-static int range_locked(cat_reader *r, uint64_t ino, uint64_t off, uint64_t end,
-			uint64_t size, struct cat_chunk *ret, size_t cap,
-			size_t *ret_n)
-{
-	sqlite3_stmt *st = r->st_range;
-	uint64_t next = 0;
-	size_t n = 0;
-	int rc = 0;
-
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)off);
-	sqlite3_bind_int64(st, 3, (sqlite3_int64)end);
-	sqlite3_bind_int64(st, 4,
-			   cap > INT64_MAX ? INT64_MAX : (sqlite3_int64)cap);
-	while (n < cap && (rc = step(r, st, "chunks_range")) == 1) {
-		rc = chunk_from_row(r, st, 0, size, &ret[n]);
-		if (rc)
-			goto out;
-		/* The first chunk must cover off and each next one start where
-		 * the previous ended: a gap is a broken manifest, and serving
-		 * around it would hand out wrong bytes. */
-		if (n == 0
-			? (ret[0].off > off || ret[0].off + ret[0].len <= off)
-			: ret[n].off != next) {
-			rc = -EBADMSG;
-			goto out;
-		}
-		next = ret[n].off + ret[n].len;
-		n++;
-	}
-	if (rc < 0)
-		goto out;
-	rc = 0;
-	/* Fewer rows than asked for must mean the range is covered. */
-	if (n < cap && (n == 0 || next < end))
-		rc = -EBADMSG;
-out:
-	done(st);
-	*ret_n = rc ? 0 : n;
-	return rc;
-}
-
-int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
-		     struct cat_chunk *ret, size_t cap, size_t *ret_n)
-{
-	struct cat_inode in;
-	uint64_t end;
-	int rc;
-
-	if (!r || !ret || !ret_n || cap == 0)
-		return -EINVAL;
-	*ret_n = 0;
-	rc = reader_lock(r);
-	if (rc)
-		return rc;
-	rc = getattr_locked(r, ino, &in, NULL);
-	done(r->st_getattr);
-	if (rc)
-		goto out;
-	if (in.kind != CAT_REG) {
-		rc = -EINVAL;
-		goto out;
-	}
-	/* Past EOF or an empty range: nothing to read, nothing to check. */
-	if (len == 0 || off >= in.size)
-		goto out;
-	end = len > in.size - off ? in.size : off + len;
-	rc = range_locked(r, ino, off, end, in.size, ret, cap, ret_n);
-out:
-	pthread_mutex_unlock(&r->mu);
-	return rc;
-}
-
-int cat_chunks_each(cat_reader *r, cat_chunk_cb cb, void *ctx)
-{
-	sqlite3_stmt *st;
-	struct cat_chunk c;
-	int64_t ino, kind, size;
-	int rc;
-
-	if (!r || !cb)
-		return -EINVAL;
-	rc = reader_lock(r);
-	if (rc)
-		return rc;
-	st = r->st_each;
-	while ((rc = step(r, st, "chunks_each")) == 1) {
-		/* Columns: off, len, id, then the holder's ino, kind, size:
-		 * the row is checked against its inode like a range row. */
-		if (col_int(st, 3, 1, INT64_MAX, &ino) ||
-		    col_int(st, 4, CAT_REG, CAT_REG, &kind) ||
-		    col_int(st, 5, 0, (int64_t)CAT_SIZE_MAX, &size) ||
-		    chunk_from_row(r, st, 0, (uint64_t)size, &c)) {
-			rc = -EBADMSG;
-			break;
-		}
-		rc = cb(ctx, (uint64_t)ino, &c);
-		if (rc)
-			break;
-	}
-	done(st);
+	cat__done(st);
 	pthread_mutex_unlock(&r->mu);
 	return rc;
 }
@@ -571,9 +438,9 @@ static int pragma_int(cat_reader *r, const char *sql, int64_t *ret)
 	rc = base_sqlite_prepare(r->db, sql, &st);
 	if (rc)
 		goto out;
-	rc = step(r, st, "open_pragma");
+	rc = cat__step(r, st, "open_pragma");
 	if (rc == 1)
-		rc = col_int(st, 0, INT64_MIN, INT64_MAX, ret);
+		rc = cat__col_int(st, 0, INT64_MIN, INT64_MAX, ret);
 	else if (rc == 0)
 		rc = -EBADMSG;
 out:
@@ -591,11 +458,12 @@ static int check_schema(cat_reader *r)
 	rc = pragma_int(
 	    r,
 	    "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN"
-	    " ('meta','inode','dirent','xattr','chunk')",
+	    " ('meta','inode','dirent','xattr','chunk','pending')",
 	    &v);
 	if (rc)
 		return rc;
-	if (v != 5)
+	/* Format 2 adds the pending table; format 1 has none. */
+	if (v != (r->version == 1 ? 5 : 6))
 		return -EBADMSG;
 	rc = pragma_int(r,
 			"SELECT count(*) FROM pragma_index_list('dirent')"
@@ -620,7 +488,7 @@ static int meta_u64(sqlite3_stmt *st, int64_t lo, int64_t hi, uint64_t *ret)
 {
 	int64_t v;
 
-	if (col_int(st, 1, lo, hi, &v))
+	if (cat__col_int(st, 1, lo, hi, &v))
 		return -EBADMSG;
 	*ret = (uint64_t)v;
 	return 0;
@@ -652,7 +520,7 @@ static int read_meta(cat_reader *r)
 	rc = base_sqlite_prepare(r->db, "SELECT key,value FROM meta", &st);
 	if (rc)
 		goto out;
-	while ((rc = step(r, st, "read_meta")) == 1) {
+	while ((rc = cat__step(r, st, "read_meta")) == 1) {
 		if (sqlite3_column_type(st, 0) != SQLITE_TEXT) {
 			rc = -EBADMSG;
 			goto out;
@@ -668,7 +536,9 @@ static int read_meta(cat_reader *r)
 				   ? (const char *)sqlite3_column_text(st, 1)
 				   : NULL;
 			if (!text ||
-			    strcmp(text, is_format ? CAT_FORMAT : "sha256"))
+			    strcmp(text, !is_format	   ? "sha256"
+					 : r->version == 1 ? CAT_FORMAT_1
+							   : CAT_FORMAT))
 				goto out;
 			seen |= is_format ? F_FORMAT : F_HASH;
 		} else if (!strcmp(key, "generation")) {
@@ -680,8 +550,8 @@ static int read_meta(cat_reader *r)
 				goto out;
 			seen |= F_PGEN;
 		} else if (!strcmp(key, "created_ns")) {
-			if (col_int(st, 1, INT64_MIN, INT64_MAX,
-				    &m->created_ns))
+			if (cat__col_int(st, 1, INT64_MIN, INT64_MAX,
+					 &m->created_ns))
 				goto out;
 			seen |= F_CREATED;
 		} else if (!strcmp(key, "chunk_min")) {
@@ -707,6 +577,9 @@ static int read_meta(cat_reader *r)
 			if (meta_u64(st, 0, INT64_MAX, &m->bytes))
 				goto out;
 			seen |= F_BYTES;
+		} else if (!strcmp(key, "pending")) {
+			if (meta_u64(st, 0, INT64_MAX, &m->pending))
+				goto out;
 		} else if (!strcmp(key, "tree_sha256")) {
 			/* Optional (older writers have none), but exact. */
 			text = sqlite3_column_type(st, 1) == SQLITE_TEXT
@@ -733,6 +606,7 @@ static void reader_free(cat_reader *r)
 	for (size_t i = 0; i < sizeof(stmt_sql) / sizeof(stmt_sql[0]); i++)
 		base_sqlite_finalize(
 		    (sqlite3_stmt **)((char *)r + stmt_sql[i].off));
+	cat__chunks_fini(r);
 	if (r->db)
 		sqlite3_close(r->db);
 	pthread_mutex_destroy(&r->mu);
@@ -789,8 +663,9 @@ static int reader_check(cat_reader *r)
 	rc = pragma_int(r, "PRAGMA user_version", &v);
 	if (rc)
 		return rc;
-	if (v != CAT_USER_VERSION)
+	if (v != 1 && v != CAT_USER_VERSION)
 		return -EBADMSG;
+	r->version = (int)v;
 	rc = check_schema(r);
 	if (rc)
 		return rc;
@@ -808,8 +683,17 @@ static int reader_check(cat_reader *r)
 		if (rc)
 			return rc;
 	}
-	rc = getattr_locked(r, CAT_ROOT_INO, &root, NULL);
-	done(r->st_getattr);
+	if (r->version >= 2) {
+		rc = base_sqlite_prepare(r->db,
+					 "SELECT 1 FROM pending WHERE ino=?1",
+					 &r->st_pending);
+		if (rc == -EIO)
+			rc = -EBADMSG;
+		if (rc)
+			return rc;
+	}
+	rc = cat__getattr_locked(r, CAT_ROOT_INO, &root, NULL);
+	cat__done(r->st_getattr);
 	if (rc == -ENOENT || (!rc && root.kind != CAT_DIR))
 		rc = -EBADMSG;
 	return rc;

@@ -211,8 +211,9 @@ int cat_xattr_name_check(const void *name, size_t len);
 
 /* Schema (docs/catalog.md mirrors this):
  *   meta(key TEXT PRIMARY KEY, value)
- *     format='ferry-catalog/1', generation, parent_generation, created_ns,
+ *     format='ferry-catalog/2', generation, parent_generation, created_ns,
  *     chunk_min, chunk_avg, chunk_max, hash='sha256', inodes, bytes,
+ *     pending (rows of the pending table),
  *     tree_sha256 (optional: the digest of the rows, see cat_meta)
  *   inode(ino INTEGER PRIMARY KEY, kind, mode, uid, gid, size, nlink,
  *         mtime_ns, ctime_ns, rdev, target BLOB)      -- root is ino 1
@@ -222,12 +223,18 @@ int cat_xattr_name_check(const void *name, size_t len);
  *   xattr(ino, name BLOB, value BLOB, PRIMARY KEY(ino, name)) WITHOUT ROWID
  *   chunk(ino, off, len, id BLOB, PRIMARY KEY(ino, off)) WITHOUT ROWID
  *         -- keyed by offset so "chunks covering [a,b)" is one index seek
+ *   pending(ino INTEGER PRIMARY KEY)
+ *         -- regular files whose manifest is not in this catalog: the
+ *            replicator publishes it later (docs/protocol.md, manifests);
+ *            such a file has no chunk rows here
+ * Format 1 (user_version 1) is the same without the pending table.
  */
-#define CAT_FORMAT "ferry-catalog/1"
+#define CAT_FORMAT "ferry-catalog/2"
+#define CAT_FORMAT_1 "ferry-catalog/1"
 /* PRAGMA application_id of every catalog: "FERY" in ASCII. */
 #define CAT_APP_ID 0x46455259
 /* PRAGMA user_version: the schema revision. One migration step per bump. */
-#define CAT_USER_VERSION 1
+#define CAT_USER_VERSION 2
 #define CAT_ROOT_INO 1u
 
 enum cat_kind {
@@ -261,12 +268,16 @@ struct cat_meta {
 	uint64_t parent_generation; /* 0 when none */
 	int64_t created_ns;
 	chunk_params params;
-	uint64_t inodes; /* number of inode rows (set by the writer) */
-	uint64_t bytes;	 /* sum of regular file sizes (set by the writer) */
-	/* SHA-256 (lowercase hex) of every row the writer was given, in call
-	 * order and a fixed encoding, with the chunk parameters: equal for two
-	 * catalogs of the same tree whatever their generations and times.
-	 * Set by the writer; "" when reading a catalog written without it. */
+	uint64_t inodes;  /* number of inode rows (set by the writer) */
+	uint64_t bytes;	  /* sum of regular file sizes (set by the writer) */
+	uint64_t pending; /* regular files whose manifest comes later (set
+			   * by the writer; 0 for format 1) */
+	/* SHA-256 (lowercase hex) of every namespace row (inode, dirent,
+	 * xattr) the writer was given, in call order and a fixed encoding,
+	 * with the chunk parameters; manifests are not part of it. Equal for
+	 * two catalogs of the same tree whatever their generations, times,
+	 * and whichever manifests they already hold. Set by the writer; ""
+	 * when reading a catalog written without it. */
 	char tree_sha256[65];
 };
 
@@ -303,6 +314,12 @@ int cat_writer_add_xattr(cat_writer *w, uint64_t ino, const void *name,
 /* Chunks of one file are added in increasing, contiguous offset order. */
 int cat_writer_add_chunk(cat_writer *w, uint64_t ino, uint64_t off,
 			 uint32_t len, const chunk_id *id);
+
+/* Mark regular file ino's manifest as pending: the catalog holds no chunk
+ * rows for it; the replicator serves it later. Checked at commit (a
+ * pending ino must be a regular file's and have no chunk rows: -EINVAL).
+ * -EEXIST when ino is already pending. */
+int cat_writer_add_pending(cat_writer *w, uint64_t ino);
 
 /* Commit: write meta, commit, fsync, rename "<path>.tmp" to path, fsync
  * the directory. Frees w in every case. Returns 0 or -errno (the temp file
@@ -358,7 +375,11 @@ int cat_listxattr(cat_reader *r, uint64_t ino, void *buf, size_t cap,
 /* Chunks of ino that overlap [off, off+len), in offset order, at most cap
  * of them into ret; *ret_n is how many. Call again from the end of the
  * last one for more. Each row is checked (len 1..params.max, within size,
- * contiguous with the previous one of the same call): -EBADMSG if not. */
+ * contiguous with the previous one of the same call): -EBADMSG if not.
+ * A pending file (format 2) is read from the attached overlay: -EAGAIN
+ * while the overlay has no manifest for it, -ESTALE when the source
+ * changed before it was hashed (no manifest will come for this
+ * generation). */
 int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
 		     struct cat_chunk *ret, size_t cap, size_t *ret_n);
 
@@ -367,5 +388,91 @@ int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
  * returns non-zero. For backfill, sync and tests. */
 typedef int (*cat_chunk_cb)(void *ctx, uint64_t ino, const struct cat_chunk *c);
 int cat_chunks_each(cat_reader *r, cat_chunk_cb cb, void *ctx);
+
+/* -- pending manifests (format 2) and the destination's overlay --
+ *
+ * A format 2 catalog may list regular files as pending: their manifests
+ * are published by the replicator after the catalog (docs/protocol.md).
+ * The destination keeps the ones it has fetched in an overlay, a SQLite
+ * file beside the catalog, written by cat_overlay_* below and read through
+ * the reader once attached:
+ *   file(ino INTEGER PRIMARY KEY, state INTEGER NOT NULL)
+ *         -- CAT_OVERLAY_OK: the manifest is in chunk;
+ *            CAT_OVERLAY_CHANGED: the source changed before it was
+ *            hashed: no manifest in this generation
+ *   chunk(ino, off, len, id BLOB, PRIMARY KEY(ino, off)) WITHOUT ROWID
+ */
+#define CAT_OVERLAY_OK 0
+#define CAT_OVERLAY_CHANGED 1
+
+enum cat_manifest_where {
+	CAT_MANIFEST_CATALOG = 0, /* in the catalog's chunk rows */
+	CAT_MANIFEST_LOCAL = 1,	  /* pending, and in the overlay */
+	CAT_MANIFEST_MISSING = 2, /* pending, not fetched yet */
+	CAT_MANIFEST_CHANGED = 3, /* pending, and the source changed */
+};
+
+/* Attach the overlay at path (read-only through this connection; it must
+ * exist, made by cat_overlay_open). A format 1 catalog ignores it (0).
+ * Returns 0, -EEXIST (one is attached), -EBADMSG (not an overlay), -EIO. */
+int cat_reader_attach_overlay(cat_reader *r, const char *path);
+
+/* Where regular file ino's manifest is: a cat_manifest_where value, or
+ * -ENOENT, -EINVAL (not a regular file), -EBADMSG, -EIO. */
+int cat_manifest_state(cat_reader *r, uint64_t ino);
+
+/* Pending inos greater than after whose manifest the overlay does not hold
+ * (neither OK nor CHANGED), ascending, at most cap into ret. */
+int cat_pending_missing(cat_reader *r, uint64_t after, uint64_t *ret,
+			size_t cap, size_t *ret_n);
+
+/* -- the overlay's writer (destination side; any thread, serialized) -- */
+typedef struct cat_overlay cat_overlay;
+
+/* Open or create the overlay at path (WAL; a crash loses at most the last
+ * put, never leaves a partial manifest). Returns 0, -EBADMSG (a file
+ * that is not an overlay), -EIO, -ENOMEM. */
+int cat_overlay_open(const char *path, cat_overlay **ret);
+void cat_overlay_close(cat_overlay *ov);
+
+/* Check a manifests body (the wire format of docs/protocol.md, "Manifests")
+ * against the catalog r and store every record in it, in one transaction:
+ * the header's generation must be r's and its ino range [first, last]
+ * the one asked for; each record names a pending file of r inside the
+ * range, ascending, with r's size, and its chunks cover [0, size)
+ * contiguously with lengths 1..params.max. A record marked "fetch on its
+ * own" is skipped. Files the overlay already holds are left as they are.
+ * *ret_files (may be NULL) counts the records stored. Returns 0,
+ * -EBADMSG (anything malformed: nothing is stored), -EIO. */
+int cat_overlay_put_wire(cat_overlay *ov, cat_reader *r, uint64_t first,
+			 uint64_t last, const void *buf, size_t len,
+			 size_t *ret_files);
+
+/* -- the manifests wire format (docs/protocol.md, "Manifests") -- */
+
+#define CAT_MWIRE_MAGIC "FERRYMN1"
+#define CAT_MWIRE_HEAD 36u  /* magic, gen, first, last, count */
+#define CAT_MWIRE_REC 20u   /* ino, size, chunk count */
+#define CAT_MWIRE_ENTRY 36u /* len, id */
+/* Record chunk counts that are markers, not counts. */
+#define CAT_MWIRE_CHANGED 0xffffffffu /* source changed: no manifest */
+#define CAT_MWIRE_ALONE 0xfffffffeu   /* too big here: fetch on its own */
+/* Largest count a record may carry inline (markers are above it). */
+#define CAT_MWIRE_COUNT_MAX 0xfffffff0u
+
+/* A growing buffer for the encoder. */
+struct cat_buf {
+	uint8_t *p;
+	size_t n, cap;
+};
+
+void cat_buf_fini(struct cat_buf *b);
+/* Start a body for [first, last] of generation gen (b is reset). */
+int cat_mwire_begin(struct cat_buf *b, uint64_t gen, uint64_t first,
+		    uint64_t last);
+/* Add a record (the header's count follows): count chunks v[0..count),
+ * or a marker (CAT_MWIRE_CHANGED, CAT_MWIRE_ALONE) with v NULL. */
+int cat_mwire_add(struct cat_buf *b, uint64_t ino, uint64_t size,
+		  uint32_t count, const struct cat_chunk *v);
 
 #endif /* FERRY_CATALOG_H */

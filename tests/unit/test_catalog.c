@@ -807,9 +807,13 @@ static void test_reader_rejects_meta(void **state)
 
 	expect_patched_bad(
 	    f, "fmt.db",
-	    "UPDATE meta SET value='ferry-catalog/2' WHERE key='format'");
+	    "UPDATE meta SET value='ferry-catalog/3' WHERE key='format'");
+	/* a format 2 file calling itself format 1 */
+	expect_patched_bad(
+	    f, "fmt1.db",
+	    "UPDATE meta SET value='ferry-catalog/1' WHERE key='format'");
 	expect_patched_bad(f, "fmtblob.db",
-			   "UPDATE meta SET value=CAST('ferry-catalog/1' AS "
+			   "UPDATE meta SET value=CAST('ferry-catalog/2' AS "
 			   "BLOB) WHERE key='format'");
 	expect_patched_bad(f, "hash.db",
 			   "UPDATE meta SET value='md5' WHERE key='hash'");
@@ -823,7 +827,14 @@ static void test_reader_rejects_meta(void **state)
 	    f, "maxtext.db",
 	    "UPDATE meta SET value='262144' WHERE key='chunk_max'");
 	expect_patched_bad(f, "appid.db", "PRAGMA application_id=0");
-	expect_patched_bad(f, "uver.db", "PRAGMA user_version=2");
+	expect_patched_bad(f, "uver.db", "PRAGMA user_version=3");
+	/* format 2 without its pending table, format 1 with one */
+	expect_patched_bad(f, "nopending.db", "DROP TABLE pending");
+	expect_patched_bad(f, "v1pending.db",
+			   "PRAGMA user_version=1; UPDATE meta SET "
+			   "value='ferry-catalog/1' WHERE key='format'");
+	expect_patched_bad(f, "pendingtext.db",
+			   "UPDATE meta SET value='1' WHERE key='pending'");
 	expect_patched_bad(f, "noroot.db", "DELETE FROM inode WHERE ino=1");
 	expect_patched_bad(f, "rootreg.db",
 			   "UPDATE inode SET kind=1, mode=33188 WHERE ino=1");
