@@ -9,13 +9,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "replicator/repl_publish_internal.h"
+#include "replicator/repl_scan_internal.h"
 #include "replicator/repl_server_internal.h"
 
 static void worker_free(struct repl_worker *w)
@@ -88,70 +88,6 @@ void repl_chunk_res_fini(struct repl_chunk_res *res)
 	memset(res, 0, sizeof(*res));
 }
 
-/* Fallback when openat2 is missing: one O_NOFOLLOW component at a time.
- * Our own index never holds "", "." or "..", but the walk refuses them. */
-static int open_walk(int dirfd, const char *path)
-{
-	const char *p = path;
-	int cur = dirfd, fd = -1;
-
-	for (;;) {
-		const char *slash = strchr(p, '/');
-		size_t len = slash ? (size_t)(slash - p) : strlen(p);
-		char comp[CAT_NAME_MAX + 1];
-
-		if (cat_name_check(p, len) < 0) {
-			errno = EINVAL;
-			fd = -1;
-			break;
-		}
-		memcpy(comp, p, len);
-		comp[len] = '\0';
-		if (!slash) {
-			fd = openat(cur, comp,
-				    O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-					O_NONBLOCK | O_NOCTTY);
-			break;
-		}
-		fd = openat(cur, comp,
-			    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (cur != dirfd) {
-			int e = errno;
-
-			close(cur);
-			errno = e;
-		}
-		if (fd < 0)
-			return -1;
-		cur = fd;
-		fd = -1;
-		p = slash + 1;
-	}
-	if (cur != dirfd) {
-		int e = errno;
-
-		close(cur);
-		errno = e;
-	}
-	return fd;
-}
-
-static int open_beneath(int dirfd, const char *path)
-{
-	struct open_how how = {
-	    .flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
-	    .resolve =
-		RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-
-	/* ENAMETOOLONG: openat2 takes at most PATH_MAX; the walk does not. */
-	if (fd < 0 &&
-	    (errno == ENOSYS || errno == E2BIG || errno == ENAMETOOLONG))
-		return open_walk(dirfd, path);
-	return (int)fd;
-}
-
 /* An open or read failure that means "the source is not what we scanned". */
 static int changed_errno(int e)
 {
@@ -174,7 +110,7 @@ static int read_exact(struct repl_worker *w, int dirfd,
 		w->raw = n;
 		w->raw_cap = loc->len;
 	}
-	fd = open_beneath(dirfd, loc->path);
+	fd = repl_open_beneath(dirfd, loc->path);
 	if (fd < 0)
 		return changed_errno(errno) ? -EBADMSG : -errno;
 	if (fstat(fd, &st) < 0) {
@@ -266,5 +202,39 @@ int repl_chunk_check(struct repl_ns *ns, const chunk_id *ids, size_t n,
 			break;
 	}
 	worker_put(ns, w);
+	return r;
+}
+
+int repl_manifest_body(struct repl_ns *ns, uint64_t served, uint64_t gen,
+		       int segment, uint64_t first, uint64_t last,
+		       struct cat_buf *out)
+{
+	struct repl_worker *w = NULL;
+	repl_srcindex *idx = NULL;
+	char *path = NULL;
+	int r;
+
+	if (gen == served) {
+		r = worker_get(ns, &w);
+		if (r < 0)
+			return r;
+		idx = w->idx;
+	} else {
+		/* An older generation: what its hasher finished is still
+		 * served; nothing hashes it any more. */
+		path = repl__srcindex_path(ns->state_dir, gen);
+		if (!path)
+			return -ENOMEM;
+		r = repl_srcindex_open(path, &idx);
+		free(path);
+		if (r < 0)
+			return r == -EBADMSG ? r : -ENOENT;
+	}
+	r = segment ? repl_srcindex_segment_body(idx, gen, first, last, out)
+		    : repl_srcindex_file_body(idx, gen, first, out);
+	if (w)
+		worker_put(ns, w);
+	else
+		repl_srcindex_close(idx);
 	return r;
 }

@@ -28,12 +28,14 @@ static const char USAGE[] =
     "Usage: ferry-replicator [OPTIONS] NAME=DIR...\n"
     "\n"
     "Serve each directory DIR as the ferry namespace NAME over HTTP.\n"
-    "Every start scans each DIR; files unchanged since the last\n"
-    "generation are not read again, and a new generation is published\n"
-    "only if something changed (older generations stay available). A\n"
-    "namespace answers 503 until its scan is done. Chunk data is read\n"
-    "from DIR on demand and checked against its SHA-256 before it is\n"
-    "sent.\n"
+    "Every start walks each DIR without reading file data and publishes\n"
+    "the namespace (a new generation only if something changed; older\n"
+    "generations stay available); new and changed files are then hashed\n"
+    "in the background, a file a client asks for first, and their\n"
+    "manifests published as they are done. Files unchanged since the\n"
+    "last generation are never read again. A namespace answers 503\n"
+    "until its walk is done. Chunk data is read from DIR on demand and\n"
+    "checked against its SHA-256 before it is sent.\n"
     "\n"
     "Options:\n"
     "  -l, --listen HOST:PORT  address to serve on (default " DEFAULT_LISTEN
@@ -48,6 +50,9 @@ static const char USAGE[] =
     "      --scan-threads N    threads that read, chunk and hash files\n"
     "                          while scanning, 1-64 (default: one per\n"
     "                          CPU); the catalog is the same for any N\n"
+    "      --hash-before-publish  hash every new or changed file before\n"
+    "                          the namespace is published (no pending\n"
+    "                          manifests; browsing waits for the bytes)\n"
     "  -v, --verbose           log more: every request, SQLite codes\n"
     "  -q, --quiet             log errors only\n"
     "  -h, --help              show this help and exit\n"
@@ -60,6 +65,8 @@ static const char USAGE[] =
     "  GET  /v1/NAME/catalog/GEN    catalog (zstd-compressed SQLite)\n"
     "  GET  /v1/NAME/chunk/ID       one chunk frame (ID: 64 hex digits)\n"
     "  POST /v1/NAME/chunks         body: 1..1024 ids of 32 bytes\n"
+    "  GET  /v1/NAME/manifest/GEN/INO   a pending file's manifest\n"
+    "  GET  /v1/NAME/manifests/GEN/SEG  pending files' manifests, by 1024\n"
     "  GET  /v1/NAME/stats          counters (JSON)\n"
     "\n"
     "Example:\n"
@@ -129,6 +136,7 @@ int main(int argc, char **argv)
 	    {"state-dir", required_argument, NULL, 's'},
 	    {"codec", required_argument, NULL, 'c'},
 	    {"scan-threads", required_argument, NULL, 't'},
+	    {"hash-before-publish", no_argument, NULL, 'H'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -178,6 +186,9 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			o.scan_threads = (unsigned)threads;
+			break;
+		case 'H':
+			o.hash_first = 1;
 			break;
 		case 'v':
 			level = BASE_LOG_DEBUG;
@@ -266,6 +277,18 @@ int main(int argc, char **argv)
 		}
 	}
 	o.state_dir = state;
+	/* A test hook, not an option: slows hashing down to watch it. */
+	if (getenv("FERRY_HASH_DELAY_MS")) {
+		uint64_t ms;
+
+		if (base_parse_u64(getenv("FERRY_HASH_DELAY_MS"), 0, 60000,
+				   &ms) < 0) {
+			rc = usage_error("%s", "FERRY_HASH_DELAY_MS is 0 to "
+					       "60000");
+			goto out;
+		}
+		o.hash_delay_ms = (unsigned)ms;
+	}
 	o.n_ns = (size_t)n;
 	o.ns_names = names;
 	o.ns_dirs = dirs;

@@ -45,6 +45,8 @@ static const char *code_for(int status)
 		return "method_not_allowed";
 	case 409:
 		return "changed";
+	case 410:
+		return "superseded";
 	case 413:
 		return "too_large";
 	case 414:
@@ -69,16 +71,50 @@ static void route_head(struct repl_req *req, struct repl_ns *ns)
 			  body, (size_t)n);
 }
 
+/* Source hashing, for /stats: state "none" (nothing was deferred),
+ * "hashing" or "done" ("stopped" when an error ended it). */
+static json_t *hashing_json(struct repl_ns *ns)
+{
+	struct repl_hasher_stats h;
+	const char *state;
+	double secs, rate = 0, eta = 0;
+	uint64_t end;
+
+	if (ns->hasher)
+		repl_hasher_stats(ns->hasher, &h);
+	else if (ns->hash_known)
+		h = ns->hash;
+	else
+		return json_pack("{ss}", "state", "none");
+	state = h.err ? "stopped" : h.ended_ns ? "done" : "hashing";
+	end = h.ended_ns ? h.ended_ns : base_now_ns();
+	secs = (double)(end - h.started_ns) / 1e9;
+	if (secs > 0)
+		rate = (double)h.bytes_read / secs;
+	if (!h.ended_ns && rate > 0)
+		eta = (double)(h.bytes_total - h.bytes_done) / rate;
+	return json_pack(
+	    "{sssIsIsIsIsIsIsfsf}", "state", state, "files",
+	    (json_int_t)h.files_total, "files_done", (json_int_t)h.files_done,
+	    "bytes", (json_int_t)h.bytes_total, "bytes_done",
+	    (json_int_t)h.bytes_done, "changed", (json_int_t)h.changed,
+	    "bytes_read", (json_int_t)h.bytes_read, "rate",
+	    (double)(int64_t)(rate * 1000) / 1000, "eta_s",
+	    (double)(int64_t)(eta * 1000) / 1000);
+}
+
 static void route_stats(struct repl_req *req, struct repl_ns *ns)
 {
-	char body[512];
+	char body[1024];
 	/* json_int_t is 64-bit signed: no counter gets near its limit */
 	json_t *o = json_pack(
-	    "{sIsIsIsIsI}", "generation", (json_int_t)ns->generation,
+	    "{sIsIsIsIsIsIso}", "generation", (json_int_t)ns->generation,
 	    "requests", (json_int_t)ns->stats.requests, "chunks_served",
 	    (json_int_t)ns->stats.chunks_served, "chunk_bytes_served",
 	    (json_int_t)ns->stats.chunk_bytes_served, "mismatches",
-	    (json_int_t)ns->stats.mismatches);
+	    (json_int_t)ns->stats.mismatches, "manifests_served",
+	    (json_int_t)ns->stats.manifests_served, "hashing",
+	    hashing_json(ns));
 	int n = o ? base_json_line(o, body, sizeof(body) - 1) : -ENOMEM;
 
 	json_decref(o);
@@ -651,7 +687,15 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 
 /* -- dispatch -- */
 
-enum route { R_HEAD, R_STATS, R_CHUNKS, R_CATALOG, R_CHUNK };
+enum route {
+	R_HEAD,
+	R_STATS,
+	R_CHUNKS,
+	R_CATALOG,
+	R_CHUNK,
+	R_MANIFEST,
+	R_MANIFESTS
+};
 
 static int route_of(const char *rest, size_t len, enum route *ret,
 		    const char **ret_arg, size_t *ret_arg_len)
@@ -661,9 +705,13 @@ static int route_of(const char *rest, size_t len, enum route *ret,
 		int has_arg;
 		enum route r;
 	} table[] = {
-	    {"HEAD", 0, R_HEAD},     {"stats", 0, R_STATS},
-	    {"chunks", 0, R_CHUNKS}, {"catalog/", 1, R_CATALOG},
+	    {"HEAD", 0, R_HEAD},
+	    {"stats", 0, R_STATS},
+	    {"chunks", 0, R_CHUNKS},
+	    {"catalog/", 1, R_CATALOG},
 	    {"chunk/", 1, R_CHUNK},
+	    {"manifest/", 2, R_MANIFEST},
+	    {"manifests/", 2, R_MANIFESTS},
 	};
 	size_t i;
 
@@ -674,7 +722,8 @@ static int route_of(const char *rest, size_t len, enum route *ret,
 			continue;
 		if (memcmp(rest, table[i].prefix, pl) != 0)
 			continue;
-		if (table[i].has_arg && memchr(rest + pl, '/', len - pl))
+		/* has_arg 2: "GEN/N", one slash inside */
+		if (table[i].has_arg == 1 && memchr(rest + pl, '/', len - pl))
 			continue;
 		*ret = table[i].r;
 		*ret_arg = rest + pl;
@@ -763,6 +812,10 @@ void repl_routes_dispatch(struct repl_req *req)
 		break;
 	case R_CHUNK:
 		route_chunk(req, ns, arg, arg_len);
+		break;
+	case R_MANIFEST:
+	case R_MANIFESTS:
+		repl_route_manifest(req, ns, arg, arg_len, r == R_MANIFESTS);
 		break;
 	}
 }

@@ -299,13 +299,27 @@ static int scan_reg(struct scan *s, int dfd, const char *name,
 	r = write_xattrs(s, s->cur_ino, &j->xa);
 	if (r < 0)
 		goto out;
-	r = repl_manifest_each(&j->m, flush_chunk, s);
+	if (j->pending)
+		r = cat_writer_add_pending(s->cw, s->cur_ino);
+	else
+		r = repl_manifest_each(&j->m, flush_chunk, s);
 	if (r < 0)
 		goto out;
 	if (s->sw) {
 		r = repl_srcindex_add_file(s->sw, s->cur_ino, s->path, s->plen,
 					   (uint64_t)j->st.st_dev,
 					   (uint64_t)j->st.st_ino);
+		if (r == 0 && j->pending) {
+			struct repl_src_todo t = {
+			    .dev = (uint64_t)j->st.st_dev,
+			    .sino = (uint64_t)j->st.st_ino,
+			    .size = (uint64_t)j->st.st_size,
+			    .mtime_ns = ts_ns(&j->st.st_mtim),
+			    .ctime_ns = ts_ns(&j->st.st_ctim),
+			};
+
+			r = repl_srcindex_add_todo(s->sw, s->cur_ino, &t);
+		}
 		if (r < 0)
 			goto out;
 	}
@@ -318,6 +332,10 @@ static int scan_reg(struct scan *s, int dfd, const char *name,
 	if (j->reused) {
 		s->st->reused++;
 		s->st->bytes_reused += (uint64_t)j->st.st_size;
+	}
+	if (j->pending) {
+		s->st->pending++;
+		s->st->bytes_pending += (uint64_t)j->st.st_size;
 	}
 	*ret_ino = s->cur_ino;
 out:
@@ -762,6 +780,8 @@ static int scan_threads_start(struct scan *s, const chunk_params *p,
 	s->sh.before_read = s->o->before_read;
 	s->sh.ctx = s->o->ctx;
 	s->sh.spill_dir = spill;
+	/* Deferring needs somewhere to put the todo list. */
+	s->sh.defer = s->o->defer && s->o->srcindex_path;
 	r = -pthread_mutex_init(&s->sh.hook_lock, NULL);
 	if (r < 0)
 		return r;

@@ -440,6 +440,13 @@ void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr)
 				j->st = a;
 				break;
 			}
+			/* Deferred: the walk only names it; the hasher reads
+			 * it after the catalog is out. */
+			if (fr->sh->defer && a.st_size > 0) {
+				j->pending = 1;
+				j->st = a;
+				break;
+			}
 		}
 		r = repl_file_chunk(fr, fd, (uint64_t)a.st_size, &j->m, &total);
 		j->read_bytes += total;

@@ -91,6 +91,7 @@ struct repl_scan_shared {
 	const char *spill_dir;
 	struct repl_scan_pool *pool; /* NULL: everything on the walker */
 	struct repl_prev *prev;	     /* NULL: no generation to reuse */
+	int defer;		     /* repl_scan_opts.defer */
 };
 
 /* -- windows and hash tasks -- */
@@ -185,6 +186,7 @@ struct repl_file_job {
 	int rc;		      /* -ECANCELED or -ENOMEM: the scan must stop */
 	int reused;	      /* the manifest came from the previous
 			       * generation: no byte was read */
+	int pending;	      /* deferred: not read, hashed later */
 	uint64_t read_bytes;  /* file bytes read (all attempts) */
 	int left_out;	      /* 1: report warn_err/warn_why, write nothing */
 	int warn_err;	      /* positive errno or 0 */
@@ -202,10 +204,16 @@ void repl_file_job_init(struct repl_file_job *j,
 void repl_file_job_fini(struct repl_file_job *j);
 
 /* Open the file; when the previous generation holds it unchanged
- * (repl_prev_manifest) take its manifest from there, else read, chunk and
+ * (repl_prev_manifest) take its manifest from there; else, when the scan
+ * defers hashing, mark it pending without reading it; else read, chunk and
  * hash it, re-reading once if it changed underneath; collect its xattrs.
  * Fills j's results. Runs on any thread with that thread's reader. */
 void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr);
+
+/* Open (read-only, non-blocking) the file at path, relative to dirfd,
+ * staying beneath dirfd and following no symlink (repl_beneath.c). -1 with
+ * errno set on failure. */
+int repl_open_beneath(int dirfd, const char *path);
 
 /* -- the pool (repl_scan_pool.c) -- */
 

@@ -83,6 +83,34 @@ static int64_t ns_of(const struct timespec *ts)
 	return (int64_t)ts->tv_sec * 1000000000ll + ts->tv_nsec;
 }
 
+/* The hasher's manifest of ino in the previous source index. */
+static int prev_hashed(struct repl_prev *p, uint64_t ino, uint64_t size,
+		       struct repl_manifest *m)
+{
+	struct repl_src_manifest sm;
+	uint64_t off = 0;
+	int r;
+
+	pthread_mutex_lock(&p->mu);
+	r = repl_srcindex_manifest(p->idx, ino, &sm);
+	if (r == 0 && (sm.state != REPL_HASH_OK || sm.size != size))
+		r = -ENOENT;
+	for (size_t i = 0; r == 0 && i < sm.n; i++) {
+		if (sm.v[i].off != off) {
+			r = -EBADMSG;
+			break;
+		}
+		off += sm.v[i].len;
+		r = repl_manifest_add(m, &sm.v[i]);
+	}
+	pthread_mutex_unlock(&p->mu);
+	if (r == 0 && off == size)
+		return 1;
+	repl_manifest_reset(m);
+	/* not hashed there (yet), or unusable: read it */
+	return r == -ENOMEM ? r : 0;
+}
+
 int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
 		       struct repl_manifest *m)
 {
@@ -114,6 +142,13 @@ int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
 	repl_manifest_reset(m);
 	if (size == 0)
 		return 1;
+	/* Pending in that catalog: its manifest, if the hasher finished
+	 * it, is in that generation's source index. */
+	r = cat_manifest_state(p->cat, ino);
+	if (r < 0)
+		return r == -ENOMEM ? r : 0;
+	if (r != CAT_MANIFEST_CATALOG)
+		return prev_hashed(p, ino, size, m);
 	/* The rows must cover [0, size) without a gap, as the reader checks
 	 * within one call: across calls each batch starts where the last
 	 * one ended. Anything else is no reuse, not an error: read it. */

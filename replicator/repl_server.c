@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "replicator/repl_hasher_internal.h"
 #include "replicator/repl_http_internal.h"
 #include "replicator/repl_publish_internal.h"
 #include "replicator/repl_server_internal.h"
@@ -58,6 +59,7 @@ static void scan_work(uv_work_t *w)
 	struct repl_ns *ns = w->data;
 	struct repl_scan_opts o = {
 	    .cancel = &ns->srv->cancel,
+	    .defer = !ns->srv->hash_first,
 	    .warn = scan_warn,
 	    .ctx = ns,
 	    .threads = ns->srv->scan_threads,
@@ -68,6 +70,94 @@ static void scan_work(uv_work_t *w)
 }
 
 static void scan_next(struct repl_server *srv);
+
+/* A hasher worker recorded a file (any thread). */
+static void hash_progress(void *ctx)
+{
+	struct repl_ns *ns = ctx;
+
+	uv_async_send(&ns->hash_async);
+}
+
+static void hash_log_end(struct repl_ns *ns)
+{
+	const struct repl_hasher_stats *h = &ns->hash;
+	double secs = (double)(h->ended_ns - h->started_ns) / 1e9;
+
+	if (h->err)
+		return; /* the hasher said why it stopped */
+	base_info("namespace hashed ns=%s generation=%" PRIu64 " files=%" PRIu64
+		  " bytes=%" PRIu64 " changed=%" PRIu64 " bytes_read=%" PRIu64
+		  " unique=%" PRIu64 " seconds=%.1f",
+		  ns->name, ns->generation, h->files_done, h->bytes_done,
+		  h->changed, h->bytes_read, h->unique, secs);
+}
+
+/* Loop thread: the hasher made progress or ended. */
+static void on_hash_async(uv_async_t *a)
+{
+	struct repl_ns *ns = a->data;
+
+	if (ns->hasher && repl_hasher_finished(ns->hasher)) {
+		repl_hasher_stats(ns->hasher, &ns->hash);
+		ns->hash_known = 1;
+		repl_hasher_stop(ns->hasher); /* its threads have ended */
+		ns->hasher = NULL;
+		hash_log_end(ns);
+	}
+	repl_manifest_wake(ns);
+}
+
+/* Start hashing what the served generation left pending. */
+static void hash_start(struct repl_ns *ns)
+{
+	struct repl_server *srv = ns->srv;
+	struct repl_hasher_opts ho = {
+	    .name = ns->name,
+	    .dir = ns->dir,
+	    .dirfd = ns->dirfd,
+	    .srcindex_path = ns->srcindex_path,
+	    .params = ns->gen.stats.params,
+	    .threads = srv->scan_threads,
+	    .progress = hash_progress,
+	    .ctx = ns,
+	    .delay_ms = srv->hash_delay_ms,
+	};
+	char *spill = repl__path_fmt("%s/source", ns->state_dir);
+	int r;
+
+	if (!spill) {
+		base_error("out of memory ns=%s", ns->name);
+		return;
+	}
+	if (ho.threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		ho.threads = n < 1 ? 1 : (unsigned)n;
+	}
+	ho.spill_dir = spill;
+	r = repl_hasher_start(&ho, &ns->hasher);
+	free(spill);
+	/* an index of an older format has nothing deferred */
+	if (r == -EBADMSG || r == -ENOENT)
+		return;
+	if (r < 0) {
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot start hashing ns=%s generation=%" PRIu64,
+			     ns->name, ns->generation);
+		return;
+	}
+	if (repl_hasher_finished(ns->hasher))
+		on_hash_async(&ns->hash_async);
+}
+
+/* Stop the hasher and let go of waiting requests (shutdown). */
+static void hash_stop(struct repl_ns *ns)
+{
+	repl_hasher_stop(ns->hasher);
+	ns->hasher = NULL;
+	repl_manifest_waiters_close(ns);
+}
 
 static void scan_done(uv_work_t *w, int status)
 {
@@ -102,10 +192,13 @@ static void scan_done(uv_work_t *w, int status)
 	base_info("namespace ready ns=%s generation=%" PRIu64 " files=%" PRIu64
 		  " dirs=%" PRIu64 " bytes=%" PRIu64 " chunks=%" PRIu64
 		  " unique=%" PRIu64 " reused=%" PRIu64 " bytes_read=%" PRIu64
+		  " pending=%" PRIu64 " bytes_pending=%" PRIu64
 		  " unchanged=%d seconds=%.1f",
 		  ns->name, ns->generation, st->files, st->dirs, st->bytes,
 		  st->chunks, st->unique, st->reused, st->bytes_read,
-		  ns->gen.unchanged, ns->gen.seconds);
+		  st->pending, st->bytes_pending, ns->gen.unchanged,
+		  ns->gen.seconds);
+	hash_start(ns);
 	scan_next(srv);
 }
 
@@ -133,6 +226,13 @@ static void on_signal(uv_signal_t *s, int signum)
 	srv->stopping = 1;
 	atomic_store(&srv->cancel, 1);
 	base_info("shutting down signal=SIG%s", sigabbrev_np(signum));
+	for (size_t i = 0; i < srv->n_ns; i++) {
+		hash_stop(&srv->ns[i]);
+		/* the loop ends when its last handle closes */
+		if (srv->ns[i].hash_async_ready)
+			uv_close((uv_handle_t *)&srv->ns[i].hash_async, NULL);
+		srv->ns[i].hash_async_ready = 0;
+	}
 	uv_close((uv_handle_t *)&srv->listener, NULL);
 	uv_close((uv_handle_t *)&srv->sig_int, NULL);
 	uv_close((uv_handle_t *)&srv->sig_term, NULL);
@@ -193,6 +293,12 @@ static int ns_init(struct repl_server *srv, struct repl_ns *ns,
 		base_error("out of memory");
 		return -ENOMEM;
 	}
+	if (uv_async_init(&srv->loop, &ns->hash_async, on_hash_async) < 0) {
+		base_error("cannot start the event loop");
+		return -EIO;
+	}
+	ns->hash_async.data = ns;
+	ns->hash_async_ready = 1;
 	ns->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (ns->dirfd < 0) {
 		int e = errno;
@@ -216,6 +322,8 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	atomic_init(&srv->cancel, 0);
 	srv->policy = o->policy;
 	srv->scan_threads = o->scan_threads;
+	srv->hash_first = o->hash_first;
+	srv->hash_delay_ms = o->hash_delay_ms;
 	snprintf(srv->listen_str, sizeof(srv->listen_str), "%s", o->listen);
 	r = uv_loop_init(&srv->loop);
 	if (r < 0) {
@@ -282,6 +390,9 @@ void repl_server_fini(struct repl_server *srv)
 
 	/* After a failed init, or to be sure: close whatever is still open
 	 * and let the callbacks run, so uv_loop_close succeeds. */
+	/* No hasher thread may signal an async that is closing. */
+	for (i = 0; i < srv->n_ns; i++)
+		hash_stop(&srv->ns[i]);
 	if (srv->loop.data) {
 		atomic_store(&srv->cancel, 1);
 		srv->stopping = 1;

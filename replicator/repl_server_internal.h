@@ -21,9 +21,12 @@
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "replicator/replicator.h"
+#include "replicator/repl_hasher_internal.h"
 #include "replicator/repl_srcindex_internal.h"
 
 struct repl_conn;
+struct repl_req;
+struct man_wait;
 
 /* Counters of one namespace (loop thread only); GET /v1/NS/stats. */
 struct repl_stats {
@@ -31,6 +34,7 @@ struct repl_stats {
 	uint64_t chunks_served;
 	uint64_t chunk_bytes_served; /* raw chunk bytes, before framing */
 	uint64_t mismatches;
+	uint64_t manifests_served; /* manifest and segment bodies */
 };
 
 /* What one worker thread needs to serve a chunk. Pooled per namespace:
@@ -68,6 +72,13 @@ struct repl_ns {
 	uv_work_t scan_work;
 	int scan_rc;
 	struct repl_generation gen;
+	/* background hashing of the served generation's pending files */
+	struct repl_hasher *hasher;    /* NULL when none runs */
+	struct repl_hasher_stats hash; /* the last one's, once it ended */
+	int hash_known;		       /* hash holds something */
+	uv_async_t hash_async;	       /* hasher progress -> loop */
+	int hash_async_ready;
+	struct man_wait *waiters; /* manifest requests waiting (loop) */
 };
 
 struct repl_server {
@@ -77,8 +88,10 @@ struct repl_server {
 	struct repl_ns *ns;
 	size_t n_ns;
 	enum frame_policy policy;
-	unsigned scan_threads; /* 0: one per CPU */
-	atomic_int cancel;     /* set on shutdown; scans poll it */
+	unsigned scan_threads;	/* 0: one per CPU */
+	int hash_first;		/* hash before publishing (no deferral) */
+	unsigned hash_delay_ms; /* test hook (FERRY_HASH_DELAY_MS) */
+	atomic_int cancel;	/* set on shutdown; scans poll it */
 	int stopping;
 	size_t scan_next; /* next namespace to scan */
 	struct repl_conn *conns;
@@ -91,7 +104,9 @@ struct repl_server_opts {
 	const char *listen; /* HOST:PORT */
 	const char *state_dir;
 	enum frame_policy policy;
-	unsigned scan_threads; /* repl_scan_opts.threads */
+	unsigned scan_threads;	/* repl_scan_opts.threads */
+	int hash_first;		/* --hash-before-publish */
+	unsigned hash_delay_ms; /* test hook: FERRY_HASH_DELAY_MS */
 	size_t n_ns;
 	const char *const *ns_names;
 	const char *const *ns_dirs;
@@ -139,5 +154,29 @@ void repl_chunk_res_fini(struct repl_chunk_res *res);
 
 /* Loop thread, when no work is queued: free the namespace's worker pool. */
 void repl_chunk_pool_free(struct repl_ns *ns);
+
+/* Worker thread: the manifests body (catalog.h cat_mwire_*) of file first
+ * (segment 0) or of the pending files in [first, last] (segment 1) of
+ * generation gen, from its source index; served is the generation the
+ * namespace serves (its index is pooled). Returns 0, -EAGAIN (not hashed
+ * yet), -ENOENT (no such generation, or not a pending file of it),
+ * -ENOMEM, -EIO. */
+int repl_manifest_body(struct repl_ns *ns, uint64_t served, uint64_t gen,
+		       int segment, uint64_t first, uint64_t last,
+		       struct cat_buf *out);
+
+/* -- manifests (repl_routes_manifest.c) -- */
+
+/* GET /v1/NS/manifest/GEN/INO (segment 0) or /v1/NS/manifests/GEN/SEG
+ * (segment 1); arg is "GEN/N". Loop thread. */
+void repl_route_manifest(struct repl_req *req, struct repl_ns *ns,
+			 const char *arg, size_t len, int segment);
+
+/* The hasher made progress (loop thread, from the namespace's async):
+ * waiting manifest requests look again. */
+void repl_manifest_wake(struct repl_ns *ns);
+
+/* Close every waiting manifest request's timer (shutdown). */
+void repl_manifest_waiters_close(struct repl_ns *ns);
 
 #endif

@@ -1,11 +1,13 @@
 /*
  * replicator/repl_srcindex.c — the source index (chunk id -> file bytes).
  *
- * Written once by the scanner in one transaction with journaling off: the
- * file is private until renamed into place, so a crash leaves only a stale
- * ".tmp" that the next build replaces. Read by chunk workers through
- * read-only connections (one per worker context, never shared between
- * threads at the same time).
+ * Written by the scanner in one transaction with journaling off: the file
+ * is private until renamed into place, so a crash leaves only a stale
+ * ".tmp" that the next build replaces. At commit it turns to WAL mode:
+ * afterwards the hasher (repl_srcindex_hash.c) adds the manifests of the
+ * files the walk left pending, while chunk workers and manifest requests
+ * read through their own query-only connections (one per worker context,
+ * never shared between threads at the same time).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,16 +24,8 @@
 
 struct repl_srcindex_writer {
 	sqlite3 *db;
-	sqlite3_stmt *st_file, *st_chunk, *st_ident;
+	sqlite3_stmt *st_file, *st_chunk, *st_ident, *st_todo;
 	char *path, *tmp;
-};
-
-struct repl_srcindex {
-	sqlite3 *db;
-	sqlite3_stmt *st_lookup;
-	sqlite3_stmt *st_ident; /* NULL: format 1, no identities */
-	char *path_buf;
-	size_t path_cap;
 };
 
 static const char SCHEMA[] =
@@ -44,6 +38,14 @@ static const char SCHEMA[] =
     " off INTEGER NOT NULL, len INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE ident(dev INTEGER NOT NULL, sino INTEGER NOT NULL,"
     " ino INTEGER NOT NULL, PRIMARY KEY(dev, sino)) WITHOUT ROWID;"
+    "CREATE TABLE todo(ino INTEGER PRIMARY KEY, dev INTEGER NOT NULL,"
+    " sino INTEGER NOT NULL, size INTEGER NOT NULL,"
+    " mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL);"
+    "CREATE TABLE hashed(ino INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
+    " state INTEGER NOT NULL);"
+    "CREATE TABLE manifest(ino INTEGER NOT NULL, off INTEGER NOT NULL,"
+    " len INTEGER NOT NULL, id BLOB NOT NULL,"
+    " PRIMARY KEY(ino, off)) WITHOUT ROWID;"
     "BEGIN;";
 
 int repl_srcindex_create(const char *path, uint64_t generation,
@@ -107,6 +109,13 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 				&w->st_ident);
 	if (r < 0)
 		goto out;
+	r = base_sqlite_prepare(w->db,
+				"INSERT INTO todo(ino, dev, sino, size,"
+				" mtime_ns, ctime_ns) VALUES (?1, ?2, ?3, ?4,"
+				" ?5, ?6)",
+				&w->st_todo);
+	if (r < 0)
+		goto out;
 	base_sqlite_finalize(&st);
 	*ret_w = w;
 	return 0;
@@ -141,6 +150,22 @@ int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
 	return 0;
 }
 
+int repl_srcindex_add_todo(repl_srcindex_writer *w, uint64_t ino,
+			   const struct repl_src_todo *t)
+{
+	int rc;
+
+	sqlite3_reset(w->st_todo);
+	sqlite3_bind_int64(w->st_todo, 1, (sqlite3_int64)ino);
+	sqlite3_bind_int64(w->st_todo, 2, (sqlite3_int64)t->dev);
+	sqlite3_bind_int64(w->st_todo, 3, (sqlite3_int64)t->sino);
+	sqlite3_bind_int64(w->st_todo, 4, (sqlite3_int64)t->size);
+	sqlite3_bind_int64(w->st_todo, 5, t->mtime_ns);
+	sqlite3_bind_int64(w->st_todo, 6, t->ctime_ns);
+	rc = sqlite3_step(w->st_todo);
+	return rc == SQLITE_DONE ? 0 : base_sqlite_errno(w->db, rc, "add todo");
+}
+
 int repl_srcindex_add_chunk(repl_srcindex_writer *w, const chunk_id *id,
 			    uint64_t ino, uint64_t off, uint32_t len)
 {
@@ -162,6 +187,7 @@ static void writer_free(repl_srcindex_writer *w)
 	sqlite3_finalize(w->st_file);
 	sqlite3_finalize(w->st_chunk);
 	sqlite3_finalize(w->st_ident);
+	sqlite3_finalize(w->st_todo);
 	sqlite3_close(w->db);
 	free(w->path);
 	free(w->tmp);
@@ -175,9 +201,14 @@ int repl_srcindex_commit(repl_srcindex_writer *w)
 	r = base_sqlite_exec(w->db, "COMMIT", "commit");
 	if (r < 0)
 		goto out;
+	/* From here on the hasher writes while others read. */
+	r = base_sqlite_exec(w->db, "PRAGMA journal_mode=WAL", "wal");
+	if (r < 0)
+		goto out;
 	base_sqlite_finalize(&w->st_file);
 	base_sqlite_finalize(&w->st_chunk);
 	base_sqlite_finalize(&w->st_ident);
+	base_sqlite_finalize(&w->st_todo);
 	rc = sqlite3_close(w->db);
 	w->db = NULL;
 	if (rc != SQLITE_OK) {
@@ -208,6 +239,7 @@ void repl_srcindex_abort(repl_srcindex_writer *w)
 	base_sqlite_finalize(&w->st_file);
 	base_sqlite_finalize(&w->st_chunk);
 	base_sqlite_finalize(&w->st_ident);
+	base_sqlite_finalize(&w->st_todo);
 	sqlite3_close(w->db);
 	w->db = NULL;
 	if (w->tmp)
@@ -219,7 +251,8 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 {
 	repl_srcindex *r;
 	sqlite3_stmt *st = NULL;
-	int rc, e, v1;
+	const char *fmt;
+	int rc, e;
 
 	*ret_r = NULL;
 	if (access(path, F_OK) < 0)
@@ -227,12 +260,19 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
+	/* Read-write but query-only: a WAL file is read through the same
+	 * shared memory its writer (the hasher) uses, and a read-only
+	 * connection could not open it once the writer has closed. */
 	rc = sqlite3_open_v2(path, &r->db,
-			     SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		e = base_sqlite_errno(r->db, rc, "open");
 		goto out;
 	}
+	sqlite3_busy_timeout(r->db, 5000);
+	e = base_sqlite_exec(r->db, "PRAGMA query_only=1", "query_only");
+	if (e < 0)
+		goto out;
 	e = base_sqlite_prepare(
 	    r->db, "SELECT value FROM meta WHERE key = 'format'", &st);
 	if (e < 0)
@@ -242,16 +282,21 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 		e = -EBADMSG;
 		goto out;
 	}
-	/* Format 1 has no identities: chunks can be served, nothing reused. */
-	v1 = !strcmp((const char *)sqlite3_column_text(st, 0),
-		     REPL_SRCINDEX_FORMAT_1);
-	if (!v1 && strcmp((const char *)sqlite3_column_text(st, 0),
-			  REPL_SRCINDEX_FORMAT) != 0) {
+	/* Format 1 has no identities: chunks can be served, nothing reused.
+	 * Format 2 has no deferred manifests. */
+	fmt = (const char *)sqlite3_column_text(st, 0);
+	if (!strcmp(fmt, REPL_SRCINDEX_FORMAT_1))
+		r->version = 1;
+	else if (!strcmp(fmt, REPL_SRCINDEX_FORMAT_2))
+		r->version = 2;
+	else if (!strcmp(fmt, REPL_SRCINDEX_FORMAT))
+		r->version = 3;
+	else {
 		e = -EBADMSG;
 		goto out;
 	}
 	base_sqlite_finalize(&st);
-	if (!v1) {
+	if (r->version >= 2) {
 		e = base_sqlite_prepare(
 		    r->db, "SELECT ino FROM ident WHERE dev = ?1 AND sino = ?2",
 		    &r->st_ident);
@@ -361,7 +406,9 @@ void repl_srcindex_close(repl_srcindex *r)
 		return;
 	sqlite3_finalize(r->st_ident);
 	sqlite3_finalize(r->st_lookup);
+	repl__srcindex_manifest_fini(r);
 	sqlite3_close(r->db);
 	free(r->path_buf);
+	free(r->rows);
 	free(r);
 }

@@ -63,6 +63,11 @@ struct repl_scan_opts {
 	/* When set to non-zero (any thread), the scan stops soon with
 	 * -ECANCELED. May be NULL. */
 	const atomic_int *cancel;
+	/* 1: the walk reads no file data. A regular file whose manifest
+	 * cannot be reused goes into the catalog as pending and into the
+	 * source index's todo; the hasher (repl_hasher_*) reads it after the
+	 * catalog is published. 0: every file is read and hashed here. */
+	int defer;
 	repl_scan_warn_fn warn;	       /* NULL: silent */
 	repl_scan_hook_fn before_read; /* NULL: none (tests only) */
 	void *ctx;		       /* passed to warn and before_read */
@@ -74,17 +79,19 @@ struct repl_scan_opts {
 };
 
 struct repl_scan_stats {
-	uint64_t files;	       /* regular files (inodes, not links) */
-	uint64_t dirs;	       /* directories, root included */
-	uint64_t others;       /* symlinks, fifos, devices, sockets */
-	uint64_t bytes;	       /* sum of regular file sizes */
-	uint64_t chunks;       /* manifest entries */
-	uint64_t unique;       /* distinct chunk ids (0 without a srcindex) */
-	uint64_t left_out;     /* entries reported through warn */
-	uint64_t reused;       /* regular files whose manifest was reused */
-	uint64_t bytes_reused; /* their sizes */
-	uint64_t bytes_read;   /* file bytes read and hashed (all tries) */
-	chunk_params params;   /* the parameters used */
+	uint64_t files;		/* regular files (inodes, not links) */
+	uint64_t dirs;		/* directories, root included */
+	uint64_t others;	/* symlinks, fifos, devices, sockets */
+	uint64_t bytes;		/* sum of regular file sizes */
+	uint64_t chunks;	/* manifest entries */
+	uint64_t unique;	/* distinct chunk ids (0 without a srcindex) */
+	uint64_t left_out;	/* entries reported through warn */
+	uint64_t reused;	/* regular files whose manifest was reused */
+	uint64_t bytes_reused;	/* their sizes */
+	uint64_t bytes_read;	/* file bytes read and hashed (all tries) */
+	uint64_t pending;	/* regular files left to the hasher (defer) */
+	uint64_t bytes_pending; /* their sizes */
+	chunk_params params;	/* the parameters used */
 };
 
 /* Walk dir (never following symlinks below it) into a new catalog at

@@ -411,10 +411,25 @@ static void wait_scans(const struct fixture *f)
 		assert_error(&r, 503, "not_ready", detail, sizeof(detail));
 		resp_free(&r);
 		if (strstr(detail, "failed to scan"))
-			return;
+			break;
 		usleep(50 * 1000);
 	}
-	fail_msg("the scans did not finish");
+	if (i == 1200)
+		fail_msg("the scans did not finish");
+	/* The walk publishes; chunks are known once hashing is done. */
+	for (i = 0; i < 1200; i++) {
+		struct resp r;
+
+		get(f, "/v1/ns/stats", &r);
+		assert_int_equal(r.status, 200);
+		if (memmem(r.body, r.body_len, "\"state\":\"done\"", 14)) {
+			resp_free(&r);
+			return;
+		}
+		resp_free(&r);
+		usleep(50 * 1000);
+	}
+	fail_msg("hashing did not finish");
 }
 
 static int group_setup(void **state)
@@ -987,9 +1002,9 @@ static json_int_t stat_of(const json_t *o, const char *key)
 
 static json_t *get_stats(const struct fixture *f)
 {
-	static const char *const keys[] = {"generation", "requests",
-					   "chunks_served",
-					   "chunk_bytes_served", "mismatches"};
+	static const char *const keys[] = {
+	    "generation",	  "requests",	"chunks_served",
+	    "chunk_bytes_served", "mismatches", "manifests_served"};
 	json_error_t jerr;
 	struct resp r;
 	json_t *o;
@@ -1002,9 +1017,11 @@ static json_t *get_stats(const struct fixture *f)
 	o = json_loadb((const char *)r.body, r.body_len, 0, &jerr);
 	if (!o)
 		fail_msg("stats not JSON (%s): %s", jerr.text, (char *)r.body);
-	assert_int_equal(json_object_size(o), 5);
-	for (size_t i = 0; i < 5; i++)
+	/* the counters, and the hashing object */
+	assert_int_equal(json_object_size(o), 7);
+	for (size_t i = 0; i < 6; i++)
 		stat_of(o, keys[i]);
+	assert_true(json_is_object(json_object_get(o, "hashing")));
 	resp_free(&r);
 	return o;
 }
