@@ -145,11 +145,10 @@ static int hashed_row(repl_srcindex *r, uint64_t ino, uint64_t *ret_size,
 			: 0;
 		*ret_size = (uint64_t)size;
 		*ret_state = state;
-	}
+	} else if (e == 0)
+		e = 1; /* no row */
 	sqlite3_reset(r->st_m_hashed);
-	if (e != 0)
-		return e < 0 ? e : 1;
-	return 0;
+	return e;
 }
 
 int repl_srcindex_manifest(repl_srcindex *r, uint64_t ino,
