@@ -31,6 +31,7 @@ struct repl_srcindex_writer {
 static const char SCHEMA[] =
     "PRAGMA journal_mode=OFF;"
     "PRAGMA synchronous=OFF;"
+    "PRAGMA cache_size=-65536;"
     "PRAGMA user_version=1;"
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
     "CREATE TABLE file(ino INTEGER PRIMARY KEY, path BLOB NOT NULL);"

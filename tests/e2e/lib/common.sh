@@ -41,12 +41,15 @@ free_port() {
 }
 
 # start_repl PORT NAME=DIR... — start the replicator in the background and
-# wait until every namespace logged "ready".
+# wait until every namespace logged "ready". $REPL_OPTS (word-split) go
+# before the namespaces, e.g. REPL_OPTS=--hash-before-publish for a test
+# that reads manifests straight from the catalog.
 start_repl() {
 	local port=$1; shift
 	local before
 	before=$(grep -c ' ready' "$T/repl.log" 2>/dev/null || true)
-	"$REPL" -l "127.0.0.1:$port" -s "$T/state" "$@" >>"$T/repl.log" 2>&1 &
+	# shellcheck disable=SC2086
+	"$REPL" -l "127.0.0.1:$port" -s "$T/state" ${REPL_OPTS:-} "$@" >>"$T/repl.log" 2>&1 &
 	REPL_PID=$!
 	local want=$(($# + ${before:-0})) i
 	for i in $(seq 1 600); do
@@ -90,6 +93,22 @@ umount_hyd() {
 repl_stat() {
 	curl -sf "http://127.0.0.1:$1/v1/$2/stats" |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$3"
+}
+
+# hash_stat PORT NS KEY — one field of the stats' "hashing" object.
+hash_stat() {
+	curl -sf "http://127.0.0.1:$1/v1/$2/stats" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["hashing"][sys.argv[1]])' "$3"
+}
+
+# wait_hashed PORT NS SECONDS — until the replicator's hashing is done.
+wait_hashed() {
+	local i
+	for i in $(seq 1 $(($3 * 10))); do
+		[ "$(hash_stat "$1" "$2" state 2>/dev/null)" = done ] && return 0
+		sleep 0.1
+	done
+	return 1
 }
 
 # sql DB QUERY — one value from an SQLite file (read-only).
