@@ -10,7 +10,7 @@ S="$T/src"
 mkdir -p "$S/d"
 for i in $(seq 10 21); do head -c $((1 << 20)) /dev/urandom >"$S/d/f$i.bin"; done
 for i in $(seq 1 20); do head -c $((i * 101)) /dev/urandom >"$S/s$i"; done
-total=$(find "$S" -type f | xargs stat -c %s | paste -sd+ | bc)
+total=$(find "$S" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
 port=$(free_port)
 FERRY_HASH_DELAY_MS=300 REPL_OPTS="--scan-threads 1" start_repl "$port" "h=$S"
 URL="http://127.0.0.1:$port/v1/h"
