@@ -6,6 +6,7 @@
  * URLs and file names (lowercase on output, either case on input).
  */
 #include <errno.h>
+#include <string.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -84,4 +85,11 @@ void chunk_id_to_hex(const chunk_id *id, char ret_hex[CHUNK_ID_HEX_LEN + 1])
 		ret_hex[2 * i + 1] = digits[id->b[i] & 0x0f];
 	}
 	ret_hex[CHUNK_ID_HEX_LEN] = '\0';
+}
+
+int chunk_id_is_hole(const chunk_id *id)
+{
+	static const chunk_id zero;
+
+	return memcmp(id->b, zero.b, CHUNK_ID_LEN) == 0;
 }

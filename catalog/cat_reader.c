@@ -31,11 +31,13 @@
  * are all far below; anything bigger is a hostile row (SQLITE_TOOBIG). */
 #define READER_LENGTH_LIMIT (1 << 20)
 
-#define INODE_COLS "kind,mode,uid,gid,size,nlink,mtime_ns,ctime_ns,rdev,target"
+/* blocks last: a format 1 catalog has none, and its statements read the
+ * constant -1 in its place (v1_sql). */
+#define INODE_COLS                                                             \
+	"kind,mode,uid,gid,size,nlink,mtime_ns,ctime_ns,rdev,target,blocks"
 #define INODE_COLS_I                                                           \
 	"i.ino,i.kind,i.mode,i.uid,i.gid,i.size,i.nlink,i.mtime_ns,"           \
-	"i.ctime_ns,i.rdev,i.target"
-#define INODE_NCOLS 10
+	"i.ctime_ns,i.rdev,i.target,i.blocks"
 
 static const struct {
 	size_t off;
@@ -64,10 +66,11 @@ static const struct {
      " AND off<?3 ORDER BY off LIMIT ?4"},
     /* min(ino) makes the bare columns come from one row holding the id.
      * Inode order is the scan's depth-first order: sync fetches in the
-     * order its writer walks the tree. */
+     * order its writer walks the tree. Holes are nothing to fetch. */
     {offsetof(struct cat_reader, st_each),
      "SELECT c.off,c.len,c.id,c.ino,i.kind,i.size FROM"
-     " (SELECT id,min(ino) AS ino,off,len FROM chunk GROUP BY id) c"
+     " (SELECT id,min(ino) AS ino,off,len FROM chunk"
+     " WHERE id!=zeroblob(32) GROUP BY id) c"
      " LEFT JOIN inode i ON i.ino=c.ino ORDER BY c.ino, c.off"},
 };
 
@@ -87,13 +90,13 @@ int cat__col_int(sqlite3_stmt *st, int col, int64_t lo, int64_t hi,
 	return 0;
 }
 
-/* Decode and check one inode from columns col..col+9 (INODE_COLS order).
+/* Decode and check one inode from columns col..col+10 (INODE_COLS order).
  * *ret_target (optional) borrows the symlink text, valid until the next
  * step/reset of st. Same rules as the writer's inode_check. */
 static int inode_from_row(sqlite3_stmt *st, int col, uint64_t ino,
 			  struct cat_inode *ret, const void **ret_target)
 {
-	int64_t kind, mode, uid, gid, size, nlink, mt, ct, rdev;
+	int64_t kind, mode, uid, gid, size, nlink, mt, ct, rdev, blocks;
 	const void *target = NULL;
 	int fmt, tlen;
 
@@ -105,7 +108,9 @@ static int inode_from_row(sqlite3_stmt *st, int col, uint64_t ino,
 	    cat__col_int(st, col + 5, 0, UINT32_MAX, &nlink) ||
 	    cat__col_int(st, col + 6, INT64_MIN, INT64_MAX, &mt) ||
 	    cat__col_int(st, col + 7, INT64_MIN, INT64_MAX, &ct) ||
-	    cat__col_int(st, col + 8, INT64_MIN, INT64_MAX, &rdev))
+	    cat__col_int(st, col + 8, INT64_MIN, INT64_MAX, &rdev) ||
+	    cat__col_int(st, col + 10, -1, (int64_t)(CAT_SIZE_MAX / 512 + 1),
+			 &blocks))
 		return -EBADMSG;
 	fmt = cat_kind_ifmt((int)kind);
 	if ((mode & S_IFMT) != fmt || (mode & ~(int64_t)(S_IFMT | 07777)))
@@ -135,6 +140,9 @@ static int inode_from_row(sqlite3_stmt *st, int col, uint64_t ino,
 	ret->mtime_ns = mt;
 	ret->ctime_ns = ct;
 	ret->rdev = (uint64_t)rdev;
+	/* -1: format 1, which does not say; a dense file's count */
+	ret->blocks =
+	    blocks >= 0 ? (uint64_t)blocks : ((uint64_t)size + 511) / 512;
 	if (ret_target)
 		*ret_target = target;
 	return 0;
@@ -647,6 +655,36 @@ out:
 	return rc;
 }
 
+/* A statement for a format 1 catalog: its inode table has no blocks
+ * column, so ",blocks" and ",i.blocks" read -1. malloc'd, NULL when out
+ * of memory. */
+static char *v1_sql(const char *sql)
+{
+	static const char *const cols[] = {",i.blocks", ",blocks"};
+	char *out = malloc(strlen(sql) + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	while (*sql) {
+		size_t k;
+
+		for (k = 0; k < 2; k++) {
+			size_t n = strlen(cols[k]);
+
+			if (!strncmp(sql, cols[k], n)) {
+				memcpy(o, ",-1", 3);
+				o += 3;
+				sql += n;
+				break;
+			}
+		}
+		if (k == 2)
+			*o++ = *sql++;
+	}
+	*o = '\0';
+	return out;
+}
+
 /* Identity, schema, meta, statements and root, in that order: each step
  * only runs on a file that passed the ones before. */
 static int reader_check(cat_reader *r)
@@ -673,9 +711,14 @@ static int reader_check(cat_reader *r)
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < sizeof(stmt_sql) / sizeof(stmt_sql[0]); i++) {
+		char *v1 = r->version == 1 ? v1_sql(stmt_sql[i].sql) : NULL;
+
+		if (r->version == 1 && !v1)
+			return -ENOMEM;
 		rc = base_sqlite_prepare(
-		    r->db, stmt_sql[i].sql,
+		    r->db, v1 ? v1 : stmt_sql[i].sql,
 		    (sqlite3_stmt **)((char *)r + stmt_sql[i].off));
+		free(v1);
 		/* A table without the expected columns fails to prepare
 		 * (SQLITE_ERROR, -EIO): that is a foreign file. */
 		if (rc == -EIO)

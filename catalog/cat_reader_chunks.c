@@ -28,7 +28,7 @@
 	" AND off<?3 ORDER BY off LIMIT ?4"
 
 /* Distinct ids over the catalog's rows and the overlay's (only files the
- * catalog lists as pending, only complete manifests). */
+ * catalog lists as pending, only complete manifests), holes left out. */
 #define M_EACH_SQL                                                             \
 	"SELECT c.off,c.len,c.id,c.ino,i.kind,i.size FROM"                     \
 	" (SELECT id,min(ino) AS ino,off,len FROM"                             \
@@ -36,7 +36,7 @@
 	"   SELECT k.ino,k.off,k.len,k.id FROM m.chunk k"                      \
 	"   JOIN m.file f ON f.ino=k.ino AND f.state=0"                        \
 	"   JOIN main.pending p ON p.ino=k.ino)"                               \
-	"  GROUP BY id) c"                                                     \
+	"  WHERE id!=zeroblob(32) GROUP BY id) c"                              \
 	" LEFT JOIN main.inode i ON i.ino=c.ino ORDER BY c.ino, c.off"
 
 static void overlay_fini(cat_reader *r)

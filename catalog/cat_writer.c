@@ -65,7 +65,7 @@ static const char schema_sql[] =
     " mode INTEGER NOT NULL, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
     " size INTEGER NOT NULL, nlink INTEGER NOT NULL,"
     " mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
-    " rdev INTEGER NOT NULL, target BLOB);"
+    " rdev INTEGER NOT NULL, target BLOB, blocks INTEGER NOT NULL);"
     "CREATE TABLE dirent(parent INTEGER NOT NULL, pos INTEGER NOT NULL,"
     " name BLOB NOT NULL, ino INTEGER NOT NULL,"
     " PRIMARY KEY(parent, pos)) WITHOUT ROWID;"
@@ -178,7 +178,8 @@ static int writer_setup_db(cat_writer *w)
 	ret = base_sqlite_prepare(
 	    w->db,
 	    "INSERT INTO inode(ino,kind,mode,uid,gid,size,nlink,mtime_ns,"
-	    "ctime_ns,rdev,target) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+	    "ctime_ns,rdev,target,blocks) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,"
+	    "?10,?11,?12)",
 	    &w->ins_inode);
 	if (ret)
 		goto out;
@@ -325,7 +326,7 @@ static int inode_check(const struct cat_inode *in, const void *target,
 	if ((in->mode & S_IFMT) != (uint32_t)fmt ||
 	    (in->mode & ~(uint32_t)(S_IFMT | 07777)))
 		return -EINVAL;
-	if (in->size > CAT_SIZE_MAX)
+	if (in->size > CAT_SIZE_MAX || in->blocks > CAT_SIZE_MAX / 512 + 1)
 		return -EINVAL;
 	if (in->kind == CAT_LNK) {
 		if (!target || target_len < 1 || target_len > CAT_TARGET_MAX ||
@@ -390,6 +391,11 @@ int cat_writer_add_inode(cat_writer *w, const struct cat_inode *in,
 				 "bind");
 	else if (!ret)
 		ret = bind_check(w, sqlite3_bind_null(st, 11), "bind");
+	ret =
+	    ret ? ret
+		: bind_check(
+		      w, sqlite3_bind_int64(st, 12, (sqlite3_int64)in->blocks),
+		      "bind");
 	if (ret) {
 		sqlite3_clear_bindings(st);
 		return ret;

@@ -45,6 +45,11 @@ int chunk_id_verify(const chunk_id *id, const void *buf, size_t len);
 
 /* Parse exactly `len` hex characters (must be CHUNK_ID_HEX_LEN, lowercase or
  * uppercase accepted) into *ret_id. Returns 0 or -EINVAL. */
+/* 1 when id is the hole id (32 zero bytes): the chunk is len bytes of
+ * zeros that the source did not store, so nothing reads, sends or stores
+ * it. No SHA-256 is all zeros in practice. */
+int chunk_id_is_hole(const chunk_id *id);
+
 int chunk_id_from_hex(const char *hex, size_t len, chunk_id *ret_id);
 
 /* Write 64 lowercase hex characters plus NUL into ret_hex. */
@@ -216,18 +221,22 @@ int cat_xattr_name_check(const void *name, size_t len);
  *     pending (rows of the pending table),
  *     tree_sha256 (optional: the digest of the rows, see cat_meta)
  *   inode(ino INTEGER PRIMARY KEY, kind, mode, uid, gid, size, nlink,
- *         mtime_ns, ctime_ns, rdev, target BLOB)      -- root is ino 1
+ *         mtime_ns, ctime_ns, rdev, target BLOB, blocks) -- root is ino 1
+ *         -- blocks: st_blocks of the source (format 2)
  *   dirent(parent, pos, name BLOB, ino, PRIMARY KEY(parent, pos))
  *         WITHOUT ROWID; UNIQUE INDEX dirent_name(parent, name)
  *         -- pos numbers a directory's entries 1..n: resumable readdir
  *   xattr(ino, name BLOB, value BLOB, PRIMARY KEY(ino, name)) WITHOUT ROWID
  *   chunk(ino, off, len, id BLOB, PRIMARY KEY(ino, off)) WITHOUT ROWID
  *         -- keyed by offset so "chunks covering [a,b)" is one index seek
+ *         -- an id of 32 zero bytes (chunk_id_is_hole) is a hole: len
+ *            bytes of zeros that are never read, sent or stored
  *   pending(ino INTEGER PRIMARY KEY)
  *         -- regular files whose manifest is not in this catalog: the
  *            replicator publishes it later (docs/protocol.md, manifests);
  *            such a file has no chunk rows here
- * Format 1 (user_version 1) is the same without the pending table.
+ * Format 1 (user_version 1) is the same without the pending table and
+ * the blocks column.
  */
 #define CAT_FORMAT "ferry-catalog/2"
 #define CAT_FORMAT_1 "ferry-catalog/1"
@@ -261,6 +270,10 @@ struct cat_inode {
 	uint32_t nlink;
 	int64_t mtime_ns, ctime_ns;
 	uint64_t rdev;
+	/* 512-byte blocks the source file takes (st_blocks): less than the
+	 * size for a sparse file. Format 1 catalogs have none: the reader
+	 * gives ceil(size / 512). Not part of the tree digest. */
+	uint64_t blocks;
 };
 
 struct cat_meta {
