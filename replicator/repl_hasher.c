@@ -154,7 +154,7 @@ static int hash_file(struct repl_hasher *h, struct worker *wk,
 		     const char **why, int *err)
 {
 	struct stat a, b;
-	uint64_t total;
+	uint64_t total, nread;
 	int fd, r;
 
 	*why = NULL;
@@ -171,10 +171,10 @@ static int hash_file(struct repl_hasher *h, struct worker *wk,
 			*why = "changed since the walk";
 			return 1;
 		}
-		total = 0;
-		r = repl_file_chunk(&wk->fr, fd, j->t.size, m, &total);
+		total = nread = 0;
+		r = repl_file_chunk(&wk->fr, fd, j->t.size, m, &total, &nread);
 		pthread_mutex_lock(&h->mu);
-		h->st.bytes_read += total;
+		h->st.bytes_read += nread;
 		pthread_mutex_unlock(&h->mu);
 		if (r == -ECANCELED || r == -ENOMEM) {
 			close(fd);

@@ -86,6 +86,8 @@ static json_t *hashing_json(struct repl_ns *ns)
 		h = ns->hash;
 	else
 		return json_pack("{ss}", "state", "none");
+	if (h.files_total == 0 && !h.err)
+		return json_pack("{ss}", "state", "none");
 	state = h.err ? "stopped" : h.ended_ns ? "done" : "hashing";
 	end = h.ended_ns ? h.ended_ns : base_now_ns();
 	secs = (double)(end - h.started_ns) / 1e9;

@@ -208,6 +208,9 @@ static void inode_from_stat(struct cat_inode *in, uint64_t ino,
 	in->ctime_ns = ts_ns(&st->st_ctim);
 	if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode))
 		in->rdev = st->st_rdev;
+	/* what du shows at the source; a sparse file takes less than its
+	 * size, and its holes stay holes at the destination */
+	in->blocks = st->st_blocks > 0 ? (uint64_t)st->st_blocks : 0;
 }
 
 static int write_xattrs(struct scan *s, uint64_t ino, struct repl_xattrs *xa)
@@ -260,7 +263,8 @@ static int flush_chunk(void *ctx, const struct cat_chunk *c)
 	if (r < 0)
 		return r;
 	s->st->chunks++;
-	if (s->sw) {
+	/* a hole is read from nowhere */
+	if (s->sw && !chunk_id_is_hole(&c->id)) {
 		r = repl_srcindex_add_chunk(s->sw, &c->id, s->cur_ino, c->off,
 					    c->len);
 		if (r < 0)

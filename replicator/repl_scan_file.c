@@ -283,17 +283,24 @@ static int window_fill(int fd, uint8_t *buf, size_t cap, size_t *have,
 	return 0;
 }
 
-int repl_file_chunk(struct repl_file_reader *fr, int fd, uint64_t size,
-		    struct repl_manifest *m, uint64_t *ret_total)
+/* Read [start, end) of fd (or to EOF before end), cutting and hashing
+ * it into m after what m holds; *ret_end is where the data ended. */
+static int chunk_region(struct repl_file_reader *fr, int fd, uint64_t start,
+			uint64_t end, struct repl_manifest *m,
+			uint64_t *ret_end)
 {
 	const chunk_params *p = &fr->sh->p;
 	const atomic_int *cancel = fr->sh->cancel;
 	struct repl_window *prev = NULL;
-	uint64_t base = 0; /* file offset of the current window's buf[0] */
+	uint64_t base = start; /* file offset of the current window's buf[0] */
+	uint64_t size = end;
 	size_t carry = 0, k = 0, i;
-	int eof = 0, r = 0;
+	int eof = start >= end, r = 0;
 
-	repl_manifest_reset(m);
+	if (eof) {
+		*ret_end = start;
+		return 0;
+	}
 	for (;; k++) {
 		struct repl_window *w = &fr->w[k % REPL_WINDOWS];
 		size_t have, pos = 0, bytes;
@@ -348,12 +355,93 @@ int repl_file_chunk(struct repl_file_reader *fr, int fd, uint64_t size,
 		if (r < 0)
 			goto out;
 	}
-	*ret_total = base;
+	*ret_end = base;
 	return 0;
 out:
 	/* Tasks may still read our buffers: wait for all, keep nothing. */
 	for (i = 0; i < REPL_WINDOWS; i++)
 		window_finish(fr, &fr->w[i], m, 0);
+	return r;
+}
+
+/* Hole rows for [off, end): the hole id, at most max bytes each. */
+static int add_hole(struct repl_manifest *m, uint64_t off, uint64_t end,
+		    uint32_t max)
+{
+	struct cat_chunk c = {0};
+	int r;
+
+	while (off < end) {
+		c.off = off;
+		c.len = end - off < max ? (uint32_t)(end - off) : max;
+		r = repl_manifest_add(m, &c);
+		if (r < 0)
+			return r;
+		off += c.len;
+	}
+	return 0;
+}
+
+/* A file whose blocks cover less than its size may have holes: map its
+ * data with SEEK_DATA/SEEK_HOLE, chunk only the data, and record the
+ * holes as hole rows. Anything the file system cannot map is data. */
+static int chunk_sparse(struct repl_file_reader *fr, int fd, uint64_t size,
+			struct repl_manifest *m, uint64_t *ret_total,
+			uint64_t *ret_read)
+{
+	uint64_t off = 0, got, total = 0;
+	off_t d, h;
+	int r;
+
+	while (off < size) {
+		d = lseek(fd, (off_t)off, SEEK_DATA);
+		if (d < 0 && errno == ENXIO)
+			d = (off_t)size; /* a hole to the end */
+		else if (d < 0)
+			return -errno;
+		if ((uint64_t)d > size)
+			d = (off_t)size;
+		r = add_hole(m, off, (uint64_t)d, fr->sh->p.max);
+		if (r < 0)
+			break;
+		off = (uint64_t)d;
+		if (off >= size)
+			break;
+		h = lseek(fd, d, SEEK_HOLE);
+		if (h < 0)
+			return -errno;
+		if ((uint64_t)h > size || h <= d)
+			h = (off_t)size;
+		r = chunk_region(fr, fd, (uint64_t)d, (uint64_t)h, m, &got);
+		if (r < 0)
+			return r;
+		total += got - (uint64_t)d;
+		if (got < (uint64_t)h) {
+			off = got; /* shrank: the caller sees it */
+			break;
+		}
+		off = (uint64_t)h;
+	}
+	*ret_total = off;
+	*ret_read = total;
+	return r < 0 ? r : 0;
+}
+
+int repl_file_chunk(struct repl_file_reader *fr, int fd, uint64_t size,
+		    struct repl_manifest *m, uint64_t *ret_total,
+		    uint64_t *ret_read)
+{
+	struct stat st;
+	int r;
+
+	repl_manifest_reset(m);
+	*ret_total = *ret_read = 0;
+	/* st_blocks counts 512-byte units whatever the block size */
+	if (size > 0 && fstat(fd, &st) == 0 &&
+	    (uint64_t)st.st_blocks * 512 < size)
+		return chunk_sparse(fr, fd, size, m, ret_total, ret_read);
+	r = chunk_region(fr, fd, 0, size, m, ret_total);
+	*ret_read = *ret_total;
 	return r;
 }
 
@@ -407,7 +495,7 @@ static void left_out(struct repl_file_job *j, int err, const char *why)
 void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr)
 {
 	struct stat a;
-	uint64_t total = 0;
+	uint64_t total = 0, nread = 0;
 	int attempt, fd = -1, r;
 
 	for (attempt = 0; attempt < 2; attempt++) {
@@ -448,8 +536,9 @@ void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr)
 				break;
 			}
 		}
-		r = repl_file_chunk(fr, fd, (uint64_t)a.st_size, &j->m, &total);
-		j->read_bytes += total;
+		r = repl_file_chunk(fr, fd, (uint64_t)a.st_size, &j->m, &total,
+				    &nread);
+		j->read_bytes += nread;
 		if (r == -ECANCELED || r == -ENOMEM) {
 			j->rc = r;
 			goto out;

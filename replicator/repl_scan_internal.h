@@ -135,13 +135,17 @@ int repl_file_reader_init(struct repl_file_reader *fr,
 			  struct repl_scan_shared *sh);
 void repl_file_reader_fini(struct repl_file_reader *fr);
 
-/* Read fd (just opened: at offset 0) to EOF, or to size bytes, the size
- * fstat gave, chunking into m (reset first). *ret_total is the number of
- * bytes read. Windows may be hashed on other pool threads; all of them
- * are finished before this returns. Returns 0, -ECANCELED, -errno of
- * read, -EIO (hashing failed), -ENOMEM. */
+/* Read fd to EOF, or to size bytes, the size fstat gave, chunking into m
+ * (reset first). A file whose blocks cover less than its size is mapped
+ * with SEEK_DATA/SEEK_HOLE first: only its data is read and chunked, its
+ * holes become hole rows (catalog.h, chunk_id_is_hole). *ret_total is
+ * how far the manifest covers the file (size unless it shrank), *ret_read
+ * the bytes read. Windows may be hashed on other pool threads; all of
+ * them are finished before this returns. Returns 0, -ECANCELED, -errno of
+ * read or lseek, -EIO (hashing failed), -ENOMEM. */
 int repl_file_chunk(struct repl_file_reader *fr, int fd, uint64_t size,
-		    struct repl_manifest *m, uint64_t *ret_total);
+		    struct repl_manifest *m, uint64_t *ret_total,
+		    uint64_t *ret_read);
 
 /* Extended attributes of one inode, collected before its row is written. */
 struct repl_xattr {

@@ -84,8 +84,8 @@ static void hash_log_end(struct repl_ns *ns)
 	const struct repl_hasher_stats *h = &ns->hash;
 	double secs = (double)(h->ended_ns - h->started_ns) / 1e9;
 
-	if (h->err)
-		return; /* the hasher said why it stopped */
+	if (h->err || h->files_total == 0)
+		return; /* it said why it stopped; or there was nothing */
 	base_info("namespace hashed ns=%s generation=%" PRIu64 " files=%" PRIu64
 		  " bytes=%" PRIu64 " changed=%" PRIu64 " bytes_read=%" PRIu64
 		  " unique=%" PRIu64 " seconds=%.1f",

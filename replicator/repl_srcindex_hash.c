@@ -243,8 +243,8 @@ static int put_row(void *ctx, const struct cat_chunk *c)
 	sqlite3_bind_int64(w->st_man, 3, c->len);
 	sqlite3_bind_blob(w->st_man, 4, c->id.b, CHUNK_ID_LEN, SQLITE_STATIC);
 	e = step_done(w, w->st_man, "manifest row");
-	if (e < 0)
-		return e;
+	if (e < 0 || chunk_id_is_hole(&c->id))
+		return e; /* a hole is read from nowhere */
 	sqlite3_bind_blob(w->st_chunk, 1, c->id.b, CHUNK_ID_LEN, SQLITE_STATIC);
 	sqlite3_bind_int64(w->st_chunk, 2, (sqlite3_int64)d->ino);
 	sqlite3_bind_int64(w->st_chunk, 3, (sqlite3_int64)c->off);

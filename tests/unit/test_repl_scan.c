@@ -592,6 +592,115 @@ static const char *const SRC_SQL[] = {
     "SELECT * FROM chunk ORDER BY id",
 };
 
+static int count_chunk(void *ctx, uint64_t ino, const struct cat_chunk *c)
+{
+	(void)ino;
+	(void)c;
+	(*(size_t *)ctx)++;
+	return 0;
+}
+
+/* Collect a catalog file's manifest rows in order. */
+struct rows {
+	struct cat_chunk v[64];
+	size_t n, holes;
+	uint64_t hole_bytes, data_bytes;
+};
+
+static void rows_of(cat_reader *r, uint64_t ino, uint64_t size,
+		    struct rows *out)
+{
+	struct cat_chunk cs[64];
+	uint64_t off = 0;
+	size_t n;
+
+	memset(out, 0, sizeof(*out));
+	while (off < size) {
+		assert_int_equal(
+		    cat_chunks_range(r, ino, off, size - off, cs, 64, &n), 0);
+		assert_true(n > 0);
+		for (size_t i = 0; i < n; i++) {
+			if (chunk_id_is_hole(&cs[i].id)) {
+				out->holes++;
+				out->hole_bytes += cs[i].len;
+			} else {
+				out->data_bytes += cs[i].len;
+				if (out->n < 64)
+					out->v[out->n++] = cs[i];
+			}
+		}
+		off = cs[n - 1].off + cs[n - 1].len;
+	}
+	assert_int_equal(off, size);
+}
+
+/* A sparse file: holes are mapped, never read, recorded as hole rows; the
+ * data between them is cut and hashed; blocks is the source's. */
+static void test_sparse_holes(void **state)
+{
+	struct fixture *f = *state;
+	struct repl_scan_opts o = {0};
+	struct repl_scan_stats st;
+	uint64_t size = 64ull << 20, at[2] = {8ull << 20, 40ull << 20};
+	uint8_t *data = tsup_random_bytes(1 << 20, 77);
+	char dir[160], p[200], cat[200];
+	struct cat_inode in;
+	struct stat sb;
+	struct rows rw;
+	cat_reader *r;
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s/sparse", f->root);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(p, sizeof(p), "%s/holes.bin", dir);
+	fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pwrite(fd, data, 1 << 20, (off_t)at[i]),
+				 1 << 20);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+	assert_int_equal(stat(p, &sb), 0);
+	if ((uint64_t)sb.st_blocks * 512 >= size) {
+		free(data);
+		skip(); /* a file system without holes */
+	}
+	snprintf(cat, sizeof(cat), "%s/sparse.db", f->root);
+	o.generation = 1;
+	assert_int_equal(repl_scan(dir, cat, &o, &st), 0);
+	/* only the data was read */
+	assert_int_equal(st.bytes_read, 2u << 20);
+	assert_int_equal(cat_reader_open(cat, &r), 0);
+	assert_int_equal(cat_lookup(r, 1, "holes.bin", 9, &in), 0);
+	assert_int_equal(in.blocks, (uint64_t)sb.st_blocks);
+	rows_of(r, in.ino, size, &rw);
+	assert_int_equal(rw.data_bytes, 2u << 20);
+	assert_int_equal(rw.hole_bytes, size - (2u << 20));
+	assert_true(rw.holes >= (size - (2u << 20)) / CHUNK_MAX_DEFAULT);
+	/* the data chunks are the data's bytes, from its offsets */
+	for (size_t i = 0; i < rw.n; i++) {
+		uint64_t base = rw.v[i].off >= at[1] ? at[1] : at[0];
+		chunk_id id;
+
+		assert_true(rw.v[i].off >= base &&
+			    rw.v[i].off + rw.v[i].len <= base + (1 << 20));
+		assert_int_equal(chunk_id_compute(data + (rw.v[i].off - base),
+						  rw.v[i].len, &id),
+				 0);
+		assert_memory_equal(id.b, rw.v[i].id.b, CHUNK_ID_LEN);
+	}
+	/* holes are nothing to fetch; the same MiB at both places is cut
+	 * from each region's start the same way: its chunks once */
+	{
+		size_t each = 0;
+
+		assert_int_equal(cat_chunks_each(r, count_chunk, &each), 0);
+		assert_int_equal(each * 2, rw.n);
+	}
+	cat_reader_close(r);
+	free(data);
+}
+
 static void test_threads_same_catalog(void **state)
 {
 	static const unsigned threads[] = {1, 2, 4, 7};
@@ -694,6 +803,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_scan_tree, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sparse_holes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_scan_tree_1, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_scan_tree_4, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_threads_same_catalog, setup,
