@@ -60,6 +60,12 @@ int hyd_cache_dir_default(const char *base_url, const char *name, char *buf,
  * with GEN decimal, 1 or more, no leading zero; 0 for any other name. */
 uint64_t hyd_cache_catalog_gen(const char *name);
 
+/* The manifest overlay beside a catalog (catalog.h, "pending manifests"):
+ * catpath ".../GEN.db" gives ".../GEN.overlay.db" into buf. Only computes
+ * the path. Returns 0, -EINVAL (catpath does not end in ".db"),
+ * -ENAMETOOLONG. */
+int hyd_cache_overlay_path(const char *catpath, char *buf, size_t cap);
+
 /* The newest catalog a cache directory holds: its path into path (may be
  * NULL) and its generation into *ret_gen (may be NULL). Returns 0,
  * -ENOENT (none, or no catalogs/ at all), -ENAMETOOLONG, -errno. */
