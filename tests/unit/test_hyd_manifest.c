@@ -483,7 +483,10 @@ struct rig {
 	struct hyd_read_ctx rc;
 };
 
-static void rig_open(const struct ns *n, struct rig *r, uint64_t timeout_ns)
+/* Open a fresh cache on n; the fetcher starts unless start is 0 (a
+ * backfill must hook into it first: rig_start). */
+static void rig_open2(const struct ns *n, struct rig *r, uint64_t timeout_ns,
+		      int start)
 {
 	struct hyd_fetch_config fc;
 	struct hyd_manifest_config mc;
@@ -505,7 +508,8 @@ static void rig_open(const struct ns *n, struct rig *r, uint64_t timeout_ns)
 	fc.connections = 4;
 	fc.connect_timeout_ms = 2000;
 	assert_int_equal(hyd_fetch_new(&fc, &r->fetch), 0);
-	assert_int_equal(hyd_fetch_start(r->fetch), 0);
+	if (start)
+		assert_int_equal(hyd_fetch_start(r->fetch), 0);
 	memset(&mc, 0, sizeof(mc));
 	mc.base_url = r->op.base;
 	mc.ov = r->op.ov;
@@ -517,6 +521,11 @@ static void rig_open(const struct ns *n, struct rig *r, uint64_t timeout_ns)
 	r->rc.manifest = r->man;
 	r->rc.max_raw = r->op.meta.params.max;
 	r->rc.timeout_ns = timeout_ns;
+}
+
+static void rig_open(const struct ns *n, struct rig *r, uint64_t timeout_ns)
+{
+	rig_open2(n, r, timeout_ns, 1);
 }
 
 static void rig_close(struct rig *r)
@@ -891,6 +900,243 @@ static void test_not_found_and_cancel(void **state)
 	ns_free(&n);
 }
 
+/* ---- backfill ---- */
+
+/* Distinct chunk ids of the tree's manifests (chg has none). */
+static uint64_t distinct_chunks(const struct ns *n, uint64_t *ret_bytes)
+{
+	chunk_id seen[NFILES * MAXROWS];
+	uint64_t count = 0, bytes = 0;
+
+	for (size_t i = 0; i < NFILES; i++) {
+		if (!in_tree(n, i) || fdefs[i].kind == P_CHANGED)
+			continue;
+		for (size_t k = 0; k < n->f[i].nrows; k++) {
+			size_t j;
+
+			for (j = 0; j < count; j++)
+				if (!memcmp(&seen[j], &n->f[i].rows[k].id,
+					    sizeof(chunk_id)))
+					break;
+			if (j < count)
+				continue;
+			seen[count++] = n->f[i].rows[k].id;
+			bytes += n->f[i].rows[k].len;
+		}
+	}
+	if (ret_bytes)
+		*ret_bytes = bytes;
+	return count;
+}
+
+struct bfrig {
+	cat_reader *cat;
+	hyd_backfill *bf;
+};
+
+static void bf_start(struct rig *r, struct bfrig *b, hyd_manifest *man)
+{
+	struct hyd_backfill_config bc;
+
+	assert_int_equal(hyd_open_reader(&r->op, &b->cat), 0);
+	memset(&bc, 0, sizeof(bc));
+	bc.cat = b->cat;
+	bc.store = r->op.store;
+	bc.fetch = r->fetch;
+	bc.manifest = man;
+	bc.manifest_wait_ms = 1500;
+	bc.max_raw = r->op.meta.params.max;
+	bc.enabled = 1;
+	bc.window = 16;
+	assert_int_equal(hyd_backfill_new(&bc, &b->bf), 0);
+	assert_int_equal(hyd_fetch_start(r->fetch), 0);
+	assert_int_equal(hyd_backfill_start(b->bf), 0);
+}
+
+/* Poll until the backfill's state is want (or the time is up). */
+static int bf_wait(struct bfrig *b, enum hyd_state want, unsigned secs,
+		   struct hyd_backfill_stats *bs)
+{
+	for (unsigned i = 0; i < secs * 20; i++) {
+		hyd_backfill_stats(b->bf, bs);
+		if (bs->state == want)
+			return 1;
+		usleep(50000);
+	}
+	return 0;
+}
+
+static void bf_stop(struct rig *r, struct bfrig *b)
+{
+	hyd_backfill_stop(b->bf);
+	hyd_fetch_stop(r->fetch);
+	hyd_backfill_free(b->bf);
+	cat_reader_close(b->cat);
+}
+
+/* Every file of the tree but chg reads right from the store alone. */
+static void check_offline(const struct ns *n, struct rig *r)
+{
+	struct hyd_read_ctx saved = r->rc;
+
+	r->rc.fetch = NULL;
+	r->rc.manifest = NULL;
+	for (size_t i = 0; i < NFILES; i++)
+		if (in_tree(n, i))
+			assert_int_equal(read_whole(n, r, i),
+					 fdefs[i].kind == P_CHANGED ? -EIO : 0);
+	r->rc = saved;
+}
+
+/* Nothing read: backfill fetches segment 0's answer, big on its own,
+ * segment 1's answer, and every chunk once; counts stay honest and the
+ * end is COMPLETE with the changed file left out. */
+static void test_backfill_pending(void **state)
+{
+	struct hyd_backfill_stats bs;
+	struct hyd_status st;
+	struct bfrig b;
+	struct rig r;
+	struct ns n;
+	uint64_t want, want_bytes;
+
+	(void)state;
+	NEED_PYTHON();
+	publish(&n, 1);
+	rig_open2(&n, &r, 10 * SEC, 0);
+	bf_start(&r, &b, r.man);
+	assert_true(bf_wait(&b, HYD_STATE_COMPLETE, 60, &bs));
+	bf_stop(&r, &b);
+	want = distinct_chunks(&n, &want_bytes);
+	assert_int_equal(bs.chunks_total, want);
+	assert_int_equal(bs.chunks_stored, want);
+	assert_int_equal(bs.bytes_total, want_bytes);
+	assert_int_equal(bs.manifests_total, 6);
+	assert_int_equal(bs.manifests_missing, 0);
+	assert_int_equal(requests(&n, "manifests/1/0"), 1);
+	assert_int_equal(requests(&n, "manifests/1/1"), 1);
+	assert_int_equal(requests(&n, "manifest/1/7"), 1);
+	assert_int_equal(requests(&n, "manifest/1/2"), 0);
+	assert_int_equal(requests(&n, "manifest/1/6"), 0);
+	check_offline(&n, &r);
+	/* The cache's own numbers agree. */
+	assert_int_equal(hyd_status_from_cache(r.op.cache, &st), 0);
+	assert_int_equal(st.state, HYD_STATE_COMPLETE);
+	assert_int_equal(st.manifests_total, 6);
+	assert_int_equal(st.manifests_local, 6);
+	assert_int_equal(st.manifests_changed, 1);
+	assert_int_equal(st.chunks_total, want);
+	assert_int_equal(st.chunks_stored, want);
+	assert_int_equal(st.files_total, 7);
+	assert_int_equal(st.files_hydrated, 6);
+	rig_close(&r);
+	ns_free(&n);
+}
+
+/* Segment 1 is not hashed for a while: backfill stores everything else
+ * (in order), is not COMPLETE with a manifest missing, and finishes by
+ * itself once the answer comes. */
+static void test_backfill_waits_for_hashing(void **state)
+{
+	struct hyd_backfill_stats bs;
+	struct bfrig b;
+	struct rig r;
+	struct ns n;
+	uint64_t want;
+	int i;
+
+	(void)state;
+	NEED_PYTHON();
+	publish(&n, 0);
+	control(&n, "manifests/1/1", "503", "1000");
+	rig_open2(&n, &r, 10 * SEC, 0);
+	bf_start(&r, &b, r.man);
+	/* Every chunk but far's stored, far's manifest still missing. */
+	want = distinct_chunks(&n, NULL) - n.f[F_FAR].nrows;
+	for (i = 0; i < 600; i++) {
+		hyd_backfill_stats(b.bf, &bs);
+		if (bs.passes >= 2 && bs.chunks_stored == want)
+			break;
+		usleep(50000);
+	}
+	assert_int_equal(bs.chunks_stored, want);
+	assert_true(bs.chunks_stored <= bs.chunks_total);
+	assert_int_equal(bs.manifests_missing, 1);
+	assert_int_not_equal(bs.state, HYD_STATE_COMPLETE);
+	assert_int_equal(cat_manifest_state(r.op.cat, 2000),
+			 CAT_MANIFEST_MISSING);
+	control(&n, "manifests/1/1", "503", "0");
+	assert_true(bf_wait(&b, HYD_STATE_COMPLETE, 60, &bs));
+	bf_stop(&r, &b);
+	assert_int_equal(bs.chunks_total, distinct_chunks(&n, NULL));
+	assert_int_equal(bs.manifests_missing, 0);
+	check_offline(&n, &r);
+	rig_close(&r);
+	ns_free(&n);
+}
+
+/* A read hands out verified bytes before the store write lands: wait for
+ * file i's chunks to be stored. */
+static void wait_stored(const struct ns *n, struct rig *r, size_t i)
+{
+	for (int t = 0; t < 200; t++) {
+		size_t k;
+
+		for (k = 0; k < n->f[i].nrows; k++)
+			if (hyd_store_has(r->op.store, &n->f[i].rows[k].id) !=
+			    1)
+				break;
+		if (k == n->f[i].nrows)
+			return;
+		usleep(20000);
+	}
+	fail_msg("chunks of %s never stored", fdefs[i].name);
+}
+
+/* Status from the cache while manifests are missing: never complete,
+ * however many of the known chunks are stored; a file counts as hydrated
+ * once its manifest is local and its chunks stored. */
+static void test_status_pending(void **state)
+{
+	struct hyd_status st;
+	struct rig r;
+	struct ns n;
+	char json[4096];
+
+	(void)state;
+	NEED_PYTHON();
+	publish(&n, 0);
+	rig_open(&n, &r, 10 * SEC);
+	assert_int_equal(hyd_status_from_cache(r.op.cache, &st), 0);
+	assert_int_equal(st.manifests_total, 5);
+	assert_int_equal(st.manifests_local, 0);
+	assert_int_equal(st.chunks_total, n.f[F_B].nrows);
+	/* b's chunks: every chunk of the local manifests is stored, but
+	 * five manifests are missing. */
+	assert_int_equal(read_whole(&n, &r, F_B), 0);
+	wait_stored(&n, &r, F_B);
+	assert_int_equal(hyd_status_from_cache(r.op.cache, &st), 0);
+	assert_int_equal(st.chunks_stored, st.chunks_total);
+	assert_int_equal(st.state, HYD_STATE_STOPPED);
+	/* b, and the empty c (no manifest needed to read it). */
+	assert_int_equal(st.files_hydrated, 2);
+	assert_int_equal(read_whole(&n, &r, F_A), 0);
+	wait_stored(&n, &r, F_A);
+	assert_int_equal(hyd_status_from_cache(r.op.cache, &st), 0);
+	assert_int_equal(st.manifests_local, 1);
+	assert_int_equal(st.chunks_total, n.f[F_B].nrows + n.f[F_A].nrows);
+	assert_int_equal(st.chunks_stored, st.chunks_total);
+	assert_int_equal(st.files_hydrated, 3);
+	assert_int_equal(st.bytes_hydrated, fdefs[F_A].size + fdefs[F_B].size);
+	assert_int_equal(st.state, HYD_STATE_STOPPED);
+	assert_true(hyd_status_json(&st, json, sizeof(json)) > 0);
+	assert_non_null(strstr(json, "\"manifests_total\":5,"
+				     "\"manifests_local\":1,"
+				     "\"manifests_changed\":0,"));
+	rig_close(&r);
+	ns_free(&n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -901,6 +1147,9 @@ int main(void)
 	    cmocka_unit_test(test_read_changed),
 	    cmocka_unit_test(test_segment_alone),
 	    cmocka_unit_test(test_not_found_and_cancel),
+	    cmocka_unit_test(test_backfill_pending),
+	    cmocka_unit_test(test_backfill_waits_for_hashing),
+	    cmocka_unit_test(test_status_pending),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
