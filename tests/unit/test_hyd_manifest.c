@@ -47,6 +47,7 @@
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/backfill/hyd_backfill_internal.h"
+#include "hydrator/fetch/hyd_catalog_internal.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
 #include "hydrator/fetch/hyd_manifest_internal.h"
 #include "hydrator/fetch/hyd_open_internal.h"
@@ -813,6 +814,10 @@ static void test_read_changed(void **state)
 	assert_int_equal(read_whole(&n, &r, F_CHG), -EIO);
 	assert_int_equal(cat_manifest_state(r.op.cat, 8), CAT_MANIFEST_CHANGED);
 	assert_int_equal(read_whole(&n, &r, F_CHG), -EIO);
+	/* The marker is an answer: asking again asks nobody. */
+	assert_int_equal(hyd_manifest_file(r.man, r.op.cat, 8,
+					   base_now_ns() + 5 * SEC, NULL),
+			 0);
 	assert_int_equal(requests(&n, "manifest/1/8"), 1);
 	/* Reads of other files are not affected. */
 	assert_int_equal(read_whole(&n, &r, F_FAR), 0);
@@ -1000,12 +1005,35 @@ static void test_backfill_pending(void **state)
 	struct ns n;
 	uint64_t want, want_bytes;
 
+	char rel[128], hex[CHUNK_ID_HEX_LEN + 1];
+	int seen_fresh = 0, i;
+
 	(void)state;
 	NEED_PYTHON();
 	publish(&n, 1);
+	/* e's own chunks come slowly, so the first pass lasts: its counts
+	 * are watched while manifests arrive, before any recount. */
+	for (size_t k = 2; k < n.f[F_E].nrows; k++) {
+		chunk_id_to_hex(&n.f[F_E].rows[k].id, hex);
+		pathf(rel, sizeof(rel), "chunk/%s", hex);
+		control(&n, rel, "delay", "0.3");
+	}
 	rig_open2(&n, &r, 10 * SEC, 0);
 	bf_start(&r, &b, r.man);
-	assert_true(bf_wait(&b, HYD_STATE_COMPLETE, 60, &bs));
+	for (i = 0; i < 6000; i++) {
+		hyd_backfill_stats(b.bf, &bs);
+		/* Never more stored than counted; in the first pass the
+		 * total grows past b's chunks (the census's) as they come. */
+		assert_true(bs.chunks_stored <= bs.chunks_total);
+		assert_true(bs.bytes_stored <= bs.bytes_total);
+		if (bs.passes == 1 && bs.chunks_total > n.f[F_B].nrows)
+			seen_fresh = 1;
+		if (bs.state == HYD_STATE_COMPLETE)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(bs.state, HYD_STATE_COMPLETE);
+	assert_true(seen_fresh);
 	bf_stop(&r, &b);
 	want = distinct_chunks(&n, &want_bytes);
 	assert_int_equal(bs.chunks_total, want);
@@ -1135,6 +1163,32 @@ static void test_status_pending(void **state)
 				     "\"manifests_changed\":0,"));
 	rig_close(&r);
 	ns_free(&n);
+}
+
+/* A cache switched to another URL forgets the old one's catalogs and
+ * their manifest overlays (its manifests belong to that catalog). */
+static void test_url_switch_drops_overlays(void **state)
+{
+	struct hyd_catalog_result res;
+	char ov[PATH_MAX], err[512], cache[PATH_MAX];
+	struct rig r;
+	struct ns n, m;
+
+	(void)state;
+	NEED_PYTHON();
+	publish(&n, 0);
+	publish(&m, 0);
+	rig_open(&n, &r, 10 * SEC);
+	assert_int_equal(read_whole(&n, &r, F_A), 0);
+	memcpy(ov, r.op.ovpath, sizeof(ov));
+	memcpy(cache, r.op.cache, sizeof(cache));
+	rig_close(&r);
+	assert_int_equal(access(ov, F_OK), 0);
+	assert_int_equal(
+	    hyd_catalog_fetch(m.url, cache, 5, &res, err, sizeof(err)), 0);
+	assert_int_equal(access(ov, F_OK), -1);
+	ns_free(&n);
+	ns_free(&m);
 }
 
 /* ---- ferry sync ---- */
@@ -1286,6 +1340,7 @@ int main(void)
 	    cmocka_unit_test(test_backfill_pending),
 	    cmocka_unit_test(test_backfill_waits_for_hashing),
 	    cmocka_unit_test(test_status_pending),
+	    cmocka_unit_test(test_url_switch_drops_overlays),
 	    cmocka_unit_test(test_sync_pending),
 	    cmocka_unit_test(test_sync_changed_and_fallback),
 	};
