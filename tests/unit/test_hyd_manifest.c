@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -196,6 +197,8 @@ static void server_start(void)
 	if (gx.pid == 0) {
 		int null = open("/dev/null", O_WRONLY);
 
+		/* A test that crashes must not leave its server behind. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		dup2(null, 1);
 		dup2(null, 2);
 		execlp("python3", "python3", script, gx.www, gx.log, port,
