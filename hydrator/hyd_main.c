@@ -9,10 +9,11 @@
  * its lock, catalog download and open), FUSE session and mount, then
  * fuse_daemonize — whose parent returns only once the mount exists, so the
  * tree is browsable when the command returns. The daemon child then
- * reopens the store and the catalog (SQLite connections must not cross a
- * fork) and only then makes the fetcher and backfill. Threads (the
- * fetcher's loop, backfill, the control socket, FUSE workers) are started
- * only after that fork: a fork copies the calling thread alone.
+ * reopens the store and the catalog with its manifest overlay (SQLite
+ * connections must not cross a fork) and only then makes the fetcher and
+ * backfill. Threads (the fetcher's loop, backfill, the control socket, FUSE
+ * workers) are started only after that fork: a fork copies the calling thread
+ * alone.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -36,6 +37,7 @@
 #include "hydrator/backfill/hyd_backfill_internal.h"
 #include "hydrator/fetch/hyd_bwlimit_internal.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/fetch/hyd_manifest_internal.h"
 #include "hydrator/fetch/hyd_open_internal.h"
 #include "hydrator/hydrator.h"
 #include "hydrator/read/hyd_fuse_internal.h"
@@ -82,6 +84,7 @@ struct mount {
 	hyd_control *ctl;
 	hyd_read_cache *rcache;
 	hyd_fetch *fetch;
+	hyd_manifest *manifest; /* only when the catalog has pending files */
 	struct fuse_session *se;
 	int mounted;
 	int pid_written;
@@ -341,18 +344,30 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
 		r = hyd_fetch_new(&fc, &m->fetch);
 	}
+	/* Pending files (format 2): their manifests come from the same
+	 * server, on demand for reads and by segment for backfill. */
+	if (r == 0 && m->op.ov) {
+		struct hyd_manifest_config mc = {
+		    .base_url = m->op.base,
+		    .ov = m->op.ov,
+		    .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
+		};
+
+		r = hyd_manifest_new(&mc, &m->manifest);
+	}
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r, "cannot set up the fetcher");
 		return -1;
 	}
 	/* Backfill walks with a reader of its own, so its long walk never
 	 * waits on (or holds up) FUSE's lookups. */
-	r = cat_reader_open(m->op.catpath, &m->bf_cat);
+	r = hyd_open_reader(&m->op, &m->bf_cat);
 	if (r == 0) {
 		memset(&bc, 0, sizeof(bc));
 		bc.cat = m->bf_cat;
 		bc.store = m->op.store;
 		bc.fetch = m->fetch;
+		bc.manifest = m->manifest;
 		bc.max_raw = max_raw;
 		bc.enabled = !o->no_backfill;
 		/* Enough to keep every batch transfer busy with the next
@@ -374,6 +389,7 @@ static int setup_fs(const struct opts *o, struct mount *m)
 	m->fs.rd.cat = m->op.cat;
 	m->fs.rd.store = m->op.store;
 	m->fs.rd.fetch = m->fetch;
+	m->fs.rd.manifest = m->manifest;
 	m->fs.rd.cache = m->rcache;
 	m->fs.rd.max_raw = max_raw;
 	m->fs.rd.timeout_ns = (uint64_t)o->timeout_s * 1000000000ull;
@@ -494,14 +510,10 @@ static int reopen_after_fork(struct mount *m)
 			     m->op.cache);
 		return -1;
 	}
-	hyd_store_set_max_raw(m->op.store, m->op.meta.params.max);
-	r = cat_reader_open(m->op.catpath, &m->op.cat);
-	if (r < 0) {
-		base_log_err(BASE_LOG_ERROR, r,
-			     "cannot reopen the catalog path=%s",
-			     m->op.catpath);
+	/* The catalog, and the overlay of its pending manifests (it logs
+	 * what fails). */
+	if (hyd_open_local(&m->op) < 0)
 		return -1;
-	}
 	/* The lock file still names the parent, which has exited. */
 	r = hyd_store_claim(m->op.store);
 	if (r < 0)
@@ -521,11 +533,14 @@ static void log_event(const char *what, const struct mount *m)
 
 /* libfuse's signal handler only flags the session as exited, and its loop
  * then joins workers that may sit in a read waiting out a dead server for
- * --timeout seconds. This thread sees the flag and cancels the fetcher, so
- * those reads end (EIO) at once and SIGTERM stops the hydrator promptly. */
+ * --timeout seconds. This thread sees the flag and cancels the fetcher
+ * (and the manifest fetcher, whose requests a server may hold for their
+ * ?wait=), so those reads end (EIO) at once and SIGTERM stops the
+ * hydrator promptly. */
 struct watch {
 	struct fuse_session *se;
 	hyd_fetch *fetch;
+	hyd_manifest *manifest; /* may be NULL */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int done;
@@ -542,6 +557,7 @@ static void *watch_main(void *arg)
 	while (!w->done) {
 		if (fuse_session_exited(w->se)) {
 			hyd_fetch_cancel(w->fetch);
+			hyd_manifest_cancel(w->manifest);
 			break;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -582,7 +598,8 @@ static int serve(struct mount *m)
 {
 	struct fuse_loop_config *cfg;
 	struct hyd_fetch_stats st;
-	struct watch w = {.se = m->se, .fetch = m->fetch};
+	struct watch w = {
+	    .se = m->se, .fetch = m->fetch, .manifest = m->manifest};
 	pthread_t wth;
 	int r, watching;
 
@@ -658,6 +675,9 @@ static void mount_free(struct mount *m)
 		fuse_session_destroy(m->se);
 	}
 	hyd_read_cache_free(m->rcache);
+	/* No reader or backfill is left to call it; the overlay it writes
+	 * closes with the catalog below. */
+	hyd_manifest_free(m->manifest);
 	hyd_open_close(&m->op);
 	if (m->pid_written)
 		unlink(m->pidfile);

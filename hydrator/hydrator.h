@@ -60,6 +60,12 @@ int hyd_cache_dir_default(const char *base_url, const char *name, char *buf,
  * with GEN decimal, 1 or more, no leading zero; 0 for any other name. */
 uint64_t hyd_cache_catalog_gen(const char *name);
 
+/* The manifest overlay beside a catalog (catalog.h, "pending manifests"):
+ * catpath ".../GEN.db" gives ".../GEN.overlay.db" into buf. Only computes
+ * the path. Returns 0, -EINVAL (catpath does not end in ".db"),
+ * -ENAMETOOLONG. */
+int hyd_cache_overlay_path(const char *catpath, char *buf, size_t cap);
+
 /* The newest catalog a cache directory holds: its path into path (may be
  * NULL) and its generation into *ret_gen (may be NULL). Returns 0,
  * -ENOENT (none, or no catalogs/ at all), -ENAMETOOLONG, -errno. */
@@ -88,12 +94,21 @@ struct hyd_status {
 	long pid;	       /* running hydrator, 0 when none */
 	uint64_t generation;
 	uint64_t files_total, files_hydrated; /* regular files; a file is
-					       * hydrated when all its chunks
-					       * are stored (empty files are) */
+					       * hydrated when its manifest is
+					       * local and all its chunks are
+					       * stored (empty files are) */
 	uint64_t bytes_total, bytes_hydrated; /* logical file bytes */
-	uint64_t chunks_total, chunks_stored; /* distinct chunk ids */
+	uint64_t chunks_total, chunks_stored; /* distinct chunk ids of the
+					       * manifests that are local */
 	uint64_t unique_bytes_total;	      /* raw bytes of distinct chunks */
 	uint64_t unique_bytes_stored;
+	/* Pending files of a format 2 catalog (0 for others): all of them,
+	 * those whose manifest answer is local (in the overlay), and of
+	 * those the ones without a manifest because their source changed
+	 * before it was hashed (never hydrated in this generation). Until
+	 * manifests_local == manifests_total the chunk totals leave the
+	 * missing manifests' chunks out, and the state is not complete. */
+	uint64_t manifests_total, manifests_local, manifests_changed;
 	uint64_t rest_bytes;			/* frame bytes in packs */
 	uint64_t wire_bytes;			/* bytes received, all runs */
 	uint64_t mismatches, retries, failures; /* this run (0 offline) */
@@ -115,7 +130,8 @@ int hyd_status_query(const char *cache_dir, struct hyd_status *ret);
 /* Stable JSON for machines, one line, no trailing newline. Keys:
  * state, url, last_error, pid, generation, files_total, files_hydrated,
  * bytes_total, bytes_hydrated, chunks_total, chunks_stored,
- * unique_bytes_total, unique_bytes_stored, rest_bytes, wire_bytes,
+ * unique_bytes_total, unique_bytes_stored, manifests_total,
+ * manifests_local, manifests_changed, rest_bytes, wire_bytes,
  * dedup_savings_bytes (bytes_total - unique_bytes_total),
  * compression_savings_bytes (unique_bytes_stored - rest_bytes),
  * mismatches, retries, failures, rate_now, rate_avg, eta_s, elapsed_s.

@@ -368,9 +368,20 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 		      sizeof(eta));
 	snprintf(lines[k++], 512, "%11s / %-11s %5.1f%%  %12s  %9s ETA  [%s]",
 		 a, b, p, rate, eta, bar);
-	snprintf(lines[k++], 512,
-		 "files          %" PRIu64 " of %" PRIu64 " hydrated",
-		 st->files_hydrated, st->files_total);
+	/* Pending files' manifests on the same line: the line count of a
+	 * --watch redraw stays fixed. */
+	if (st->manifests_total)
+		snprintf(lines[k++], 512,
+			 "files          %" PRIu64 " of %" PRIu64
+			 " hydrated (manifests: %" PRIu64 " of %" PRIu64
+			 " local, %" PRIu64 " changed at the source)",
+			 st->files_hydrated, st->files_total,
+			 st->manifests_local, st->manifests_total,
+			 st->manifests_changed);
+	else
+		snprintf(lines[k++], 512,
+			 "files          %" PRIu64 " of %" PRIu64 " hydrated",
+			 st->files_hydrated, st->files_total);
 	fmt_bytes(st->unique_bytes_stored, a, sizeof(a));
 	fmt_bytes(st->unique_bytes_total, b, sizeof(b));
 	snprintf(lines[k++], 512,

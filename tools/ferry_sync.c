@@ -104,7 +104,7 @@ static void human(uint64_t v, char *buf, size_t cap)
 static void on_progress(void *arg, const struct hyd_status *st)
 {
 	struct cli *c = arg;
-	char done[32], rate[32], eta[32];
+	char done[32], rate[32], eta[32], man[64] = "";
 	uint64_t num, den;
 	double pct, dt, r = 0;
 	int phase = st->state == HYD_STATE_BACKFILLING;
@@ -130,11 +130,16 @@ static void on_progress(void *arg, const struct hyd_status *st)
 	human(num, done, sizeof(done));
 	human((uint64_t)r, rate, sizeof(rate));
 	ferry_fmt_hms(st->eta_s, eta, sizeof(eta));
+	/* Pending files: how many manifests are here, while any is not (the
+	 * chunk total grows as they come). */
+	if (st->manifests_local < st->manifests_total)
+		snprintf(man, sizeof(man), " manifests=%" PRIu64 "/%" PRIu64,
+			 st->manifests_local, st->manifests_total);
 	if (phase)
 		printf("\r%14s %3.0f%% %10s/s %10s  fetch chunks=%" PRIu64
-		       "/%" PRIu64 "\033[K",
+		       "/%" PRIu64 "%s\033[K",
 		       done, pct, rate, eta, st->chunks_stored,
-		       st->chunks_total);
+		       st->chunks_total, man);
 	else
 		printf("\r%14s %3.0f%% %10s/s %10s  write files=%" PRIu64
 		       "\033[K",

@@ -21,6 +21,27 @@
  *            frame bad twice) or a full disk make the next pass wait
  *            (1 s doubling to 30 s, state STALLED); otherwise the next
  *            census follows at once and confirms what the pass did.
+ * Pending files (catalog format 2): a file whose manifest is not local
+ * makes the pass fetch its segment's manifests (ino / 1024, then the big
+ * ones on their own: hyd_manifest_segment) and carry on with the file.
+ * A segment the source has not hashed by manifest_wait_ms leaves every
+ * missing manifest to the next pass (the source hashes in ino order, so
+ * later segments are not ready either); files whose manifest is local
+ * still go on. Any other failure skips that segment's files for the pass
+ * and counts as a failed pass. At the end of a pass, manifests still
+ * missing that no file asked for (empty files, which need none to be
+ * read, or inos no directory names) are fetched by segment too. The run
+ * is COMPLETE only when a census
+ * finds no chunk missing and no manifest missing; a file whose source
+ * changed before it was hashed has no manifest in this generation and is
+ * left out (a warning at completion says how many).
+ * Totals as manifests arrive: the census counts the distinct ids of the
+ * manifests local then (a recount at every census); a pass then counts
+ * each chunk of a manifest that was missing at the census as it comes to
+ * it — one more in chunks_total, and in chunks_stored too when stored
+ * already, else once its flight lands. A chunk those new manifests share
+ * with each other or with older ones may be counted twice until the next
+ * census; chunks_stored never passes chunks_total.
  * Outcomes arrive through the fetcher's done hook (called under the flight
  * table's lock, so it only counts and signals). The state is STALLED while
  * the disk is full, while backing off after failures, or while flights are
@@ -30,6 +51,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +76,11 @@
 #define PROBE_WINDOW 4u
 #define YIELD_NS 10000000L /* 10 ms naps while someone browses */
 #define YIELD_EVERY 256u   /* census rows between browse checks */
+/* How long a segment's manifests may take by default: a server that is
+ * still hashing holds each request up to its ?wait=; past this the pass
+ * goes on. */
+#define MANIFEST_WAIT_MS_DEFAULT 15000u
+#define MISSING_PAGE 1024u /* pending inos per cat_pending_missing call */
 
 struct hyd_backfill {
 	struct hyd_backfill_config cfg;
@@ -71,6 +98,7 @@ struct hyd_backfill {
 	int complete;
 	uint64_t last_progress_ns;
 	uint64_t chunks_total, chunks_stored, bytes_total, bytes_stored;
+	uint64_t manifests_total, manifests_missing;
 	uint64_t passes;
 	char last_error[256];
 	uint64_t opened[OPENED_RING];
@@ -85,6 +113,15 @@ struct hyd_backfill {
 	/* scheduler thread only */
 	struct hyd_bf_files files;
 	uint8_t *done;
+	/* pending inos whose manifest was not local at the last census,
+	 * ascending: their chunks are counted as the pass meets them */
+	uint64_t *fresh;
+	size_t nfresh, capfresh;
+	int manifests_waiting; /* a segment not hashed yet: no more
+				* manifest fetches this pass */
+	int seg_failed_set;
+	uint64_t seg_failed; /* its files are skipped this pass */
+	uint64_t changed_pass, changed_last; /* files the source changed */
 	uint64_t next_sample_ns, next_persist_ns, next_log_ns;
 	uint64_t persisted;
 	pthread_t th;
@@ -206,20 +243,25 @@ static double rate_now_locked(hyd_backfill *bf)
 
 static void log_progress(hyd_backfill *bf, const struct hyd_fetch_stats *fs)
 {
-	char err[256];
+	char err[256], man[64] = "";
 	enum hyd_state s;
 	double rate;
 
 	pthread_mutex_lock(&bf->lock);
 	s = state_locked(bf, fs, err, sizeof(err));
 	rate = rate_now_locked(bf);
+	/* Local of all pending manifests, as of the last census. */
+	if (bf->manifests_total)
+		snprintf(man, sizeof(man), " manifests=%" PRIu64 "/%" PRIu64,
+			 bf->manifests_total - bf->manifests_missing,
+			 bf->manifests_total);
 	base_info("backfill state=%s chunks=%" PRIu64 "/%" PRIu64
-		  " bytes=%" PRIu64 "/%" PRIu64 " queued=%" PRIu64
+		  " bytes=%" PRIu64 "/%" PRIu64 "%s queued=%" PRIu64
 		  " wire_bytes=%" PRIu64 " rate=%.0f chunks_fetched=%" PRIu64
 		  " batches=%" PRIu64 " retries=%" PRIu64 " mismatches=%" PRIu64
 		  " failures=%" PRIu64 " last_error=\"%s\"",
 		  hyd_state_name(s), bf->chunks_stored, bf->chunks_total,
-		  bf->bytes_stored, bf->bytes_total, bf->outstanding,
+		  bf->bytes_stored, bf->bytes_total, man, bf->outstanding,
 		  bf->wire_base + fs->wire_bytes, rate, fs->chunks, fs->batches,
 		  fs->retries, fs->mismatches, fs->failures, err);
 	bf->logged_state = s;
@@ -318,12 +360,67 @@ static int census_one(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	return stopped(cs->bf) ? 1 : 0;
 }
 
-/* Count what is stored. Returns how many chunks are missing, or -errno. */
+/* The pending inos whose manifest the overlay lacks, into bf->fresh. */
+static int fresh_list(hyd_backfill *bf)
+{
+	uint64_t *nv, after = 0;
+	size_t n;
+	int r;
+
+	bf->nfresh = 0;
+	for (;;) {
+		if (bf->capfresh - bf->nfresh < MISSING_PAGE) {
+			nv = realloc(bf->fresh, (bf->capfresh + MISSING_PAGE) *
+						    sizeof(*nv));
+			if (!nv)
+				return -ENOMEM;
+			bf->fresh = nv;
+			bf->capfresh += MISSING_PAGE;
+		}
+		r = cat_pending_missing(bf->cfg.cat, after,
+					bf->fresh + bf->nfresh, MISSING_PAGE,
+					&n);
+		if (r < 0)
+			return r;
+		bf->nfresh += n;
+		if (n < MISSING_PAGE)
+			return 0;
+		after = bf->fresh[bf->nfresh - 1];
+	}
+}
+
+/* Was ino's manifest missing at the last census? */
+static int is_fresh(const hyd_backfill *bf, uint64_t ino)
+{
+	size_t lo = 0, hi = bf->nfresh, m;
+
+	while (lo < hi) {
+		m = lo + (hi - lo) / 2;
+		if (bf->fresh[m] < ino)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo < bf->nfresh && bf->fresh[lo] == ino;
+}
+
+/* Count what is stored, over every manifest that is local now, and list
+ * the pending manifests that are not (the recount that keeps the totals
+ * honest as manifests arrive). Returns how many chunks are missing, or
+ * -errno. */
 static int64_t census(hyd_backfill *bf)
 {
 	struct census cs = {.bf = bf};
+	struct cat_meta meta;
 	int r;
 
+	cat_reader_meta(bf->cfg.cat, &meta);
+	/* Missing manifests first: one that lands between the two steps is
+	 * then counted by the chunk walk and also fresh, which only counts
+	 * its chunks once more (the safe side), never not at all. */
+	r = meta.pending ? fresh_list(bf) : 0;
+	if (r < 0)
+		return r;
 	r = cat_chunks_each(bf->cfg.cat, census_one, &cs);
 	if (r < 0)
 		return r;
@@ -334,8 +431,24 @@ static int64_t census(hyd_backfill *bf)
 	bf->chunks_stored = cs.stored;
 	bf->bytes_total = cs.bytes_total;
 	bf->bytes_stored = cs.bytes_stored;
+	bf->manifests_total = meta.pending;
+	bf->manifests_missing = bf->nfresh;
 	pthread_mutex_unlock(&bf->lock);
 	return (int64_t)(cs.total - cs.stored);
+}
+
+/* One chunk of a manifest that arrived after the census, counted when the
+ * pass meets it (stored: it is in the store already). */
+static void count_fresh(hyd_backfill *bf, uint32_t len, int stored)
+{
+	pthread_mutex_lock(&bf->lock);
+	bf->chunks_total++;
+	bf->bytes_total += len;
+	if (stored) {
+		bf->chunks_stored++;
+		bf->bytes_stored += len;
+	}
+	pthread_mutex_unlock(&bf->lock);
 }
 
 /* No room for one more flight of len bytes? Lock held. After a full disk
@@ -350,17 +463,22 @@ static int window_full(hyd_backfill *bf, uint32_t len)
 		bf->outstanding_bytes + len > bf->cfg.window_bytes);
 }
 
-/* Ask for one chunk unless stored, once the window has room. Returns 0,
- * -ECANCELED (stopping), -ENOSPC (the disk filled up: end the pass). */
-static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c)
+/* Ask for one chunk unless stored, once the window has room. fresh: it
+ * belongs to a manifest that was not local at the census, so the totals
+ * count it now. Returns 0, -ECANCELED (stopping), -ENOSPC (the disk
+ * filled up: end the pass). */
+static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c, int fresh)
 {
 	struct hyd_flight *fl = NULL;
 	int r;
 
 	if (!c->len || c->len > bf->cfg.max_raw)
 		return 0;
-	if (hyd_store_has(bf->cfg.store, &c->id) == 1)
+	if (hyd_store_has(bf->cfg.store, &c->id) == 1) {
+		if (fresh)
+			count_fresh(bf, c->len, 1);
 		return 0;
+	}
 	pthread_mutex_lock(&bf->lock);
 	while (!stopped(bf) && !bf->nospc && window_full(bf, c->len)) {
 		pthread_mutex_unlock(&bf->lock);
@@ -390,8 +508,14 @@ static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c)
 		bf->outstanding_bytes -= c->len;
 		bf->submitted--;
 		pthread_mutex_unlock(&bf->lock);
+		if (fresh)
+			count_fresh(bf, c->len, 1);
 		return 0;
 	}
+	/* Created or joined: the done hook counts it stored when it lands
+	 * (once per flight), so the total counts it now. */
+	if (r >= 0 && fresh)
+		count_fresh(bf, c->len, 0);
 	if (r == 0) {
 		/* Joined a flight already on its way (the same chunk earlier
 		 * in this file or a neighbour, or a read's): not a new ask. */
@@ -413,6 +537,67 @@ static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c)
 	return 0;
 }
 
+/* A failure of the pass that is not a chunk's: the pass ends STALLED and
+ * is retried after a backoff. */
+static void pass_failed(hyd_backfill *bf, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void pass_failed(hyd_backfill *bf, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&bf->lock);
+	bf->failed_pass++;
+	va_start(ap, fmt);
+	vsnprintf(bf->last_error, sizeof(bf->last_error), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&bf->lock);
+}
+
+/* Make the manifest of pending file ino local with the rest of its
+ * segment. 0 when it is, 1 when the file is left for a later pass (the
+ * source is still hashing, or the segment failed: logged by the manifest
+ * fetcher), -ECANCELED. */
+static int file_manifest(hyd_backfill *bf, uint64_t ino)
+{
+	uint64_t seg = ino / HYD_MANIFEST_SEG_INOS;
+	size_t files = 0;
+	int r;
+
+	if (!bf->cfg.manifest) {
+		pass_failed(bf, "manifests of pending files are not local and "
+				"there is no manifest fetcher");
+		return 1;
+	}
+	if (bf->manifests_waiting ||
+	    (bf->seg_failed_set && bf->seg_failed == seg))
+		return 1;
+	tick(bf);
+	r = hyd_manifest_segment(
+	    bf->cfg.manifest, bf->cfg.cat, seg,
+	    base_now_ns() + (uint64_t)bf->cfg.manifest_wait_ms * 1000000ull,
+	    &bf->stop, &files);
+	tick(bf);
+	if (r == 0) {
+		base_debug("backfill manifests segment=%" PRIu64 " files=%zu",
+			   seg, files);
+		return 0;
+	}
+	if (r == -ECANCELED)
+		return r;
+	if (r == -EAGAIN) {
+		/* Hashed in ino order: the next segments are not ready
+		 * either. Files with local manifests go on. */
+		bf->manifests_waiting = 1;
+		return 1;
+	}
+	bf->seg_failed_set = 1;
+	bf->seg_failed = seg;
+	pass_failed(bf, "manifests of segment %" PRIu64 ": %s", seg,
+		    strerrordesc_np(-r));
+	return 1;
+}
+
 /* Every missing chunk of file idx. */
 static int do_file(hyd_backfill *bf, size_t idx)
 {
@@ -420,12 +605,26 @@ static int do_file(hyd_backfill *bf, size_t idx)
 	struct cat_chunk cs[STEP_CHUNKS];
 	uint64_t off = 0;
 	size_t n, i;
-	int r;
+	int r, fresh = -1, fetched = 0;
 
 	bf->done[idx / 8] |= (uint8_t)(1u << (idx % 8));
 	while (off < fi->size) {
 		r = cat_chunks_range(bf->cfg.cat, fi->ino, off, fi->size - off,
 				     cs, STEP_CHUNKS, &n);
+		if (r == -EAGAIN && !fetched) {
+			/* A pending file whose manifest is not local. */
+			fetched = 1;
+			r = file_manifest(bf, fi->ino);
+			if (r == 0)
+				continue;
+			return r < 0 ? r : 0;
+		}
+		if (r == -ESTALE) {
+			/* No manifest in this generation: nothing to fetch;
+			 * reads of it fail and say why. */
+			bf->changed_pass++;
+			return 0;
+		}
 		if (r < 0 || n == 0) {
 			/* The read path reports such a file when it is read;
 			 * here it is only skipped. */
@@ -434,8 +633,10 @@ static int do_file(hyd_backfill *bf, size_t idx)
 				   fi->ino);
 			return 0;
 		}
+		if (fresh < 0)
+			fresh = is_fresh(bf, fi->ino);
 		for (i = 0; i < n; i++) {
-			r = submit_chunk(bf, &cs[i]);
+			r = submit_chunk(bf, &cs[i], fresh);
 			if (r < 0)
 				return r;
 		}
@@ -481,12 +682,42 @@ static int do_opened(hyd_backfill *bf)
 	return 1;
 }
 
+/* The manifests no file of the pass asked for, segment by segment. */
+static int sweep_manifests(hyd_backfill *bf)
+{
+	uint64_t after = 0, ino, seg_end;
+	size_t n;
+	int r;
+
+	while (!bf->manifests_waiting) {
+		if (stopped(bf))
+			return -ECANCELED;
+		r = cat_pending_missing(bf->cfg.cat, after, &ino, 1, &n);
+		if (r < 0 || n == 0)
+			return 0; /* the next census says it again */
+		r = file_manifest(bf, ino);
+		if (r < 0)
+			return r;
+		if (!bf->cfg.manifest)
+			return 0;
+		/* Done or failed, the rest of this segment was its answer. */
+		seg_end =
+		    (ino / HYD_MANIFEST_SEG_INOS + 1) * HYD_MANIFEST_SEG_INOS -
+		    1;
+		after = seg_end > ino ? seg_end : ino;
+	}
+	return 0;
+}
+
 static int run_pass(hyd_backfill *bf)
 {
 	size_t k = 0, idx;
 	int r;
 
 	memset(bf->done, 0, (bf->files.n + 7) / 8);
+	bf->manifests_waiting = 0;
+	bf->seg_failed_set = 0;
+	bf->changed_pass = 0;
 	while (k < bf->files.n) {
 		if (stopped(bf))
 			return -ECANCELED;
@@ -503,7 +734,7 @@ static int run_pass(hyd_backfill *bf)
 		if (r < 0)
 			return r;
 	}
-	return 0;
+	return sweep_manifests(bf);
 }
 
 static void drain(hyd_backfill *bf)
@@ -553,10 +784,17 @@ static void backfill_run(hyd_backfill *bf)
 	while (!stopped(bf)) {
 		yield_to_browsing(bf);
 		missing = census(bf);
-		if (missing == 0) {
+		if (missing == 0 && bf->nfresh == 0) {
 			pthread_mutex_lock(&bf->lock);
 			bf->complete = 1;
 			pthread_mutex_unlock(&bf->lock);
+			if (bf->changed_last)
+				base_warn("backfill complete without files "
+					  "whose source changed before their "
+					  "manifest was made (reads of them "
+					  "fail; a newer generation has them) "
+					  "files=%" PRIu64,
+					  bf->changed_last);
 			return;
 		}
 		if (missing < 0 && missing != -ECANCELED)
@@ -571,6 +809,7 @@ static void backfill_run(hyd_backfill *bf)
 		base_debug("backfill pass=%" PRIu64 " missing=%" PRId64,
 			   bf->passes, missing);
 		run_pass(bf);
+		bf->changed_last = bf->changed_pass;
 		drain(bf);
 		pthread_mutex_lock(&bf->lock);
 		bad = bf->failed_pass || bf->nospc;
@@ -631,6 +870,8 @@ int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret)
 		bf->cfg.window = WINDOW_DEFAULT;
 	if (!bf->cfg.window_bytes)
 		bf->cfg.window_bytes = WINDOW_BYTES_DEFAULT;
+	if (!bf->cfg.manifest_wait_ms)
+		bf->cfg.manifest_wait_ms = MANIFEST_WAIT_MS_DEFAULT;
 	pthread_mutex_init(&bf->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -693,6 +934,7 @@ void hyd_backfill_free(hyd_backfill *bf)
 	hyd_backfill_stop(bf);
 	hyd_bf__files_free(&bf->files);
 	free(bf->done);
+	free(bf->fresh);
 	pthread_cond_destroy(&bf->cond);
 	pthread_mutex_destroy(&bf->lock);
 	free(bf);
@@ -740,6 +982,8 @@ void hyd_backfill_stats(hyd_backfill *bf, struct hyd_backfill_stats *ret)
 	ret->chunks_stored = bf->chunks_stored;
 	ret->bytes_total = bf->bytes_total;
 	ret->bytes_stored = bf->bytes_stored;
+	ret->manifests_total = bf->manifests_total;
+	ret->manifests_missing = bf->manifests_missing;
 	ret->queued = bf->outstanding;
 	ret->submitted = bf->submitted;
 	ret->failed = bf->failed;
@@ -762,18 +1006,24 @@ void hyd_backfill_live(void *arg, struct hyd_status *st)
 	hyd_backfill_stats(bf, &bs);
 	hyd_fetch_stats(bf->cfg.fetch, &fs);
 	st->state = bs.state;
-	/* What the cache says wins over a census that may be older. */
+	/* What the cache says wins over a census that may be older; with
+	 * manifests still missing its chunk totals are not the whole. */
 	if (st->chunks_total && st->chunks_stored >= st->chunks_total &&
+	    st->manifests_local >= st->manifests_total &&
 	    bs.state != HYD_STATE_STALLED)
 		st->state = HYD_STATE_COMPLETE;
 	/* Complete means a census just found every chunk stored; the
-	 * cache's numbers may be from a little earlier: make them agree. */
+	 * cache's numbers may be from a little earlier: make them agree
+	 * (files only when none lacks a manifest for good: those are never
+	 * hydrated). */
 	if (bs.state == HYD_STATE_COMPLETE && bs.chunks_total &&
 	    bs.chunks_total == st->chunks_total) {
 		st->chunks_stored = st->chunks_total;
 		st->unique_bytes_stored = st->unique_bytes_total;
-		st->files_hydrated = st->files_total;
-		st->bytes_hydrated = st->bytes_total;
+		if (!st->manifests_changed) {
+			st->files_hydrated = st->files_total;
+			st->bytes_hydrated = st->bytes_total;
+		}
 	}
 	snprintf(st->last_error, sizeof(st->last_error), "%s", bs.last_error);
 	st->pid = (long)getpid();

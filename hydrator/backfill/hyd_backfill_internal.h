@@ -3,7 +3,9 @@
  *
  * Once mounted, one scheduler thread walks the catalog and asks the
  * fetcher (at HYD_PRIO_BACKFILL, so always after demand reads and
- * readahead) for every chunk the store does not have, keeping a bounded
+ * readahead) for every chunk the store does not have — for a pending file
+ * of a format 2 catalog whose manifest is not local yet, after fetching
+ * the manifests of its segment (hyd_manifest_segment) — keeping a bounded
  * number of flights outstanding. Order: the files of directories users
  * opened something in, then catalog (inode) order, the scan's depth-first
  * order, which is the order a sequential reader of the tree visits. The store
@@ -28,16 +30,23 @@
 
 #include "catalog/catalog.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/fetch/hyd_manifest_internal.h"
 #include "hydrator/store/hyd_store_internal.h"
 #include "hydrator/hydrator.h"
 
 typedef struct hyd_backfill hyd_backfill;
 
 struct hyd_backfill_config {
-	cat_reader *cat;       /* borrowed until free; best a reader of its own
-				* (the walk then never waits on FUSE's) */
-	hyd_store *store;      /* borrowed */
-	hyd_fetch *fetch;      /* borrowed; must outlive hyd_backfill_stop */
+	cat_reader *cat;  /* borrowed until free; best a reader of its own
+			   * (the walk then never waits on FUSE's) */
+	hyd_store *store; /* borrowed */
+	hyd_fetch *fetch; /* borrowed; must outlive hyd_backfill_stop */
+	/* borrowed, like fetch; NULL when nothing is pending (a pending
+	 * manifest that is not local is then a failure of the pass) */
+	hyd_manifest *manifest;
+	/* How long one segment's manifests may keep a pass waiting for the
+	 * source's hashing before the pass goes on without them; 0: 15 s */
+	unsigned manifest_wait_ms;
 	uint32_t max_raw;      /* the catalog's max chunk size */
 	int enabled;	       /* 0 (--no-backfill): no walk; rates, status
 				* and wire byte persistence still work */
@@ -49,9 +58,14 @@ struct hyd_backfill_config {
 
 struct hyd_backfill_stats {
 	enum hyd_state state;
-	uint64_t chunks_total;	/* distinct chunk ids of the catalog */
-	uint64_t chunks_stored; /* of them, in the store (at the last census,
-				 * plus what backfill stored since) */
+	uint64_t chunks_total;	  /* distinct chunk ids of the catalog's local
+				   * manifests at the last census, plus the
+				   * chunks of manifests fetched since (counted
+				   * as they arrive, see hyd_backfill.c) */
+	uint64_t chunks_stored;	  /* of them, in the store (at the last census,
+				   * plus what backfill stored since) */
+	uint64_t manifests_total; /* pending files of the catalog */
+	uint64_t manifests_missing; /* of them, not local at the last census */
 	uint64_t bytes_total, bytes_stored; /* their raw bytes */
 	uint64_t queued;		    /* backfill flights outstanding */
 	uint64_t submitted; /* new backfill flights (not joins), this run */

@@ -447,8 +447,25 @@ out:
 	return r;
 }
 
-/* Newest cached generation (0: none). With remove set, delete them all:
- * they came from another URL and must never stand in for this one. */
+/* 1 when name is a manifest overlay of a cached catalog or one of
+ * SQLite's files beside it: "GEN.overlay.db", "-wal", "-shm". */
+static int is_overlay_name(const char *name)
+{
+	static const char *const sfx[] = {".overlay.db", ".overlay.db-wal",
+					  ".overlay.db-shm"};
+	size_t digits = strspn(name, "0123456789");
+
+	if (digits == 0 || name[0] == '0')
+		return 0;
+	for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++)
+		if (!strcmp(name + digits, sfx[i]))
+			return 1;
+	return 0;
+}
+
+/* Newest cached generation (0: none). With remove set, delete them all,
+ * with their manifest overlays: they came from another URL and must never
+ * stand in for this one. */
 static uint64_t cached_newest(const struct hyd_cf *f, int remove)
 {
 	struct dirent *de;
@@ -459,6 +476,11 @@ static uint64_t cached_newest(const struct hyd_cf *f, int remove)
 	if (!d)
 		return 0;
 	while ((de = readdir(d)) != NULL) {
+		if (remove && is_overlay_name(de->d_name) &&
+		    cf_path(f, p, sizeof(p), de->d_name) == 0) {
+			unlink(p);
+			continue;
+		}
 		g = hyd_cache_catalog_gen(de->d_name);
 		if (g == 0)
 			continue;

@@ -139,6 +139,35 @@ int hyd_open_catalog(struct hyd_open *o, long connect_timeout_s)
 		return -ENAMETOOLONG;
 	}
 	memcpy(o->catpath, res.path, strlen(res.path) + 1);
+	return hyd_open_local(o);
+}
+
+/* The overlay of a catalog with pending files: created on first use, so
+ * every reader can attach it (attaching needs the file to exist). */
+static int open_overlay(struct hyd_open *o)
+{
+	int r;
+
+	r = hyd_cache_overlay_path(o->catpath, o->ovpath, sizeof(o->ovpath));
+	if (r == 0)
+		r = cat_overlay_open(o->ovpath, &o->ov);
+	if (r == 0)
+		r = cat_reader_attach_overlay(o->cat, o->ovpath);
+	if (r == -EBADMSG)
+		base_error("not a ferry manifest overlay (remove it and it is "
+			   "fetched again) path=%s",
+			   o->ovpath);
+	else if (r < 0)
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot open the manifest overlay path=%s",
+			     o->ovpath);
+	return r;
+}
+
+int hyd_open_local(struct hyd_open *o)
+{
+	int r;
+
 	r = cat_reader_open(o->catpath, &o->cat);
 	if (r == -EBADMSG)
 		base_error("not a valid ferry catalog path=%s", o->catpath);
@@ -148,14 +177,35 @@ int hyd_open_catalog(struct hyd_open *o, long connect_timeout_s)
 	if (r < 0)
 		return r;
 	cat_reader_meta(o->cat, &o->meta);
-	hyd_store_set_max_raw(o->store, o->meta.params.max);
+	if (o->store)
+		hyd_store_set_max_raw(o->store, o->meta.params.max);
+	o->ovpath[0] = '\0';
+	if (o->meta.pending > 0)
+		return open_overlay(o);
 	return 0;
+}
+
+int hyd_open_reader(const struct hyd_open *o, cat_reader **ret)
+{
+	int r;
+
+	r = cat_reader_open(o->catpath, ret);
+	if (r == 0 && o->ovpath[0]) {
+		r = cat_reader_attach_overlay(*ret, o->ovpath);
+		if (r < 0) {
+			cat_reader_close(*ret);
+			*ret = NULL;
+		}
+	}
+	return r;
 }
 
 void hyd_open_close(struct hyd_open *o)
 {
 	cat_reader_close(o->cat);
 	o->cat = NULL;
+	cat_overlay_close(o->ov);
+	o->ov = NULL;
 	hyd_store_close(o->store);
 	o->store = NULL;
 }

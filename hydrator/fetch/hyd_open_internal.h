@@ -6,9 +6,11 @@
  * cache directory is the one given or the URL's default, created 0700 and
  * made absolute; the chunk store is opened (its lock); the catalog is
  * fetched (or, with the server unreachable, the newest cached one of the
- * same URL is used) and opened. Each step logs one line naming what failed
- * and returns -errno, so a caller only stops. Blocking; before any thread
- * or event loop starts.
+ * same URL is used) and opened; when it lists pending files (format 2),
+ * their manifest overlay CACHEDIR/catalogs/GEN.overlay.db is created or
+ * opened beside it and attached to the reader. Each step logs one line naming
+ * what failed and returns -errno, so a caller only stops. Blocking; before any
+ * thread or event loop starts.
  */
 #ifndef FERRY_HYD_OPEN_INTERNAL_H
 #define FERRY_HYD_OPEN_INTERNAL_H
@@ -28,6 +30,11 @@ struct hyd_open {
 	hyd_store *store;		 /* owned; hyd_open_close closes */
 	cat_reader *cat;		 /* owned; hyd_open_close closes */
 	struct cat_meta meta;		 /* of cat */
+	/* Only when meta.pending > 0 (else "" and NULL): the manifest
+	 * overlay beside the catalog, its writer (owned; hyd_open_close
+	 * closes), attached to cat and to every hyd_open_reader. */
+	char ovpath[PATH_MAX];
+	cat_overlay *ov;
 	int from_cache; /* the server was unreachable: cached catalog */
 };
 
@@ -50,7 +57,19 @@ int hyd_open_store(struct hyd_open *o);
  * 0 or -errno (logged). */
 int hyd_open_catalog(struct hyd_open *o, long connect_timeout_s);
 
-/* Close the catalog and the store; o keeps its names. */
+/* Open the catalog at o->catpath (already fetched) into o->cat with its
+ * meta, and when it has pending files the overlay (o->ovpath, o->ov,
+ * created when missing) attached to it. hyd_open_catalog ends with this;
+ * a daemon calls it again after fork (SQLite connections must not cross
+ * one). 0 or -errno (logged). */
+int hyd_open_local(struct hyd_open *o);
+
+/* Another reader of o's catalog (for a thread of its own), with the
+ * overlay attached when there is one. 0 or -errno (not logged: the
+ * caller says what the reader was for). The caller closes *ret. */
+int hyd_open_reader(const struct hyd_open *o, cat_reader **ret);
+
+/* Close the catalog, the overlay and the store; o keeps its names. */
 void hyd_open_close(struct hyd_open *o);
 
 #endif

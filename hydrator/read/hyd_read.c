@@ -22,9 +22,17 @@
  * priority. A miss looks in the store once: the flight stamp taken before
  * the look tells the submit whether to look again.
  *
+ * A pending file of a format 2 catalog has its manifest in the overlay
+ * once fetched; until then the catalog says -EAGAIN, and the read asks
+ * for that file's manifest alone (hyd_manifest_file: the first byte waits
+ * for this file's hashing only, and every reader of the file shares the
+ * one request), then asks the catalog again. The read's deadline covers
+ * the manifest and the chunks together.
+ *
  * Whatever cannot be served verified is -EIO: a manifest with a gap, a
- * chunk whose length disagrees with the catalog, a failed fetch. Wrong
- * bytes are never an option.
+ * chunk whose length disagrees with the catalog, a failed fetch, a
+ * manifest that could not be fetched, or none because the source changed
+ * before it was hashed (-ESTALE). Wrong bytes are never an option.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -317,10 +325,9 @@ static size_t window_find(const struct hyd_read_open *of, uint64_t off)
 /* Manifest rows overlapping [cur, end), at most cap, into cs: from the
  * open file's window (refilled from the catalog when it does not hold
  * cur), or straight from the catalog when there is no open file. */
-static int manifest_rows(const struct hyd_read_ctx *rc,
-			 struct hyd_read_open *of, uint64_t ino, uint64_t cur,
-			 uint64_t end, struct cat_chunk *cs, size_t cap,
-			 size_t *ret_n)
+static int rows_once(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
+		     uint64_t ino, uint64_t cur, uint64_t end,
+		     struct cat_chunk *cs, size_t cap, size_t *ret_n)
 {
 	size_t i, n = 0;
 	int r = 0;
@@ -355,6 +362,48 @@ out:
 	return r;
 }
 
+/* rows_once, and for a pending file whose manifest is not local yet
+ * (-EAGAIN), that manifest fetched by deadline and the rows asked for
+ * again. The fetch runs without of->mu: other readers of the file wait in
+ * the fetcher's single flight, each with its own deadline. *ret_why says
+ * what failed. */
+static int manifest_rows(const struct hyd_read_ctx *rc,
+			 struct hyd_read_open *of, uint64_t ino, uint64_t cur,
+			 uint64_t end, struct cat_chunk *cs, size_t cap,
+			 size_t *ret_n, uint64_t deadline, const char **ret_why)
+{
+	int r;
+
+	*ret_why = "bad chunk manifest";
+	r = rows_once(rc, of, ino, cur, end, cs, cap, ret_n);
+	if (r == -EAGAIN && rc->manifest) {
+		r = hyd_manifest_file(rc->manifest, rc->cat, ino, deadline,
+				      NULL);
+		if (r < 0) {
+			*ret_why = r == -EAGAIN
+				       ? "manifest not made by the source "
+					 "before the deadline"
+				   : r == -ESTALE
+				       ? "generation superseded: no manifest "
+					 "(remount to follow)"
+				   : r == -EBADMSG
+				       ? "manifest from the server fails its "
+					 "checks"
+				       : "cannot fetch the manifest";
+			return r;
+		}
+		r = rows_once(rc, of, ino, cur, end, cs, cap, ret_n);
+	}
+	if (r == -EAGAIN)
+		*ret_why = rc->manifest
+			       ? "manifest still not local after its fetch"
+			       : "manifest not local, and no manifest fetcher";
+	else if (r == -ESTALE)
+		*ret_why = "the source changed before its manifest was made: "
+			   "no manifest in this generation";
+	return r;
+}
+
 static int read_range(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 		      uint64_t ino, uint64_t file_size, uint64_t off,
 		      size_t len, struct hyd_read_iov *rv)
@@ -380,12 +429,10 @@ static int read_range(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 	}
 	deadline = base_now_ns() + rc->timeout_ns;
 	for (cur = off; cur < end;) {
-		r = manifest_rows(rc, of, ino, cur, end, cs, HYD_READ_BATCH,
-				  &n);
-		if (r < 0) {
-			why = "bad chunk manifest";
+		r = manifest_rows(rc, of, ino, cur, end, cs, HYD_READ_BATCH, &n,
+				  deadline, &why);
+		if (r < 0)
 			goto out;
-		}
 		r = n ? plan_batch(cs, n, cur, end, rv->n, slots) : 0;
 		if (r <= 0) {
 			why = "manifest does not cover the file";
@@ -571,6 +618,7 @@ void hyd_read_ahead(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 {
 	struct cat_chunk cs[HYD_AHEAD_ROWS];
 	uint64_t a = 0, b = 0, deadline = 0;
+	const char *why;
 	size_t n = 0, i;
 
 	if (!len || off >= of->size)
@@ -578,8 +626,12 @@ void hyd_read_ahead(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 	if (!ahead_plan(of, off, off + len, &a, &b))
 		return;
 	while (a < b) {
-		if (manifest_rows(rc, of, of->ino, a, b, cs, HYD_AHEAD_ROWS,
-				  &n) < 0 ||
+		/* The read before this one made the manifest local; should it
+		 * not be, the fetch gets the read's own timeout. */
+		if (!deadline)
+			deadline = base_now_ns() + rc->timeout_ns;
+		if (manifest_rows(rc, of, of->ino, a, b, cs, HYD_AHEAD_ROWS, &n,
+				  deadline, &why) < 0 ||
 		    !n)
 			return;
 		/* The first row may start before a: decoded already, or

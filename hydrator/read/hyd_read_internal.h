@@ -3,7 +3,9 @@
  * small cache of decoded chunks.
  *
  * The read path (hyd_read.c) turns [off, off+len) of a regular file into
- * bytes: chunk manifest from the catalog, each chunk from the decoded-chunk
+ * bytes: chunk manifest from the catalog (for a pending file of a format 2
+ * catalog, from the manifest overlay, fetched first through the per-file
+ * endpoint when it is not local yet), each chunk from the decoded-chunk
  * cache, else the store, else the fetcher (all missing chunks of a request
  * are submitted first, then waited for, so they travel in parallel). Every
  * byte it returns has passed chunk_id_verify. Nothing here knows FUSE.
@@ -18,6 +20,7 @@
 
 #include "catalog/catalog.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/fetch/hyd_manifest_internal.h"
 #include "hydrator/store/hyd_store_internal.h"
 
 /* ---- decoded-chunk cache (hyd_read_cache.c); any thread ---- */
@@ -80,8 +83,12 @@ struct hyd_read_ctx {
 	hyd_store *store;      /* borrowed */
 	hyd_fetch *fetch;      /* borrowed */
 	hyd_read_cache *cache; /* borrowed; may be NULL */
-	uint32_t max_raw;      /* the catalog's max chunk size */
-	uint64_t timeout_ns;   /* per-read deadline for fetches */
+	/* borrowed; may be NULL (nothing pending, or offline): a pending
+	 * file whose manifest is not local then reads EIO */
+	hyd_manifest *manifest;
+	uint32_t max_raw;    /* the catalog's max chunk size */
+	uint64_t timeout_ns; /* per-read deadline for fetches, manifests
+			      * included */
 };
 
 /* Chunks decoded ahead of a sequential reader, past the end of its read. */
@@ -116,10 +123,13 @@ void hyd_read_open_unref(struct hyd_read_open *of);
 /* Read up to len bytes at off of regular file ino of size file_size into
  * out (room for len bytes). Reads at or past the end give *ret_len == 0.
  * Blocks until the chunks are there: a FUSE worker thread, never the loop.
- * Returns 0 with *ret_len set, or -EIO when the bytes cannot be served
- * verified (manifest that does not cover the file, a fetch that failed or
- * ran out of time, a bad catalog row), -ENOMEM. Failures are logged here,
- * once, with the file and the chunk. */
+ * A pending file's manifest is fetched first when it is not local (that
+ * file's alone: the per-file endpoint), within the same deadline as the
+ * chunks. Returns 0 with *ret_len set, or -EIO when the bytes cannot be
+ * served verified (manifest that does not cover the file, a manifest that
+ * could not be fetched or that the source never made because the file
+ * changed, a fetch that failed or ran out of time, a bad catalog row),
+ * -ENOMEM. Failures are logged here, once, with the file and the chunk. */
 int hyd_read_file(const struct hyd_read_ctx *rc, uint64_t ino,
 		  uint64_t file_size, uint64_t off, size_t len, uint8_t *out,
 		  size_t *ret_len);

@@ -5,6 +5,12 @@
  * hyd_status_from_cache answers from files alone: the newest
  * CACHEDIR/catalogs/GEN.db, with CACHEDIR/state.db ATTACHed read-only, so
  * one SQL statement can ask "which catalog chunk ids are not in the store".
+ * A catalog with pending files (format 2) has its manifest overlay
+ * GEN.overlay.db ATTACHed too (read-only; an empty stand-in before the
+ * first manifest is fetched): the pending files' chunks are the overlay's
+ * rows, counted only for files the catalog lists as pending, and how many
+ * manifests are local is the overlay's file rows against the catalog's
+ * pending table.
  * state.db is WAL: reading it while a hydrator writes neither blocks nor
  * sees a half-written row, and one read transaction gives every number the
  * same snapshot (files_hydrated never disagrees with chunks_stored).
@@ -168,47 +174,90 @@ static int attach_empty_store(sqlite3 *db)
 	    "attach empty store");
 }
 
-/* Attach CACHEDIR/state.db read-only as "st"; when there is none yet (or
- * it is so new it has no tables), the empty stand-in instead. */
-static int attach_store(sqlite3 *db, const char *cache_dir)
+/* The same for the manifest overlay, attached as "m". */
+static int attach_empty_overlay(sqlite3 *db)
 {
-	char path[STATUS_PATH_MAX];
+	return base_sqlite_exec(
+	    db,
+	    "ATTACH 'file:ferry-status-empty-overlay?mode=memory' AS m;"
+	    "CREATE TABLE m.file(ino INTEGER PRIMARY KEY,"
+	    " state INTEGER NOT NULL);"
+	    "CREATE TABLE m.chunk(ino INTEGER NOT NULL, off INTEGER NOT NULL,"
+	    " len INTEGER NOT NULL, id BLOB NOT NULL, PRIMARY KEY(ino, off))"
+	    " WITHOUT ROWID;",
+	    "attach empty overlay");
+}
+
+/* Attach path read-only with attach_sql ("ATTACH ?1 AS x"); when there is
+ * no file yet, or it lacks the tables (tables_sql counts them, want of
+ * them), empty() attaches its stand-in instead. what names it. */
+static int attach_ro(sqlite3 *db, const char *path, const char *attach_sql,
+		     const char *tables_sql, int64_t want,
+		     const char *detach_sql, int (*empty)(sqlite3 *db),
+		     const char *what)
+{
 	sqlite3_stmt *st = NULL;
 	int64_t tables = 0;
 	char *uri = NULL;
 	struct stat sb;
 	int rc, r;
 
-	r = path_join(path, sizeof(path), cache_dir, "state.db");
-	if (r < 0)
-		return r;
 	if (stat(path, &sb) < 0)
-		return errno == ENOENT ? attach_empty_store(db) : -errno;
+		return errno == ENOENT ? empty(db) : -errno;
 	r = base_sqlite_uri(path, "mode=ro", &uri);
 	if (r < 0)
 		return r;
-	rc = sqlite3_prepare_v2(db, "ATTACH ?1 AS st", -1, &st, NULL);
+	rc = sqlite3_prepare_v2(db, attach_sql, -1, &st, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_text(st, 1, uri, -1, SQLITE_STATIC);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE) {
-		r = base_sqlite_errno(db, rc, "attach state.db");
+		r = base_sqlite_errno(db, rc, what);
 		goto out;
 	}
-	r = sql_row(db,
-		    "SELECT COUNT(*) FROM st.sqlite_master WHERE"
-		    " type = 'table' AND name IN ('chunk', 'meta')",
-		    &tables, 1, "store tables");
-	if (r < 0 || tables == 2)
+	r = sql_row(db, tables_sql, &tables, 1, what);
+	if (r < 0 || tables == want)
 		goto out;
-	r = base_sqlite_exec(db, "DETACH st", "detach state.db");
+	r = base_sqlite_exec(db, detach_sql, what);
 	if (r == 0)
-		r = attach_empty_store(db);
+		r = empty(db);
 out:
 	sqlite3_finalize(st);
 	free(uri);
 	return r;
+}
+
+/* Attach CACHEDIR/state.db read-only as "st"; when there is none yet (or
+ * it is so new it has no tables), the empty stand-in instead. */
+static int attach_store(sqlite3 *db, const char *cache_dir)
+{
+	char path[STATUS_PATH_MAX];
+	int r;
+
+	r = path_join(path, sizeof(path), cache_dir, "state.db");
+	if (r < 0)
+		return r;
+	return attach_ro(db, path, "ATTACH ?1 AS st",
+			 "SELECT COUNT(*) FROM st.sqlite_master WHERE"
+			 " type = 'table' AND name IN ('chunk', 'meta')",
+			 2, "DETACH st", attach_empty_store, "attach state.db");
+}
+
+/* Attach the manifest overlay beside cat_path read-only as "m" (the
+ * empty stand-in before the hydrator made one). */
+static int attach_overlay(sqlite3 *db, const char *cat_path)
+{
+	char path[STATUS_PATH_MAX];
+	int r;
+
+	r = hyd_cache_overlay_path(cat_path, path, sizeof(path));
+	if (r < 0)
+		return r;
+	return attach_ro(db, path, "ATTACH ?1 AS m",
+			 "SELECT COUNT(*) FROM m.sqlite_master WHERE"
+			 " type = 'table' AND name IN ('file', 'chunk')",
+			 2, "DETACH m", attach_empty_overlay, "attach overlay");
 }
 
 /* st.meta "wire_bytes" (a decimal count the fetcher keeps), 0 if absent
@@ -238,11 +287,53 @@ static int stored_wire_bytes(sqlite3 *db, uint64_t *ret)
 	return r;
 }
 
-/* The counts, all in one read transaction over catalog + store. Indexes
- * used: inode(ino) and the catalog's chunk(ino, off) for "chunks of this
- * file", st.chunk(id) for "is it stored". The catalog's chunk table has no
- * index on id, so distinct ids come from one GROUP BY (a sort). */
-static int count_all(sqlite3 *db, struct hyd_status *s)
+/* Hydrated: no chunk of the file is missing (empty files qualify). */
+#define SQL_HYDRATED                                                           \
+	"SELECT COUNT(*), COALESCE(SUM(i.size), 0) FROM main.inode i"          \
+	" WHERE i.kind = 1 AND NOT EXISTS ("                                   \
+	"  SELECT 1 FROM main.chunk c WHERE c.ino = i.ino"                     \
+	"  AND NOT EXISTS (SELECT 1 FROM st.chunk s"                           \
+	"                  WHERE s.id = c.id))"
+/* The same with pending files: one of them is hydrated when its manifest
+ * is in the overlay (not the source-changed marker) and none of that
+ * manifest's chunks is missing; empty files still qualify. */
+#define SQL_HYDRATED_PENDING                                                   \
+	"SELECT COUNT(*), COALESCE(SUM(i.size), 0) FROM main.inode i"          \
+	" WHERE i.kind = 1 AND (i.size = 0 OR CASE WHEN EXISTS ("              \
+	"  SELECT 1 FROM main.pending p WHERE p.ino = i.ino)"                  \
+	" THEN EXISTS (SELECT 1 FROM m.file f WHERE f.ino = i.ino"             \
+	"              AND f.state = 0)"                                       \
+	"  AND NOT EXISTS (SELECT 1 FROM m.chunk c WHERE c.ino = i.ino"        \
+	"   AND NOT EXISTS (SELECT 1 FROM st.chunk s WHERE s.id = c.id))"      \
+	" ELSE NOT EXISTS (SELECT 1 FROM main.chunk c WHERE c.ino = i.ino"     \
+	"   AND NOT EXISTS (SELECT 1 FROM st.chunk s WHERE s.id = c.id))"      \
+	" END)"
+/* Distinct ids, through a LEFT JOIN on st.chunk's key: one lookup per
+ * distinct id (an EXISTS used twice would be evaluated twice). ROWS is
+ * the (id, len) rows of every local manifest. */
+#define SQL_CHUNKS(ROWS)                                                       \
+	"SELECT COUNT(*), COALESCE(SUM(g.len), 0), COUNT(s.id),"               \
+	" COALESCE(SUM(CASE WHEN s.id IS NULL THEN 0 ELSE g.len END), 0)"      \
+	" FROM (SELECT id, MAX(len) AS len FROM " ROWS " GROUP BY id) g"       \
+	" LEFT JOIN st.chunk s ON s.id = g.id"
+/* The overlay's rows count for files the catalog lists as pending, with
+ * a manifest (state 0), as the catalog reader reads them. */
+#define SQL_ROWS_PENDING                                                       \
+	"(SELECT id, len FROM main.chunk UNION ALL"                            \
+	" SELECT k.id, k.len FROM m.chunk k"                                   \
+	" JOIN m.file f ON f.ino = k.ino AND f.state = 0"                      \
+	" JOIN main.pending p ON p.ino = k.ino)"
+#define SQL_MANIFESTS                                                          \
+	"SELECT (SELECT COUNT(*) FROM main.pending), COUNT(*),"                \
+	" COALESCE(SUM(f.state = 1), 0)"                                       \
+	" FROM m.file f JOIN main.pending p ON p.ino = f.ino"
+
+/* The counts, all in one read transaction over catalog + store (+ the
+ * overlay when pending is set). Indexes used: inode(ino), the catalog's
+ * chunk(ino, off) and the overlay's for "chunks of this file", st.chunk(id)
+ * for "is it stored". The chunk tables have no index on id, so distinct
+ * ids come from one GROUP BY (a sort). */
+static int count_all(sqlite3 *db, int pending, struct hyd_status *s)
 {
 	int64_t c[4];
 	int r;
@@ -258,36 +349,30 @@ static int count_all(sqlite3 *db, struct hyd_status *s)
 		goto out;
 	s->files_total = (uint64_t)c[0];
 	s->bytes_total = (uint64_t)c[1];
-	/* Hydrated: no chunk of the file is missing (empty files qualify). */
-	r = sql_row(
-	    db,
-	    "SELECT COUNT(*), COALESCE(SUM(i.size), 0) FROM main.inode i"
-	    " WHERE i.kind = 1 AND NOT EXISTS ("
-	    "  SELECT 1 FROM main.chunk c WHERE c.ino = i.ino"
-	    "  AND NOT EXISTS (SELECT 1 FROM st.chunk s"
-	    "                  WHERE s.id = c.id))",
-	    c, 2, "hydrated files");
+	r = sql_row(db, pending ? SQL_HYDRATED_PENDING : SQL_HYDRATED, c, 2,
+		    "hydrated files");
 	if (r < 0)
 		goto out;
 	s->files_hydrated = (uint64_t)c[0];
 	s->bytes_hydrated = (uint64_t)c[1];
-	/* A LEFT JOIN on st.chunk's key: one lookup per distinct id (an
-	 * EXISTS used twice would be evaluated twice). */
-	r = sql_row(
-	    db,
-	    "SELECT COUNT(*), COALESCE(SUM(g.len), 0), COUNT(s.id),"
-	    " COALESCE(SUM(CASE WHEN s.id IS NULL THEN 0 ELSE g.len END),"
-	    "          0)"
-	    " FROM (SELECT id, MAX(len) AS len FROM main.chunk"
-	    "       GROUP BY id) g"
-	    " LEFT JOIN st.chunk s ON s.id = g.id",
-	    c, 4, "chunks");
+	r = sql_row(db,
+		    pending ? SQL_CHUNKS(SQL_ROWS_PENDING)
+			    : SQL_CHUNKS("main.chunk"),
+		    c, 4, "chunks");
 	if (r < 0)
 		goto out;
 	s->chunks_total = (uint64_t)c[0];
 	s->unique_bytes_total = (uint64_t)c[1];
 	s->chunks_stored = (uint64_t)c[2];
 	s->unique_bytes_stored = (uint64_t)c[3];
+	if (pending) {
+		r = sql_row(db, SQL_MANIFESTS, c, 3, "manifests");
+		if (r < 0)
+			goto out;
+		s->manifests_total = (uint64_t)c[0];
+		s->manifests_local = (uint64_t)c[1];
+		s->manifests_changed = (uint64_t)c[2];
+	}
 	r = sql_row(db, "SELECT COALESCE(SUM(frame_len), 0) FROM st.chunk", c,
 		    1, "rest bytes");
 	if (r < 0)
@@ -361,8 +446,10 @@ int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 	}
 	sqlite3_busy_timeout(db, STATUS_QUERY_TIMEOUT_MS);
 	r = attach_store(db, cache_dir);
+	if (r == 0 && meta.pending)
+		r = attach_overlay(db, cat_path);
 	if (r == 0)
-		r = count_all(db, &s);
+		r = count_all(db, meta.pending > 0, &s);
 	if (r < 0)
 		goto out;
 
@@ -374,7 +461,10 @@ int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 	else
 		url_from_store(db, &s);
 	s.pid = live_pid(cache_dir);
-	if (s.chunks_stored >= s.chunks_total) {
+	/* Complete needs every manifest too: until then the chunk totals
+	 * leave out the chunks of the manifests still missing. */
+	if (s.chunks_stored >= s.chunks_total &&
+	    s.manifests_local >= s.manifests_total) {
 		s.state = HYD_STATE_COMPLETE;
 		s.eta_s = 0;
 	} else {
@@ -434,6 +524,9 @@ static const struct status_field status_fields[] = {
     SF(chunks_stored, F_U64),
     SF(unique_bytes_total, F_U64),
     SF(unique_bytes_stored, F_U64),
+    SF(manifests_total, F_U64),
+    SF(manifests_local, F_U64),
+    SF(manifests_changed, F_U64),
     SF(rest_bytes, F_U64),
     SF(wire_bytes, F_U64),
     SF_SAVING(dedup_savings_bytes, bytes_total, unique_bytes_total),

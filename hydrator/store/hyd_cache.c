@@ -1,7 +1,8 @@
 /*
  * hydrator/store/hyd_cache.c — the catalogs a cache directory keeps:
  * CACHEDIR/catalogs/GEN.db, one per generation fetched, named by its
- * decimal number. The catalog download writes them, the mount and sync
+ * decimal number, and beside a catalog with pending files its manifest
+ * overlay GEN.overlay.db. The catalog download writes them, the mount and sync
  * open the newest when the server cannot be reached, `ferry status` and
  * `ferry verify` read it; all of them find it here.
  */
@@ -30,6 +31,17 @@ uint64_t hyd_cache_catalog_gen(const char *name)
 	if (base_parse_u64(digits, 1, UINT64_MAX, &v) < 0)
 		return 0;
 	return v;
+}
+
+int hyd_cache_overlay_path(const char *catpath, char *buf, size_t cap)
+{
+	size_t len = strlen(catpath);
+	int n;
+
+	if (len < 4 || strcmp(catpath + len - 3, ".db") != 0)
+		return -EINVAL;
+	n = snprintf(buf, cap, "%.*s.overlay.db", (int)(len - 3), catpath);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
 int hyd_cache_catalog_newest(const char *cache_dir, char *path, size_t cap,

@@ -9,6 +9,14 @@
  * are checked again here). File bytes come only from hyd_store_get (or a
  * fetch flight), both of which verify SHA-256 before handing bytes out.
  *
+ * Pending files (catalog format 2): a file is written, or checked, only
+ * once its manifest is local and checked (manifest_ready): while
+ * hydration runs, the writer waits for the manifest thread to bring it;
+ * after, it asks for it itself (the per-file endpoint, within the
+ * timeout). A file whose source changed before it was hashed has no
+ * manifest in this generation and fails, named; what DEST holds there is
+ * left alone.
+ *
  * Resume: a regular file already in DEST with the catalog's size and mtime
  * is hashed chunk by chunk against the manifest; when every id matches it
  * is left alone (only its mode, owner and xattrs are reapplied), so a
@@ -44,6 +52,7 @@
 
 #include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/fetch/hyd_manifest_internal.h"
 #include "hydrator/sync/hyd_sync_internal.h"
 
 #define BATCH 128u	     /* catalog entries read per readdir call */
@@ -53,6 +62,7 @@
 #define TMP_TRIES 16
 #define WAIT_SLACK_NS 2000000000ull
 #define WAIT_POLL_NS 2000000L /* a chunk the fetching pass has not stored */
+#define MANIFEST_POLL_NS 10000000L /* a manifest the manifest thread lacks */
 
 struct walk {
 	struct hyd_mat *m;
@@ -208,6 +218,50 @@ void hyd_inomap_fini(struct hyd_inomap *m)
 }
 
 /* ---- content ---- */
+
+/* Is ino's manifest local (its chunk rows readable)? Waits for it while
+ * hydration runs, then fetches it when a manifest fetcher is there.
+ * 0, or -errno with *why set (-ESTALE: the source changed, no manifest
+ * in this generation). */
+static int manifest_ready(struct walk *w, const struct cat_inode *in,
+			  const char **why)
+{
+	int st, r, fetched = 0;
+
+	if (in->size == 0)
+		return 0; /* nothing to read: no manifest needed */
+	for (;;) {
+		st = cat_manifest_state(w->m->cat, in->ino);
+		if (st < 0) {
+			*why = "cannot read where its manifest is";
+			return st;
+		}
+		if (st == CAT_MANIFEST_CATALOG || st == CAT_MANIFEST_LOCAL)
+			return 0;
+		if (st == CAT_MANIFEST_CHANGED) {
+			*why = "the source changed before its manifest was "
+			       "made: no manifest in this generation";
+			return -ESTALE;
+		}
+		if (__atomic_load_n(&w->m->hydrating, __ATOMIC_ACQUIRE)) {
+			nanosleep(&(struct timespec){0, MANIFEST_POLL_NS},
+				  NULL);
+			continue;
+		}
+		if (fetched || !w->m->manifest) {
+			*why = "its manifest is not local and could not be "
+			       "fetched";
+			return -EAGAIN;
+		}
+		r = hyd_manifest_file(w->m->manifest, w->m->cat, in->ino,
+				      base_now_ns() + w->m->timeout_ns, NULL);
+		if (r < 0) {
+			*why = "cannot fetch its manifest";
+			return r;
+		}
+		fetched = 1;
+	}
+}
 
 static int all_zero(const uint8_t *b, size_t n)
 {
@@ -613,6 +667,13 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	struct stat st;
 	int fd = -1, r, i;
 
+	r = manifest_ready(w, &e->in, &why);
+	if (r < 0) {
+		/* ESTALE's text ("stale file handle") would mislead: the
+		 * why says it all. */
+		report(w, why, r == -ESTALE ? 0 : r);
+		return r;
+	}
 	if (fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->in.size &&
 	    st_mtime_ns(&st) == e->in.mtime_ns) {

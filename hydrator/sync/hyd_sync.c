@@ -23,6 +23,21 @@
  * which does not try such a chunk a third time. After
  * HYD_SYNC_GIVE_UP failures in a row without one success the server is
  * taken as gone and fetching stops (each would wait out its timeout).
+ *
+ * Pending files (catalog format 2): their manifests are consumed as the
+ * source publishes them. A manifest thread (hyd_sync_manifest.c) makes
+ * them local segment by segment in ino order while the fetching pass
+ * streams the chunks of the manifests already local; the fetching pass
+ * takes the files whose manifest arrived between two chunks of its
+ * stream (and after it, until the manifest thread is done) and asks for
+ * their chunks too. The writer waits, while hydration runs, for a pending
+ * file's manifest as it waits for chunks, so no file is materialized
+ * before its manifest is local and checked; one still missing after
+ * hydration is fetched by the writer itself (per-file endpoint) or the
+ * file fails. Totals: the counting pass counts the manifests local at
+ * the start; a newly arrived manifest's chunks are counted as they come
+ * (each occurrence: a chunk shared with another manifest counts twice),
+ * and a recount at the end of hydration makes the final numbers exact.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +54,7 @@
 
 #include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/fetch/hyd_manifest_internal.h"
 #include "hydrator/fetch/hyd_open_internal.h"
 #include "hydrator/sync/hyd_sync_internal.h"
 
@@ -52,6 +68,7 @@
 #define TICK_NS 200000000ull
 #define WAIT_SLACK_NS 2000000000ull
 #define SEC_NS 1000000000ull
+#define NEW_BATCH 64u /* inos taken from the manifest thread at a time */
 
 struct slot {
 	struct hyd_flight *fl;
@@ -71,6 +88,15 @@ struct sync {
 	struct hyd_open op;    /* URL, cache directory, store, catalog */
 	cat_reader *cat_fetch; /* the fetching thread's own connection */
 	hyd_fetch *fetch;
+	/* Pending files (only when some manifests are not local yet and the
+	 * server answers): the manifest fetcher, the manifest thread with its
+	 * own reader, and the fetching thread's reader for files whose
+	 * manifest arrived (cat_fetch is busy in its stream). */
+	hyd_manifest *manifest;
+	struct hyd_sync_mq *mq;
+	cat_reader *cat_mq, *cat_new;
+	uint64_t manifests_missing; /* at the counting pass */
+	int fresh; /* manifests arrived during the run: recount at the end */
 	uint64_t t0, timeout_ns;
 	int retrying; /* second pass over failed chunks */
 	int gave_up;
@@ -159,6 +185,11 @@ static void status_fill(struct sync *s, int final)
 	if (hyd_store_stats(s->op.store, &ss) == 0)
 		s->st.rest_bytes = ss.stored_bytes;
 	s->st.wire_bytes = fs.wire_bytes;
+	/* While hydrating; hydrate_done and the end of run count them. */
+	if (s->mq && s->st.state == HYD_STATE_BACKFILLING)
+		s->st.manifests_local = s->st.manifests_total -
+					s->manifests_missing +
+					hyd_sync__mq_answered(s->mq);
 	s->st.mismatches = fs.mismatches;
 	s->st.retries = fs.retries;
 	s->st.failures = fs.failures;
@@ -341,22 +372,123 @@ static void drain(struct sync *s)
 		reap_one(s);
 }
 
+/* Distinct chunks of the local manifests and what the store holds. */
+struct tally {
+	hyd_store *store;
+	uint64_t total, bytes, stored, stored_bytes;
+};
+
 static int count_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 {
-	struct sync *s = ctx;
+	struct tally *t = ctx;
 	int r;
 
 	(void)ino;
-	s->st.chunks_total++;
-	s->st.unique_bytes_total += c->len;
-	r = hyd_store_has(s->op.store, &c->id);
+	t->total++;
+	t->bytes += c->len;
+	r = hyd_store_has(t->store, &c->id);
 	if (r < 0)
 		return r;
 	if (r) {
-		s->st.chunks_stored++;
-		s->st.unique_bytes_stored += c->len;
+		t->stored++;
+		t->stored_bytes += c->len;
 	}
 	return 0;
+}
+
+/* The tally over cat into the status (under the lock: the writer's
+ * progress reads it). */
+static int count_into(struct sync *s, cat_reader *cat)
+{
+	struct tally t = {.store = s->op.store};
+	int r;
+
+	r = cat_chunks_each(cat, count_cb, &t);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&s->lock);
+	s->st.chunks_total = t.total;
+	s->st.unique_bytes_total = t.bytes;
+	s->st.chunks_stored = t.stored;
+	s->st.unique_bytes_stored = t.stored_bytes;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/* How many pending manifests cat's overlay lacks. */
+static int count_missing(cat_reader *cat, uint64_t *ret)
+{
+	uint64_t v[1024], after = 0;
+	size_t n;
+	int r;
+
+	*ret = 0;
+	do {
+		r = cat_pending_missing(cat, after, v, 1024, &n);
+		if (r < 0)
+			return r;
+		*ret += n;
+		if (n)
+			after = v[n - 1];
+	} while (n == 1024);
+	return 0;
+}
+
+/* The chunks of pending file ino, whose manifest just arrived: counted
+ * as they come (see the top of the file) and asked for when missing. A
+ * manifest that does not read back is the writer's to report. */
+static void want_new_file(struct sync *s, uint64_t ino)
+{
+	struct cat_chunk cs[64];
+	struct cat_inode in;
+	uint64_t off = 0;
+	size_t n, i;
+	int r;
+
+	s->fresh = 1;
+	if (cat_getattr(s->cat_new, ino, &in) < 0)
+		return;
+	while (off < in.size) {
+		r = cat_chunks_range(s->cat_new, ino, off, in.size - off, cs,
+				     64, &n);
+		if (r < 0 || n == 0)
+			return;
+		for (i = 0; i < n; i++) {
+			if (cs[i].len > s->op.meta.params.max)
+				return;
+			r = hyd_store_has(s->op.store, &cs[i].id);
+			pthread_mutex_lock(&s->lock);
+			s->st.chunks_total++;
+			s->st.unique_bytes_total += cs[i].len;
+			if (r == 1) {
+				s->st.chunks_stored++;
+				s->st.unique_bytes_stored += cs[i].len;
+			}
+			pthread_mutex_unlock(&s->lock);
+			if (r == 0)
+				want_chunk(s, &cs[i].id, cs[i].len);
+		}
+		off = cs[n - 1].off + cs[n - 1].len;
+	}
+}
+
+/* Files whose manifest the manifest thread made local: one batch, or
+ * with wait set every one until it is done. */
+static void take_new(struct sync *s, int wait)
+{
+	uint64_t v[NEW_BATCH];
+	size_t k, i;
+
+	if (!s->mq)
+		return;
+	do {
+		/* A server taken as gone: no use waiting for manifests. */
+		if (s->gave_up)
+			hyd_sync__mq_stop(s->mq);
+		k = hyd_sync__mq_pop(s->mq, v, NEW_BATCH, wait);
+		for (i = 0; i < k; i++)
+			want_new_file(s, v[i]);
+	} while (wait && k);
 }
 
 /* The fetching pass; runs inside cat_chunks_each (the reader's lock is
@@ -369,6 +501,9 @@ static int fetch_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	(void)ino;
 	if (c->len > s->op.meta.params.max)
 		return -EBADMSG;
+	/* Manifests that arrived meanwhile go in between (another reader:
+	 * this callback holds cat_fetch's lock). */
+	take_new(s, 0);
 	r = hyd_store_has(s->op.store, &c->id);
 	if (r < 0)
 		return r;
@@ -383,23 +518,34 @@ static int hydrate_count(struct sync *s, int offline)
 {
 	int r;
 
-	r = cat_chunks_each(s->op.cat, count_cb, s);
+	r = count_into(s, s->op.cat);
+	if (r == 0 && s->op.meta.pending)
+		r = count_missing(s->op.cat, &s->manifests_missing);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r,
 			     "cannot read the catalog's chunks path=%s",
 			     s->op.catpath);
 		return r;
 	}
+	s->st.manifests_total = s->op.meta.pending;
+	s->st.manifests_local = s->op.meta.pending - s->manifests_missing;
 	s->stored_at_start = s->st.unique_bytes_stored;
 	s->phase_t0 = base_now_ns();
 	progress(s, 1);
-	if (s->st.chunks_stored == s->st.chunks_total)
+	if (s->st.chunks_stored == s->st.chunks_total && !s->manifests_missing)
 		return 0;
 	if (offline) {
-		base_error("chunks are not stored and the server cannot be "
-			   "reached chunks=%" PRIu64 " url=%s",
-			   s->st.chunks_total - s->st.chunks_stored,
-			   s->op.base);
+		if (s->st.chunks_stored != s->st.chunks_total)
+			base_error("chunks are not stored and the server "
+				   "cannot be reached chunks=%" PRIu64
+				   " url=%s",
+				   s->st.chunks_total - s->st.chunks_stored,
+				   s->op.base);
+		if (s->manifests_missing)
+			base_error("manifests of pending files are not local "
+				   "and the server cannot be reached "
+				   "files=%" PRIu64 " url=%s",
+				   s->manifests_missing, s->op.base);
 		return 0;
 	}
 	return 1;
@@ -421,6 +567,9 @@ static int hydrate_fetch(struct sync *s)
 	if (!s->ring)
 		return -ENOMEM;
 	r = cat_chunks_each(s->cat_fetch, fetch_cb, s);
+	/* The rest of the manifests, as they come. */
+	if (r == 0)
+		take_new(s, 1);
 	drain(s);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r,
@@ -440,6 +589,16 @@ static int hydrate_fetch(struct sync *s)
 					   s->failed[i].len);
 		drain(s);
 		qsort(s->dead, s->ndead, sizeof(*s->dead), hyd_sync__dead_cmp);
+	}
+	/* Counted as they came, manifests that share chunks counted some
+	 * twice: the final numbers from one more count. */
+	if (s->fresh) {
+		r = count_into(s, s->cat_fetch);
+		if (r < 0)
+			base_log_err(BASE_LOG_WARN, r,
+				     "cannot count the catalog's chunks again "
+				     "path=%s",
+				     s->op.catpath);
 	}
 	return 0;
 }
@@ -465,8 +624,33 @@ static int start_fetch(struct sync *s)
 	return r;
 }
 
+/* The manifest fetcher and thread, for manifests not local yet. */
+static int start_manifests(struct sync *s)
+{
+	struct hyd_manifest_config mc = {
+	    .base_url = s->op.base,
+	    .ov = s->op.ov,
+	    .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
+	};
+	int r;
+
+	r = hyd_manifest_new(&mc, &s->manifest);
+	if (r == 0)
+		r = hyd_open_reader(&s->op, &s->cat_new);
+	if (r == 0)
+		r = hyd_open_reader(&s->op, &s->cat_mq);
+	if (r == 0)
+		r = hyd_sync__mq_start(s->manifest, s->cat_mq, s->timeout_ns,
+				       &s->mq);
+	return r;
+}
+
 static void sync_free(struct sync *s)
 {
+	hyd_sync__mq_free(s->mq);
+	hyd_manifest_free(s->manifest);
+	cat_reader_close(s->cat_mq);
+	cat_reader_close(s->cat_new);
 	hyd_fetch_free(s->fetch);
 	cat_reader_close(s->cat_fetch);
 	hyd_open_close(&s->op);
@@ -480,15 +664,21 @@ static void sync_free(struct sync *s)
 static void hydrate_done(struct sync *s)
 {
 	struct hyd_mat *m = s->mat;
+	uint64_t missing = 0;
 
+	/* A manifest still missing leaves the hydration short too. */
+	if (s->op.meta.pending && count_missing(s->op.cat, &missing) < 0)
+		missing = 1;
 	pthread_mutex_lock(&s->lock);
 	s->res->unique_bytes = s->st.unique_bytes_total;
-	s->st.state = s->st.chunks_stored == s->st.chunks_total
+	s->st.manifests_local = s->st.manifests_total - missing;
+	s->st.state = s->st.chunks_stored == s->st.chunks_total && !missing
 			  ? HYD_STATE_COMPLETE
 			  : HYD_STATE_STALLED;
 	s->phase_t0 = base_now_ns();
 	pthread_mutex_unlock(&s->lock);
 	m->fetch = s->gave_up ? NULL : s->fetch;
+	m->manifest = s->gave_up ? NULL : s->manifest;
 	m->dead = s->dead;
 	m->ndead = s->ndead;
 	/* Release: the writer reads the fields above once it sees 0. */
@@ -517,6 +707,7 @@ static int run(struct sync *s)
 	struct hyd_store_stats ss;
 	struct fetch_thread ft = {s, 0};
 	pthread_t tid;
+	uint64_t missing = 0;
 	int r, offline = 0, threaded = 0;
 
 	r = hyd_sync__dest_check(s->o->dest);
@@ -558,7 +749,9 @@ static int run(struct sync *s)
 	m.hydrating = 1; /* hydrate_done sets fetch, dead and ndead */
 	r = hydrate_count(s, offline);
 	if (r > 0) {
-		r = cat_reader_open(s->op.catpath, &s->cat_fetch);
+		r = hyd_open_reader(&s->op, &s->cat_fetch);
+		if (r == 0 && s->manifests_missing)
+			r = start_manifests(s);
 		if (r == 0) {
 			r = -pthread_create(&tid, NULL, fetch_main, &ft);
 			threaded = r == 0;
@@ -605,6 +798,9 @@ static int run(struct sync *s)
 		s->res->rest_bytes = ss.stored_bytes;
 	s->res->logical_bytes = s->op.meta.bytes;
 	s->st.files_total = s->res->files;
+	/* The writer may have fetched the last manifests itself. */
+	if (s->op.meta.pending && count_missing(s->op.cat, &missing) == 0)
+		s->st.manifests_local = s->st.manifests_total - missing;
 	status_fill(s, 1);
 	s->res->elapsed_s = s->st.elapsed_s;
 	if (s->o->progress)

@@ -37,6 +37,42 @@ struct hyd_sync_dead {
 };
 int hyd_sync__dead_cmp(const void *a, const void *b);
 
+/* ---- pending manifests (hyd_sync_manifest.c) ---- */
+
+/* `ferry sync`'s manifest thread: for a catalog with pending files, it
+ * makes their manifests local segment by segment in ino order
+ * (hyd_manifest_segment, on a reader of its own), waiting as long as the
+ * server answers that it is still hashing, and hands the inos whose
+ * manifest became local to the fetching pass, which asks for their
+ * chunks. A segment that fails otherwise is skipped (the manifest fetcher
+ * logged why; the writer names its files). */
+struct hyd_sync_mq;
+struct hyd_manifest;
+
+/* Start the thread. man and cat are borrowed until hyd_sync__mq_free
+ * (cat is the thread's alone); timeout_ns bounds each try against a
+ * server that does not answer. 0 or -errno. */
+int hyd_sync__mq_start(struct hyd_manifest *man, cat_reader *cat,
+		       uint64_t timeout_ns, struct hyd_sync_mq **ret);
+
+/* Up to cap inos whose manifest became local, into v. With wait set,
+ * blocks until there is one or the thread is done. Returns how many; 0
+ * (with wait) when the thread is done and everything was taken. */
+size_t hyd_sync__mq_pop(struct hyd_sync_mq *q, uint64_t *v, size_t cap,
+			int wait);
+
+/* Manifest answers the thread stored so far (manifests and
+ * source-changed markers), and segments it gave up on. Any thread. */
+uint64_t hyd_sync__mq_answered(struct hyd_sync_mq *q);
+uint64_t hyd_sync__mq_failed(struct hyd_sync_mq *q);
+
+/* Ask the thread to stop soon (a fetch in progress ends within about a
+ * second); pops then drain what is queued and end. Any thread. */
+void hyd_sync__mq_stop(struct hyd_sync_mq *q);
+
+/* Stop, join, free. NULL is a no-op. */
+void hyd_sync__mq_free(struct hyd_sync_mq *q);
+
 /* The writer's context: borrowed handles plus the counters it adds to. */
 struct hyd_mat {
 	cat_reader *cat;	     /* borrowed */
@@ -53,15 +89,19 @@ struct hyd_mat {
 	 * found corrupt is dropped by hyd_store_get) or never got; NULL when
 	 * offline. Bytes from it are verified like the store's. */
 	struct hyd_fetch *fetch;
+	/* The same for the manifest of a pending file that is still not
+	 * local when hydration ended; NULL when offline. */
+	struct hyd_manifest *manifest;
 	uint64_t timeout_ns; /* deadline of such a fetch */
 	/* Chunks already fetched and failed twice: not tried a third time,
 	 * their files fail at once (borrowed; sorted; may be NULL). */
 	const struct hyd_sync_dead *dead;
 	size_t ndead;
 	/* Non-zero (read atomically) while the fetching pass still runs on
-	 * another thread: a chunk the store lacks is then waited for, not
-	 * fetched. That pass sets fetch, dead and ndead before it clears
-	 * this (release), so they are read only after seeing 0 (acquire). */
+	 * another thread: a chunk the store lacks, or a pending manifest not
+	 * local yet, is then waited for, not fetched. That pass sets fetch,
+	 * manifest, dead and ndead before it clears this (release), so they
+	 * are read only after seeing 0 (acquire). */
 	int hydrating;
 };
 

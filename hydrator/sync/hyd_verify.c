@@ -13,7 +13,10 @@
  * with fstatat(AT_SYMLINK_NOFOLLOW) relative to directory fds opened with
  * O_NOFOLLOW: type, permission bits, size, mtime, symlink target, device
  * numbers, user.* xattrs, hard-link groups, and regular file content hashed
- * per manifest chunk. Owners are not compared (a sync as non-root or with
+ * per manifest chunk (for a catalog with pending files, the manifests of
+ * its overlay beside it, CACHEDIR/catalogs/GEN.overlay.db: a pending file
+ * whose manifest is not there cannot be checked and is reported). Owners
+ * are not compared (a sync as non-root or with
  * --no-owners cannot set them); extra entries in DEST are not reported.
  */
 #include <errno.h>
@@ -301,6 +304,12 @@ static void tree_reg(struct vtree *v, int dirfd, const struct cat_inode *in,
 	close(fd);
 	if (r == 0)
 		tree_bad(v, "content differs from the catalog");
+	else if (r == -EAGAIN)
+		tree_bad(v, "cannot check content: its manifest is not local "
+			    "(a pending file: ferry sync fetches it)");
+	else if (r == -ESTALE)
+		tree_bad(v, "cannot check content: no manifest in this "
+			    "generation (the source changed)");
 	else if (r < 0)
 		tree_bad(v, "cannot check content: %s", strerror(-r));
 }
@@ -419,6 +428,26 @@ static void tree_dir(struct vtree *v, int fd, const struct cat_inode *dir,
 	free(b.e);
 }
 
+/* The manifest overlay beside the catalog, when there is one (read
+ * only). 0 or -errno (logged). */
+static int attach_overlay(cat_reader *cat, const char *catalog_path)
+{
+	char path[4096] = "";
+	int r;
+
+	r = hyd_cache_overlay_path(catalog_path, path, sizeof(path));
+	if (r == -EINVAL)
+		return 0; /* not named GEN.db: no overlay beside it */
+	if (r == 0 && access(path, F_OK) != 0)
+		return 0; /* none fetched yet: pending files are reported */
+	if (r == 0)
+		r = cat_reader_attach_overlay(cat, path);
+	if (r < 0)
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot read the manifest overlay path=%s", path);
+	return r;
+}
+
 int hyd_verify_tree(const char *dest, const char *catalog_path,
 		    uint64_t *ret_checked)
 {
@@ -444,6 +473,9 @@ int hyd_verify_tree(const char *dest, const char *catalog_path,
 	}
 	cat_reader_meta(v.cat, &meta);
 	v.max_raw = meta.params.max;
+	r = meta.pending ? attach_overlay(v.cat, catalog_path) : 0;
+	if (r < 0)
+		goto out;
 	r = cat_getattr(v.cat, CAT_ROOT_INO, &root);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r,
