@@ -636,6 +636,8 @@ static int do_file(hyd_backfill *bf, size_t idx)
 		if (fresh < 0)
 			fresh = is_fresh(bf, fi->ino);
 		for (i = 0; i < n; i++) {
+			if (chunk_id_is_hole(&cs[i].id))
+				continue; /* zeros from nowhere */
 			r = submit_chunk(bf, &cs[i], fresh);
 			if (r < 0)
 				return r;

@@ -94,7 +94,8 @@ void hyd_fuse_stat(const struct cat_inode *in, struct stat *st)
 	st->st_size = (off_t)in->size;
 	st->st_rdev = (dev_t)in->rdev;
 	st->st_blksize = HYD_FUSE_BLKSIZE;
-	st->st_blocks = (blkcnt_t)((in->size + 511) / 512);
+	/* the source's own count: a sparse file's holes are not blocks */
+	st->st_blocks = (blkcnt_t)in->blocks;
 	ns_to_ts(in->mtime_ns, &st->st_mtim);
 	st->st_atim = st->st_mtim;
 	ns_to_ts(in->ctime_ns, &st->st_ctim);

@@ -195,6 +195,9 @@ static int load_from_store(void *arg, const chunk_id *id, uint8_t *buf,
 	return r;
 }
 
+/* What a hole reads as: never written, so the kernel's zero pages. */
+static uint8_t hole_zeros[CHUNK_MAX_LIMIT];
+
 /* One chunk from the cache (pinned) or the store. 0 with its segment set,
  * or the loader's error. */
 static int slot_from_store(const struct hyd_read_ctx *rc,
@@ -241,6 +244,11 @@ static int slot_start(const struct hyd_read_ctx *rc, struct read_slot *s,
 	if (s->c.len > rc->max_raw) {
 		*why = "chunk longer than the catalog's max";
 		return -EBADMSG;
+	}
+	/* A hole at the source: zeros, from nowhere. */
+	if (chunk_id_is_hole(&s->c.id)) {
+		seg_set(rv, s, hole_zeros, HOLD_NONE, NULL);
+		return 0;
 	}
 	stamp = rc->fetch ? hyd_fetch_stamp(rc->fetch, &s->c.id) : 0;
 	r = slot_from_store(rc, s, rv);
@@ -587,6 +595,8 @@ static int ahead_one(const struct hyd_read_ctx *rc, const struct cat_chunk *c,
 
 	if (c->len == 0 || c->len > rc->max_raw)
 		return -EBADMSG;
+	if (chunk_id_is_hole(&c->id))
+		return 0; /* nothing to get ahead of */
 	stamp = rc->fetch ? hyd_fetch_stamp(rc->fetch, &c->id) : 0;
 	r = rc->cache ? hyd_read_cache_prefetch(rc->cache, &c->id, c->len,
 						load_from_store, (void *)rc)

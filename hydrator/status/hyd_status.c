@@ -287,11 +287,16 @@ static int stored_wire_bytes(sqlite3 *db, uint64_t *ret)
 	return r;
 }
 
+/* Holes (the all-zero id) are never stored and never missing. */
+#define HOLE_NOT " AND c.id != zeroblob(32)"
+#define SQL_ROWS_CATALOG                                                       \
+	"(SELECT id, len FROM main.chunk WHERE id != zeroblob(32))"
+
 /* Hydrated: no chunk of the file is missing (empty files qualify). */
 #define SQL_HYDRATED                                                           \
 	"SELECT COUNT(*), COALESCE(SUM(i.size), 0) FROM main.inode i"          \
 	" WHERE i.kind = 1 AND NOT EXISTS ("                                   \
-	"  SELECT 1 FROM main.chunk c WHERE c.ino = i.ino"                     \
+	"  SELECT 1 FROM main.chunk c WHERE c.ino = i.ino" HOLE_NOT            \
 	"  AND NOT EXISTS (SELECT 1 FROM st.chunk s"                           \
 	"                  WHERE s.id = c.id))"
 /* The same with pending files: one of them is hydrated when its manifest
@@ -303,9 +308,11 @@ static int stored_wire_bytes(sqlite3 *db, uint64_t *ret)
 	"  SELECT 1 FROM main.pending p WHERE p.ino = i.ino)"                  \
 	" THEN EXISTS (SELECT 1 FROM m.file f WHERE f.ino = i.ino"             \
 	"              AND f.state = 0)"                                       \
-	"  AND NOT EXISTS (SELECT 1 FROM m.chunk c WHERE c.ino = i.ino"        \
+	"  AND NOT EXISTS (SELECT 1 FROM m.chunk c WHERE c.ino = "             \
+	"i.ino" HOLE_NOT                                                       \
 	"   AND NOT EXISTS (SELECT 1 FROM st.chunk s WHERE s.id = c.id))"      \
-	" ELSE NOT EXISTS (SELECT 1 FROM main.chunk c WHERE c.ino = i.ino"     \
+	" ELSE NOT EXISTS (SELECT 1 FROM main.chunk c WHERE c.ino = "          \
+	"i.ino" HOLE_NOT                                                       \
 	"   AND NOT EXISTS (SELECT 1 FROM st.chunk s WHERE s.id = c.id))"      \
 	" END)"
 /* Distinct ids, through a LEFT JOIN on st.chunk's key: one lookup per
@@ -319,10 +326,10 @@ static int stored_wire_bytes(sqlite3 *db, uint64_t *ret)
 /* The overlay's rows count for files the catalog lists as pending, with
  * a manifest (state 0), as the catalog reader reads them. */
 #define SQL_ROWS_PENDING                                                       \
-	"(SELECT id, len FROM main.chunk UNION ALL"                            \
+	"(SELECT id, len FROM main.chunk WHERE id != zeroblob(32) UNION ALL"   \
 	" SELECT k.id, k.len FROM m.chunk k"                                   \
 	" JOIN m.file f ON f.ino = k.ino AND f.state = 0"                      \
-	" JOIN main.pending p ON p.ino = k.ino)"
+	" JOIN main.pending p ON p.ino = k.ino WHERE k.id != zeroblob(32))"
 #define SQL_MANIFESTS                                                          \
 	"SELECT (SELECT COUNT(*) FROM main.pending), COUNT(*),"                \
 	" COALESCE(SUM(f.state = 1), 0)"                                       \
@@ -357,7 +364,7 @@ static int count_all(sqlite3 *db, int pending, struct hyd_status *s)
 	s->bytes_hydrated = (uint64_t)c[1];
 	r = sql_row(db,
 		    pending ? SQL_CHUNKS(SQL_ROWS_PENDING)
-			    : SQL_CHUNKS("main.chunk"),
+			    : SQL_CHUNKS(SQL_ROWS_CATALOG),
 		    c, 4, "chunks");
 	if (r < 0)
 		goto out;

@@ -314,6 +314,21 @@ int hyd_sync__file_matches(cat_reader *cat, uint64_t ino, uint64_t size, int fd,
 					  : errno == ENXIO ? size
 							   : off;
 			}
+			if (chunk_id_is_hole(&cs[i].id)) {
+				/* the source's hole: zeros here, as a hole or
+				 * as written zeros */
+				if (!zero || off + cs[i].len > data_at) {
+					r = base_pread_full(fd, buf, cs[i].len,
+							    off, &got);
+					if (r < 0)
+						return r;
+					if (got != cs[i].len ||
+					    !all_zero(buf, got))
+						return 0;
+				}
+				off += cs[i].len;
+				continue;
+			}
 			if (zero && off + cs[i].len <= data_at) {
 				memset(buf, 0, cs[i].len);
 				got = cs[i].len;
@@ -433,6 +448,11 @@ static int copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
 			if (cs[i].off != off || cs[i].len > w->m->max_raw) {
 				*why = "bad chunk manifest in the catalog";
 				return -EBADMSG;
+			}
+			/* A hole at the source stays a hole here. */
+			if (chunk_id_is_hole(&cs[i].id)) {
+				off += cs[i].len;
+				continue;
 			}
 			r = chunk_get(w, &cs[i], why);
 			if (r < 0)

@@ -456,6 +456,8 @@ static void want_new_file(struct sync *s, uint64_t ino)
 		for (i = 0; i < n; i++) {
 			if (cs[i].len > s->op.meta.params.max)
 				return;
+			if (chunk_id_is_hole(&cs[i].id))
+				continue; /* nothing to fetch or store */
 			r = hyd_store_has(s->op.store, &cs[i].id);
 			pthread_mutex_lock(&s->lock);
 			s->st.chunks_total++;
