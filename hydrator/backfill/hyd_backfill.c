@@ -1014,14 +1014,16 @@ void hyd_backfill_live(void *arg, struct hyd_status *st)
 	    st->manifests_local >= st->manifests_total &&
 	    bs.state != HYD_STATE_STALLED)
 		st->state = HYD_STATE_COMPLETE;
-	/* Complete means a census just found every chunk stored; the
-	 * cache's numbers may be from a little earlier: make them agree
-	 * (files only when none lacks a manifest for good: those are never
-	 * hydrated). */
-	if (bs.state == HYD_STATE_COMPLETE && bs.chunks_total &&
-	    bs.chunks_total == st->chunks_total) {
-		st->chunks_stored = st->chunks_total;
-		st->unique_bytes_stored = st->unique_bytes_total;
+	/* Complete means a census just found every chunk stored, and its
+	 * counts are exact; the cache's numbers may be from a little
+	 * earlier (before the last manifests were local, even): the census
+	 * wins, so a complete answer never shows chunks missing (files only
+	 * when none lacks a manifest for good: those are never hydrated). */
+	if (bs.state == HYD_STATE_COMPLETE && bs.chunks_total) {
+		st->chunks_total = st->chunks_stored = bs.chunks_total;
+		st->unique_bytes_total = st->unique_bytes_stored =
+		    bs.bytes_total;
+		st->manifests_local = st->manifests_total;
 		if (!st->manifests_changed) {
 			st->files_hydrated = st->files_total;
 			st->bytes_hydrated = st->bytes_total;

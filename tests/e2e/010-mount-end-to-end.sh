@@ -37,6 +37,10 @@ served=$(repl_stat "$port" tree chunks_served)
 stored=$(sql "$T/cache/state.db" "select count(*) from chunk")
 [ "$stored" = 0 ] || die "(a) store holds $stored chunks after a metadata walk"
 ok "(a) metadata of every path matches; 0 chunks fetched, 0 stored"
+# du at the mount is du at the source: a sparse file's holes take no blocks.
+[ "$(stat -c %b "$M/sparse.img")" = "$(stat -c %b "$T/src/sparse.img")" ] ||
+	die "(a) sparse.img: $(stat -c %b "$M/sparse.img") blocks at the mount, $(stat -c %b "$T/src/sparse.img") at the source"
+ok "(a) sparse.img reports the source's $(stat -c %b "$T/src/sparse.img") blocks"
 
 # (e) change a file at the source after the scan (same size, new bytes).
 python3 -c 'import os,sys; f=open(sys.argv[1],"r+b"); f.seek(1000); f.write(os.urandom(64)); f.close()' "$T/src/changed.bin"
@@ -55,7 +59,7 @@ ok "(b) every file reads back the source's bytes"
 # stored once. changed.bin's unchanged chunks were legitimately fetched too,
 # so the store holds between "everything but changed.bin and unread.bin"
 # and that plus changed.bin's chunks.
-CAT=$(ls "$T"/cache/catalogs/*.db | head -n 1)
+CAT=$(manifests_db tree "$T/manifests.db")
 file_ids() { # NAME... -> "select id" over those files at the root
 	local q="" n
 	for n in "$@"; do q="$q${q:+,}cast('$n' as blob)"; done

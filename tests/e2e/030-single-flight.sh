@@ -17,8 +17,9 @@ pids=()
 for i in $(seq 16); do cat "$T/mnt/one-chunk" >"$T/out.$i" & pids+=($!); done
 wait "${pids[@]}"
 for i in $(seq 16); do cmp -s "$T/src/one-chunk" "$T/out.$i" || die "reader $i got wrong bytes"; done
-n1=$(sql "$T/cache/catalogs/1.db" "select count(*) from chunk c join dirent d on d.ino = c.ino where d.name = cast('one-chunk' as blob)")
-[ "$n1" = 1 ] || die "one-chunk has $n1 chunks in the catalog, expected 1"
+MAN=$(manifests_db s "$T/manifests.db")
+n1=$(sql "$MAN" "select count(*) from chunk c join dirent d on d.ino = c.ino where d.name = cast('one-chunk' as blob)")
+[ "$n1" = 1 ] || die "one-chunk has $n1 chunks in its manifest, expected 1"
 served=$(repl_stat "$port" s chunks_served)
 [ "$served" = 1 ] || die "16 concurrent readers of one chunk caused $served fetches"
 ok "16 concurrent readers of one chunk: 1 fetch"
@@ -26,7 +27,7 @@ pids=()
 for i in $(seq 6); do cat "$T/mnt/many-chunks" >"$T/big.$i" & pids+=($!); done
 wait "${pids[@]}"
 for i in $(seq 6); do cmp -s "$T/src/many-chunks" "$T/big.$i" || die "reader $i of many-chunks got wrong bytes"; done
-n=$(sql "$T/cache/catalogs/1.db" "select count(distinct id) from chunk")
+n=$(sql "$MAN" "select count(distinct id) from chunk")
 served=$(repl_stat "$port" s chunks_served)
 [ "$served" = "$n" ] || die "6 readers of $((n - 1))-chunk file caused $served fetches, expected $n in all"
 ok "6 concurrent readers of a multi-chunk file: one fetch per distinct chunk ($served)"

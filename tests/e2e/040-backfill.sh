@@ -23,8 +23,8 @@ ok "--no-backfill: browsable, 0 chunks fetched, state browsing"
 
 mount_hyd "$URL" "$T/mnt" --jobs 4
 wait_status "$T/cache" state complete 120 || die "backfill did not complete"
-want=$(sql "$T/cache/catalogs/1.db" "select count(distinct id) from chunk")
-[ "$(status_field "$T/cache" chunks_stored)" = "$want" ] || die "status chunks_stored != $want"
+want=$(sql "$(manifests_db b "$T/manifests.db")" "select count(distinct id) from chunk")
+[ "$(status_field "$T/cache" chunks_stored)" = "$want" ] || { "$FERRY" status "$T/cache" --json; die "status chunks_stored != $want"; }
 [ "$(status_field "$T/cache" files_hydrated)" = "$(status_field "$T/cache" files_total)" ] || die "files not all hydrated"
 served=$(repl_stat "$port" b chunks_served)
 [ "$served" = "$want" ] || die "backfill fetched $served chunks for $want distinct"

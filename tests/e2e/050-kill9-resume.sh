@@ -16,7 +16,7 @@ M="$T/mnt"
 # test wants, not where the scheduler happens to be.
 opts=(--jobs 4 --bwlimit 8M)
 mount_hyd "$URL" "$M" "${opts[@]}"
-CAT="$T/cache/catalogs/1.db"
+CAT=$(manifests_db k "$T/manifests.db")
 total=$(sql "$CAT" "select count(distinct id) from chunk")
 stored() { sqlite3 "$T/cache/state.db" "select count(*) from chunk"; }
 waste=0

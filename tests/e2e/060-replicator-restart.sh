@@ -13,7 +13,7 @@ start_repl "$port" "r=$T/src"
 URL="http://127.0.0.1:$port/v1/r"
 M="$T/mnt"
 mount_hyd "$URL" "$M" --jobs 4 --bwlimit 8M --timeout 3
-CAT="$T/cache/catalogs/1.db"
+CAT=$(manifests_db r "$T/manifests.db")
 total=$(sql "$CAT" "select count(distinct id) from chunk")
 stored() { sqlite3 "$T/cache/state.db" "select count(*) from chunk"; }
 for i in $(seq 1 600); do [ "$(stored)" -ge $((total / 4)) ] && break; sleep 0.05; done

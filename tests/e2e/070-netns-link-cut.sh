@@ -39,7 +39,7 @@ M="$T/mnt"; mkdir -p "$M"; MOUNTS+=("$M")
 # visible here (a mount made under `ip netns exec` would not be).
 nsenter --net=/run/netns/"$NS_B" "$HYD" -c "$T/cache" --jobs 4 --bwlimit 6M --timeout 3 "$URL" "$M" ||
 	die "hydrator failed to mount across the veth"
-CAT="$T/cache/catalogs/1.db"
+CAT=$(manifests_db n "$T/manifests.db")
 total=$(sql "$CAT" "select count(distinct id) from chunk")
 stored() { sqlite3 "$T/cache/state.db" "select count(*) from chunk"; }
 for i in $(seq 1 600); do [ "$(stored)" -ge $((total / 4)) ] && break; sleep 0.05; done

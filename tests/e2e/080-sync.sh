@@ -29,13 +29,18 @@ lost=$(($(repl_stat "$port" s chunks_served) - at_kill))
 log "first run killed with $at_kill chunks stored, $lost in flight"
 "$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/sync1.log" 2>&1 || { cat "$T/sync1.log"; die "sync after the kill failed"; }
 tail -n 12 "$T/sync1.log"
-distinct=$(sql "$(ls "$T"/cache/catalogs/*.db | head -n 1)" "select count(distinct id) from chunk")
+distinct=$(sql "$(manifests_db s "$T/manifests.db")" "select count(distinct id) from chunk")
 extra=$(($(repl_stat "$port" s chunks_served) - distinct))
 [ "$extra" -le "$lost" ] || die "the resumed sync refetched $extra chunks, more than the $lost in flight at the kill"
 ok "resumed sync fetched only what was missing (extra $extra <= $lost in flight)"
 python3 "$E2E_LIB/treecmp.py" --content "$T/rsync" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "ferry sync tree differs from rsync -aHX's"; }
 ok "sync (resumed after kill -9) equals rsync -aHX's copy: $(tail -n 1 "$T/cmp.txt")"
 python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >/dev/null || die "sync tree differs from the source"
+# Holes stay holes: the source's sparse file takes few blocks there.
+sb=$(stat -c %b "$T/src/sparse.img") db=$(stat -c %b "$T/dest/sparse.img")
+[ "$db" -le $((2 * sb + 2048)) ] || die "sparse.img takes $db blocks in DEST, $sb at the source"
+grep -q 'namespace hashed .*bytes_read=' "$T/repl.log" || die "no hashed line"
+ok "sparse.img: $sb blocks at the source, $db in DEST ($(stat -c %s "$T/src/sparse.img") bytes apparent)"
 
 served=$(repl_stat "$port" s chunks_served)
 find "$T/dest" -printf '%p %T@ %i\n' | sort >"$T/before.txt"

@@ -101,14 +101,42 @@ hash_stat() {
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["hashing"][sys.argv[1]])' "$3"
 }
 
-# wait_hashed PORT NS SECONDS — until the replicator's hashing is done.
+# wait_hashed PORT NS SECONDS — until the replicator's hashing is done
+# (or there was nothing to hash).
 wait_hashed() {
-	local i
+	local i s
 	for i in $(seq 1 $(($3 * 10))); do
-		[ "$(hash_stat "$1" "$2" state 2>/dev/null)" = done ] && return 0
+		s=$(hash_stat "$1" "$2" state 2>/dev/null)
+		[ "$s" = done ] || [ "$s" = none ] && return 0
 		sleep 0.1
 	done
 	return 1
+}
+
+# manifests_db NS OUT — once the replicator has hashed everything (its
+# source index has nothing left to do), OUT is an SQLite file with the
+# served generation's inode and dirent rows and every manifest row (the
+# catalog's own and the hasher's), holes left out: what a test counts
+# chunks against. Prints OUT.
+manifests_db() {
+	local ns=$1 out=$2 gen src i
+	gen=$(cat "$T/state/$ns/HEAD")
+	src="$T/state/$ns/source/$gen.db"
+	for i in $(seq 1 3000); do
+		[ "$(sqlite3 "$src" "select count(*) from todo" 2>/dev/null)" = 0 ] && break
+		sleep 0.1
+	done
+	[ "$i" -lt 3000 ] || die "the replicator did not finish hashing"
+	rm -f "$out"
+	sqlite3 "$out" "attach '$T/state/$ns/catalog/$gen.db' as c;
+		attach '$T/state/$ns/source/$gen.db' as s;
+		create table inode as select * from c.inode;
+		create table dirent as select * from c.dirent;
+		create table chunk as select ino, off, len, id from c.chunk
+			where id != zeroblob(32)
+		union all select ino, off, len, id from s.manifest
+			where id != zeroblob(32);" || die "manifests_db $out"
+	echo "$out"
 }
 
 # sql DB QUERY — one value from an SQLite file (read-only).
