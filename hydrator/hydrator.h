@@ -127,6 +127,22 @@ int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret);
  * hyd_status_from_cache when none answers. Returns 0 or -errno. */
 int hyd_status_query(const char *cache_dir, struct hyd_status *ret);
 
+/* How far the source's background hashing is (the replicator's
+ * GET BASE/stats "hashing" object, docs/protocol.md). */
+struct hyd_source_hashing {
+	char state[16]; /* "none", "hashing", "done", "stopped" */
+	uint64_t files, files_done, bytes, bytes_done, changed;
+	double rate;  /* bytes/s */
+	double eta_s; /* seconds left at that rate */
+};
+
+/* Ask the replicator at base_url (the cache's URL) how far its hashing
+ * is; at most about 2 s. Initializes libcurl if nobody has.
+ * Returns 0, -EHOSTUNREACH / -ETIMEDOUT and the like (base_curl_errno),
+ * -EPROTO (not 200), -EBADMSG (no hashing object: an older replicator),
+ * -ENOMEM. */
+int hyd_source_hashing(const char *base_url, struct hyd_source_hashing *ret);
+
 /* Stable JSON for machines, one line, no trailing newline. Keys:
  * state, url, last_error, pid, generation, files_total, files_hydrated,
  * bytes_total, bytes_hydrated, chunks_total, chunks_stored,

@@ -36,7 +36,7 @@
 #define PROG "ferry status"
 #define STATUS_JSON_CAP 32768 /* > any hyd_status_json line */
 #define BAR_WIDTH 24
-#define DETAIL_LINES 8 /* lines after the progress line */
+#define DETAIL_LINES 9 /* lines after the progress line */
 
 /* Set by SIGINT/SIGTERM during --watch; the only global, a signal flag. */
 static volatile sig_atomic_t stop_requested;
@@ -337,6 +337,38 @@ static double now_s(void)
 	return (double)base_now_ns() / 1e9;
 }
 
+/* The source's hashing, next to hydration: what a deferred catalog's
+ * missing manifests wait for. */
+static void render_source(const struct hyd_status *st, char *line)
+{
+	struct hyd_source_hashing h;
+	char a[32], b[32], rate[32], eta[32];
+	int r = st->url[0] ? hyd_source_hashing(st->url, &h) : -ENOENT;
+
+	if (r < 0) {
+		snprintf(line, 512, "source         %s",
+			 r == -EBADMSG ? "does not say how far its hashing is"
+			 : r == -ENOENT
+			     ? "unknown"
+			     : "cannot ask the replicator how far it is");
+		return;
+	}
+	if (!strcmp(h.state, "none")) {
+		snprintf(line, 512,
+			 "source         every manifest was in the catalog");
+		return;
+	}
+	fmt_bytes(h.bytes_done, a, sizeof(a));
+	fmt_bytes(h.bytes, b, sizeof(b));
+	fmt_rate(h.rate, rate, sizeof(rate));
+	ferry_fmt_hms(!strcmp(h.state, "hashing") ? (int64_t)h.eta_s : 0, eta,
+		      sizeof(eta));
+	snprintf(line, 512,
+		 "source         %s: %" PRIu64 " of %" PRIu64
+		 " files hashed (%s of %s, %s, %s ETA, %" PRIu64 " changed)",
+		 h.state, h.files_done, h.files, a, b, rate, eta, h.changed);
+}
+
 /* The lines of one refresh into lines[0..1+DETAIL_LINES). */
 static void render(const struct hyd_status *st, const struct sample *prev,
 		   char lines[][512])
@@ -397,9 +429,13 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 		      ? st->bytes_total - st->unique_bytes_total
 		      : 0,
 		  a, sizeof(a));
-	snprintf(lines[k++], 512,
-		 "dedup          saves %s (%.1f%% of file bytes)", a,
-		 100.0 - pct(st->unique_bytes_total, st->bytes_total));
+	if (st->manifests_local < st->manifests_total)
+		snprintf(lines[k++], 512,
+			 "dedup          known once every manifest is local");
+	else
+		snprintf(lines[k++], 512,
+			 "dedup          saves %s (%.1f%% of file bytes)", a,
+			 100.0 - pct(st->unique_bytes_total, st->bytes_total));
 	if (comp > 0) {
 		fmt_bytes((uint64_t)comp, a, sizeof(a));
 		snprintf(lines[k++], 512,
@@ -435,6 +471,7 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 			 st->last_error[0] ? st->last_error : "none",
 			 st->last_error[0] ? strlen(st->last_error) : 4);
 	snprintf(lines[k++], 512, "last error     %.480s", text);
+	render_source(st, lines[k++]);
 }
 
 /* Print a refresh. On a terminal in --watch the block is redrawn in place
