@@ -69,8 +69,11 @@ int hyd_source_hashing(const char *base_url, struct hyd_source_hashing *ret)
 		r = -ENOMEM;
 		goto out;
 	}
+	/* BASE/stats, whether BASE ends in a slash or not */
+	if (ul && base_url[ul - 1] == '/')
+		ul--;
 	memcpy(url, base_url, ul);
-	strcpy(url + ul - (ul && base_url[ul - 1] == '/'), "/stats");
+	memcpy(url + ul, "/stats", sizeof("/stats"));
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
