@@ -69,9 +69,27 @@ static int busy(const struct repl_hasher *h, uint64_t ino)
 	return 0;
 }
 
+/* Take ino for wk (lock held) if it is still to do and no other worker
+ * has it: 1 with *j filled, 0 to skip it, -errno. */
+static int take_ino(struct repl_hasher *h, struct worker *wk, uint64_t ino,
+		    struct repl_src_job *j)
+{
+	int r;
+
+	if (busy(h, ino))
+		return 0;
+	r = repl_srcindex_hw_todo_one(h->w, ino, j);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	wk->busy = ino;
+	return 1;
+}
+
 /* The next file for wk (lock held): 1 with *j filled, 0 when nothing is
- * left, -errno. A requested ino is taken only while it is still to do
- * and no other worker has it. */
+ * left, -errno. Requests first, then the todo list in ino order; each ino
+ * is looked up again when taken, since a request may have done it. */
 static int take(struct repl_hasher *h, struct worker *wk,
 		struct repl_src_job *j)
 {
@@ -82,15 +100,9 @@ static int take(struct repl_hasher *h, struct worker *wk,
 
 		h->prio_head = (h->prio_head + 1) % PRIO_MAX;
 		h->prio_n--;
-		if (busy(h, ino))
-			continue;
-		r = repl_srcindex_hw_todo_one(h->w, ino, j);
-		if (r == -ENOENT)
-			continue;
-		if (r < 0)
+		r = take_ino(h, wk, ino, j);
+		if (r != 0)
 			return r;
-		wk->busy = ino;
-		return 1;
 	}
 	for (;;) {
 		uint64_t ino;
@@ -103,8 +115,7 @@ static int take(struct repl_hasher *h, struct worker *wk,
 						  BATCH, &h->bn);
 			if (r < 0)
 				return r;
-			/* Only the inos are kept: each is looked up again
-			 * when taken, since a request may have done it. */
+			/* Only the inos are kept (take_ino looks again). */
 			for (size_t i = 0; i < h->bn; i++)
 				job_free(&h->batch[i]);
 			if (h->bn < BATCH)
@@ -114,15 +125,9 @@ static int take(struct repl_hasher *h, struct worker *wk,
 			h->cursor = h->batch[h->bn - 1].ino;
 		}
 		ino = h->batch[h->bi++].ino;
-		if (busy(h, ino))
-			continue;
-		r = repl_srcindex_hw_todo_one(h->w, ino, j);
-		if (r == -ENOENT)
-			continue;
-		if (r < 0)
+		r = take_ino(h, wk, ino, j);
+		if (r != 0)
 			return r;
-		wk->busy = ino;
-		return 1;
 	}
 }
 
