@@ -38,6 +38,7 @@ PIPE_LIMIT=2500 SCAN_TARGET=1750
 WARM_TARGET=1200 HOT_TARGET=5000
 STAT_LIMIT=26 RD_DIR_LIMIT=172 RD_ENTRY_LIMIT=0.36
 MOUNT_TARGET=3 FIND_TARGET=10 RSS_TARGET=300 RSS_ENTRY_TARGET=300
+START_FIND_TARGET=20 FIRST_BYTE_TARGET=3
 
 die() { echo "bench/micro.sh: $*" >&2; exit 1; }
 calc() { awk "BEGIN { printf \"%.6g\", $* }"; }
@@ -164,13 +165,16 @@ fi
 # --- scan: walk + read + FastCDC + SHA-256 + catalog, input in page cache.
 # Wall time from the replicator's start to its "ready" line (the scan is
 # published: catalog, its .zst, source index, HEAD), fresh state each run.
+# The read-cut-hash pipeline: with --hash-before-publish the walk hashes
+# every file before it is ready, so scan-to-ready is that pipeline's time
+# (by default the walk reads nothing and hashing runs after "ready").
 scan_bench() { # LABEL DIR
 	local i r wall files dirs mb secs mbps="" fps=""
 	echo "# scan $1"
 	for ((i = 0; i < REPS; i++)); do
 		rm -rf "$W/state-scan"
 		in_page_cache "$2"
-		r=$(repl_start scan 1 "s=$2")
+		r=$(repl_start scan 1 --hash-before-publish "s=$2")
 		repl_stop scan
 		read -r wall files dirs mb secs <<<"$r"
 		mbps+=" $(calc "$mb / $wall")"
@@ -260,13 +264,16 @@ got=$(curl -sf -o /dev/null -w '%{size_download}' "http://127.0.0.1:$PORT/v1/m/c
 db=$(stat -c %s "$W/state-m1/m/catalog/$gen.db")
 result "1M: catalog shipped" MB "" "" "" "$(calc "$zst / 1e6")" "GEN.db.zst = GET catalog; the .db is $(calc "$db / 1e6") MB"
 result "1M: catalog shipped per entry" B/entry "" "" "" "$(calc "$zst / $n")"
-mnt_s="" find_s="" rss=""
+mnt_s="" find_s="" rss="" s2f=""
 for ((i = 0; i < REPS; i++)); do
 	rm -rf "$W/cache-m1"
-	mnt_s+=" $(mount_hyd "$W/cache-m1" m "$W/mnt-m1")"
+	m=$(mount_hyd "$W/cache-m1" m "$W/mnt-m1")
+	mnt_s+=" $m"
 	t0=$EPOCHREALTIME
 	c=$(find "$W/mnt-m1" | wc -l)
-	find_s+=" $(calc "$EPOCHREALTIME - $t0")"
+	f=$(calc "$EPOCHREALTIME - $t0")
+	find_s+=" $f"
+	s2f+=" $(calc "${r%% *} + $m + $f")"
 	[ "$c" -eq $((n + 1)) ] || die "find listed $c entries through the mount, want $((n + 1))"
 	hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$(cat "$W/cache-m1/hydrator.pid")/status")
 	rss+=" $(calc "$hwm * 1024 / 1e6")"
@@ -278,7 +285,45 @@ result "1M: hydrator peak RSS" MB "" "<=" $RSS_TARGET "$rss" "VmHWM after the fi
 per=""
 for x in $rss; do per+=" $(calc "$x * 1e6 / $n")"; done
 result "1M: hydrator peak RSS per entry" B/entry "" "<=" $RSS_ENTRY_TARGET "$per"
+result "1M: start -> find complete" s "" "<=" $START_FIND_TARGET "$s2f" \
+	"walk + mount + find | wc -l, source on tmpfs (warm)"
+rhwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$(cat "$W/m1.pid")/status")
+result "1M: replicator peak RSS" MB "" "" "" "$(calc "$rhwm * 1024 / 1e6")" \
+	"VmHWM after the walk and the finds"
 repl_stop m1
+umount "$W/tmpfs"
+
+# --- 8 GiB in 2,000 files (40 of 205 MiB, 1,960 of 1 KiB), namespace
+# first: a cold start of the replicator (page cache dropped) until `ls -lR`
+# of a fresh mount is done, then the first byte of the big file last in
+# walk order, read while the source is still hashing.
+echo "# 8 GiB in 2,000 files"
+for d in $(seq -w 0 39); do
+	mkdir -p "$W/g8/d$d"
+	py micro_gen.py rand "$W/g8/d$d/big.bin" 205 "g8big$d"
+	for f in $(seq -w 0 48); do head -c 1024 /dev/urandom >"$W/g8/d$d/s$f"; done
+done
+b8="" fb8=""
+for ((i = 0; i < REPS; i++)); do
+	rm -rf "$W/state-g8" "$W/cache-g8"
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	t0=$EPOCHREALTIME
+	repl_start g8 1 "g=$W/g8" >/dev/null
+	mount_hyd "$W/cache-g8" g "$W/mnt-g8" >/dev/null
+	ls -lR "$W/mnt-g8" >/dev/null
+	b8+=" $(calc "$EPOCHREALTIME - $t0")"
+	t0=$EPOCHREALTIME
+	head -c 1 "$W/mnt-g8/d39/big.bin" >/dev/null
+	fb8+=" $(calc "$EPOCHREALTIME - $t0")"
+	umount_hyd "$W/cache-g8" "$W/mnt-g8"
+	repl_stop g8
+done
+result "8 GiB: start -> browsable" s "" "" "" "$b8" \
+	"cold: replicator start to ls -lR of a fresh mount done"
+result "8 GiB: first byte, last file" s "" "<=" $FIRST_BYTE_TARGET "$fb8" \
+	"205 MiB file last in walk order, read right after browse"
+rm -rf "$W/g8"
 
 echo
 py micro_report.py "$RES" "$OUT/micro.json"
