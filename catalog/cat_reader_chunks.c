@@ -160,6 +160,16 @@ static int state_locked(cat_reader *r, uint64_t ino)
 	return overlay_state_locked(r, ino);
 }
 
+/* The inode of regular file ino (lock held): 0, -EINVAL (another kind),
+ * or getattr's error. */
+static int reg_locked(cat_reader *r, uint64_t ino, struct cat_inode *in)
+{
+	int rc = cat__getattr_locked(r, ino, in, NULL);
+
+	cat__done(r->st_getattr);
+	return rc == 0 && in->kind != CAT_REG ? -EINVAL : rc;
+}
+
 int cat_manifest_state(cat_reader *r, uint64_t ino)
 {
 	struct cat_inode in;
@@ -170,10 +180,9 @@ int cat_manifest_state(cat_reader *r, uint64_t ino)
 	rc = cat__reader_lock(r);
 	if (rc)
 		return rc;
-	rc = cat__getattr_locked(r, ino, &in, NULL);
-	cat__done(r->st_getattr);
+	rc = reg_locked(r, ino, &in);
 	if (rc == 0)
-		rc = in.kind == CAT_REG ? state_locked(r, ino) : -EINVAL;
+		rc = state_locked(r, ino);
 	pthread_mutex_unlock(&r->mu);
 	return rc;
 }
@@ -192,14 +201,9 @@ int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
 	rc = cat__reader_lock(r);
 	if (rc)
 		return rc;
-	rc = cat__getattr_locked(r, ino, &in, NULL);
-	cat__done(r->st_getattr);
+	rc = reg_locked(r, ino, &in);
 	if (rc)
 		goto out;
-	if (in.kind != CAT_REG) {
-		rc = -EINVAL;
-		goto out;
-	}
 	/* Past EOF or an empty range: nothing to read, nothing to check. */
 	if (len == 0 || off >= in.size)
 		goto out;

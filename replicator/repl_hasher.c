@@ -45,7 +45,7 @@ struct repl_hasher {
 	/* the queue: requests first, then the index's todo in ino order */
 	uint64_t prio[PRIO_MAX];
 	size_t prio_head, prio_n;
-	struct repl_src_job batch[BATCH];
+	uint64_t batch[BATCH]; /* inos of the todo list, in order */
 	size_t bi, bn;
 	uint64_t cursor; /* the last ino loaded into batch */
 	int drained;	 /* the todo list has nothing after cursor */
@@ -115,16 +115,13 @@ static int take(struct repl_hasher *h, struct worker *wk,
 						  BATCH, &h->bn);
 			if (r < 0)
 				return r;
-			/* Only the inos are kept (take_ino looks again). */
-			for (size_t i = 0; i < h->bn; i++)
-				job_free(&h->batch[i]);
 			if (h->bn < BATCH)
 				h->drained = 1;
 			if (h->bn == 0)
 				return 0;
-			h->cursor = h->batch[h->bn - 1].ino;
+			h->cursor = h->batch[h->bn - 1];
 		}
-		ino = h->batch[h->bi++].ino;
+		ino = h->batch[h->bi++];
 		r = take_ino(h, wk, ino, j);
 		if (r != 0)
 			return r;

@@ -48,9 +48,7 @@ int repl_srcindex_hw_open(const char *path, repl_srcindex_hw **ret)
 		const char *sql;
 	} q[] = {
 	    {offsetof(struct repl_srcindex_hw, st_todo),
-	     "SELECT t.ino, t.dev, t.sino, t.size, t.mtime_ns, t.ctime_ns,"
-	     " f.path FROM todo t JOIN file f ON f.ino=t.ino WHERE t.ino>?1"
-	     " ORDER BY t.ino LIMIT ?2"},
+	     "SELECT ino FROM todo WHERE ino>?1 ORDER BY ino LIMIT ?2"},
 	    {offsetof(struct repl_srcindex_hw, st_todo_one),
 	     "SELECT t.ino, t.dev, t.sino, t.size, t.mtime_ns, t.ctime_ns,"
 	     " f.path FROM todo t JOIN file f ON f.ino=t.ino WHERE t.ino=?1"},
@@ -118,7 +116,7 @@ fail:
 	return e;
 }
 
-/* One job from a todo row (columns as in st_todo). */
+/* One job from a todo row (columns as in st_todo_one). */
 static int job_of(sqlite3_stmt *st, struct repl_src_job *j)
 {
 	const void *p = sqlite3_column_blob(st, 6);
@@ -143,11 +141,11 @@ static int job_of(sqlite3_stmt *st, struct repl_src_job *j)
 	return 0;
 }
 
-int repl_srcindex_hw_todo(repl_srcindex_hw *w, uint64_t after,
-			  struct repl_src_job *ret, size_t cap, size_t *ret_n)
+int repl_srcindex_hw_todo(repl_srcindex_hw *w, uint64_t after, uint64_t *ret,
+			  size_t cap, size_t *ret_n)
 {
 	size_t n = 0;
-	int rc, e = 0;
+	int rc = SQLITE_DONE, e = 0;
 
 	*ret_n = 0;
 	sqlite3_bind_int64(
@@ -155,19 +153,19 @@ int repl_srcindex_hw_todo(repl_srcindex_hw *w, uint64_t after,
 	    (sqlite3_int64)(after > INT64_MAX ? INT64_MAX : after));
 	sqlite3_bind_int64(w->st_todo, 2, (sqlite3_int64)cap);
 	while (n < cap && (rc = sqlite3_step(w->st_todo)) == SQLITE_ROW) {
-		e = job_of(w->st_todo, &ret[n]);
-		if (e < 0)
+		sqlite3_int64 ino = sqlite3_column_int64(w->st_todo, 0);
+
+		if (ino < 1) {
+			e = -EBADMSG;
 			break;
-		n++;
+		}
+		ret[n++] = (uint64_t)ino;
 	}
 	if (e == 0 && n < cap && rc != SQLITE_DONE)
 		e = base_sqlite_errno(w->db, rc, "todo");
 	sqlite3_reset(w->st_todo);
-	if (e < 0) {
-		while (n)
-			free(ret[--n].path);
+	if (e < 0)
 		return e;
-	}
 	*ret_n = n;
 	return 0;
 }

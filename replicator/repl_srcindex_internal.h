@@ -173,10 +173,9 @@ struct repl_src_job {
 int repl_srcindex_hw_open(const char *path, repl_srcindex_hw **ret);
 void repl_srcindex_hw_close(repl_srcindex_hw *w);
 
-/* Up to cap pending files with ino > after, ascending (paths malloc'd:
- * free each with free()). */
-int repl_srcindex_hw_todo(repl_srcindex_hw *w, uint64_t after,
-			  struct repl_src_job *ret, size_t cap, size_t *ret_n);
+/* The inos of up to cap pending files with ino > after, ascending. */
+int repl_srcindex_hw_todo(repl_srcindex_hw *w, uint64_t after, uint64_t *ret,
+			  size_t cap, size_t *ret_n);
 
 /* Pending file ino, if it is still to do: 0, -ENOENT (done or not
  * pending), -EIO. */

@@ -30,6 +30,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
+#include "hydrator/fetch/hyd_curl_internal.h"
 #include "hydrator/fetch/hyd_catalog_internal.h"
 #include "hydrator/hydrator.h"
 
@@ -603,18 +604,11 @@ static int cf_setup(struct hyd_cf *f, const char *cache_dir)
 		if (cc == CURLE_OK)                                            \
 			cc = curl_easy_setopt(f->h, opt, val);                 \
 	} while (0)
-	SETOPT(CURLOPT_NOSIGNAL, 1L);
-	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
-	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	/* Static layouts live on object stores and CDNs, which redirect. */
-	SETOPT(CURLOPT_FOLLOWLOCATION, 1L);
-	SETOPT(CURLOPT_MAXREDIRS, 5L);
+	cc = hyd_curl_get_setup(f->h, f->curl_err);
 	SETOPT(CURLOPT_CONNECTTIMEOUT, f->connect_timeout_s);
 	/* No total timeout (a catalog can be large); a stall ends it. */
 	SETOPT(CURLOPT_LOW_SPEED_LIMIT, HYD_STALL_BYTES_PER_S);
 	SETOPT(CURLOPT_LOW_SPEED_TIME, HYD_STALL_S);
-	SETOPT(CURLOPT_USERAGENT, "ferry-hydrator");
-	SETOPT(CURLOPT_ERRORBUFFER, f->curl_err);
 	SETOPT(CURLOPT_WRITEFUNCTION, sink_write);
 #undef SETOPT
 	if (cc != CURLE_OK)

@@ -13,6 +13,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
+#include "hydrator/fetch/hyd_curl_internal.h"
 #include "hydrator/hydrator.h"
 
 /* Fetch one part; absent parts come back as NULL. */
@@ -154,4 +155,24 @@ int hyd_cache_dir_default(const char *base_url, const char *name, char *buf,
 	if (n < 0 || (size_t)n >= cap)
 		return -ENAMETOOLONG;
 	return 0;
+}
+
+CURLcode hyd_curl_get_setup(CURL *h, char *errbuf)
+{
+	CURLcode cc = curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+
+	if (cc == CURLE_OK)
+		cc = curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (cc == CURLE_OK)
+		cc = curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR,
+				      "http,https");
+	if (cc == CURLE_OK)
+		cc = curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+	if (cc == CURLE_OK)
+		cc = curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+	if (cc == CURLE_OK)
+		cc = curl_easy_setopt(h, CURLOPT_USERAGENT, "ferry-hydrator");
+	if (cc == CURLE_OK && errbuf)
+		cc = curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	return cc;
 }

@@ -25,6 +25,7 @@
 #include <curl/curl.h>
 
 #include "catalog/base/base.h"
+#include "hydrator/fetch/hyd_curl_internal.h"
 #include "hydrator/fetch/hyd_manifest_internal.h"
 
 #define POOL_MAX 8u /* idle handles kept (each with its connection) */
@@ -174,17 +175,10 @@ static struct mf_handle *handle_new(hyd_manifest *m)
 		if (cc == CURLE_OK)                                            \
 			cc = curl_easy_setopt(mh->h, opt, val);                \
 	} while (0)
-	SETOPT(CURLOPT_NOSIGNAL, 1L);
-	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
-	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	/* Static layouts live on object stores and CDNs, which redirect. */
-	SETOPT(CURLOPT_FOLLOWLOCATION, 1L);
-	SETOPT(CURLOPT_MAXREDIRS, 5L);
+	cc = hyd_curl_get_setup(mh->h, mh->err);
 	SETOPT(CURLOPT_CONNECTTIMEOUT_MS, m->connect_timeout_ms);
 	SETOPT(CURLOPT_LOW_SPEED_LIMIT, 1L);
 	SETOPT(CURLOPT_LOW_SPEED_TIME, (long)m->wait_s + STALL_SLACK_S);
-	SETOPT(CURLOPT_USERAGENT, "ferry-hydrator");
-	SETOPT(CURLOPT_ERRORBUFFER, mh->err);
 	SETOPT(CURLOPT_WRITEFUNCTION, on_write);
 	SETOPT(CURLOPT_NOPROGRESS, 0L);
 	SETOPT(CURLOPT_XFERINFOFUNCTION, on_progress);

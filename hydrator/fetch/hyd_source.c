@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "catalog/base/base.h"
+#include "hydrator/fetch/hyd_curl_internal.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
 #include "hydrator/hydrator.h"
 
@@ -74,12 +75,15 @@ int hyd_source_hashing(const char *base_url, struct hyd_source_hashing *ret)
 		ul--;
 	memcpy(url, base_url, ul);
 	memcpy(url + ul, "/stats", sizeof("/stats"));
+	if (hyd_curl_get_setup(c, NULL) != CURLE_OK) {
+		r = -EIO;
+		goto out;
+	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	r = base_curl_errno(curl_easy_perform(c));
 	if (r < 0)
 		goto out;

@@ -1,0 +1,17 @@
+/*
+ * hydrator/fetch/hyd_curl_internal.h — the options every blocking GET of
+ * the fetch room sets on a curl easy handle (catalog, manifests, source
+ * stats), in one place. Not a face: for this room's files only.
+ */
+#ifndef FERRY_HYD_CURL_INTERNAL_H
+#define FERRY_HYD_CURL_INTERNAL_H
+
+#include <curl/curl.h>
+
+/* No signals, http and https only (redirects too: static layouts on object
+ * stores and CDNs redirect, at most 5 times), ferry's user agent, and
+ * errbuf (CURL_ERROR_SIZE bytes, may be NULL) for curl's message. Returns
+ * the first failing option's code, or CURLE_OK. */
+CURLcode hyd_curl_get_setup(CURL *h, char *errbuf);
+
+#endif
