@@ -1,7 +1,8 @@
 /*
  * replicator/repl_scan_file.c — what the scanner does inside one inode:
- * read, chunk and hash a regular file's bytes into a manifest (a file
- * job, run on any scanning thread), and collect xattrs.
+ * stat a regular file and, unless its manifest is reused or deferred,
+ * read, chunk and hash its bytes into a manifest (a file job, run on any
+ * scanning thread).
  *
  * The manifest is built completely before anything is written to the
  * catalog, because a file that changes while it is read must be re-read or
@@ -21,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -461,17 +461,10 @@ void repl_file_job_fini(struct repl_file_job *j)
 	repl_xattrs_clear(&j->xa);
 }
 
-static int open_file(struct repl_scan_shared *sh, int dfd, const char *name)
+static int open_file(int dfd, const char *name)
 {
 	int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, fd;
 
-	if (sh->before_read) {
-		/* A test hook: it may run on any scanning thread, so calls
-		 * are serialized for it. */
-		pthread_mutex_lock(&sh->hook_lock);
-		sh->before_read(sh->ctx, dfd, name);
-		pthread_mutex_unlock(&sh->hook_lock);
-	}
 	/* O_NOATIME keeps the scan from dirtying every inode; the kernel
 	 * refuses it for files we do not own unless we are root. */
 	fd = openat(dfd, name, fl | O_NOATIME);
@@ -492,14 +485,64 @@ static void left_out(struct repl_file_job *j, int err, const char *why)
 	j->warn_why = why;
 }
 
+/* Without reading it: the previous generation's manifest, or pending, or
+ * (empty) no manifest at all. 1 when one of those, with j->st = *a and
+ * xattrs collected without opening the file; 0 when it must be read. */
+static int job_unread(struct repl_file_job *j, struct repl_file_reader *fr,
+		      const struct stat *a)
+{
+	int r;
+
+	/* A lookup that fails only costs the read. */
+	r = repl_prev_manifest(fr->sh->prev, a, &j->m);
+	if (r == -ENOMEM) {
+		j->rc = r;
+		return 1;
+	}
+	if (r == 1)
+		j->reused = 1;
+	else if (fr->sh->defer && a->st_size > 0)
+		j->pending = 1; /* the hasher reads it after the catalog */
+	else if (a->st_size > 0)
+		return 0;
+	j->st = *a;
+	/* xattrs we cannot read do not cost the file */
+	if (repl_xattrs_collect_at(&j->xa, j->dfd, j->name) == -ENOMEM)
+		j->rc = -ENOMEM;
+	return 1;
+}
+
 void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr)
 {
 	struct stat a;
 	uint64_t total = 0, nread = 0;
 	int attempt, fd = -1, r;
 
+	if (fr->sh->before_read) {
+		/* A test hook: it may run on any scanning thread, so calls
+		 * are serialized for it. */
+		pthread_mutex_lock(&fr->sh->hook_lock);
+		fr->sh->before_read(fr->sh->ctx, j->dfd, j->name);
+		pthread_mutex_unlock(&fr->sh->hook_lock);
+	}
+	/* The walk's stat of this entry: the walker takes it from here. */
+	if (fstatat(j->dfd, j->name, &a, AT_SYMLINK_NOFOLLOW) < 0) {
+		left_out(j, errno, NULL);
+		return;
+	}
+	if (!S_ISREG(a.st_mode)) {
+		j->not_reg = 1;
+		j->st = a;
+		return;
+	}
+	if ((uint64_t)a.st_size > CAT_SIZE_MAX) {
+		left_out(j, EFBIG, NULL);
+		return;
+	}
+	if (job_unread(j, fr, &a))
+		return;
 	for (attempt = 0; attempt < 2; attempt++) {
-		fd = open_file(fr->sh, j->dfd, j->name);
+		fd = open_file(j->dfd, j->name);
 		if (fd < 0) {
 			left_out(j, errno, NULL);
 			return;
@@ -515,26 +558,6 @@ void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr)
 		if ((uint64_t)a.st_size > CAT_SIZE_MAX) {
 			left_out(j, EFBIG, NULL);
 			goto out;
-		}
-		if (attempt == 0) {
-			/* A lookup that fails only costs the read. */
-			r = repl_prev_manifest(fr->sh->prev, &a, &j->m);
-			if (r == -ENOMEM) {
-				j->rc = r;
-				goto out;
-			}
-			if (r == 1) {
-				j->reused = 1;
-				j->st = a;
-				break;
-			}
-			/* Deferred: the walk only names it; the hasher reads
-			 * it after the catalog is out. */
-			if (fr->sh->defer && a.st_size > 0) {
-				j->pending = 1;
-				j->st = a;
-				break;
-			}
 		}
 		r = repl_file_chunk(fr, fd, (uint64_t)a.st_size, &j->m, &total,
 				    &nread);
@@ -569,141 +592,4 @@ void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr)
 out:
 	if (fd >= 0)
 		close(fd);
-}
-
-void repl_xattrs_clear(struct repl_xattrs *x)
-{
-	size_t i;
-
-	for (i = 0; i < x->n; i++) {
-		free(x->v[i].name);
-		free(x->v[i].value);
-	}
-	free(x->v);
-	memset(x, 0, sizeof(*x));
-}
-
-static ssize_t xlist(int fd, const char *path, char *buf, size_t cap)
-{
-	return fd >= 0 ? flistxattr(fd, buf, cap) : llistxattr(path, buf, cap);
-}
-
-static ssize_t xget(int fd, const char *path, const char *name, void *buf,
-		    size_t cap)
-{
-	return fd >= 0 ? fgetxattr(fd, name, buf, cap)
-		       : lgetxattr(path, name, buf, cap);
-}
-
-/* "none" for our purposes: the filesystem or the kernel says no xattrs
- * here, which is not a reason to leave the inode out. */
-static int xattr_none(int e)
-{
-	return e == ENOTSUP || e == EPERM || e == EACCES;
-}
-
-static int add_one(struct repl_xattrs *x, int fd, const char *path,
-		   const char *name)
-{
-	struct repl_xattr a = {0};
-	int tries;
-
-	for (tries = 0; tries < 4; tries++) {
-		ssize_t n = xget(fd, path, name, NULL, 0);
-
-		if (n < 0)
-			return errno == ENODATA || xattr_none(errno) ? 0
-								     : -errno;
-		if ((size_t)n > CAT_XATTR_VALUE_MAX)
-			return 0;
-		free(a.value);
-		a.value = malloc(n ? (size_t)n : 1);
-		if (!a.value)
-			return -ENOMEM;
-		n = xget(fd, path, name, a.value, (size_t)n);
-		if (n < 0 && errno == ERANGE)
-			continue; /* grew in between: ask again */
-		if (n < 0) {
-			int e = errno;
-
-			free(a.value);
-			return e == ENODATA || xattr_none(e) ? 0 : -e;
-		}
-		a.value_len = (size_t)n;
-		break;
-	}
-	if (tries == 4) {
-		free(a.value);
-		return 0;
-	}
-	if (x->n == x->cap) {
-		size_t nc = x->cap ? 2 * x->cap : 4;
-		struct repl_xattr *nv = realloc(x->v, nc * sizeof(*nv));
-
-		if (!nv) {
-			free(a.value);
-			return -ENOMEM;
-		}
-		x->v = nv;
-		x->cap = nc;
-	}
-	a.name = strdup(name);
-	if (!a.name) {
-		free(a.value);
-		return -ENOMEM;
-	}
-	x->v[x->n++] = a;
-	return 0;
-}
-
-int repl_xattrs_collect(struct repl_xattrs *x, int fd, const char *path)
-{
-	char *list = NULL;
-	ssize_t n = 0;
-	size_t i;
-	int tries, r = 0;
-
-	repl_xattrs_clear(x);
-	for (tries = 0; tries < 4; tries++) {
-		n = xlist(fd, path, NULL, 0);
-		if (n < 0) {
-			r = xattr_none(errno) ? 0 : -errno;
-			goto out;
-		}
-		if (n == 0)
-			goto out;
-		free(list);
-		list = malloc((size_t)n);
-		if (!list) {
-			r = -ENOMEM;
-			goto out;
-		}
-		n = xlist(fd, path, list, (size_t)n);
-		if (n >= 0)
-			break;
-		if (errno != ERANGE) {
-			r = xattr_none(errno) ? 0 : -errno;
-			goto out;
-		}
-	}
-	if (n < 0)
-		goto out; /* kept growing; give up on xattrs, keep the inode */
-	for (i = 0; i < (size_t)n;) {
-		const char *name = list + i;
-		size_t len = strnlen(name, (size_t)n - i);
-
-		if (i + len >= (size_t)n)
-			break; /* unterminated: the kernel never does this */
-		if (cat_xattr_name_check(name, len) == 0) {
-			r = add_one(x, fd, path, name);
-			if (r < 0)
-				goto out;
-		}
-		i += len + 1;
-	}
-out:
-	free(list);
-	if (r < 0)
-		repl_xattrs_clear(x);
-	return r;
 }

@@ -147,7 +147,8 @@ int repl_file_chunk(struct repl_file_reader *fr, int fd, uint64_t size,
 		    struct repl_manifest *m, uint64_t *ret_total,
 		    uint64_t *ret_read);
 
-/* Extended attributes of one inode, collected before its row is written. */
+/* Extended attributes of one inode, collected before its row is written
+ * (repl_xattrs.c). */
 struct repl_xattr {
 	char *name; /* NUL-terminated */
 	void *value;
@@ -167,6 +168,14 @@ void repl_xattrs_clear(struct repl_xattrs *x);
  * skipped; values above CAT_XATTR_VALUE_MAX are skipped.
  * Returns 0, -ENOENT (the inode vanished), -ENOMEM, -errno. */
 int repl_xattrs_collect(struct repl_xattrs *x, int fd, const char *path);
+
+/* The same for the entry name of directory dfd, without opening it and
+ * without following a symlink (repl_xattrs.c). Any thread. */
+int repl_xattrs_collect_at(struct repl_xattrs *x, int dfd, const char *name);
+
+/* Tests only: 1 makes repl_xattrs_collect_at take the /proc path it uses
+ * where the kernel has no listxattrat; 0 lets it try the syscall again. */
+void repl_xattrs_use_proc(int on);
 
 /* -- file jobs -- */
 
@@ -191,6 +200,8 @@ struct repl_file_job {
 	int reused;	      /* the manifest came from the previous
 			       * generation: no byte was read */
 	int pending;	      /* deferred: not read, hashed later */
+	int not_reg;	      /* 1: st says it is no regular file (any
+			       * more); the walker takes it from there */
 	uint64_t read_bytes;  /* file bytes read (all attempts) */
 	int left_out;	      /* 1: report warn_err/warn_why, write nothing */
 	int warn_err;	      /* positive errno or 0 */
@@ -207,11 +218,14 @@ void repl_file_job_init(struct repl_file_job *j,
 /* Free the results; j must not be queued or running. */
 void repl_file_job_fini(struct repl_file_job *j);
 
-/* Open the file; when the previous generation holds it unchanged
- * (repl_prev_manifest) take its manifest from there; else, when the scan
- * defers hashing, mark it pending without reading it; else read, chunk and
- * hash it, re-reading once if it changed underneath; collect its xattrs.
- * Fills j's results. Runs on any thread with that thread's reader. */
+/* Stat the entry (no symlink followed): when it is not a regular file,
+ * set not_reg and st and stop. When the previous generation holds it
+ * unchanged (repl_prev_manifest) take its manifest from there; else, when
+ * the scan defers hashing, mark it pending; in both cases, and for an
+ * empty file, nothing is opened (xattrs by name). Else open, read, chunk
+ * and hash it, re-reading once if it changed underneath, and collect its
+ * xattrs. Fills j's results. Runs on any thread with that thread's
+ * reader. */
 void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr);
 
 /* Open (read-only, non-blocking) the file at path, relative to dirfd,

@@ -30,6 +30,7 @@
 
 #include "catalog/catalog.h"
 #include "replicator/replicator.h"
+#include "replicator/repl_scan_internal.h"
 #include "replicator/repl_srcindex_internal.h"
 #include "tsupport.h"
 
@@ -701,6 +702,79 @@ static void test_sparse_holes(void **state)
 	free(data);
 }
 
+/* With hashing deferred, a regular file is never opened by the walk: its
+ * xattrs are read by name, like a symlink's. The syscalls (listxattrat,
+ * getxattrat) and the /proc path older kernels get must give the same
+ * catalog, and neither may follow the symlink to its target. */
+static char *xattr_dump_deferred(struct fixture *f, const char *tag,
+				 int use_proc, size_t *len)
+{
+	static const char *const sql[] = {
+	    "SELECT * FROM inode ORDER BY ino",
+	    "SELECT * FROM xattr ORDER BY ino, name",
+	    "SELECT * FROM pending ORDER BY ino",
+	};
+	char cat[256], idx[256];
+	struct warn_log w = {0};
+	struct repl_scan_opts o = {
+	    .generation = 1, .warn = on_warn, .ctx = &w, .defer = 1};
+	struct repl_scan_stats st;
+	cat_reader *r = NULL;
+	struct cat_inode in;
+	char buf[64];
+	size_t n;
+
+	snprintf(cat, sizeof(cat), "%s/%s.db", f->state, tag);
+	snprintf(idx, sizeof(idx), "%s/%s-src.db", f->state, tag);
+	o.srcindex_path = idx;
+	repl_xattrs_use_proc(use_proc);
+	assert_int_equal(repl_scan(f->src, cat, &o, &st), 0);
+	repl_xattrs_use_proc(0);
+	assert_int_equal(w.count, 0);
+	assert_true(st.pending >= 2); /* a.txt, big.bin, odd: not read */
+	assert_int_equal(st.bytes_read, 0);
+	assert_int_equal(cat_reader_open(cat, &r), 0);
+	lookup(r, CAT_ROOT_INO, "a.txt", &in);
+	if (f->have_xattr) {
+		assert_int_equal(cat_getxattr(r, in.ino, "user.color", 10, buf,
+					      sizeof(buf), &n),
+				 0);
+		assert_int_equal(n, 4);
+		assert_memory_equal(buf, "blue", 4);
+	}
+	lookup(r, CAT_ROOT_INO, "link", &in);
+	/* the symlink's own xattrs, not a.txt's */
+	assert_int_not_equal(
+	    cat_getxattr(r, in.ino, "user.color", 10, buf, sizeof(buf), &n), 0);
+	if (geteuid() == 0) {
+		assert_int_equal(cat_getxattr(r, in.ino, "trusted.ferry", 13,
+					      buf, sizeof(buf), &n),
+				 0);
+		assert_memory_equal(buf, "lnk", 3);
+	}
+	cat_reader_close(r);
+	return dump_db(cat, sql, 3, len);
+}
+
+static void test_xattrs_by_name(void **state)
+{
+	struct fixture *f = *state;
+	char p[256], *a, *b;
+	size_t alen, blen;
+
+	path_in(p, sizeof(p), f->src, "vanish.txt");
+	assert_int_equal(unlink(p), 0);
+	path_in(p, sizeof(p), f->src, "link");
+	if (geteuid() == 0)
+		assert_int_equal(lsetxattr(p, "trusted.ferry", "lnk", 3, 0), 0);
+	a = xattr_dump_deferred(f, "at", 0, &alen);
+	b = xattr_dump_deferred(f, "proc", 1, &blen);
+	assert_int_equal(alen, blen);
+	assert_memory_equal(a, b, alen);
+	free(a);
+	free(b);
+}
+
 static void test_threads_same_catalog(void **state)
 {
 	static const unsigned threads[] = {1, 2, 4, 7};
@@ -804,6 +878,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_scan_tree, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sparse_holes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_xattrs_by_name, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_scan_tree_1, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_scan_tree_4, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_threads_same_catalog, setup,
