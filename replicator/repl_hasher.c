@@ -150,7 +150,11 @@ static int rows_cb(void *ctx, int (*put)(void *, const struct cat_chunk *),
 }
 
 /* Read and hash one file into m. 0 (m is its manifest), 1 (not what the
- * walk saw, or kept changing: *why says how), -ECANCELED, -ENOMEM. */
+ * walk saw, or changed while read, or unreadable: *why says how),
+ * -ECANCELED, -ENOMEM. A read error is tried again (TRIES in all); a
+ * change is not: once written, the file can never again match the inode
+ * the namespace published (ctime moves on every write), so the next try
+ * stops at its first fstat, without reading. */
 static int hash_file(struct repl_hasher *h, struct worker *wk,
 		     const struct repl_src_job *j, struct repl_manifest *m,
 		     const char **why, int *err)
@@ -170,9 +174,12 @@ static int hash_file(struct repl_hasher *h, struct worker *wk,
 		}
 		if (fstat(fd, &a) < 0 || !same_as_walk(&a, &j->t)) {
 			close(fd);
-			*why = "changed since the walk";
+			if (!*why)
+				*why = "changed since the walk";
 			return 1;
 		}
+		if (h->o.opened)
+			h->o.opened(h->o.opened_ctx, j->path);
 		total = nread = 0;
 		r = repl_file_chunk(&wk->fr, fd, j->t.size, m, &total, &nread);
 		pthread_mutex_lock(&h->mu);
@@ -186,7 +193,7 @@ static int hash_file(struct repl_hasher *h, struct worker *wk,
 			close(fd);
 			*err = -r;
 			*why = "cannot read it";
-			return 1;
+			continue;
 		}
 		r = fstat(fd, &b);
 		close(fd);
@@ -194,6 +201,7 @@ static int hash_file(struct repl_hasher *h, struct worker *wk,
 		 * mtime or ctime (or the size). */
 		if (r == 0 && total == j->t.size && same_as_walk(&b, &j->t))
 			return 0;
+		*err = 0;
 		*why = "changed while being hashed";
 	}
 	return 1;

@@ -8,9 +8,9 @@
  *
  * A file is hashed only if it is still what the walk saw (source identity,
  * size, mtime, ctime); one that is not, or that changes while being read
- * (compared before and after, three tries), is recorded as changed: no
- * manifest in this generation, a warning naming its path, and reads of it
- * fail on the destination rather than mix bytes.
+ * (compared before and after), is recorded as changed: no manifest in
+ * this generation, a warning naming its path, and reads of it fail on the
+ * destination rather than mix bytes. A read error is tried three times.
  *
  * Threads: `threads` workers, each with its own read windows; one SQLite
  * connection, under the hasher's lock. The calls below are for any thread.
@@ -36,8 +36,12 @@ struct repl_hasher_opts {
 	 * is (on a worker thread; must not block). May be NULL. */
 	void (*progress)(void *ctx);
 	void *ctx;
-	/* Test hook: sleep this long before each file (0: none). */
+	/* Test hooks: sleep this long before each file (0: none); call
+	 * opened (may be NULL; on a worker, with opened_ctx) once a file is
+	 * open and found to be what the walk saw, before it is read. */
 	unsigned delay_ms;
+	void (*opened)(void *opened_ctx, const char *path);
+	void *opened_ctx;
 };
 
 struct repl_hasher_stats {

@@ -122,6 +122,8 @@ static void hash_start(struct repl_ns *ns)
 	    .progress = hash_progress,
 	    .ctx = ns,
 	    .delay_ms = srv->hash_delay_ms,
+	    .opened = srv->hash_opened,
+	    .opened_ctx = srv->hash_opened_ctx,
 	};
 	char *spill = repl__path_fmt("%s/source", ns->state_dir);
 	int r;
@@ -324,6 +326,8 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	srv->scan_threads = o->scan_threads;
 	srv->hash_first = o->hash_first;
 	srv->hash_delay_ms = o->hash_delay_ms;
+	srv->hash_opened = o->hash_opened;
+	srv->hash_opened_ctx = o->hash_opened_ctx;
 	snprintf(srv->listen_str, sizeof(srv->listen_str), "%s", o->listen);
 	r = uv_loop_init(&srv->loop);
 	if (r < 0) {

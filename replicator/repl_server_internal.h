@@ -91,7 +91,9 @@ struct repl_server {
 	unsigned scan_threads;	/* 0: one per CPU */
 	int hash_first;		/* hash before publishing (no deferral) */
 	unsigned hash_delay_ms; /* test hook (FERRY_HASH_DELAY_MS) */
-	atomic_int cancel;	/* set on shutdown; scans poll it */
+	void (*hash_opened)(void *ctx, const char *path); /* test hook */
+	void *hash_opened_ctx;
+	atomic_int cancel; /* set on shutdown; scans poll it */
 	int stopping;
 	size_t scan_next; /* next namespace to scan */
 	struct repl_conn *conns;
@@ -107,6 +109,10 @@ struct repl_server_opts {
 	unsigned scan_threads;	/* repl_scan_opts.threads */
 	int hash_first;		/* --hash-before-publish */
 	unsigned hash_delay_ms; /* test hook: FERRY_HASH_DELAY_MS */
+	/* Test hook (unit tests): called on a hashing thread once a file is
+	 * open, before its bytes are read (repl_hasher_opts.opened). */
+	void (*hash_opened)(void *ctx, const char *path);
+	void *hash_opened_ctx;
 	size_t n_ns;
 	const char *const *ns_names;
 	const char *const *ns_dirs;

@@ -7,11 +7,13 @@
  * wait; the manifest's chunks are the file's bytes; 503 with Retry-After
  * while hashing, a long-poll that ends with 200; a segment lists every
  * pending file once all are hashed; 404/400 for what is not a pending
- * file or not a request; a file changed before its turn is recorded as
- * changed; /stats counts; a stop in the middle and a restart re-read
- * nothing that was hashed.
+ * file or not a request; a file changed before its turn, or while it is
+ * being read, is recorded as changed and named in the log; /stats counts; a
+ * stop in the middle and a restart re-read nothing that was hashed.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -43,6 +45,8 @@ struct fixture {
 	struct repl_server srv;
 	pthread_t loop;
 	uint8_t *data[NFILES];
+	void (*opened)(void *ctx, const char *path); /* hasher test hook */
+	void *opened_ctx;
 };
 
 struct resp {
@@ -118,6 +122,8 @@ static void start(struct fixture *f, unsigned delay_ms)
 	o.policy = FRAME_POLICY_AUTO;
 	o.scan_threads = 1;
 	o.hash_delay_ms = delay_ms;
+	o.hash_opened = f->opened;
+	o.hash_opened_ctx = f->opened_ctx;
 	o.n_ns = 1;
 	o.ns_names = names;
 	o.ns_dirs = dirs;
@@ -378,11 +384,28 @@ static void test_not_manifests(void **state)
 	}
 }
 
+/* File i's manifest says "changed": one record, the size the catalog has,
+ * no chunk. */
+static void check_changed(const struct fixture *f, int i)
+{
+	char path[96];
+	struct resp r;
+
+	snprintf(path, sizeof(path), "/v1/ns/manifest/1/%llu?wait=20",
+		 (unsigned long long)ino_of(i));
+	get(f, path, &r);
+	assert_int_equal(r.status, 200);
+	check_head(r.body, r.len, ino_of(i), ino_of(i), 1);
+	assert_int_equal(le(r.body + 44, 8), FSIZE);
+	assert_int_equal(le(r.body + 52, 4), CAT_MWIRE_CHANGED);
+	assert_int_equal(r.len, 36 + 20);
+	free(r.body);
+}
+
 static void test_changed_before_its_turn(void **state)
 {
 	struct fixture *f = *state;
-	char p[160], path[96];
-	struct resp r;
+	char p[160];
 	json_t *o;
 
 	start(f, DELAY_MS);
@@ -390,21 +413,91 @@ static void test_changed_before_its_turn(void **state)
 	/* f6 grows before the hasher gets to it */
 	snprintf(p, sizeof(p), "%s/f6", f->src);
 	tsup_write_file(p, f->data[0], FSIZE / 2);
-	snprintf(path, sizeof(path), "/v1/ns/manifest/1/%llu?wait=20",
-		 (unsigned long long)ino_of(6));
-	get(f, path, &r);
-	assert_int_equal(r.status, 200);
-	check_head(r.body, r.len, ino_of(6), ino_of(6), 1);
-	/* size as the catalog has it, and the "changed" marker */
-	assert_int_equal(le(r.body + 44, 8), FSIZE);
-	assert_int_equal(le(r.body + 52, 4), CAT_MWIRE_CHANGED);
-	assert_int_equal(r.len, 36 + 20);
-	free(r.body);
+	check_changed(f, 6);
 	wait_hashed(f);
 	o = stats(f);
 	assert_int_equal(hstat(o, "changed"), 1);
 	assert_int_equal(hstat(o, "files_done"), NFILES);
 	json_decref(o);
+}
+
+/* f5 is rewritten after the hasher opened it and found it as the walk
+ * saw it, before its bytes are read: same size, other bytes, so only
+ * mtime and ctime tell. Recorded as changed (no manifest, so no chunk id
+ * of it is ever served), named in one log line, read once: the retry stops
+ * at its first fstat. */
+struct rewrite {
+	char path[160];
+	atomic_int hits;
+};
+
+static void rewrite_f5(void *ctx, const char *path)
+{
+	struct rewrite *c = ctx;
+	int fd;
+
+	if (strcmp(path, "f5"))
+		return;
+	atomic_fetch_add(&c->hits, 1);
+	fd = open(c->path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "rewritten", 9, 1000), 9);
+	close(fd);
+}
+
+static void test_changed_while_hashed(void **state)
+{
+	struct fixture *f = *state;
+	struct rewrite c = {0};
+	char path[96], logp[160], want[256], *log;
+	size_t off = 36, loglen;
+	struct resp r;
+	json_t *o;
+	int saved, fd;
+
+	snprintf(c.path, sizeof(c.path), "%s/f5", f->src);
+	f->opened = rewrite_f5;
+	f->opened_ctx = &c;
+	/* the replicator's log goes to stderr: keep it to read it back */
+	snprintf(logp, sizeof(logp), "%s/log", f->root);
+	fflush(stderr);
+	saved = dup(2);
+	fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(saved >= 0 && fd >= 0);
+	assert_int_equal(dup2(fd, 2), 2);
+	close(fd);
+	start(f, 0);
+	wait_ready(f);
+	wait_hashed(f);
+	fflush(stderr);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+
+	assert_int_equal(atomic_load(&c.hits), 1);
+	check_changed(f, 5);
+	/* its neighbour is hashed as usual */
+	snprintf(path, sizeof(path), "/v1/ns/manifest/1/%llu",
+		 (unsigned long long)ino_of(4));
+	get(f, path, &r);
+	assert_int_equal(r.status, 200);
+	check_head(r.body, r.len, ino_of(4), ino_of(4), 1);
+	check_record(f, r.body, r.len, &off, 4);
+	free(r.body);
+	o = stats(f);
+	assert_int_equal(hstat(o, "changed"), 1);
+	assert_int_equal(hstat(o, "files_done"), NFILES);
+	assert_int_equal(hstat(o, "bytes_read"), (int64_t)NFILES * FSIZE);
+	json_decref(o);
+	log = tsup_read_file(logp, &loglen);
+	log[loglen] = 0;
+	snprintf(want, sizeof(want),
+		 "no manifest for a file, reads of it will fail ns=ns "
+		 "path=\"%s/f5\" why=\"changed while being hashed\"",
+		 f->src);
+	if (!strstr(log, want))
+		fail_msg("no line naming f5 in the log:\n%s", log);
+	assert_null(strstr(strstr(log, want) + 1, "no manifest for a file"));
+	free(log);
 }
 
 /* A stop in the middle keeps what was hashed; the restart (same tree, so
@@ -444,6 +537,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_not_manifests, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_changed_before_its_turn, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_changed_while_hashed, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_resumes, setup,
 					    teardown),
