@@ -5,8 +5,9 @@
 #   sudo bench/micro.sh build/release        # `make bench-micro`
 #
 # Needs root (FUSE mounts and a tmpfs; exits 2 otherwise), fusermount3,
-# python3, curl, and about 7 GB free under build/bench; openssl makes the
-# random input fast. Takes 3-5 minutes on the 2-core VM.
+# python3, curl, about 10 GB free under build/bench and 8 GB of memory
+# for the 5M-entry tmpfs; openssl makes the random input fast. Takes 8-12
+# minutes on the 2-core VM (MICRO_5M=0 skips the 5M-entry rows).
 # Prints a table (metric | measured | limit/target | ratio | PASS/MISS) and
 # writes build/bench/micro.json (one object per metric). Each timing is the
 # median of MICRO_REPS (default 3) runs. The VM is shared: the JSON keeps
@@ -247,51 +248,71 @@ result "cold readdir per entry" us $RD_ENTRY_LIMIT "" "" "$rd_ent" \
 	"$ne entries, whole time / entries; limit: 10k-entry dir"
 repl_stop serve
 
-# --- 1M-entry metadata-only tree on a tmpfs (creation not measured):
-# catalog build (one scan), catalog bytes shipped, then per run on a fresh
-# cache: mount time (catalog download + check + FUSE mount), `find | wc -l`,
-# the hydrator daemon's peak RSS (VmHWM) after the find.
-echo "# 1M-entry tree"
-mkdir -p "$W/tmpfs"
-mount -t tmpfs -o size=4G,nr_inodes=2000000,mode=755 ferry-micro "$W/tmpfs"
-n=$(py micro_gen.py tree "$W/tmpfs/m" 1000 999 10)
-r=$(repl_start m1 1 "m=$W/tmpfs/m")
-result "1M: catalog build" s "" "" "" "${r%% *}" "$n entries, 1 run, scan to ready"
-gen=$(cat "$W/state-m1/m/HEAD")
-zst=$(stat -c %s "$W/state-m1/m/catalog/$gen.db.zst")
-got=$(curl -sf -o /dev/null -w '%{size_download}' "http://127.0.0.1:$PORT/v1/m/catalog/$gen")
-[ "$got" = "$zst" ] || die "GET catalog/$gen sent $got bytes, the .zst has $zst"
-db=$(stat -c %s "$W/state-m1/m/catalog/$gen.db")
-result "1M: catalog shipped" MB "" "" "" "$(calc "$zst / 1e6")" "GEN.db.zst = GET catalog; the .db is $(calc "$db / 1e6") MB"
-result "1M: catalog shipped per entry" B/entry "" "" "" "$(calc "$zst / $n")"
-mnt_s="" find_s="" rss="" s2f=""
-for ((i = 0; i < REPS; i++)); do
-	rm -rf "$W/cache-m1"
-	m=$(mount_hyd "$W/cache-m1" m "$W/mnt-m1")
-	mnt_s+=" $m"
-	t0=$EPOCHREALTIME
-	c=$(find "$W/mnt-m1" | wc -l)
-	f=$(calc "$EPOCHREALTIME - $t0")
-	find_s+=" $f"
-	s2f+=" $(calc "${r%% *} + $m + $f")"
-	[ "$c" -eq $((n + 1)) ] || die "find listed $c entries through the mount, want $((n + 1))"
-	hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$(cat "$W/cache-m1/hydrator.pid")/status")
-	rss+=" $(calc "$hwm * 1024 / 1e6")"
-	umount_hyd "$W/cache-m1" "$W/mnt-m1"
-done
-result "1M: mount (fresh cache)" s "" "<=" $MOUNT_TARGET "$mnt_s" "ferry-hydrator start to return, defaults"
-result "1M: find | wc -l" s "" "<=" $FIND_TARGET "$find_s" "$((n + 1)) lines, checked"
-result "1M: hydrator peak RSS" MB "" "<=" $RSS_TARGET "$rss" "VmHWM after the find"
-per=""
-for x in $rss; do per+=" $(calc "$x * 1e6 / $n")"; done
-result "1M: hydrator peak RSS per entry" B/entry "" "<=" $RSS_ENTRY_TARGET "$per"
-result "1M: start -> find complete" s "" "<=" $START_FIND_TARGET "$s2f" \
-	"walk + mount + find | wc -l, source on tmpfs (warm)"
-rhwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$(cat "$W/m1.pid")/status")
-result "1M: replicator peak RSS" MB "" "" "" "$(calc "$rhwm * 1024 / 1e6")" \
-	"VmHWM after the walk and the finds"
-repl_stop m1
-umount "$W/tmpfs"
+# --- metadata-only trees on a tmpfs (creation not measured), 1M and 5M
+# entries: catalog build (one scan), catalog bytes shipped, then per run on
+# a fresh cache: mount time (catalog download + check + FUSE mount),
+# `find | wc -l` (count checked), the hydrator daemon's peak RSS (VmHWM)
+# after the find; start -> find complete adds the walk; the replicator's
+# peak RSS at the end.
+# entries_rows LABEL NDIRS NFILES RUNS RSS_LIMITS(0|1)
+entries_rows() {
+	local L=$1 nd=$2 nf=$3 runs=$4 lim=$5 n r gen zst got db i m t0 f c hwm
+	local mnt_s="" find_s="" rss="" s2f="" per="" x rhwm
+	echo "# $L-entry tree"
+	mkdir -p "$W/tmpfs"
+	mount -t tmpfs -o "size=8G,nr_inodes=$((nd * (nf + 1) * 6 / 5 + 1000)),mode=755" ferry-micro "$W/tmpfs"
+	n=$(py micro_gen.py tree "$W/tmpfs/m" "$nd" "$nf" 10)
+	r=$(repl_start "m$L" 1 "m=$W/tmpfs/m")
+	result "$L: catalog build" s "" "" "" "${r%% *}" "$n entries, 1 run, scan to ready"
+	gen=$(cat "$W/state-m$L/m/HEAD")
+	zst=$(stat -c %s "$W/state-m$L/m/catalog/$gen.db.zst")
+	got=$(curl -sf -o /dev/null -w '%{size_download}' "http://127.0.0.1:$PORT/v1/m/catalog/$gen")
+	[ "$got" = "$zst" ] || die "GET catalog/$gen sent $got bytes, the .zst has $zst"
+	db=$(stat -c %s "$W/state-m$L/m/catalog/$gen.db")
+	result "$L: catalog shipped" MB "" "" "" "$(calc "$zst / 1e6")" "GEN.db.zst = GET catalog; the .db is $(calc "$db / 1e6") MB"
+	result "$L: catalog shipped per entry" B/entry "" "" "" "$(calc "$zst / $n")"
+	for ((i = 0; i < runs; i++)); do
+		rm -rf "$W/cache-m$L"
+		m=$(mount_hyd "$W/cache-m$L" m "$W/mnt-m$L")
+		mnt_s+=" $m"
+		t0=$EPOCHREALTIME
+		c=$(find "$W/mnt-m$L" | wc -l)
+		f=$(calc "$EPOCHREALTIME - $t0")
+		find_s+=" $f"
+		s2f+=" $(calc "${r%% *} + $m + $f")"
+		[ "$c" -eq $((n + 1)) ] || die "find listed $c entries through the mount, want $((n + 1))"
+		hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$(cat "$W/cache-m$L/hydrator.pid")/status")
+		rss+=" $(calc "$hwm * 1024 / 1e6")"
+		umount_hyd "$W/cache-m$L" "$W/mnt-m$L"
+		rm -rf "$W/cache-m$L"
+	done
+	for x in $rss; do per+=" $(calc "$x * 1e6 / $n")"; done
+	if [ "$lim" = 1 ]; then
+		result "$L: mount (fresh cache)" s "" "<=" $MOUNT_TARGET "$mnt_s" "ferry-hydrator start to return, defaults"
+		result "$L: find | wc -l" s "" "<=" $FIND_TARGET "$find_s" "$((n + 1)) lines, checked"
+		result "$L: hydrator peak RSS" MB "" "<=" $RSS_TARGET "$rss" "VmHWM after the find"
+		result "$L: hydrator peak RSS per entry" B/entry "" "<=" $RSS_ENTRY_TARGET "$per"
+		result "$L: start -> find complete" s "" "<=" $START_FIND_TARGET "$s2f" \
+			"walk + mount + find | wc -l, source on tmpfs (warm)"
+	else
+		result "$L: mount (fresh cache)" s "" "" "" "$mnt_s" "ferry-hydrator start to return, defaults"
+		result "$L: find | wc -l" s "" "" "" "$find_s" "$((n + 1)) lines, checked"
+		result "$L: hydrator peak RSS" MB "" "" "" "$rss" "VmHWM after the find"
+		result "$L: hydrator peak RSS per entry" B/entry "" "<=" $RSS_ENTRY_TARGET "$per"
+		result "$L: start -> find complete" s "" "" "" "$s2f" \
+			"walk + mount + find | wc -l, source on tmpfs (warm)"
+	fi
+	rhwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$(cat "$W/m$L.pid")/status")
+	result "$L: replicator peak RSS" MB "" "" "" "$(calc "$rhwm * 1024 / 1e6")" \
+		"VmHWM after the walk and the finds"
+	repl_stop "m$L"
+	rm -rf "$W/state-m$L"
+	umount "$W/tmpfs"
+}
+entries_rows 1M 1000 999 "$REPS" 1
+# 5M: one run (about 3 minutes); no time target, the row decides whether
+# one catalog per namespace still browses in seconds (docs/performance.md).
+[ "${MICRO_5M:-1}" = 1 ] && entries_rows 5M 5000 999 1 0
 
 # --- 8 GiB in 2,000 files (40 of 205 MiB, 1,960 of 1 KiB), namespace
 # first: a cold start of the replicator (page cache dropped) until `ls -lR`

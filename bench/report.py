@@ -28,7 +28,8 @@ COLS = [("browse_s", "browse s"), ("fb_large_s", "1st byte large s"),
 NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
          "rclone_mount": "rclone mount", "rclone_copy": "rclone copy",
          "casync_mount": "casync mount", "casync_extract": "casync extract",
-         "ferry_mount": "ferry mount", "ferry_sync": "ferry sync"}
+         "ferry_mount": "ferry mount", "ferry_sync": "ferry sync",
+         "ferry_start": "ferry from source start"}
 
 
 def rate_bps(rate):
@@ -134,6 +135,16 @@ def targets(rows, rate):
         add("first byte %s vs casync mount (20 ms RTT)" % size,
             ratio(get(r20, "ferry_mount", k), get(r20, "casync_mount", k)), 1 / 2, "le",
             "fresh mount start -> head -c1 returned, mount included")
+    st = lambda k: get(r0, "ferry_start", k)
+    add("from source start: browse vs rsync -aHX (0 RTT)",
+        ratio(st("browse_s"), get(r0, "rsync_hx", "full_s")), 1 / 10, "le",
+        "replicator start (fresh state) -> ls -lR of a fresh mount done / rsync -aHX completion")
+    add("from source start: first byte small vs rsync -aHX (0 RTT)",
+        ratio(st("fb_small_s"), get(r0, "rsync_hx", "fb_small_s")), 1 / 2, "le",
+        "replicator start -> head -c1 returned / rsync -aHX start -> the file exists")
+    add("from source start: first byte large vs rsync -aHX (0 RTT)",
+        ratio(st("fb_large_s"), get(r0, "rsync_hx", "fb_large_s")), 1 / 2, "le",
+        "replicator start -> head -c1 returned / rsync -aHX start -> the file exists")
     for appr in ("ferry_mount", "ferry_sync"):
         full = get(r0, appr, "full_s")
         add("%s complete vs rsync -aHX (0 RTT)" % NAMES[appr],

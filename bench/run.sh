@@ -15,7 +15,10 @@
 #   RTT_RUNS [1]          runs per approach at the other RTTs
 #   PEERS ["rsync_hx rclone_mount casync_mount"]  run_anchors.sh approaches;
 #                         "" skips the peers (their last results are reused)
-#   FERRY ["ferry_mount ferry_sync"]              ferry approaches
+#   FERRY ["ferry_start ferry_mount ferry_sync"]  ferry approaches; ferry_start
+#                         times from the replicator's start (fresh state:
+#                         walk, catalog, mount, browse / first byte / tar),
+#                         the others from the mount's or the sync's start
 #   HYD_OPTS [""]         extra ferry-hydrator options (e.g. "--jobs 8")
 #   SYNC_OPTS [""]        extra ferry sync options
 #   BENCH_OUT [build/bench]  where results go (e.g. to keep a baseline)
@@ -33,7 +36,7 @@ RTTS=${RTTS:-"0 20"}
 RUNS=${RUNS:-3}
 RTT_RUNS=${RTT_RUNS:-1}
 PEERS=${PEERS-"rsync_hx rclone_mount casync_mount"}
-FERRY=${FERRY:-"ferry_mount ferry_sync"}
+FERRY=${FERRY:-"ferry_start ferry_mount ferry_sync"}
 HYD_OPTS=${HYD_OPTS:-}
 SYNC_OPTS=${SYNC_OPTS:-}
 SRC_IP=10.99.0.1
@@ -208,6 +211,67 @@ verdicts() {
 		STRICT=false
 		log "treecmp: $(head -n3 "$RUN/treecmp.out" | tr '\n' ' ')"
 	fi
+}
+
+# restart_replicator: stop it and start it again on a fresh state dir (the
+# proxy, if any, keeps running: it connects per client connection). Sets
+# T_SRC to the moment it was started.
+restart_replicator() {
+	[ -n "$REPL_PID" ] && { kill "$REPL_PID" 2>/dev/null; wait "$REPL_PID" 2>/dev/null; }
+	REPL_PID=
+	T_SRC=$(now)
+	start_replicator
+}
+
+# wait_hashed: until the replicator's background hashing is done (so the
+# runs after ferry_start see the same replicator the others always saw).
+wait_hashed() {
+	local i st
+	for i in $(seq 1 600); do
+		st=$($NSD curl -sf "http://$SRC_IP:$PORT/v1/tree/stats" |
+			python3 -c "import json,sys; print(json.load(sys.stdin).get('hashing', {}).get('state', ''))" 2>/dev/null)
+		case $st in done | none | "") return 0 ;; esac
+		sleep 0.1
+	done
+	log "replicator still hashing after 60 s"
+}
+
+# ferry_start: what a user sees from the moment the replicator starts on a
+# source it has never seen (fresh state dir: the walk and the catalog are
+# included; hashing runs in the background as it does by default). Three
+# replicator starts per run: one for browse (ls -lR of a fresh mount) and
+# then the whole tree read through the mount (tar), one for the first byte
+# of the large file, one for the small one. Next to rsync, whose times
+# include its own start-up (its file list).
+bench_ferry_start() {
+	local label=$1 run=$2 cache=$WORK/dst/ferry-start mnt=$WORK/mnt/ferry-start
+	local browse fbL fbS full w0 w1 nbytes scan rss what
+	w0=$(wire)
+	restart_replicator
+	scan=$SCAN_S
+	hyd_mount "$cache" "$mnt" || { emit ferry_start "$label" "$run" error=mount_failed; return 1; }
+	ls -lR "$mnt" >"$RUN/ferry-start.lslR" 2>&1
+	browse=$(dt "$T_SRC" "$(now)")
+	nbytes=$(tar -C "$mnt" -cf - . 2>"$RUN/ferry-start.tar.err" | wc -c)
+	full=$(dt "$T_SRC" "$(now)")
+	w1=$(wire)
+	verdicts "$mnt"
+	hyd_umount "$cache" "$mnt"
+	rss=$HWM
+	for what in large small; do
+		local rel=$LARGE_REL
+		[ $what = small ] && rel=$SMALL_REL
+		restart_replicator
+		hyd_mount "$cache" "$mnt" || { emit ferry_start "$label" "$run" error=mount_failed; return 1; }
+		head -c1 "$mnt/$rel" >/dev/null
+		if [ $what = large ]; then fbL=$(dt "$T_SRC" "$(now)"); else fbS=$(dt "$T_SRC" "$(now)"); fi
+		hyd_umount "$cache" "$mnt"
+	done
+	wait_hashed
+	emit ferry_start "$label" "$run" browse_s="$browse" fb_large_s="$fbL" fb_small_s="$fbS" \
+		full_s="$full" tar_bytes="$nbytes" wire_bytes=$((w1 - w0)) tree_bytes="$TREE_BYTES" \
+		peak_rss_kb="$rss" verdict="$VERDICT" strict_ok="$STRICT" scan_s="$scan"
+	log "ferry_start@$label#$run scan=${scan}s browse=${browse}s fbL=$fbL fbS=$fbS full=${full}s strict=$STRICT"
 }
 
 bench_ferry_mount() {
