@@ -159,6 +159,14 @@ int hyd_source_hashing(const char *base_url, struct hyd_source_hashing *ret);
  * then "" (when cap > 0). Any thread. */
 int hyd_status_json(const struct hyd_status *st, char *buf, size_t cap);
 
+/* The same line with one more key, source_hashing: null when src is NULL
+ * (unknown), else an object of src's fields (state, files, files_done,
+ * bytes, bytes_done, changed as integers; rate and eta_s as reals). What
+ * `ferry status --json` prints. */
+int hyd_status_json_source(const struct hyd_status *st,
+			   const struct hyd_source_hashing *src, char *buf,
+			   size_t cap);
+
 /* ------------------------------------------------------------------ */
 /* Sync and verify (hyd_sync*.c, hyd_verify.c)                         */
 /* ------------------------------------------------------------------ */

@@ -504,13 +504,16 @@ static void on_signal(int sig)
 static int show_json(const struct hyd_status *st)
 {
 	char *buf = malloc(STATUS_JSON_CAP);
-	int n;
+	struct hyd_source_hashing h;
+	int n, known;
 
 	if (!buf) {
 		base_error("out of memory");
 		return 1;
 	}
-	n = hyd_status_json(st, buf, STATUS_JSON_CAP);
+	/* The source as render_source asks it: unknown is null. */
+	known = st->url[0] && hyd_source_hashing(st->url, &h) == 0;
+	n = hyd_status_json_source(st, known ? &h : NULL, buf, STATUS_JSON_CAP);
 	if (n >= 0)
 		printf("%s\n", buf);
 	else

@@ -5,7 +5,8 @@
 # files are still waiting to be hashed; a read of the file last in walk
 # order completes while others are still queued; a file rewritten before
 # its turn is reported by path and reads of it fail with EIO, never mixed
-# bytes; backfill then completes and the tree is byte- and metadata-exact.
+# bytes; `ferry status` (text and --json) shows the source's hashing;
+# backfill then completes and the tree is byte- and metadata-exact.
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 [ -x "$FERRY" ] || die "ferry not built"
@@ -42,6 +43,28 @@ done0=$(hash_stat "$port" n files_done)
 [ "$done0" -le $((files / 4)) ] || die "browse waited for hashing: $done0 of $files hashed"
 ok "browsable and metadata-exact with $done0 of $files files hashed"
 
+# ferry status shows the source's hashing next to hydration.
+source_status() { # STATE: the text line and the JSON object agree with it
+	"$FERRY" status "$M" >"$T/st.txt" || die "ferry status failed"
+	grep -Eq "^source +$1: [0-9]+ of $files files hashed" "$T/st.txt" ||
+		{ cat "$T/st.txt"; die "ferry status has no source line saying $1"; }
+	"$FERRY" status "$M" --json >"$T/st.json" || die "ferry status --json failed"
+	python3 - "$T/st.json" "$files" "$1" <<'PY' || die "source_hashing in ferry status --json is wrong: $(cat "$T/st.json")"
+import json, sys
+h = json.load(open(sys.argv[1]))["source_hashing"]
+files, state = int(sys.argv[2]), sys.argv[3]
+assert h["state"] == state and h["files"] == files, h
+if state == "hashing":
+    assert 0 <= h["files_done"] < files and h["bytes_done"] < h["bytes"], h
+else:
+    assert h["files_done"] == files and h["bytes_done"] == h["bytes"], h
+    assert h["changed"] == 1, h
+assert isinstance(h["rate"], float) and isinstance(h["eta_s"], float), h
+PY
+}
+source_status hashing
+ok "ferry status: the source is hashing, text and JSON"
+
 # The file last in walk order, read now: it jumps the queue.
 t0=$(date +%s.%N)
 cmp "$S/zz/last.bin" "$M/zz/last.bin" || die "last.bin differs"
@@ -63,6 +86,8 @@ ok "rewritten file: replicator named it, the read failed with EIO"
 wait_hashed "$port" n 180 || die "hashing did not finish"
 [ "$(hash_stat "$port" n changed)" = 1 ] || die "changed count is not 1"
 grep -q ' namespace hashed .*changed=1 ' "$T/repl.log" || die "no hashed line"
+source_status done
+ok "ferry status: the source is done hashing, one file changed"
 wait_status "$T/cache" state complete 180 || die "backfill did not complete"
 python3 "$E2E_LIB/treecmp.py" --content --exclude b/victim.bin "$S" "$M" >"$T/cmp1.txt" ||
 	{ cat "$T/cmp1.txt"; die "tree differs after backfill"; }

@@ -392,6 +392,56 @@ static void assert_status_equal(const struct hyd_status *a,
 	assert_true(fabs(a->elapsed_s - b->elapsed_s) < 0.0005);
 }
 
+/* ferry status --json: the same line plus source_hashing, null when the
+ * replicator could not be asked; the replicator's state word is network
+ * bytes and comes out as valid JSON whatever it holds. */
+static void test_json_source(void **state)
+{
+	struct hyd_status a, b;
+	struct hyd_source_hashing h = {
+	    .files = 40,
+	    .files_done = 12,
+	    .bytes = 1 << 30,
+	    .bytes_done = 1 << 20,
+	    .changed = 1,
+	    .rate = 1048576.25,
+	    .eta_s = 1023.0004,
+	};
+	char buf[HYD_STATUS_JSON_MAX + 512], plain[HYD_STATUS_JSON_MAX];
+	int n, m;
+
+	(void)state;
+	sample(&a);
+	m = hyd_status_json(&a, plain, sizeof(plain));
+	n = hyd_status_json_source(&a, NULL, buf, sizeof(buf));
+	/* the status keys first, unchanged; then the one more key */
+	assert_true(m > 0 && n > m);
+	assert_memory_equal(buf, plain, (size_t)m - 1);
+	assert_string_equal(buf + m - 1, ",\"source_hashing\":null}");
+	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
+	assert_status_equal(&a, &b);
+
+	memcpy(h.state, "hashing", 8);
+	n = hyd_status_json_source(&a, &h, buf, sizeof(buf));
+	assert_true(n > m);
+	assert_string_equal(buf + m - 1,
+			    ",\"source_hashing\":{\"state\":\"hashing\","
+			    "\"files\":40,\"files_done\":12,"
+			    "\"bytes\":1073741824,\"bytes_done\":1048576,"
+			    "\"changed\":1,\"rate\":1048576.25,"
+			    "\"eta_s\":1023.0}}");
+	/* a state of 16 bytes, no NUL, not UTF-8 */
+	memset(h.state, 0xff, sizeof(h.state));
+	n = hyd_status_json_source(&a, &h, buf, sizeof(buf));
+	assert_true(n > m);
+	assert_non_null(strstr(buf, "\"state\":\"\\\\xff\\\\xff"));
+	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
+	/* too small: nothing, never a cut line */
+	assert_int_equal(hyd_status_json_source(&a, &h, buf, (size_t)m),
+			 -ENOBUFS);
+	assert_string_equal(buf, "");
+}
+
 static void test_json_round_trip(void **state)
 {
 	struct hyd_status a, b;
@@ -1073,6 +1123,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_from_cache_edges, setup,
 					    teardown),
 	    cmocka_unit_test(test_json_round_trip),
+	    cmocka_unit_test(test_json_source),
 	    cmocka_unit_test(test_json_utf8_round_trip),
 	    cmocka_unit_test(test_json_hostile_strings),
 	    cmocka_unit_test(test_json_parse_accepts),
