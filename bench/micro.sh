@@ -314,37 +314,112 @@ entries_rows 1M 1000 999 "$REPS" 1
 # one catalog per namespace still browses in seconds (docs/performance.md).
 [ "${MICRO_5M:-1}" = 1 ] && entries_rows 5M 5000 999 1 0
 
-# --- 8 GiB in 2,000 files (40 of 205 MiB, 1,960 of 1 KiB), namespace
-# first: a cold start of the replicator (page cache dropped) until `ls -lR`
-# of a fresh mount is done, then the first byte of the big file last in
-# walk order, read while the source is still hashing.
-echo "# 8 GiB in 2,000 files"
-for d in $(seq -w 0 39); do
-	mkdir -p "$W/g8/d$d"
-	py micro_gen.py rand "$W/g8/d$d/big.bin" 205 "g8big$d"
-	for f in $(seq -w 0 48); do head -c 1024 /dev/urandom >"$W/g8/d$d/s$f"; done
-done
-b8="" fb8=""
-for ((i = 0; i < REPS; i++)); do
-	rm -rf "$W/state-g8" "$W/cache-g8"
+# --- namespace first, the issue's targets: 8 GiB and 0.25 GiB in 2,000
+# files (40 big files, 1,960 of 1 KiB) of the same shape. Per run, cold
+# (page cache dropped): replicator start until `ls -lR` of a fresh mount is
+# done, for both sizes; at 8 GiB then the first byte of the big file last
+# in walk order, read while the source is still hashing. Then: a warm
+# `find -printf` of the 8 GiB tree plus a GET of its catalog (what browse
+# is held against), the restart of the unchanged 8 GiB tree once it is
+# hashed (cold, time to serving and the bytes the replicator read, from
+# /proc/PID/io), and a 6 GiB sparse file with 64 KiB of data.
+echo "# 8 GiB and 0.25 GiB in 2,000 files"
+mk_tree() { # DIR MIB_PER_BIG SEED
+	local d f
+	for d in $(seq -w 0 39); do
+		mkdir -p "$1/d$d"
+		py micro_gen.py rand "$1/d$d/big.bin" "$2" "$3$d"
+		for f in $(seq -w 0 48); do head -c 1024 /dev/urandom >"$1/d$d/s$f"; done
+	done
+}
+mk_tree "$W/g8" 205 g8big
+mk_tree "$W/g025" 6 g025big
+browse_cold() { # NAME DIR: seconds from replicator start to ls -lR done
+	local t0
+	rm -rf "$W/state-$1" "$W/cache-$1"
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
 	t0=$EPOCHREALTIME
-	repl_start g8 1 "g=$W/g8" >/dev/null
-	mount_hyd "$W/cache-g8" g "$W/mnt-g8" >/dev/null
-	ls -lR "$W/mnt-g8" >/dev/null
-	b8+=" $(calc "$EPOCHREALTIME - $t0")"
+	repl_start "$1" 1 "g=$2" >/dev/null
+	mount_hyd "$W/cache-$1" g "$W/mnt-$1" >/dev/null
+	ls -lR "$W/mnt-$1" >/dev/null
+	calc "$EPOCHREALTIME - $t0"
+}
+b8="" b025="" fb8="" rs=""
+for ((i = 0; i < REPS; i++)); do
+	x=$(browse_cold g025 "$W/g025")
+	b025+=" $x"
+	umount_hyd "$W/cache-g025" "$W/mnt-g025"
+	repl_stop g025
+	y=$(browse_cold g8 "$W/g8")
+	b8+=" $y"
+	rs+=" $(calc "$y / $x")"
 	t0=$EPOCHREALTIME
 	head -c 1 "$W/mnt-g8/d39/big.bin" >/dev/null
 	fb8+=" $(calc "$EPOCHREALTIME - $t0")"
 	umount_hyd "$W/cache-g8" "$W/mnt-g8"
 	repl_stop g8
 done
+# What browse is held against: a warm find of the tree and the catalog.
+find "$W/g8" -printf '%s %T@ %i\n' | wc -l >/dev/null
+t0=$EPOCHREALTIME
+nf=$(find "$W/g8" -printf '%s %T@ %i\n' | wc -l)
+find_s=$(calc "$EPOCHREALTIME - $t0")
+rm -rf "$W/state-g8"
+repl_start g8 1 "g=$W/g8" >/dev/null
+gen=$(cat "$W/state-g8/g/HEAD")
+t0=$EPOCHREALTIME
+curl -sf -o /dev/null "http://127.0.0.1:$PORT/v1/g/catalog/$gen" || die "GET catalog/$gen failed"
+cat_s=$(calc "$EPOCHREALTIME - $t0")
+floor=$(calc "$find_s + $cat_s")
+vs8="" vs025=""
+for x in $b8; do vs8+=" $(calc "$x / ($floor)")"; done
+for x in $b025; do vs025+=" $(calc "$x / ($floor)")"; done
+result "0.25 GiB: start -> browsable" s "" "" "" "$b025" \
+	"cold: replicator start to ls -lR of a fresh mount done"
 result "8 GiB: start -> browsable" s "" "" "" "$b8" \
 	"cold: replicator start to ls -lR of a fresh mount done"
+result "8 GiB / 0.25 GiB start -> browsable" x "" "<=" 1.5 "$rs" "same run, same shape"
+result "8 GiB browsable vs find + catalog" x "" "<=" 2 "$vs8" \
+	"warm find -printf of $nf lines $(calc "$find_s * 1000") ms + GET catalog $(calc "$cat_s * 1000") ms"
+result "0.25 GiB browsable vs find + catalog" x "" "<=" 2 "$vs025" "the same floor"
 result "8 GiB: first byte, last file" s "" "<=" $FIRST_BYTE_TARGET "$fb8" \
 	"205 MiB file last in walk order, read right after browse"
-rm -rf "$W/g8"
+# Restart of the unchanged tree once it is hashed: serving the old
+# generation at once, reading (almost) nothing.
+for i in $(seq 1200); do
+	st=$(curl -sf "http://127.0.0.1:$PORT/v1/g/stats" |
+		python3 -c "import json,sys; print(json.load(sys.stdin)['hashing']['state'])")
+	[ "$st" = done ] && break
+	sleep 0.1
+done
+[ "$st" = done ] || die "the 8 GiB tree was not hashed in 120 s"
+repl_stop g8
+sync
+echo 3 >/proc/sys/vm/drop_caches
+r=$(repl_start g8 1 "g=$W/g8")
+rb=$(awk '/^read_bytes:/ { print $2 }' "/proc/$(cat "$W/g8.pid")/io")
+g2=$(cat "$W/state-g8/g/HEAD")
+[ "$g2" = "$gen" ] || die "the restart published generation $g2, not $gen"
+tree=$(du -sb "$W/g8" | cut -f1)
+result "8 GiB: restart -> serving" s "" "<=" 1 "${r%% *}" "cold, unchanged tree, generation $gen kept"
+result "8 GiB: restart reads" % "" "<=" 1 "$(calc "$rb * 100 / $tree")" \
+	"/proc/PID/io read_bytes at ready: $(calc "$rb / 1e6") MB of $(calc "$tree / 1e6") MB"
+repl_stop g8
+rm -rf "$W/g8" "$W/g025"
+# A 6 GiB sparse file with 64 KiB of data: with --hash-before-publish
+# "ready" is the whole scan, hashing included.
+mkdir -p "$W/sparse"
+truncate -s 6G "$W/sparse/holes.img"
+head -c 65536 /dev/urandom | dd of="$W/sparse/holes.img" bs=64K seek=40000 conv=notrunc status=none
+sync
+echo 3 >/proc/sys/vm/drop_caches
+rm -rf "$W/state-sp"
+r=$(repl_start sp 1 --hash-before-publish "s=$W/sparse")
+result "6 GiB sparse: scan" s "" "<=" 1 "${r%% *}" \
+	"64 KiB of data; walk, read and hash (--hash-before-publish)"
+repl_stop sp
+rm -rf "$W/sparse"
 
 echo
 py micro_report.py "$RES" "$OUT/micro.json"
