@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,7 +23,7 @@
 /* Pending files loaded from the index at a time. */
 #define BATCH 256u
 /* Requests remembered at once; more only wait their turn in ino order. */
-#define PRIO_MAX 256u
+#define PRIO_QUEUE_MAX 256u
 #define THREADS_MAX 64u
 /* Reads of one file before it counts as changed. */
 #define TRIES 3
@@ -32,6 +33,8 @@ struct worker {
 	pthread_t tid;
 	int started;
 	uint64_t busy; /* ino being hashed, 0 when none (under mu) */
+	int urgent;    /* a client waits for it (under mu) */
+	pid_t os_tid;  /* for ioprio_set; set before the first take */
 	struct repl_file_reader fr;
 };
 
@@ -43,7 +46,7 @@ struct repl_hasher {
 	struct repl_scan_shared sh;
 	atomic_int cancel;
 	/* the queue: requests first, then the index's todo in ino order */
-	uint64_t prio[PRIO_MAX];
+	uint64_t prio[PRIO_QUEUE_MAX];
 	size_t prio_head, prio_n;
 	uint64_t batch[BATCH]; /* inos of the todo list, in order */
 	size_t bi, bn;
@@ -98,12 +101,14 @@ static int take(struct repl_hasher *h, struct worker *wk,
 	while (h->prio_n) {
 		uint64_t ino = h->prio[h->prio_head];
 
-		h->prio_head = (h->prio_head + 1) % PRIO_MAX;
+		h->prio_head = (h->prio_head + 1) % PRIO_QUEUE_MAX;
 		h->prio_n--;
 		r = take_ino(h, wk, ino, j);
+		wk->urgent = r > 0;
 		if (r != 0)
 			return r;
 	}
+	wk->urgent = 0;
 	for (;;) {
 		uint64_t ino;
 
@@ -221,6 +226,27 @@ static void warn_changed(struct repl_hasher *h, const struct repl_src_job *j,
 			  h->name, h->dir, j->path, why);
 }
 
+/* Background hashing yields the disk: a hashing thread reads in the
+ * idle I/O class, so the server's own reads (chunks it is asked for, the
+ * catalog) and whatever else the source machine runs come first; measured,
+ * an 8 GiB tree browsed in 0.78-1.2 s with the hasher in the default class
+ * and 0.60 s in idle, as fast as a 0.25 GiB one. A file a client waits for
+ * is read in the best-effort class, set on whichever thread has it
+ * (ioprio_set names a thread by its tid). Failing to set either is
+ * harmless. */
+#define IOPRIO_CLASS_BE 2
+#define IOPRIO_CLASS_IDLE 3
+#define IOPRIO_CLASS_SHIFT 13
+#define IOPRIO_WHO_PROCESS 1
+
+static void io_class(pid_t tid, int urgent)
+{
+	int v = urgent ? IOPRIO_CLASS_BE << IOPRIO_CLASS_SHIFT | 4
+		       : IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT;
+
+	(void)syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, v);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *wk = arg;
@@ -231,6 +257,7 @@ static void *worker_main(void *arg)
 	uint64_t unique;
 	int r, err;
 
+	wk->os_tid = (pid_t)syscall(SYS_gettid);
 	repl_manifest_init(&m, h->spill);
 	for (;;) {
 		if (atomic_load(&h->cancel))
@@ -239,6 +266,8 @@ static void *worker_main(void *arg)
 		r = take(h, wk, &j);
 		if (r < 0 && !h->st.err)
 			h->st.err = r;
+		if (r > 0)
+			io_class(wk->os_tid, wk->urgent);
 		pthread_mutex_unlock(&h->mu);
 		if (r < 0)
 			base_log_err(BASE_LOG_ERROR, r, "hashing stopped ns=%s",
@@ -402,16 +431,29 @@ void repl_hasher_prioritize(struct repl_hasher *h, uint64_t ino)
 	if (!h)
 		return;
 	pthread_mutex_lock(&h->mu);
+	/* Being hashed in the background already: from now on at the
+	 * priority of a file someone waits for. */
+	for (unsigned i = 0; i < h->n_workers; i++) {
+		struct worker *w = &h->workers[i];
+
+		if (w->busy == ino) {
+			if (!w->urgent) {
+				w->urgent = 1;
+				io_class(w->os_tid, 1);
+			}
+			goto out;
+		}
+	}
 	/* Already asked for and not taken yet: once is enough. */
 	for (size_t i = 0; i < h->prio_n; i++)
-		if (h->prio[(h->prio_head + i) % PRIO_MAX] == ino)
+		if (h->prio[(h->prio_head + i) % PRIO_QUEUE_MAX] == ino)
 			goto out;
-	if (h->prio_n == PRIO_MAX) {
+	if (h->prio_n == PRIO_QUEUE_MAX) {
 		/* the oldest request gives way to the newest */
-		h->prio_head = (h->prio_head + 1) % PRIO_MAX;
+		h->prio_head = (h->prio_head + 1) % PRIO_QUEUE_MAX;
 		h->prio_n--;
 	}
-	h->prio[(h->prio_head + h->prio_n) % PRIO_MAX] = ino;
+	h->prio[(h->prio_head + h->prio_n) % PRIO_QUEUE_MAX] = ino;
 	h->prio_n++;
 out:
 	pthread_mutex_unlock(&h->mu);
