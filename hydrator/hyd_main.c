@@ -731,6 +731,7 @@ int main(int argc, char **argv)
 	struct opts o;
 	int r;
 
+	hyd_pool_default();
 	base_log_init(PROG, BASE_LOG_INFO);
 	r = parse_args(argc, argv, &o);
 	if (r != 0)

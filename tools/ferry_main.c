@@ -29,6 +29,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	hyd_pool_default();
 	/* Each command names itself ("ferry sync") once it starts. */
 	base_log_init("ferry", BASE_LOG_INFO);
 	if (argc < 2) {

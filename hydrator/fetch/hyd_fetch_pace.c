@@ -29,6 +29,7 @@
 
 #include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch_loop_internal.h"
+#include "hydrator/hydrator.h"
 
 #define PACE_RETRY_MS 20u /* look again this soon while held */
 #define TICK_MS 1000u
@@ -39,6 +40,15 @@
 
 static void on_tick(uv_timer_t *t);
 static void on_pace(uv_timer_t *t);
+
+void hyd_pool_default(void)
+{
+	char v[16];
+
+	snprintf(v, sizeof(v), "%d", HYD_POOL_THREADS);
+	/* 0: a size the user set stays */
+	setenv("UV_THREADPOOL_SIZE", v, 0);
+}
 
 void hyd_fetch__pace_init(hyd_fetch *f)
 {

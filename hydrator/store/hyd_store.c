@@ -4,14 +4,15 @@
  *
  * Frames rest in CACHEDIR/packs/NNNNNNNN.pack, appended and never rewritten;
  * CACHEDIR/state.db (SQLite, WAL) maps a chunk id to where its frame lies.
- * Every put writes and fdatasync()s the frame before its row commits, so a
- * crash leaves at most an unindexed tail, which open truncates.
+ * Every frame is written and fdatasync()ed before its row commits
+ * (hyd_store_put.c, which does it for groups of concurrent puts at once),
+ * so a crash leaves at most an unindexed tail, which open truncates.
  *
- * Locking. `wmu` serializes puts (it guards the append position of the
- * current pack); `mu` serializes SQLite, the read-fd cache, the reader pool
- * and the counters. Lock order is wmu, then mu. A get holds mu only around
- * its index lookup, never during pread or decode, so readers are neither
- * stalled behind a put's fdatasync nor behind each other's I/O.
+ * Locking (hyd_store_priv.h): `wmu` for appends and groups, `mu` for
+ * SQLite, the read-fd cache, the reader pool and the counters. A get holds
+ * mu only around its index lookup, never during pread or decode, so
+ * readers are neither stalled behind a group's fdatasync nor behind each
+ * other's I/O.
  *
  * Test hook: FERRY_PACK_ROLL_BYTES (a decimal byte count, read at open)
  * overrides HYD_PACK_ROLL_BYTES so tests can roll packs after a few frames.
@@ -32,67 +33,13 @@
 #include <xxhash.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/store/hyd_store_priv.h"
 
 #define HYD_STORE_SCHEMA 2 /* PRAGMA user_version of a current state.db */
-#define HYD_FD_CACHE 32	   /* read fds kept open on packs */
-#define HYD_READER_POOL 8  /* idle get contexts kept for reuse */
 #define HYD_READER_KEEP (1u << 20) /* larger frame buffers are not kept */
-/* The largest number "%08u" keeps at 8 digits. */
-#define HYD_PACK_MAX 99999999u
 #define HYD_META_VALUE_MAX 65536
 
-/* One cached read-only fd on a pack. refs > 0 while a get preads it, so it
- * is never closed (and its number never reused) under a reader. */
-struct hyd_pack_fd {
-	uint32_t pack;
-	int fd; /* -1: slot empty */
-	unsigned refs;
-	uint64_t used; /* LRU clock */
-};
-
-/* Where a chunk's frame rests: one index row. */
-struct hyd_loc {
-	uint32_t pack;
-	uint64_t off;
-	uint32_t frame_len;
-	uint32_t raw_len;
-	uint8_t codec; /* what the row says; the frame header decides */
-	int has_xxh;   /* 0: a row from schema 1, checked by SHA-256 */
-	uint64_t xxh;  /* XXH3-64 of the frame bytes as written */
-};
-
-/* What one get needs besides the fd, pooled so a get allocates nothing: a
- * frame coder (zstd context) and a buffer for a compressed frame. */
-struct hyd_store_reader {
-	frame_coder *coder; /* NULL is fine: frame_decode makes its own */
-	uint8_t *buf;
-	size_t cap;
-};
-
-struct hyd_store {
-	char *dir;
-	int lock_fd;
-	int packs_fd; /* dir/packs, for openat and for fsync after a create */
-	uint32_t max_raw; /* __atomic: read by gets without a lock */
-	uint64_t roll_bytes;
-
-	pthread_mutex_t mu; /* guards everything down to wmu */
-	sqlite3 *db;
-	sqlite3_stmt *st_find, *st_insert, *st_drop, *st_meta_get, *st_meta_set;
-	struct hyd_pack_fd fds[HYD_FD_CACHE];
-	uint64_t fd_clock;
-	struct hyd_store_reader *readers[HYD_READER_POOL];
-	size_t n_readers;
-	struct hyd_store_stats st;
-
-	pthread_mutex_t wmu; /* guards the append state below */
-	uint32_t cur_pack;   /* 0: no pack yet */
-	int cur_fd;	     /* write fd on cur_pack, -1 until needed */
-	uint64_t cur_end;    /* where the next frame goes */
-};
-
-static int pack_name(uint32_t pack, char *buf, size_t cap)
+int hyd_store__pack_name(uint32_t pack, char *buf, size_t cap)
 {
 	int n = snprintf(buf, cap, "%08u.pack", pack);
 
@@ -377,7 +324,7 @@ static int store_recover(hyd_store *s)
 	if (r < 0)
 		return r;
 	if (s->cur_pack == hi_file) {
-		r = pack_name(s->cur_pack, name, sizeof(name));
+		r = hyd_store__pack_name(s->cur_pack, name, sizeof(name));
 		if (r < 0)
 			return r;
 		s->cur_fd = openat(s->packs_fd, name, O_WRONLY | O_CLOEXEC);
@@ -457,6 +404,11 @@ int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
 		s->fds[i].fd = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_mutex_init(&s->wmu, NULL);
+	r = hyd_store__put_init(s);
+	if (r < 0) {
+		hyd_store_close(s);
+		return r;
+	}
 	hyd_store_set_max_raw(s, max_raw);
 	s->roll_bytes = roll_bytes_from_env();
 	s->dir = strdup(dir);
@@ -506,8 +458,7 @@ void hyd_store_close(hyd_store *s)
 		free(s->readers[i]->buf);
 		free(s->readers[i]);
 	}
-	if (s->cur_fd >= 0)
-		close(s->cur_fd);
+	hyd_store__put_fini(s);
 	if (s->packs_fd >= 0)
 		close(s->packs_fd);
 	/* Closing the last fd on the lock file releases the flock. */
@@ -534,7 +485,8 @@ void hyd_store_set_max_raw(hyd_store *s, uint32_t max_raw)
 }
 
 /* Look id up. 1 with *ret filled (if ret), 0 when absent, -errno. */
-static int find_locked(hyd_store *s, const chunk_id *id, struct hyd_loc *ret)
+int hyd_store__find_locked(hyd_store *s, const chunk_id *id,
+			   struct hyd_loc *ret)
 {
 	sqlite3_stmt *st = s->st_find;
 	int rc, r;
@@ -584,7 +536,7 @@ int hyd_store_has(hyd_store *s, const chunk_id *id)
 	if (!s || !id)
 		return -EINVAL;
 	pthread_mutex_lock(&s->mu);
-	r = find_locked(s, id, NULL);
+	r = hyd_store__find_locked(s, id, NULL);
 	pthread_mutex_unlock(&s->mu);
 	return r;
 }
@@ -614,7 +566,7 @@ static int fd_acquire_locked(hyd_store *s, uint32_t pack, int *ret_slot,
 		     (victim->fd >= 0 && f->used < victim->used)))
 			victim = f;
 	}
-	r = pack_name(pack, name, sizeof(name));
+	r = hyd_store__pack_name(pack, name, sizeof(name));
 	if (r < 0)
 		return r;
 	fd = openat(s->packs_fd, name, O_RDONLY | O_CLOEXEC);
@@ -710,7 +662,8 @@ static void drop_locked(hyd_store *s, const chunk_id *id,
 
 /* The checksum a row keeps of its frame: XXH3-64 of the payload seeded
  * with XXH3-64 of the header, so the two parts need not be contiguous. */
-static uint64_t frame_sum(const uint8_t *hdr, const void *payload, size_t len)
+uint64_t hyd_store__frame_sum(const uint8_t *hdr, const void *payload,
+			      size_t len)
 {
 	return XXH3_64bits_withSeed(payload, len,
 				    XXH3_64bits(hdr, FRAME_HDR_LEN));
@@ -782,7 +735,7 @@ static int frame_read(const struct hyd_loc *loc, int fd,
 			return r;
 		raw_len = fi.raw_len;
 		if (loc->has_xxh) {
-			if (frame_sum(hdr, out, raw_len) != loc->xxh)
+			if (hyd_store__frame_sum(hdr, out, raw_len) != loc->xxh)
 				return -EBADMSG;
 			*ret_len = raw_len;
 			return 0;
@@ -809,8 +762,9 @@ static int frame_read(const struct hyd_loc *loc, int fd,
 		if (r < 0)
 			return r;
 		if (loc->has_xxh &&
-		    frame_sum(rd->buf, rd->buf + FRAME_HDR_LEN,
-			      loc->frame_len - FRAME_HDR_LEN) != loc->xxh)
+		    hyd_store__frame_sum(rd->buf, rd->buf + FRAME_HDR_LEN,
+					 loc->frame_len - FRAME_HDR_LEN) !=
+			loc->xxh)
 			return -EBADMSG;
 		r = frame_decode(rd->coder, rd->buf, loc->frame_len, max_raw,
 				 out, loc->raw_len, &raw_len);
@@ -839,7 +793,7 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 	if (!s || !id || (!out && cap) || !ret_len)
 		return -EINVAL;
 	pthread_mutex_lock(&s->mu);
-	r = find_locked(s, id, &loc);
+	r = hyd_store__find_locked(s, id, &loc);
 	if (r == 0) {
 		r = -ENOENT;
 	} else if (r > 0 && loc.raw_len > cap) {
@@ -876,127 +830,6 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 	if (r == -EBADMSG)
 		drop_locked(s, id, &loc);
 	pthread_mutex_unlock(&s->mu);
-	return r;
-}
-
-/* Make cur_fd the pack the next frame_len bytes go to, rolling to a new
- * pack when the current one would pass the roll size. Under wmu. */
-static int pack_prepare(hyd_store *s, size_t frame_len)
-{
-	char name[32];
-	struct stat sb;
-	uint32_t pack = s->cur_pack;
-	int fd, r;
-
-	if (pack == 0 ||
-	    (s->cur_end > 0 && s->cur_end + frame_len > s->roll_bytes))
-		pack++;
-	else if (s->cur_fd >= 0)
-		return 0;
-	if (pack > HYD_PACK_MAX)
-		return -ENOSPC;
-	r = pack_name(pack, name, sizeof(name));
-	if (r < 0)
-		return r;
-	fd = openat(s->packs_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	/* The new name must be durable before any row names the pack:
-	 * fdatasync of the file does not persist its directory entry. */
-	if (fstat(fd, &sb) < 0 || fsync(s->packs_fd) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	if (pack != s->cur_pack) {
-		/* A leftover file of that number is unindexed (it is newer
-		 * than any indexed pack): append after its bytes. */
-		s->cur_end = (uint64_t)sb.st_size;
-		pthread_mutex_lock(&s->mu);
-		s->st.packs++;
-		pthread_mutex_unlock(&s->mu);
-	} else if ((uint64_t)sb.st_size > s->cur_end) {
-		s->cur_end = (uint64_t)sb.st_size;
-	}
-	if (s->cur_fd >= 0)
-		close(s->cur_fd);
-	s->cur_fd = fd;
-	s->cur_pack = pack;
-	return 0;
-}
-
-static int insert_locked(hyd_store *s, const chunk_id *id,
-			 const struct hyd_loc *loc, uint8_t codec)
-{
-	sqlite3_stmt *st = s->st_insert;
-	int rc;
-
-	sqlite3_bind_blob(st, 1, id->b, CHUNK_ID_LEN, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, loc->pack);
-	sqlite3_bind_int64(st, 3, (int64_t)loc->off);
-	sqlite3_bind_int64(st, 4, loc->frame_len);
-	sqlite3_bind_int64(st, 5, loc->raw_len);
-	sqlite3_bind_int64(st, 6, codec);
-	sqlite3_bind_int64(st, 7, (int64_t)loc->xxh);
-	rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	if (rc != SQLITE_DONE)
-		return base_sqlite_errno(s->db, rc, "chunk insert");
-	s->st.chunks++;
-	s->st.raw_bytes += loc->raw_len;
-	s->st.stored_bytes += loc->frame_len;
-	return 0;
-}
-
-int hyd_store_put(hyd_store *s, const chunk_id *id, const void *frame,
-		  size_t frame_len)
-{
-	struct frame_info fi;
-	struct hyd_loc loc;
-	int r;
-
-	if (!s || !id || !frame)
-		return -EINVAL;
-	r = frame_header_parse(frame, frame_len,
-			       __atomic_load_n(&s->max_raw, __ATOMIC_RELAXED),
-			       &fi);
-	if (r < 0 || fi.frame_len != frame_len)
-		return -EBADMSG;
-	loc.xxh = frame_sum(frame, (const uint8_t *)frame + FRAME_HDR_LEN,
-			    frame_len - FRAME_HDR_LEN);
-
-	pthread_mutex_lock(&s->wmu);
-	/* Checked under wmu: no other put can store id between this check
-	 * and our insert, so a chunk lands once. */
-	pthread_mutex_lock(&s->mu);
-	r = find_locked(s, id, NULL);
-	pthread_mutex_unlock(&s->mu);
-	if (r != 0)
-		goto out;
-	r = pack_prepare(s, frame_len);
-	if (r < 0)
-		goto out;
-	loc.pack = s->cur_pack;
-	loc.off = s->cur_end;
-	loc.frame_len = (uint32_t)frame_len;
-	loc.raw_len = fi.raw_len;
-	r = base_pwrite_all(s->cur_fd, frame, frame_len, loc.off);
-	if (r < 0)
-		goto out;
-	/* From here the bytes may be on disk: never write over them again,
-	 * even if the row below fails (its commit outcome could be unknown). */
-	s->cur_end += frame_len;
-	/* Durable data before the row that points at it. */
-	if (fdatasync(s->cur_fd) < 0) {
-		r = -errno;
-		goto out;
-	}
-	pthread_mutex_lock(&s->mu);
-	r = insert_locked(s, id, &loc, fi.codec);
-	pthread_mutex_unlock(&s->mu);
-out:
-	pthread_mutex_unlock(&s->wmu);
 	return r;
 }
 

@@ -8,8 +8,9 @@
  *   catalogs/GEN.db  downloaded, checked catalogs (see hyd_catalog_internal.h)
  *
  * Crash safety: a frame is written and fdatasync()ed before the index row
- * that points at it commits, so the index never points at garbage; at open,
- * pack bytes beyond the furthest indexed frame are truncated.
+ * that points at it commits (for a group of puts at once), so the index
+ * never points at garbage; at open, pack bytes beyond the furthest indexed
+ * frame are truncated: a crash loses at most the groups not committed.
  * Each distinct chunk id is stored once.
  *
  * All functions are safe to call from any thread.
@@ -63,9 +64,12 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 		  size_t *ret_len);
 
 /* Store one frame whose decoded bytes the caller has already verified
- * against id. Appends to the current pack, fdatasync()s, then commits the
- * index row. Returns 0 when stored, 1 when id was already stored (nothing
- * written), -errno (-ENOSPC on a full disk; nothing indexed then). */
+ * against id. Appends to the current pack; puts from several threads at
+ * once are made durable together: one fdatasync, then one transaction of
+ * their index rows (group commit). Returns once this frame's row is
+ * committed: 0 when stored, 1 when id was already stored or on its way
+ * (nothing written), -errno (-ENOSPC on a full disk; nothing indexed
+ * then). */
 int hyd_store_put(hyd_store *s, const chunk_id *id, const void *frame,
 		  size_t frame_len);
 
@@ -74,6 +78,9 @@ struct hyd_store_stats {
 	uint64_t raw_bytes;    /* sum of their raw lengths */
 	uint64_t stored_bytes; /* sum of their frame lengths (at rest) */
 	uint64_t packs;	       /* pack files */
+	/* since open: */
+	uint64_t groups; /* index transactions of puts (group commit) */
+	uint64_t syncs;	 /* fdatasync()s of packs for puts */
 };
 int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
 

@@ -1,0 +1,411 @@
+/*
+ * hydrator/store/hyd_store_put.c — appending frames, with group commit.
+ *
+ * A put appends its frame to the current pack (under wmu: a pwrite, no
+ * sync) and joins the open group. The first put that finds nobody making a
+ * group durable becomes the leader: it takes the open group (later puts
+ * start the next one), drops wmu, fdatasync()s every pack fd the group
+ * wrote, then inserts all of the group's index rows in one SQLite
+ * transaction, and wakes the group's members; a member still waiting
+ * whose group is not done yet leads the next one. So with T threads
+ * putting, one fdatasync and one transaction cover up to T frames, and the
+ * rule stays what it was for one put: every frame is durable before the
+ * row that points at it commits. A put returns once its own row is
+ * committed (or failed); a group is bounded by the puts that arrived
+ * during the previous group's sync (one per putting thread), so no put
+ * waits for more than that sync and its own. Readers never wait here: the
+ * fetcher hands verified bytes to them before it stores.
+ *
+ * A crash loses at most the groups not yet committed: their frames are an
+ * unindexed tail that open truncates (store_recover). A failed fdatasync
+ * or commit fails every put of the group; their bytes stay as dead space,
+ * never written over (a row's outcome may be unknown).
+ *
+ * A pack that rolls over while a group still has frames in it keeps its
+ * write fd until that group is durable (s->retired), so the leader never
+ * syncs a closed or reused fd.
+ *
+ * Test hook: FERRY_STORE_SYNC_DELAY_MS (read at open) sleeps that long
+ * before each group's fdatasync, so tests can kill the process while a
+ * group is written but not yet durable, and see groups form.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog/base/base.h"
+#include "hydrator/store/hyd_store_priv.h"
+
+/* One put in a group. */
+struct hyd_put_ent {
+	chunk_id id;
+	struct hyd_loc loc;
+	uint8_t codec;
+};
+
+struct hyd_group {
+	uint64_t seq;
+	struct hyd_put_ent *v;
+	size_t n, cap;
+	int *fds; /* pack fds this group wrote, each once */
+	size_t n_fds, cap_fds;
+	unsigned waiters; /* puts that still have to read rc */
+	int done;
+	int rc;
+};
+
+int hyd_store__put_init(hyd_store *s)
+{
+	const char *e = getenv("FERRY_STORE_SYNC_DELAY_MS");
+	uint64_t v;
+
+	if (e && *e && base_parse_u64(e, 0, 60000, &v) == 0)
+		s->sync_delay_ms = (unsigned)v;
+	if (pthread_cond_init(&s->gcv, NULL) != 0)
+		return -ENOMEM;
+	s->gcv_ready = 1;
+	return 0;
+}
+
+static void group_free(struct hyd_group *g)
+{
+	if (!g)
+		return;
+	free(g->v);
+	free(g->fds);
+	free(g);
+}
+
+void hyd_store__put_fini(hyd_store *s)
+{
+	size_t i;
+
+	/* No put runs any more: a group left open was never led. */
+	group_free(s->open);
+	s->open = NULL;
+	for (i = 0; i < s->n_retired; i++)
+		close(s->retired[i].fd);
+	free(s->retired);
+	s->retired = NULL;
+	s->n_retired = s->cap_retired = 0;
+	if (s->cur_fd >= 0)
+		close(s->cur_fd);
+	s->cur_fd = -1;
+	if (s->gcv_ready)
+		pthread_cond_destroy(&s->gcv);
+	s->gcv_ready = 0;
+}
+
+/* The group a frame written now belongs to: the open one, or a new one.
+ * Under wmu. */
+static struct hyd_group *group_open(hyd_store *s)
+{
+	struct hyd_group *g = s->open;
+
+	if (g)
+		return g;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->seq = ++s->next_seq;
+	s->open = g;
+	return g;
+}
+
+static int group_add(struct hyd_group *g, const struct hyd_put_ent *e, int fd)
+{
+	size_t i;
+
+	if (g->n == g->cap) {
+		size_t nc = g->cap ? 2 * g->cap : 16;
+		struct hyd_put_ent *nv = realloc(g->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		g->v = nv;
+		g->cap = nc;
+	}
+	for (i = 0; i < g->n_fds && g->fds[i] != fd; i++)
+		;
+	if (i == g->n_fds) {
+		if (g->n_fds == g->cap_fds) {
+			size_t nc = g->cap_fds ? 2 * g->cap_fds : 2;
+			int *nf = realloc(g->fds, nc * sizeof(*nf));
+
+			if (!nf)
+				return -ENOMEM;
+			g->fds = nf;
+			g->cap_fds = nc;
+		}
+		g->fds[g->n_fds++] = fd;
+	}
+	g->v[g->n++] = *e;
+	return 0;
+}
+
+/* Is id in a group not yet durable? That group, or NULL. Under wmu. */
+static struct hyd_group *group_holding(hyd_store *s, const chunk_id *id)
+{
+	struct hyd_group *gs[2] = {s->leading, s->open};
+
+	for (int k = 0; k < 2; k++)
+		for (size_t i = 0; gs[k] && i < gs[k]->n; i++)
+			if (!memcmp(gs[k]->v[i].id.b, id->b, CHUNK_ID_LEN))
+				return gs[k];
+	return NULL;
+}
+
+/* Keep the write fd of a pack that rolled until the groups that wrote it
+ * are durable; close it now when none did. Under wmu. */
+static int retire_fd(hyd_store *s, int fd)
+{
+	uint64_t seq = s->open	    ? s->open->seq
+		       : s->leading ? s->leading->seq
+				    : 0;
+
+	if (seq == 0) {
+		close(fd);
+		return 0;
+	}
+	if (s->n_retired == s->cap_retired) {
+		size_t nc = s->cap_retired ? 2 * s->cap_retired : 4;
+		struct hyd_retired_fd *nr =
+		    realloc(s->retired, nc * sizeof(*nr));
+
+		if (!nr)
+			return -ENOMEM;
+		s->retired = nr;
+		s->cap_retired = nc;
+	}
+	s->retired[s->n_retired].fd = fd;
+	s->retired[s->n_retired].seq = seq;
+	s->n_retired++;
+	return 0;
+}
+
+/* Close retired fds whose groups are all durable (seq <= done). */
+static void retired_close(hyd_store *s, uint64_t done)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < s->n_retired; i++) {
+		if (s->retired[i].seq <= done)
+			close(s->retired[i].fd);
+		else
+			s->retired[k++] = s->retired[i];
+	}
+	s->n_retired = k;
+}
+
+/* Make cur_fd the pack the next frame_len bytes go to, rolling to a new
+ * pack when the current one would pass the roll size. Under wmu. */
+static int pack_prepare(hyd_store *s, size_t frame_len)
+{
+	char name[32];
+	struct stat sb;
+	uint32_t pack = s->cur_pack;
+	int fd, r;
+
+	if (pack == 0 ||
+	    (s->cur_end > 0 && s->cur_end + frame_len > s->roll_bytes))
+		pack++;
+	else if (s->cur_fd >= 0)
+		return 0;
+	if (pack > HYD_PACK_MAX)
+		return -ENOSPC;
+	r = hyd_store__pack_name(pack, name, sizeof(name));
+	if (r < 0)
+		return r;
+	fd = openat(s->packs_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	/* The new name must be durable before any row names the pack:
+	 * fdatasync of the file does not persist its directory entry. */
+	if (fstat(fd, &sb) < 0 || fsync(s->packs_fd) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (pack != s->cur_pack) {
+		/* A leftover file of that number is unindexed (it is newer
+		 * than any indexed pack): append after its bytes. */
+		s->cur_end = (uint64_t)sb.st_size;
+		pthread_mutex_lock(&s->mu);
+		s->st.packs++;
+		pthread_mutex_unlock(&s->mu);
+	} else if ((uint64_t)sb.st_size > s->cur_end) {
+		s->cur_end = (uint64_t)sb.st_size;
+	}
+	if (s->cur_fd >= 0) {
+		r = retire_fd(s, s->cur_fd);
+		if (r < 0) {
+			close(fd);
+			return r;
+		}
+	}
+	s->cur_fd = fd;
+	s->cur_pack = pack;
+	return 0;
+}
+
+/* The group's rows in one transaction. Under mu. */
+static int insert_group_locked(hyd_store *s, const struct hyd_group *g)
+{
+	sqlite3_stmt *st = s->st_insert;
+	uint64_t raw = 0, stored = 0;
+	int rc, r;
+
+	r = base_sqlite_exec(s->db, "BEGIN IMMEDIATE", "group begin");
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < g->n; i++) {
+		const struct hyd_put_ent *e = &g->v[i];
+
+		sqlite3_bind_blob(st, 1, e->id.b, CHUNK_ID_LEN, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, e->loc.pack);
+		sqlite3_bind_int64(st, 3, (int64_t)e->loc.off);
+		sqlite3_bind_int64(st, 4, e->loc.frame_len);
+		sqlite3_bind_int64(st, 5, e->loc.raw_len);
+		sqlite3_bind_int64(st, 6, e->codec);
+		sqlite3_bind_int64(st, 7, (int64_t)e->loc.xxh);
+		rc = sqlite3_step(st);
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+		if (rc != SQLITE_DONE) {
+			r = base_sqlite_errno(s->db, rc, "chunk insert");
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+			return r;
+		}
+		raw += e->loc.raw_len;
+		stored += e->loc.frame_len;
+	}
+	r = base_sqlite_exec(s->db, "COMMIT", "group commit");
+	if (r < 0) {
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		return r;
+	}
+	s->st.chunks += g->n;
+	s->st.raw_bytes += raw;
+	s->st.stored_bytes += stored;
+	s->st.groups++;
+	return 0;
+}
+
+/* Lead: make the open group durable and index it. Under wmu, which is
+ * dropped while syncing and committing. */
+static void lead(hyd_store *s)
+{
+	struct hyd_group *g = s->open;
+	int r = 0;
+
+	s->open = NULL;
+	s->leading = g;
+	pthread_mutex_unlock(&s->wmu);
+	if (s->sync_delay_ms) {
+		struct timespec ts = {
+		    .tv_sec = s->sync_delay_ms / 1000,
+		    .tv_nsec = (long)(s->sync_delay_ms % 1000) * 1000000,
+		};
+
+		nanosleep(&ts, NULL);
+	}
+	/* Durable data before the rows that point at it. */
+	for (size_t i = 0; i < g->n_fds && r == 0; i++)
+		if (fdatasync(g->fds[i]) < 0)
+			r = -errno;
+	pthread_mutex_lock(&s->mu);
+	s->st.syncs += g->n_fds;
+	if (r == 0)
+		r = insert_group_locked(s, g);
+	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_lock(&s->wmu);
+	g->rc = r;
+	g->done = 1;
+	s->leading = NULL;
+	retired_close(s, g->seq);
+	pthread_cond_broadcast(&s->gcv);
+}
+
+/* Wait until g is done, leading whenever nobody else is; its result. The
+ * last waiter frees it. Under wmu. */
+static int group_wait(hyd_store *s, struct hyd_group *g)
+{
+	int r;
+
+	g->waiters++;
+	while (!g->done) {
+		if (!s->leading && s->open == g)
+			lead(s);
+		else
+			pthread_cond_wait(&s->gcv, &s->wmu);
+	}
+	r = g->rc;
+	if (--g->waiters == 0)
+		group_free(g);
+	return r;
+}
+
+int hyd_store_put(hyd_store *s, const chunk_id *id, const void *frame,
+		  size_t frame_len)
+{
+	struct frame_info fi;
+	struct hyd_put_ent e;
+	struct hyd_group *g;
+	int r;
+
+	if (!s || !id || !frame)
+		return -EINVAL;
+	r = frame_header_parse(frame, frame_len,
+			       __atomic_load_n(&s->max_raw, __ATOMIC_RELAXED),
+			       &fi);
+	if (r < 0 || fi.frame_len != frame_len)
+		return -EBADMSG;
+	memset(&e, 0, sizeof(e));
+	e.id = *id;
+	e.codec = fi.codec;
+	e.loc.xxh =
+	    hyd_store__frame_sum(frame, (const uint8_t *)frame + FRAME_HDR_LEN,
+				 frame_len - FRAME_HDR_LEN);
+
+	pthread_mutex_lock(&s->wmu);
+	/* Checked under wmu: no other put can store id between this check
+	 * and our append, so a chunk lands once. One still on its way to
+	 * the index is waited for: stored if its group commits. */
+	pthread_mutex_lock(&s->mu);
+	r = hyd_store__find_locked(s, id, NULL);
+	pthread_mutex_unlock(&s->mu);
+	if (r != 0)
+		goto out;
+	g = group_holding(s, id);
+	if (g) {
+		r = group_wait(s, g);
+		r = r == 0 ? 1 : r;
+		goto out;
+	}
+	r = pack_prepare(s, frame_len);
+	if (r < 0)
+		goto out;
+	e.loc.pack = s->cur_pack;
+	e.loc.off = s->cur_end;
+	e.loc.frame_len = (uint32_t)frame_len;
+	e.loc.raw_len = fi.raw_len;
+	r = base_pwrite_all(s->cur_fd, frame, frame_len, e.loc.off);
+	if (r < 0)
+		goto out;
+	/* From here the bytes may be on disk: never write over them again,
+	 * even if the row fails (its commit outcome could be unknown). */
+	s->cur_end += frame_len;
+	g = group_open(s);
+	r = g ? group_add(g, &e, s->cur_fd) : -ENOMEM;
+	if (r < 0)
+		goto out;
+	r = group_wait(s, g);
+out:
+	pthread_mutex_unlock(&s->wmu);
+	return r;
+}
