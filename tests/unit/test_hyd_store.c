@@ -332,6 +332,25 @@ static void append_garbage(const char *dir, const char *pack, size_t n)
 	free(g);
 }
 
+/* Make n test chunks (seeds seed.., len bytes, every other one text) and
+ * store the first keep in a fresh open; the size of pack 1 after. */
+static off_t store_first(struct fx *fx, struct tchunk *c, size_t n, size_t keep,
+			 uint32_t seed, size_t len)
+{
+	hyd_store *s = NULL;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		tchunk_make(&c[i], seed + (uint32_t)i, len, (int)(i % 2),
+			    FRAME_POLICY_AUTO);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < keep; i++)
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
+	hyd_store_close(s);
+	return file_size(fx->dir, "packs/00000001.pack");
+}
+
 static void test_crash_tail(void **state)
 {
 	struct fx *fx = *state;
@@ -340,15 +359,7 @@ static void test_crash_tail(void **state)
 	off_t good;
 	size_t i;
 
-	for (i = 0; i < 5; i++)
-		tchunk_make(&c[i], (uint32_t)(200 + i), 4000, (int)(i % 2),
-			    FRAME_POLICY_AUTO);
-	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
-	for (i = 0; i < 3; i++)
-		assert_int_equal(
-		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
-	hyd_store_close(s);
-	good = file_size(fx->dir, "packs/00000001.pack");
+	good = store_first(fx, c, 5, 3, 200, 4000);
 
 	/* A put that died after its write but before its row leaves a tail
 	 * the index does not know. */
@@ -824,15 +835,7 @@ static void test_kill_mid_group(void **state)
 	pid_t pid;
 	int i, status;
 
-	for (i = 0; i < 7; i++)
-		tchunk_make(&c[i], (uint32_t)(950 + i), 5000, i % 2,
-			    FRAME_POLICY_AUTO);
-	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
-	for (i = 0; i < 3; i++)
-		assert_int_equal(
-		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
-	hyd_store_close(s);
-	good = file_size(fx->dir, "packs/00000001.pack");
+	good = store_first(fx, c, 7, 3, 950, 5000);
 	want = good;
 	for (i = 3; i < 7; i++)
 		want += (off_t)c[i].frame_len;
