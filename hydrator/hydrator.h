@@ -139,8 +139,8 @@ struct hyd_source_hashing {
 /* Ask the replicator at base_url (the cache's URL) how far its hashing
  * is; at most about 2 s. Initializes libcurl if nobody has.
  * Returns 0, -EHOSTUNREACH / -ETIMEDOUT and the like (base_curl_errno),
- * -EPROTO (not 200), -EBADMSG (no hashing object: an older replicator),
- * -ENOMEM. */
+ * -EPROTO (not 200), -EBADMSG (no hashing object, an older replicator, or a
+ * state word other than none, hashing, done, stopped), -ENOMEM. */
 int hyd_source_hashing(const char *base_url, struct hyd_source_hashing *ret);
 
 /* Stable JSON for machines, one line, no trailing newline. Keys:

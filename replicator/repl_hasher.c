@@ -158,8 +158,7 @@ static int rows_cb(void *ctx, int (*put)(void *, const struct cat_chunk *),
  * walk saw, or changed while read, or unreadable: *why says how),
  * -ECANCELED, -ENOMEM. A read error is tried again (TRIES in all); a
  * change is not: once written, the file can never again match the inode
- * the namespace published (ctime moves on every write), so the next try
- * stops at its first fstat, without reading. */
+ * the namespace published (ctime moves on every write). */
 static int hash_file(struct repl_hasher *h, struct worker *wk,
 		     const struct repl_src_job *j, struct repl_manifest *m,
 		     const char **why, int *err)
@@ -179,8 +178,9 @@ static int hash_file(struct repl_hasher *h, struct worker *wk,
 		}
 		if (fstat(fd, &a) < 0 || !same_as_walk(&a, &j->t)) {
 			close(fd);
-			if (!*why)
-				*why = "changed since the walk";
+			*err = 0;
+			*why = t ? "changed while being read"
+				 : "changed since the walk";
 			return 1;
 		}
 		if (h->o.opened)
@@ -206,10 +206,10 @@ static int hash_file(struct repl_hasher *h, struct worker *wk,
 		 * mtime or ctime (or the size). */
 		if (r == 0 && total == j->t.size && same_as_walk(&b, &j->t))
 			return 0;
-		*err = 0;
 		*why = "changed while being hashed";
+		return 1;
 	}
-	return 1;
+	return 1; /* read errors every time: *why and *err say which */
 }
 
 static void warn_changed(struct repl_hasher *h, const struct repl_src_job *j,

@@ -50,10 +50,22 @@ static uint64_t u64_of(json_t *o, const char *key)
 		   : 0;
 }
 
+static int known_state(const char *s)
+{
+	static const char *const words[] = {"none", "hashing", "done",
+					    "stopped"};
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (!strcmp(s, words[i]))
+			return 1;
+	return 0;
+}
+
 int hyd_source_hashing(const char *base_url, struct hyd_source_hashing *ret)
 {
 	struct body b = {0};
 	json_t *o = NULL, *h;
+	const char *state;
 	char *url = NULL;
 	size_t ul = strlen(base_url);
 	long code = 0;
@@ -94,13 +106,14 @@ int hyd_source_hashing(const char *base_url, struct hyd_source_hashing *ret)
 	}
 	o = json_loads(b.p, 0, NULL);
 	h = json_object_get(o, "hashing");
-	if (!json_is_object(h) ||
-	    !json_is_string(json_object_get(h, "state"))) {
+	state = json_string_value(json_object_get(h, "state"));
+	/* The replicator's word ends up on a terminal: only the words it
+	 * may say (docs/protocol.md) are taken. */
+	if (!json_is_object(h) || !state || !known_state(state)) {
 		r = -EBADMSG;
 		goto out;
 	}
-	snprintf(ret->state, sizeof(ret->state), "%s",
-		 json_string_value(json_object_get(h, "state")));
+	snprintf(ret->state, sizeof(ret->state), "%s", state);
 	ret->files = u64_of(h, "files");
 	ret->files_done = u64_of(h, "files_done");
 	ret->bytes = u64_of(h, "bytes");

@@ -719,6 +719,49 @@ static void test_url_parse(void **state)
 			 strlen("/ferry/data-") + 12);
 }
 
+/* How far the source hashes: the replicator's /stats "hashing" object,
+ * here a file the server hands out. Only the state words the protocol
+ * has are taken (the word reaches a terminal); no object, another word or
+ * no answer are errors, never a half-filled struct used as real. */
+static void put_stats(const char *json)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/v1/ns/stats", srv.dir);
+	tsup_write_file(path, json, strlen(json));
+}
+
+static void test_source_hashing(void **state)
+{
+	struct hyd_source_hashing h;
+	char path[256];
+
+	(void)state;
+	put_stats("{\"generation\":1,\"hashing\":{\"state\":\"hashing\","
+		  "\"files\":40,\"files_done\":3,\"bytes\":1000,"
+		  "\"bytes_done\":75,\"changed\":1,\"bytes_read\":75,"
+		  "\"rate\":12.5,\"eta_s\":74}}");
+	assert_int_equal(hyd_source_hashing(srv.base, &h), 0);
+	assert_string_equal(h.state, "hashing");
+	assert_int_equal(h.files, 40);
+	assert_int_equal(h.files_done, 3);
+	assert_int_equal(h.bytes, 1000);
+	assert_int_equal(h.bytes_done, 75);
+	assert_int_equal(h.changed, 1);
+	assert_true(h.rate == 12.5 && h.eta_s == 74);
+	put_stats("{\"hashing\":{\"state\":\"\\u001b[2Jhashing\"}}");
+	assert_int_equal(hyd_source_hashing(srv.base, &h), -EBADMSG);
+	put_stats("{\"hashing\":{\"state\":\"finished\"}}");
+	assert_int_equal(hyd_source_hashing(srv.base, &h), -EBADMSG);
+	put_stats("{\"generation\":1}");
+	assert_int_equal(hyd_source_hashing(srv.base, &h), -EBADMSG);
+	put_stats("not json");
+	assert_int_equal(hyd_source_hashing(srv.base, &h), -EBADMSG);
+	snprintf(path, sizeof(path), "%s/v1/ns/stats", srv.dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(hyd_source_hashing(srv.base, &h), -EPROTO);
+}
+
 int main(void)
 {
 	const struct CMUnitTest table[] = {
@@ -737,6 +780,7 @@ int main(void)
 	    cmocka_unit_test(test_fetch_server_down),
 	    cmocka_unit_test(test_fetch_outage_bounded),
 	    cmocka_unit_test(test_fetch_stores),
+	    cmocka_unit_test(test_source_hashing),
 	    cmocka_unit_test(test_fetch_stop_in_flight),
 	};
 	int fails;
