@@ -72,6 +72,7 @@ struct hyd_store {
 	pthread_mutex_t mu; /* guards everything down to wmu */
 	sqlite3 *db;
 	sqlite3_stmt *st_find, *st_insert, *st_drop, *st_meta_get, *st_meta_set;
+	int in_read; /* a read transaction is open on db (the read session) */
 	struct hyd_pack_fd fds[HYD_FD_CACHE];
 	uint64_t fd_clock;
 	struct hyd_store_reader *readers[HYD_READER_POOL];
@@ -97,6 +98,12 @@ struct hyd_store {
 int hyd_store__pack_name(uint32_t pack, char *buf, size_t cap);
 /* Look id up in the index. 1 with *ret filled (if ret), 0 when absent,
  * -errno. Under mu. */
+/* The read session: lookups share one read transaction, begun by the
+ * first of them and ended (hyd_store__read_end_locked) before anything
+ * writes. This connection is the store's only writer (the lock file), so
+ * the snapshot it holds is never stale, and a lookup costs no locking
+ * syscalls. Under mu. */
+void hyd_store__read_end_locked(hyd_store *s);
 int hyd_store__find_locked(hyd_store *s, const chunk_id *id,
 			   struct hyd_loc *ret);
 /* The checksum a row keeps of its frame (XXH3-64). */

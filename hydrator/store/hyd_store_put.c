@@ -260,6 +260,7 @@ static int insert_group_locked(hyd_store *s, const struct hyd_group *g)
 	uint64_t raw = 0, stored = 0;
 	int rc, r;
 
+	hyd_store__read_end_locked(s);
 	r = base_sqlite_exec(s->db, "BEGIN IMMEDIATE", "group begin");
 	if (r < 0)
 		return r;
