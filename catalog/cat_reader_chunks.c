@@ -191,7 +191,6 @@ int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
 		     struct cat_chunk *ret, size_t cap, size_t *ret_n)
 {
 	struct cat_inode in;
-	sqlite3_stmt *st;
 	uint64_t end;
 	int rc;
 
@@ -207,16 +206,30 @@ int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
 	/* Past EOF or an empty range: nothing to read, nothing to check. */
 	if (len == 0 || off >= in.size)
 		goto out;
-	rc = state_locked(r, ino);
-	if (rc < 0)
-		goto out;
-	if (rc == CAT_MANIFEST_MISSING || rc == CAT_MANIFEST_CHANGED) {
-		rc = rc == CAT_MANIFEST_MISSING ? -EAGAIN : -ESTALE;
+	end = len > in.size - off ? in.size : off + len;
+	rc = pending_locked(r, ino);
+	if (rc <= 0) {
+		if (rc == 0)
+			rc = range_locked(r, r->st_range, ino, off, end,
+					  in.size, ret, cap, ret_n);
 		goto out;
 	}
-	st = rc == CAT_MANIFEST_LOCAL ? r->st_m_range : r->st_range;
-	end = len > in.size - off ? in.size : off + len;
-	rc = range_locked(r, st, ino, off, end, in.size, ret, cap, ret_n);
+	/* Pending: the overlay's rows first. A file's rows and its state
+	 * row are stored in one transaction, and only a file whose manifest
+	 * came whole has rows, so rows mean a local manifest; the state is
+	 * asked only when there are none (one query on the overlay per
+	 * read instead of two: each is a WAL read transaction). */
+	if (r->overlay) {
+		rc = range_locked(r, r->st_m_range, ino, off, end, in.size, ret,
+				  cap, ret_n);
+		if (rc != -EBADMSG)
+			goto out;
+	}
+	rc = overlay_state_locked(r, ino);
+	if (rc >= 0)
+		rc = rc == CAT_MANIFEST_MISSING	  ? -EAGAIN
+		     : rc == CAT_MANIFEST_CHANGED ? -ESTALE
+						  : -EBADMSG;
 out:
 	pthread_mutex_unlock(&r->mu);
 	return rc;
