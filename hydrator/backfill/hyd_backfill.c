@@ -758,12 +758,89 @@ static void idle(hyd_backfill *bf)
 		nap(bf, 1000);
 }
 
+/* The complete mark (HYD_STORE_META_COMPLETE): the catalog it was made
+ * for (generation, creation time, tree digest), then the census totals. A
+ * store only loses chunks by dropping rows, which deletes the mark, so a
+ * mark of this very catalog proves what a census would: nothing missing.
+ * A mount of a complete cache then walks nothing (a census reads every
+ * chunk row of the catalog and looks each up in the store). */
+static int mark_ident(const struct cat_meta *m, char *buf, size_t cap)
+{
+	int n =
+	    snprintf(buf, cap, "%" PRIu64 " %" PRId64 " %s", m->generation,
+		     m->created_ns, m->tree_sha256[0] ? m->tree_sha256 : "-");
+
+	return n > 0 && (size_t)n < cap ? n : -1;
+}
+
+static void mark_save(hyd_backfill *bf)
+{
+	char buf[256];
+	struct cat_meta meta;
+	int n, r;
+
+	cat_reader_meta(bf->cfg.cat, &meta);
+	n = mark_ident(&meta, buf, sizeof(buf));
+	if (n < 0)
+		return;
+	pthread_mutex_lock(&bf->lock);
+	r = snprintf(buf + n, sizeof(buf) - (size_t)n,
+		     " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64,
+		     bf->chunks_total, bf->bytes_total, bf->manifests_total,
+		     bf->changed_last);
+	pthread_mutex_unlock(&bf->lock);
+	if (r < 0 || (size_t)r >= sizeof(buf) - (size_t)n)
+		return;
+	r = hyd_store_meta_set(bf->cfg.store, HYD_STORE_META_COMPLETE, buf);
+	if (r < 0)
+		base_log_err(BASE_LOG_WARN, r,
+			     "cannot mark the store complete (the next mount "
+			     "counts it again)");
+}
+
+/* 1 when the store carries a complete mark for this catalog (the totals
+ * are then set from it), else 0. */
+static int mark_load(hyd_backfill *bf)
+{
+	char buf[256], want[160], tail[256];
+	uint64_t chunks, bytes, manifests, changed;
+	struct cat_meta meta;
+	int n;
+
+	cat_reader_meta(bf->cfg.cat, &meta);
+	n = mark_ident(&meta, want, sizeof(want));
+	if (n < 0 ||
+	    hyd_store_meta_get(bf->cfg.store, HYD_STORE_META_COMPLETE, buf,
+			       sizeof(buf)) < 0 ||
+	    strncmp(buf, want, (size_t)n) != 0 || buf[n] != ' ')
+		return 0;
+	if (sscanf(buf + n,
+		   " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 "%255s",
+		   &chunks, &bytes, &manifests, &changed, tail) != 4 ||
+	    manifests != meta.pending)
+		return 0;
+	pthread_mutex_lock(&bf->lock);
+	bf->chunks_total = bf->chunks_stored = chunks;
+	bf->bytes_total = bf->bytes_stored = bytes;
+	bf->manifests_total = manifests;
+	bf->manifests_missing = 0;
+	bf->changed_last = changed;
+	bf->complete = 1;
+	pthread_mutex_unlock(&bf->lock);
+	return 1;
+}
+
 static void backfill_run(hyd_backfill *bf)
 {
 	unsigned backoff_ms = 0;
 	int64_t missing;
 	int r, bad;
 
+	if (mark_load(bf)) {
+		base_debug("backfill: the store is complete for this catalog "
+			   "(its mark), nothing to count");
+		return;
+	}
 	yield_to_browsing(bf);
 	r = hyd_bf__files_build(bf->cfg.cat, &bf->stop, &bf->files);
 	if (r == 0) {
@@ -790,6 +867,7 @@ static void backfill_run(hyd_backfill *bf)
 			pthread_mutex_lock(&bf->lock);
 			bf->complete = 1;
 			pthread_mutex_unlock(&bf->lock);
+			mark_save(bf);
 			if (bf->changed_last)
 				base_warn("backfill complete without files "
 					  "whose source changed before their "

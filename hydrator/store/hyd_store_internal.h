@@ -84,6 +84,11 @@ struct hyd_store_stats {
 };
 int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
 
+/* The meta key backfill sets once the store holds every chunk of a
+ * catalog (its value names the catalog and its totals), so a mount of a
+ * complete cache skips the census. Dropping any row deletes it. */
+#define HYD_STORE_META_COMPLETE "complete"
+
 /* Small key/value meta kept in state.db (e.g. "url", "generation").
  * get: 0 with a NUL-terminated value, -ENOENT, -ERANGE if cap too small. */
 int hyd_store_meta_get(hyd_store *s, const char *key, char *buf, size_t cap);

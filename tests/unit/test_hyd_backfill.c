@@ -39,6 +39,7 @@
 
 #include <cmocka.h>
 #include <curl/curl.h>
+#include <sqlite3.h>
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
@@ -757,6 +758,71 @@ static void test_resume(void **state)
 	rig_down(&r);
 }
 
+static void db_exec(const char *cache, const char *sql)
+{
+	char path[PATH_MAX + 16];
+	sqlite3 *db = NULL;
+
+	snprintf(path, sizeof(path), "%s/state.db", cache);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/* A complete run marks the store complete for its catalog. A mount of that
+ * cache then counts nothing: even a row removed behind the store's back
+ * (which a real store never loses without dropping its mark) is not
+ * noticed, which proves no census ran. A mark made for another catalog is
+ * ignored: the census runs, finds the missing chunk, fetches exactly it,
+ * and the mark is made again for this catalog. */
+static void test_complete_mark(void **state)
+{
+	struct hyd_backfill_stats bs, first;
+	char mark[256], other[256];
+	struct rig r;
+
+	(void)state;
+	NEED_REPL();
+	rig_new_cache(&r);
+	rig_up(&r, 1, 0);
+	assert_int_equal(wait_state(&r, HYD_STATE_COMPLETE, 120), 0);
+	hyd_backfill_stats(r.bf, &first);
+	assert_true(first.chunks_total > 1);
+	assert_int_equal(hyd_store_meta_get(r.store, HYD_STORE_META_COMPLETE,
+					    mark, sizeof(mark)),
+			 0);
+	rig_down(&r);
+
+	db_exec(r.cache,
+		"DELETE FROM chunk WHERE id = (SELECT MIN(id) FROM chunk)");
+	rig_up(&r, 1, 0);
+	assert_int_equal(wait_state(&r, HYD_STATE_COMPLETE, 10), 0);
+	hyd_backfill_stats(r.bf, &bs);
+	assert_int_equal(bs.submitted, 0);
+	assert_int_equal(bs.chunks_total, first.chunks_total);
+	assert_int_equal(bs.chunks_stored, first.chunks_total);
+	assert_int_equal(bs.bytes_total, first.bytes_total);
+	assert_int_equal(bs.manifests_total, first.manifests_total);
+	assert_int_equal(stored_chunks(&r), first.chunks_total - 1);
+	/* The same mark, one generation on: not this catalog's. */
+	snprintf(other, sizeof(other), "%" PRIu64 "%s", r.meta.generation + 1,
+		 strchr(mark, ' '));
+	assert_int_equal(
+	    hyd_store_meta_set(r.store, HYD_STORE_META_COMPLETE, other), 0);
+	rig_down(&r);
+
+	rig_up(&r, 1, 0);
+	assert_int_equal(wait_state(&r, HYD_STATE_COMPLETE, 120), 0);
+	hyd_backfill_stats(r.bf, &bs);
+	assert_int_equal(bs.submitted, 1);
+	assert_int_equal(stored_chunks(&r), first.chunks_total);
+	assert_int_equal(hyd_store_meta_get(r.store, HYD_STORE_META_COMPLETE,
+					    other, sizeof(other)),
+			 0);
+	assert_string_equal(other, mark);
+	rig_down(&r);
+}
+
 static void test_stall_recover(void **state)
 {
 	struct hyd_backfill_stats bs;
@@ -791,6 +857,7 @@ int main(void)
 	    cmocka_unit_test(test_demand_during),
 	    cmocka_unit_test(test_readahead),
 	    cmocka_unit_test(test_resume),
+	    cmocka_unit_test(test_complete_mark),
 	    cmocka_unit_test(test_stall_recover),
 	};
 

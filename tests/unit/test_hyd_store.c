@@ -467,6 +467,14 @@ static void test_corruption(void **state)
 	for (i = 0; i < 3; i++)
 		assert_int_equal(
 		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
+	/* Backfill's mark that the store is complete: reads of intact
+	 * frames leave it; the first dropped row takes it away. */
+	assert_int_equal(
+	    hyd_store_meta_set(s, HYD_STORE_META_COMPLETE, "1 2 - 3 4 0 0"), 0);
+	check_get(s, &c[0]);
+	assert_int_equal(
+	    hyd_store_meta_get(s, HYD_STORE_META_COMPLETE, (char *)out, 8000),
+	    0);
 	/* Rot one payload byte of each frame: a raw one fails its hash, a
 	 * compressed one its decoding or its hash. */
 	off = 0;
@@ -481,6 +489,9 @@ static void test_corruption(void **state)
 		assert_int_equal(hyd_store_get(s, &c[i].id, out, 8000, &got),
 				 -ENOENT);
 		assert_int_equal(hyd_store_has(s, &c[i].id), 0);
+		assert_int_equal(hyd_store_meta_get(s, HYD_STORE_META_COMPLETE,
+						    (char *)out, 8000),
+				 -ENOENT);
 	}
 	assert_int_equal(hyd_store_stats(s, &st), 0);
 	assert_int_equal(st.chunks, 0);
