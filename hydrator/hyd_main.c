@@ -674,6 +674,8 @@ static void mount_free(struct mount *m)
 			fuse_session_unmount(m->se);
 		fuse_session_destroy(m->se);
 	}
+	/* After the session: no read is left to hold a state. */
+	hyd_files_fini(&m->fs.files);
 	hyd_read_cache_free(m->rcache);
 	/* No reader or backfill is left to call it; the overlay it writes
 	 * closes with the catalog below. */
@@ -694,6 +696,7 @@ static int run(const struct opts *o)
 		base_error("out of memory");
 		return 1;
 	}
+	hyd_files_init(&m->fs.files);
 	if (hyd_open_url(&m->op, o->url) < 0) {
 		r = EXIT_USAGE;
 		goto out;

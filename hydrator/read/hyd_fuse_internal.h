@@ -12,6 +12,7 @@
 #ifndef FERRY_HYD_FUSE_INTERNAL_H
 #define FERRY_HYD_FUSE_INTERNAL_H
 
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <fuse_lowlevel.h>
@@ -23,6 +24,22 @@
 #define HYD_FUSE_TIMEOUT_S 86400.0
 #define HYD_FUSE_BLKSIZE 65536
 
+/* Open-file states by inode (hyd_fuse_files.c): 2^9 sets of 8 ways. */
+#define HYD_FILES_SETS_LOG2 9
+#define HYD_FILES_WAYS 8u
+#define HYD_FILES_SLOTS ((size_t)HYD_FILES_WAYS << HYD_FILES_SETS_LOG2)
+
+struct hyd_files_slot {
+	struct hyd_read_open *of; /* NULL: empty; else one table reference */
+	uint64_t used;		  /* LRU clock */
+};
+
+struct hyd_files {
+	pthread_mutex_t mu;
+	uint64_t clock;
+	struct hyd_files_slot slot[HYD_FILES_SLOTS];
+};
+
 struct hyd_fs {
 	cat_reader *cat;      /* borrowed */
 	struct cat_meta meta; /* copy, read at start-up */
@@ -33,6 +50,11 @@ struct hyd_fs {
 	void *on_open_arg;
 	const char *mountpoint; /* absolute; borrowed; NULL: not tuned */
 	int ra_tuned;		/* __atomic: readahead raised (or tried) */
+	/* No-open mode (the kernel offers it): OPEN is answered ENOSYS and
+	 * reads find their state in files. Set at FUSE init. */
+	int no_open;
+	int no_opendir; /* the same for OPENDIR */
+	struct hyd_files files;
 };
 
 /* The kernel's readahead for this mount, in KiB. FUSE starts every mount
@@ -63,6 +85,16 @@ void hyd_fuse_log(const char *op, uint64_t ino, int err);
  * first request. Needs root (sysfs); without it the default stays, which
  * only costs speed, so failures are logged in verbose mode alone. */
 void hyd_fuse_tune_readahead(struct hyd_fs *fs);
+
+/* hyd_fuse_files.c. init before the session starts, fini after it ends. */
+void hyd_files_init(struct hyd_files *t);
+void hyd_files_fini(struct hyd_files *t);
+/* ino's open-file state with a reference for the caller (drop it with
+ * hyd_read_open_unref), made from the catalog when the table has none
+ * (*ret_new = 1 then). -EISDIR or -EINVAL for an inode that is not a
+ * regular file, else the catalog's error or -ENOMEM. Any FUSE thread. */
+int hyd_files_get(struct hyd_files *t, cat_reader *cat, uint64_t ino,
+		  struct hyd_read_open **ret, int *ret_new);
 
 /* hyd_fuse_read.c */
 void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

@@ -116,7 +116,19 @@ static void fill_entry(const struct hyd_fs *fs, const struct cat_inode *in,
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct hyd_fs *fs = userdata;
+
+	/* OPEN and OPENDIR carry nothing we need (hyd_fuse_files.c): the
+	 * kernel opens by itself, with keep_cache (and cache_dir), and sends
+	 * no RELEASE. */
+	if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
+		conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+		fs->no_open = 1;
+	}
+	if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) {
+		conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
+		fs->no_opendir = 1;
+	}
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	/* Nothing changes under us, so the kernel need not drop the page

@@ -12,7 +12,9 @@
  * mount's kernel readahead (HYD_FUSE_READAHEAD_KB). Each open file carries a
  * struct hyd_read_open in fh (its size and a window of its manifest). A
  * generation is immutable, so open sets keep_cache: the page cache stays
- * valid across opens.
+ * valid across opens. Where the kernel can open by itself (no-open mode,
+ * hyd_fuse_files.c), OPEN is answered ENOSYS once and reads come with no
+ * fh: their state is then the inode's, from the open-file table.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -114,6 +116,13 @@ void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int r;
 
 	hyd_fuse_tune_readahead(fs);
+	if (fs->no_open) {
+		/* The kernel opens by itself from now on (hyd_fuse_files.c);
+		 * this open too succeeds. A read-only mount: the VFS has
+		 * already refused anything but reading. */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	r = cat_getattr(fs->cat, ino, &in);
 	if (r < 0) {
 		hyd_fuse_log("open", ino, r);
@@ -181,19 +190,29 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct hyd_fs *fs = fuse_req_userdata(req);
 	struct hyd_read_open *of = (struct hyd_read_open *)(uintptr_t)fi->fh;
 	struct hyd_read_iov rv;
+	int r, opened = 0;
 	size_t n;
-	int r;
 
-	(void)ino; /* the open file state knows it */
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (of) {
+		hyd_read_open_ref(of);
+	} else {
+		/* No-open mode: the state is the inode's. */
+		r = hyd_files_get(&fs->files, fs->cat, ino, &of, &opened);
+		if (r < 0) {
+			hyd_fuse_log("read", ino, r);
+			fuse_reply_err(req, hyd_fuse_errno(r));
+			return;
+		}
+	}
 	if ((uint64_t)off >= of->size || size == 0) {
 		fuse_reply_buf(req, NULL, 0);
+		hyd_read_open_unref(of);
 		return;
 	}
-	hyd_read_open_ref(of);
 	/* hyd_read_open_iov logs its own failures, with the chunk. */
 	r = hyd_read_open_iov(&fs->rd, of, (uint64_t)off, size, &rv);
 	if (r == 0)
@@ -206,6 +225,10 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	 * reader gets its next chunks decoded (stored) or asked for. */
 	if (r == 0)
 		hyd_read_ahead(&fs->rd, of, (uint64_t)off, n);
+	/* What an open tells backfill, in no-open mode told by the first
+	 * read that found no state for the inode. */
+	if (opened && fs->on_open)
+		fs->on_open(fs->on_open_arg, ino);
 	hyd_read_open_unref(of);
 }
 
@@ -226,6 +249,12 @@ void hyd_fuse_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int r;
 
 	hyd_fuse_tune_readahead(fs);
+	if (fs->no_opendir) {
+		/* As for files: the kernel's own default is keep_cache and
+		 * cache_dir, what is set below. */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	r = cat_getattr(fs->cat, ino, &in);
 	if (r < 0) {
 		hyd_fuse_log("opendir", ino, r);
