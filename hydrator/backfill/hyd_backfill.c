@@ -868,6 +868,10 @@ static void backfill_run(hyd_backfill *bf)
 			bf->complete = 1;
 			pthread_mutex_unlock(&bf->lock);
 			mark_save(bf);
+			/* The state line at once, not at the next tick: it
+			 * is the moment the cache became complete. */
+			bf->next_sample_ns = 0;
+			tick(bf);
 			if (bf->changed_last)
 				base_warn("backfill complete without files "
 					  "whose source changed before their "
