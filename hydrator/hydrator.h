@@ -199,13 +199,15 @@ struct hyd_sync_result {
 };
 
 /* Call first in main, before any thread exists. Fetched frames are
- * decoded, verified and stored on libuv's thread pool, half of it for
- * backfill's batch frames; with group commit in the store a put waits for
- * the others of its group, so more threads make fewer fdatasyncs. The
- * pool gets HYD_POOL_THREADS threads unless UV_THREADPOOL_SIZE is set.
- * Measured on the bench tree over loopback: backfill 3.5-4.5 s with 4,
- * 2.3 s with 8, no faster with 16 or 32. */
-#define HYD_POOL_THREADS 8
+ * decoded, verified and stored on libuv's thread pool, all but four of
+ * its threads for backfill's batch frames; with group commit in the store
+ * a put waits for the others of its group, so more threads make fewer
+ * fdatasyncs. The pool gets HYD_POOL_THREADS threads unless
+ * UV_THREADPOOL_SIZE is set. Measured: the bench tree over loopback,
+ * backfill 3.5-4.5 s with 4, 2.3 s with 8; the medium tree at 1 Gbit/s,
+ * 13.1-14.2 s with 8 (4 landing), 11.2-12.2 s with 16 (12 landing), about
+ * the same with 32. */
+#define HYD_POOL_THREADS 16
 void hyd_pool_default(void);
 
 /* Hydrate everything of url into the store (same store and fetcher as the

@@ -59,9 +59,13 @@ void hyd_fetch__pace_init(hyd_fetch *f)
 	uv_timer_init(&f->loop, &f->tick_timer);
 	if (env && base_parse_long(env, 1, 1024, &pool) < 0)
 		pool = 4;
-	/* Half the pool for batch frames: the rest is always free for a
-	 * demand read's frame. */
-	f->fw_max = pool >= 2 ? (unsigned)(pool / 2) : 1;
+	/* Most of the pool for batch frames, four threads (half of a small
+	 * pool) always free for demand reads' frames. A landing frame's
+	 * thread sleeps until its group is durable, so the number landing
+	 * at once is the size of a group commit: more of them, fewer
+	 * fdatasyncs and index transactions per chunk. */
+	f->fw_max = pool >= 8 ? (unsigned)(pool - 4)
+			      : (pool >= 2 ? (unsigned)(pool / 2) : 1);
 	if (f->bwlimit)
 		hyd_bucket_init(&f->bucket, f->bwlimit, base_now_ns());
 	uv_timer_start(&f->tick_timer, on_tick, TICK_MS, TICK_MS);
