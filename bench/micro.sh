@@ -38,6 +38,9 @@ GEN_DATASET=${FERRY_GEN_DATASET:-$top/../shared/bench/gen_dataset.py}
 PIPE_LIMIT=2500 SCAN_TARGET=1750
 WARM_TARGET=1200 HOT_TARGET=5000
 STAT_LIMIT=26 RD_DIR_LIMIT=172 RD_ENTRY_LIMIT=0.36
+# Small files (issue 13): a warm open+read+close of a 2 KiB file within
+# four FUSE round trips, a hot one (kernel caches) near a local file's.
+SMALL_WARM_TARGET=104 SMALL_HOT_TARGET=20
 MOUNT_TARGET=3 FIND_TARGET=10 RSS_TARGET=300 RSS_ENTRY_TARGET=300
 START_FIND_TARGET=20 FIRST_BYTE_TARGET=3
 
@@ -136,6 +139,17 @@ dd_mbps() { # FILE — MB/s of one `dd bs=1M` pass to /dev/null
 		       printf "%.1f", $1 / s / 1e6 }'
 }
 in_page_cache() { find "$@" -type f -exec cat {} + >/dev/null; }
+wait_complete() { # CACHE — poll `ferry status` (0.5 s) until complete
+	local st i stalled=0
+	for ((i = 0; ; i++)); do
+		st=$("$FERRY" status "$1" --json || true)
+		grep -Eq '"state": *"complete"' <<<"$st" && return 0
+		if grep -Eq '"state": *"stalled"' <<<"$st"; then stalled=$((stalled + 1)); else stalled=0; fi
+		[ $stalled -lt 60 ] || die "backfill stalled for 30 s: $st"
+		[ $i -lt 1200 ] || die "backfill not complete after 600 s: $st"
+		sleep 0.5
+	done
+}
 repl_start() { # LOG NREADY NAME=DIR... — serve in the background
 	local log=$1 n=$2
 	shift 2
@@ -157,6 +171,7 @@ done
 py micro_gen.py rand "$W/big/rand.bin" 1024 bigrand
 py micro_gen.py fp16 "$W/big/fp16.bin" 1024 bigfp16
 py micro_gen.py tree "$W/meta" 200 100 0 >/dev/null
+py micro_gen.py small "$W/small2k" 50 200 2048
 if [ -f "$GEN_DATASET" ]; then
 	python3 "$GEN_DATASET" "$W/small" --scale small --seed 1 >/dev/null
 else
@@ -194,18 +209,10 @@ scan_bench "fp16 4x256MiB" "$W/fp16"
 # cache) and `dd bs=1M` = warm (decode + verify + FUSE copy); the same file
 # again = hot (keep_cache: served from the kernel's page cache).
 echo "# reads: hydrating 2 GiB"
-repl_start serve 2 "big=$W/big" "meta=$W/meta" >/dev/null
+repl_start serve 3 "big=$W/big" "meta=$W/meta" "small2k=$W/small2k" >/dev/null
 mount_hyd "$W/cache-big" big "$W/mnt-big" >/dev/null
 t0=$EPOCHREALTIME
-stalled=0
-for ((i = 0; ; i++)); do
-	st=$("$FERRY" status "$W/cache-big" --json || true)
-	grep -Eq '"state": *"complete"' <<<"$st" && break
-	if grep -Eq '"state": *"stalled"' <<<"$st"; then stalled=$((stalled + 1)); else stalled=0; fi
-	[ $stalled -lt 60 ] || die "backfill stalled for 30 s: $st"
-	[ $i -lt 1200 ] || die "backfill not complete after 600 s: $st"
-	sleep 0.5
-done
+wait_complete "$W/cache-big"
 result "backfill 2 GiB rand+fp16" MB/s "" "" "" "$(calc "2147483648 / 1e6 / ($EPOCHREALTIME - $t0)")" \
 	"mount to status complete, 1 run (0.5 s polling)"
 umount_hyd "$W/cache-big" "$W/mnt-big"
@@ -246,6 +253,29 @@ result "cold readdir per dir" us $RD_DIR_LIMIT "" "" "$rd_dir" \
 	"$nd dirs of 100; limit: 4-entry dir"
 result "cold readdir per entry" us $RD_ENTRY_LIMIT "" "" "$rd_ent" \
 	"$ne entries, whole time / entries; limit: 10k-entry dir"
+
+# --- small files: 50 dirs x 200 files of 2 KiB, each its own bytes. Hydrate
+# by backfill, then per run a fresh mount (store packs in the page cache):
+# open+read+close of every file ("warm": one READ each, no OPEN and no
+# RELEASE where the kernel opens by itself), then again on the same mount
+# ("hot": the kernel's page and attribute caches).
+echo "# small files: hydrating 10,000 x 2 KiB"
+mount_hyd "$W/cache-s2k" small2k "$W/mnt-s2k" >/dev/null
+wait_complete "$W/cache-s2k"
+umount_hyd "$W/cache-s2k" "$W/mnt-s2k"
+sw="" sh=""
+for ((i = 0; i < REPS; i++)); do
+	in_page_cache "$W/cache-s2k/packs"
+	mount_hyd "$W/cache-s2k" small2k "$W/mnt-s2k" >/dev/null
+	r=$(py micro_run.py readall "$W/small2k" "$W/mnt-s2k") || die "small-file read failed"
+	sw+=" ${r%% *}"
+	r=$(py micro_run.py readall "$W/small2k" "$W/mnt-s2k") || die "small-file read failed"
+	sh+=" ${r%% *}"
+	umount_hyd "$W/cache-s2k" "$W/mnt-s2k"
+done
+result "warm read 2 KiB file" us $STAT_LIMIT "<=" $SMALL_WARM_TARGET "$sw" \
+	"open+read+close per file, fresh mount of a complete cache; limit: 1 FUSE round trip"
+result "hot read 2 KiB file" us "" "<=" $SMALL_HOT_TARGET "$sh" "the same files again on the same mount"
 repl_stop serve
 
 # --- metadata-only trees on a tmpfs (creation not measured), 1M and 5M

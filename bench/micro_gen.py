@@ -12,6 +12,10 @@
                                      empty files each, plus NLINKS symlinks in
                                      the root; prints the entry count (root
                                      excluded)
+  micro_gen.py small DIR NDIRS NFILES SIZE
+                                     NDIRS dirs of NFILES files of SIZE bytes,
+                                     each file its own bytes (its path, then
+                                     a keystream), so none dedups
 
 The keystream is seeded by SEED, so two files with different seeds share no
 chunk and a file never dedups against itself.
@@ -84,12 +88,31 @@ def make_tree(root, ndirs, nfiles, nlinks):
     print(n)
 
 
+def make_small(root, ndirs, nfiles, size):
+    os.makedirs(root, exist_ok=True)
+    ks = keystream("small")
+    buf = b""
+    for d in range(ndirs):
+        dp = os.path.join(root, "d%04d" % d)
+        os.mkdir(dp)
+        for i in range(nfiles):
+            name = "f%04d" % i
+            head = ("%s/%s\n" % (dp, name)).encode()
+            while len(buf) < size:
+                buf += next(ks)
+            with open(os.path.join(dp, name), "wb") as f:
+                f.write((head + buf[:size])[:size])
+            buf = buf[size:]
+
+
 def main(argv):
     if len(argv) == 5 and argv[1] in ("rand", "fp16"):
         write_stream(argv[2], int(argv[3]), argv[4],
                      fp16_table() if argv[1] == "fp16" else None)
     elif len(argv) == 6 and argv[1] == "tree":
         make_tree(argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
+    elif len(argv) == 6 and argv[1] == "small":
+        make_small(argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
     else:
         sys.exit(__doc__)
 

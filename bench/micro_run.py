@@ -17,6 +17,10 @@
       opendir + readdir to the end + closedir of every directory of SRC,
       under MNT (a fresh mount), checking each entry count against SRC.
       Prints "US_PER_DIR US_PER_ENTRY DIRS ENTRIES".
+  micro_run.py readall SRC MNT
+      open + read to the end + close of every file of SRC under MNT, in
+      tree order, the bytes checked against SRC's (read before the clock
+      starts). Prints "US_PER_FILE FILES".
 """
 import os
 import re
@@ -129,6 +133,23 @@ def readdir_all(src, mnt):
     print("%.3f %.4f %d %d" % (dt / len(paths) * 1e6, dt / entries * 1e6, len(paths), entries))
 
 
+def read_all(src, mnt):
+    """open + read + close every file through the mount, in tree order;
+    the bytes must be the source's."""
+    _, files = tree(src)
+    want = [open(os.path.join(src, f), "rb").read() for f in files]
+    paths = [os.path.join(mnt, f) for f in files]
+    got = []
+    t0 = time.perf_counter()
+    for p in paths:
+        with open(p, "rb") as f:
+            got.append(f.read())
+    dt = time.perf_counter() - t0
+    if got != want:
+        sys.exit("a file read through the mount differs from %s" % src)
+    print("%.3f %d" % (dt / len(paths) * 1e6, len(paths)))
+
+
 def main(argv):
     if len(argv) >= 6 and argv[1] == "repl":
         repl(argv[2:])
@@ -136,6 +157,8 @@ def main(argv):
         stat_all(argv[2], argv[3])
     elif len(argv) == 4 and argv[1] == "readdir":
         readdir_all(argv[2], argv[3])
+    elif len(argv) == 4 and argv[1] == "readall":
+        read_all(argv[2], argv[3])
     else:
         sys.exit(__doc__)
 

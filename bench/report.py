@@ -24,12 +24,16 @@ COLS = [("browse_s", "browse s"), ("fb_large_s", "1st byte large s"),
         ("fb_small_s", "1st byte small s"), ("full_s", "complete s"),
         ("wire_bytes", "wire MB"), ("wire_ratio", "tree/wire"),
         ("peak_rss_kb", "peak RSS MB"), ("correct", "correct")]
+# Only in the medium tree's tar rows (bench/medium.sh).
+TAR_COLS = [("warm_s", "warm tar s"), ("warm_mbps", "warm MB/s"),
+            ("hot_s", "hot tar s"), ("hot_mbps", "hot MB/s")]
 
 NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
          "rclone_mount": "rclone mount", "rclone_copy": "rclone copy",
          "casync_mount": "casync mount", "casync_extract": "casync extract",
          "ferry_mount": "ferry mount", "ferry_sync": "ferry sync",
-         "ferry_start": "ferry from source start"}
+         "ferry_start": "ferry from source start",
+         "rsync_local": "rsync -aHX (local copy)", "ferry_tar": "tar of the complete mount"}
 
 
 def rate_bps(rate):
@@ -76,7 +80,7 @@ def medians(runs):
     rows = {}
     for key, rs in runs.items():
         row = {"runs": len(rs)}
-        for k, _ in COLS:
+        for k, _ in COLS + TAR_COLS:
             vals = [r.get(k) for r in rs if r.get(k) is not None]
             if k == "correct":
                 row[k] = ",".join(sorted(set(str(v) for v in vals))) or None
@@ -101,7 +105,40 @@ def fmt(k, v):
     return str(v)
 
 
-def targets(rows, rate):
+def medium_targets(rows, rate, add):
+    """The fast-link issue's targets on the medium tree (bench/medium.sh)."""
+    m, lo = "medium-" + rate, "medium-loopback"
+    bps = rate_bps(rate)
+
+    def get(label, appr, k):
+        return (rows.get((label, appr)) or {}).get(k)
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
+    rs = get(m, "rsync_hx", "full_s")
+    for appr in ("ferry_mount", "ferry_sync"):
+        full = get(m, appr, "full_s")
+        add("medium %s: %s complete vs rsync -aHX" % (rate, NAMES[appr]), ratio(full, rs), 0.6, "le",
+            "time to everything local / rsync -aHX over the same link")
+        wire = get(m, appr, "wire_bytes")
+        add("medium %s: %s complete vs own wire bytes / link rate" % (rate, NAMES[appr]),
+            ratio(full, wire * 8 / bps if wire else None), 1.25, "le",
+            "completion / (wire bytes * 8 / %s)" % rate)
+    local = get(lo, "rsync_local", "full_s")
+    add("medium loopback: ferry mount complete vs local rsync -aHX copy",
+        ratio(get(lo, "ferry_mount", "full_s"), local), 1.0, "le",
+        "mount start -> backfill complete / rsync -aHX TREE/ DEST/ on this machine")
+    add("medium loopback: ferry sync vs local rsync -aHX copy",
+        ratio(get(lo, "ferry_sync", "full_s"), local), 1.2, "le",
+        "ferry sync to an empty DEST / rsync -aHX TREE/ DEST/ on this machine")
+    warm = get(lo, "ferry_tar", "warm_mbps")
+    add("medium loopback: warm tar of the complete mount, GB/s",
+        warm / 1000 if warm is not None else None, 1.0, "ge",
+        "fresh mount of the complete cache (packs in the page cache), tar | wc -c")
+
+
+def targets(rows, rate, medium_rate=None):
     """The issue's targets: (name, measured ratio, limit, 'le'|'ge', how)."""
     r0, r20 = rate, rate + "+rtt20ms"
     bps = rate_bps(rate)
@@ -161,16 +198,26 @@ def targets(rows, rate):
         add("%s logical/wire (0 RTT, exact metadata)" % NAMES[appr],
             wr if exact == "exact" else (0.0 if wr is not None else None), 1.9, "ge",
             "tree bytes / wire bytes on the link; 0 when the result was not exact")
+    if medium_rate:
+        medium_targets(rows, medium_rate, add)
     return out
 
 
 def table(rows):
     lines = ["| link | approach | runs | " + " | ".join(c[1] for c in COLS) + " |",
              "|" + "---|" * (len(COLS) + 3)]
+    tar = []
     for (label, appr) in sorted(rows, key=lambda k: (k[0], not k[1].startswith("ferry"), k[1])):
         row = rows[(label, appr)]
+        if appr == "ferry_tar":
+            tar.append("| %s | %s | %d | " % (label, NAMES[appr], row["runs"]) +
+                       " | ".join(fmt(k, row[k]) for k, _ in TAR_COLS) + " |")
+            continue
         lines.append("| %s | %s | %d | " % (label, NAMES.get(appr, appr), row["runs"]) +
                      " | ".join(fmt(k, row[k]) for k, _ in COLS) + " |")
+    if tar:
+        lines += ["", "| link | read | runs | " + " | ".join(c[1] for c in TAR_COLS) + " |",
+                  "|" + "---|" * (len(TAR_COLS) + 3)] + tar
     return lines
 
 
@@ -225,10 +272,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--rate", required=True)
+    ap.add_argument("--medium-rate", help="the medium tree's link (bench/medium.sh)")
     ap.add_argument("results", nargs="+")
     a = ap.parse_args()
     rows = medians(load(a.results))
-    tg = targets(rows, a.rate)
+    tg = targets(rows, a.rate, a.medium_rate)
     lines = table(rows) + [""] + target_lines(tg)
     text = "\n".join(lines)
     print(text)

@@ -19,6 +19,9 @@
 #                         times from the replicator's start (fresh state:
 #                         walk, catalog, mount, browse / first byte / tar),
 #                         the others from the mount's or the sync's start
+#   MEDIUM [1]            also the medium tree (bench/medium.sh): rsync -aHX,
+#                         ferry mount and ferry sync at MEDIUM_RATE [1gbit]
+#                         and on loopback, and tar of the complete mount
 #   HYD_OPTS [""]         extra ferry-hydrator options (e.g. "--jobs 8")
 #   SYNC_OPTS [""]        extra ferry sync options
 #   BENCH_OUT [build/bench]  where results go (e.g. to keep a baseline)
@@ -354,6 +357,11 @@ prepare_dataset
 : >"$RES"
 [ -n "$PEERS" ] && run_peers
 run_ferry
+MEDIUM_RATE=${MEDIUM_RATE:-1gbit}
+if [ "${MEDIUM:-1}" = 1 ]; then
+	SHARED=$SHARED BENCH_OUT=$OUT RES=$RES MEDIUM_RATE=$MEDIUM_RATE bash "$ROOT/bench/medium.sh" "$B" ||
+		log "bench/medium.sh failed"
+fi
 {
 	echo "date: $(date -u +%FT%TZ)"
 	uname -sr
@@ -363,4 +371,5 @@ run_ferry
 	rclone version | head -1
 	echo "casync $(casync --version)"
 } >"$OUT/versions.txt"
-python3 "$ROOT/bench/report.py" --out "$OUT" --rate "$RATE" "$RES" "$OUT"/peers-rtt*/results.jsonl
+python3 "$ROOT/bench/report.py" --out "$OUT" --rate "$RATE" --medium-rate "$MEDIUM_RATE" \
+	"$RES" "$OUT"/peers-rtt*/results.jsonl

@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# bench/medium.sh BUILD_DIR — the medium tree (gen_dataset.py --scale
+# medium: ~2.5 GB, ~21,000 entries, 13 files of ~137 MB and ~17,000 under
+# 64 KiB) on a fast link and on no link at all. Called by bench/run.sh
+# (MEDIUM=1, the default); runs on its own as well.
+#
+#   medium-RATE       rsync -aHX (run_anchors.sh), ferry mount -> backfill
+#                     complete, ferry sync; all over the same shaped veth
+#                     (wan.sh, RATE = MEDIUM_RATE, default 1gbit)
+#   medium-loopback   the same without the link: clients in the source's
+#                     network namespace, talking to its own address (the
+#                     kernel routes that over lo). rsync -aHX is a local
+#                     copy of the tree; then a warm tar (fresh mount of the
+#                     complete cache, packs in the page cache) and a hot
+#                     tar (the same mount again: kernel page cache)
+#
+# "complete" for a mount is the moment the hydrator logs state=complete
+# (backfill logs it as it happens); the mount's start is before the
+# ferry-hydrator command. rsync's time is its own exit, as a user sees it
+# (its writeback is after; ferry's packs are fdatasynced, ferry sync ends
+# with a syncfs of DEST): synced_s has rsync plus a sync. Each timed step
+# starts after `sync` and 2 s, so one step's writeback is not the next's. Records go to RES (bench/emit.py), the peers'
+# runs are copied there with the rate relabelled.
+#
+# Knobs: MEDIUM_RATE [1gbit], MEDIUM_RUNS [1], SHARED, BENCH_OUT (as run.sh).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "${1:?usage: bench/medium.sh BUILD_DIR}" && pwd)
+SHARED=$(cd "${SHARED:-$ROOT/../shared/bench}" && pwd)
+OUT=${BENCH_OUT:-$ROOT/build/bench}
+RES=${RES:-$OUT/results.jsonl}
+RATE=${MEDIUM_RATE:-1gbit}
+RUNS=${MEDIUM_RUNS:-1}
+MW=$ROOT/build/bench/work/medium
+SRC_IP=10.99.0.1
+PORT=7072
+NSS="ip netns exec src"
+NSD="nsenter --net=/run/netns/dst"
+NSL="nsenter --net=/run/netns/src"
+WAN=$SHARED/wan.sh
+TREECMP="python3 $ROOT/tests/e2e/lib/treecmp.py"
+URL=http://$SRC_IP:$PORT/v1/tree
+
+log() { echo "[$(date +%H:%M:%S)] medium: $*" >&2; }
+now() { date +%s.%N; }
+dt() { python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
+wire() { local s; s=$($WAN stats); echo $((${s% *} + ${s#* })); }
+emit() { python3 "$ROOT/bench/emit.py" "$@" >>"$RES"; }
+# Before each timed step: the writeback of the step before (GBs of files
+# and packs) must not land on this one's fdatasyncs.
+settle() { sync; sleep 2; }
+
+REPL_PID= MNT_ACTIVE=
+cleanup() {
+	[ -n "$MNT_ACTIVE" ] && mountpoint -q "$MNT_ACTIVE" && fusermount3 -u "$MNT_ACTIVE" 2>/dev/null
+	[ -n "$REPL_PID" ] && kill "$REPL_PID" 2>/dev/null
+	wait 2>/dev/null
+	"$WAN" down >/dev/null 2>&1
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- rsync -aHX over the link, by the shared harness (it also makes the
+# dataset, with the manifests its verdicts use).
+peers() {
+	log "rsync -aHX at $RATE (run_anchors.sh, $RUNS run(s))"
+	rm -rf "$OUT/medium-peers"
+	WORKDIR=$MW RES=$OUT/medium-peers RATES=$RATE RUNS=$RUNS RTT_MS=0 SCALE=medium \
+		APPROACHES=rsync_hx bash "$SHARED/run_anchors.sh" >"$OUT/medium-peers.table" ||
+		log "run_anchors.sh failed (see $OUT/medium-peers.table)"
+	[ -f "$OUT/medium-peers/results.jsonl" ] &&
+		python3 -c "
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); r['rate'] = 'medium-' + r['rate']; print(json.dumps(r))" \
+			"$OUT/medium-peers/results.jsonl" >>"$RES"
+	TREE=$MW/src/tree
+	[ -d "$TREE" ] || { log "no medium tree at $TREE"; exit 1; }
+	TREE_BYTES=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['bytes'])" "$MW/src/tree.summary.json")
+}
+
+start_replicator() {
+	local i st
+	rm -rf "$MW/ferry-state"
+	: >"$MW/repl.log"
+	$NSS "$B/bin/ferry-replicator" -l "$SRC_IP:$PORT" -s "$MW/ferry-state" tree="$TREE" >>"$MW/repl.log" 2>&1 &
+	REPL_PID=$!
+	for i in $(seq 1 1200); do
+		grep -q ' ready' "$MW/repl.log" && break
+		kill -0 "$REPL_PID" 2>/dev/null || { cat "$MW/repl.log" >&2; exit 1; }
+		sleep 0.05
+	done
+	# Every file hashed first: this measures the transfer, not the source.
+	for i in $(seq 1 1200); do
+		st=$($NSL curl -sf "$URL/stats" |
+			python3 -c "import json,sys; print(json.load(sys.stdin).get('hashing', {}).get('state', ''))" 2>/dev/null)
+		case $st in done | none | "") break ;; esac
+		sleep 0.1
+	done
+	log "$(grep ' ready' "$MW/repl.log") hashing=$st"
+}
+
+# complete_at LOG: epoch seconds of the first state=complete line, waiting
+# up to 20 minutes for it.
+complete_at() {
+	local logf=$1 i line
+	for i in $(seq 1 12000); do
+		line=$(grep -m1 'backfill state=complete' "$logf" 2>/dev/null) && break
+		sleep 0.1
+	done
+	[ -n "$line" ] || { echo NA; return 1; }
+	date -d "${line%% *}" +%s.%N
+}
+
+pid_of_cache() { # the daemon serving CACHE (its pid file, else pgrep)
+	cat "$1/hydrator.pid" 2>/dev/null || pgrep -f "ferry-hydrator.* -c $1 " | head -n1
+}
+
+umount_wait() {
+	local mnt=$1 pid=$2 i
+	fusermount3 -u "$mnt" 2>/dev/null || { sleep 1; fusermount3 -u -z "$mnt"; }
+	MNT_ACTIVE=
+	for i in $(seq 1 100); do
+		[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+}
+
+# mount_complete LABEL RUN NS: fresh cache, mount, wait for complete.
+mount_complete() {
+	local label=$1 run=$2 ns=$3 cache=$MW/dst/cache mnt=$MW/mnt w0 w1 t0 t1 pid hwm full wb
+	rm -rf "$cache"
+	mkdir -p "$mnt"
+	settle
+	w0=$(wire)
+	t0=$(now)
+	$ns "$B/bin/ferry-hydrator" -c "$cache" "$URL" "$mnt" 2>>"$MW/hyd.err" ||
+		{ emit ferry_mount "$label" "$run" error=mount_failed; return 1; }
+	MNT_ACTIVE=$mnt
+	t1=$(complete_at "$cache/hydrator.log")
+	w1=$(wire)
+	pid=$(pid_of_cache "$cache")
+	hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+	full=NA
+	[ "$t1" != NA ] && full=$(dt "$t0" "$t1")
+	wb=$((w1 - w0))
+	# Loopback traffic never crosses the veth: the hydrator's own count.
+	[ "$label" = medium-loopback ] && wb=$("$B/bin/ferry" status "$cache" --json |
+		python3 -c "import json,sys; print(json.load(sys.stdin).get('wire_bytes') or 'NA')")
+	if [ "$label" = medium-loopback ]; then
+		warm_tar "$run" "$ns" "$cache" "$mnt" "$pid"
+	else
+		umount_wait "$mnt" "$pid"
+	fi
+	emit ferry_mount "$label" "$run" full_s="$full" wire_bytes="$wb" tree_bytes="$TREE_BYTES" \
+		peak_rss_kb="${hwm:-NA}" verdict="${VERDICT:-NA}" strict_ok="${STRICT:-NA}"
+	log "ferry mount@$label#$run complete=${full}s wire=$wb"
+	VERDICT= STRICT=
+}
+
+# warm_tar RUN NS CACHE MNT PID: remount the complete cache (kernel caches
+# empty, packs in the page cache), tar it twice; checks the content.
+warm_tar() {
+	local run=$1 ns=$2 cache=$3 mnt=$4 pid=$5 t0 n1 n2 warm hot
+	umount_wait "$mnt" "$pid"
+	$ns "$B/bin/ferry-hydrator" -c "$cache" "$URL" "$mnt" 2>>"$MW/hyd.err" || return 1
+	MNT_ACTIVE=$mnt
+	sleep 1 # the mount's own start-up work, not the reader's
+	t0=$(now)
+	n1=$(tar -C "$mnt" -cf - . | wc -c)
+	warm=$(dt "$t0" "$(now)")
+	t0=$(now)
+	n2=$(tar -C "$mnt" -cf - . | wc -c)
+	hot=$(dt "$t0" "$(now)")
+	if $TREECMP --content "$TREE" "$mnt" >"$MW/treecmp.out" 2>&1; then STRICT=true; else STRICT=false; fi
+	VERDICT=$(python3 "$SHARED/benchlib.py" compare "$MW/src/tree.manifest.json" "$mnt")
+	emit ferry_tar medium-loopback "$run" warm_s="$warm" hot_s="$hot" tar_bytes="$n1" \
+		warm_mbps="$(python3 -c "print('%.1f' % ($n1 / 1e6 / $warm))")" \
+		hot_mbps="$(python3 -c "print('%.1f' % ($n2 / 1e6 / $hot))")" strict_ok="$STRICT"
+	log "tar of the complete mount: warm ${warm}s, hot ${hot}s ($n1 bytes) strict=$STRICT"
+	umount_wait "$mnt" "$(pid_of_cache "$cache")"
+}
+
+# sync_run LABEL RUN NS
+sync_run() {
+	local label=$1 run=$2 ns=$3 cache=$MW/dst/sync-cache dest=$MW/dst/sync w0 t0 t1 rc wb strict verdict
+	rm -rf "$cache" "$dest"
+	settle
+	w0=$(wire)
+	t0=$(now)
+	$ns /usr/bin/time -f %M -o "$MW/sync.rss" "$B/bin/ferry" sync -q -c "$cache" "$URL" "$dest" >"$MW/sync.log" 2>&1
+	rc=$?
+	t1=$(now)
+	wb=$(($(wire) - w0))
+	[ "$label" = medium-loopback ] && wb=$("$B/bin/ferry" status "$cache" --json |
+		python3 -c "import json,sys; print(json.load(sys.stdin).get('wire_bytes') or 'NA')")
+	if $TREECMP --content "$TREE" "$dest" >"$MW/treecmp.out" 2>&1; then strict=true; else strict=false; fi
+	verdict=$(python3 "$SHARED/benchlib.py" compare "$MW/src/tree.manifest.json" "$dest")
+	emit ferry_sync "$label" "$run" rc=$rc full_s="$(dt "$t0" "$t1")" wire_bytes="$wb" \
+		tree_bytes="$TREE_BYTES" peak_rss_kb="$(tail -n1 "$MW/sync.rss" | tr -dc 0-9)" \
+		verdict="$verdict" strict_ok="$strict"
+	log "ferry sync@$label#$run rc=$rc full=$(dt "$t0" "$t1")s wire=$wb strict=$strict"
+	rm -rf "$dest"
+}
+
+rsync_local() {
+	local run=$1 dest=$MW/dst/rsync t0 t1 t2
+	rm -rf "$dest"
+	settle
+	t0=$(now)
+	rsync -aHX "$TREE/" "$dest/"
+	t1=$(now)
+	sync
+	t2=$(now)
+	emit rsync_local medium-loopback "$run" full_s="$(dt "$t0" "$t1")" \
+		synced_s="$(dt "$t0" "$t2")" tree_bytes="$TREE_BYTES" \
+		verdict="$(python3 "$SHARED/benchlib.py" compare "$MW/src/tree.manifest.json" "$dest")"
+	log "rsync -aHX local copy #$run: $(dt "$t0" "$t1")s (with sync $(dt "$t0" "$t2")s)"
+	rm -rf "$dest"
+}
+
+peers
+mkdir -p "$MW/dst"
+"$WAN" up "$RATE" >&2 || exit 1
+start_replicator
+for run in $(seq 1 "$RUNS"); do
+	mount_complete "medium-$RATE" "$run" "$NSD"
+	sync_run "medium-$RATE" "$run" "$NSD"
+	rsync_local "$run"
+	mount_complete medium-loopback "$run" "$NSL"
+	sync_run medium-loopback "$run" "$NSL"
+done
+kill "$REPL_PID" 2>/dev/null
+wait "$REPL_PID" 2>/dev/null
+REPL_PID=
+"$WAN" down >&2
