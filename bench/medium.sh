@@ -50,6 +50,15 @@ emit() { python3 "$ROOT/bench/emit.py" "$@" >>"$RES"; }
 # Before each timed step: the writeback of the step before (GBs of files
 # and packs) must not land on this one's fdatasyncs.
 settle() { sync; sleep 2; }
+# Every copy goes to a directory of its own, removed only at the end: ext4
+# (no journal here) will not reuse an inode freed less than a minute ago
+# and checks each candidate, so creating 21,000 files right after deleting
+# 21,000 costs seconds of system time in inode allocation alone.
+SEQ=0
+fresh_dir() { # VAR NAME: VAR=$MW/dst/NAME.SEQ (not in a subshell: SEQ counts)
+	SEQ=$((SEQ + 1))
+	printf -v "$1" '%s' "$MW/dst/$2.$SEQ"
+}
 
 REPL_PID= MNT_ACTIVE=
 cleanup() {
@@ -129,8 +138,8 @@ umount_wait() {
 
 # mount_complete LABEL RUN NS: fresh cache, mount, wait for complete.
 mount_complete() {
-	local label=$1 run=$2 ns=$3 cache=$MW/dst/cache mnt=$MW/mnt w0 w1 t0 t1 pid hwm full wb
-	rm -rf "$cache"
+	local label=$1 run=$2 ns=$3 cache mnt=$MW/mnt w0 w1 t0 t1 pid hwm full wb
+	fresh_dir cache cache
 	mkdir -p "$mnt"
 	settle
 	w0=$(wire)
@@ -184,8 +193,9 @@ warm_tar() {
 
 # sync_run LABEL RUN NS
 sync_run() {
-	local label=$1 run=$2 ns=$3 cache=$MW/dst/sync-cache dest=$MW/dst/sync w0 t0 t1 rc wb strict verdict
-	rm -rf "$cache" "$dest"
+	local label=$1 run=$2 ns=$3 cache dest w0 t0 t1 rc wb strict verdict
+	fresh_dir cache sync-cache
+	fresh_dir dest sync
 	settle
 	w0=$(wire)
 	t0=$(now)
@@ -201,12 +211,11 @@ sync_run() {
 		tree_bytes="$TREE_BYTES" peak_rss_kb="$(tail -n1 "$MW/sync.rss" | tr -dc 0-9)" \
 		verdict="$verdict" strict_ok="$strict"
 	log "ferry sync@$label#$run rc=$rc full=$(dt "$t0" "$t1")s wire=$wb strict=$strict"
-	rm -rf "$dest"
 }
 
 rsync_local() {
-	local run=$1 dest=$MW/dst/rsync t0 t1 t2
-	rm -rf "$dest"
+	local run=$1 dest t0 t1 t2
+	fresh_dir dest rsync
 	settle
 	t0=$(now)
 	rsync -aHX "$TREE/" "$dest/"
@@ -217,9 +226,11 @@ rsync_local() {
 		synced_s="$(dt "$t0" "$t2")" tree_bytes="$TREE_BYTES" \
 		verdict="$(python3 "$SHARED/benchlib.py" compare "$MW/src/tree.manifest.json" "$dest")"
 	log "rsync -aHX local copy #$run: $(dt "$t0" "$t1")s (with sync $(dt "$t0" "$t2")s)"
-	rm -rf "$dest"
 }
 
+# The last run's copies go first, long before anything is created here.
+rm -rf "$MW/dst"
+sync
 peers
 mkdir -p "$MW/dst"
 "$WAN" up "$RATE" >&2 || exit 1
@@ -235,3 +246,4 @@ kill "$REPL_PID" 2>/dev/null
 wait "$REPL_PID" 2>/dev/null
 REPL_PID=
 "$WAN" down >&2
+rm -rf "$MW/dst"
