@@ -42,7 +42,6 @@ struct fx {
 static int setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
-	struct cat_meta m;
 	struct cat_inode in;
 	cat_writer *w = NULL;
 	char path[128], name[32];
@@ -51,17 +50,9 @@ static int setup(void **state)
 	assert_non_null(fx);
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/ferry-test-files-XXXXXX");
 	assert_non_null(mkdtemp(fx->dir));
-	memset(&m, 0, sizeof(m));
-	m.generation = 1;
-	chunk_params_default(&m.params);
 	snprintf(path, sizeof(path), "%s/cat.db", fx->dir);
-	assert_int_equal(cat_writer_open(path, &m, &w), 0);
+	w = tsup_cat_begin(path);
 	memset(&in, 0, sizeof(in));
-	in.ino = CAT_ROOT_INO;
-	in.kind = CAT_DIR;
-	in.mode = S_IFDIR | 0755;
-	in.nlink = 2;
-	assert_int_equal(cat_writer_add_inode(w, &in, NULL, 0), 0);
 	in.ino = LINK_INO;
 	in.kind = CAT_LNK;
 	in.mode = S_IFLNK | 0777;

@@ -292,7 +292,6 @@ static void build(struct fx *fx)
 	static const enum frame_policy pol[] = {
 	    FRAME_POLICY_RAW, FRAME_POLICY_ZSTD, FRAME_POLICY_LZ4,
 	    FRAME_POLICY_AUTO};
-	struct cat_meta m;
 	struct cat_inode in;
 	cat_writer *w = NULL;
 	char path[128];
@@ -328,17 +327,9 @@ static void build(struct fx *fx)
 	}
 	free(frame);
 
-	memset(&m, 0, sizeof(m));
-	m.generation = 1;
-	chunk_params_default(&m.params);
 	snprintf(path, sizeof(path), "%s/cat.db", fx->dir);
-	assert_int_equal(cat_writer_open(path, &m, &w), 0);
+	w = tsup_cat_begin(path);
 	memset(&in, 0, sizeof(in));
-	in.ino = CAT_ROOT_INO;
-	in.kind = CAT_DIR;
-	in.mode = S_IFDIR | 0755;
-	in.nlink = 2;
-	assert_int_equal(cat_writer_add_inode(w, &in, NULL, 0), 0);
 	in.ino = FILE_INO;
 	in.kind = CAT_REG;
 	in.mode = S_IFREG | 0644;

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -116,4 +117,23 @@ void tsup_flip_byte(const char *path, uint64_t off, uint8_t mask)
 	b ^= mask;
 	assert_int_equal(pwrite(fd, &b, 1, (off_t)off), 1);
 	close(fd);
+}
+
+cat_writer *tsup_cat_begin(const char *path)
+{
+	struct cat_meta m;
+	struct cat_inode in;
+	cat_writer *w = NULL;
+
+	memset(&m, 0, sizeof(m));
+	m.generation = 1;
+	chunk_params_default(&m.params);
+	assert_int_equal(cat_writer_open(path, &m, &w), 0);
+	memset(&in, 0, sizeof(in));
+	in.ino = CAT_ROOT_INO;
+	in.kind = CAT_DIR;
+	in.mode = S_IFDIR | 0755;
+	in.nlink = 2;
+	assert_int_equal(cat_writer_add_inode(w, &in, NULL, 0), 0);
+	return w;
 }

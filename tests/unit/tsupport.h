@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "catalog/catalog.h"
+
 /* rm -rf of dir: depth first, links not followed. Returns nftw's result;
  * callers in teardown may ignore it. */
 int tsup_rm_rf(const char *dir);
@@ -40,5 +42,9 @@ uint64_t tsup_splitmix64(uint64_t *state);
 /* n pseudo-random bytes from seed (byte i is bits 24..31 of the i-th
  * splitmix64 value), malloc'd; n may be 0. Free with free(). */
 uint8_t *tsup_random_bytes(size_t n, uint64_t seed);
+
+/* A catalog writer on path for generation 1 with the default chunk
+ * parameters, its root directory (mode 0755, nlink 2) already added. */
+cat_writer *tsup_cat_begin(const char *path);
 
 #endif
