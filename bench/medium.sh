@@ -43,9 +43,8 @@ TREECMP="python3 $ROOT/tests/e2e/lib/treecmp.py"
 URL=http://$SRC_IP:$PORT/v1/tree
 
 log() { echo "[$(date +%H:%M:%S)] medium: $*" >&2; }
-now() { date +%s.%N; }
-dt() { python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
-wire() { local s; s=$($WAN stats); echo $((${s% *} + ${s#* })); }
+# now, dt, wire, and the EXIT trap (unmount, stop servers, link down)
+. "$ROOT/bench/lib.sh"
 emit() { python3 "$ROOT/bench/emit.py" "$@" >>"$RES"; }
 # Before each timed step: the writeback of the step before (GBs of files
 # and packs) must not land on this one's fdatasyncs.
@@ -60,15 +59,6 @@ fresh_dir() { # VAR NAME: VAR=$MW/dst/NAME.SEQ (not in a subshell: SEQ counts)
 	printf -v "$1" '%s' "$MW/dst/$2.$SEQ"
 }
 
-REPL_PID= MNT_ACTIVE=
-cleanup() {
-	[ -n "$MNT_ACTIVE" ] && mountpoint -q "$MNT_ACTIVE" && fusermount3 -u "$MNT_ACTIVE" 2>/dev/null
-	[ -n "$REPL_PID" ] && kill "$REPL_PID" 2>/dev/null
-	wait 2>/dev/null
-	"$WAN" down >/dev/null 2>&1
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # --- rsync -aHX over the link, by the shared harness (it also makes the
 # dataset, with the manifests its verdicts use).

@@ -53,9 +53,8 @@ TREECMP="python3 $ROOT/tests/e2e/lib/treecmp.py"
 RES=$OUT/results.jsonl
 
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-now() { date +%s.%N; }
-dt() { python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
-wire() { local s; s=$($WAN stats); echo $((${s% *} + ${s#* })); }
+# now, dt, wire, and the EXIT trap (unmount, stop servers, link down)
+. "$ROOT/bench/lib.sh"
 
 if [ "$(id -u)" != 0 ]; then
 	echo "make bench needs root: it creates network namespaces and a shaped veth link (wan.sh) and mounts FUSE file systems. Run it as root." >&2
@@ -74,18 +73,6 @@ done
 mkdir -p "$OUT" "$WORK/run" "$WORK/mnt" "$WORK/dst"
 RUN=$WORK/run
 
-REPL_PID=
-PROXY_PID=
-MNT_ACTIVE=
-cleanup() {
-	[ -n "$MNT_ACTIVE" ] && mountpoint -q "$MNT_ACTIVE" && fusermount3 -u "$MNT_ACTIVE" 2>/dev/null
-	[ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
-	[ -n "$REPL_PID" ] && kill "$REPL_PID" 2>/dev/null
-	wait 2>/dev/null
-	"$WAN" down >/dev/null 2>&1
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- dataset
 # The same dataset, stamp and manifests run_anchors.sh makes, so both sides
