@@ -7,8 +7,11 @@
  * leaving nothing mounted: arguments, mountpoint checks, then the start-up
  * it shares with `ferry sync` (hyd_open: cache directory, chunk store and
  * its lock, catalog download and open), FUSE session and mount, then
- * fuse_daemonize — whose parent returns only once the mount exists, so the
- * tree is browsable when the command returns. The daemon child then
+ * the fork into the daemon (daemon_start) — whose parent returns only once
+ * the daemon says it is set up (pid file written, fetcher and backfill
+ * made), with the daemon's verdict as its exit status, so the tree is
+ * browsable and being served when the command returns 0, and a daemon that
+ * failed to start is exit 1, not a mount that answers nothing. The child
  * reopens the store and the catalog with its manifest overlay (SQLite
  * connections must not cross a fork) and only then makes the fetcher and
  * backfill. Threads (the fetcher's loop, backfill, the control socket, FUSE
@@ -454,6 +457,75 @@ static int setup_fuse(const struct opts *o, struct mount *m)
 	return 0;
 }
 
+/* Fork into the daemon. The parent waits for one byte from the child
+ * (daemon_ready: 0 serving, else it failed and has unmounted) and exits
+ * with it; it never returns. In the child: a new session, cwd /, stdio on
+ * /dev/null (redirect_log then points stderr at the log), *ret_fd the pipe
+ * to report on. -1 if the fork failed (still in the one process). */
+static int daemon_start(const struct mount *m, int *ret_fd)
+{
+	int p[2], nul;
+	char c = 1;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid > 0) {
+		/* Nothing of the mount stays open here: the child takes the
+		 * store's lock anew (its reopen), which our copy of the lock
+		 * file's descriptor would hold. */
+		close(p[1]);
+		if (p[0] > 3)
+			close_range(3, (unsigned)p[0] - 1, 0);
+		close_range((unsigned)p[0] + 1, ~0u, 0);
+		do
+			n = read(p[0], &c, 1);
+		while (n < 0 && errno == EINTR);
+		if (n != 1 || c != 0)
+			base_error("the mount's daemon did not start; see "
+				   "%s/hydrator.log",
+				   m->op.cache);
+		_exit(n == 1 && c == 0 ? 0 : 1);
+	}
+	close(p[0]);
+	setsid();
+	if (chdir("/") < 0) {
+		/* "/" always exists; nothing relies on the cwd anyway. */
+	}
+	nul = open("/dev/null", O_RDWR);
+	if (nul >= 0) {
+		dup2(nul, STDIN_FILENO);
+		dup2(nul, STDOUT_FILENO);
+		dup2(nul, STDERR_FILENO);
+		if (nul > STDERR_FILENO)
+			close(nul);
+	}
+	*ret_fd = p[1];
+	return 0;
+}
+
+/* Tell the waiting parent (if any still waits) how start-up ended. */
+static void daemon_ready(int *fd, int code)
+{
+	char c = (char)code;
+	ssize_t n;
+
+	if (*fd < 0)
+		return;
+	do
+		n = write(*fd, &c, 1);
+	while (n < 0 && errno == EINTR);
+	close(*fd);
+	*fd = -1;
+}
+
 /* After daemonizing: stderr goes to CACHEDIR/hydrator.log, and its lines
  * get timestamps. */
 static void redirect_log(struct mount *m)
@@ -487,7 +559,7 @@ static void write_pidfile(struct mount *m)
 #define REOPEN_TRIES 100
 #define REOPEN_WAIT_US 50000
 
-/* In the daemon, after fuse_daemonize's fork: SQLite connections must not
+/* In the daemon, after daemon_start's fork: SQLite connections must not
  * cross a fork (fcntl locks are not inherited, so the child's connection
  * would hold none, and another process opening state.db would think it
  * the last user and delete the live WAL under it). Close what the parent
@@ -689,7 +761,7 @@ static void mount_free(struct mount *m)
 static int run(const struct opts *o)
 {
 	struct mount *m;
-	int r = 1;
+	int r = 1, ready_fd = -1;
 
 	m = calloc(1, sizeof(*m));
 	if (!m) {
@@ -705,9 +777,9 @@ static int run(const struct opts *o)
 	    setup_fuse(o, m) < 0)
 		goto out;
 	if (!o->foreground) {
-		/* The parent waits inside fuse_daemonize until the child is
-		 * set up, then exits 0: the mount already exists. */
-		if (fuse_daemonize(0) != 0) {
+		/* The parent waits in daemon_start until the child is set
+		 * up (below), then exits with its verdict. */
+		if (daemon_start(m, &ready_fd) != 0) {
 			base_error("cannot daemonize");
 			goto out;
 		}
@@ -721,11 +793,14 @@ static int run(const struct opts *o)
 		goto out;
 	write_pidfile(m);
 	log_event("mounted", m);
+	daemon_ready(&ready_fd, 0);
 	if (serve(m) == 0)
 		r = 0;
 	log_event(r == 0 ? "unmounted" : "failed", m);
 out:
 	mount_free(m);
+	/* Start-up failed in the daemon: unmounted now, the parent exits 1. */
+	daemon_ready(&ready_fd, 1);
 	return r;
 }
 

@@ -69,13 +69,17 @@ stop_repl() {
 	return $rc
 }
 
-# mount_hyd URL MNT [options...] — run the hydrator; it returns once mounted.
+# mount_hyd URL MNT [options...] — run the hydrator; it returns once mounted
+# and its daemon is set up: the pid file names it already (the man page's
+# promise that scripts rely on).
 mount_hyd() {
-	local url=$1 mnt=$2; shift 2
+	local url=$1 mnt=$2 pid; shift 2
 	mkdir -p "$mnt"
 	MOUNTS+=("$mnt")
 	"$HYD" -c "$T/cache" "$@" "$url" "$mnt" || die "hydrator failed to mount $url"
 	mountpoint -q "$mnt" || die "$mnt is not a mountpoint after the hydrator returned"
+	pid=$(cat "$T/cache/hydrator.pid" 2>/dev/null) || die "no hydrator.pid when the hydrator returned"
+	kill -0 "$pid" 2>/dev/null || die "hydrator.pid names no live process: $pid"
 }
 
 umount_hyd() {
