@@ -112,7 +112,7 @@ complete_at() {
 	date -d "${line%% *}" +%s.%N
 }
 
-pid_of_cache() { # the daemon serving CACHE (its pid file, else pgrep)
+pid_of_cache() { # the daemon serving CACHE (its pid file; pgrep for older builds)
 	cat "$1/hydrator.pid" 2>/dev/null || pgrep -f "ferry-hydrator.* -c $1 " | head -n1
 }
 

@@ -121,7 +121,7 @@ mount_hyd() {
 		die "ferry-hydrator could not mount $2 (see $W/hydrator.out)"
 	t1=$EPOCHREALTIME
 	mountpoint -q "$3" || die "$3 is not mounted after ferry-hydrator returned"
-	# The daemon writes hydrator.pid just after the command returns.
+	# The daemon writes hydrator.pid before the command returns.
 	for i in $(seq 100); do [ -s "$1/hydrator.pid" ] && break; sleep 0.05; done
 	[ -s "$1/hydrator.pid" ] || die "no $1/hydrator.pid 5 s after mounting"
 	calc "$t1 - $t0"
