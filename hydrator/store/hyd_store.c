@@ -662,29 +662,41 @@ static void drop_locked(hyd_store *s, const chunk_id *id,
 	char hex[CHUNK_ID_HEX_LEN + 1];
 	int rc;
 
+	int changed = 0;
+
+	/* The row and the complete mark (no longer complete for any
+	 * catalog: the next mount counts) go in one transaction, so no crash
+	 * leaves a mark over a missing chunk. */
 	hyd_store__read_end_locked(s);
-	sqlite3_bind_blob(st, 1, id->b, CHUNK_ID_LEN, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, loc->pack);
-	sqlite3_bind_int64(st, 3, (int64_t)loc->off);
-	rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	if (rc != SQLITE_DONE) {
+	rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_blob(st, 1, id->b, CHUNK_ID_LEN, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, loc->pack);
+		sqlite3_bind_int64(st, 3, (int64_t)loc->off);
+		rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+		changed = sqlite3_changes(s->db) == 1;
+	}
+	if (rc == SQLITE_OK && changed)
+		rc = sqlite3_exec(
+		    s->db,
+		    "DELETE FROM meta WHERE key = '" HYD_STORE_META_COMPLETE
+		    "'",
+		    NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
 		base_log_err(BASE_LOG_WARN,
 			     base_sqlite_errno(s->db, rc, "drop corrupt chunk"),
 			     "cannot drop a corrupt chunk's row dir=%s",
 			     s->dir);
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 		return;
 	}
-	if (sqlite3_changes(s->db) != 1)
+	if (!changed)
 		return;
-	/* No longer complete for any catalog: the next mount counts. */
-	if (sqlite3_exec(
-		s->db,
-		"DELETE FROM meta WHERE key = '" HYD_STORE_META_COMPLETE "'",
-		NULL, NULL, NULL) != SQLITE_OK)
-		base_warn("cannot clear the store's complete mark dir=%s",
-			  s->dir);
 	s->st.chunks--;
 	s->st.raw_bytes -= loc->raw_len;
 	s->st.stored_bytes -= loc->frame_len;
