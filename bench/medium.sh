@@ -116,15 +116,6 @@ pid_of_cache() { # the daemon serving CACHE (its pid file; pgrep for older build
 	cat "$1/hydrator.pid" 2>/dev/null || pgrep -f "ferry-hydrator.* -c $1 " | head -n1
 }
 
-umount_wait() {
-	local mnt=$1 pid=$2 i
-	fusermount3 -u "$mnt" 2>/dev/null || { sleep 1; fusermount3 -u -z "$mnt"; }
-	MNT_ACTIVE=
-	for i in $(seq 1 100); do
-		[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-}
 
 # mount_complete LABEL RUN NS: fresh cache, mount, wait for complete.
 mount_complete() {

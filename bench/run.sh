@@ -167,16 +167,11 @@ hyd_mount() {
 
 # hyd_umount CACHE MNT: note the daemon's peak RSS (kB), unmount, wait for it.
 hyd_umount() {
-	local cache=$1 mnt=$2 pid i
+	local cache=$1 mnt=$2 pid
 	pid=$(cat "$cache/hydrator.pid" 2>/dev/null)
 	HWM=NA
 	[ -n "$pid" ] && HWM=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null)
-	fusermount3 -u "$mnt" 2>/dev/null || { sleep 1; fusermount3 -u -z "$mnt"; }
-	MNT_ACTIVE=
-	for i in $(seq 1 100); do
-		[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
+	umount_wait "$mnt" "$pid"
 }
 
 first_byte() {  # REL -> FB (s from mount start, mount included), FBW (wire bytes)
