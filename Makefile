@@ -61,6 +61,7 @@ REPL_SRC := $(sort $(filter-out replicator/repl_main.c,$(wildcard replicator/*.c
 HYD_SRC  := $(sort $(wildcard hydrator/*/*.c))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+BENCH_SRC := $(sort $(wildcard tests/bench/*.c))
 
 obj = $(patsubst %.c,$(B)/%.o,$(1))
 
@@ -73,12 +74,13 @@ PROGS := $(B)/bin/ferry-replicator $(B)/bin/ferry-hydrator $(B)/bin/ferry
 UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 TSUP_OBJ := $(B)/tests/unit/tsupport.o
 FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
+BENCH_PROGS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
 .PHONY: all check check-run asan demo deps deps-bench bench bench-micro lint install clean tests
 
 all: $(PROGS)
 
-tests: $(PROGS) $(UNITS) $(FUZZERS)
+tests: $(PROGS) $(UNITS) $(FUZZERS) $(BENCH_PROGS)
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -117,6 +119,10 @@ $(B)/fuzz/%: $(B)/tests/fuzz/%.o $(B)/tests/fuzz_driver/fuzz_replay.o $(ALL_LIBS
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(B)/tests/fuzz_driver/fuzz_replay.o $(ALL_LIBS) $(LIBS)
 
+# Helpers of make bench-micro (built with the tests, so CI compiles them).
+$(B)/bench/%: $(B)/tests/bench/%.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(ALL_LIBS) $(LIBS)
 $(B)/tests/fuzz_driver/fuzz_replay.o: tests/fuzz_driver/fuzz_replay.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -160,7 +166,7 @@ bench:
 bench-micro:
 	$(NEED_ROOT)
 	$(MAKE) deps-bench
-	$(MAKE) VARIANT=release all
+	$(MAKE) VARIANT=release all $(patsubst $(B)/%,build/release/%,$(BENCH_PROGS))
 	bench/micro.sh build/release
 
 lint:

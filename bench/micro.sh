@@ -41,6 +41,11 @@ STAT_LIMIT=26 RD_DIR_LIMIT=172 RD_ENTRY_LIMIT=0.36
 # Small files (issue 13): a warm open+read+close of a 2 KiB file within
 # four FUSE round trips, a hot one (kernel caches) near a local file's.
 SMALL_WARM_TARGET=104 SMALL_HOT_TARGET=20
+# The store (issue 13): frames durable and indexed, MB/s. DISK: LIMITS.md
+# sequential buffered write including fsync. The target: 4x what a 1 Gbit/s
+# link brings (125 MB/s of frames), so the store never holds backfill back
+# there, and at least 16 frames per fdatasync.
+DISK_LIMIT=2700 STORE_TARGET=500 STORE_GROUP_TARGET=16
 MOUNT_TARGET=3 FIND_TARGET=10 RSS_TARGET=300 RSS_ENTRY_TARGET=300
 START_FIND_TARGET=20 FIRST_BYTE_TARGET=3
 
@@ -277,6 +282,44 @@ result "warm read 2 KiB file" us $STAT_LIMIT "<=" $SMALL_WARM_TARGET "$sw" \
 	"open+read+close per file, fresh mount of a complete cache; limit: 1 FUSE round trip"
 result "hot read 2 KiB file" us "" "<=" $SMALL_HOT_TARGET "$sh" "the same files again on the same mount"
 repl_stop serve
+
+# --- the chunk store: 256 MiB of 64 KiB raw frames into a fresh store
+# (tests/bench/store_put.c): puts that wait for their row from 1 and 12
+# threads (12: the hydrator's landing threads), and async puts from 12
+# threads (what the fetcher does: a group holds what arrives during the
+# previous sync).
+STORE_PUT=$B/bench/store_put
+if [ -x "$STORE_PUT" ]; then
+	echo "# chunk store: group commit"
+	w1="" w12="" a12="" pps=""
+	for ((i = 0; i < REPS; i++)); do
+		for mode in w1 w12 a12; do
+			rm -rf "$W/store"
+			sync
+			case $mode in
+			w1) r=$("$STORE_PUT" "$W/store" 1 256) ;;
+			w12) r=$("$STORE_PUT" "$W/store" 12 256) ;;
+			a12) r=$("$STORE_PUT" --async "$W/store" 12 256) ;;
+			esac || die "store_put failed"
+			v=$(sed -n 's/.* mbps=\([0-9.]*\).*/\1/p' <<<"$r")
+			printf -v "$mode" '%s %s' "${!mode}" "$v"
+			if [ $mode = a12 ]; then
+				pps+=" $(sed -n 's/.* puts_per_sync=\([0-9.]*\).*/\1/p' <<<"$r")"
+			fi
+		done
+	done
+	rm -rf "$W/store"
+	result "store put, 1 thread, waiting" MB/s $DISK_LIMIT "" "" "$w1" \
+		"one fdatasync and one transaction per 64 KiB frame"
+	result "store put, 12 threads, waiting" MB/s $DISK_LIMIT "" "" "$w12" \
+		"a group is at most one frame per thread"
+	result "store group commit, async puts" MB/s $DISK_LIMIT ">=" $STORE_TARGET "$a12" \
+		"12 threads; durable and indexed; the fetcher's path"
+	result "store group commit: frames per fdatasync" x "" ">=" $STORE_GROUP_TARGET "$pps" \
+		"async puts, same runs"
+else
+	echo "# $STORE_PUT missing (make tests builds it): no store rows"
+fi
 
 # --- metadata-only trees on a tmpfs (creation not measured), 1M and 5M
 # entries: catalog build (one scan), catalog bytes shipped, then per run on

@@ -247,11 +247,74 @@ static void xfer_mismatch(struct hyd_xfer *x)
 	xfer_start(x);
 }
 
-int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
-			  const uint8_t *frame, size_t frame_len, char *why,
-			  size_t whycap)
+/* What the store did with a verified frame: counted, and a failure
+ * logged; written before the flight ends (under the table lock), which is
+ * what orders it for the done hook. */
+static void store_outcome(hyd_fetch *f, struct hyd_flight *fl, int r)
 {
 	char hex[CHUNK_ID_HEX_LEN + 1];
+
+	if (r < 0) {
+		STAT_ADD(f, store_errors, 1);
+		__atomic_store_n(&f->stats.last_store_err, r, __ATOMIC_RELAXED);
+		chunk_id_to_hex(&fl->id, hex);
+		base_log_err(BASE_LOG_WARN, r,
+			     "cannot store a verified chunk chunk=%s dir=%s",
+			     hex, hyd_store_dir(f->store));
+	} else {
+		__atomic_store_n(&f->stats.last_store_err, 0, __ATOMIC_RELAXED);
+	}
+	fl->store_rc = r;
+}
+
+/* An async put of a landed frame, on its way back to the loop. */
+struct hyd_stored {
+	hyd_fetch *f;
+	struct hyd_flight *fl; /* holds the fetch reference */
+	int rc;
+	struct hyd_stored *next;
+};
+
+/* The store's syncer thread: the frame's group is done. */
+static void stored_cb(void *arg, int rc)
+{
+	struct hyd_stored *p = arg;
+	hyd_fetch *f = p->f;
+
+	p->rc = rc;
+	pthread_mutex_lock(&f->stored_lock);
+	p->next = f->stored;
+	f->stored = p;
+	pthread_mutex_unlock(&f->stored_lock);
+	uv_async_send(&f->stored_async);
+}
+
+/* Loop thread: end the flights whose frames became durable. */
+static void on_stored(uv_async_t *a)
+{
+	hyd_fetch *f = a->loop->data;
+	struct hyd_stored *p, *next;
+
+	pthread_mutex_lock(&f->stored_lock);
+	p = f->stored;
+	f->stored = NULL;
+	pthread_mutex_unlock(&f->stored_lock);
+	for (; p; p = next) {
+		next = p->next;
+		store_outcome(f, p->fl, p->rc);
+		hyd_flights_finish(&f->flights, p->fl, 0);
+		__atomic_fetch_sub(&f->store_pending, 1, __ATOMIC_RELAXED);
+		free(p);
+	}
+	hyd_fetch__pump(f);
+	hyd_fetch__maybe_close(f);
+}
+
+int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
+			  const uint8_t *frame, size_t frame_len, int async,
+			  char *why, size_t whycap)
+{
+	struct hyd_stored *p;
 	frame_coder *coder;
 	uint8_t *raw;
 	size_t n = 0;
@@ -283,26 +346,25 @@ int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
 	STAT_ADD(f, chunks, 1);
 	__atomic_store_n(&f->stats.last_ok_ns, base_now_ns(), __ATOMIC_RELAXED);
 	hyd_flights_verified(&f->flights, fl, raw);
-	r = 0;
-	if (f->store) {
-		r = hyd_store_put(f->store, &fl->id, frame, frame_len);
-		if (r < 0) {
-			STAT_ADD(f, store_errors, 1);
-			__atomic_store_n(&f->stats.last_store_err, r,
-					 __ATOMIC_RELAXED);
-			chunk_id_to_hex(&fl->id, hex);
-			base_log_err(BASE_LOG_WARN, r,
-				     "cannot store a verified chunk chunk=%s "
-				     "dir=%s",
-				     hex, hyd_store_dir(f->store));
-		} else {
-			__atomic_store_n(&f->stats.last_store_err, 0,
-					 __ATOMIC_RELAXED);
-		}
+	if (!f->store) {
+		fl->store_rc = 0;
+		return 0;
 	}
-	/* Written before the flight ends (under the table lock), which is
-	 * what orders it for the done hook. */
-	fl->store_rc = r;
+	p = async ? malloc(sizeof(*p)) : NULL;
+	if (p) {
+		p->f = f;
+		p->fl = fl;
+		__atomic_fetch_add(&f->store_pending, 1, __ATOMIC_RELAXED);
+		r = hyd_store_put_async(f->store, &fl->id, frame, frame_len,
+					stored_cb, p);
+		if (r == 0)
+			return HYD_LAND_STORING;
+		__atomic_fetch_sub(&f->store_pending, 1, __ATOMIC_RELAXED);
+		free(p);
+	} else {
+		r = hyd_store_put(f->store, &fl->id, frame, frame_len);
+	}
+	store_outcome(f, fl, r);
 	return 0;
 }
 
@@ -311,7 +373,7 @@ static void verify_work(uv_work_t *w)
 {
 	struct hyd_xfer *x = w->data;
 
-	x->work_rc = hyd_fetch__frame_land(x->f, x->fl, x->body, x->body_len,
+	x->work_rc = hyd_fetch__frame_land(x->f, x->fl, x->body, x->body_len, 0,
 					   x->why, sizeof(x->why));
 }
 
@@ -739,9 +801,9 @@ static int on_socket(CURL *easy, curl_socket_t s, int action, void *userp,
 static void close_handles(hyd_fetch *f)
 {
 	uv_handle_t *hs[] = {
-	    (uv_handle_t *)&f->async,	    (uv_handle_t *)&f->curl_timer,
-	    (uv_handle_t *)&f->retry_timer, (uv_handle_t *)&f->pace_timer,
-	    (uv_handle_t *)&f->tick_timer,
+	    (uv_handle_t *)&f->async,	   (uv_handle_t *)&f->stored_async,
+	    (uv_handle_t *)&f->curl_timer, (uv_handle_t *)&f->retry_timer,
+	    (uv_handle_t *)&f->pace_timer, (uv_handle_t *)&f->tick_timer,
 	};
 	size_t i;
 
@@ -757,7 +819,8 @@ static void close_handles(hyd_fetch *f)
 void hyd_fetch__maybe_close(hyd_fetch *f)
 {
 	if (!f->shutting_down || f->xfers || f->closed || f->fq_len ||
-	    f->fw_running)
+	    f->fw_running ||
+	    __atomic_load_n(&f->store_pending, __ATOMIC_RELAXED))
 		return;
 	f->cleaning = 1;
 	curl_multi_cleanup(f->multi);
@@ -882,8 +945,11 @@ int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret)
 		pthread_mutex_destroy(&f->coder_lock);
 		goto fail;
 	}
-	r = hyd_flights_init(&f->flights, kick, f);
+	r = -pthread_mutex_init(&f->stored_lock, NULL);
+	if (r == 0)
+		r = hyd_flights_init(&f->flights, kick, f);
 	if (r < 0) {
+		pthread_mutex_destroy(&f->stored_lock);
 		pthread_mutex_destroy(&f->err_lock);
 		pthread_mutex_destroy(&f->coder_lock);
 		goto fail;
@@ -911,6 +977,7 @@ int hyd_fetch_start(hyd_fetch *f)
 		return r;
 	f->loop.data = f;
 	uv_async_init(&f->loop, &f->async, on_async);
+	uv_async_init(&f->loop, &f->stored_async, on_stored);
 	uv_timer_init(&f->loop, &f->curl_timer);
 	uv_timer_init(&f->loop, &f->retry_timer);
 	hyd_fetch__pace_init(f);
@@ -982,6 +1049,7 @@ void hyd_fetch_free(hyd_fetch *f)
 		frame_coder_free(f->coders[i]);
 	pthread_mutex_destroy(&f->coder_lock);
 	pthread_mutex_destroy(&f->err_lock);
+	pthread_mutex_destroy(&f->stored_lock);
 	free(f->batch_url);
 	free(f->base_url);
 	free(f);

@@ -125,7 +125,7 @@ static void fwork_run(uv_work_t *w)
 	struct hyd_fwork *fw = w->data;
 
 	fw->rc = hyd_fetch__frame_land(fw->f, fw->fl, fw->frame, fw->frame_len,
-				       fw->why, sizeof(fw->why));
+				       1, fw->why, sizeof(fw->why));
 }
 
 static void fwork_dispatch(hyd_fetch *f);
@@ -147,6 +147,8 @@ static void fwork_after(uv_work_t *w, int status)
 			  fw->why);
 		hyd_fetch__note_error(f, "chunk %.16s: %s", hex, fw->why);
 		hyd_flights_requeue(&f->flights, fw->fl, 1);
+	} else if (rc == HYD_LAND_STORING) {
+		/* The flight ends when its frame is durable (on_stored). */
 	} else {
 		if (rc < 0)
 			STAT_ADD(f, failures, 1);

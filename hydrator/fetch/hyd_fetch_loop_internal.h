@@ -117,9 +117,18 @@ struct hyd_fetch {
 	frame_coder *coders[HYD_CODER_POOL];
 	size_t n_coders;
 
+	/* Frames put with hyd_store_put_async and not yet durable: their
+	 * flights end on the loop when the store says so (stored, a list
+	 * under stored_lock, filled by the store's thread, then
+	 * stored_async). store_pending is atomic; close waits for 0. */
+	pthread_mutex_t stored_lock;
+	struct hyd_stored *stored;
+	unsigned store_pending;
+
 	/* loop thread only */
 	uv_loop_t loop;
 	uv_async_t async;
+	uv_async_t stored_async;
 	uv_timer_t curl_timer;
 	uv_timer_t retry_timer;
 	uv_timer_t pace_timer; /* bucket refills and unpausing */
@@ -168,10 +177,14 @@ void hyd_fetch__note_error(hyd_fetch *f, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Pool thread: decode frame (checked against fl's catalog length), verify
  * the hash, publish to the waiters, store. 0 when verified (fl->store_rc
- * says what the store did), -EBADMSG for a bad frame, -ENOMEM. */
+ * says what the store did), -EBADMSG for a bad frame, -ENOMEM. With
+ * async set the put does not wait for durability: HYD_LAND_STORING means
+ * it is on its way, and the loop ends the flight (store_rc set) when the
+ * store says its group is done; the caller must not end it. */
+#define HYD_LAND_STORING 1
 int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
-			  const uint8_t *frame, size_t frame_len, char *why,
-			  size_t whycap);
+			  const uint8_t *frame, size_t frame_len, int async,
+			  char *why, size_t whycap);
 
 /* -- hyd_fetch_batch.c -- */
 /* Start one batch of up to batch_max queued backfill flights. Returns 1

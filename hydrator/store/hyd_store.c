@@ -443,6 +443,8 @@ void hyd_store_close(hyd_store *s)
 
 	if (!s)
 		return;
+	if (s->gcv_ready)
+		hyd_store__put_stop(s);
 	if (s->db)
 		hyd_store__read_end_locked(s);
 	sqlite3_finalize(s->st_find);

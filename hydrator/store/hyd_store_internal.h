@@ -73,6 +73,18 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 int hyd_store_put(hyd_store *s, const chunk_id *id, const void *frame,
 		  size_t frame_len);
 
+/* The same without waiting for durability: appends the frame, joins the
+ * open group and returns. Then cb(arg, rc) is called once, on the store's
+ * own thread, when the group is done: rc 0 (stored), 1 (id was already
+ * on its way and that group committed), -errno (nothing indexed). cb must
+ * not call into this store. Returns 0 (cb will be called), 1 (already
+ * stored: cb is not called), -errno (cb is not called). An async put may
+ * wait for a sync in progress when about HYD_GROUP_BYTES are appended and
+ * not durable yet. hyd_store_close makes every group durable first. */
+typedef void (*hyd_store_put_cb)(void *arg, int rc);
+int hyd_store_put_async(hyd_store *s, const chunk_id *id, const void *frame,
+			size_t frame_len, hyd_store_put_cb cb, void *arg);
+
 struct hyd_store_stats {
 	uint64_t chunks;       /* distinct chunks stored */
 	uint64_t raw_bytes;    /* sum of their raw lengths */

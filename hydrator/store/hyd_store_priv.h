@@ -24,6 +24,9 @@
 #define HYD_READER_POOL 8 /* idle get contexts kept for reuse */
 /* The largest number "%08u" keeps at 8 digits. */
 #define HYD_PACK_MAX 99999999u
+/* An open group this large makes async puts wait for the sync in
+ * progress: the bound on frames appended and not yet durable. */
+#define HYD_GROUP_BYTES (32u << 20)
 
 /* One cached read-only fd on a pack. refs > 0 while a get preads it, so it
  * is never closed (and its number never reused) under a reader. */
@@ -84,7 +87,11 @@ struct hyd_store {
 	int cur_fd;	     /* write fd on cur_pack, -1 until needed */
 	uint64_t cur_end;    /* where the next frame goes */
 	/* group commit (hyd_store_put.c) */
-	pthread_cond_t gcv;	   /* a group became durable (or failed) */
+	pthread_cond_t gcv; /* a group became durable (or failed) */
+	pthread_cond_t scv; /* for the syncer: a group is open, or stop */
+	pthread_t syncer;
+	int syncer_started;
+	int stopping; /* close began: the syncer ends when no group is open */
 	struct hyd_group *open;	   /* collecting puts; NULL: none yet */
 	struct hyd_group *leading; /* being made durable; NULL: none */
 	uint64_t next_seq;	   /* of the next group */
@@ -113,6 +120,9 @@ uint64_t hyd_store__frame_sum(const uint8_t *hdr, const void *payload,
 /* hyd_store_put.c: set up and tear down the append side (at open, before
  * any put; at close, after the last). */
 int hyd_store__put_init(hyd_store *s);
+/* Make every appended group durable and end the syncer (first in close,
+ * while SQLite is still open); puts after it fail with -ESHUTDOWN. */
+void hyd_store__put_stop(hyd_store *s);
 void hyd_store__put_fini(hyd_store *s);
 
 #endif

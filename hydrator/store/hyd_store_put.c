@@ -2,19 +2,26 @@
  * hydrator/store/hyd_store_put.c — appending frames, with group commit.
  *
  * A put appends its frame to the current pack (under wmu: a pwrite, no
- * sync) and joins the open group. The first put that finds nobody making a
- * group durable becomes the leader: it takes the open group (later puts
- * start the next one), drops wmu, fdatasync()s every pack fd the group
- * wrote, then inserts all of the group's index rows in one SQLite
- * transaction, and wakes the group's members; a member still waiting
- * whose group is not done yet leads the next one. So with T threads
- * putting, one fdatasync and one transaction cover up to T frames, and the
- * rule stays what it was for one put: every frame is durable before the
- * row that points at it commits. A put returns once its own row is
- * committed (or failed); a group is bounded by the puts that arrived
- * during the previous group's sync (one per putting thread), so no put
- * waits for more than that sync and its own. Readers never wait here: the
- * fetcher hands verified bytes to them before it stores.
+ * sync) and joins the open group. One thread of the store's own, the
+ * syncer, makes groups durable: whenever a group is open and none is being
+ * synced it takes the open group (later puts start the next one), drops
+ * wmu, fdatasync()s every pack fd the group wrote, then inserts all of the
+ * group's index rows in one SQLite transaction, and tells the group's
+ * puts. So the rule stays what it was for one put: every frame is durable
+ * before the row that points at it commits.
+ *
+ * Two kinds of put. hyd_store_put waits until its row is committed (or
+ * failed). hyd_store_put_async returns once its frame is appended, and the
+ * syncer calls the put's callback when the group is done: a thread that
+ * lands frames goes on with the next one, so a group holds every frame
+ * appended during the previous group's sync, however many threads put —
+ * at 1 Gbit/s that is tens of frames per fdatasync instead of one per
+ * landing thread. A group is bounded by time (it is taken as soon as the
+ * syncer is free: its puts wait at most one sync besides their own) and by
+ * bytes: an async put that finds the open group at HYD_GROUP_BYTES while
+ * another syncs waits for that sync first, so at most about two groups of
+ * frames are ever appended and not yet durable. Readers never wait here:
+ * the fetcher hands verified bytes to them before it stores.
  *
  * A crash loses at most the groups not yet committed: their frames are an
  * unindexed tail that open truncates (store_recover). A failed fdatasync
@@ -22,7 +29,7 @@
  * never written over (a row's outcome may be unknown).
  *
  * A pack that rolls over while a group still has frames in it keeps its
- * write fd until that group is durable (s->retired), so the leader never
+ * write fd until that group is durable (s->retired), so the syncer never
  * syncs a closed or reused fd.
  *
  * Test hook: FERRY_STORE_SYNC_DELAY_MS (read at open) sleeps that long
@@ -32,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -48,13 +56,24 @@ struct hyd_put_ent {
 	uint8_t codec;
 };
 
+/* An async put to tell when its group is done: its own frame's (dup 0),
+ * or one that found its id already in this group (dup 1: told 1). */
+struct hyd_put_cb {
+	hyd_store_put_cb cb;
+	void *arg;
+	int dup;
+};
+
 struct hyd_group {
 	uint64_t seq;
 	struct hyd_put_ent *v;
 	size_t n, cap;
-	int *fds; /* pack fds this group wrote, each once */
+	uint64_t bytes; /* frame bytes appended */
+	int *fds;	/* pack fds this group wrote, each once */
 	size_t n_fds, cap_fds;
-	unsigned waiters; /* puts that still have to read rc */
+	struct hyd_put_cb *cbs;
+	size_t n_cbs, cap_cbs;
+	unsigned refs; /* the syncer until done, and each waiting put */
 	int done;
 	int rc;
 };
@@ -68,6 +87,10 @@ int hyd_store__put_init(hyd_store *s)
 		s->sync_delay_ms = (unsigned)v;
 	if (pthread_cond_init(&s->gcv, NULL) != 0)
 		return -ENOMEM;
+	if (pthread_cond_init(&s->scv, NULL) != 0) {
+		pthread_cond_destroy(&s->gcv);
+		return -ENOMEM;
+	}
 	s->gcv_ready = 1;
 	return 0;
 }
@@ -78,14 +101,34 @@ static void group_free(struct hyd_group *g)
 		return;
 	free(g->v);
 	free(g->fds);
+	free(g->cbs);
 	free(g);
+}
+
+/* Drop one reference to a done group; the last frees it. Under wmu. */
+static void group_unref(struct hyd_group *g)
+{
+	if (--g->refs == 0)
+		group_free(g);
+}
+
+void hyd_store__put_stop(hyd_store *s)
+{
+	pthread_mutex_lock(&s->wmu);
+	s->stopping = 1;
+	pthread_cond_signal(&s->scv);
+	pthread_mutex_unlock(&s->wmu);
+	if (s->syncer_started)
+		pthread_join(s->syncer, NULL);
+	s->syncer_started = 0;
 }
 
 void hyd_store__put_fini(hyd_store *s)
 {
 	size_t i;
 
-	/* No put runs any more: a group left open was never led. */
+	/* No put runs any more, and the syncer took every group a put
+	 * made; one left open (no syncer ever ran) had no put waiting. */
 	group_free(s->open);
 	s->open = NULL;
 	for (i = 0; i < s->n_retired; i++)
@@ -96,8 +139,10 @@ void hyd_store__put_fini(hyd_store *s)
 	if (s->cur_fd >= 0)
 		close(s->cur_fd);
 	s->cur_fd = -1;
-	if (s->gcv_ready)
+	if (s->gcv_ready) {
 		pthread_cond_destroy(&s->gcv);
+		pthread_cond_destroy(&s->scv);
+	}
 	s->gcv_ready = 0;
 }
 
@@ -113,8 +158,25 @@ static struct hyd_group *group_open(hyd_store *s)
 	if (!g)
 		return NULL;
 	g->seq = ++s->next_seq;
+	g->refs = 1; /* the syncer's */
 	s->open = g;
 	return g;
+}
+
+static int group_add_cb(struct hyd_group *g, hyd_store_put_cb cb, void *arg,
+			int dup)
+{
+	if (g->n_cbs == g->cap_cbs) {
+		size_t nc = g->cap_cbs ? 2 * g->cap_cbs : 16;
+		struct hyd_put_cb *nv = realloc(g->cbs, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		g->cbs = nv;
+		g->cap_cbs = nc;
+	}
+	g->cbs[g->n_cbs++] = (struct hyd_put_cb){cb, arg, dup};
+	return 0;
 }
 
 static int group_add(struct hyd_group *g, const struct hyd_put_ent *e, int fd)
@@ -145,6 +207,7 @@ static int group_add(struct hyd_group *g, const struct hyd_put_ent *e, int fd)
 		g->fds[g->n_fds++] = fd;
 	}
 	g->v[g->n++] = *e;
+	g->bytes += e->loc.frame_len;
 	return 0;
 }
 
@@ -297,9 +360,9 @@ static int insert_group_locked(hyd_store *s, const struct hyd_group *g)
 	return 0;
 }
 
-/* Lead: make the open group durable and index it. Under wmu, which is
- * dropped while syncing and committing. */
-static void lead(hyd_store *s)
+/* Make the open group durable and index it; the syncer only. Under wmu,
+ * which is dropped while syncing and committing. */
+static struct hyd_group *lead(hyd_store *s)
 {
 	struct hyd_group *g = s->open;
 	int r = 0;
@@ -330,24 +393,134 @@ static void lead(hyd_store *s)
 	s->leading = NULL;
 	retired_close(s, g->seq);
 	pthread_cond_broadcast(&s->gcv);
+	return g;
 }
 
-/* Wait until g is done, leading whenever nobody else is; its result. The
- * last waiter frees it. Under wmu. */
+/* The syncer: takes each group as soon as it is open and the one before
+ * is done; on stop, the last open group too, then ends. */
+static void *syncer_main(void *arg)
+{
+	hyd_store *s = arg;
+	struct hyd_group *g;
+
+	pthread_mutex_lock(&s->wmu);
+	for (;;) {
+		while (!s->open && !s->stopping)
+			pthread_cond_wait(&s->scv, &s->wmu);
+		if (!s->open)
+			break;
+		g = lead(s);
+		/* The callbacks run without the lock (they may take their
+		 * own, or put again); nothing else frees g meanwhile. */
+		pthread_mutex_unlock(&s->wmu);
+		for (size_t i = 0; i < g->n_cbs; i++)
+			g->cbs[i].cb(g->cbs[i].arg,
+				     g->rc == 0 && g->cbs[i].dup ? 1 : g->rc);
+		pthread_mutex_lock(&s->wmu);
+		group_unref(g);
+	}
+	pthread_mutex_unlock(&s->wmu);
+	return NULL;
+}
+
+/* Start the syncer on the first put (a store opened before a fork gets
+ * its thread in the process that puts). Under wmu. */
+static int syncer_ensure(hyd_store *s)
+{
+	sigset_t all, old;
+	int r;
+
+	if (s->syncer_started)
+		return 0;
+	if (s->stopping)
+		return -ESHUTDOWN;
+	/* Signals belong to the threads that asked for them. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	r = pthread_create(&s->syncer, NULL, syncer_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0)
+		return -r;
+	s->syncer_started = 1;
+	return 0;
+}
+
+/* Wait until g is done; its result. Under wmu. */
 static int group_wait(hyd_store *s, struct hyd_group *g)
 {
 	int r;
 
-	g->waiters++;
-	while (!g->done) {
-		if (!s->leading && s->open == g)
-			lead(s);
-		else
-			pthread_cond_wait(&s->gcv, &s->wmu);
-	}
+	g->refs++;
+	while (!g->done)
+		pthread_cond_wait(&s->gcv, &s->wmu);
 	r = g->rc;
-	if (--g->waiters == 0)
-		group_free(g);
+	group_unref(g);
+	return r;
+}
+
+/* Append one frame (its id not stored, not on its way) and join the open
+ * group, which is returned in *ret_g. Under wmu. */
+static int append(hyd_store *s, struct hyd_put_ent *e, const void *frame,
+		  size_t frame_len, const struct frame_info *fi,
+		  struct hyd_group **ret_g)
+{
+	struct hyd_group *g;
+	int r;
+
+	r = syncer_ensure(s);
+	if (r == 0)
+		r = pack_prepare(s, frame_len);
+	if (r < 0)
+		return r;
+	e->loc.pack = s->cur_pack;
+	e->loc.off = s->cur_end;
+	e->loc.frame_len = (uint32_t)frame_len;
+	e->loc.raw_len = fi->raw_len;
+	r = base_pwrite_all(s->cur_fd, frame, frame_len, e->loc.off);
+	if (r < 0)
+		return r;
+	/* From here the bytes may be on disk: never write over them again,
+	 * even if the row fails (its commit outcome could be unknown). */
+	s->cur_end += frame_len;
+	g = group_open(s);
+	r = g ? group_add(g, e, s->cur_fd) : -ENOMEM;
+	if (r < 0)
+		return r;
+	pthread_cond_signal(&s->scv);
+	*ret_g = g;
+	return 0;
+}
+
+/* What a put checks before it appends: the frame, then (under wmu, so no
+ * other put can store id between this check and the append: a chunk lands
+ * once) whether id is stored (1) or in a group not yet durable (*ret_g).
+ * 0 to append, 1, -errno. Leaves wmu held when it returns >= 0. */
+static int put_begin(hyd_store *s, const chunk_id *id, const void *frame,
+		     size_t frame_len, struct hyd_put_ent *e,
+		     struct frame_info *fi, struct hyd_group **ret_g)
+{
+	int r;
+
+	if (!s || !id || !frame)
+		return -EINVAL;
+	r = frame_header_parse(frame, frame_len,
+			       __atomic_load_n(&s->max_raw, __ATOMIC_RELAXED),
+			       fi);
+	if (r < 0 || fi->frame_len != frame_len)
+		return -EBADMSG;
+	memset(e, 0, sizeof(*e));
+	e->id = *id;
+	e->codec = fi->codec;
+	e->loc.xxh =
+	    hyd_store__frame_sum(frame, (const uint8_t *)frame + FRAME_HDR_LEN,
+				 frame_len - FRAME_HDR_LEN);
+	pthread_mutex_lock(&s->wmu);
+	pthread_mutex_lock(&s->mu);
+	r = hyd_store__find_locked(s, id, NULL);
+	pthread_mutex_unlock(&s->mu);
+	if (r < 0)
+		pthread_mutex_unlock(&s->wmu);
+	*ret_g = r == 0 ? group_holding(s, id) : NULL;
 	return r;
 }
 
@@ -359,54 +532,49 @@ int hyd_store_put(hyd_store *s, const chunk_id *id, const void *frame,
 	struct hyd_group *g;
 	int r;
 
-	if (!s || !id || !frame)
-		return -EINVAL;
-	r = frame_header_parse(frame, frame_len,
-			       __atomic_load_n(&s->max_raw, __ATOMIC_RELAXED),
-			       &fi);
-	if (r < 0 || fi.frame_len != frame_len)
-		return -EBADMSG;
-	memset(&e, 0, sizeof(e));
-	e.id = *id;
-	e.codec = fi.codec;
-	e.loc.xxh =
-	    hyd_store__frame_sum(frame, (const uint8_t *)frame + FRAME_HDR_LEN,
-				 frame_len - FRAME_HDR_LEN);
-
-	pthread_mutex_lock(&s->wmu);
-	/* Checked under wmu: no other put can store id between this check
-	 * and our append, so a chunk lands once. One still on its way to
-	 * the index is waited for: stored if its group commits. */
-	pthread_mutex_lock(&s->mu);
-	r = hyd_store__find_locked(s, id, NULL);
-	pthread_mutex_unlock(&s->mu);
-	if (r != 0)
-		goto out;
-	g = group_holding(s, id);
-	if (g) {
+	r = put_begin(s, id, frame, frame_len, &e, &fi, &g);
+	if (r < 0)
+		return r;
+	if (r == 0 && g) {
+		/* On its way to the index: stored if its group commits. */
 		r = group_wait(s, g);
 		r = r == 0 ? 1 : r;
-		goto out;
+	} else if (r == 0) {
+		r = append(s, &e, frame, frame_len, &fi, &g);
+		if (r == 0)
+			r = group_wait(s, g);
 	}
-	r = pack_prepare(s, frame_len);
+	pthread_mutex_unlock(&s->wmu);
+	return r;
+}
+
+int hyd_store_put_async(hyd_store *s, const chunk_id *id, const void *frame,
+			size_t frame_len, hyd_store_put_cb cb, void *arg)
+{
+	struct frame_info fi;
+	struct hyd_put_ent e;
+	struct hyd_group *g;
+	int r;
+
+	if (!cb)
+		return -EINVAL;
+	r = put_begin(s, id, frame, frame_len, &e, &fi, &g);
 	if (r < 0)
-		goto out;
-	e.loc.pack = s->cur_pack;
-	e.loc.off = s->cur_end;
-	e.loc.frame_len = (uint32_t)frame_len;
-	e.loc.raw_len = fi.raw_len;
-	r = base_pwrite_all(s->cur_fd, frame, frame_len, e.loc.off);
-	if (r < 0)
-		goto out;
-	/* From here the bytes may be on disk: never write over them again,
-	 * even if the row fails (its commit outcome could be unknown). */
-	s->cur_end += frame_len;
-	g = group_open(s);
-	r = g ? group_add(g, &e, s->cur_fd) : -ENOMEM;
-	if (r < 0)
-		goto out;
-	r = group_wait(s, g);
-out:
+		return r;
+	if (r == 0 && g) {
+		r = group_add_cb(g, cb, arg, 1);
+	} else if (r == 0) {
+		/* Bounded bytes not yet durable: a full open group waits
+		 * for the sync in progress (the syncer then takes it). */
+		while (s->open && s->open->bytes >= HYD_GROUP_BYTES &&
+		       s->leading)
+			pthread_cond_wait(&s->gcv, &s->wmu);
+		r = append(s, &e, frame, frame_len, &fi, &g);
+		/* A callback that cannot be recorded: the frame is appended
+		 * and will be indexed, but this put is told it failed. */
+		if (r == 0)
+			r = group_add_cb(g, cb, arg, 0);
+	}
 	pthread_mutex_unlock(&s->wmu);
 	return r;
 }

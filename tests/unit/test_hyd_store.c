@@ -832,41 +832,16 @@ static void test_group_commit(void **state)
 		tchunk_free(&c[i]);
 }
 
-/* kill -9 in the middle of a group: a child stores three chunks, then
- * four threads put four more with each group's sync held back; once all
- * four frames are in the pack (written, not durable, not indexed), the
- * child dies. The reopened store has the three, drops the unindexed tail,
- * and takes the four again. */
-static void test_kill_mid_group(void **state)
+/* The parent's side of a kill mid-group: once the child pid has written
+ * c[3..6] after the committed c[0..2] (the pack is `want` bytes), kill it;
+ * the reopened store holds the three, dropped the tail (`good` bytes) and
+ * takes the four again. Frees c. */
+static void kill_mid_check(struct fx *fx, struct tchunk *c, pid_t pid,
+			   off_t good, off_t want)
 {
-	struct fx *fx = *state;
-	struct tchunk c[7];
 	hyd_store *s = NULL;
-	off_t good, want;
-	pid_t pid;
 	int i, status;
 
-	good = store_first(fx, c, 7, 3, 950, 5000);
-	want = good;
-	for (i = 3; i < 7; i++)
-		want += (off_t)c[i].frame_len;
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		struct gc_arg ca[4];
-		pthread_t ct[4];
-
-		setenv("FERRY_STORE_SYNC_DELAY_MS", "60000", 1);
-		if (hyd_store_open(fx->dir, 0, &s) != 0)
-			_exit(3);
-		for (i = 0; i < 4; i++) {
-			ca[i] = (struct gc_arg){.s = s, .c = &c[3 + i]};
-			pthread_create(&ct[i], NULL, gc_worker, &ca[i]);
-		}
-		for (i = 0; i < 4; i++)
-			pthread_join(ct[i], NULL);
-		_exit(4); /* never: the parent kills us first */
-	}
 	for (i = 0;
 	     i < 1000 && file_size(fx->dir, "packs/00000001.pack") < want; i++)
 		usleep(10000);
@@ -889,6 +864,219 @@ static void test_kill_mid_group(void **state)
 	hyd_store_close(s);
 	for (i = 0; i < 7; i++)
 		tchunk_free(&c[i]);
+}
+
+/* kill -9 in the middle of a group: a child stores three chunks, then
+ * four threads put four more with each group's sync held back; once all
+ * four frames are in the pack (written, not durable, not indexed), the
+ * child dies. The reopened store has the three, drops the unindexed tail,
+ * and takes the four again. */
+static void test_kill_mid_group(void **state)
+{
+	struct fx *fx = *state;
+	struct tchunk c[7];
+	hyd_store *s = NULL;
+	off_t good, want;
+	pid_t pid;
+	int i;
+
+	good = store_first(fx, c, 7, 3, 950, 5000);
+	want = good;
+	for (i = 3; i < 7; i++)
+		want += (off_t)c[i].frame_len;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct gc_arg ca[4];
+		pthread_t ct[4];
+
+		setenv("FERRY_STORE_SYNC_DELAY_MS", "60000", 1);
+		if (hyd_store_open(fx->dir, 0, &s) != 0)
+			_exit(3);
+		for (i = 0; i < 4; i++) {
+			ca[i] = (struct gc_arg){.s = s, .c = &c[3 + i]};
+			pthread_create(&ct[i], NULL, gc_worker, &ca[i]);
+		}
+		for (i = 0; i < 4; i++)
+			pthread_join(ct[i], NULL);
+		_exit(4); /* never: the parent kills us first */
+	}
+	kill_mid_check(fx, c, pid, good, want);
+}
+
+/* Async puts (hyd_store_put_async): a put returns once appended, and its
+ * group holds every frame appended during the previous sync, so one
+ * thread makes groups of many. Each callback comes once, after the rows
+ * are committed: 0 for a stored frame, 1 for an id put again while its
+ * group was still syncing. */
+#define AS_N 60
+
+struct as_tally {
+	pthread_mutex_t mu;
+	int calls[AS_N + 1]; /* by arg index; [AS_N]: the duplicate */
+	int rc[AS_N + 1];
+};
+
+struct as_arg {
+	struct as_tally *t;
+	int i;
+};
+
+static void as_done(void *arg, int rc)
+{
+	struct as_arg *a = arg;
+	struct as_tally *t = a->t;
+
+	pthread_mutex_lock(&t->mu);
+	t->calls[a->i]++;
+	t->rc[a->i] = rc;
+	pthread_mutex_unlock(&t->mu);
+}
+
+static int as_total(struct as_tally *t)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&t->mu);
+	for (int i = 0; i <= AS_N; i++)
+		n += t->calls[i];
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}
+
+static void test_async_put(void **state)
+{
+	struct fx *fx = *state;
+	struct tchunk c[AS_N];
+	struct as_arg a[AS_N + 1];
+	struct as_tally t = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct hyd_store_stats st;
+	hyd_store *s = NULL;
+	int i, k;
+
+	for (i = 0; i < AS_N; i++)
+		tchunk_make(&c[i], (uint32_t)(1200 + i), 4000, i % 2,
+			    FRAME_POLICY_AUTO);
+	setenv("FERRY_STORE_SYNC_DELAY_MS", "20", 1);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i <= AS_N; i++)
+		a[i] = (struct as_arg){&t, i};
+	assert_int_equal(hyd_store_put_async(s, &c[0].id, c[0].frame,
+					     c[0].frame_len, NULL, NULL),
+			 -EINVAL);
+	for (i = 0; i < AS_N; i++) {
+		assert_int_equal(hyd_store_put_async(s, &c[i].id, c[i].frame,
+						     c[i].frame_len, as_done,
+						     &a[i]),
+				 0);
+		/* The first one again while it cannot be durable yet (its
+		 * sync sleeps 20 ms): told 1 when its group commits. */
+		if (i == 0)
+			assert_int_equal(hyd_store_put_async(
+					     s, &c[0].id, c[0].frame,
+					     c[0].frame_len, as_done, &a[AS_N]),
+					 0);
+	}
+	/* One thread putting: groups of many only if no put waited. */
+	for (k = 0; k < 500 && as_total(&t) < AS_N + 1; k++)
+		usleep(10000);
+	assert_int_equal(as_total(&t), AS_N + 1);
+	for (i = 0; i < AS_N; i++) {
+		assert_int_equal(t.calls[i], 1);
+		assert_int_equal(t.rc[i], 0);
+		assert_int_equal(hyd_store_has(s, &c[i].id), 1);
+	}
+	assert_int_equal(t.rc[AS_N], 1);
+	assert_int_equal(hyd_store_stats(s, &st), 0);
+	assert_int_equal(st.chunks, AS_N);
+	print_message("%d async puts from one thread: %llu groups\n", AS_N,
+		      (unsigned long long)st.groups);
+	assert_true(st.groups <= AS_N / 4);
+	/* Stored now: not queued, no callback. */
+	assert_int_equal(hyd_store_put_async(s, &c[1].id, c[1].frame,
+					     c[1].frame_len, as_done, &a[1]),
+			 1);
+	hyd_store_close(s);
+	assert_int_equal(t.calls[1], 1);
+	unsetenv("FERRY_STORE_SYNC_DELAY_MS");
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < AS_N; i++)
+		check_get(s, &c[i]);
+	hyd_store_close(s);
+	for (i = 0; i < AS_N; i++)
+		tchunk_free(&c[i]);
+}
+
+/* Close makes every appended async put durable and tells it first. */
+static void test_async_close_flushes(void **state)
+{
+	struct fx *fx = *state;
+	struct tchunk c[8];
+	struct as_arg a[8];
+	struct as_tally t = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	hyd_store *s = NULL;
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		tchunk_make(&c[i], (uint32_t)(1300 + i), 2500, 1,
+			    FRAME_POLICY_AUTO);
+		a[i] = (struct as_arg){&t, i};
+	}
+	setenv("FERRY_STORE_SYNC_DELAY_MS", "30", 1);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < 8; i++)
+		assert_int_equal(hyd_store_put_async(s, &c[i].id, c[i].frame,
+						     c[i].frame_len, as_done,
+						     &a[i]),
+				 0);
+	hyd_store_close(s);
+	unsetenv("FERRY_STORE_SYNC_DELAY_MS");
+	for (i = 0; i < 8; i++) {
+		assert_int_equal(t.calls[i], 1);
+		assert_int_equal(t.rc[i], 0);
+	}
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < 8; i++)
+		check_get(s, &c[i]);
+	hyd_store_close(s);
+	for (i = 0; i < 8; i++)
+		tchunk_free(&c[i]);
+}
+
+/* kill -9 with async puts appended and their group not durable: the
+ * reopened store has only what was committed, and takes the rest again. */
+static void test_kill_mid_async_group(void **state)
+{
+	struct fx *fx = *state;
+	struct tchunk c[7];
+	struct as_arg a[7];
+	struct as_tally t = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	hyd_store *s = NULL;
+	off_t good, want;
+	pid_t pid;
+	int i;
+
+	good = store_first(fx, c, 7, 3, 1400, 5000);
+	want = good;
+	for (i = 3; i < 7; i++)
+		want += (off_t)c[i].frame_len;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("FERRY_STORE_SYNC_DELAY_MS", "60000", 1);
+		if (hyd_store_open(fx->dir, 0, &s) != 0)
+			_exit(3);
+		for (i = 3; i < 7; i++) {
+			a[i] = (struct as_arg){&t, i};
+			if (hyd_store_put_async(s, &c[i].id, c[i].frame,
+						c[i].frame_len, as_done,
+						&a[i]) != 0)
+				_exit(5);
+		}
+		pause();
+		_exit(4); /* never: the parent kills us first */
+	}
+	kill_mid_check(fx, c, pid, good, want);
 }
 
 int main(void)
@@ -916,6 +1104,11 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kill_mid_group, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_async_put, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_async_close_flushes, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_kill_mid_async_group, setup,
 					    teardown),
 	};
 
