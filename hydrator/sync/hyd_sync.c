@@ -16,11 +16,14 @@
  * scan's depth-first order, so the writer follows right behind the
  * fetcher and waits only for chunks not stored yet. Writing thus costs no
  * time of its own on a link slower than the disk. The window is
- * bounded (jobs * 16, at most 256) because a flight's deadline runs from
- * its submission: on a slow link, a deep queue would time out chunks that
- * never had a connection. A failed chunk is retried once after the pass;
- * the files that need a chunk still missing are named by the writer,
- * which does not try such a chunk a third time. After
+ * bounded (jobs * 64 flights, at most 1,024, and the raw bytes a quarter
+ * of the timeout moves at the rate seen so far, 8-64 MiB) because a
+ * flight's deadline runs from its submission: on a slow link, a deep
+ * queue would time out chunks that never had a connection. A flight
+ * stays in the window until its frame is durable in the store, so at
+ * 1 Gbit/s the window must also cover a group's sync. A failed chunk is retried
+ * once after the pass; the files that need a chunk still missing are named by
+ * the writer, which does not try such a chunk a third time. After
  * HYD_SYNC_GIVE_UP failures in a row without one success the server is
  * taken as gone and fetching stops (each would wait out its timeout).
  *
@@ -61,9 +64,13 @@
 #define JOBS_DEFAULT 8u
 #define TIMEOUT_DEFAULT_S 30L
 #define CONNECT_TIMEOUT_S 5L
-#define WINDOW_PER_JOB 16u
+#define WINDOW_PER_JOB 64u
 #define WINDOW_MIN 32u
-#define WINDOW_MAX 256u
+#define WINDOW_MAX 1024u
+/* Raw bytes outstanding: what a quarter of the timeout moves at the rate
+ * seen so far, within these bounds (WINDOW_BYTES_MIN until 1 s of it). */
+#define WINDOW_BYTES_MIN (8ull << 20)
+#define WINDOW_BYTES_MAX (64ull << 20)
 #define HYD_SYNC_GIVE_UP 64u
 #define TICK_NS 200000000ull
 #define WAIT_SLACK_NS 2000000000ull
@@ -104,6 +111,8 @@ struct sync {
 	/* hydration window, a ring */
 	struct slot *ring;
 	size_t window, head, n;
+	uint64_t bytes;		/* raw bytes of the n outstanding */
+	uint64_t fetched_bytes; /* raw bytes fetched in this run */
 	struct want *failed;
 	size_t nfailed, capfailed;
 	struct hyd_sync_dead *dead; /* failed again on the retry */
@@ -331,6 +340,7 @@ static void reap_one(struct sync *s)
 		note_failure(s, &sl->id, sl->len, r);
 	} else {
 		s->fail_streak = 0;
+		s->fetched_bytes += sl->len;
 		pthread_mutex_lock(&s->lock);
 		s->st.chunks_stored++;
 		s->st.unique_bytes_stored += sl->len;
@@ -338,7 +348,21 @@ static void reap_one(struct sync *s)
 	}
 	s->head = (s->head + 1) % s->window;
 	s->n--;
+	s->bytes -= sl->len;
 	progress(s, 0);
+}
+
+static uint64_t window_bytes(const struct sync *s)
+{
+	uint64_t el = base_now_ns() - s->phase_t0, w;
+
+	if (el < SEC_NS)
+		return WINDOW_BYTES_MIN;
+	w = (uint64_t)((double)s->fetched_bytes * 1e9 / (double)el *
+		       (double)(s->timeout_ns / SEC_NS) / 4);
+	return w < WINDOW_BYTES_MIN   ? WINDOW_BYTES_MIN
+	       : w > WINDOW_BYTES_MAX ? WINDOW_BYTES_MAX
+				      : w;
 }
 
 static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
@@ -351,7 +375,7 @@ static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
 			failed_add(s, id, len);
 		return;
 	}
-	if (s->n == s->window)
+	while (s->n == s->window || (s->n && s->bytes + len > window_bytes(s)))
 		reap_one(s);
 	sl = &s->ring[(s->head + s->n) % s->window];
 	sl->id = *id;
@@ -364,6 +388,7 @@ static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
 		return;
 	}
 	s->n++;
+	s->bytes += len;
 }
 
 static void drain(struct sync *s)
