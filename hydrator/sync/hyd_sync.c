@@ -21,9 +21,10 @@
  * flight's deadline runs from its submission: on a slow link, a deep
  * queue would time out chunks that never had a connection. A flight
  * stays in the window until its frame is durable in the store, so at
- * 1 Gbit/s the window must also cover a group's sync. A failed chunk is retried
- * once after the pass; the files that need a chunk still missing are named by
- * the writer, which does not try such a chunk a third time. After
+ * 1 Gbit/s the window must also cover a group's sync. A failed chunk
+ * is retried once after the pass; the files that need a chunk still
+ * missing are named by the writer, which does not try such a chunk a
+ * third time. After
  * HYD_SYNC_GIVE_UP failures in a row without one success the server is
  * taken as gone and fetching stops (each would wait out its timeout).
  *
