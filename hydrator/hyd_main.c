@@ -708,7 +708,12 @@ static int serve(struct mount *m)
 	pthread_cond_init(&w.cond, NULL);
 	/* Without the watcher SIGTERM still works, only slower. */
 	watching = watch_start(&w, &wth) == 0;
+	/* Without it the next small files are read on demand only. */
+	if (hyd_push_start(&m->fs.push, &m->fs, m->se) < 0)
+		base_warn("cannot start the thread that pushes small files "
+			  "into the page cache");
 	r = fuse_session_loop_mt(m->se, cfg);
+	hyd_push_stop(&m->fs.push);
 	if (watching)
 		watch_stop(&w, wth);
 	pthread_cond_destroy(&w.cond);

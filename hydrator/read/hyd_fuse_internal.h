@@ -40,6 +40,40 @@ struct hyd_files {
 	struct hyd_files_slot slot[HYD_FILES_SLOTS];
 };
 
+/* The next small files of a directory pushed into the kernel's page
+ * cache (hyd_fuse_push.c). */
+#define HYD_PUSH_SLOTS_LOG2 16	     /* inodes noted from READDIRPLUS */
+#define HYD_PUSH_QUEUE 64u	     /* jobs waiting */
+#define HYD_PUSH_FILES 256u	     /* files one job pushes at most */
+#define HYD_PUSH_BYTES (32u << 20)   /* and bytes */
+#define HYD_PUSH_FILE_MAX (1u << 20) /* larger files: kernel readahead */
+
+struct hyd_push_slot {
+	uint64_t ino; /* 0: empty */
+	uint64_t dir, pos;
+	int pushed; /* stored into the kernel's cache */
+	int read;   /* a read of it came (the reader got there) */
+};
+
+struct hyd_push_job {
+	uint64_t dir, after; /* the entries of dir past position after */
+};
+
+struct hyd_fs;
+struct hyd_push {
+	struct hyd_fs *fs;
+	struct fuse_session *se;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct hyd_push_slot *slot; /* 1 << HYD_PUSH_SLOTS_LOG2, by inode */
+	struct hyd_push_job q[HYD_PUSH_QUEUE];
+	size_t qh, qn;
+	uint64_t run_dir, run_after, run_end; /* the job running; dir 0: none */
+	uint64_t pushed; /* __atomic: files stored into the kernel's cache */
+	pthread_t th;
+	int started, stop;
+};
+
 struct hyd_fs {
 	cat_reader *cat;      /* borrowed */
 	struct cat_meta meta; /* copy, read at start-up */
@@ -55,6 +89,7 @@ struct hyd_fs {
 	int no_open;
 	int no_opendir; /* the same for OPENDIR */
 	struct hyd_files files;
+	struct hyd_push push; /* started: pushing is on */
 };
 
 /* The kernel's readahead for this mount, in KiB. FUSE starts every mount
@@ -95,6 +130,19 @@ void hyd_files_fini(struct hyd_files *t);
  * regular file, else the catalog's error or -ENOMEM. Any FUSE thread. */
 int hyd_files_get(struct hyd_files *t, cat_reader *cat, uint64_t ino,
 		  struct hyd_read_open **ret, int *ret_new);
+
+/* hyd_fuse_push.c. Start the pushing thread (after the session is made,
+ * before its loop runs); stop it after the loop ended. 0 or -errno (then
+ * nothing is pushed and note/first_read do nothing). */
+int hyd_push_start(struct hyd_push *p, struct hyd_fs *fs,
+		   struct fuse_session *se);
+void hyd_push_stop(struct hyd_push *p);
+/* READDIRPLUS handed out regular file ino at position pos of dir. */
+void hyd_push_note(struct hyd_push *p, uint64_t ino, uint64_t dir,
+		   uint64_t pos);
+/* The first read of ino since its state was made: queue the files after
+ * it, when it was noted. Any FUSE thread; never blocks on I/O. */
+void hyd_push_first_read(struct hyd_push *p, uint64_t ino);
 
 /* hyd_fuse_read.c */
 void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

@@ -193,6 +193,7 @@ struct readdir_ctx {
 	char *buf;
 	size_t size, used;
 	int plus;
+	uint64_t dir;
 	char name[CAT_NAME_MAX + 1];
 };
 
@@ -233,7 +234,12 @@ static int readdir_cb(void *ctx, const void *name, size_t name_len,
 	c->name[name_len] = '\0';
 	/* Offsets 1 and 2 are "." and ".."; entry pos n is offset n + 2, so
 	 * a continued readdir resumes right after the last entry returned. */
-	return readdir_add(c, c->name, in, (off_t)(pos + 2));
+	if (readdir_add(c, c->name, in, (off_t)(pos + 2)))
+		return 1;
+	if (c->plus && in->kind == CAT_REG && in->size > 0 &&
+	    in->size <= HYD_PUSH_FILE_MAX)
+		hyd_push_note(&c->fs->push, in->ino, c->dir, pos);
+	return 0;
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -247,6 +253,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	c.req = req;
 	c.fs = browse_fs(req);
 	c.plus = plus;
+	c.dir = ino;
 	c.size = size;
 	c.buf = malloc(size ? size : 1);
 	if (!c.buf) {

@@ -207,6 +207,10 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			fuse_reply_err(req, hyd_fuse_errno(r));
 			return;
 		}
+		/* A first read of a small file: its directory's next files
+		 * go into the kernel's cache meanwhile. */
+		if (opened)
+			hyd_push_first_read(&fs->push, ino);
 	}
 	if ((uint64_t)off >= of->size || size == 0) {
 		fuse_reply_buf(req, NULL, 0);

@@ -1,0 +1,283 @@
+/*
+ * hydrator/read/hyd_fuse_push.c — the next small files of a directory,
+ * into the kernel's page cache before they are asked for.
+ *
+ * A reader that walks a tree of small files (tar, rsync, a data loader)
+ * reads one file after another in readdir order, each with one READ
+ * round trip in which the daemon looks the file up, reads its frames and
+ * replies; the reader waits through every one of them. Once the kernel's
+ * page cache holds a file, its open and read cost the daemon nothing (no
+ * OPEN in no-open mode, keep_cache). So when the first read of a small
+ * file comes, a thread of its own reads the files that follow it in its
+ * directory from the store and stores them into the kernel's cache with
+ * FUSE_NOTIFY_STORE (fuse_lowlevel_notify_store), on the other core,
+ * while the reader is still busy with the first.
+ *
+ * Which files follow which: READDIRPLUS hands out every entry with its
+ * attributes (the kernel then knows the inode, which a store needs), and
+ * notes here each small regular file's directory and position, in a
+ * direct-mapped table by inode. A first read of a noted file queues one
+ * job: the entries after it in the same directory, up to HYD_PUSH_FILES
+ * files or HYD_PUSH_BYTES bytes, pushed last first: the reader comes
+ * forward from the first, and where the two meet (a file the reader got
+ * to) the job ends, so each file is read once and the directory takes
+ * half the time. Only chunks already in the store are
+ * used (a file with one missing is skipped: pushing never fetches), and
+ * each chunk is checked as any store read is. A file read before its push
+ * came is simply read twice into the same cache; the bytes are the
+ * generation's, which never change. A reader that does not read the
+ * directory's files costs at most one job of wasted work per first read.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog/base/base.h"
+#include "hydrator/read/hyd_fuse_internal.h"
+
+static size_t slot_of(uint64_t ino)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >>
+			(64 - HYD_PUSH_SLOTS_LOG2));
+}
+
+void hyd_push_note(struct hyd_push *p, uint64_t ino, uint64_t dir, uint64_t pos)
+{
+	struct hyd_push_slot *s;
+
+	if (!p->started)
+		return;
+	s = &p->slot[slot_of(ino)];
+	pthread_mutex_lock(&p->mu);
+	if (s->ino != ino || s->dir != dir || s->pos != pos)
+		*s = (struct hyd_push_slot){ino, dir, pos, 0, 0};
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Does a job queued or running take care of what follows s? The running
+ * one when s lies before its last entry; a queued one of the same
+ * directory that starts before s (if it ends short of s, the next read
+ * past its end asks again). Under mu. */
+static int covered_locked(const struct hyd_push *p,
+			  const struct hyd_push_slot *s)
+{
+	if (p->run_dir == s->dir && p->run_after <= s->pos &&
+	    s->pos < p->run_end)
+		return 1;
+	for (size_t i = 0; i < p->qn; i++) {
+		const struct hyd_push_job *j =
+		    &p->q[(p->qh + i) % HYD_PUSH_QUEUE];
+
+		if (j->dir == s->dir && j->after <= s->pos)
+			return 1;
+	}
+	return 0;
+}
+
+void hyd_push_first_read(struct hyd_push *p, uint64_t ino)
+{
+	struct hyd_push_slot *s;
+
+	if (!p->started)
+		return;
+	s = &p->slot[slot_of(ino)];
+	pthread_mutex_lock(&p->mu);
+	if (s->ino == ino)
+		s->read = 1;
+	/* Noted, not pushed already (then its job covered what follows),
+	 * not covered by a job queued or running, and room in the queue. */
+	if (s->ino == ino && !s->pushed && !covered_locked(p, s) &&
+	    p->qn < HYD_PUSH_QUEUE) {
+		p->q[(p->qh + p->qn) % HYD_PUSH_QUEUE] =
+		    (struct hyd_push_job){s->dir, s->pos};
+		p->qn++;
+		pthread_cond_signal(&p->cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* One directory entry to push, copied out of cat_readdir. */
+struct push_ent {
+	uint64_t ino, size, pos;
+};
+
+struct collect {
+	struct push_ent v[HYD_PUSH_FILES];
+	size_t n;
+	uint64_t bytes, last_pos;
+};
+
+static int collect_cb(void *ctx, const void *name, size_t name_len,
+		      const struct cat_inode *in, uint64_t pos)
+{
+	struct collect *c = ctx;
+
+	(void)name;
+	(void)name_len;
+	c->last_pos = pos;
+	if (in->kind != CAT_REG || in->size == 0 ||
+	    in->size > HYD_PUSH_FILE_MAX)
+		return 0;
+	if (c->bytes + in->size > HYD_PUSH_BYTES)
+		return 1;
+	c->v[c->n++] = (struct push_ent){in->ino, in->size, pos};
+	c->bytes += in->size;
+	return c->n == HYD_PUSH_FILES;
+}
+
+/* The file's bytes from the store into buf (size bytes). 0, or -errno
+ * (-ENOENT: a chunk is not stored; the file is skipped). */
+static int file_read(struct hyd_push *p, uint64_t ino, uint64_t size,
+		     uint8_t *buf)
+{
+	struct cat_chunk cs[16];
+	uint64_t off = 0;
+	size_t n, got;
+	int r;
+
+	while (off < size) {
+		r = cat_chunks_range(p->fs->cat, ino, off, size - off, cs, 16,
+				     &n);
+		if (r < 0)
+			return r;
+		if (n == 0)
+			return -EBADMSG;
+		for (size_t i = 0; i < n; i++) {
+			if (cs[i].off != off || cs[i].len > size - off)
+				return -EBADMSG;
+			if (chunk_id_is_hole(&cs[i].id)) {
+				memset(buf + off, 0, cs[i].len);
+			} else {
+				r = hyd_store_get(p->fs->rd.store, &cs[i].id,
+						  buf + off, size - off, &got);
+				if (r < 0)
+					return r;
+				if (got != cs[i].len)
+					return -EBADMSG;
+			}
+			off += cs[i].len;
+		}
+	}
+	return 0;
+}
+
+/* Push one file; 1 when the reader has been there already (the job is
+ * done), else 0. */
+static int push_one(struct hyd_push *p, const struct push_ent *e, uint8_t *buf)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(e->size);
+	struct hyd_push_slot *s = &p->slot[slot_of(e->ino)];
+	int met;
+
+	pthread_mutex_lock(&p->mu);
+	met = s->ino == e->ino && s->read;
+	pthread_mutex_unlock(&p->mu);
+	if (met)
+		return 1;
+	if (file_read(p, e->ino, e->size, buf) < 0)
+		return 0;
+	bv.buf[0].mem = buf;
+	/* -ENOENT: the kernel has forgotten the inode; nothing to do. */
+	if (fuse_lowlevel_notify_store(p->se, e->ino, 0, &bv, 0) == 0)
+		__atomic_fetch_add(&p->pushed, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&p->mu);
+	if (s->ino == e->ino)
+		s->pushed = 1;
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+static void *push_main(void *arg)
+{
+	struct hyd_push *p = arg;
+	struct collect *c = malloc(sizeof(*c));
+	uint8_t *buf = malloc(HYD_PUSH_FILE_MAX);
+	struct hyd_push_job j;
+
+	pthread_mutex_lock(&p->mu);
+	while (!p->stop) {
+		if (!p->qn) {
+			pthread_cond_wait(&p->cv, &p->mu);
+			continue;
+		}
+		j = p->q[p->qh];
+		p->qh = (p->qh + 1) % HYD_PUSH_QUEUE;
+		p->qn--;
+		if (!c || !buf)
+			continue;
+		p->run_dir = j.dir;
+		p->run_after = j.after;
+		p->run_end = UINT64_MAX; /* until the entries are known */
+		pthread_mutex_unlock(&p->mu);
+		c->n = 0;
+		c->bytes = 0;
+		c->last_pos = j.after;
+		(void)cat_readdir(p->fs->cat, j.dir, j.after, collect_cb, c);
+		pthread_mutex_lock(&p->mu);
+		p->run_end = c->last_pos;
+		pthread_mutex_unlock(&p->mu);
+		/* Last file first: the reader goes forward from the first,
+		 * and where the two meet the job ends. */
+		for (size_t i = c->n;
+		     i > 0 && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED); i--)
+			if (push_one(p, &c->v[i - 1], buf))
+				break;
+		pthread_mutex_lock(&p->mu);
+		p->run_dir = 0;
+		p->run_end = 0;
+	}
+	pthread_mutex_unlock(&p->mu);
+	free(c);
+	free(buf);
+	return NULL;
+}
+
+int hyd_push_start(struct hyd_push *p, struct hyd_fs *fs,
+		   struct fuse_session *se)
+{
+	sigset_t all, old;
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	p->fs = fs;
+	p->se = se;
+	p->slot = calloc((size_t)1 << HYD_PUSH_SLOTS_LOG2, sizeof(*p->slot));
+	if (!p->slot)
+		return -ENOMEM;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	/* Signals are for the FUSE main thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	r = -pthread_create(&p->th, NULL, push_main, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0) {
+		pthread_cond_destroy(&p->cv);
+		pthread_mutex_destroy(&p->mu);
+		free(p->slot);
+		p->slot = NULL;
+		return r;
+	}
+	p->started = 1;
+	return 0;
+}
+
+void hyd_push_stop(struct hyd_push *p)
+{
+	if (!p->started)
+		return;
+	pthread_mutex_lock(&p->mu);
+	__atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->th, NULL);
+	base_info("pushed small files into the page cache files=%" PRIu64,
+		  __atomic_load_n(&p->pushed, __ATOMIC_RELAXED));
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	free(p->slot);
+	p->slot = NULL;
+	p->started = 0;
+}
