@@ -19,7 +19,8 @@
 # ferry-hydrator command. rsync's time is its own exit, as a user sees it
 # (its writeback is after; ferry's packs are fdatasynced, ferry sync ends
 # with a syncfs of DEST): synced_s has rsync plus a sync. Each timed step
-# starts after `sync` and 2 s, so one step's writeback is not the next's. Records go to RES (bench/emit.py), the peers'
+# starts after `sync`, a drop of the page cache, the source tree read back
+# and 2 s (settle, below). Records go to RES (bench/emit.py); the peers'
 # runs are copied there with the rate relabelled.
 #
 # Knobs: MEDIUM_RATE [1gbit], MEDIUM_RUNS [1], SHARED, BENCH_OUT (as run.sh).
@@ -46,9 +47,19 @@ log() { echo "[$(date +%H:%M:%S)] medium: $*" >&2; }
 # now, dt, wire, and the EXIT trap (unmount, stop servers, link down)
 . "$ROOT/bench/lib.sh"
 emit() { python3 "$ROOT/bench/emit.py" "$@" >>"$RES"; }
-# Before each timed step: the writeback of the step before (GBs of files
-# and packs) must not land on this one's fdatasyncs.
-settle() { sync; sleep 2; }
+# Before each timed step, the same state for every tool: the writeback
+# of the step before (GBs of files and packs) must not land on this one's
+# fdatasyncs, and the page cache starts empty but for the source tree
+# (read back) and any DIR given. Without the drop each step filled memory
+# this VM had not touched yet, which costs the first write of every page
+# (LIMITS.md: ~400 MB/s): runs got 30-50% slower the later they came, the
+# more so the more bytes they wrote.
+settle() { # [DIR...]
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	find "$TREE" "$@" -type f -exec cat {} + >/dev/null
+	sleep 2
+}
 # Every copy goes to a directory of its own, removed only at the end: ext4
 # (no journal here) will not reuse an inode freed less than a minute ago
 # and checks each candidate, so creating 21,000 files right after deleting
@@ -154,6 +165,7 @@ mount_complete() {
 warm_tar() {
 	local run=$1 ns=$2 cache=$3 mnt=$4 pid=$5 t0 n1 n2 warm hot
 	umount_wait "$mnt" "$pid"
+	settle "$cache/packs" # "warm": the packs in the page cache
 	$ns "$B/bin/ferry-hydrator" -c "$cache" "$URL" "$mnt" 2>>"$MW/hyd.err" || return 1
 	MNT_ACTIVE=$mnt
 	sleep 1 # the mount's own start-up work, not the reader's
