@@ -200,13 +200,14 @@ struct hyd_sync_result {
 
 /* Call first in main, before any thread exists. Fetched frames are
  * decoded, verified and stored on libuv's thread pool, all but four of
- * its threads for backfill's batch frames; with group commit in the store
- * a put waits for the others of its group, so more threads make fewer
- * fdatasyncs. The pool gets HYD_POOL_THREADS threads unless
- * UV_THREADPOOL_SIZE is set. Measured: the bench tree over loopback,
- * backfill 3.5-4.5 s with 4, 2.3 s with 8; the medium tree at 1 Gbit/s,
- * 13.1-14.2 s with 8 (4 landing), 11.2-12.2 s with 16 (12 landing), about
- * the same with 32. */
+ * its threads for backfill's batch frames. The pool gets HYD_POOL_THREADS
+ * threads unless UV_THREADPOOL_SIZE is set. Measured while a landing
+ * thread still waited for its group to be durable (so threads set the
+ * group size): the bench tree over loopback, backfill 3.5-4.5 s with 4,
+ * 2.3 s with 8; the medium tree at 1 Gbit/s, 13.1-14.2 s with 8,
+ * 11.2-12.2 s with 16, about the same with 32. With async puts, a
+ * 1 Gbit/s `ferry sync` took 15.1-15.8 s with 4 threads or 16 alike; 16
+ * is kept. */
 #define HYD_POOL_THREADS 16
 void hyd_pool_default(void);
 

@@ -350,6 +350,8 @@ int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
 		fl->store_rc = 0;
 		return 0;
 	}
+	/* Out of memory for the async record: the waiting put still
+	 * stores the frame. */
 	p = async ? malloc(sizeof(*p)) : NULL;
 	if (p) {
 		p->f = f;

@@ -60,10 +60,9 @@ void hyd_fetch__pace_init(hyd_fetch *f)
 	if (env && base_parse_long(env, 1, 1024, &pool) < 0)
 		pool = 4;
 	/* Most of the pool for batch frames, four threads (half of a small
-	 * pool) always free for demand reads' frames. A landing frame's
-	 * thread sleeps until its group is durable, so the number landing
-	 * at once is the size of a group commit: more of them, fewer
-	 * fdatasyncs and index transactions per chunk. */
+	 * pool) always free for demand reads' frames. (Batch frames are put
+	 * with hyd_store_put_async, so a landing thread no longer waits for
+	 * its group; the split stays for the demand reads.) */
 	f->fw_max = pool >= 8 ? (unsigned)(pool - 4)
 			      : (pool >= 2 ? (unsigned)(pool / 2) : 1);
 	if (f->bwlimit)

@@ -662,9 +662,7 @@ static void drop_locked(hyd_store *s, const chunk_id *id,
 {
 	sqlite3_stmt *st = s->st_drop;
 	char hex[CHUNK_ID_HEX_LEN + 1];
-	int rc;
-
-	int changed = 0;
+	int rc, changed = 0;
 
 	/* The row and the complete mark (no longer complete for any
 	 * catalog: the next mount counts) go in one transaction, so no crash

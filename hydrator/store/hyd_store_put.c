@@ -64,12 +64,19 @@ struct hyd_put_cb {
 	int dup;
 };
 
+/* Bits of a group's filter of the ids it holds: with up to about a
+ * thousand frames in a group, a put that is not a duplicate (nearly every
+ * one: the fetcher flies each chunk once) is told so without comparing
+ * its id with each of them. */
+#define GROUP_FILTER_BITS 65536u
+
 struct hyd_group {
 	uint64_t seq;
 	struct hyd_put_ent *v;
 	size_t n, cap;
-	uint64_t bytes; /* frame bytes appended */
-	int *fds;	/* pack fds this group wrote, each once */
+	uint64_t filter[GROUP_FILTER_BITS / 64]; /* ids held, by hash */
+	uint64_t bytes;				 /* frame bytes appended */
+	int *fds; /* pack fds this group wrote, each once */
 	size_t n_fds, cap_fds;
 	struct hyd_put_cb *cbs;
 	size_t n_cbs, cap_cbs;
@@ -179,8 +186,19 @@ static int group_add_cb(struct hyd_group *g, hyd_store_put_cb cb, void *arg,
 	return 0;
 }
 
+/* The filter bit of id: its first bytes (a SHA-256 digest is already
+ * uniform). */
+static uint32_t filter_bit(const chunk_id *id)
+{
+	uint32_t h;
+
+	memcpy(&h, id->b, sizeof(h));
+	return h % GROUP_FILTER_BITS;
+}
+
 static int group_add(struct hyd_group *g, const struct hyd_put_ent *e, int fd)
 {
+	uint32_t b;
 	size_t i;
 
 	if (g->n == g->cap) {
@@ -208,6 +226,8 @@ static int group_add(struct hyd_group *g, const struct hyd_put_ent *e, int fd)
 	}
 	g->v[g->n++] = *e;
 	g->bytes += e->loc.frame_len;
+	b = filter_bit(&e->id);
+	g->filter[b / 64] |= 1ull << (b % 64);
 	return 0;
 }
 
@@ -215,11 +235,15 @@ static int group_add(struct hyd_group *g, const struct hyd_put_ent *e, int fd)
 static struct hyd_group *group_holding(hyd_store *s, const chunk_id *id)
 {
 	struct hyd_group *gs[2] = {s->leading, s->open};
+	uint32_t b = filter_bit(id);
 
-	for (int k = 0; k < 2; k++)
-		for (size_t i = 0; gs[k] && i < gs[k]->n; i++)
+	for (int k = 0; k < 2; k++) {
+		if (!gs[k] || !(gs[k]->filter[b / 64] >> (b % 64) & 1))
+			continue;
+		for (size_t i = 0; i < gs[k]->n; i++)
 			if (!memcmp(gs[k]->v[i].id.b, id->b, CHUNK_ID_LEN))
 				return gs[k];
+	}
 	return NULL;
 }
 
@@ -430,10 +454,11 @@ static int syncer_ensure(hyd_store *s)
 	sigset_t all, old;
 	int r;
 
-	if (s->syncer_started)
-		return 0;
+	/* Close has begun: the syncer may have ended already. */
 	if (s->stopping)
 		return -ESHUTDOWN;
+	if (s->syncer_started)
+		return 0;
 	/* Signals belong to the threads that asked for them. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
