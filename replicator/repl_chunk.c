@@ -29,30 +29,38 @@ static void worker_free(struct repl_worker *w)
 }
 
 /* Take a context from the pool, or make one: the pool grows to the number
- * of threads that ever worked on this namespace at once. */
+ * of threads that ever worked on this namespace at once. Every context in
+ * the pool is of the served generation (ns->pool_gen): a rescan's switch
+ * empties it, and a context of an older one is freed when it comes back. */
 static int worker_get(struct repl_ns *ns, struct repl_worker **ret)
 {
 	struct repl_worker *w;
+	char *path;
+	uint64_t gen;
 	int r;
 
 	uv_mutex_lock(&ns->pool_lock);
 	w = ns->pool;
 	if (w)
 		ns->pool = w->next;
+	gen = ns->pool_gen;
+	path = w ? NULL : strdup(ns->srcindex_path);
 	uv_mutex_unlock(&ns->pool_lock);
 	if (w) {
 		*ret = w;
 		return 0;
 	}
-	w = calloc(1, sizeof(*w));
-	if (!w)
+	if (!path)
 		return -ENOMEM;
-	w->coder = frame_coder_new();
-	if (!w->coder) {
-		r = -ENOMEM;
-		goto fail;
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		free(path);
+		return -ENOMEM;
 	}
-	r = repl_srcindex_open(ns->srcindex_path, &w->idx);
+	w->gen = gen;
+	w->coder = frame_coder_new();
+	r = w->coder ? repl_srcindex_open(path, &w->idx) : -ENOMEM;
+	free(path);
 	if (r < 0)
 		goto fail;
 	*ret = w;
@@ -65,9 +73,32 @@ fail:
 static void worker_put(struct repl_ns *ns, struct repl_worker *w)
 {
 	uv_mutex_lock(&ns->pool_lock);
-	w->next = ns->pool;
-	ns->pool = w;
+	if (w->gen == ns->pool_gen) {
+		w->next = ns->pool;
+		ns->pool = w;
+		w = NULL;
+	}
 	uv_mutex_unlock(&ns->pool_lock);
+	worker_free(w); /* of a generation no longer served */
+}
+
+void repl_chunk_pool_switch(struct repl_ns *ns, uint64_t gen, char *path)
+{
+	struct repl_worker *old, *n;
+	char *old_path;
+
+	uv_mutex_lock(&ns->pool_lock);
+	old = ns->pool;
+	old_path = ns->srcindex_path;
+	ns->pool = NULL;
+	ns->pool_gen = gen;
+	ns->srcindex_path = path;
+	uv_mutex_unlock(&ns->pool_lock);
+	for (; old; old = n) {
+		n = old->next;
+		worker_free(old);
+	}
+	free(old_path);
 }
 
 void repl_chunk_pool_free(struct repl_ns *ns)
@@ -218,6 +249,12 @@ int repl_manifest_body(struct repl_ns *ns, uint64_t served, uint64_t gen,
 		r = worker_get(ns, &w);
 		if (r < 0)
 			return r;
+		if (w->gen != gen) { /* a rescan switched since */
+			worker_put(ns, w);
+			w = NULL;
+		}
+	}
+	if (w) {
 		idx = w->idx;
 	} else {
 		/* An older generation: what its hasher finished is still

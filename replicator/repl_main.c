@@ -29,8 +29,11 @@ static const char USAGE[] =
     "\n"
     "Serve each directory DIR as the ferry namespace NAME over HTTP.\n"
     "Every start walks each DIR without reading file data and publishes\n"
-    "the namespace (a new generation only if something changed; older\n"
-    "generations stay available); new and changed files are then hashed\n"
+    "the namespace (a new generation only if something changed; the\n"
+    "last few stay available); SIGHUP, or --rescan-interval, walks every\n"
+    "DIR again the same way while the current generation is served, and\n"
+    "switches to the new one when it is published. New and changed\n"
+    "files are then hashed\n"
     "in the background, a file a client asks for first, and their\n"
     "manifests published as they are done. Files unchanged since the\n"
     "last generation are never read again. A namespace answers 503\n"
@@ -53,6 +56,11 @@ static const char USAGE[] =
     "      --hash-before-publish  hash every new or changed file before\n"
     "                          the namespace is published (no pending\n"
     "                          manifests; browsing waits for the bytes)\n"
+    "      --rescan-interval SECONDS  rescan every namespace this often\n"
+    "                          (default 0: only on SIGHUP)\n"
+    "      --keep-generations K  generations kept on disk and served,\n"
+    "                          the current one included, 1-1000\n"
+    "                          (default 3); older ones are removed\n"
     "  -v, --verbose           log more: every request, SQLite codes\n"
     "  -q, --quiet             log errors only\n"
     "  -h, --help              show this help and exit\n"
@@ -137,6 +145,8 @@ int main(int argc, char **argv)
 	    {"codec", required_argument, NULL, 'c'},
 	    {"scan-threads", required_argument, NULL, 't'},
 	    {"hash-before-publish", no_argument, NULL, 'H'},
+	    {"rescan-interval", required_argument, NULL, 'R'},
+	    {"keep-generations", required_argument, NULL, 'K'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -147,7 +157,7 @@ int main(int argc, char **argv)
 	struct repl_server srv;
 	const char **names = NULL, **dirs = NULL;
 	char *state = NULL, **split = NULL;
-	long threads;
+	long num;
 	int opt, i, j, rc = 2, n = 0, level = BASE_LOG_INFO;
 
 	/* Usage errors need the name before -v/-q are known; the level is
@@ -181,14 +191,30 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			if (base_opt_long("--scan-threads", optarg, 1, 64,
-					  &threads) < 0) {
+					  &num) < 0) {
 				rc = 2;
 				goto out;
 			}
-			o.scan_threads = (unsigned)threads;
+			o.scan_threads = (unsigned)num;
 			break;
 		case 'H':
 			o.hash_first = 1;
+			break;
+		case 'R':
+			if (base_opt_long("--rescan-interval", optarg, 0,
+					  86400 * 365, &num) < 0) {
+				rc = 2;
+				goto out;
+			}
+			o.rescan_interval_s = (unsigned)num;
+			break;
+		case 'K':
+			if (base_opt_long("--keep-generations", optarg, 1, 1000,
+					  &num) < 0) {
+				rc = 2;
+				goto out;
+			}
+			o.keep_gens = (unsigned)num;
 			break;
 		case 'v':
 			level = BASE_LOG_DEBUG;

@@ -8,6 +8,7 @@
  * generations. Older generations are never touched: hydrators may still
  * be fetching them.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -369,5 +370,83 @@ out:
 	free(pcat);
 	free(psrc);
 	free(pzst);
+	return r;
+}
+
+/* GEN of a name "GEN.db..." (GEN decimal, no sign, no leading zero); 0
+ * when the name is anything else. */
+static uint64_t gen_of_name(const char *name)
+{
+	uint64_t g = 0;
+	const char *p = name;
+
+	if (*p < '1' || *p > '9')
+		return 0;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (g > (UINT64_MAX - 9) / 10)
+			return 0;
+		g = g * 10 + (uint64_t)(*p - '0');
+	}
+	return strncmp(p, ".db", 3) == 0 ? g : 0;
+}
+
+/* One pass over sub: unlink "GEN.db*" with GEN < cut; zst_only: just the
+ * compressed catalogs ("GEN.db.zst"). */
+static int prune_dir(const char *state_dir, const char *sub, uint64_t cut,
+		     int zst_only, uint64_t *removed)
+{
+	char *path = repl__path_fmt("%s/%s", state_dir, sub);
+	struct dirent *de;
+	DIR *d;
+	int fd, r = 0;
+
+	if (!path)
+		return -ENOMEM;
+	d = opendir(path);
+	free(path);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	fd = dirfd(d);
+	while ((de = readdir(d))) {
+		uint64_t g = gen_of_name(de->d_name);
+		const char *rest;
+		int zst;
+
+		if (g == 0 || g >= cut)
+			continue;
+		rest = strchr(de->d_name, '.');
+		zst = !strcmp(rest, ".db.zst");
+		if (zst_only != zst)
+			continue;
+		if (unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT) {
+			if (r == 0)
+				r = -errno;
+			continue;
+		}
+		if (zst && removed)
+			(*removed)++;
+	}
+	closedir(d);
+	return r;
+}
+
+int repl_generations_prune(const char *state_dir, uint64_t head, unsigned keep,
+			   uint64_t *ret_removed)
+{
+	uint64_t cut, removed = 0;
+	int r, r2;
+
+	if (ret_removed)
+		*ret_removed = 0;
+	if (keep == 0 || head < keep)
+		return 0;
+	cut = head - keep + 1; /* the oldest generation kept */
+	r = prune_dir(state_dir, "catalog", cut, 1, &removed);
+	r2 = prune_dir(state_dir, "catalog", cut, 0, NULL);
+	r = r ? r : r2;
+	r2 = prune_dir(state_dir, "source", cut, 0, NULL);
+	r = r ? r : r2;
+	if (ret_removed)
+		*ret_removed = removed;
 	return r;
 }

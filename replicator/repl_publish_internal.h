@@ -25,4 +25,16 @@ char *repl__srcindex_path(const char *state_dir, uint64_t gen);
  * ".sha256") into ret_hex. Returns 0, -EBADMSG, -errno. */
 int repl__catalog_sha_read(const char *zst_path, char ret_hex[65]);
 
+/* Remove every generation older than the keep newest up to head
+ * (generations head - keep + 1 .. head stay) from state_dir: the
+ * compressed catalogs first, so no client starts on one that is going,
+ * then their digests, the catalogs and the source indexes (with SQLite's
+ * side files). Only names "GEN.db*" with GEN a decimal below the cut are
+ * touched. A crash in the middle leaves files the next call removes; a
+ * file a request still has open stays readable until it is closed.
+ * *ret_removed (may be NULL) counts the generations whose catalog went.
+ * Returns 0 or the first -errno (it goes on past a failure). */
+int repl_generations_prune(const char *state_dir, uint64_t head, unsigned keep,
+			   uint64_t *ret_removed);
+
 #endif

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,13 +106,27 @@ static json_t *hashing_json(struct repl_ns *ns)
 	    (double)(int64_t)(eta * 1000) / 1000);
 }
 
+/* When the served generation was published by this process (its scan
+ * ended), as UTC "YYYY-MM-DDTHH:MM:SSZ" into buf. */
+static const char *switched_at(const struct repl_ns *ns, char *buf, size_t n)
+{
+	time_t t = (time_t)(ns->switched_ns / 1000000000ull);
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm) || !strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, n, "unknown");
+	return buf;
+}
+
 static void route_stats(struct repl_req *req, struct repl_ns *ns)
 {
-	char body[1024];
+	char body[1024], when[32];
 	/* json_int_t is 64-bit signed: no counter gets near its limit */
 	json_t *o = json_pack(
-	    "{sIsIsIsIsIsIso}", "generation", (json_int_t)ns->generation,
-	    "requests", (json_int_t)ns->stats.requests, "chunks_served",
+	    "{sIsssIsbsIsIsIsIsIso}", "generation", (json_int_t)ns->generation,
+	    "switched_at", switched_at(ns, when, sizeof(when)), "rescans",
+	    (json_int_t)ns->rescans, "rescanning", ns->scan_running, "requests",
+	    (json_int_t)ns->stats.requests, "chunks_served",
 	    (json_int_t)ns->stats.chunks_served, "chunk_bytes_served",
 	    (json_int_t)ns->stats.chunk_bytes_served, "mismatches",
 	    (json_int_t)ns->stats.mismatches, "manifests_served",

@@ -95,6 +95,9 @@ static void man_done(uv_work_t *w, int status);
 
 static void man_queue(struct man_wait *m)
 {
+	/* Each look is against the generation served now: after a rescan
+	 * switched, a wait for an older one ends as superseded (410). */
+	m->served = m->ns->generation;
 	m->in_work = 1;
 	m->w.data = m;
 	if (uv_queue_work(&m->req->srv->loop, &m->w, man_work, man_done) < 0) {

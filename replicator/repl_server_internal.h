@@ -43,6 +43,7 @@ struct repl_stats {
 struct repl_worker {
 	struct repl_worker *next;
 	repl_srcindex *idx; /* opened on first use */
+	uint64_t gen;	    /* the generation idx is of */
 	frame_coder *coder;
 	uint8_t *raw;
 	size_t raw_cap;
@@ -58,20 +59,29 @@ struct repl_server;
 
 struct repl_ns {
 	char name[BASE_NS_NAME_MAX + 1];
-	char *dir;	     /* as given on the command line */
-	char *state_dir;     /* STATEDIR/NAME */
-	char *srcindex_path; /* of the served generation */
-	int dirfd;	     /* O_PATH of dir: chunk paths resolve beneath */
+	char *dir;	 /* as given on the command line */
+	char *state_dir; /* STATEDIR/NAME */
+	/* of the served generation; replaced at a switch, so a worker reads
+	 * it (and pool_gen) under pool_lock only */
+	char *srcindex_path;
+	int dirfd; /* O_PATH of dir: chunk paths resolve beneath */
 	enum repl_ns_state state;
 	uint64_t generation; /* served generation, once READY */
 	struct repl_stats stats;
 	struct repl_server *srv;
 	uv_mutex_t pool_lock;
-	struct repl_worker *pool;
-	/* the scan job */
+	struct repl_worker *pool; /* all of generation pool_gen */
+	uint64_t pool_gen;
+	/* the scan job: the first scan, then each rescan (repl_rescan.c) */
 	uv_work_t scan_work;
 	int scan_rc;
-	struct repl_generation gen;
+	int scan_wanted;	     /* queued: scan when the one before ends */
+	int scan_running;	     /* scan_work is queued or running */
+	int scan_quiet;		     /* interval rescan: log at debug */
+	struct repl_generation next; /* the scan's result (its worker) */
+	struct repl_generation gen;  /* the served generation's build */
+	uint64_t rescans;	     /* rescans finished (changed or not) */
+	uint64_t switched_ns;	     /* wall clock of the last publish */
 	/* background hashing of the served generation's pending files */
 	struct repl_hasher *hasher;    /* NULL when none runs */
 	struct repl_hasher_stats hash; /* the last one's, once it ended */
@@ -84,7 +94,11 @@ struct repl_ns {
 struct repl_server {
 	uv_loop_t loop;
 	uv_tcp_t listener;
-	uv_signal_t sig_int, sig_term;
+	uv_signal_t sig_int, sig_term, sig_hup;
+	uv_timer_t rescan_timer;
+	unsigned rescan_interval_s; /* 0: rescans on SIGHUP only */
+	unsigned keep_gens; /* generations kept, the served one included */
+	int scanning;	    /* one scan job at a time, in ns order */
 	struct repl_ns *ns;
 	size_t n_ns;
 	enum frame_policy policy;
@@ -95,7 +109,6 @@ struct repl_server {
 	void *hash_opened_ctx;
 	atomic_int cancel; /* set on shutdown; scans poll it */
 	int stopping;
-	size_t scan_next; /* next namespace to scan */
 	struct repl_conn *conns;
 	size_t n_conns;
 	char listen_str[128];
@@ -106,9 +119,11 @@ struct repl_server_opts {
 	const char *listen; /* HOST:PORT */
 	const char *state_dir;
 	enum frame_policy policy;
-	unsigned scan_threads;	/* repl_scan_opts.threads */
-	int hash_first;		/* --hash-before-publish */
-	unsigned hash_delay_ms; /* test hook: FERRY_HASH_DELAY_MS */
+	unsigned scan_threads;	    /* repl_scan_opts.threads */
+	int hash_first;		    /* --hash-before-publish */
+	unsigned hash_delay_ms;	    /* test hook: FERRY_HASH_DELAY_MS */
+	unsigned rescan_interval_s; /* --rescan-interval; 0: off */
+	unsigned keep_gens;	    /* --keep-generations; 0: the default */
 	/* Test hook (unit tests): called on a hashing thread once a file is
 	 * open, before its bytes are read (repl_hasher_opts.opened). */
 	void (*hash_opened)(void *ctx, const char *path);
@@ -123,12 +138,35 @@ struct repl_server_opts {
  * exits). Returns 0 or -errno. Requests are logged at debug level. */
 int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o);
 
-/* Scan the namespaces one after the other and serve until SIGINT/SIGTERM.
+/* Scan the namespaces one after the other and serve until SIGINT/SIGTERM;
+ * SIGHUP and the rescan interval scan them again (repl_rescan.c).
  * Returns 0 after a clean shutdown. */
 int repl_server_run(struct repl_server *srv);
 
 /* Free everything (after run, or after a failed init). */
 void repl_server_fini(struct repl_server *srv);
+
+/* -- scans, rescans and hashing (repl_rescan.c), loop thread -- */
+
+/* Generations kept when --keep-generations is not given. */
+#define REPL_KEEP_GENS_DEFAULT 3u
+
+/* SIGHUP and the --rescan-interval timer on the loop (init), closed at
+ * shutdown (close). */
+void repl_rescan_init(struct repl_server *srv);
+void repl_rescan_close(struct repl_server *srv);
+
+/* Queue a scan of every namespace (the first scan, or a rescan). again:
+ * a namespace whose walk runs now is walked once more after it. quiet:
+ * the start of a rescan and a rescan that found nothing are logged at
+ * debug level only (the interval's). */
+void repl_scan_want(struct repl_server *srv, int again, int quiet);
+
+/* The namespace's hash_async callback: hasher progress or end. */
+void repl_ns_on_hash_async(uv_async_t *a);
+
+/* Stop the hasher and let go of waiting manifest requests (shutdown). */
+void repl_hash_stop(struct repl_ns *ns);
 
 /* Find a namespace by name bytes; NULL if unknown. Loop thread. */
 struct repl_ns *repl_server_ns(struct repl_server *srv, const char *name,
@@ -160,6 +198,11 @@ void repl_chunk_res_fini(struct repl_chunk_res *res);
 
 /* Loop thread, when no work is queued: free the namespace's worker pool. */
 void repl_chunk_pool_free(struct repl_ns *ns);
+
+/* Loop thread: serve generation gen from the source index at path (taken
+ * over, malloc'd): the pool's contexts of the generation before are freed,
+ * and one a worker still holds is freed when it comes back. */
+void repl_chunk_pool_switch(struct repl_ns *ns, uint64_t gen, char *path);
 
 /* Worker thread: the manifests body (catalog.h cat_mwire_*) of file first
  * (segment 0) or of the pending files in [first, last] (segment 1) of

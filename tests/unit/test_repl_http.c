@@ -1003,8 +1003,10 @@ static json_int_t stat_of(const json_t *o, const char *key)
 static json_t *get_stats(const struct fixture *f)
 {
 	static const char *const keys[] = {
-	    "generation",	  "requests",	"chunks_served",
-	    "chunk_bytes_served", "mismatches", "manifests_served"};
+	    "generation",    "requests",
+	    "chunks_served", "chunk_bytes_served",
+	    "mismatches",    "manifests_served",
+	    "rescans"};
 	json_error_t jerr;
 	struct resp r;
 	json_t *o;
@@ -1017,10 +1019,15 @@ static json_t *get_stats(const struct fixture *f)
 	o = json_loadb((const char *)r.body, r.body_len, 0, &jerr);
 	if (!o)
 		fail_msg("stats not JSON (%s): %s", jerr.text, (char *)r.body);
-	/* the counters, and the hashing object */
-	assert_int_equal(json_object_size(o), 7);
-	for (size_t i = 0; i < 6; i++)
+	/* the counters, when the generation was switched to, whether a
+	 * rescan runs, and the hashing object */
+	assert_int_equal(json_object_size(o), 10);
+	for (size_t i = 0; i < 7; i++)
 		stat_of(o, keys[i]);
+	assert_true(json_is_string(json_object_get(o, "switched_at")));
+	assert_int_equal(
+	    strlen(json_string_value(json_object_get(o, "switched_at"))), 20);
+	assert_true(json_is_false(json_object_get(o, "rescanning")));
 	assert_true(json_is_object(json_object_get(o, "hashing")));
 	resp_free(&r);
 	return o;

@@ -28,8 +28,10 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "replicator/replicator.h"
+#include "replicator/repl_publish_internal.h"
 #include "replicator/repl_scan_internal.h"
 #include "replicator/repl_srcindex_internal.h"
 #include "tsupport.h"
@@ -467,6 +469,103 @@ static void test_generation_build(void **state)
 	assert_int_equal(g.stats.bytes_read, 0);
 }
 
+/* 1 when STATE/ns/SUB/NAME exists. */
+static int state_has(const char *ns, const char *sub, const char *name)
+{
+	char p[512];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s/%s", ns, sub, name);
+	return stat(p, &st) == 0;
+}
+
+static void touch_in(const char *ns, const char *sub, const char *name)
+{
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/%s/%s", ns, sub, name);
+	tsup_write_file(p, "x", 1);
+}
+
+/* Older generations go, newer and unrelated names stay; leftovers of a
+ * removal cut short (a digest without its catalog, SQLite side files)
+ * go with the next one. */
+static void test_prune_generations(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const cat_names[] = {
+	    "1.db",
+	    "1.db.zst",
+	    "1.db.zst.sha256",
+	    "2.db.zst.sha256",
+	    "3.db",
+	    "3.db.zst",
+	    "3.db.zst.sha256",
+	    "4.db",
+	    "4.db.zst",
+	    "4.db.zst.sha256",
+	    "10.db.zst",
+	    "02.db",
+	    "x.db",
+	    "3db",
+	    "1.txt",
+	};
+	static const char *const src_names[] = {"1.db",	    "2.db", "2.db-wal",
+						"2.db-shm", "3.db", "4.db"};
+	char ns[256], p[320];
+	uint64_t removed = 99;
+	size_t i;
+
+	path_in(ns, sizeof(ns), f->state, "ns");
+	snprintf(p, sizeof(p), "%s/catalog", ns);
+	assert_int_equal(base_mkdir_p(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/source", ns);
+	assert_int_equal(base_mkdir_p(p, 0755), 0);
+	for (i = 0; i < sizeof(cat_names) / sizeof(*cat_names); i++)
+		touch_in(ns, "catalog", cat_names[i]);
+	for (i = 0; i < sizeof(src_names) / sizeof(*src_names); i++)
+		touch_in(ns, "source", src_names[i]);
+
+	/* fewer generations than kept: nothing goes */
+	assert_int_equal(repl_generations_prune(ns, 4, 4, &removed), 0);
+	assert_int_equal(removed, 0);
+	assert_true(state_has(ns, "catalog", "1.db.zst"));
+
+	/* keep 2 of 4: 1 and 2 go, 3 and 4 stay, and so does 10 (newer:
+	 * never touched) and every name that is not GEN.db* */
+	assert_int_equal(repl_generations_prune(ns, 4, 2, &removed), 0);
+	assert_int_equal(removed, 1); /* 2 had no compressed catalog left */
+	assert_false(state_has(ns, "catalog", "1.db"));
+	assert_false(state_has(ns, "catalog", "1.db.zst"));
+	assert_false(state_has(ns, "catalog", "1.db.zst.sha256"));
+	assert_false(state_has(ns, "catalog", "2.db.zst.sha256"));
+	for (i = 0; i < 4; i++)
+		assert_false(state_has(ns, "source", src_names[i]));
+	assert_true(state_has(ns, "source", "3.db"));
+	assert_true(state_has(ns, "source", "4.db"));
+	assert_true(state_has(ns, "catalog", "3.db"));
+	assert_true(state_has(ns, "catalog", "3.db.zst"));
+	assert_true(state_has(ns, "catalog", "3.db.zst.sha256"));
+	assert_true(state_has(ns, "catalog", "4.db.zst"));
+	assert_true(state_has(ns, "catalog", "10.db.zst"));
+	assert_true(state_has(ns, "catalog", "02.db"));
+	assert_true(state_has(ns, "catalog", "x.db"));
+	assert_true(state_has(ns, "catalog", "3db"));
+	assert_true(state_has(ns, "catalog", "1.txt"));
+
+	/* keep 1: only 4 (and the newer 10) */
+	assert_int_equal(repl_generations_prune(ns, 4, 1, &removed), 0);
+	assert_int_equal(removed, 1);
+	assert_false(state_has(ns, "catalog", "3.db.zst"));
+	assert_false(state_has(ns, "source", "3.db"));
+	assert_true(state_has(ns, "catalog", "4.db.zst"));
+	assert_true(state_has(ns, "source", "4.db"));
+	/* no state at all is no error */
+	path_in(p, sizeof(p), f->state, "none");
+	assert_int_equal(repl_generations_prune(p, 9, 1, &removed), 0);
+	assert_int_equal(removed, 0);
+}
+
 static void test_bad_input(void **state)
 {
 	struct fixture *f = *state;
@@ -889,6 +988,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_generation_build, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_prune_generations, setup,
+					    teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
