@@ -588,6 +588,9 @@ static int read_meta(cat_reader *r)
 		} else if (!strcmp(key, "pending")) {
 			if (meta_u64(st, 0, INT64_MAX, &m->pending))
 				goto out;
+		} else if (!strcmp(key, "left_out")) {
+			if (meta_u64(st, 0, INT64_MAX, &m->left_out))
+				goto out;
 		} else if (!strcmp(key, "tree_sha256")) {
 			/* Optional (older writers have none), but exact. */
 			text = sqlite3_column_type(st, 1) == SQLITE_TEXT

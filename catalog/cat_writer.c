@@ -663,6 +663,11 @@ static int tree_final(cat_writer *w)
 	return 0;
 }
 
+void cat_writer_set_left_out(cat_writer *w, uint64_t n)
+{
+	w->meta.left_out = n;
+}
+
 static int write_meta(cat_writer *w)
 {
 	const struct cat_meta *m = &w->meta;
@@ -688,6 +693,7 @@ static int write_meta(cat_writer *w)
 	ret = ret ? ret : meta_put_int(w, st, "bytes", (int64_t)w->bytes);
 	ret = ret ? ret : meta_put_int(w, st, "pending", (int64_t)w->pending);
 	ret = ret ? ret : meta_put_text(w, st, "tree_sha256", w->tree_hex);
+	ret = ret ? ret : meta_put_int(w, st, "left_out", (int64_t)m->left_out);
 out:
 	base_sqlite_finalize(&st);
 	return ret;

@@ -285,6 +285,12 @@ struct cat_meta {
 	uint64_t bytes;	  /* sum of regular file sizes (set by the writer) */
 	uint64_t pending; /* regular files whose manifest comes later (set
 			   * by the writer; 0 for format 1) */
+	/* Entries the scan left out (they vanished or could not be read):
+	 * the tree is then not the whole source, and a client must not
+	 * delete what it lacks (rsync's "IO error encountered -- skipping
+	 * file deletion"). Set with cat_writer_set_left_out; 0 when reading
+	 * a catalog written without it. */
+	uint64_t left_out;
 	/* SHA-256 (lowercase hex) of every namespace row (inode, dirent,
 	 * xattr) the writer was given, in call order and a fixed encoding,
 	 * with the chunk parameters; manifests are not part of it. Equal for
@@ -333,6 +339,9 @@ int cat_writer_add_chunk(cat_writer *w, uint64_t ino, uint64_t off,
  * pending ino must be a regular file's and have no chunk rows: -EINVAL).
  * -EEXIST when ino is already pending. */
 int cat_writer_add_pending(cat_writer *w, uint64_t ino);
+
+/* How many entries the scan left out (meta "left_out"); before commit. */
+void cat_writer_set_left_out(cat_writer *w, uint64_t n);
 
 /* Commit: write meta, commit, fsync, rename "<path>.tmp" to path, fsync
  * the directory. Frees w in every case. Returns 0 or -errno (the temp file

@@ -171,8 +171,43 @@ int hyd_status_json_source(const struct hyd_status *st,
 /* Sync and verify (hyd_sync*.c, hyd_verify.c)                         */
 /* ------------------------------------------------------------------ */
 
+/* Include/exclude rules with rsync's meanings (hyd_filter.c; the subset
+ * docs/man/ferry.1 lists). Built on one thread, then read-only. */
+typedef struct hyd_filter hyd_filter;
+hyd_filter *hyd_filter_new(void); /* NULL: out of memory */
+void hyd_filter_free(hyd_filter *f);
+/* --exclude PAT (include 0) or --include PAT (1); a "- " or "+ " prefix
+ * overrides. --filter RULE. --exclude-from / --include-from FILE ("-":
+ * standard input; blank lines and ';' or '#' comments skipped). Each
+ * returns 0, or -errno with *why saying what is wrong. */
+int hyd_filter_pattern(hyd_filter *f, int include, const char *pat,
+		       const char **why);
+int hyd_filter_rule(hyd_filter *f, const char *rule, const char **why);
+int hyd_filter_file(hyd_filter *f, int include, const char *path,
+		    const char **why);
+/* --delete-excluded: + and - rules stop protecting DEST's entries. */
+void hyd_filter_delete_excluded(hyd_filter *f);
+size_t hyd_filter_count(const hyd_filter *f);
+/* 1 when path (relative to the transfer root, "a/b", no leading '/') is
+ * excluded from the transfer (deleting 0) or protected from deletion
+ * (deleting 1). f NULL: 0. */
+int hyd_filter_excluded(const hyd_filter *f, const char *path, int is_dir,
+			int deleting);
+
+/* One change `ferry sync` makes (or, with dry_run, would make), for -i and
+ * -v: code is rsync's 11-character itemized string ("*deleting" for a
+ * deletion), path DEST-relative ("./" for the root, dirs end in '/'),
+ * extra "" or " -> TARGET" (symlink) or " => FIRST" (hard link). Called
+ * on the writing thread. */
+typedef void (*hyd_sync_item_fn)(void *arg, const char *code, const char *path,
+				 const char *extra);
+
 struct hyd_sync_opts {
-	const char *url;       /* http[s]://HOST[:PORT]/v1/NAME */
+	/* http[s]://HOST[:PORT]/v1/NAME[/SUB/DIR[/]]: a subtree with
+	 * rsync's trailing-slash rule (SUB/DIR/ writes its contents into
+	 * DEST, SUB/DIR writes DEST/DIR); the namespace's root always
+	 * writes its contents into DEST. */
+	const char *url;
 	const char *dest;      /* directory to create or update */
 	const char *cache_dir; /* NULL: hyd_cache_dir_default */
 	unsigned jobs;	       /* parallel connections, 0: default 8 */
@@ -183,9 +218,17 @@ struct hyd_sync_opts {
 	 * and once at the end; may be NULL. */
 	void (*progress)(void *arg, const struct hyd_status *st);
 	void *progress_arg;
+	const hyd_filter *filter; /* NULL: everything */
+	int delete_extra;	  /* --delete: remove what the source lacks */
+	int ignore_errors;     /* --ignore-errors: delete even after errors */
+	int dry_run;	       /* -n: change nothing, fetch no chunk */
+	uint64_t bwlimit;      /* wire bytes/s, 0: none */
+	hyd_sync_item_fn item; /* NULL: no item reports */
+	void *item_arg;
 };
 
 struct hyd_sync_result {
+	uint64_t generation;			  /* of the catalog synced */
 	uint64_t files, dirs, symlinks, specials; /* entries in the tree */
 	uint64_t files_written;	 /* regular files (re)written this run */
 	uint64_t bytes_written;	 /* their bytes */
@@ -195,7 +238,11 @@ struct hyd_sync_result {
 	uint64_t unique_bytes;	 /* raw bytes of distinct chunks */
 	uint64_t rest_bytes;	 /* frame bytes of those chunks at rest */
 	double elapsed_s;
-	uint64_t failed; /* entries that could not be reproduced */
+	uint64_t failed;       /* entries that could not be reproduced */
+	uint64_t vanished;     /* of those: the source changed or went away */
+	uint64_t deleted;      /* entries removed from DEST (--delete) */
+	int deletions_skipped; /* --delete skipped: errors, or the scan left
+				* entries out */
 };
 
 /* Call first in main, before any thread exists. Fetched frames are
@@ -222,6 +269,11 @@ void hyd_pool_default(void);
  * Returns 0 (ret->failed may still be > 0), or -errno for a failure of the
  * whole run (with one line on stderr). */
 int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret);
+
+/* The generation the server at url (a sync URL, subtree or not) serves
+ * now: for `ferry sync --watch`. 0 or -errno; errbuf gets one line. */
+int hyd_sync_head(const char *url, uint64_t *ret_gen, char *errbuf,
+		  size_t errcap);
 
 /* Re-hash everything in a cache's store (path is a CACHEDIR), or compare a
  * materialized tree against a catalog (path is a DEST, catalog_path the

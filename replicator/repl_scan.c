@@ -884,6 +884,7 @@ int repl_scan(const char *dir, const char *catalog_path,
 		if (r < 0)
 			goto out;
 	}
+	cat_writer_set_left_out(s.cw, s.st->left_out);
 	r = cat_writer_commit(s.cw);
 	s.cw = NULL;
 	if (r < 0 && o->srcindex_path)

@@ -6,8 +6,11 @@
 #ifndef FERRY_TOOLS_INTERNAL_H
 #define FERRY_TOOLS_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "hydrator/hydrator.h"
 
 int ferry_cmd_sync(int argc, char **argv);   /* tools/ferry_sync.c */
 int ferry_cmd_status(int argc, char **argv); /* tools/ferry_status.c */
@@ -15,5 +18,32 @@ int ferry_cmd_verify(int argc, char **argv); /* tools/ferry_verify.c */
 
 /* Seconds as H:MM:SS, "--:--:--" when s < 0 (unknown). tools/ferry_fmt.c */
 void ferry_fmt_hms(int64_t s, char *buf, size_t cap);
+
+/* "1.23M"-style, rsync's human units (powers of 1024). */
+void ferry_human(uint64_t v, char *buf, size_t cap);
+
+/* `ferry sync`'s output (tools/ferry_sync_out.c): what the options asked
+ * for, and the state of the progress line. */
+struct ferry_sync_out {
+	int quiet, stats, tty;
+	int progress;	  /* -P, --progress, --info=progress2: even no tty */
+	int itemize;	  /* -i */
+	int verbose;	  /* -v count */
+	int dry_run;	  /* -n: the summary says so */
+	int delete_extra; /* --delete: the summary counts deletions */
+	int shown;	  /* a progress line is on screen */
+	/* The rate shown is the phase's own: bytes of this phase since it
+	 * began (fetching: chunk bytes stored; writing: file bytes). */
+	int phase; /* -1 before the first call */
+	double t0;
+	uint64_t num0;
+	pthread_mutex_t lock;
+};
+void ferry_sync_progress(void *arg, const struct hyd_status *st);
+void ferry_sync_item(void *arg, const char *code, const char *path,
+		     const char *extra);
+void ferry_sync_end_line(struct ferry_sync_out *c);
+void ferry_sync_summary(const struct ferry_sync_out *c,
+			const struct hyd_sync_result *r);
 
 #endif

@@ -1,18 +1,20 @@
 /*
- * tools/ferry_sync.c — `ferry sync URL DEST`: options, the progress line
- * and the summary around hyd_sync (hydrator.h).
+ * tools/ferry_sync.c — `ferry sync [OPTIONS] URL DEST`: rsync's options
+ * and exit codes around hyd_sync (hydrator.h), and --watch.
  *
- * Progress goes to stdout when it is a terminal, one line rewritten with
- * \r like `rsync --info=progress2`: first while chunks are fetched (bytes
- * are unique chunk bytes stored), then while the tree is written (bytes
- * are file bytes checked or written). Like rsync, a two-line summary ends
- * every run and --stats asks for the full table. Errors, one line per
- * entry, go to stderr. Exit: 0 all reproduced, 1 any entry failed or the
- * run failed, 2 bad usage.
+ * Exit codes are rsync's where they apply (docs/man/ferry.1): 0 done, 1
+ * usage, 2 a catalog or protocol this build does not speak, 10 the
+ * server cannot be reached, 11 DEST cannot be written, 12 bad data from
+ * the server, 20 interrupted, 22 out of memory, 23 some entries failed,
+ * 24 some entries vanished (changed) at the source and nothing else
+ * failed, 35 timed out connecting. A SIGINT or SIGTERM ends the process
+ * at once with 20: the store is crash-safe and the next run resumes (the
+ * writer's temp files are removed then).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,24 +25,27 @@
 #include "hydrator/hydrator.h"
 #include "tools/ferry_internal.h"
 
-#define EXIT_USAGE 2
+/* rsync's exit codes */
+#define RERR_SYNTAX 1
+#define RERR_PROTOCOL 2
+#define RERR_SOCKETIO 10
+#define RERR_FILEIO 11
+#define RERR_STREAMIO 12
+#define RERR_SIGNAL 20
+#define RERR_MALLOC 22
+#define RERR_PARTIAL 23
+#define RERR_VANISHED 24
+#define RERR_CONTIMEOUT 35
+
 #define JOBS_MAX 256L
+#define POLL_DEFAULT_S 30L
 
-struct cli {
-	int quiet, stats, tty;
-	int log_level; /* BASE_LOG_*: -v debug, -q errors only */
-	int shown;     /* a progress line is on screen */
-	/* The rate shown is the phase's own: bytes of this phase since it
-	 * began (fetching: chunk bytes stored; writing: file bytes). */
-	int phase; /* -1 before the first call */
-	double t0;
-	uint64_t num0;
+struct args {
+	struct hyd_sync_opts o;
+	hyd_filter *filter;
+	int watch;
+	long poll_s;
 };
-
-static double now_s(void)
-{
-	return (double)base_now_ns() / 1e9;
-}
 
 static void usage(FILE *f)
 {
@@ -48,16 +53,20 @@ static void usage(FILE *f)
 	    f,
 	    "Usage: ferry sync [OPTIONS] URL DEST\n"
 	    "\n"
-	    "Fetch everything the ferry-replicator at URL serves and write a\n"
-	    "plain directory tree at DEST identical to the source: contents,\n"
-	    "modes, mtimes, owners (as root), symlinks, hard links, xattrs,\n"
-	    "fifos and devices, empty directories. Chunks are verified\n"
-	    "(SHA-256) and kept in the same cache a mount of URL uses, so an\n"
-	    "interrupted sync resumes: stored chunks are not fetched again\n"
-	    "and files already correct in DEST are not rewritten. Entries in\n"
-	    "DEST that the source lacks are left alone.\n"
+	    "Fetch what the ferry-replicator at URL serves and make DEST a\n"
+	    "plain directory tree identical to it: contents, modes, mtimes,\n"
+	    "owners (as root), symlinks, hard links, xattrs, fifos and\n"
+	    "devices, empty directories. Chunks are verified (SHA-256) and\n"
+	    "kept in the cache a mount of URL uses, so an interrupted sync\n"
+	    "resumes: stored chunks are not fetched again and files already\n"
+	    "correct in DEST are not rewritten. Options and exit codes are\n"
+	    "rsync's (always -a, -H, -X); entries DEST has and the source\n"
+	    "lacks stay unless --delete.\n"
 	    "\n"
-	    "  URL    http[s]://HOST[:PORT]/v1/NAME\n"
+	    "  URL    http[s]://HOST[:PORT]/v1/NAME[/SUB/DIR[/]]: the whole\n"
+	    "         namespace (its contents go into DEST), or a directory\n"
+	    "         of it: with a trailing '/' its contents go into DEST,\n"
+	    "         without one it becomes DEST/DIR (rsync's rule)\n"
 	    "  DEST   directory to create or update (not inside a ferry "
 	    "mount)\n"
 	    "\n"
@@ -65,155 +74,202 @@ static void usage(FILE *f)
 	    "  -c, --cache-dir DIR  chunk store and catalogs (default: as for\n"
 	    "                       ferry-hydrator, ~/.cache/ferry/NAME-HASH "
 	    "or\n"
-	    "                       /var/cache/ferry/NAME-HASH as root)\n"
+	    "                       /var/cache/ferry/NAME-HASH as root); not\n"
+	    "                       rsync's -c: content is always compared\n"
+	    "  -n, --dry-run        show what would change; fetch no chunk\n"
+	    "  -i, --itemize-changes  one line per change in rsync's format\n"
+	    "                       (YXcstpoguax PATH)\n"
+	    "      --delete         delete entries DEST has and the source\n"
+	    "                       lacks (none after an error, or when the\n"
+	    "                       source's scan left entries out)\n"
+	    "      --delete-excluded  also delete excluded entries in DEST\n"
+	    "      --ignore-errors  delete even after errors\n"
+	    "      --exclude PATTERN, --include PATTERN\n"
+	    "      --exclude-from FILE, --include-from FILE\n"
+	    "  -f, --filter RULE    rsync's rules: '- PAT', '+ PAT', 'P PAT',\n"
+	    "                       'R PAT', 'H PAT', 'S PAT', '!' (see "
+	    "ferry(1))\n"
+	    "  -P, --progress, --info=progress2\n"
+	    "                       the progress line even when stdout is no\n"
+	    "                       terminal (it is shown on one by default)\n"
+	    "      --bwlimit RATE   cap the wire rate: KiB/s, or with a K, M\n"
+	    "                       or G suffix (1024-based); 0 = no cap\n"
 	    "  -j, --jobs N         parallel HTTP connections (default 8)\n"
 	    "      --timeout S      give up one chunk fetch after S seconds\n"
 	    "                       (default 30); failed chunks are retried\n"
 	    "                       once at the end\n"
 	    "      --no-owners      do not set owners (default: set them when\n"
 	    "                       run as root)\n"
+	    "      --watch          after the sync, keep DEST following the\n"
+	    "                       source: sync again whenever it publishes\n"
+	    "                       a new generation, until stopped\n"
+	    "      --poll SECONDS   how often --watch asks (default 30)\n"
 	    "      --stats          print the full statistics table at the "
 	    "end\n"
-	    "  -v, --verbose        name every retry and failed fetch (debug\n"
-	    "                       lines)\n"
+	    "  -v, --verbose        name each entry created, written or\n"
+	    "                       deleted; -vv also every retry (debug)\n"
 	    "  -q, --quiet          no progress and no summary, errors only\n"
+	    "  -a -r -l -p -t -g -o -D -H -X -z, --archive, --checksum,\n"
+	    "  --partial, --numeric-ids\n"
+	    "                       accepted: what ferry always does\n"
 	    "  -h, --help           this text\n"
 	    "\n"
-	    "Exit status: 0 when DEST reproduces the source, 1 when any entry\n"
-	    "could not be reproduced (each is named on stderr) or the run\n"
-	    "failed, 2 on bad usage. See ferry(1).\n");
+	    "Exit status (rsync's): 0 done, 1 usage, 2 unsupported catalog,\n"
+	    "10 server unreachable, 11 DEST not writable, 12 bad data from\n"
+	    "the server, 20 interrupted, 23 some entries failed (named on\n"
+	    "stderr), 24 some vanished at the source, 35 connect timeout.\n"
+	    "See ferry(1).\n");
 }
 
-/* "1.23M"-style, rsync's human units (powers of 1024). */
-static void human(uint64_t v, char *buf, size_t cap)
+/* rsync's --bwlimit: a bare number is KiB/s; K, M, G, T suffixes
+ * (1024-based; a trailing B or iB is allowed). */
+static int parse_bwlimit(const char *s, uint64_t *ret)
 {
-	static const char units[] = "KMGTPE";
-	double d = (double)v;
-	int u = -1;
+	char *end;
+	double v, mul = 1024;
 
-	while (d >= 1024.0 && u < 5) {
-		d /= 1024.0;
-		u++;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v < 0)
+		return -EINVAL;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		mul = 1024.0 * 1024;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		mul = 1024.0 * 1024 * 1024;
+		end++;
+		break;
+	case 't':
+	case 'T':
+		mul = 1024.0 * 1024 * 1024 * 1024;
+		end++;
+		break;
+	case 'b':
+	case 'B':
+		mul = 1; /* "--bwlimit 100b": bytes */
+		end++;
+		break;
+	default:
+		break;
 	}
-	if (u < 0)
-		snprintf(buf, cap, "%" PRIu64, v);
+	if (!strcmp(end, "iB") || !strcmp(end, "B") || !strcmp(end, "ib") ||
+	    !strcmp(end, "b"))
+		end += strlen(end);
+	if (*end || v * mul > 1e18)
+		return -EINVAL;
+	*ret = (uint64_t)(v * mul);
+	return 0;
+}
+
+static int filter_error(const char *opt, const char *arg, int r,
+			const char *why)
+{
+	if (r == -ENOMEM)
+		base_error("out of memory");
 	else
-		snprintf(buf, cap, "%.2f%c", d, units[u]);
+		base_error("%s '%s': %s%s%s (see --help)", opt, arg, why,
+			   r == -EINVAL ? "" : ": ",
+			   r == -EINVAL ? "" : strerror(-r));
+	return -1;
 }
 
-static void on_progress(void *arg, const struct hyd_status *st)
+/* --info FLAGS: the progress and stats flags rsync users pass. */
+static int parse_info(const char *arg, struct ferry_sync_out *c)
 {
-	struct cli *c = arg;
-	char done[32], rate[32], eta[32], man[64] = "";
-	uint64_t num, den;
-	double pct, dt, r = 0;
-	int phase = st->state == HYD_STATE_BACKFILLING;
+	char *dup = strdup(arg), *save = NULL, *tok;
+	int r = 0;
 
-	if (c->quiet || !c->tty)
-		return;
-	if (st->state == HYD_STATE_BACKFILLING) {
-		num = st->unique_bytes_stored;
-		den = st->unique_bytes_total;
-	} else {
-		num = st->bytes_hydrated;
-		den = st->bytes_total;
+	if (!dup)
+		return -ENOMEM;
+	for (tok = strtok_r(dup, ",", &save); tok && r == 0;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "progress2") || !strcmp(tok, "progress1") ||
+		    !strcmp(tok, "progress"))
+			c->progress = 1;
+		else if (!strcmp(tok, "progress0"))
+			c->progress = 0;
+		else if (!strncmp(tok, "stats", 5))
+			c->stats = strcmp(tok, "stats0") != 0;
+		else if (!strcmp(tok, "name") || !strcmp(tok, "name1"))
+			c->verbose = c->verbose ? c->verbose : 1;
+		else if (!strcmp(tok, "name0"))
+			c->verbose = 0;
+		else
+			r = -EINVAL;
 	}
-	if (phase != c->phase) {
-		c->phase = phase;
-		c->t0 = now_s();
-		c->num0 = num;
-	}
-	dt = now_s() - c->t0;
-	if (dt > 0.2 && num >= c->num0)
-		r = (double)(num - c->num0) / dt;
-	pct = den ? 100.0 * (double)num / (double)den : 100.0;
-	human(num, done, sizeof(done));
-	human((uint64_t)r, rate, sizeof(rate));
-	ferry_fmt_hms(st->eta_s, eta, sizeof(eta));
-	/* Pending files: how many manifests are here, while any is not (the
-	 * chunk total grows as they come). */
-	if (st->manifests_local < st->manifests_total)
-		snprintf(man, sizeof(man), " manifests=%" PRIu64 "/%" PRIu64,
-			 st->manifests_local, st->manifests_total);
-	if (phase)
-		printf("\r%14s %3.0f%% %10s/s %10s  fetch chunks=%" PRIu64
-		       "/%" PRIu64 "%s\033[K",
-		       done, pct, rate, eta, st->chunks_stored,
-		       st->chunks_total, man);
-	else
-		printf("\r%14s %3.0f%% %10s/s %10s  write files=%" PRIu64
-		       "\033[K",
-		       done, pct, rate, eta, st->files_hydrated);
-	fflush(stdout);
-	c->shown = 1;
-}
-
-static void summary(const struct cli *c, const struct hyd_sync_result *r)
-{
-	char a[32], b[32], d[32];
-	uint64_t files_all = r->files + r->dirs + r->symlinks + r->specials;
-	double rate =
-	    r->elapsed_s > 0 ? (double)r->wire_bytes / r->elapsed_s : 0;
-
-	if (c->quiet)
-		return;
-	human(r->bytes_written, a, sizeof(a));
-	human(r->wire_bytes, b, sizeof(b));
-	human((uint64_t)rate, d, sizeof(d));
-	printf("wrote %" PRIu64 " files (%s bytes), fetched %" PRIu64
-	       " chunks (%s wire bytes)  %s bytes/sec\n",
-	       r->files_written, a, r->chunks_fetched, b, d);
-	human(r->logical_bytes, a, sizeof(a));
-	printf("total size is %s in %" PRIu64 " entries, %.1f s%s\n", a,
-	       files_all, r->elapsed_s,
-	       r->failed ? "  (SOME ENTRIES FAILED)" : "");
-	if (!c->stats)
-		return;
-	printf("\nNumber of entries: %" PRIu64 " (reg: %" PRIu64
-	       ", dir: %" PRIu64 ", link: %" PRIu64 ", special: %" PRIu64 ")\n",
-	       files_all, r->files, r->dirs, r->symlinks, r->specials);
-	printf("Number of regular files written: %" PRIu64 "\n",
-	       r->files_written);
-	printf("Total file size: %" PRIu64 " bytes\n", r->logical_bytes);
-	printf("Total written file size: %" PRIu64 " bytes\n",
-	       r->bytes_written);
-	printf("Unique chunk bytes: %" PRIu64 " bytes\n", r->unique_bytes);
-	printf("Dedup savings: %" PRId64 " bytes\n",
-	       (int64_t)(r->logical_bytes - r->unique_bytes));
-	printf("Bytes at rest in the store: %" PRIu64 " bytes\n",
-	       r->rest_bytes);
-	printf("Compression savings: %" PRId64 " bytes\n",
-	       (int64_t)(r->unique_bytes - r->rest_bytes));
-	printf("Chunks fetched: %" PRIu64 "\n", r->chunks_fetched);
-	printf("Wire bytes received: %" PRIu64 "\n", r->wire_bytes);
-	printf("Elapsed: %.3f s\n", r->elapsed_s);
-	printf("Rate: %.0f wire bytes/sec\n", rate);
-	printf("Failed entries: %" PRIu64 "\n", r->failed);
+	free(dup);
+	return r;
 }
 
 /* 0 to run, 1 help printed, -1 usage error (reported). */
-static int parse_args(int argc, char **argv, struct hyd_sync_opts *o,
-		      struct cli *c)
+static int parse_args(int argc, char **argv, struct args *a,
+		      struct ferry_sync_out *c)
 {
-	enum { OPT_TIMEOUT = 256, OPT_NO_OWNERS, OPT_STATS };
+	enum {
+		OPT_TIMEOUT = 256,
+		OPT_NO_OWNERS,
+		OPT_STATS,
+		OPT_DELETE,
+		OPT_DELETE_EXCLUDED,
+		OPT_IGNORE_ERRORS,
+		OPT_EXCLUDE,
+		OPT_INCLUDE,
+		OPT_EXCLUDE_FROM,
+		OPT_INCLUDE_FROM,
+		OPT_PROGRESS,
+		OPT_INFO,
+		OPT_BWLIMIT,
+		OPT_WATCH,
+		OPT_POLL,
+		OPT_NOOP,
+	};
 	static const struct option longopts[] = {
 	    {"cache-dir", required_argument, NULL, 'c'},
 	    {"jobs", required_argument, NULL, 'j'},
 	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	    {"no-owners", no_argument, NULL, OPT_NO_OWNERS},
 	    {"stats", no_argument, NULL, OPT_STATS},
+	    {"dry-run", no_argument, NULL, 'n'},
+	    {"itemize-changes", no_argument, NULL, 'i'},
+	    {"delete", no_argument, NULL, OPT_DELETE},
+	    {"delete-excluded", no_argument, NULL, OPT_DELETE_EXCLUDED},
+	    {"ignore-errors", no_argument, NULL, OPT_IGNORE_ERRORS},
+	    {"exclude", required_argument, NULL, OPT_EXCLUDE},
+	    {"include", required_argument, NULL, OPT_INCLUDE},
+	    {"exclude-from", required_argument, NULL, OPT_EXCLUDE_FROM},
+	    {"include-from", required_argument, NULL, OPT_INCLUDE_FROM},
+	    {"filter", required_argument, NULL, 'f'},
+	    {"progress", no_argument, NULL, OPT_PROGRESS},
+	    {"info", required_argument, NULL, OPT_INFO},
+	    {"bwlimit", required_argument, NULL, OPT_BWLIMIT},
+	    {"watch", no_argument, NULL, OPT_WATCH},
+	    {"poll", required_argument, NULL, OPT_POLL},
+	    {"archive", no_argument, NULL, OPT_NOOP},
+	    {"checksum", no_argument, NULL, OPT_NOOP},
+	    {"partial", no_argument, NULL, OPT_NOOP},
+	    {"numeric-ids", no_argument, NULL, OPT_NOOP},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
+	const char *why = "";
+	struct hyd_sync_opts *o = &a->o;
 	long v;
-	int ch;
+	int ch, r;
 
 	opterr = 0;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":c:j:vqh", longopts, NULL)) !=
-	       -1) {
+	while ((ch = getopt_long(argc, argv, ":c:j:f:niPvqharlptgoDHXz",
+				 longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
 			o->cache_dir = optarg;
@@ -235,16 +291,99 @@ static int parse_args(int argc, char **argv, struct hyd_sync_opts *o,
 		case OPT_STATS:
 			c->stats = 1;
 			break;
+		case 'n':
+			o->dry_run = c->dry_run = 1;
+			break;
+		case 'i':
+			c->itemize = 1;
+			break;
+		case OPT_DELETE:
+			o->delete_extra = c->delete_extra = 1;
+			break;
+		case OPT_DELETE_EXCLUDED:
+			o->delete_extra = c->delete_extra = 1;
+			hyd_filter_delete_excluded(a->filter);
+			break;
+		case OPT_IGNORE_ERRORS:
+			o->ignore_errors = 1;
+			break;
+		case OPT_EXCLUDE:
+		case OPT_INCLUDE:
+			r = hyd_filter_pattern(a->filter, ch == OPT_INCLUDE,
+					       optarg, &why);
+			if (r < 0)
+				return filter_error(ch == OPT_INCLUDE
+							? "--include"
+							: "--exclude",
+						    optarg, r, why);
+			break;
+		case OPT_EXCLUDE_FROM:
+		case OPT_INCLUDE_FROM:
+			r = hyd_filter_file(a->filter, ch == OPT_INCLUDE_FROM,
+					    optarg, &why);
+			if (r < 0)
+				return filter_error(ch == OPT_INCLUDE_FROM
+							? "--include-from"
+							: "--exclude-from",
+						    optarg, r, why);
+			break;
+		case 'f':
+			r = hyd_filter_rule(a->filter, optarg, &why);
+			if (r < 0)
+				return filter_error("--filter", optarg, r, why);
+			break;
+		case 'P':
+		case OPT_PROGRESS:
+			c->progress = 1;
+			break;
+		case OPT_INFO:
+			if (parse_info(optarg, c) < 0) {
+				base_error("--info '%s': known flags are "
+					   "progress2, progress0, stats, "
+					   "name, name0 (see --help)",
+					   optarg);
+				return -1;
+			}
+			break;
+		case OPT_BWLIMIT:
+			if (parse_bwlimit(optarg, &o->bwlimit) < 0) {
+				base_error("--bwlimit '%s': a rate in KiB/s, "
+					   "or with a K, M or G suffix (see "
+					   "--help)",
+					   optarg);
+				return -1;
+			}
+			break;
+		case OPT_WATCH:
+			a->watch = 1;
+			break;
+		case OPT_POLL:
+			if (base_opt_long("--poll", optarg, 1, 86400,
+					  &a->poll_s) < 0)
+				return -1;
+			break;
 		case 'v':
-			c->log_level = BASE_LOG_DEBUG;
+			c->verbose++;
 			break;
 		case 'q':
 			c->quiet = 1;
-			c->log_level = BASE_LOG_ERROR;
 			break;
 		case 'h':
 			usage(stdout);
 			return 1;
+		case OPT_NOOP:
+		case 'a':
+		case 'r':
+		case 'l':
+		case 'p':
+		case 't':
+		case 'g':
+		case 'o':
+		case 'D':
+		case 'H':
+		case 'X':
+		case 'z':
+			break;
 		default:
 			base_opt_error(ch, argv);
 			return -1;
@@ -261,39 +400,153 @@ static int parse_args(int argc, char **argv, struct hyd_sync_opts *o,
 	return 0;
 }
 
-int ferry_cmd_sync(int argc, char **argv)
+/* rsync's code for a run that failed as a whole (hyd_sync < 0). */
+static int run_exit(int r, const struct hyd_sync_result *res)
 {
-	struct hyd_sync_opts o;
-	struct hyd_sync_result res;
-	struct cli c;
-	int r;
+	switch (-r) {
+	case EINVAL:
+		/* a bad URL, already explained */
+		return res->files == 0 && res->dirs == 0 ? RERR_SYNTAX
+							 : RERR_PARTIAL;
+	case EXDEV: /* DEST inside a ferry mount: refused */
+		return RERR_SYNTAX;
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EHOSTDOWN:
+		return RERR_SOCKETIO;
+	case ETIMEDOUT:
+		return RERR_CONTIMEOUT;
+	case EBADMSG:
+	case EPROTO:
+		return RERR_STREAMIO;
+	case EPROTONOSUPPORT:
+	case ENOTSUP:
+		return RERR_PROTOCOL;
+	case ENOSPC:
+	case EDQUOT:
+	case EROFS:
+	case EACCES:
+	case EPERM:
+	case EIO:
+	case ENOTDIR:
+	case EEXIST:
+	case EISDIR:
+	case ENAMETOOLONG:
+		return RERR_FILEIO;
+	case ENOMEM:
+		return RERR_MALLOC;
+	default:
+		return RERR_PARTIAL;
+	}
+}
 
-	memset(&o, 0, sizeof(o));
-	memset(&c, 0, sizeof(c));
-	c.phase = -1;
-	c.log_level = BASE_LOG_INFO;
-	o.owners = -1; /* hyd_sync: < 0 means "when root" */
-	base_log_init("ferry sync", BASE_LOG_INFO);
-	r = parse_args(argc, argv, &o, &c);
-	if (r != 0)
-		return r > 0 ? 0 : EXIT_USAGE;
-	base_log_init("ferry sync", c.log_level);
-	c.tty = isatty(STDOUT_FILENO);
-	o.progress = on_progress;
-	o.progress_arg = &c;
-	r = hyd_sync(&o, &res);
-	if (c.shown)
-		printf("\n");
-	if (r == -EINVAL && res.files == 0 && res.dirs == 0)
-		return EXIT_USAGE; /* a bad URL, already explained */
+static void on_stop(int sig)
+{
+	static const char msg[] = "ferry sync: interrupted: the next run "
+				  "resumes where this one stopped\n";
+	ssize_t w;
+
+	(void)sig;
+	w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)w;
+	_exit(RERR_SIGNAL);
+}
+
+/* One run; its exit code. */
+static int sync_once(struct args *a, struct ferry_sync_out *c,
+		     struct hyd_sync_result *res)
+{
+	int r = hyd_sync(&a->o, res);
+
+	ferry_sync_end_line(c);
 	if (r < 0)
-		return 1;
-	summary(&c, &res);
-	if (res.failed) {
+		return run_exit(r, res);
+	ferry_sync_summary(c, res);
+	if (res->failed) {
 		base_error("%" PRIu64 " entr%s could not be reproduced (named "
-			   "above)",
-			   res.failed, res.failed == 1 ? "y" : "ies");
-		return 1;
+			   "above)%s",
+			   res->failed, res->failed == 1 ? "y" : "ies",
+			   res->vanished == res->failed
+			       ? ": the source changed or vanished"
+			       : "");
+		return res->vanished == res->failed ? RERR_VANISHED
+						    : RERR_PARTIAL;
 	}
 	return 0;
+}
+
+/* --watch: wait for a generation after gen, asking every poll_s; the
+ * server being away is waited out. */
+static void wait_new(const struct args *a, uint64_t gen)
+{
+	char err[512];
+	uint64_t now;
+	int away = 0;
+
+	for (;;) {
+		sleep((unsigned)a->poll_s);
+		if (hyd_sync_head(a->o.url, &now, err, sizeof(err)) < 0) {
+			if (!away)
+				base_warn("watching: %s", err);
+			away = 1;
+			continue;
+		}
+		if (away)
+			base_info("watching: the server answers again");
+		away = 0;
+		if (now != gen)
+			return;
+	}
+}
+
+int ferry_cmd_sync(int argc, char **argv)
+{
+	struct hyd_sync_result res;
+	struct ferry_sync_out c;
+	struct args a;
+	int r, rc;
+
+	memset(&a, 0, sizeof(a));
+	memset(&c, 0, sizeof(c));
+	c.phase = -1;
+	pthread_mutex_init(&c.lock, NULL);
+	a.o.owners = -1; /* hyd_sync: < 0 means "when root" */
+	a.poll_s = POLL_DEFAULT_S;
+	base_log_init("ferry sync", BASE_LOG_INFO);
+	a.filter = hyd_filter_new();
+	if (!a.filter) {
+		base_error("out of memory");
+		return RERR_MALLOC;
+	}
+	r = parse_args(argc, argv, &a, &c);
+	if (r != 0) {
+		hyd_filter_free(a.filter);
+		return r > 0 ? 0 : RERR_SYNTAX;
+	}
+	base_log_init("ferry sync", c.quiet	    ? BASE_LOG_ERROR
+				    : c.verbose > 1 ? BASE_LOG_DEBUG
+						    : BASE_LOG_INFO);
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
+	c.tty = isatty(STDOUT_FILENO);
+	a.o.filter = a.filter;
+	a.o.progress = ferry_sync_progress;
+	a.o.progress_arg = &c;
+	a.o.item = ferry_sync_item;
+	a.o.item_arg = &c;
+	rc = sync_once(&a, &c, &res);
+	while (a.watch && !a.o.dry_run && rc != RERR_SYNTAX) {
+		if (!c.quiet)
+			printf("watching for a generation after %" PRIu64
+			       " (every %lds; Ctrl-C stops)\n",
+			       res.generation, a.poll_s);
+		fflush(stdout);
+		wait_new(&a, res.generation);
+		rc = sync_once(&a, &c, &res);
+	}
+	hyd_filter_free(a.filter);
+	pthread_mutex_destroy(&c.lock);
+	return rc;
 }

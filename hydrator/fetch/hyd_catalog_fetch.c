@@ -629,6 +629,20 @@ static int set_result(const struct hyd_cf *f, uint64_t gen, int from_cache,
 	return 0;
 }
 
+/* The connect timeout, and curl's global state (the caller's
+ * curl_global_cleanup balances it). */
+static int cf_begin(struct hyd_cf *f, long connect_timeout_s)
+{
+	f->connect_timeout_s = connect_timeout_s > 0
+				   ? connect_timeout_s
+				   : HYD_CONNECT_TIMEOUT_DEFAULT;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		cf_err(f, "%s: cannot initialize libcurl", f->base);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 		      long connect_timeout_s, struct hyd_catalog_result *ret,
 		      char *errbuf, size_t errcap)
@@ -645,13 +659,9 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 	if (!base_url || !cache_dir || !ret)
 		return -EINVAL;
 	memset(ret, 0, sizeof(*ret));
-	f.connect_timeout_s = connect_timeout_s > 0
-				  ? connect_timeout_s
-				  : HYD_CONNECT_TIMEOUT_DEFAULT;
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		cf_err(&f, "%s: cannot initialize libcurl", base_url);
-		return -ENOMEM;
-	}
+	r = cf_begin(&f, connect_timeout_s);
+	if (r < 0)
+		return r;
 	r = cf_setup(&f, cache_dir);
 	if (r < 0)
 		goto out;
@@ -700,6 +710,47 @@ fallback:
 			r = set_result(&f, cached, 1, ret);
 	}
 out:
+	curl_easy_cleanup(f.h);
+	curl_free(f.base_norm);
+	curl_url_cleanup(f.url);
+	curl_global_cleanup();
+	return r;
+}
+
+int hyd_catalog_head(const char *base_url, long connect_timeout_s,
+		     uint64_t *ret_gen, char *errbuf, size_t errcap)
+{
+	struct hyd_cf f = {
+	    .base = base_url, .errbuf = errbuf, .errcap = errcap};
+	CURLcode cc = CURLE_OK;
+	int r;
+
+	if (errbuf && errcap)
+		errbuf[0] = '\0';
+	r = cf_begin(&f, connect_timeout_s);
+	if (r < 0)
+		return r;
+	r = cf_parse_base(&f);
+	if (r == 0) {
+		f.h = curl_easy_init();
+		r = f.h ? 0 : -ENOMEM;
+	}
+	if (r == 0) {
+		cc = hyd_curl_get_setup(f.h, f.curl_err);
+		if (cc == CURLE_OK)
+			cc = curl_easy_setopt(f.h, CURLOPT_CONNECTTIMEOUT,
+					      f.connect_timeout_s);
+		if (cc == CURLE_OK)
+			cc = curl_easy_setopt(f.h, CURLOPT_TIMEOUT,
+					      f.connect_timeout_s * 2);
+		if (cc == CURLE_OK)
+			cc = curl_easy_setopt(f.h, CURLOPT_WRITEFUNCTION,
+					      sink_write);
+		if (cc != CURLE_OK)
+			r = cf_curl_fail(&f, cc, f.base, NULL);
+	}
+	if (r == 0)
+		r = cf_head(&f, ret_gen);
 	curl_easy_cleanup(f.h);
 	curl_free(f.base_norm);
 	curl_url_cleanup(f.url);

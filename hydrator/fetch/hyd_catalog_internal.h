@@ -41,4 +41,10 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 		      long connect_timeout_s, struct hyd_catalog_result *ret,
 		      char *errbuf, size_t errcap);
 
+/* Just the current generation (GET BASE/HEAD), within connect_timeout_s
+ * to connect and twice that in all. Errors as hyd_catalog_fetch (no
+ * cache stands in). */
+int hyd_catalog_head(const char *base_url, long connect_timeout_s,
+		     uint64_t *ret_gen, char *errbuf, size_t errcap);
+
 #endif

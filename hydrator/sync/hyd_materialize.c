@@ -122,6 +122,16 @@ static void report(struct walk *w, const char *why, int err)
 	base_log_err(BASE_LOG_ERROR, err, "%s path=\"%s%s%s\"", why, w->m->dest,
 		     w->path.len ? "/" : "", w->path.len ? w->path.b : "");
 	w->m->res->failed++;
+	if (err == -ESTALE) /* the source changed under it (rsync's 24) */
+		w->m->res->vanished++;
+}
+
+/* The item of the entry at the current path, when it says a change. */
+static void item(struct walk *w, const char *code, int is_dir,
+		 const char *extra)
+{
+	if (w->m->item && hyd_item_changed(code))
+		hyd_item_emit(w->m, code, w->path.b, is_dir, extra);
 }
 
 static void tick(struct walk *w, int force)
@@ -679,40 +689,72 @@ static int install(int dirfd, const char *tmp, const char *name,
 
 /* ---- entries ---- */
 
-/* A regular file. Returns 1 when (re)written, 0 when left, -errno. */
+/* A regular file. Returns 1 when (re)written, 0 when left, -errno.
+ * dirfd < 0: its directory is not in DEST (a dry run). */
 static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 {
-	char tmp[CAT_NAME_MAX + 1];
+	char tmp[CAT_NAME_MAX + 1], code[HYD_ITEM_LEN];
 	const char *why = "";
 	struct stat st;
-	int fd = -1, r, i;
+	int fd = -1, r, i, have, quick = 0, same = 0, matches = 0;
 
 	r = manifest_ready(w, &e->in, &why);
-	if (r < 0) {
+	/* A dry run fetches no manifest: without one, the quick check
+	 * (size and time, as rsync's) decides. */
+	have = r == 0;
+	if (r < 0 && !(w->m->dry_run && r == -EAGAIN)) {
 		/* ESTALE's text ("stale file handle") would mislead: the
 		 * why says it all. */
 		report(w, why, r == -ESTALE ? 0 : r);
+		if (r == -ESTALE)
+			w->m->res->vanished++;
 		return r;
 	}
-	if (fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->in.size &&
-	    st_mtime_ns(&st) == e->in.mtime_ns) {
+	if (dirfd >= 0 &&
+	    fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISREG(st.st_mode)) {
+		same = 1;
+		quick = (uint64_t)st.st_size == e->in.size &&
+			st_mtime_ns(&st) == e->in.mtime_ns;
+	}
+	if (quick && !have) {
+		matches = 1;
+	} else if (quick) {
 		fd = openat(dirfd, e->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0) {
 			w->buf_valid = 0; /* buf is scratch for the check */
-			r = hyd_sync__file_matches(w->m->cat, e->in.ino,
-						   e->in.size, fd, w->buf,
-						   w->m->max_raw, &w->zero);
-			if (r == 1) {
-				r = meta_fd(w, fd, &e->in, &why);
-				close(fd);
-				if (r < 0)
-					report(w, why, r);
-				return r < 0 ? r : 0;
-			}
-			close(fd);
-			fd = -1;
+			matches = hyd_sync__file_matches(
+				      w->m->cat, e->in.ino, e->in.size, fd,
+				      w->buf, w->m->max_raw, &w->zero) == 1;
 		}
+	}
+	if (matches) {
+		if (w->m->item) {
+			hyd_item_attrs(w->m, dirfd, e->name, &st, &e->in, '.',
+				       0, code);
+			item(w, code, 0, NULL);
+		}
+		r = w->m->dry_run ? 0 : meta_fd(w, fd, &e->in, &why);
+		if (fd >= 0)
+			close(fd);
+		if (r < 0)
+			report(w, why, r);
+		return r < 0 ? r : 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (w->m->item) {
+		if (same)
+			hyd_item_attrs(w->m, dirfd, e->name, &st, &e->in, '>',
+				       quick, code);
+		else
+			hyd_item_new(code, '>', CAT_REG);
+		item(w, code, 0, NULL);
+	}
+	if (w->m->dry_run) {
+		w->m->res->files_written++;
+		w->m->res->bytes_written += e->in.size;
+		return 1;
 	}
 	for (i = 0; i < TMP_TRIES; i++) {
 		tmp_name(tmp, sizeof(tmp), e->name, e->len);
@@ -772,6 +814,8 @@ static int finish_entry(struct walk *w, int dirfd, const char *tmp,
 	const char *why = why_made;
 	int r;
 
+	if (w->m->dry_run)
+		return changed;
 	if (changed) {
 		r = put_in_place(w, dirfd, tmp, e->name, made, why_made);
 		if (r < 0)
@@ -785,14 +829,34 @@ static int finish_entry(struct walk *w, int dirfd, const char *tmp,
 	return changed;
 }
 
+/* The item of a symlink or special file: new when DEST has nothing of
+ * its type there, else its attributes (content: target or device number
+ * differs). */
+static void item_leaf(struct walk *w, int dirfd,
+		      const struct hyd_dirent_copy *e, int exists,
+		      const struct stat *st, int changed, const char *extra)
+{
+	char code[HYD_ITEM_LEN];
+
+	if (!w->m->item)
+		return;
+	if (!exists)
+		hyd_item_new(code, 'c', e->in.kind);
+	else
+		hyd_item_attrs(w->m, dirfd, e->name, st, &e->in,
+			       changed ? 'c' : '.', changed, code);
+	item(w, code, 0, extra);
+}
+
 static int sync_symlink(struct walk *w, int dirfd,
 			const struct hyd_dirent_copy *e)
 {
 	char target[CAT_TARGET_MAX + 1], cur[CAT_TARGET_MAX + 2];
-	char tmp[CAT_NAME_MAX + 1] = "";
+	char tmp[CAT_NAME_MAX + 1] = "", *extra;
+	struct stat st = {0};
 	size_t tlen = 0;
-	ssize_t n;
-	int r, i, changed = 0;
+	ssize_t n = -1;
+	int r, i, changed = 0, exists = 0;
 
 	r = cat_readlink(w->m->cat, e->in.ino, target, CAT_TARGET_MAX, &tlen);
 	if (r == 0 && (tlen == 0 || memchr(target, '\0', tlen)))
@@ -802,9 +866,22 @@ static int sync_symlink(struct walk *w, int dirfd,
 		return r;
 	}
 	target[tlen] = '\0';
-	n = readlinkat(dirfd, e->name, cur, sizeof(cur));
-	if (n < 0 || (size_t)n != tlen || memcmp(cur, target, tlen)) {
+	if (dirfd >= 0) {
+		n = readlinkat(dirfd, e->name, cur, sizeof(cur));
+		exists = n >= 0 &&
+			 fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	}
+	if (n < 0 || (size_t)n != tlen || memcmp(cur, target, tlen))
 		changed = 1;
+	if (w->m->item) {
+		extra = malloc(tlen + 5);
+		if (extra) {
+			snprintf(extra, tlen + 5, " -> %s", target);
+			item_leaf(w, dirfd, e, exists, &st, changed, extra);
+			free(extra);
+		}
+	}
+	if (changed && !w->m->dry_run) {
 		for (i = 0; i < TMP_TRIES; i++) {
 			tmp_name(tmp, sizeof(tmp), e->name, e->len);
 			r = symlinkat(target, dirfd, tmp) < 0 ? -errno : 0;
@@ -825,12 +902,16 @@ static int sync_special(struct walk *w, int dirfd,
 	dev_t rdev = e->in.kind == CAT_CHR || e->in.kind == CAT_BLK
 			 ? (dev_t)e->in.rdev
 			 : 0;
-	struct stat st;
-	int r = 0, i, changed = 0;
+	struct stat st = {0};
+	int r = 0, i, changed = 0, exists;
 
-	if (fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    (st.st_mode & S_IFMT) != type || (rdev && st.st_rdev != rdev)) {
+	exists = dirfd >= 0 &&
+		 fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		 (st.st_mode & S_IFMT) == type;
+	if (!exists || (rdev && st.st_rdev != rdev))
 		changed = 1;
+	item_leaf(w, dirfd, e, exists, &st, changed, NULL);
+	if (changed && !w->m->dry_run) {
 		for (i = 0; i < TMP_TRIES; i++) {
 			tmp_name(tmp, sizeof(tmp), e->name, e->len);
 			r = mknodat(dirfd, tmp, type | 0600, rdev) < 0 ? -errno
@@ -880,25 +961,55 @@ static int open_parent(struct walk *w, const char *rel, const char **ret_base)
 }
 
 /* A later name of a hard-linked inode whose first name is at rel: link it
- * there unless it already is. Returns 1 when linked, 0 when it was, -errno. */
+ * there unless it already is (written: the first name was written this
+ * run, so a dry run's existing link would be made again). Returns 1 when
+ * linked, 0 when it was, -errno. */
 static int sync_hardlink(struct walk *w, int dirfd,
-			 const struct hyd_dirent_copy *e, const char *rel)
+			 const struct hyd_dirent_copy *e, const char *rel,
+			 int written)
 {
 	char tmp[CAT_NAME_MAX + 1];
 	const char *base = NULL, *why = "cannot create the hard link";
+	char code[HYD_ITEM_LEN], *extra;
 	struct stat a, b;
-	int pfd, r = 0, i;
+	int pfd = -1, r = 0, i, have_b, linked = 0;
 
-	pfd = open_parent(w, rel, &base);
-	if (pfd < 0) {
+	if (dirfd >= 0)
+		pfd = open_parent(w, rel, &base);
+	if (pfd < 0 && !w->m->dry_run) {
 		report(w, "cannot reach the first name of its hard link", pfd);
 		return pfd;
 	}
-	if (fstatat(pfd, base, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    fstatat(dirfd, e->name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+	have_b =
+	    dirfd >= 0 && fstatat(dirfd, e->name, &b, AT_SYMLINK_NOFOLLOW) == 0;
+	if (pfd >= 0 && have_b &&
+	    fstatat(pfd, base, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		linked = 1;
+	if (linked && !(w->m->dry_run && written)) {
 		close(pfd);
 		return 0;
+	}
+	if (w->m->item) {
+		/* rsync: an existing name is compared with the inode; a dry
+		 * run does not name the first one */
+		if (have_b && (b.st_mode & S_IFMT) == (e->in.mode & S_IFMT))
+			hyd_item_attrs(w->m, dirfd, e->name, &b, &e->in, 'h', 0,
+				       code);
+		else
+			hyd_item_new(code, 'h', e->in.kind);
+		extra = malloc(strlen(rel) + 5);
+		if (extra) {
+			snprintf(extra, strlen(rel) + 5, " => %s", rel);
+			hyd_item_emit(w->m, code, w->path.b, 0,
+				      w->m->dry_run && linked ? NULL : extra);
+			free(extra);
+		}
+	}
+	if (w->m->dry_run) {
+		if (pfd >= 0)
+			close(pfd);
+		return 1;
 	}
 	for (i = 0; i < TMP_TRIES; i++) {
 		tmp_name(tmp, sizeof(tmp), e->name, e->len);
@@ -921,7 +1032,7 @@ static int sync_leaf(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	if (e->in.nlink > 1) {
 		le = hyd_inomap_find(&w->links, e->in.ino);
 		if (le && le->rel)
-			return sync_hardlink(w, dirfd, e, le->rel);
+			return sync_hardlink(w, dirfd, e, le->rel, le->written);
 	}
 	switch (e->in.kind) {
 	case CAT_REG:
@@ -938,8 +1049,10 @@ static int sync_leaf(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	/* Remember where the first name went; only a success is a target. */
 	if (r >= 0 && e->in.nlink > 1 && !le) {
 		le = hyd_inomap_add(&w->links, e->in.ino);
-		if (le)
+		if (le) {
 			le->rel = strdup(w->path.b);
+			le->written = r == 1;
+		}
 		if (!le || !le->rel) {
 			report(w, "out of memory", -ENOMEM);
 			return -ENOMEM;
@@ -968,6 +1081,34 @@ static int open_dir_child(int dirfd, const char *name)
 	if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	fd = openat(dirfd, name, fl);
+	return fd < 0 ? -errno : fd;
+}
+
+/* The directory entry e of dirfd, itemized, opened (created unless a
+ * dry run); -ENOENT: a dry run's directory not in DEST. */
+static int dir_child(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
+{
+	char code[HYD_ITEM_LEN];
+	struct stat st;
+	int exists, fd;
+
+	exists = dirfd >= 0 &&
+		 fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		 S_ISDIR(st.st_mode);
+	if (w->m->item) {
+		if (exists)
+			hyd_item_attrs(w->m, dirfd, e->name, &st, &e->in, '.',
+				       0, code);
+		else
+			hyd_item_new(code, 'c', CAT_DIR);
+		item(w, code, 1, NULL);
+	}
+	if (!w->m->dry_run)
+		return open_dir_child(dirfd, e->name);
+	if (!exists)
+		return -ENOENT;
+	fd = openat(dirfd, e->name,
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }
 
@@ -1005,13 +1146,14 @@ static int sync_entry(struct walk *w, int dirfd,
 			report(w, "directory nested too deep", -ELOOP);
 			return -ELOOP;
 		}
-		cfd = open_dir_child(dirfd, e->name);
-		if (cfd < 0) {
+		cfd = dir_child(w, dirfd, e);
+		if (cfd < 0 && cfd != -ENOENT) {
 			report(w, "cannot create the directory", cfd);
 			return cfd;
 		}
 		sync_dir(w, cfd, &e->in, depth + 1);
-		close(cfd);
+		if (cfd >= 0)
+			close(cfd);
 		return 0;
 	case CAT_REG:
 		w->m->res->files++;
@@ -1027,8 +1169,98 @@ static int sync_entry(struct walk *w, int dirfd,
 	return sync_leaf(w, dirfd, e);
 }
 
+/* --delete below the DEST directory fd (catalog directory dir, at the
+ * current path): what the catalog lacks goes, then the catalog's
+ * subdirectories in turn. A directory something was deleted from gets its
+ * metadata (its time) again. */
+static void delete_dir(struct walk *w, int fd, const struct cat_inode *dir,
+		       unsigned depth)
+{
+	struct hyd_dirbatch b = {.cap = BATCH};
+	const char *why = "";
+	uint64_t pos = 0, n;
+	size_t i, old;
+	int r, cfd;
+
+	n = hyd_sync__delete_extra(w->m, fd, dir->ino, w->path.b);
+	w->m->res->deleted += n;
+	r = n && !w->m->dry_run ? meta_fd(w, fd, dir, &why) : 0;
+	if (r < 0)
+		report(w, why, r);
+	if (depth + 1 >= HYD_SYNC_DEPTH_MAX)
+		return;
+	b.e = malloc(BATCH * sizeof(*b.e));
+	if (!b.e)
+		return;
+	do {
+		b.n = 0;
+		b.last_pos = pos;
+		r = cat_readdir(w->m->cat, dir->ino, pos, hyd_sync__batch_cb,
+				&b);
+		for (i = 0; r >= 0 && i < b.n; i++) {
+			if (b.e[i].in.kind != CAT_DIR ||
+			    hyd_sync__path_push(&w->path, b.e[i].name,
+						b.e[i].len, &old))
+				continue;
+			cfd = -1;
+			if (!hyd_filter_excluded(w->m->filter, w->path.b, 1, 0))
+				cfd = openat(fd, b.e[i].name,
+					     O_RDONLY | O_DIRECTORY |
+						 O_NOFOLLOW | O_CLOEXEC);
+			if (cfd >= 0) {
+				delete_dir(w, cfd, &b.e[i].in, depth + 1);
+				close(cfd);
+			}
+			hyd_sync__path_pop(&w->path, old);
+		}
+		pos = b.last_pos;
+	} while (r > 0);
+	free(b.e);
+}
+
+/* --delete, after the whole tree is written (rsync's --delete-after), by
+ * rsync's rule: nothing is deleted once an entry failed, or when the
+ * scan left entries out (the catalog is not the whole source), unless
+ * --ignore-errors. */
+static void delete_pass(struct walk *w, const struct cat_inode *root)
+{
+	struct hyd_mat *m = w->m;
+	size_t old;
+	int fd;
+
+	if (!m->delete_extra || w->rootfd < 0)
+		return;
+	if ((m->res->failed || m->left_out) && !m->ignore_errors) {
+		base_error("IO error encountered -- skipping file deletion "
+			   "(%s; --ignore-errors deletes anyway)",
+			   m->left_out ? "the source's scan left entries out"
+				       : "an entry failed");
+		m->res->deletions_skipped = 1;
+		return;
+	}
+	w->path.len = 0;
+	w->path.b[0] = '\0';
+	if (!m->root_name) {
+		delete_dir(w, w->rootfd, root, 0);
+		return;
+	}
+	if (hyd_sync__path_push(&w->path, m->root_name, strlen(m->root_name),
+				&old))
+		return;
+	fd = hyd_filter_excluded(m->filter, w->path.b, 1, 0)
+		 ? -1
+		 : openat(w->rootfd, m->root_name,
+			  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		delete_dir(w, fd, root, 0);
+		close(fd);
+	}
+	hyd_sync__path_pop(&w->path, old);
+}
+
 /* Everything below the open directory fd, then the directory's own
- * metadata. Failures are reported and counted; the walk goes on. */
+ * metadata. Failures are reported and counted; the walk goes on. fd < 0:
+ * a dry run's directory that DEST lacks (everything below is new). */
 static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 		     unsigned depth)
 {
@@ -1037,13 +1269,15 @@ static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 	struct stat st;
 	uint64_t pos = 0;
 	size_t i, old;
-	int r;
+	int r, dry = w->m->dry_run;
 
 	/* Not root: a directory left read-only by an earlier run must take
 	 * new entries; its final mode is set below. */
-	if (!w->root && fstat(fd, &st) == 0 && (st.st_mode & 0300) != 0300)
+	if (fd >= 0 && !dry && !w->root && fstat(fd, &st) == 0 &&
+	    (st.st_mode & 0300) != 0300)
 		fchmod(fd, (st.st_mode & 07777) | 0700);
-	clean_temps(w, fd, dir->ino);
+	if (fd >= 0 && !dry)
+		clean_temps(w, fd, dir->ino);
 	b.e = malloc(BATCH * sizeof(*b.e));
 	if (!b.e) {
 		report(w, "out of memory", -ENOMEM);
@@ -1065,7 +1299,9 @@ static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 				report(w, "out of memory", -ENOMEM);
 				continue;
 			}
-			sync_entry(w, fd, &b.e[i], depth);
+			if (!hyd_filter_excluded(w->m->filter, w->path.b,
+						 b.e[i].in.kind == CAT_DIR, 0))
+				sync_entry(w, fd, &b.e[i], depth);
 			hyd_sync__path_pop(&w->path, old);
 			tick(w, 0);
 		}
@@ -1074,9 +1310,50 @@ static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 		pos = b.last_pos;
 	}
 	free(b.e);
+	if (fd < 0 || dry)
+		return;
 	r = meta_fd(w, fd, dir, &why);
 	if (r < 0)
 		report(w, why, r);
+}
+
+/* The transfer's root: DEST itself (its item is "./"), or with root_name
+ * the directory DEST/root_name, as an entry of DEST. */
+static void sync_root(struct walk *w, const struct cat_inode *root)
+{
+	struct hyd_dirent_copy *e;
+	char code[HYD_ITEM_LEN];
+	struct stat st;
+	size_t len, old;
+
+	if (!w->m->root_name) {
+		if (w->m->item) {
+			if (w->rootfd >= 0 && fstat(w->rootfd, &st) == 0)
+				hyd_item_attrs(w->m, -1, "", &st, root, '.', 0,
+					       code);
+			else
+				hyd_item_new(code, 'c', CAT_DIR);
+			item(w, code, 1, NULL);
+		}
+		w->m->res->dirs++;
+		sync_dir(w, w->rootfd, root, 0);
+		return;
+	}
+	len = strlen(w->m->root_name);
+	e = calloc(1, sizeof(*e));
+	if (!e || len > CAT_NAME_MAX ||
+	    hyd_sync__path_push(&w->path, w->m->root_name, len, &old)) {
+		free(e);
+		report(w, "out of memory", -ENOMEM);
+		return;
+	}
+	e->in = *root;
+	e->len = len;
+	memcpy(e->name, w->m->root_name, len + 1);
+	if (!hyd_filter_excluded(w->m->filter, w->path.b, 1, 0))
+		sync_entry(w, w->rootfd, e, 0);
+	hyd_sync__path_pop(&w->path, old);
+	free(e);
 }
 
 int hyd_sync__materialize(struct hyd_mat *m)
@@ -1089,16 +1366,20 @@ int hyd_sync__materialize(struct hyd_mat *m)
 	w.m = m;
 	w.rootfd = -1;
 	w.root = geteuid() == 0;
-	r = cat_getattr(m->cat, CAT_ROOT_INO, &root);
+	r = cat_getattr(m->cat, m->root_ino ? m->root_ino : CAT_ROOT_INO,
+			&root);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r,
 			     "cannot read the catalog's root");
 		return r;
 	}
-	r = base_mkdir_p(m->dest, 0700);
+	/* A dry run makes nothing: a DEST that is not there is all new.
+	 * DEST holding a subtree by name is a plain container (the umask's
+	 * mode, as rsync makes it); else the catalog's root mode follows. */
+	r = m->dry_run ? 0 : base_mkdir_p(m->dest, m->root_name ? 0777 : 0700);
 	if (r == 0) {
 		w.rootfd = open(m->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (w.rootfd < 0)
+		if (w.rootfd < 0 && !(m->dry_run && errno == ENOENT))
 			r = -errno;
 	}
 	w.buf = malloc(m->max_raw ? m->max_raw : 1);
@@ -1111,10 +1392,10 @@ int hyd_sync__materialize(struct hyd_mat *m)
 		goto out;
 	}
 	w.path.len = 0;
-	m->res->dirs++;
-	sync_dir(&w, w.rootfd, &root, 0);
+	sync_root(&w, &root);
+	delete_pass(&w, &root);
 	/* One flush for the whole tree instead of an fsync per file. */
-	if (syncfs(w.rootfd) < 0) {
+	if (w.rootfd >= 0 && !m->dry_run && syncfs(w.rootfd) < 0) {
 		r = -errno;
 		base_log_err(BASE_LOG_ERROR, r,
 			     "cannot flush the destination to disk dest=%s",

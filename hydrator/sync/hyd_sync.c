@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
+#include "hydrator/fetch/hyd_catalog_internal.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
 #include "hydrator/fetch/hyd_manifest_internal.h"
 #include "hydrator/fetch/hyd_open_internal.h"
@@ -126,6 +127,13 @@ struct sync {
 	struct hyd_status st;
 	uint64_t last_tick, rate_t, rate_wire, phase_t0;
 	uint64_t stored_at_start; /* raw bytes stored before fetching */
+
+	/* a subtree URL or filter rules: what is transferred */
+	char *base;    /* the namespace's URL, without the subtree */
+	char *sub;     /* the subtree's path, "" for the whole tree */
+	int sub_slash; /* it ended in '/': its contents go into DEST */
+	uint64_t root_ino;
+	struct hyd_sync_sel sel; /* inactive: every file */
 };
 
 /* ---- DEST inside a ferry mount ---- */
@@ -398,6 +406,41 @@ static void drain(struct sync *s)
 		reap_one(s);
 }
 
+/* cb for every chunk to transfer: every distinct one of the catalog, or
+ * with a selection each chunk of each selected file (a chunk two of them
+ * share comes twice; the store and the fetcher's single flight make the
+ * second free). Holes are never handed out. */
+static int each_chunk(struct sync *s, cat_reader *cat, cat_chunk_cb cb,
+		      void *ctx)
+{
+	struct cat_chunk cs[64];
+	size_t n, i;
+	int r = 0;
+
+	if (!s->sel.active)
+		return cat_chunks_each(cat, cb, ctx);
+	for (uint64_t ino = 1; ino < s->sel.nbits && r == 0; ino++) {
+		uint64_t off = 0;
+
+		if (!hyd_sync__sel_has(&s->sel, ino))
+			continue;
+		do {
+			r = cat_chunks_range(cat, ino, off, INT64_MAX - off, cs,
+					     64, &n);
+			if (r == -EAGAIN || r == -ESTALE) {
+				r = 0; /* pending: its manifest comes later */
+				break;
+			}
+			for (i = 0; r == 0 && i < n; i++)
+				if (!chunk_id_is_hole(&cs[i].id))
+					r = cb(ctx, ino, &cs[i]);
+			if (n)
+				off = cs[n - 1].off + cs[n - 1].len;
+		} while (r == 0 && n == 64);
+	}
+	return r;
+}
+
 /* Distinct chunks of the local manifests and what the store holds. */
 struct tally {
 	hyd_store *store;
@@ -429,7 +472,7 @@ static int count_into(struct sync *s, cat_reader *cat)
 	struct tally t = {.store = s->op.store};
 	int r;
 
-	r = cat_chunks_each(cat, count_cb, &t);
+	r = each_chunk(s, cat, count_cb, &t);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&s->lock);
@@ -472,7 +515,8 @@ static void want_new_file(struct sync *s, uint64_t ino)
 	int r;
 
 	s->fresh = 1;
-	if (cat_getattr(s->cat_new, ino, &in) < 0)
+	if (!hyd_sync__sel_has(&s->sel, ino) ||
+	    cat_getattr(s->cat_new, ino, &in) < 0)
 		return;
 	while (off < in.size) {
 		r = cat_chunks_range(s->cat_new, ino, off, in.size - off, cs,
@@ -594,7 +638,7 @@ static int hydrate_fetch(struct sync *s)
 	s->ring = calloc(s->window, sizeof(*s->ring));
 	if (!s->ring)
 		return -ENOMEM;
-	r = cat_chunks_each(s->cat_fetch, fetch_cb, s);
+	r = each_chunk(s, s->cat_fetch, fetch_cb, s);
 	/* The rest of the manifests, as they come. */
 	if (r == 0)
 		take_new(s, 1);
@@ -644,6 +688,7 @@ static int start_fetch(struct sync *s)
 	fc.max_raw = s->op.meta.params.max;
 	fc.connections = s->o->jobs;
 	fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
+	fc.bwlimit = s->o->bwlimit;
 	r = hyd_fetch_new(&fc, &s->fetch);
 	if (r == 0)
 		r = hyd_fetch_start(s->fetch);
@@ -685,6 +730,9 @@ static void sync_free(struct sync *s)
 	free(s->ring);
 	free(s->failed);
 	free(s->dead);
+	free(s->base);
+	free(s->sub);
+	hyd_sync__sel_free(&s->sel);
 }
 
 /* The end of hydration, on whichever thread did it: the state, the
@@ -728,6 +776,57 @@ static void *fetch_main(void *arg)
 	return NULL;
 }
 
+/* URL = BASE[/SUB[/]] with BASE = http[s]://HOST[:PORT]/v1/NAME: base,
+ * sub ("/SUB", "" for the root: it starts with '/' so the name the
+ * subtree gets in DEST is after its last '/') and sub_slash. */
+static int split_url(struct sync *s)
+{
+	const char *u = s->o->url, *v1 = strstr(u, "/v1/"), *end;
+	size_t n;
+
+	end = v1 ? strchr(v1 + 4, '/') : NULL;
+	n = end ? (size_t)(end - u) : strlen(u);
+	s->base = strndup(u, n);
+	s->sub = strdup(end ? end : "");
+	if (!s->base || !s->sub)
+		return -ENOMEM;
+	n = strlen(s->sub);
+	while (n > 0 && s->sub[n - 1] == '/') {
+		s->sub_slash = 1;
+		s->sub[--n] = '\0';
+	}
+	return 0;
+}
+
+/* The subtree's directory, and the files a subtree or the rules keep. */
+static int pick(struct sync *s)
+{
+	const char *name = NULL;
+	int r;
+
+	s->root_ino = CAT_ROOT_INO;
+	if (s->sub[0]) {
+		r = hyd_sync__resolve(s->op.cat, s->sub, &s->root_ino);
+		if (r < 0) {
+			base_log_err(BASE_LOG_ERROR, r,
+				     "the source path is not a directory of "
+				     "the catalog path=\"%s\"",
+				     s->sub + 1);
+			return r;
+		}
+		if (!s->sub_slash)
+			name = strrchr(s->sub, '/') + 1;
+	}
+	if (!s->sub[0] && !hyd_filter_count(s->o->filter))
+		return 0;
+	r = hyd_sync__select(s->op.cat, s->root_ino, name, s->o->filter,
+			     &s->sel);
+	if (r < 0)
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot walk the catalog path=%s", s->op.catpath);
+	return r;
+}
+
 static int run(struct sync *s)
 {
 	struct hyd_mat m;
@@ -753,29 +852,38 @@ static int run(struct sync *s)
 			     s->o->dest);
 		return r;
 	}
-	r = hyd_open_url(&s->op, s->o->url);
+	r = split_url(s);
+	if (r == 0)
+		r = hyd_open_url(&s->op, s->base);
 	if (r == 0)
 		r = hyd_open_cache_dir(&s->op, s->o->cache_dir);
 	if (r == 0)
 		r = hyd_open_store(&s->op);
 	if (r == 0)
 		r = hyd_open_catalog(&s->op, CONNECT_TIMEOUT_S);
+	if (r == 0)
+		r = pick(s);
 	if (r < 0)
 		return r;
-	offline = s->op.from_cache;
+	/* A dry run fetches no chunk and no manifest. */
+	offline = s->op.from_cache || s->o->dry_run;
 	s->st.generation = s->op.meta.generation;
+	s->res->generation = s->op.meta.generation;
 	s->st.bytes_total = s->op.meta.bytes;
 	if (!offline)
 		r = start_fetch(s);
 	if (r < 0)
 		return r;
-	snprintf(s->st.url, sizeof(s->st.url), "%s", s->op.base);
+	/* status shows the URL; a longer one is cut (the check silences
+	 * gcc's truncation warning) */
+	if (snprintf(s->st.url, sizeof(s->st.url), "%s", s->op.base) < 0)
+		s->st.url[0] = '\0';
 	s->st.pid = (long)getpid();
 	s->st.state = HYD_STATE_BACKFILLING;
 	memset(&m, 0, sizeof(m));
 	s->mat = &m;
 	m.hydrating = 1; /* hydrate_done sets fetch, dead and ndead */
-	r = hydrate_count(s, offline);
+	r = s->o->dry_run ? 0 : hydrate_count(s, offline);
 	if (r > 0) {
 		r = hyd_open_reader(&s->op, &s->cat_fetch);
 		if (r == 0 && s->manifests_missing)
@@ -802,6 +910,16 @@ static int run(struct sync *s)
 	m.tick = mat_tick;
 	m.tick_arg = s;
 	m.timeout_ns = s->timeout_ns;
+	m.filter = s->o->filter;
+	m.delete_extra = s->o->delete_extra;
+	m.ignore_errors = s->o->ignore_errors;
+	m.dry_run = s->o->dry_run;
+	m.left_out = s->op.meta.left_out;
+	m.item = s->o->item;
+	m.item_arg = s->o->item_arg;
+	m.root_ino = s->root_ino;
+	m.root_name =
+	    s->sub[0] && !s->sub_slash ? strrchr(s->sub, '/') + 1 : NULL;
 	r = hyd_sync__materialize(&m);
 	if (threaded) {
 		/* The writer may stop early (DEST unusable): the fetching pass
@@ -870,5 +988,21 @@ int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret)
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 	hyd_fetch_global_cleanup();
+	return r;
+}
+
+int hyd_sync_head(const char *url, uint64_t *ret_gen, char *errbuf,
+		  size_t errcap)
+{
+	struct hyd_sync_opts o = {.url = url};
+	struct sync s = {.o = &o};
+	int r;
+
+	r = split_url(&s);
+	if (r == 0)
+		r = hyd_catalog_head(s.base, CONNECT_TIMEOUT_S, ret_gen, errbuf,
+				     errcap);
+	free(s.base);
+	free(s.sub);
 	return r;
 }

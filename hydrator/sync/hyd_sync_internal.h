@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "catalog/catalog.h"
@@ -97,6 +98,21 @@ struct hyd_mat {
 	 * their files fail at once (borrowed; sorted; may be NULL). */
 	const struct hyd_sync_dead *dead;
 	size_t ndead;
+	/* rsync's options (hyd_sync_opts): the filter decides what is
+	 * written (paths relative to the transfer root, which are DEST's)
+	 * and what --delete may remove; dry_run changes nothing; item gets
+	 * every change made or, dry, that would be. */
+	const hyd_filter *filter;
+	int delete_extra, ignore_errors, dry_run;
+	uint64_t left_out; /* the catalog's: entries the scan left out */
+	hyd_sync_item_fn item;
+	void *item_arg;
+	/* The catalog directory the transfer starts at (CAT_ROOT_INO for
+	 * the namespace), and root_name: NULL to write its contents into
+	 * DEST, else the name it gets in DEST (a subtree URL without a
+	 * trailing slash, rsync's rule). */
+	uint64_t root_ino;
+	const char *root_name;
 	/* Non-zero (read atomically) while the fetching pass still runs on
 	 * another thread: a chunk the store lacks, or a pending manifest not
 	 * local yet, is then waited for, not fetched. That pass sets fetch,
@@ -148,6 +164,7 @@ struct hyd_inomap_ent {
 	uint64_t ino; /* 0: empty slot */
 	uint64_t a, b;
 	char *rel;
+	int written; /* the writer (re)wrote the first name this run */
 };
 struct hyd_inomap {
 	struct hyd_inomap_ent *v;
@@ -170,6 +187,59 @@ struct hyd_pathbuf {
 int hyd_sync__path_push(struct hyd_pathbuf *p, const char *name, size_t len,
 			size_t *ret_old);
 void hyd_sync__path_pop(struct hyd_pathbuf *p, size_t old);
+
+/* ---- rsync's itemized changes (hyd_itemize.c) ---- */
+
+#define HYD_ITEM_LEN 12 /* "YXcstpoguax" and its NUL */
+/* 'f', 'd', 'L', 'D' or 'S' for a catalog kind. */
+char hyd_item_type(int kind);
+/* A new entry: Y, its type, "+++++++++". */
+void hyd_item_new(char code[HYD_ITEM_LEN], char y, int kind);
+/* An entry DEST has (st, of the same type; dirfd/name reach it for its
+ * xattrs, dirfd < 0 skips them): Y, its type, and a letter per attribute
+ * that differs from in; content sets 'c'. */
+void hyd_item_attrs(struct hyd_mat *m, int dirfd, const char *name,
+		    const struct stat *st, const struct cat_inode *in, char y,
+		    int content, char code[HYD_ITEM_LEN]);
+/* 1 when the code says anything changes (rsync prints only those). */
+int hyd_item_changed(const char code[HYD_ITEM_LEN]);
+/* Hand one item to m->item (if any): path DEST-relative, "" the root
+ * ("./"); a directory gets a trailing '/'. */
+void hyd_item_emit(struct hyd_mat *m, const char *code, const char *path,
+		   int is_dir, const char *extra);
+
+/* ---- --delete (hyd_delete.c) ---- */
+
+/* Remove from the DEST directory fd (DEST-relative path, "" the root)
+ * every entry that the catalog directory dir_ino lacks, or whose catalog
+ * entry the filter excludes, unless the filter protects it (rsync's
+ * receiver side); directories with all they hold, never following a
+ * symlink. Each is handed to hyd_item_emit as "*deleting" first; with
+ * m->dry_run nothing is removed. Temp names of the writer are left to
+ * it. Returns the entries removed (or, dry, that would be); a failure is
+ * one warning line, and the walk goes on. */
+uint64_t hyd_sync__delete_extra(struct hyd_mat *m, int fd, uint64_t dir_ino,
+				const char *path);
+
+/* ---- subtree and selection (hyd_select.c) ---- */
+
+/* The directory at sub ("a/b", '/'-separated, empty and "." components
+ * skipped) below the catalog's root. -ENOENT, -ENOTDIR, -EINVAL ("..").
+ */
+int hyd_sync__resolve(cat_reader *cat, const char *sub, uint64_t *ret_ino);
+
+/* Regular files the writer will write, by ino (inactive: all of them). */
+struct hyd_sync_sel {
+	uint8_t *bits;
+	uint64_t nbits;
+	int active;
+};
+/* Walk the catalog from root_ino (named root_name in DEST, or NULL: its
+ * contents go into DEST) with the filter, as the writer will. */
+int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
+		     const hyd_filter *f, struct hyd_sync_sel *ret);
+int hyd_sync__sel_has(const struct hyd_sync_sel *s, uint64_t ino);
+void hyd_sync__sel_free(struct hyd_sync_sel *s);
 
 /* A batch of one directory's catalog entries, copied out of cat_readdir
  * (whose callbacks may not call the reader), resumable from last_pos. */

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# 160: `ferry sync` for the cutover, against rsync on the same changes.
+# After a tree mutates (content, time, mode, xattr, deleted file and
+# directory, new file and directory, symlink retargeted, a file replaced
+# by a symlink, a new hard link, a directory renamed) and the replicator
+# rescans: `-n -i --delete` prints what `rsync -aHX -n -i --delete` prints,
+# the real run itemizes the same and leaves DEST equal to rsync's copy, a
+# rerun changes nothing. Include/exclude rules give the trees rsync
+# gives; a subtree URL follows rsync's trailing-slash rule; --delete
+# deletes nothing after an entry failed (exit 24: it vanished at the
+# source) unless --ignore-errors; exit codes 1, 10 and 23; --watch follows
+# a new generation and Ctrl-C ends it with 20.
+. "$(dirname "$0")/lib/common.sh"
+command -v rsync >/dev/null || skip "rsync missing"
+[ -x "$FERRY" ] || die "ferry not built"
+[ -x "$REPL" ] || die "ferry-replicator not built"
+S="$T/src"
+mkdir -p "$S/dir/deep" "$S/gone/in" "$S/old" "$S/sub"
+echo alpha >"$S/a.txt"
+echo bravo >"$S/b.txt"
+echo log1 >"$S/x.log"
+echo top >"$S/top.txt"
+echo c-src >"$S/dir/m.c"
+echo h-src >"$S/dir/m.h"
+echo deep >"$S/dir/deep/x"
+echo gone >"$S/gone/in/g"
+echo old >"$S/old/o"
+echo s >"$S/sub/s.c"
+echo rep >"$S/replaced"
+ln -s a.txt "$S/link"
+ln "$S/a.txt" "$S/dir/a-link"
+mkfifo "$S/fifo"
+setfattr -n user.k -v 1 "$S/b.txt" 2>/dev/null || log "no user xattrs here"
+# Times well in the past: rsync compares whole seconds, and leaves a time
+# alone that is in the same second as the copy it just made.
+find "$S" -exec touch -h -d '2020-02-02 10:00:00.25' {} +
+touch -d '2020-01-01' "$S/top.txt"
+port=$(free_port)
+URL="http://127.0.0.1:$port/v1/r"
+start_repl "$port" "r=$S"
+
+"$FERRY" sync -q -c "$T/c" "$URL" "$T/d" || die "first sync failed"
+rsync -aHX "$S/" "$T/rs/" || die "first rsync failed"
+# whole seconds apart, as rsync compares times
+sleep 1.1
+echo 'alpha, longer now' >"$S/a.txt"
+touch -d '2021-06-01' "$S/top.txt"
+chmod 600 "$S/b.txt"
+setfattr -n user.k -v 2 "$S/b.txt" 2>/dev/null || true
+rm "$S/x.log"
+rm -r "$S/gone"
+echo new >"$S/new.txt"
+mkdir "$S/newdir" && echo z >"$S/newdir/z"
+rm "$S/link" && ln -s b.txt "$S/link"
+rm "$S/replaced" && ln -s top.txt "$S/replaced"
+ln "$S/new.txt" "$S/dir/new-link"
+mv "$S/old" "$S/renamed"
+sleep 1.1 # the same for the directories the change touched
+kill -HUP "$REPL_PID"
+for i in $(seq 1 100); do [ "$(curl -sf "$URL/HEAD")" = 2 ] && break; sleep 0.1; done
+[ "$(curl -sf "$URL/HEAD")" = 2 ] || die "no generation 2 after the rescan"
+
+items() { grep -v -e '^wrote ' -e '^would ' -e '^deleted ' -e '^total size ' | sort; }
+rsync -aHX --delete -n -i "$S/" "$T/rs/" | sort >"$T/rsync-n.txt"
+"$FERRY" sync -c "$T/c" --delete -n -i "$URL" "$T/d" | items >"$T/ferry-n.txt" ||
+	die "ferry sync -n failed"
+diff "$T/rsync-n.txt" "$T/ferry-n.txt" >"$T/diff-n.txt" || { cat "$T/diff-n.txt"; die "-n -i differs from rsync's"; }
+[ "$(wc -l <"$T/ferry-n.txt")" -ge 12 ] || { cat "$T/ferry-n.txt"; die "too few items: the change did not show"; }
+python3 "$E2E_LIB/treecmp.py" "$T/rs" "$T/d" >/dev/null || die "the dry run changed DEST"
+ok "-n -i --delete prints what rsync -n -i prints ($(wc -l <"$T/ferry-n.txt") items) and changes nothing"
+
+rsync -aHX --delete -i "$S/" "$T/rs/" | sort >"$T/rsync-i.txt"
+"$FERRY" sync -c "$T/c" --delete -i "$URL" "$T/d" >"$T/ferry-i.raw" || die "ferry sync --delete failed"
+items <"$T/ferry-i.raw" >"$T/ferry-i.txt"
+diff "$T/rsync-i.txt" "$T/ferry-i.txt" >"$T/diff-i.txt" || { cat "$T/diff-i.txt"; die "-i differs from rsync's"; }
+python3 "$E2E_LIB/treecmp.py" --content "$T/rs" "$T/d" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "DEST differs from rsync -aHX --delete's"; }
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/d" >/dev/null || die "DEST differs from the source"
+grep -q '^deleted 6 entries' "$T/ferry-i.raw" || { cat "$T/ferry-i.raw"; die "summary does not count 6 deletions"; }
+"$FERRY" sync -c "$T/c" --delete -i "$URL" "$T/d" | items >"$T/again.txt"
+[ ! -s "$T/again.txt" ] || { cat "$T/again.txt"; die "a rerun changed something"; }
+ok "--delete -i: the same items as rsync, DEST equal to rsync's copy, a rerun changes nothing"
+
+"$FERRY" sync -c "$T/c" --delete -v "$URL" "$T/dv" >"$T/v.txt" || die "sync -v failed"
+grep -qx 'a.txt' "$T/v.txt" && grep -qx 'new.txt => dir/new-link' "$T/v.txt" && grep -qx 'newdir/' "$T/v.txt" || { cat "$T/v.txt"; die "-v does not name what it wrote"; }
+ok "-v names what it writes"
+
+# Include/exclude rules: the tree rsync makes with them.
+n=0
+check_rules() {
+	n=$((n + 1))
+	rsync -aHX --delete "$@" "$S/" "$T/rf$n/" || die "rsync $* failed"
+	"$FERRY" sync -q -c "$T/c" --delete "$@" "$URL" "$T/ff$n" || die "ferry sync $* failed"
+	python3 "$E2E_LIB/treecmp.py" --content "$T/rf$n" "$T/ff$n" >"$T/cmp$n.txt" ||
+		{ cat "$T/cmp$n.txt"; die "rules '$*': ferry's tree differs from rsync's"; }
+}
+printf '# comment\n; comment\n\n*.c\ndeep/\n' >"$T/rules"
+check_rules --exclude '*.txt'
+check_rules --exclude 'dir/'
+check_rules --include '*/' --include '*.c' --exclude '*'
+check_rules --exclude '/top.txt' --exclude 'deep/x'
+check_rules --filter '- **/deep/x' --filter '- /renamed'
+check_rules --exclude-from "$T/rules"
+check_rules --filter '+ /dir/***' --filter '- *'
+check_rules --filter '+ /dir/' --filter '- /dir/*.h' --filter '+ /dir/**' --filter '- *'
+ok "$n rule sets: the same trees as rsync"
+
+# Excluded entries in DEST are protected from --delete, unless
+# --delete-excluded; P protects too.
+mkdir -p "$T/rp" "$T/fp"
+for d in rp fp; do echo mine >"$T/$d/local.log"; echo mine >"$T/$d/other"; done
+rsync -aHX --delete --exclude '*.log' "$S/" "$T/rp/"
+"$FERRY" sync -q -c "$T/c" --delete --exclude '*.log' "$URL" "$T/fp" || die "sync --exclude --delete failed"
+[ -f "$T/fp/local.log" ] && [ ! -e "$T/fp/other" ] || die "--delete: excluded entry not protected, or extra entry kept"
+python3 "$E2E_LIB/treecmp.py" --content "$T/rp" "$T/fp" >/dev/null || die "--exclude --delete differs from rsync's"
+rsync -aHX --delete-excluded --exclude '*.log' "$S/" "$T/rp/"
+"$FERRY" sync -q -c "$T/c" --delete-excluded --exclude '*.log' "$URL" "$T/fp" || die "sync --delete-excluded failed"
+[ ! -e "$T/fp/local.log" ] || die "--delete-excluded kept the excluded entry"
+python3 "$E2E_LIB/treecmp.py" --content "$T/rp" "$T/fp" >/dev/null || die "--delete-excluded differs from rsync's"
+echo mine >"$T/fp/keep.me"
+"$FERRY" sync -q -c "$T/c" --delete --filter 'P *.me' "$URL" "$T/fp" || die "sync --filter P failed"
+[ -f "$T/fp/keep.me" ] || die "a P rule did not protect from --delete"
+ok "--delete protects excluded and P entries; --delete-excluded removes excluded ones"
+
+# A subtree: with a trailing slash its contents, without it DEST/NAME.
+rsync -aHX "$S/dir" "$T/rsub1/"
+"$FERRY" sync -q -c "$T/c" "$URL/dir" "$T/fsub1" || die "sync of a subtree failed"
+[ -d "$T/fsub1/dir/deep" ] || die "URL/dir did not make DEST/dir"
+python3 "$E2E_LIB/treecmp.py" --content "$T/rsub1/dir" "$T/fsub1/dir" >/dev/null || die "URL/dir differs from rsync SRC/dir"
+[ "$(ls "$T/fsub1")" = dir ] || die "URL/dir put more than dir into DEST"
+rsync -aHX "$S/dir/" "$T/rsub2/"
+"$FERRY" sync -q -c "$T/c" "$URL/dir/" "$T/fsub2" || die "sync of a subtree/ failed"
+python3 "$E2E_LIB/treecmp.py" --content "$T/rsub2" "$T/fsub2" >/dev/null || die "URL/dir/ differs from rsync SRC/dir/"
+"$FERRY" sync -q -c "$T/c" "$URL/no/such" "$T/fsub3" 2>"$T/err"
+rc=$?
+[ "$rc" = 23 ] || die "a missing subtree exits $rc, not 23: $(cat "$T/err")"
+ok "subtrees follow rsync's trailing-slash rule; a missing one exits 23"
+
+# Exit codes of a whole run.
+"$FERRY" sync 2>/dev/null; rc=$?
+[ "$rc" = 1 ] || die "no arguments exit $rc, not 1"
+"$FERRY" sync --no-such-option "$URL" "$T/x" 2>/dev/null; rc=$?
+[ "$rc" = 1 ] || die "an unknown option exits $rc, not 1"
+"$FERRY" sync --bwlimit fast "$URL" "$T/x" 2>/dev/null; rc=$?
+[ "$rc" = 1 ] || die "a bad --bwlimit exits $rc, not 1"
+dead=$(free_port)
+"$FERRY" sync -q -c "$T/cdead" "http://127.0.0.1:$dead/v1/r" "$T/x" 2>"$T/err"; rc=$?
+[ "$rc" = 10 ] || die "an unreachable server exits $rc, not 10: $(cat "$T/err")"
+"$FERRY" sync -a -H -X -z -P --bwlimit 100M --stats -c "$T/c" "$URL" "$T/d" >"$T/stats.txt" ||
+	die "rsync's everyday flags are refused"
+grep -q '^Number of deleted entries: 0' "$T/stats.txt" || die "--stats has no deletion count"
+ok "exit codes 1 (usage), 10 (unreachable); -a -H -X -z -P --bwlimit --stats accepted"
+
+# --delete after an entry vanished at the source: nothing deleted (exit
+# 24), unless --ignore-errors.
+stop_repl || die "replicator did not stop cleanly"
+V="$T/vsrc"
+mkdir -p "$V"
+for i in 1 2 3; do head -c 100000 /dev/urandom >"$V/f$i"; done
+FERRY_HASH_DELAY_MS=1500 start_repl "$port" "r=$V"
+echo changed >>"$V/f3" # before the hasher reaches it
+mkdir -p "$T/dv2" && echo extra >"$T/dv2/extra"
+"$FERRY" sync -q -c "$T/cv" --delete "$URL" "$T/dv2" 2>"$T/err"; rc=$?
+[ "$rc" = 24 ] || die "a file changed before it was hashed exits $rc, not 24: $(cat "$T/err")"
+grep -q 'IO error encountered -- skipping file deletion' "$T/err" || die "no 'skipping file deletion' line: $(cat "$T/err")"
+[ -f "$T/dv2/extra" ] || die "--delete deleted after an error"
+"$FERRY" sync -q -c "$T/cv" --delete --ignore-errors "$URL" "$T/dv2" 2>/dev/null; rc=$?
+[ "$rc" = 24 ] || die "--ignore-errors run exits $rc, not 24"
+[ ! -e "$T/dv2/extra" ] || die "--ignore-errors did not delete"
+ok "a vanished file: exit 24, deletions skipped; --ignore-errors deletes"
+stop_repl || die "replicator did not stop cleanly"
+
+# --watch follows a new generation; SIGINT ends it with 20.
+start_repl "$port" "r=$S"
+"$FERRY" sync -q --watch --poll 1 --delete -c "$T/cw" "$URL" "$T/dw" 2>"$T/watch.err" &
+wpid=$!
+for i in $(seq 1 100); do [ -f "$T/dw/new.txt" ] && break; sleep 0.1; done
+[ -f "$T/dw/new.txt" ] || die "--watch did not sync at first"
+echo watched >"$S/watched.txt"
+rm "$S/new.txt" "$S/dir/new-link"
+sleep 1.1
+kill -HUP "$REPL_PID"
+for i in $(seq 1 150); do [ -f "$T/dw/watched.txt" ] && [ ! -e "$T/dw/new.txt" ] && break; sleep 0.1; done
+[ -f "$T/dw/watched.txt" ] && [ ! -e "$T/dw/new.txt" ] || die "--watch did not follow the new generation"
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dw" >/dev/null || die "--watch left DEST different from the source"
+kill -INT "$wpid"
+wait "$wpid"; rc=$?
+[ "$rc" = 20 ] || die "--watch ended by SIGINT exits $rc, not 20"
+ok "--watch: followed generation 2 -> 3 with --delete; SIGINT exits 20"
+stop_repl || die "replicator did not stop cleanly"

@@ -1,0 +1,185 @@
+/*
+ * tools/ferry_sync_out.c — what `ferry sync` prints: the progress line,
+ * the items of -i and -v, and the summary.
+ *
+ * Progress goes to stdout when it is a terminal (or when -P, --progress
+ * or --info=progress2 ask for it), one line rewritten with \r like `rsync
+ * --info=progress2`: first while chunks are fetched (bytes are unique
+ * chunk bytes stored), then while the tree is written (bytes are file
+ * bytes checked or written). Items are whole lines on stdout: -i prints
+ * rsync's itemized code and the path, -v the path of each entry created,
+ * written or deleted ("deleting PATH"). The writer and the fetching
+ * thread both call in, so every print holds one lock.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "catalog/base/base.h"
+#include "tools/ferry_internal.h"
+
+static double now_s(void)
+{
+	return (double)base_now_ns() / 1e9;
+}
+
+void ferry_human(uint64_t v, char *buf, size_t cap)
+{
+	static const char units[] = "KMGTPE";
+	double d = (double)v;
+	int u = -1;
+
+	while (d >= 1024.0 && u < 5) {
+		d /= 1024.0;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, cap, "%" PRIu64, v);
+	else
+		snprintf(buf, cap, "%.2f%c", d, units[u]);
+}
+
+/* The progress line goes before anything else is printed. */
+static void clear_line(struct ferry_sync_out *c)
+{
+	if (c->shown) {
+		printf("\r\033[K");
+		c->shown = 0;
+	}
+}
+
+void ferry_sync_progress(void *arg, const struct hyd_status *st)
+{
+	struct ferry_sync_out *c = arg;
+	char done[32], rate[32], eta[32], man[64] = "";
+	uint64_t num, den;
+	double pct, dt, r = 0;
+	int phase = st->state == HYD_STATE_BACKFILLING;
+
+	if (c->quiet || !(c->tty || c->progress))
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (st->state == HYD_STATE_BACKFILLING) {
+		num = st->unique_bytes_stored;
+		den = st->unique_bytes_total;
+	} else {
+		num = st->bytes_hydrated;
+		den = st->bytes_total;
+	}
+	if (phase != c->phase) {
+		c->phase = phase;
+		c->t0 = now_s();
+		c->num0 = num;
+	}
+	dt = now_s() - c->t0;
+	if (dt > 0.2 && num >= c->num0)
+		r = (double)(num - c->num0) / dt;
+	pct = den ? 100.0 * (double)num / (double)den : 100.0;
+	ferry_human(num, done, sizeof(done));
+	ferry_human((uint64_t)r, rate, sizeof(rate));
+	ferry_fmt_hms(st->eta_s, eta, sizeof(eta));
+	/* Pending files: how many manifests are here, while any is not (the
+	 * chunk total grows as they come). */
+	if (st->manifests_local < st->manifests_total)
+		snprintf(man, sizeof(man), " manifests=%" PRIu64 "/%" PRIu64,
+			 st->manifests_local, st->manifests_total);
+	if (phase)
+		printf("\r%14s %3.0f%% %10s/s %10s  fetch chunks=%" PRIu64
+		       "/%" PRIu64 "%s\033[K",
+		       done, pct > 100 ? 100 : pct, rate, eta,
+		       st->chunks_stored, st->chunks_total, man);
+	else
+		printf(
+		    "\r%14s %3.0f%% %10s/s %10s  write files=%" PRIu64 "\033[K",
+		    done, pct > 100 ? 100 : pct, rate, eta, st->files_hydrated);
+	fflush(stdout);
+	c->shown = 1;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void ferry_sync_item(void *arg, const char *code, const char *path,
+		     const char *extra)
+{
+	struct ferry_sync_out *c = arg;
+	int del = code[0] == '*';
+
+	/* -q silences progress and the summary; asked-for items stay */
+	if (!c->itemize && (c->quiet || !c->verbose))
+		return;
+	/* -v alone names what is created, written or deleted, not entries
+	 * whose attributes alone change (rsync's). */
+	if (!c->itemize && !del && code[0] == '.')
+		return;
+	pthread_mutex_lock(&c->lock);
+	clear_line(c);
+	if (c->itemize)
+		printf("%-11s %s%s\n", code, path, extra);
+	else
+		printf("%s%s%s\n", del ? "deleting " : "", path, extra);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void ferry_sync_end_line(struct ferry_sync_out *c)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->shown)
+		printf("\n");
+	c->shown = 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void ferry_sync_summary(const struct ferry_sync_out *c,
+			const struct hyd_sync_result *r)
+{
+	char a[32], b[32], d[32];
+	uint64_t files_all = r->files + r->dirs + r->symlinks + r->specials;
+	double rate =
+	    r->elapsed_s > 0 ? (double)r->wire_bytes / r->elapsed_s : 0;
+	const char *dry = c->dry_run ? " (DRY RUN)" : "";
+
+	if (c->quiet)
+		return;
+	ferry_human(r->bytes_written, a, sizeof(a));
+	ferry_human(r->wire_bytes, b, sizeof(b));
+	ferry_human((uint64_t)rate, d, sizeof(d));
+	printf("%s %" PRIu64 " files (%s bytes), fetched %" PRIu64
+	       " chunks (%s wire bytes)  %s bytes/sec\n",
+	       c->dry_run ? "would write" : "wrote", r->files_written, a,
+	       r->chunks_fetched, b, d);
+	if (r->deleted || c->delete_extra)
+		printf("%s %" PRIu64 " entr%s%s\n",
+		       c->dry_run ? "would delete" : "deleted", r->deleted,
+		       r->deleted == 1 ? "y" : "ies",
+		       r->deletions_skipped ? " (deletions skipped)" : "");
+	ferry_human(r->logical_bytes, a, sizeof(a));
+	printf("total size is %s in %" PRIu64 " entries, generation %" PRIu64
+	       ", %.1f s%s%s\n",
+	       a, files_all, r->generation, r->elapsed_s,
+	       r->failed ? "  (SOME ENTRIES FAILED)" : "", dry);
+	if (!c->stats)
+		return;
+	printf("\nNumber of entries: %" PRIu64 " (reg: %" PRIu64
+	       ", dir: %" PRIu64 ", link: %" PRIu64 ", special: %" PRIu64 ")\n",
+	       files_all, r->files, r->dirs, r->symlinks, r->specials);
+	printf("Number of regular files written: %" PRIu64 "\n",
+	       r->files_written);
+	printf("Number of deleted entries: %" PRIu64 "\n", r->deleted);
+	printf("Total file size: %" PRIu64 " bytes\n", r->logical_bytes);
+	printf("Total written file size: %" PRIu64 " bytes\n",
+	       r->bytes_written);
+	printf("Unique chunk bytes: %" PRIu64 " bytes\n", r->unique_bytes);
+	printf("Dedup savings: %" PRId64 " bytes\n",
+	       (int64_t)(r->logical_bytes - r->unique_bytes));
+	printf("Bytes at rest in the store: %" PRIu64 " bytes\n",
+	       r->rest_bytes);
+	printf("Compression savings: %" PRId64 " bytes\n",
+	       (int64_t)(r->unique_bytes - r->rest_bytes));
+	printf("Chunks fetched: %" PRIu64 "\n", r->chunks_fetched);
+	printf("Wire bytes received: %" PRIu64 "\n", r->wire_bytes);
+	printf("Generation: %" PRIu64 "\n", r->generation);
+	printf("Elapsed: %.3f s\n", r->elapsed_s);
+	printf("Rate: %.0f wire bytes/sec\n", rate);
+	printf("Failed entries: %" PRIu64 " (vanished at the source: %" PRIu64
+	       ")\n",
+	       r->failed, r->vanished);
+}
