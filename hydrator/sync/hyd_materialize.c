@@ -18,9 +18,12 @@
  * left alone.
  *
  * Resume: a regular file already in DEST with the catalog's size and mtime
- * is hashed chunk by chunk against the manifest; when every id matches it
- * is left alone (only its mode, owner and xattrs are reapplied), so a
- * second run rewrites nothing. New content goes to ".ferry-tmp.NAME.XXXXXX"
+ * is left alone (only its mode, owner and xattrs are reapplied) when the
+ * record of an earlier run (hyd_sync_record.c) says this writer put it
+ * there with this manifest and its ctime has not moved since; else it is
+ * hashed chunk by chunk against the manifest, and left alone when every
+ * id matches. So a second run rewrites nothing and reads no unchanged
+ * file again. New content goes to ".ferry-tmp.NAME.XXXXXX"
  * in the same directory, gets its metadata, then is renamed over NAME;
  * leftovers of a crash are removed when the directory is next visited.
  * Durability: nothing is fsynced per file (4,000 fsyncs cost seconds);
@@ -696,7 +699,9 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	char tmp[CAT_NAME_MAX + 1], code[HYD_ITEM_LEN];
 	const char *why = "";
 	struct stat st;
+	uint8_t dg[32];
 	int fd = -1, r, i, have, quick = 0, same = 0, matches = 0;
+	int digest_ok = 0;
 
 	r = manifest_ready(w, &e->in, &why);
 	/* A dry run fetches no manifest: without one, the quick check
@@ -720,13 +725,19 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	if (quick && !have) {
 		matches = 1;
 	} else if (quick) {
+		digest_ok = hyd_sync__manifest_digest(w->m->cat, e->in.ino,
+						      e->in.size, dg) == 0;
+		/* recorded as written and unchanged since: no need to read */
+		matches = digest_ok && hyd_sync__rec_has(w->m->rec, &st, dg);
 		fd = openat(dirfd, e->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0) {
+		if (fd >= 0 && !matches) {
 			w->buf_valid = 0; /* buf is scratch for the check */
 			matches = hyd_sync__file_matches(
 				      w->m->cat, e->in.ino, e->in.size, fd,
 				      w->buf, w->m->max_raw, &w->zero) == 1;
 		}
+		if (fd < 0)
+			matches = 0;
 	}
 	if (matches) {
 		if (w->m->item) {
@@ -735,6 +746,8 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 			item(w, code, 0, NULL);
 		}
 		r = w->m->dry_run ? 0 : meta_fd(w, fd, &e->in, &why);
+		if (r == 0 && digest_ok && fd >= 0 && fstat(fd, &st) == 0)
+			hyd_sync__rec_note(w->m->rec, &st, dg);
 		if (fd >= 0)
 			close(fd);
 		if (r < 0)
@@ -780,6 +793,12 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		report(w, why, r);
 		return r;
 	}
+	/* its stat after the rename, which moved its ctime */
+	if (w->m->rec &&
+	    hyd_sync__manifest_digest(w->m->cat, e->in.ino, e->in.size, dg) ==
+		0 &&
+	    fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		hyd_sync__rec_note(w->m->rec, &st, dg);
 	w->m->res->files_written++;
 	w->m->res->bytes_written += e->in.size;
 	return 1;
@@ -1392,6 +1411,15 @@ int hyd_sync__materialize(struct hyd_mat *m)
 		goto out;
 	}
 	w.path.len = 0;
+	if (w.rootfd >= 0 && m->cache_dir) {
+		r = hyd_sync__rec_open(m->cache_dir, m->dest, &m->rec);
+		if (r < 0)
+			base_log_err(BASE_LOG_DEBUG, r,
+				     "no record of what was written: every "
+				     "file is checked dest=%s",
+				     m->dest);
+		r = 0;
+	}
 	sync_root(&w, &root);
 	delete_pass(&w, &root);
 	/* One flush for the whole tree instead of an fsync per file. */
@@ -1401,6 +1429,13 @@ int hyd_sync__materialize(struct hyd_mat *m)
 			     "cannot flush the destination to disk dest=%s",
 			     m->dest);
 	}
+	/* Recorded only once the data is on disk. */
+	if (r == 0 && !m->dry_run && hyd_sync__rec_commit(m->rec) < 0)
+		base_warn("cannot keep the record of what was written: the "
+			  "next run checks every file again dest=%s",
+			  m->dest);
+	hyd_sync__rec_close(m->rec);
+	m->rec = NULL;
 	tick(&w, 1);
 out:
 	if (w.rootfd >= 0)

@@ -917,6 +917,7 @@ static int run(struct sync *s)
 	m.left_out = s->op.meta.left_out;
 	m.item = s->o->item;
 	m.item_arg = s->o->item_arg;
+	m.cache_dir = s->op.cache;
 	m.root_ino = s->root_ino;
 	m.root_name =
 	    s->sub[0] && !s->sub_slash ? strrchr(s->sub, '/') + 1 : NULL;

@@ -113,6 +113,10 @@ struct hyd_mat {
 	 * trailing slash, rsync's rule). */
 	uint64_t root_ino;
 	const char *root_name;
+	/* The cache directory, for the record of what was written to DEST
+	 * (hyd_sync_record.c); NULL: no record, every file is hashed. */
+	const char *cache_dir;
+	struct hyd_sync_rec *rec; /* the writer's own */
 	/* Non-zero (read atomically) while the fetching pass still runs on
 	 * another thread: a chunk the store lacks, or a pending manifest not
 	 * local yet, is then waited for, not fetched. That pass sets fetch,
@@ -207,6 +211,27 @@ int hyd_item_changed(const char code[HYD_ITEM_LEN]);
  * ("./"); a directory gets a trailing '/'. */
 void hyd_item_emit(struct hyd_mat *m, const char *code, const char *path,
 		   int is_dir, const char *extra);
+
+/* ---- what the writer knows it wrote (hyd_sync_record.c) ---- */
+
+struct hyd_sync_rec;
+/* SHA-256 over the (off, len, id) rows of ino's manifest. */
+int hyd_sync__manifest_digest(cat_reader *cat, uint64_t ino, uint64_t size,
+			      uint8_t out[32]);
+/* Open (or create) the record of DEST (which must exist) in cache_dir. */
+int hyd_sync__rec_open(const char *cache_dir, const char *dest,
+		       struct hyd_sync_rec **ret);
+/* 1 when the file st (of DEST) is recorded, unchanged, as holding the
+ * manifest with this digest. r NULL: 0. */
+int hyd_sync__rec_has(struct hyd_sync_rec *r, const struct stat *st,
+		      const uint8_t digest[32]);
+/* Note a file written or checked this run (its stat after its metadata
+ * was set); committed by hyd_sync__rec_commit once DEST is synced. */
+void hyd_sync__rec_note(struct hyd_sync_rec *r, const struct stat *st,
+			const uint8_t digest[32]);
+/* The record becomes this run's notes. 0 or -errno. */
+int hyd_sync__rec_commit(struct hyd_sync_rec *r);
+void hyd_sync__rec_close(struct hyd_sync_rec *r);
 
 /* ---- --delete (hyd_delete.c) ---- */
 

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# 170: a `ferry sync` rerun costs what changed, not what DEST holds. After
+# a sync, a rerun over the unchanged tree reads (read(2) bytes, children
+# included) far less than the tree, because the writer recorded what it
+# wrote; without that record (removed) the same rerun reads every byte
+# back to hash it, which is what shows this test can fail. A file of DEST
+# changed behind ferry's back, its size and mtime put back, is still found
+# and rewritten (its ctime moved), and a file changed at the source is
+# the only one fetched.
+. "$(dirname "$0")/lib/common.sh"
+[ -x "$FERRY" ] || die "ferry not built"
+[ -x "$REPL" ] || die "ferry-replicator not built"
+mk_bulk_tree "$T/src" 24
+bytes=$(du -sb --apparent-size "$T/src" | cut -f1)
+port=$(free_port)
+URL="http://127.0.0.1:$port/v1/r"
+start_repl "$port" "r=$T/src"
+# rchar of one ferry sync run: bash adds a reaped child's I/O to its own
+reads() {
+	bash -c '"$@" >/dev/null 2>&1 || exit 1; awk "/^rchar/ {print \$2}" /proc/$$/io' _ \
+		"$FERRY" sync -q -c "$T/cache" "$URL" "$T/dest"
+}
+first=$(reads) || die "first sync failed"
+again=$(reads) || die "rerun failed"
+[ "$again" -lt $((bytes / 4)) ] || die "a rerun over an unchanged tree read $again bytes of a $bytes-byte tree"
+python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >/dev/null || die "tree differs after the rerun"
+ok "rerun of an unchanged $bytes-byte tree read $again bytes (first run $first)"
+
+rm -rf "$T/cache/sync"
+norec=$(reads) || die "rerun without the record failed"
+[ "$norec" -ge "$bytes" ] || die "without the record the rerun read only $norec bytes: the check above proves nothing"
+ok "without the record the same rerun reads $norec bytes (every file hashed again)"
+
+# Behind ferry's back: same size, mtime put back.
+victim=$(find "$T/dest" -type f -size +100k | sort | head -n 1)
+rel=${victim#"$T/dest/"}
+keep=$(stat -c %y "$victim")
+printf 'XXXX' | dd of="$victim" bs=1 seek=10 conv=notrunc status=none
+touch -d "$keep" "$victim"
+cmp -s "$T/src/$rel" "$victim" && die "the tamper did not change the file"
+reads >/dev/null || die "rerun after the tamper failed"
+cmp "$T/src/$rel" "$victim" || die "a file changed in DEST behind ferry's back was not rewritten"
+ok "a file changed in DEST with its size and mtime kept is found and rewritten"
+
+# One file changed at the source: only its chunks travel.
+src_victim=$(find "$T/src" -type f -size +1M | sort | head -n 1)
+printf 'changed' | dd of="$src_victim" bs=1 seek=1000 conv=notrunc status=none
+kill -HUP "$REPL_PID"
+for i in $(seq 1 100); do [ "$(curl -sf "$URL/HEAD")" = 2 ] && break; sleep 0.1; done
+"$FERRY" sync -c "$T/cache" --stats "$URL" "$T/dest" >"$T/stats.txt" 2>&1 || { cat "$T/stats.txt"; die "sync after the change failed"; }
+fetched=$(awk -F': ' '/^Chunks fetched/ {print $2}' "$T/stats.txt")
+written=$(awk -F': ' '/^Number of regular files written/ {print $2}' "$T/stats.txt")
+[ "$written" = 1 ] || { cat "$T/stats.txt"; die "$written files written for one changed file"; }
+[ "$fetched" -ge 1 ] && [ "$fetched" -le 3 ] || { cat "$T/stats.txt"; die "$fetched chunks fetched for one small change"; }
+python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >/dev/null || die "tree differs after the change"
+ok "one file changed at the source: 1 file written, $fetched chunk(s) fetched"
