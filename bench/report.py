@@ -24,6 +24,9 @@ COLS = [("browse_s", "browse s"), ("fb_large_s", "1st byte large s"),
         ("fb_small_s", "1st byte small s"), ("full_s", "complete s"),
         ("wire_bytes", "wire MB"), ("wire_ratio", "tree/wire"),
         ("peak_rss_kb", "peak RSS MB"), ("correct", "correct")]
+# Only in the "5% changed" rows (bench/update.sh).
+UPDATE_COLS = [("changed_bytes", "changed chunks+catalog"), ("rescan_s", "rescan s"),
+               ("hash_s", "hash s")]
 # Only in the medium tree's tar rows (bench/medium.sh).
 TAR_COLS = [("warm_s", "warm tar s"), ("warm_mbps", "warm MB/s"),
             ("hot_s", "hot tar s"), ("hot_mbps", "hot MB/s")]
@@ -33,7 +36,8 @@ NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
          "casync_mount": "casync mount", "casync_extract": "casync extract",
          "ferry_mount": "ferry mount", "ferry_sync": "ferry sync",
          "ferry_start": "ferry from source start",
-         "rsync_local": "rsync -aHX (local copy)", "ferry_tar": "tar of the complete mount"}
+         "rsync_local": "rsync -aHX (local copy)", "ferry_tar": "tar of the complete mount",
+         "update_rsync": "rsync -aHX --delete rerun", "update_ferry": "ferry sync --delete rerun"}
 
 
 def rate_bps(rate):
@@ -82,7 +86,7 @@ def medians(runs):
     rows = {}
     for key, rs in runs.items():
         row = {"runs": len(rs)}
-        for k, _ in COLS + TAR_COLS:
+        for k, _ in COLS + TAR_COLS + UPDATE_COLS:
             vals = [r.get(k) for r in rs if r.get(k) is not None]
             if k == "correct":
                 row[k] = ",".join(sorted(set(str(v) for v in vals))) or None
@@ -200,6 +204,13 @@ def targets(rows, rate, medium_rate=None):
         add("%s logical/wire (0 RTT, exact metadata)" % NAMES[appr],
             wr if exact == "exact" else (0.0 if wr is not None else None), 1.9, "ge",
             "tree bytes / wire bytes on the link; 0 when the result was not exact")
+    u = "update-" + rate
+    add("5%% changed: ferry sync --delete rerun vs rsync -aHX --delete rerun (%s)" % rate,
+        ratio(get(u, "update_ferry", "full_s"), get(u, "update_rsync", "full_s")), 2.0, "le",
+        "rerun time after the change, both from the same memory state")
+    add("5%% changed: ferry wire vs changed chunks + catalog (%s)" % rate,
+        ratio(get(u, "update_ferry", "wire_bytes"), get(u, "update_ferry", "changed_bytes")), 1.5,
+        "le", "wire bytes / (compressed bytes of the chunks fetched + the compressed catalog)")
     if medium_rate:
         medium_targets(rows, medium_rate, add)
     return out
@@ -220,6 +231,13 @@ def table(rows):
     if tar:
         lines += ["", "| link | read | runs | " + " | ".join(c[1] for c in TAR_COLS) + " |",
                   "|" + "---|" * (len(TAR_COLS) + 3)] + tar
+    upd = ["| %s | %s | " % (label, NAMES[appr]) +
+           " | ".join(fmt("wire_bytes" if k == "changed_bytes" else k, rows[(label, appr)][k])
+                      for k, _ in UPDATE_COLS) + " |"
+           for (label, appr) in sorted(rows) if appr == "update_ferry"]
+    if upd:
+        lines += ["", "| link | rerun | changed chunks+catalog MB | rescan s | hash s |",
+                  "|---|---|---|---|---|"] + upd
     return lines
 
 

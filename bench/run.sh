@@ -19,6 +19,9 @@
 #                         times from the replicator's start (fresh state:
 #                         walk, catalog, mount, browse / first byte / tar),
 #                         the others from the mount's or the sync's start
+#   UPDATE [1]            also the "5% changed" row (bench/update.sh): the
+#                         source changes after a first copy; rsync -aHX
+#                         --delete and ferry sync --delete rerun at RATE
 #   MEDIUM [1]            also the medium tree (bench/medium.sh): rsync -aHX,
 #                         ferry mount and ferry sync at MEDIUM_RATE [1gbit]
 #                         and on loopback, and tar of the complete mount
@@ -339,6 +342,10 @@ prepare_dataset
 : >"$RES"
 [ -n "$PEERS" ] && run_peers
 run_ferry
+if [ "${UPDATE:-1}" = 1 ]; then
+	SHARED=$SHARED BENCH_OUT=$OUT RES=$RES RATE=$RATE bash "$ROOT/bench/update.sh" "$B" ||
+		log "bench/update.sh failed"
+fi
 MEDIUM_RATE=${MEDIUM_RATE:-1gbit}
 if [ "${MEDIUM:-1}" = 1 ]; then
 	SHARED=$SHARED BENCH_OUT=$OUT RES=$RES MEDIUM_RATE=$MEDIUM_RATE bash "$ROOT/bench/medium.sh" "$B" ||

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# bench/update.sh BUILD_DIR — the "5% changed" row: a source that changed
+# after the first copy, and the rerun that brings the copy up to date.
+# Called by bench/run.sh (UPDATE=1, the default); runs on its own as well.
+#
+# The bench tree (the small one of make bench) is copied to a working
+# source; rsync -aHX (from an rsync daemon) and ferry sync (from
+# ferry-replicator) each make a first copy over the shaped link. Then the
+# source changes once for both: gen_dataset.py --mutate 5 (5% of the
+# files changed in place) and bench/update_mutate.py (1% deleted, 1% new,
+# one directory renamed). The replicator rescans (SIGHUP: its time is
+# rescan_s, and hash_s until the changed files are hashed), and each tool
+# reruns with --delete, timed, from the same memory state:
+#   update_rsync   rsync -aHX --delete rsync://SRC/w/ DEST/
+#   update_ferry   ferry sync --delete URL DEST
+# Both copies are checked against the changed source (treecmp --content).
+# For ferry, changed_bytes is what the update needs at least: the
+# compressed bytes of the chunks it had to fetch (the store's growth)
+# plus the new generation's compressed catalog.
+#
+# Knobs: UPDATE_RATE [RATE or 200mbit], UPDATE_TREE [the bench tree; any
+# gen_dataset.py tree, e.g. a medium one, for how the cost grows], SHARED,
+# BENCH_OUT (as run.sh).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "${1:?usage: bench/update.sh BUILD_DIR}" && pwd)
+SHARED=$(cd "${SHARED:-$ROOT/../shared/bench}" && pwd)
+OUT=${BENCH_OUT:-$ROOT/build/bench}
+RES=${RES:-$OUT/results.jsonl}
+RATE=${UPDATE_RATE:-${RATE:-200mbit}}
+WORK=$ROOT/build/bench/work
+UW=$WORK/update
+SRC_IP=10.99.0.1
+PORT=7073
+NSS="ip netns exec src"
+NSD="nsenter --net=/run/netns/dst"
+NSL="nsenter --net=/run/netns/src"
+WAN=$SHARED/wan.sh
+TREECMP="python3 $ROOT/tests/e2e/lib/treecmp.py"
+URL=http://$SRC_IP:$PORT/v1/w
+LABEL=update-$RATE
+
+log() { echo "[$(date +%H:%M:%S)] update: $*" >&2; }
+. "$ROOT/bench/lib.sh"
+emit() { python3 "$ROOT/bench/emit.py" "$@" >>"$RES"; }
+RSYNCD_PID=
+cleanup_update() {
+	[ -n "$RSYNCD_PID" ] && kill "$RSYNCD_PID" 2>/dev/null
+	bench_cleanup
+}
+trap cleanup_update EXIT
+
+settle() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	find "$UW/src" -type f -exec cat {} + >/dev/null
+	sleep 2
+}
+
+TREE=${UPDATE_TREE:-$WORK/src/tree}
+[ -n "${UPDATE_TREE:-}" ] && LABEL=update-$RATE-$(basename "$TREE")
+if [ ! -d "$TREE" ]; then
+	log "generating the bench tree"
+	mkdir -p "$WORK/src"
+	python3 "$SHARED/gen_dataset.py" "$TREE" --scale small --seed 1 >&2 || exit 1
+fi
+rm -rf "$UW"
+mkdir -p "$UW"
+cp -a "$TREE" "$UW/src"
+"$WAN" up "$RATE" >&2 || exit 1
+
+cat >"$UW/rsyncd.conf" <<EOF
+use chroot = no
+uid = root
+gid = root
+log file = $UW/rsyncd.log
+[w]
+  path = $UW/src
+  read only = yes
+EOF
+$NSS rsync --daemon --no-detach --config="$UW/rsyncd.conf" --address="$SRC_IP" >"$UW/rsyncd.out" 2>&1 &
+RSYNCD_PID=$!
+: >"$UW/repl.log"
+$NSS "$B/bin/ferry-replicator" -l "$SRC_IP:$PORT" -s "$UW/state" w="$UW/src" >>"$UW/repl.log" 2>&1 &
+REPL_PID=$!
+for i in $(seq 1 600); do grep -q ' ready' "$UW/repl.log" && break; sleep 0.05; done
+hashed() {
+	$NSL curl -sf "$URL/stats" | python3 -c "import json,sys; print(json.load(sys.stdin).get('hashing', {}).get('state', ''))" 2>/dev/null
+}
+for i in $(seq 1 1200); do case $(hashed) in done | none) break ;; esac; sleep 0.1; done
+for i in $(seq 1 100); do $NSD bash -c "exec 3<>/dev/tcp/$SRC_IP/873" 2>/dev/null && break; sleep 0.1; done
+
+log "first copies: rsync -aHX and ferry sync at $RATE"
+$NSD rsync -aHX "rsync://$SRC_IP/w/" "$UW/rsync/" || { log "first rsync failed"; exit 1; }
+$NSD "$B/bin/ferry" sync -q -c "$UW/cache" "$URL" "$UW/ferry" || { log "first ferry sync failed"; exit 1; }
+rest0=$(sqlite3 "$UW/cache/state.db" "select coalesce(sum(frame_len),0) from chunk" 2>/dev/null || echo 0)
+
+log "changing the source: 5% in place, 1% deleted, 1% new, a directory renamed"
+python3 "$SHARED/gen_dataset.py" "$UW/src" --mutate 5 --seed 1 >&2
+python3 "$ROOT/bench/update_mutate.py" "$UW/src" >&2
+t0=$(now)
+kill -HUP "$REPL_PID"
+for i in $(seq 1 1200); do grep -q ' ready ns=w generation=2 ' "$UW/repl.log" && break; sleep 0.05; done
+t1=$(now)
+for i in $(seq 1 1200); do case $(hashed) in done | none) break ;; esac; sleep 0.1; done
+t2=$(now)
+rescan_s=$(dt "$t0" "$t1")
+hash_s=$(dt "$t1" "$t2")
+log "rescan ${rescan_s}s, hashing the changes ${hash_s}s: $(grep ' ready ns=w generation=2 ' "$UW/repl.log")"
+
+settle
+w0=$(wire)
+t0=$(now)
+$NSD rsync -aHX --delete "rsync://$SRC_IP/w/" "$UW/rsync/"
+rc=$?
+t1=$(now)
+w1=$(wire)
+ok=$($TREECMP --content "$UW/src" "$UW/rsync" >/dev/null 2>&1 && echo exact || echo DIFF)
+emit update_rsync "$LABEL" 1 rc=$rc full_s="$(dt "$t0" "$t1")" wire_bytes=$((w1 - w0)) verdict="$ok" strict_ok="$([ "$ok" = exact ] && echo true || echo false)"
+log "rsync -aHX --delete rerun: $(dt "$t0" "$t1")s wire=$((w1 - w0)) $ok"
+
+settle
+w0=$(wire)
+t0=$(now)
+$NSD "$B/bin/ferry" sync --delete --stats -c "$UW/cache" "$URL" "$UW/ferry" >"$UW/ferry.stats" 2>&1
+rc=$?
+t1=$(now)
+w1=$(wire)
+ok=$($TREECMP --content "$UW/src" "$UW/ferry" >/dev/null 2>&1 && echo exact || echo DIFF)
+rest1=$(sqlite3 "$UW/cache/state.db" "select coalesce(sum(frame_len),0) from chunk" 2>/dev/null || echo 0)
+cat_zst=$(stat -c %s "$UW/state/w/catalog/2.db.zst" 2>/dev/null || echo 0)
+fetched=$(awk -F': ' '/^Chunks fetched/ {print $2}' "$UW/ferry.stats")
+emit update_ferry "$LABEL" 1 rc=$rc full_s="$(dt "$t0" "$t1")" wire_bytes=$((w1 - w0)) verdict="$ok" \
+	strict_ok="$([ "$ok" = exact ] && echo true || echo false)" changed_bytes=$((rest1 - rest0 + cat_zst)) \
+	chunk_bytes=$((rest1 - rest0)) catalog_bytes="$cat_zst" chunks="${fetched:-NA}" \
+	rescan_s="$rescan_s" hash_s="$hash_s"
+log "ferry sync --delete rerun: $(dt "$t0" "$t1")s wire=$((w1 - w0)) changed chunks $((rest1 - rest0)) B in ${fetched:-?} chunks + catalog $cat_zst B, $ok"
