@@ -591,6 +591,9 @@ static int read_meta(cat_reader *r)
 		} else if (!strcmp(key, "left_out")) {
 			if (meta_u64(st, 0, INT64_MAX, &m->left_out))
 				goto out;
+		} else if (!strcmp(key, "next_ino")) {
+			if (meta_u64(st, 2, INT64_MAX, &m->next_ino))
+				goto out;
 		} else if (!strcmp(key, "tree_sha256")) {
 			/* Optional (older writers have none), but exact. */
 			text = sqlite3_column_type(st, 1) == SQLITE_TEXT
@@ -796,4 +799,39 @@ void cat_reader_meta(cat_reader *r, struct cat_meta *ret)
 {
 	/* Set once at open and never written again: no lock needed. */
 	*ret = r->meta;
+}
+
+int cat_next_ino(cat_reader *r, uint64_t *ret)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t max = 0;
+	int rc;
+
+	if (!r || !ret)
+		return -EINVAL;
+	if (r->meta.next_ino) {
+		*ret = r->meta.next_ino;
+		return 0;
+	}
+	rc = cat__reader_lock(r);
+	if (rc)
+		return rc;
+	rc = sqlite3_prepare_v2(r->db, "SELECT max(ino) FROM inode", -1, &st,
+				NULL);
+	if (rc != SQLITE_OK) {
+		rc = base_sqlite_errno(r->db, rc, "prepare max(ino)");
+	} else {
+		rc = cat__step(r, st, "max(ino)");
+		if (rc == 1)
+			rc = cat__col_int(st, 0, CAT_ROOT_INO, INT64_MAX - 1,
+					  &max);
+		else if (rc == 0)
+			rc = -EBADMSG;
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&r->mu);
+	if (rc < 0)
+		return rc;
+	*ret = (uint64_t)max + 1;
+	return 0;
 }

@@ -668,6 +668,11 @@ void cat_writer_set_left_out(cat_writer *w, uint64_t n)
 	w->meta.left_out = n;
 }
 
+void cat_writer_set_next_ino(cat_writer *w, uint64_t next)
+{
+	w->meta.next_ino = next;
+}
+
 static int write_meta(cat_writer *w)
 {
 	const struct cat_meta *m = &w->meta;

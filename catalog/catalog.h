@@ -291,6 +291,11 @@ struct cat_meta {
 	 * file deletion"). Set with cat_writer_set_left_out; 0 when reading
 	 * a catalog written without it. */
 	uint64_t left_out;
+	/* The ino the next generation gives its first new entry: above
+	 * every ino this one or an older one used, so a number never comes
+	 * back for another entry (cat_writer_set_next_ino; 0 when reading a
+	 * catalog written without it: then take the largest ino + 1). */
+	uint64_t next_ino;
 	/* SHA-256 (lowercase hex) of every namespace row (inode, dirent,
 	 * xattr) the writer was given, in call order and a fixed encoding,
 	 * with the chunk parameters; manifests are not part of it. Equal for
@@ -342,6 +347,8 @@ int cat_writer_add_pending(cat_writer *w, uint64_t ino);
 
 /* How many entries the scan left out (meta "left_out"); before commit. */
 void cat_writer_set_left_out(cat_writer *w, uint64_t n);
+/* meta "next_ino" (see cat_meta); before commit. */
+void cat_writer_set_next_ino(cat_writer *w, uint64_t next);
 
 /* Commit: write meta, commit, fsync, rename "<path>.tmp" to path, fsync
  * the directory. Frees w in every case. Returns 0 or -errno (the temp file
@@ -364,6 +371,10 @@ void cat_reader_close(cat_reader *r);
 
 /* Copy of the meta read at open. */
 void cat_reader_meta(cat_reader *r, struct cat_meta *ret);
+
+/* The first ino a next generation may give a new entry: meta next_ino,
+ * or (catalogs written without it) the largest ino + 1. 0 or -errno. */
+int cat_next_ino(cat_reader *r, uint64_t *ret);
 
 /* Every row handed out is checked: kind and mode agree, sizes within
  * bounds, names pass cat_name_check; a row that fails is -EBADMSG. */

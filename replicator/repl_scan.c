@@ -68,6 +68,13 @@ struct scan {
 	cat_writer *cw;
 	repl_srcindex_writer *sw;
 	uint64_t next_ino;
+	/* Stable numbers: an entry the previous generation had (same source
+	 * identity and kind) keeps its ino; a new one gets next_ino, which
+	 * starts above every ino an older generation used. reused marks the
+	 * older inos taken, one bit each below prev_next, so two entries of
+	 * one identity (a bind mount) never get the same number. */
+	uint64_t prev_next;
+	uint8_t *reused;
 	uint64_t cur_ino; /* inode whose manifest is being flushed */
 	struct link_map links;
 	char *path; /* relative path of the current entry */
@@ -79,6 +86,41 @@ struct scan {
 	size_t inflight, lookahead;  /* jobs handed to the pool */
 	struct repl_xattrs xa;
 };
+
+/* The ino of a new entry: prev (its number in the previous generation,
+ * 0 when none) if free, else the next new number. */
+static uint64_t take_ino(struct scan *s, uint64_t prev)
+{
+	if (prev > CAT_ROOT_INO && prev < s->prev_next && s->reused &&
+	    !(s->reused[prev / 8] >> (prev % 8) & 1)) {
+		s->reused[prev / 8] |= (uint8_t)(1u << (prev % 8));
+		return prev;
+	}
+	return s->next_ino++;
+}
+
+/* Record the source identity of a catalog entry that is not a regular
+ * file, for the next generation's numbers. */
+static int ident_of(struct scan *s, uint64_t ino, const struct stat *st)
+{
+	if (!s->sw)
+		return 0;
+	return repl_srcindex_add_ident(s->sw, ino, (uint64_t)st->st_dev,
+				       (uint64_t)st->st_ino);
+}
+
+/* take_ino for a directory, symlink or special file of kind. */
+static int other_ino(struct scan *s, const struct stat *st, int kind,
+		     uint64_t *ret)
+{
+	uint64_t prev = 0;
+	int r = repl_prev_ino(s->sh.prev, st, kind, &prev);
+
+	if (r < 0)
+		return r;
+	*ret = take_ino(s, prev);
+	return ident_of(s, *ret, st);
+}
 
 static size_t link_hash(dev_t dev, ino_t ino, size_t cap)
 {
@@ -291,7 +333,7 @@ static int scan_reg(struct scan *s, struct repl_file_job *j, uint64_t *ret_ino)
 		warn(s, j->warn_err, j->warn_why);
 		return 0;
 	}
-	s->cur_ino = s->next_ino++;
+	s->cur_ino = take_ino(s, j->prev_ino);
 	inode_from_stat(&in, s->cur_ino, &j->st);
 	r = write_xattrs(s, s->cur_ino, &j->xa);
 	if (r < 0)
@@ -366,7 +408,9 @@ static int scan_other(struct scan *s, int dfd, const char *name,
 	r = repl_xattrs_collect_at(&s->xa, dfd, name);
 	if (r == -ENOMEM)
 		return r;
-	ino = s->next_ino++;
+	r = other_ino(s, st, cat_kind_of_mode(st->st_mode), &ino);
+	if (r < 0)
+		return r;
 	inode_from_stat(&in, ino, st);
 	in.size = tlen;
 	r = write_xattrs(s, ino, &s->xa);
@@ -405,7 +449,9 @@ static int scan_subdir(struct scan *s, int dfd, const char *name,
 	r = repl_xattrs_collect(&s->xa, fd, NULL);
 	if (r == -ENOMEM)
 		goto out;
-	ino = s->next_ino++;
+	r = other_ino(s, &st, CAT_DIR, &ino);
+	if (r < 0)
+		goto out;
 	r = write_xattrs(s, ino, &s->xa);
 	if (r < 0)
 		goto out;
@@ -768,7 +814,14 @@ static int scan_root(struct scan *s, const char *dir, int rootfd)
 	r = repl_xattrs_collect(&s->xa, rootfd, NULL);
 	if (r == -ENOMEM)
 		return r;
-	s->next_ino = CAT_ROOT_INO + 1;
+	s->prev_next = repl_prev_next_ino(s->sh.prev);
+	s->next_ino =
+	    s->prev_next > CAT_ROOT_INO ? s->prev_next : CAT_ROOT_INO + 1;
+	if (s->prev_next > CAT_ROOT_INO) {
+		s->reused = calloc(s->prev_next / 8 + 1, 1);
+		if (!s->reused)
+			return -ENOMEM;
+	}
 	r = write_xattrs(s, CAT_ROOT_INO, &s->xa);
 	if (r < 0)
 		return r;
@@ -885,6 +938,7 @@ int repl_scan(const char *dir, const char *catalog_path,
 			goto out;
 	}
 	cat_writer_set_left_out(s.cw, s.st->left_out);
+	cat_writer_set_next_ino(s.cw, s.next_ino);
 	r = cat_writer_commit(s.cw);
 	s.cw = NULL;
 	if (r < 0 && o->srcindex_path)
@@ -900,6 +954,7 @@ out:
 		pthread_mutex_destroy(&s.sh.hook_lock);
 	repl_xattrs_clear(&s.xa);
 	link_free(&s.links);
+	free(s.reused);
 	free(s.path);
 	free(spill);
 	if (rootfd >= 0)

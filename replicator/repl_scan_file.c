@@ -494,7 +494,7 @@ static int job_unread(struct repl_file_job *j, struct repl_file_reader *fr,
 	int r;
 
 	/* A lookup that fails only costs the read. */
-	r = repl_prev_manifest(fr->sh->prev, a, &j->m);
+	r = repl_prev_manifest(fr->sh->prev, a, &j->m, &j->prev_ino);
 	if (r == -ENOMEM) {
 		j->rc = r;
 		return 1;

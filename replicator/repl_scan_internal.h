@@ -74,9 +74,20 @@ void repl_prev_close(struct repl_prev *p);
 /* When the previous generation holds a regular file of st's identity
  * (st_dev, st_ino) with st's size, mtime and ctime, put its manifest into
  * m (reset first) and return 1; 0 when not (m empty; read the file), or
- * -ENOMEM / -EIO. p may be NULL (0). Any thread. */
+ * -ENOMEM / -EIO. *ret_prev_ino is that file's ino there whenever it
+ * holds a regular file of this identity, changed or not (0: none). p may
+ * be NULL (0). Any thread. */
 int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
-		       struct repl_manifest *m);
+		       struct repl_manifest *m, uint64_t *ret_prev_ino);
+
+/* The ino the previous generation gave the entry of st's identity, when
+ * it was of the same kind (CAT_*): 1 with *ret set, 0 when none, -errno.
+ * p may be NULL (0). Any thread. */
+int repl_prev_ino(struct repl_prev *p, const struct stat *st, int kind,
+		  uint64_t *ret);
+
+/* The previous generation's next_ino (cat_next_ino); 0 when none. */
+uint64_t repl_prev_next_ino(struct repl_prev *p);
 
 /* -- what every scanning thread shares (read-only during the scan) -- */
 
@@ -199,6 +210,7 @@ struct repl_file_job {
 	int rc;		      /* -ECANCELED or -ENOMEM: the scan must stop */
 	int reused;	      /* the manifest came from the previous
 			       * generation: no byte was read */
+	uint64_t prev_ino;    /* its ino in the previous generation, 0 */
 	int pending;	      /* deferred: not read, hashed later */
 	int not_reg;	      /* 1: st says it is no regular file (any
 			       * more); the walker takes it from there */

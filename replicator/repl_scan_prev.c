@@ -111,13 +111,12 @@ static int prev_hashed(struct repl_prev *p, uint64_t ino, uint64_t size,
 	return r == -ENOMEM ? r : 0;
 }
 
-int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
-		       struct repl_manifest *m)
+/* The previous generation's entry of st's identity: 1 with *in, 0 when
+ * there is none (or it does not read back), -errno. */
+static int prev_entry(struct repl_prev *p, const struct stat *st,
+		      struct cat_inode *in)
 {
-	struct cat_chunk cs[PREV_ROWS];
-	struct cat_inode in;
-	uint64_t ino = 0, off = 0, size = (uint64_t)st->st_size;
-	size_t n, i;
+	uint64_t ino = 0;
 	int r;
 
 	if (!p)
@@ -126,15 +125,30 @@ int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
 	r = repl_srcindex_ident(p->idx, (uint64_t)st->st_dev,
 				(uint64_t)st->st_ino, &ino);
 	pthread_mutex_unlock(&p->mu);
-	if (r == -ENOENT)
-		return 0;
 	if (r < 0)
-		return r;
-	r = cat_getattr(p->cat, ino, &in);
-	if (r == -ENOENT || r == -EBADMSG)
-		return 0;
+		return r == -ENOENT ? 0 : r;
+	r = cat_getattr(p->cat, ino, in);
 	if (r < 0)
+		return r == -ENOENT || r == -EBADMSG ? 0 : r;
+	return 1;
+}
+
+int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
+		       struct repl_manifest *m, uint64_t *ret_prev_ino)
+{
+	struct cat_chunk cs[PREV_ROWS];
+	struct cat_inode in;
+	uint64_t ino = 0, off = 0, size = (uint64_t)st->st_size;
+	size_t n, i;
+	int r;
+
+	*ret_prev_ino = 0;
+	r = prev_entry(p, st, &in);
+	if (r <= 0)
 		return r;
+	ino = in.ino;
+	if (in.kind == CAT_REG)
+		*ret_prev_ino = ino; /* the same file: its number stays */
 	if (in.kind != CAT_REG || in.size != size ||
 	    in.mtime_ns != ns_of(&st->st_mtim) ||
 	    in.ctime_ns != ns_of(&st->st_ctim))
@@ -172,4 +186,27 @@ int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
 		return 1;
 	repl_manifest_reset(m);
 	return r < 0 ? r : 0;
+}
+
+int repl_prev_ino(struct repl_prev *p, const struct stat *st, int kind,
+		  uint64_t *ret)
+{
+	struct cat_inode in;
+	int r;
+
+	*ret = 0;
+	r = prev_entry(p, st, &in);
+	if (r <= 0 || (int)in.kind != kind)
+		return r < 0 ? r : 0;
+	*ret = in.ino;
+	return 1;
+}
+
+uint64_t repl_prev_next_ino(struct repl_prev *p)
+{
+	uint64_t next = 0;
+
+	if (!p || cat_next_ino(p->cat, &next) < 0)
+		return 0;
+	return next;
 }

@@ -140,6 +140,14 @@ int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
 	rc = sqlite3_step(w->st_file);
 	if (rc != SQLITE_DONE)
 		return base_sqlite_errno(w->db, rc, "add file");
+	return repl_srcindex_add_ident(w, ino, dev, sino);
+}
+
+int repl_srcindex_add_ident(repl_srcindex_writer *w, uint64_t ino, uint64_t dev,
+			    uint64_t sino)
+{
+	int rc;
+
 	/* Device and inode numbers are stored as their 64-bit patterns. */
 	sqlite3_reset(w->st_ident);
 	sqlite3_bind_int64(w->st_ident, 1, (sqlite3_int64)dev);

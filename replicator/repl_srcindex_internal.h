@@ -69,6 +69,12 @@ int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
 			   const void *path, size_t path_len, uint64_t dev,
 			   uint64_t sino);
 
+/* The source identity of a catalog entry that is not a regular file (a
+ * directory, symlink or special file), so the next generation gives the
+ * same entry the same ino (repl_prev_ino). */
+int repl_srcindex_add_ident(repl_srcindex_writer *w, uint64_t ino, uint64_t dev,
+			    uint64_t sino);
+
 /* Record regular file ino as pending: its manifest is hashed later. */
 int repl_srcindex_add_todo(repl_srcindex_writer *w, uint64_t ino,
 			   const struct repl_src_todo *t);

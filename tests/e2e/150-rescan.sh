@@ -50,6 +50,7 @@ ok "SIGHUP, nothing changed: generation 1 kept, replicator running"
 printf 'second, longer\n' >"$S/a.txt"
 rm "$S/d/c"
 printf 'new file\n' >"$S/d/n"
+printf 'sorts first\n' >"$S/0first"
 kill -HUP "$REPL_PID"
 wait_log ' ready ns=r generation=2 ' 1
 head_is 2 || die "HEAD is not 2 after the change"
@@ -58,12 +59,20 @@ echo "$line" | grep -q ' bytes_read=0 ' || die "the rescan's walk read file data
 echo "$line" | grep -q ' reused=1 ' || die "the unchanged big file was not reused: $line"
 wait_hashed "$port" r 60 || die "generation 2 not hashed"
 hl=$(grep 'hashed ns=r generation=2 ' "$T/repl.log")
-# only a.txt (15 bytes) and d/n (9 bytes) are read again, never big
-echo "$hl" | grep -q ' bytes_read=24 ' || die "hashing read more than the changed files: $hl"
+# only a.txt (15), d/n (9) and 0first (12 bytes) are read, never big
+echo "$hl" | grep -q ' bytes_read=36 ' || die "hashing read more than the changed files: $hl"
+# inode numbers stay with their entries, though a new name sorts first
+ino_of() { sqlite3 -readonly "$T/state/r/catalog/$1.db" "select ino from dirent where parent=1 and name=cast('$2' as blob)"; }
+for n in big a.txt link d; do
+	[ "$(ino_of 1 "$n")" = "$(ino_of 2 "$n")" ] || die "$n changed its inode number: $(ino_of 1 "$n") -> $(ino_of 2 "$n")"
+done
+max1=$(sqlite3 -readonly "$T/state/r/catalog/1.db" "select max(ino) from inode")
+[ "$(ino_of 2 0first)" -gt "$max1" ] || die "the new file got a number generation 1 used"
+[ "$(stat -c %i "$M/big")" = "$(ino_of 2 big)" ] || die "the mount's inode number of big is not the catalog's"
 [ "$(repl_stat "$port" r rescans)" = 2 ] || die "stats: rescans is not 2"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/chunk/$old_id")
 [ "$code" = 404 ] || die "a chunk only generation 1 had answers $code, not 404"
-ok "change + SIGHUP: generation 2 published; walk read 0 bytes, hashing 24 (the changed files); a chunk only generation 1 had is 404"
+ok "change + SIGHUP: generation 2 published; walk read 0 bytes, hashing 36 (the changed files); inode numbers kept; a chunk only generation 1 had is 404"
 
 cmp "$S/big" "$M/big" || die "the generation-1 mount cannot read a file generation 2 shares"
 ok "a mount of generation 1 reads the shared file after the switch"

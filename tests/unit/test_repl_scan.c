@@ -566,6 +566,94 @@ static void test_prune_generations(void **state)
 	assert_int_equal(removed, 0);
 }
 
+/* The ino of the entry at the '/'-separated path rel in the catalog at
+ * catpath; 0 when it is not there. */
+static uint64_t ino_at(const char *catpath, const char *rel)
+{
+	struct cat_inode in = {.ino = CAT_ROOT_INO};
+	cat_reader *r = NULL;
+	const char *p = rel;
+
+	assert_int_equal(cat_reader_open(catpath, &r), 0);
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+
+		if (cat_lookup(r, in.ino, p, n, &in) < 0) {
+			in.ino = 0;
+			break;
+		}
+		p += n + (slash != NULL);
+	}
+	cat_reader_close(r);
+	return in.ino;
+}
+
+/* Inode numbers stay with their entries across generations: an entry
+ * the next walk finds again (same source identity and kind), even moved
+ * to another directory, keeps its ino; a new one gets a number above
+ * every one used before; a deleted one's number is not given out again.
+ * Nothing is read for the numbers (the walk reads no more bytes). */
+static void test_stable_inos(void **state)
+{
+	struct fixture *f = *state;
+	struct repl_scan_opts o = {.defer = 1};
+	struct repl_generation g;
+	char ns[256], c1[320], c2[320], c3[320], p[320], q[320];
+	uint64_t a1, sub1, link1, big1, empty1, max1 = 0;
+	static const char *const names[] = {
+	    "a.txt", "big.bin",	 "link", "dangling",
+	    "empty", "emptydir", "sub",	 "sub/hardlink"};
+
+	path_in(ns, sizeof(ns), f->state, "ns");
+	assert_int_equal(repl_generation_build(ns, f->src, &o, &g), 0);
+	snprintf(c1, sizeof(c1), "%s/catalog/1.db", ns);
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+		uint64_t ino = ino_at(c1, names[i]);
+
+		assert_true(ino > CAT_ROOT_INO);
+		if (ino > max1)
+			max1 = ino;
+	}
+	a1 = ino_at(c1, "a.txt");
+	sub1 = ino_at(c1, "sub");
+	link1 = ino_at(c1, "link");
+	big1 = ino_at(c1, "big.bin");
+	empty1 = ino_at(c1, "empty");
+
+	/* A name sorting first (it would shift every later number of a
+	 * walk that numbered in order), a file gone, a directory moved
+	 * into another one. */
+	path_in(p, sizeof(p), f->src, "0first");
+	tsup_write_file(p, "new\n", 4);
+	path_in(p, sizeof(p), f->src, "empty");
+	assert_int_equal(unlink(p), 0);
+	path_in(p, sizeof(p), f->src, "emptydir");
+	path_in(q, sizeof(q), f->src, "sub/moved");
+	assert_int_equal(rename(p, q), 0);
+	assert_int_equal(repl_generation_build(ns, f->src, &o, &g), 0);
+	assert_int_equal(g.generation, 2);
+	assert_int_equal(g.stats.bytes_read, 0);
+	snprintf(c2, sizeof(c2), "%s/catalog/2.db", ns);
+	assert_int_equal(ino_at(c2, "a.txt"), a1);
+	assert_int_equal(ino_at(c2, "sub"), sub1);
+	assert_int_equal(ino_at(c2, "link"), link1);
+	assert_int_equal(ino_at(c2, "big.bin"), big1);
+	assert_int_equal(ino_at(c2, "sub/hardlink"), a1);
+	assert_int_equal(ino_at(c2, "sub/moved"), ino_at(c1, "emptydir"));
+	assert_int_equal(ino_at(c2, "empty"), 0);
+	assert_true(ino_at(c2, "0first") > max1);
+
+	/* A new file after the deletion does not get the deleted number. */
+	path_in(p, sizeof(p), f->src, "later");
+	tsup_write_file(p, "later\n", 6);
+	assert_int_equal(repl_generation_build(ns, f->src, &o, &g), 0);
+	snprintf(c3, sizeof(c3), "%s/catalog/3.db", ns);
+	assert_true(ino_at(c3, "later") > ino_at(c3, "0first"));
+	assert_int_not_equal(ino_at(c3, "later"), empty1);
+	assert_int_equal(ino_at(c3, "a.txt"), a1);
+}
+
 static void test_bad_input(void **state)
 {
 	struct fixture *f = *state;
@@ -990,6 +1078,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_prune_generations, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_stable_inos, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
