@@ -358,6 +358,26 @@ int cat_writer_commit(cat_writer *w);
 /* Drop everything, remove the temp file, free w. NULL is a no-op. */
 void cat_writer_abort(cat_writer *w);
 
+/* -- deltas between generations (cat_delta.c; any thread, blocking) -- */
+
+/* SHA-256 (hex) over every row of the catalog at path (meta, inode,
+ * dirent, xattr, chunk, pending; each in key order, values typed and
+ * length-prefixed): equal for catalogs with equal rows. 0 or -errno. */
+int cat_digest(const char *path, char hex[65]);
+
+/* Write at delta_path (replaced) the rows that turn the catalog at
+ * from_path into the one at to_path, of a later generation, with to's
+ * digest. 0, -EINVAL (not older), -EBADMSG (not catalogs), -errno. */
+int cat_delta_build(const char *from_path, const char *to_path,
+		    const char *delta_path);
+
+/* Make out_path (replaced) the catalog from_path + the delta: refused
+ * (-EBADMSG, nothing left at out_path) unless the delta is from
+ * from_path's generation and the result's digest is the one the delta
+ * names. *ret_from and *ret_to (may be NULL) get its generations. */
+int cat_delta_apply(const char *from_path, const char *delta_path,
+		    const char *out_path, uint64_t *ret_from, uint64_t *ret_to);
+
 /* -- reader (destination side; any thread: calls are serialized by an
  *    internal mutex, so callbacks must not call back into the reader) -- */
 typedef struct cat_reader cat_reader;

@@ -71,6 +71,7 @@ static const char USAGE[] =
     "Endpoints (per namespace NAME):\n"
     "  GET  /v1/NAME/HEAD           current generation\n"
     "  GET  /v1/NAME/catalog/GEN    catalog (zstd-compressed SQLite)\n"
+    "  GET  /v1/NAME/delta/FROM/TO  catalog FROM -> TO's changed rows\n"
     "  GET  /v1/NAME/chunk/ID       one chunk frame (ID: 64 hex digits)\n"
     "  POST /v1/NAME/chunks         body: 1..1024 ids of 32 bytes\n"
     "  GET  /v1/NAME/manifest/GEN/INO   a pending file's manifest\n"

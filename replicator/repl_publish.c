@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,12 @@ char *repl__catalog_path(const char *state_dir, uint64_t gen)
 char *repl__catalog_zst_path(const char *state_dir, uint64_t gen)
 {
 	return repl__path_fmt("%s/catalog/%" PRIu64 ".db.zst", state_dir, gen);
+}
+
+char *repl__delta_zst_path(const char *state_dir, uint64_t from, uint64_t to)
+{
+	return repl__path_fmt("%s/catalog/%" PRIu64 "-%" PRIu64 ".delta.zst",
+			      state_dir, from, to);
 }
 
 char *repl__srcindex_path(const char *state_dir, uint64_t gen)
@@ -373,8 +380,9 @@ out:
 	return r;
 }
 
-/* GEN of a name "GEN.db..." (GEN decimal, no sign, no leading zero); 0
- * when the name is anything else. */
+/* GEN of a name "GEN.db..." (GEN decimal, no sign, no leading zero), or
+ * FROM of a delta's "FROM-TO.delta..."; 0 when the name is anything
+ * else. */
 static uint64_t gen_of_name(const char *name)
 {
 	uint64_t g = 0;
@@ -387,6 +395,8 @@ static uint64_t gen_of_name(const char *name)
 			return 0;
 		g = g * 10 + (uint64_t)(*p - '0');
 	}
+	if (*p == '-') /* "FROM-TO.delta...": as old as FROM */
+		return strstr(p, ".delta") ? g : 0;
 	return strncmp(p, ".db", 3) == 0 ? g : 0;
 }
 
@@ -415,7 +425,7 @@ static int prune_dir(const char *state_dir, const char *sub, uint64_t cut,
 		if (g == 0 || g >= cut)
 			continue;
 		rest = strchr(de->d_name, '.');
-		zst = !strcmp(rest, ".db.zst");
+		zst = !strcmp(rest, ".db.zst") || !strcmp(rest, ".delta.zst");
 		if (zst_only != zst)
 			continue;
 		if (unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT) {
@@ -423,7 +433,7 @@ static int prune_dir(const char *state_dir, const char *sub, uint64_t cut,
 				r = -errno;
 			continue;
 		}
-		if (zst && removed)
+		if (zst && removed && !strcmp(rest, ".db.zst"))
 			(*removed)++;
 	}
 	closedir(d);
@@ -448,5 +458,46 @@ int repl_generations_prune(const char *state_dir, uint64_t head, unsigned keep,
 	r = r ? r : r2;
 	if (ret_removed)
 		*ret_removed = removed;
+	return r;
+}
+
+/* One delta build at a time: two requests for the same delta would
+ * write the same temp files. */
+static pthread_mutex_t delta_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int repl_delta_make(const char *state_dir, uint64_t from, uint64_t to)
+{
+	char *a = repl__catalog_path(state_dir, from);
+	char *b = repl__catalog_path(state_dir, to);
+	char *zst = repl__delta_zst_path(state_dir, from, to);
+	char *tmp =
+	    repl__path_fmt("%s/catalog/%" PRIu64 "-%" PRIu64 ".delta.db.tmp",
+			   state_dir, from, to);
+	char hex[65];
+	struct stat st;
+	uint64_t bytes;
+	int r;
+
+	if (!a || !b || !zst || !tmp) {
+		r = -ENOMEM;
+		goto out;
+	}
+	pthread_mutex_lock(&delta_mu);
+	if (stat(zst, &st) == 0) {
+		r = 0; /* made before: deltas are immutable */
+	} else if (stat(a, &st) < 0 || stat(b, &st) < 0) {
+		r = -ENOENT;
+	} else {
+		r = cat_delta_build(a, b, tmp);
+		if (r == 0)
+			r = repl_catalog_compress(tmp, zst, hex, &bytes);
+		unlink(tmp);
+	}
+	pthread_mutex_unlock(&delta_mu);
+out:
+	free(a);
+	free(b);
+	free(zst);
+	free(tmp);
 	return r;
 }

@@ -20,6 +20,13 @@ char *repl__path_fmt(const char *fmt, ...)
 char *repl__catalog_path(const char *state_dir, uint64_t gen);
 char *repl__catalog_zst_path(const char *state_dir, uint64_t gen);
 char *repl__srcindex_path(const char *state_dir, uint64_t gen);
+/* catalog/FROM-TO.delta.zst (its digest beside it, as a catalog's). */
+char *repl__delta_zst_path(const char *state_dir, uint64_t from, uint64_t to);
+
+/* Make the compressed delta from generation from to to (cat_delta_build,
+ * then zstd with its SHA-256, as a catalog), unless it is there already.
+ * Serialized. 0, -ENOENT (one of the catalogs is gone), -errno. */
+int repl_delta_make(const char *state_dir, uint64_t from, uint64_t to);
 
 /* Read the hex SHA-256 kept next to a compressed catalog (zst_path +
  * ".sha256") into ret_hex. Returns 0, -EBADMSG, -errno. */

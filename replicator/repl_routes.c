@@ -152,6 +152,8 @@ struct cat_job {
 	uv_fs_t fs;
 	struct repl_req *req;
 	char *path;
+	const char *state_dir; /* a delta: made on first request */
+	uint64_t from, to;     /* a delta's generations; from 0: a catalog */
 	int fd, err;
 	uint64_t size, off;
 	char sha[65];
@@ -175,6 +177,11 @@ static void cat_open_work(uv_work_t *w)
 	struct cat_job *j = w->data;
 	struct stat st;
 
+	if (j->from) {
+		j->err = repl_delta_make(j->state_dir, j->from, j->to);
+		if (j->err < 0)
+			return;
+	}
 	j->fd = open(j->path, O_RDONLY | O_CLOEXEC);
 	if (j->fd < 0) {
 		j->err = -errno;
@@ -261,7 +268,10 @@ static void cat_opened(uv_work_t *w, int status)
 		goto out;
 	if (j->err == -ENOENT) {
 		repl_http_error(req, 404, "not_found", NULL,
-				"no catalog file for this generation");
+				j->from
+				    ? "no catalog of one of these "
+				      "generations any more"
+				    : "no catalog file for this generation");
 		goto out;
 	}
 	if (j->err < 0) {
@@ -292,6 +302,84 @@ out:
 	repl_req_unref(req);
 }
 
+/* A job for req; NULL after answering 500. */
+static struct cat_job *cat_job_new(struct repl_req *req)
+{
+	struct cat_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		return NULL;
+	}
+	j->fd = -1;
+	j->req = req;
+	return j;
+}
+
+/* Open (for a delta: make) j->path on a worker, then stream it. */
+static void cat_job_start(struct repl_req *req, struct cat_job *j)
+{
+	req->route = j;
+	req->on_free = cat_job_free;
+	if (!j->path) {
+		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		return;
+	}
+	j->w.data = j;
+	repl_req_ref(req);
+	if (uv_queue_work(&req->srv->loop, &j->w, cat_open_work, cat_opened) <
+	    0) {
+		repl_req_unref(req);
+		repl_http_error(req, 500, "internal", NULL,
+				"cannot queue work");
+	}
+}
+
+/* GET /v1/NS/delta/FROM/TO: the rows that turn catalog FROM into TO
+ * (catalog/cat_delta.c), zstd-compressed, made on the first request and
+ * kept while both generations are. */
+static void route_delta(struct repl_req *req, struct repl_ns *ns,
+			const char *arg, size_t len)
+{
+	const char *slash = memchr(arg, '/', len);
+	uint64_t from, to;
+	struct cat_job *j;
+	char a[24], b[24];
+	size_t al, bl;
+
+	al = slash ? (size_t)(slash - arg) : 0;
+	bl = slash ? len - al - 1 : 0;
+	if (!slash || al == 0 || bl == 0 || al >= sizeof(a) ||
+	    bl >= sizeof(b) || arg[0] == '0' || slash[1] == '0') {
+		repl_http_error(req, 400, "bad_request", NULL,
+				"expected delta/FROM/TO");
+		return;
+	}
+	memcpy(a, arg, al);
+	a[al] = '\0';
+	memcpy(b, slash + 1, bl);
+	b[bl] = '\0';
+	if (base_parse_u64(a, 1, INT64_MAX, &from) < 0 ||
+	    base_parse_u64(b, 1, INT64_MAX, &to) < 0 || from >= to) {
+		repl_http_error(req, 400, "bad_request", NULL,
+				"expected delta/FROM/TO with FROM < TO");
+		return;
+	}
+	if (to > ns->generation) {
+		repl_http_error(req, 404, "not_found", NULL,
+				"unknown generation %" PRIu64, to);
+		return;
+	}
+	j = cat_job_new(req);
+	if (!j)
+		return;
+	j->from = from;
+	j->to = to;
+	j->state_dir = ns->state_dir;
+	j->path = repl__delta_zst_path(ns->state_dir, from, to);
+	cat_job_start(req, j);
+}
+
 static void route_catalog(struct repl_req *req, struct repl_ns *ns,
 			  const char *arg, size_t len)
 {
@@ -313,28 +401,11 @@ static void route_catalog(struct repl_req *req, struct repl_ns *ns,
 				"unknown generation '%s'", num);
 		return;
 	}
-	j = calloc(1, sizeof(*j));
-	if (!j) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
+	j = cat_job_new(req);
+	if (!j)
 		return;
-	}
-	j->fd = -1;
-	j->req = req;
 	j->path = repl__catalog_zst_path(ns->state_dir, gen);
-	req->route = j;
-	req->on_free = cat_job_free;
-	if (!j->path) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
-		return;
-	}
-	j->w.data = j;
-	repl_req_ref(req);
-	if (uv_queue_work(&req->srv->loop, &j->w, cat_open_work, cat_opened) <
-	    0) {
-		repl_req_unref(req);
-		repl_http_error(req, 500, "internal", NULL,
-				"cannot queue work");
-	}
+	cat_job_start(req, j);
 }
 
 /* -- one chunk -- */
@@ -709,6 +780,7 @@ enum route {
 	R_STATS,
 	R_CHUNKS,
 	R_CATALOG,
+	R_DELTA,
 	R_CHUNK,
 	R_MANIFEST,
 	R_MANIFESTS
@@ -722,13 +794,10 @@ static int route_of(const char *rest, size_t len, enum route *ret,
 		int has_arg;
 		enum route r;
 	} table[] = {
-	    {"HEAD", 0, R_HEAD},
-	    {"stats", 0, R_STATS},
-	    {"chunks", 0, R_CHUNKS},
-	    {"catalog/", 1, R_CATALOG},
-	    {"chunk/", 1, R_CHUNK},
-	    {"manifest/", 2, R_MANIFEST},
-	    {"manifests/", 2, R_MANIFESTS},
+	    {"HEAD", 0, R_HEAD},	  {"stats", 0, R_STATS},
+	    {"chunks", 0, R_CHUNKS},	  {"catalog/", 1, R_CATALOG},
+	    {"delta/", 2, R_DELTA},	  {"chunk/", 1, R_CHUNK},
+	    {"manifest/", 2, R_MANIFEST}, {"manifests/", 2, R_MANIFESTS},
 	};
 	size_t i;
 
@@ -826,6 +895,9 @@ void repl_routes_dispatch(struct repl_req *req)
 		break;
 	case R_CATALOG:
 		route_catalog(req, ns, arg, arg_len);
+		break;
+	case R_DELTA:
+		route_delta(req, ns, arg, arg_len);
 		break;
 	case R_CHUNK:
 		route_chunk(req, ns, arg, arg_len);

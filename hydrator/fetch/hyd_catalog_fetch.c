@@ -403,8 +403,63 @@ out:
 	return r;
 }
 
-/* Download, check and install catalogs/GEN.db. */
-static int cf_catalog(struct hyd_cf *f, uint64_t gen)
+/* catalogs/GEN.db into tmp from the cached catalogs/BASE.db and the
+ * delta BASE -> GEN (GET BASE/delta/BASE/GEN), checked against the
+ * digest the delta names (cat_delta_apply). Any failure is only a reason
+ * to download the whole catalog: errbuf is left as it was. */
+static int cf_delta(struct hyd_cf *f, uint64_t base, uint64_t gen,
+		    const char *tmp)
+{
+	char rel[96], from[4200], dtmp[4220], keep[512] = "";
+	char *url = NULL;
+	uint64_t a = 0, b = 0;
+	struct stat st;
+	int r;
+
+	snprintf(rel, sizeof(rel), "delta/%llu/%llu", (unsigned long long)base,
+		 (unsigned long long)gen);
+	if (cf_join(f, rel, &url) < 0)
+		return -ENOMEM;
+	snprintf(rel, sizeof(rel), "%llu.db", (unsigned long long)base);
+	if (cf_path(f, from, sizeof(from), rel) < 0 ||
+	    snprintf(dtmp, sizeof(dtmp), "%s.delta", tmp) >=
+		(int)sizeof(dtmp)) {
+		curl_free(url);
+		return -ENAMETOOLONG;
+	}
+	if (f->errbuf && f->errcap)
+		snprintf(keep, sizeof(keep), "%s", f->errbuf);
+	r = cf_download(f, url, dtmp);
+	if (r == 0) {
+		unlink_db_tmp(tmp);
+		r = cat_delta_apply(from, dtmp, tmp, &a, &b);
+		if (r == 0 && b != gen)
+			r = -EBADMSG;
+	}
+	if (r == 0 && stat(dtmp, &st) == 0)
+		base_info("catalog from a delta from=%llu to=%llu "
+			  "delta_db_bytes=%lld "
+			  "url=%s",
+			  (unsigned long long)a, (unsigned long long)b,
+			  (long long)st.st_size, f->base);
+	else
+		base_debug("no delta from=%llu to=%llu (%s): fetching the "
+			   "whole catalog",
+			   (unsigned long long)base, (unsigned long long)gen,
+			   strerror(-r));
+	unlink_db_tmp(dtmp);
+	if (r < 0) {
+		unlink_db_tmp(tmp);
+		if (f->errbuf && f->errcap)
+			snprintf(f->errbuf, f->errcap, "%s", keep);
+	}
+	curl_free(url);
+	return r;
+}
+
+/* Download (or make from the cached catalog base and a delta; base 0:
+ * none), check and install catalogs/GEN.db. */
+static int cf_catalog(struct hyd_cf *f, uint64_t gen, uint64_t base)
 {
 	char rel[64], tmp[4210] = "", dst[4200];
 	char *url = NULL;
@@ -424,7 +479,9 @@ static int cf_catalog(struct hyd_cf *f, uint64_t gen)
 		goto out;
 	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
-	r = cf_download(f, url, tmp);
+	r = base && base < gen ? cf_delta(f, base, gen, tmp) : -ENOENT;
+	if (r < 0)
+		r = cf_download(f, url, tmp);
 	if (r < 0)
 		goto out;
 	r = cf_check_catalog(tmp, gen);
@@ -687,7 +744,7 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 		cached_newest(&f, 1);
 		base_fsync_path(f.cat_dir);
 	}
-	r = cf_catalog(&f, gen);
+	r = cf_catalog(&f, gen, same ? cached_newest(&f, 0) : 0);
 	if (r < 0)
 		goto fallback;
 	if (!same) {
