@@ -243,6 +243,8 @@ struct hyd_sync_result {
 	uint64_t deleted;      /* entries removed from DEST (--delete) */
 	int deletions_skipped; /* --delete skipped: errors, or the scan left
 				* entries out */
+	int gave_up_err; /* -errno of the fetch that made the run give up on
+			  * the server (64 failures in a row), else 0 */
 };
 
 /* Call first in main, before any thread exists. Fetched frames are

@@ -4,12 +4,13 @@
  *
  * Exit codes are rsync's where they apply (docs/man/ferry.1): 0 done, 1
  * usage, 2 a catalog or protocol this build does not speak, 10 the
- * server cannot be reached, 11 DEST cannot be written, 12 bad data from
- * the server, 20 interrupted, 22 out of memory, 23 some entries failed,
- * 24 some entries vanished (changed) at the source and nothing else
- * failed, 35 timed out connecting. A SIGINT or SIGTERM ends the process
- * at once with 20: the store is crash-safe and the next run resumes (the
- * writer's temp files are removed then).
+ * server cannot be reached (or went away mid-run), 11 DEST cannot be
+ * written, 12 bad data from the server, 20 interrupted, 22 out of memory,
+ * 23 some entries failed, 24 some entries vanished (changed) at the
+ * source and nothing else failed, 30 the server stopped answering
+ * mid-run (fetches timed out), 35 timed out connecting. A SIGINT or SIGTERM
+ * ends the process at once with 20: the store is crash-safe and the next run
+ * resumes (the writer's temp files are removed then).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -35,6 +36,7 @@
 #define RERR_MALLOC 22
 #define RERR_PARTIAL 23
 #define RERR_VANISHED 24
+#define RERR_TIMEOUT 30
 #define RERR_CONTIMEOUT 35
 
 #define JOBS_MAX 256L
@@ -117,7 +119,8 @@ static void usage(FILE *f)
 	    "Exit status (rsync's): 0 done, 1 usage, 2 unsupported catalog,\n"
 	    "10 server unreachable, 11 DEST not writable, 12 bad data from\n"
 	    "the server, 20 interrupted, 23 some entries failed (named on\n"
-	    "stderr), 24 some vanished at the source, 35 connect timeout.\n"
+	    "stderr), 24 some vanished at the source, 30 the server stopped\n"
+	    "answering mid-run, 35 connect timeout.\n"
 	    "See ferry(1).\n");
 }
 
@@ -471,6 +474,14 @@ static int sync_once(struct args *a, struct ferry_sync_out *c,
 			   res->vanished == res->failed
 			       ? ": the source changed or vanished"
 			       : "");
+		/* the server went away mid-run: rsync's socket and timeout
+		 * codes say so */
+		if (res->gave_up_err == -ETIMEDOUT)
+			return RERR_TIMEOUT;
+		if (res->gave_up_err == -ECONNREFUSED ||
+		    res->gave_up_err == -ECONNRESET ||
+		    res->gave_up_err == -EHOSTUNREACH)
+			return RERR_SOCKETIO;
 		return res->vanished == res->failed ? RERR_VANISHED
 						    : RERR_PARTIAL;
 	}

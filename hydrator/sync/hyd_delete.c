@@ -103,10 +103,12 @@ static char *join(const char *dir, const char *name)
 }
 
 /* Remove name (at rel) from dirfd, a directory with everything in it.
+ * self: hand the entry itself to hyd_item_emit (its contents always go
+ * there; rsync does not name a directory it removes to make way).
  * Returns 1 when it went (or would), 0 when something in it is
  * protected, -errno. */
 static int remove_entry(struct hyd_mat *m, int dirfd, const char *name,
-			const char *rel, uint64_t *count)
+			const char *rel, uint64_t *count, int self)
 {
 	struct stat st;
 	char **names = NULL;
@@ -142,7 +144,7 @@ static int remove_entry(struct hyd_mat *m, int dirfd, const char *name,
 		if (hyd_filter_excluded(m->filter, sub, c, 1)) {
 			kept = 1;
 		} else {
-			c = remove_entry(m, fd, names[i], sub, count);
+			c = remove_entry(m, fd, names[i], sub, count, 1);
 			if (c < 0)
 				r = c;
 			else if (c == 0)
@@ -160,7 +162,8 @@ static int remove_entry(struct hyd_mat *m, int dirfd, const char *name,
 			  m->dest, rel);
 		return 0;
 	}
-	hyd_item_emit(m, "*deleting", rel, 1, NULL);
+	if (self)
+		hyd_item_emit(m, "*deleting", rel, 1, NULL);
 	if (!m->dry_run && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 &&
 	    errno != ENOENT)
 		return -errno;
@@ -207,7 +210,7 @@ uint64_t hyd_sync__delete_extra(struct hyd_mat *m, int fd, uint64_t dir_ino,
 			continue;
 		}
 		if (!hyd_filter_excluded(m->filter, rel, is_dir, 1)) {
-			r = remove_entry(m, fd, name, rel, &count);
+			r = remove_entry(m, fd, name, rel, &count, 1);
 			if (r < 0)
 				base_log_err(BASE_LOG_WARN, r,
 					     "cannot delete path=\"%s/%s\"",
@@ -217,4 +220,27 @@ uint64_t hyd_sync__delete_extra(struct hyd_mat *m, int fd, uint64_t dir_ino,
 	}
 	free_names(names, n);
 	return count;
+}
+
+int hyd_sync__make_way(struct hyd_mat *m, int dirfd, const char *name,
+		       const char *rel)
+{
+	struct stat st;
+	uint64_t count = 0;
+	int r;
+
+	if (!m->delete_extra || dirfd < 0 ||
+	    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISDIR(st.st_mode))
+		return 0;
+	if (hyd_filter_excluded(m->filter, rel, 1, 1))
+		return 0; /* protected: the write reports it in the way */
+	r = remove_entry(m, dirfd, name, rel, &count, 0);
+	m->res->deleted += count;
+	if (r < 0)
+		base_log_err(BASE_LOG_WARN, r,
+			     "cannot delete the directory in the way "
+			     "path=\"%s/%s\"",
+			     m->dest, rel);
+	return r;
 }

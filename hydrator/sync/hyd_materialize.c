@@ -756,6 +756,8 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	}
 	if (fd >= 0)
 		close(fd);
+	if (!same)
+		hyd_sync__make_way(w->m, dirfd, e->name, w->path.b);
 	if (w->m->item) {
 		if (same)
 			hyd_item_attrs(w->m, dirfd, e->name, &st, &e->in, '>',
@@ -892,6 +894,8 @@ static int sync_symlink(struct walk *w, int dirfd,
 	}
 	if (n < 0 || (size_t)n != tlen || memcmp(cur, target, tlen))
 		changed = 1;
+	if (!exists)
+		hyd_sync__make_way(w->m, dirfd, e->name, w->path.b);
 	if (w->m->item) {
 		extra = malloc(tlen + 5);
 		if (extra) {
@@ -929,6 +933,8 @@ static int sync_special(struct walk *w, int dirfd,
 		 (st.st_mode & S_IFMT) == type;
 	if (!exists || (rdev && st.st_rdev != rdev))
 		changed = 1;
+	if (!exists)
+		hyd_sync__make_way(w->m, dirfd, e->name, w->path.b);
 	item_leaf(w, dirfd, e, exists, &st, changed, NULL);
 	if (changed && !w->m->dry_run) {
 		for (i = 0; i < TMP_TRIES; i++) {

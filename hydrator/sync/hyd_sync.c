@@ -330,6 +330,7 @@ static void note_failure(struct sync *s, const chunk_id *id, uint32_t len,
 		base_error("out of memory");
 	if (++s->fail_streak >= HYD_SYNC_GIVE_UP && !s->gave_up) {
 		s->gave_up = 1;
+		s->res->gave_up_err = err;
 		base_error("chunk fetches failed in a row: giving up fetching "
 			   "count=%u last_error=\"%s\"",
 			   s->fail_streak, s->st.last_error);

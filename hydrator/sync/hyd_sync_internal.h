@@ -246,6 +246,16 @@ void hyd_sync__rec_close(struct hyd_sync_rec *r);
 uint64_t hyd_sync__delete_extra(struct hyd_mat *m, int fd, uint64_t dir_ino,
 				const char *path);
 
+/* With --delete, a directory of DEST where the catalog has a file,
+ * symlink or special file goes first, with all it holds (rsync deletes it
+ * to make way; without --delete the write fails, "a directory is in the
+ * way"), unless the filter protects it. rel is its DEST-relative path.
+ * Each entry is handed to hyd_item_emit as "*deleting"; dry: nothing is
+ * removed. Returns 1 when it went (or would), 0 when there was nothing to
+ * do, -errno. */
+int hyd_sync__make_way(struct hyd_mat *m, int dirfd, const char *name,
+		       const char *rel);
+
 /* ---- subtree and selection (hyd_select.c) ---- */
 
 /* The directory at sub ("a/b", '/'-separated, empty and "." components

@@ -2,7 +2,8 @@
 # 160: `ferry sync` for the cutover, against rsync on the same changes.
 # After a tree mutates (content, time, mode, xattr, deleted file and
 # directory, new file and directory, symlink retargeted, a file replaced
-# by a symlink, a new hard link, a directory renamed) and the replicator
+# by a symlink, a directory replaced by a file, a new hard link, a
+# directory renamed) and the replicator
 # rescans: `-n -i --delete` prints what `rsync -aHX -n -i --delete` prints,
 # the real run itemizes the same and leaves DEST equal to rsync's copy, a
 # rerun changes nothing. Include/exclude rules give the trees rsync
@@ -55,6 +56,7 @@ rm "$S/link" && ln -s b.txt "$S/link"
 rm "$S/replaced" && ln -s top.txt "$S/replaced"
 ln "$S/new.txt" "$S/dir/new-link"
 mv "$S/old" "$S/renamed"
+rm -r "$S/sub" && echo 'a file where a directory was' >"$S/sub"
 sleep 1.1 # the same for the directories the change touched
 kill -HUP "$REPL_PID"
 for i in $(seq 1 100); do [ "$(curl -sf "$URL/HEAD")" = 2 ] && break; sleep 0.1; done
@@ -75,7 +77,7 @@ items <"$T/ferry-i.raw" >"$T/ferry-i.txt"
 diff "$T/rsync-i.txt" "$T/ferry-i.txt" >"$T/diff-i.txt" || { cat "$T/diff-i.txt"; die "-i differs from rsync's"; }
 python3 "$E2E_LIB/treecmp.py" --content "$T/rs" "$T/d" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "DEST differs from rsync -aHX --delete's"; }
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/d" >/dev/null || die "DEST differs from the source"
-grep -q '^deleted 6 entries' "$T/ferry-i.raw" || { cat "$T/ferry-i.raw"; die "summary does not count 6 deletions"; }
+grep -q '^deleted 8 entries' "$T/ferry-i.raw" || { cat "$T/ferry-i.raw"; die "summary does not count 8 deletions"; }
 "$FERRY" sync -c "$T/c" --delete -i "$URL" "$T/d" | items >"$T/again.txt"
 [ ! -s "$T/again.txt" ] || { cat "$T/again.txt"; die "a rerun changed something"; }
 ok "--delete -i: the same items as rsync, DEST equal to rsync's copy, a rerun changes nothing"

@@ -6,7 +6,8 @@
 # back to hash it, which is what shows this test can fail. A file of DEST
 # changed behind ferry's back, its size and mtime put back, is still found
 # and rewritten (its ctime moved), and a file changed at the source is
-# the only one fetched.
+# the only one fetched. A server killed mid-run ends the run with rsync's
+# 10 or 30, and a rerun once it is back completes the tree.
 . "$(dirname "$0")/lib/common.sh"
 [ -x "$FERRY" ] || die "ferry not built"
 [ -x "$REPL" ] || die "ferry-replicator not built"
@@ -54,3 +55,24 @@ written=$(awk -F': ' '/^Number of regular files written/ {print $2}' "$T/stats.t
 [ "$fetched" -ge 1 ] && [ "$fetched" -le 3 ] || { cat "$T/stats.txt"; die "$fetched chunks fetched for one small change"; }
 python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >/dev/null || die "tree differs after the change"
 ok "one file changed at the source: 1 file written, $fetched chunk(s) fetched"
+
+# The server goes away in the middle of a run: rsync's exit code 10, what
+# was fetched is kept, and a rerun once it is back completes the tree.
+stop_repl || die "replicator did not stop cleanly"
+mk_bulk_tree "$T/src2" 24
+start_repl "$port" "r=$T/src" "s=$T/src2"
+URL2="http://127.0.0.1:$port/v1/s"
+"$FERRY" sync -q --bwlimit 2M --timeout 1 -c "$T/cache2" "$URL2" "$T/dest2" 2>"$T/gone.err" &
+spid=$!
+sleep 1.5
+kill -9 "$REPL_PID"
+wait "$REPL_PID" 2>/dev/null
+REPL_PID=""
+wait "$spid"; rc=$?
+# 10 when its port refuses, 30 when transfers under way time out first
+[ "$rc" = 10 ] || [ "$rc" = 30 ] || { cat "$T/gone.err"; die "a server gone mid-run exits $rc, not 10 or 30"; }
+grep -q 'giving up fetching' "$T/gone.err" || { cat "$T/gone.err"; die "no 'giving up' line"; }
+start_repl "$port" "r=$T/src" "s=$T/src2"
+"$FERRY" sync -q -c "$T/cache2" "$URL2" "$T/dest2" || die "rerun after the server came back failed"
+python3 "$E2E_LIB/treecmp.py" --content "$T/src2" "$T/dest2" >/dev/null || die "tree differs after the rerun"
+ok "server killed mid-run: exit $rc; back again, the rerun completes the tree"
