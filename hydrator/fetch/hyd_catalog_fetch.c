@@ -521,10 +521,13 @@ static int is_overlay_name(const char *name)
 	return 0;
 }
 
-/* Newest cached generation (0: none). With remove set, delete them all,
- * with their manifest overlays: they came from another URL and must never
- * stand in for this one. */
-static uint64_t cached_newest(const struct hyd_cf *f, int remove)
+/* Newest cached generation that stays (0: none). below > 0: delete
+ * every cached catalog, and manifest overlay, of a generation below it:
+ * UINT64_MAX when they came from another URL and must never stand in for
+ * this one, or the generation just installed (the older ones served
+ * their turn, the last as the delta's base; the cache's lock is held, so
+ * no mount of this cache reads them). */
+static uint64_t cached_newest(const struct hyd_cf *f, uint64_t below)
 {
 	struct dirent *de;
 	uint64_t best = 0, g;
@@ -534,21 +537,26 @@ static uint64_t cached_newest(const struct hyd_cf *f, int remove)
 	if (!d)
 		return 0;
 	while ((de = readdir(d)) != NULL) {
-		if (remove && is_overlay_name(de->d_name) &&
-		    cf_path(f, p, sizeof(p), de->d_name) == 0) {
-			unlink(p);
+		if (is_overlay_name(de->d_name)) {
+			g = strtoull(de->d_name, NULL, 10);
+			if (below && g < below &&
+			    cf_path(f, p, sizeof(p), de->d_name) == 0)
+				unlink(p);
 			continue;
 		}
 		g = hyd_cache_catalog_gen(de->d_name);
 		if (g == 0)
 			continue;
-		if (remove && cf_path(f, p, sizeof(p), de->d_name) == 0)
-			unlink(p);
-		else if (g > best)
+		if (below && g < below) {
+			if (cf_path(f, p, sizeof(p), de->d_name) == 0)
+				unlink(p);
+			continue;
+		}
+		if (g > best)
 			best = g;
 	}
 	closedir(d);
-	return remove ? 0 : best;
+	return best;
 }
 
 /* 1 when catalogs/url records our base URL, 0 when not (or absent). */
@@ -741,12 +749,13 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 		 * lands, so no crash can leave its catalogs under our name. */
 		if (cf_path(&f, path, sizeof(path), "url") == 0)
 			unlink(path);
-		cached_newest(&f, 1);
+		cached_newest(&f, UINT64_MAX);
 		base_fsync_path(f.cat_dir);
 	}
 	r = cf_catalog(&f, gen, same ? cached_newest(&f, 0) : 0);
 	if (r < 0)
 		goto fallback;
+	cached_newest(&f, gen);
 	if (!same) {
 		r = cached_url_write(&f);
 		if (r < 0) {

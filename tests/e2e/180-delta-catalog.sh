@@ -55,7 +55,9 @@ rows() { # DB: every row of the catalog's tables, in key order
 rows "$T/state/r/catalog/3.db" >"$T/rows.src"
 rows "$T/cache/catalogs/3.db" >"$T/rows.dst"
 cmp -s "$T/rows.src" "$T/rows.dst" || { diff "$T/rows.src" "$T/rows.dst" | head; die "the catalog built from the delta differs from the published one"; }
-ok "the rerun built generation 3 from the delta: the published rows exactly, the tree exact"
+[ ! -e "$T/cache/catalogs/2.db" ] || die "the cache kept generation 2's catalog after installing 3"
+[ -e "$T/cache/catalogs/3.db" ] || die "the cache lost generation 3's catalog"
+ok "the rerun built generation 3 from the delta: the published rows exactly, the tree exact; generation 2's catalog dropped from the cache"
 
 stop_repl || die "replicator did not stop cleanly"
 REPL_OPTS="--keep-generations 1" start_repl "$port" "r=$S"
