@@ -212,28 +212,57 @@ static int parse_info(const char *arg, struct ferry_sync_out *c)
 	return r;
 }
 
+enum {
+	OPT_TIMEOUT = 256,
+	OPT_NO_OWNERS,
+	OPT_STATS,
+	OPT_DELETE,
+	OPT_DELETE_EXCLUDED,
+	OPT_IGNORE_ERRORS,
+	OPT_EXCLUDE,
+	OPT_INCLUDE,
+	OPT_EXCLUDE_FROM,
+	OPT_INCLUDE_FROM,
+	OPT_PROGRESS,
+	OPT_INFO,
+	OPT_BWLIMIT,
+	OPT_WATCH,
+	OPT_POLL,
+	OPT_NOOP,
+};
+
+/* --exclude, --include, --exclude-from, --include-from or --filter (ch)
+ * with arg into the rules. 0, or -1 after the error line. */
+static int add_rule(struct args *a, int ch, const char *arg)
+{
+	const char *why = "", *opt;
+	int r;
+
+	switch (ch) {
+	case OPT_EXCLUDE:
+	case OPT_INCLUDE:
+		opt = ch == OPT_INCLUDE ? "--include" : "--exclude";
+		r = hyd_filter_pattern(a->filter, ch == OPT_INCLUDE, arg, &why);
+		break;
+	case OPT_EXCLUDE_FROM:
+	case OPT_INCLUDE_FROM:
+		opt = ch == OPT_INCLUDE_FROM ? "--include-from"
+					     : "--exclude-from";
+		r = hyd_filter_file(a->filter, ch == OPT_INCLUDE_FROM, arg,
+				    &why);
+		break;
+	default:
+		opt = "--filter";
+		r = hyd_filter_rule(a->filter, arg, &why);
+		break;
+	}
+	return r < 0 ? filter_error(opt, arg, r, why) : 0;
+}
+
 /* 0 to run, 1 help printed, -1 usage error (reported). */
 static int parse_args(int argc, char **argv, struct args *a,
 		      struct ferry_sync_out *c)
 {
-	enum {
-		OPT_TIMEOUT = 256,
-		OPT_NO_OWNERS,
-		OPT_STATS,
-		OPT_DELETE,
-		OPT_DELETE_EXCLUDED,
-		OPT_IGNORE_ERRORS,
-		OPT_EXCLUDE,
-		OPT_INCLUDE,
-		OPT_EXCLUDE_FROM,
-		OPT_INCLUDE_FROM,
-		OPT_PROGRESS,
-		OPT_INFO,
-		OPT_BWLIMIT,
-		OPT_WATCH,
-		OPT_POLL,
-		OPT_NOOP,
-	};
 	static const struct option longopts[] = {
 	    {"cache-dir", required_argument, NULL, 'c'},
 	    {"jobs", required_argument, NULL, 'j'},
@@ -264,10 +293,9 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *why = "";
 	struct hyd_sync_opts *o = &a->o;
 	long v;
-	int ch, r;
+	int ch;
 
 	opterr = 0;
 	optind = 1;
@@ -312,28 +340,11 @@ static int parse_args(int argc, char **argv, struct args *a,
 			break;
 		case OPT_EXCLUDE:
 		case OPT_INCLUDE:
-			r = hyd_filter_pattern(a->filter, ch == OPT_INCLUDE,
-					       optarg, &why);
-			if (r < 0)
-				return filter_error(ch == OPT_INCLUDE
-							? "--include"
-							: "--exclude",
-						    optarg, r, why);
-			break;
 		case OPT_EXCLUDE_FROM:
 		case OPT_INCLUDE_FROM:
-			r = hyd_filter_file(a->filter, ch == OPT_INCLUDE_FROM,
-					    optarg, &why);
-			if (r < 0)
-				return filter_error(ch == OPT_INCLUDE_FROM
-							? "--include-from"
-							: "--exclude-from",
-						    optarg, r, why);
-			break;
 		case 'f':
-			r = hyd_filter_rule(a->filter, optarg, &why);
-			if (r < 0)
-				return filter_error("--filter", optarg, r, why);
+			if (add_rule(a, ch, optarg) < 0)
+				return -1;
 			break;
 		case 'P':
 		case OPT_PROGRESS:

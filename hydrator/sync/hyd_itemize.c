@@ -48,42 +48,62 @@ void hyd_item_new(char code[HYD_ITEM_LEN], char y, int kind)
 	code[11] = '\0';
 }
 
-/* 1 when a catalog xattr of ino is missing at the entry or differs. */
-static int xattrs_differ(struct hyd_mat *m, int dirfd, const char *name,
-			 uint64_t ino)
+int hyd_sync__xattrs_cmp(cat_reader *cat, uint64_t ino, int dirfd,
+			 const char *name, hyd_xattr_cmp_cb cb, void *arg)
 {
 	char proc[64 + CAT_NAME_MAX], *names = NULL, *p;
-	uint8_t *val = NULL, *cur = NULL;
-	size_t nlen = 0, vlen;
-	ssize_t got;
-	int r, differ = 0;
+	uint8_t *want = NULL, *have = NULL;
+	size_t nlen = 0, wlen;
+	ssize_t hlen;
+	int r = 0;
 
-	r = cat_listxattr(m->cat, ino, NULL, 0, &nlen);
-	if (r < 0 || nlen == 0)
+	if (cat_listxattr(cat, ino, NULL, 0, &nlen) < 0 || nlen == 0)
 		return 0;
 	names = malloc(nlen);
-	val = malloc(CAT_XATTR_VALUE_MAX);
-	cur = malloc(CAT_XATTR_VALUE_MAX + 1);
-	if (!names || !val || !cur ||
-	    cat_listxattr(m->cat, ino, names, nlen, &nlen) < 0)
+	want = malloc(CAT_XATTR_VALUE_MAX);
+	have = malloc(CAT_XATTR_VALUE_MAX + 1);
+	if (!names || !want || !have) {
+		r = -ENOMEM;
 		goto out;
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", dirfd, name);
-	for (p = names; p < names + nlen && !differ; p += strlen(p) + 1) {
-		if (cat_getxattr(m->cat, ino, p, strlen(p), val,
-				 CAT_XATTR_VALUE_MAX, &vlen) < 0)
+	}
+	if (cat_listxattr(cat, ino, names, nlen, &nlen) < 0)
+		goto out;
+	/* l*xattr through the directory fd's magic link: the last
+	 * component is not followed. name NULL: the directory itself. */
+	if (name)
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", dirfd,
+			 name);
+	for (p = names; p < names + nlen; p += strlen(p) + 1) {
+		if (cat_getxattr(cat, ino, p, strlen(p), want,
+				 CAT_XATTR_VALUE_MAX, &wlen) < 0)
+			continue;
+		hlen = name
+			   ? lgetxattr(proc, p, have, CAT_XATTR_VALUE_MAX + 1)
+			   : fgetxattr(dirfd, p, have, CAT_XATTR_VALUE_MAX + 1);
+		if (cb(arg, p,
+		       hlen >= 0 && (size_t)hlen == wlen &&
+			   memcmp(have, want, wlen) == 0,
+		       hlen < 0 ? errno : 0))
 			break;
-		got = lgetxattr(proc, p, cur, CAT_XATTR_VALUE_MAX + 1);
-		if (got < 0 && strncmp(p, "user.", 5) &&
-		    (errno == ENOTSUP || errno == EPERM || errno == EACCES))
-			continue; /* one we would not set either */
-		differ = got < 0 || (size_t)got != vlen ||
-			 memcmp(cur, val, vlen) != 0;
 	}
 out:
 	free(names);
-	free(val);
-	free(cur);
-	return differ;
+	free(want);
+	free(have);
+	return r;
+}
+
+/* For the 'x' letter: stop at the first catalog xattr missing or
+ * different, but one the kernel would not let us set either. */
+static int differ_cb(void *arg, const char *xname, int same, int missing)
+{
+	int *differ = arg;
+
+	if (!same && missing && strncmp(xname, "user.", 5) &&
+	    (missing == ENOTSUP || missing == EPERM || missing == EACCES))
+		return 0;
+	*differ = !same;
+	return *differ;
 }
 
 void hyd_item_attrs(struct hyd_mat *m, int dirfd, const char *name,
@@ -109,8 +129,14 @@ void hyd_item_attrs(struct hyd_mat *m, int dirfd, const char *name,
 		code[6] = 'o';
 	if (m->owners && st->st_gid != in->gid)
 		code[7] = 'g';
-	if (dirfd >= 0 && xattrs_differ(m, dirfd, name, in->ino))
-		code[10] = 'x';
+	if (dirfd >= 0) {
+		int differ = 0;
+
+		hyd_sync__xattrs_cmp(m->cat, in->ino, dirfd,
+				     name[0] ? name : NULL, differ_cb, &differ);
+		if (differ)
+			code[10] = 'x';
+	}
 }
 
 int hyd_item_changed(const char code[HYD_ITEM_LEN])

@@ -205,6 +205,16 @@ void hyd_item_new(char code[HYD_ITEM_LEN], char y, int kind);
 void hyd_item_attrs(struct hyd_mat *m, int dirfd, const char *name,
 		    const struct stat *st, const struct cat_inode *in, char y,
 		    int content, char code[HYD_ITEM_LEN]);
+/* Each catalog xattr of ino against the entry name of dirfd (name NULL:
+ * dirfd itself; no symlink followed): cb gets its name, whether the
+ * entry has it with the same value, and, when the entry lacks it, the
+ * errno of the read (0 otherwise); a non-zero return stops. Used by the
+ * itemizer and by verify. 0 or -ENOMEM. */
+typedef int (*hyd_xattr_cmp_cb)(void *arg, const char *xname, int same,
+				int missing_errno);
+int hyd_sync__xattrs_cmp(cat_reader *cat, uint64_t ino, int dirfd,
+			 const char *name, hyd_xattr_cmp_cb cb, void *arg);
+
 /* 1 when the code says anything changes (rsync prints only those). */
 int hyd_item_changed(const char code[HYD_ITEM_LEN]);
 /* Hand one item to m->item (if any): path DEST-relative, "" the root

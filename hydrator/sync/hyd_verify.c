@@ -228,45 +228,23 @@ static int64_t mtime_ns(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
 }
 
+static int tree_xattr_cb(void *arg, const char *xname, int same, int missing)
+{
+	struct vtree *v = arg;
+
+	if (strncmp(xname, "user.", 5) || same)
+		return 0;
+	tree_bad(v, missing ? "xattr %s missing" : "xattr %s differs", xname);
+	return 0;
+}
+
 /* user.* xattrs of the catalog present with equal values. */
 static void tree_xattrs(struct vtree *v, int dirfd, const char *name,
 			uint64_t ino)
 {
-	char proc[64 + CAT_NAME_MAX], *names = NULL, *p;
-	uint8_t *want = NULL, *have = NULL;
-	size_t nlen = 0, wlen;
-	ssize_t hlen;
-
-	if (cat_listxattr(v->cat, ino, NULL, 0, &nlen) < 0 || nlen == 0)
-		return;
-	names = malloc(nlen);
-	want = malloc(CAT_XATTR_VALUE_MAX);
-	have = malloc(CAT_XATTR_VALUE_MAX);
-	if (!names || !want || !have ||
-	    cat_listxattr(v->cat, ino, names, nlen, &nlen) < 0)
-		goto out;
-	/* l*xattr through our directory fd's magic link: the last
-	 * component is not followed. name NULL: the directory itself. */
-	if (name)
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", dirfd,
-			 name);
-	for (p = names; p < names + nlen; p += strlen(p) + 1) {
-		if (strncmp(p, "user.", 5))
-			continue;
-		if (cat_getxattr(v->cat, ino, p, strlen(p), want,
-				 CAT_XATTR_VALUE_MAX, &wlen) < 0)
-			continue;
-		hlen = name ? lgetxattr(proc, p, have, CAT_XATTR_VALUE_MAX)
-			    : fgetxattr(dirfd, p, have, CAT_XATTR_VALUE_MAX);
-		if (hlen < 0)
-			tree_bad(v, "xattr %s missing", p);
-		else if ((size_t)hlen != wlen || memcmp(have, want, wlen))
-			tree_bad(v, "xattr %s differs", p);
-	}
-out:
-	free(names);
-	free(want);
-	free(have);
+	if (hyd_sync__xattrs_cmp(v->cat, ino, dirfd, name, tree_xattr_cb, v) <
+	    0)
+		tree_bad(v, "out of memory checking xattrs");
 }
 
 static void tree_reg(struct vtree *v, int dirfd, const struct cat_inode *in,

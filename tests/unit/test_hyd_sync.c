@@ -503,14 +503,20 @@ static void test_repair_two_files(void **state)
 	ts[0] = st.st_atim;
 	ts[1] = st.st_mtim;
 	assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
-	/* deep missing, its directory's mtime (the unlink), big's content */
-	assert_int_equal(verify_tree(f, f->dest), 3);
+	/* An xattr changed on a file, one removed from a directory. */
+	pathf(p, sizeof(p), "%s/xdir/x", f->dest);
+	assert_int_equal(setxattr(p, "user.color", "red", 3, 0), 0);
+	pathf(p, sizeof(p), "%s/xdir", f->dest);
+	assert_int_equal(removexattr(p, "user.dir"), 0);
+	/* deep missing, its directory's mtime (the unlink), big's content,
+	 * the two xattrs */
+	assert_int_equal(verify_tree(f, f->dest), 5);
 
 	assert_int_equal(run_sync(f, f->dest, &r), 0);
 	assert_int_equal(r.failed, 0);
 	assert_int_equal(r.files_written, 2);
 	assert_int_equal(r.chunks_fetched, 0); /* all in the store */
-	cmp_tree(f->src, f->dest);
+	cmp_tree(f->src, f->dest);	       /* the xattrs are back too */
 	assert_int_equal(verify_tree(f, f->dest), 0);
 }
 
