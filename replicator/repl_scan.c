@@ -905,16 +905,12 @@ int repl_scan(const char *dir, const char *catalog_path,
 		r = -ENOMEM;
 		goto out;
 	}
+	s.sh.prev_catalog_path = o->prev_catalog_path;
+	s.sh.prev_srcindex_path = o->prev_srcindex_path;
 	r = scan_threads_start(&s, &ret->params, spill);
 	if (r < 0)
 		goto out;
-	/* Reuse is an optimization: a previous generation we cannot open
-	 * (none yet, an older index format, other chunk parameters) only
-	 * means every file is read. */
-	if (o->prev_catalog_path && o->prev_srcindex_path &&
-	    repl_prev_open(o->prev_catalog_path, o->prev_srcindex_path,
-			   &ret->params, &s.sh.prev) < 0)
-		s.sh.prev = NULL;
+	s.sh.prev = s.fr.prev; /* the walker's numbers (other_ino) */
 	meta.generation = o->generation;
 	meta.parent_generation = o->parent_generation;
 	meta.created_ns = base_wall_ns();
@@ -946,7 +942,6 @@ int repl_scan(const char *dir, const char *catalog_path,
 out:
 	/* scan_dir leaves no job behind, so the workers are idle here. */
 	repl_scan_pool_free(s.pool);
-	repl_prev_close(s.sh.prev);
 	repl_srcindex_abort(s.sw);
 	cat_writer_abort(s.cw);
 	repl_file_reader_fini(&s.fr);

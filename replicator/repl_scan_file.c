@@ -168,6 +168,13 @@ int repl_file_reader_init(struct repl_file_reader *fr,
 
 	memset(fr, 0, sizeof(*fr));
 	fr->sh = sh;
+	/* Reuse is an optimization: a previous generation this reader
+	 * cannot open (an older index format, other chunk parameters) only
+	 * means its files are read. */
+	if (sh->prev_catalog_path && sh->prev_srcindex_path &&
+	    repl_prev_open(sh->prev_catalog_path, sh->prev_srcindex_path,
+			   &sh->p, &fr->prev) < 0)
+		fr->prev = NULL;
 	fr->cap = REPL_READ_WINDOW;
 	if (fr->cap < 2 * (size_t)sh->p.max)
 		fr->cap = 2 * (size_t)sh->p.max;
@@ -186,6 +193,8 @@ void repl_file_reader_fini(struct repl_file_reader *fr)
 {
 	size_t k;
 
+	repl_prev_close(fr->prev);
+	fr->prev = NULL;
 	for (k = 0; k < REPL_WINDOWS; k++) {
 		free(fr->w[k].buf);
 		free(fr->w[k].c);
@@ -494,7 +503,7 @@ static int job_unread(struct repl_file_job *j, struct repl_file_reader *fr,
 	int r;
 
 	/* A lookup that fails only costs the read. */
-	r = repl_prev_manifest(fr->sh->prev, a, &j->m, &j->prev_ino);
+	r = repl_prev_manifest(fr->prev, a, &j->m, &j->prev_ino);
 	if (r == -ENOMEM) {
 		j->rc = r;
 		return 1;

@@ -101,8 +101,12 @@ struct repl_scan_shared {
 	pthread_mutex_t hook_lock;     /* before_read runs one at a time */
 	const char *spill_dir;
 	struct repl_scan_pool *pool; /* NULL: everything on the walker */
-	struct repl_prev *prev;	     /* NULL: no generation to reuse */
-	int defer;		     /* repl_scan_opts.defer */
+	/* The previous generation's catalog and source index, NULL: none.
+	 * Every reader opens its own handles on them (repl_file_reader.prev),
+	 * so lookups on several threads never wait for each other. */
+	const char *prev_catalog_path, *prev_srcindex_path;
+	struct repl_prev *prev; /* the walker's reader's (may be NULL) */
+	int defer;		/* repl_scan_opts.defer */
 };
 
 /* -- windows and hash tasks -- */
@@ -138,7 +142,8 @@ int repl_hash_task_run(const struct repl_hash_task *t);
  * across files. */
 struct repl_file_reader {
 	struct repl_scan_shared *sh;
-	size_t cap; /* bytes per window buffer */
+	struct repl_prev *prev; /* its own, NULL: no reuse */
+	size_t cap;		/* bytes per window buffer */
 	struct repl_window w[REPL_WINDOWS];
 };
 
