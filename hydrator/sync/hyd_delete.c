@@ -200,15 +200,16 @@ uint64_t hyd_sync__delete_extra(struct hyd_mat *m, int fd, uint64_t dir_ino,
 		rel = join(path, name);
 		if (!rel)
 			break;
-		is_dir = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			 S_ISDIR(st.st_mode);
-		/* In the catalog and transferred: the walk updates it. */
+		/* In the catalog and transferred: the walk updates it (no
+		 * stat needed: most names are this). */
 		if (cat_lookup(m->cat, dir_ino, name, strlen(name), &in) == 0 &&
 		    !hyd_filter_excluded(m->filter, rel, in.kind == CAT_DIR,
 					 0)) {
 			free(rel);
 			continue;
 		}
+		is_dir = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			 S_ISDIR(st.st_mode);
 		if (!hyd_filter_excluded(m->filter, rel, is_dir, 1)) {
 			r = remove_entry(m, fd, name, rel, &count, 1);
 			if (r < 0)

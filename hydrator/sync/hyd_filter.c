@@ -33,6 +33,7 @@
 
 struct rule {
 	char *pat;    /* without the leading '/', trailing '/' or tree tail */
+	char *below;  /* tree rules: pat and a slash and two stars */
 	int include;  /* 1: '+', 0: '-' */
 	int sides;    /* SIDE_* */
 	int anchored; /* leading '/' */
@@ -55,8 +56,10 @@ hyd_filter *hyd_filter_new(void)
 
 static void clear(hyd_filter *f)
 {
-	for (size_t i = 0; i < f->n; i++)
+	for (size_t i = 0; i < f->n; i++) {
 		free(f->v[i].pat);
+		free(f->v[i].below);
+	}
 	f->n = 0;
 }
 
@@ -194,24 +197,10 @@ static int wild_path(const struct rule *r, const char *pat, const char *path)
 
 static int rule_matches(const struct rule *r, const char *path, int is_dir)
 {
-	if (r->tree) {
-		/* the tree tail: DIR itself, then anything below */
-		char *below;
-		size_t n;
-		int hit;
-
-		if (wild_path(r, r->pat, path))
-			return 1;
-		n = strlen(r->pat);
-		below = malloc(n + 4);
-		if (!below)
-			return 0;
-		memcpy(below, r->pat, n);
-		memcpy(below + n, "/**", 4);
-		hit = wild_path(r, below, path);
-		free(below);
-		return hit;
-	}
+	/* the tree tail: DIR itself, then anything below */
+	if (r->tree)
+		return wild_path(r, r->pat, path) ||
+		       wild_path(r, r->below, path);
 	if (r->dir_only && !is_dir)
 		return 0;
 	return wild_path(r, r->pat, path);
@@ -271,12 +260,24 @@ static int add(hyd_filter *f, int include, int sides, int from_pm,
 	}
 	if (memchr(r.pat, '/', n) || strstr(r.pat, "**"))
 		r.whole = 1;
+	if (r.tree) {
+		r.below = malloc(n + 4);
+		if (!r.below) {
+			free(r.pat);
+			*why = "out of memory";
+			return -ENOMEM;
+		}
+		memcpy(r.below, r.pat, n);
+		memcpy(r.below + n, "/**", 4);
+		r.whole = 1; /* the pattern had a '/': the whole path */
+	}
 	if (f->n == f->cap) {
 		size_t cap = f->cap ? f->cap * 2 : 8;
 		struct rule *v = realloc(f->v, cap * sizeof(*v));
 
 		if (!v) {
 			free(r.pat);
+			free(r.below);
 			*why = "out of memory";
 			return -ENOMEM;
 		}

@@ -82,6 +82,13 @@ struct walk {
 	int root; /* euid == 0 */
 };
 
+/* One directory's walk (hyd_sync__dir_each): the DEST fd and depth. */
+struct dir_walk {
+	struct walk *w;
+	int fd;
+	unsigned depth;
+};
+
 /* ---- small helpers ---- */
 
 int hyd_sync__path_push(struct hyd_pathbuf *p, const char *name, size_t len,
@@ -725,8 +732,11 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	if (quick && !have) {
 		matches = 1;
 	} else if (quick) {
-		digest_ok = hyd_sync__manifest_digest(w->m->cat, e->in.ino,
-						      e->in.size, dg) == 0;
+		/* no record (none kept, or a dry run into nothing): no
+		 * digest to compare or note */
+		digest_ok =
+		    w->m->rec && hyd_sync__manifest_digest(w->m->cat, e->in.ino,
+							   e->in.size, dg) == 0;
 		/* recorded as written and unchanged since: no need to read */
 		matches = digest_ok && hyd_sync__rec_has(w->m->rec, &st, dg);
 		fd = openat(dirfd, e->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -1156,6 +1166,47 @@ int hyd_sync__batch_cb(void *ctx, const void *name, size_t len,
 	return b->n == b->cap ? 1 : 0;
 }
 
+int hyd_sync__dir_each(cat_reader *cat, uint64_t dir, struct hyd_pathbuf *path,
+		       hyd_dir_each_fn fn, void *arg)
+{
+	struct hyd_dirbatch b = {.cap = BATCH};
+	uint64_t pos = 0;
+	size_t i, old;
+	int r, err = 0;
+
+	b.e = malloc(BATCH * sizeof(*b.e));
+	if (!b.e)
+		return -ENOMEM;
+	for (;;) {
+		b.n = 0;
+		b.last_pos = pos;
+		r = cat_readdir(cat, dir, pos, hyd_sync__batch_cb, &b);
+		if (r < 0)
+			break;
+		for (i = 0; i < b.n; i++) {
+			int c;
+
+			if (hyd_sync__path_push(path, b.e[i].name, b.e[i].len,
+						&old)) {
+				err = -ENOMEM;
+				continue;
+			}
+			c = fn(arg, &b.e[i]);
+			hyd_sync__path_pop(path, old);
+			if (c < 0) {
+				r = c;
+				goto out;
+			}
+		}
+		if (r == 0)
+			break;
+		pos = b.last_pos;
+	}
+out:
+	free(b.e);
+	return r < 0 ? r : err;
+}
+
 static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 		     unsigned depth);
 
@@ -1199,48 +1250,42 @@ static int sync_entry(struct walk *w, int dirfd,
  * subdirectories in turn. A directory something was deleted from gets its
  * metadata (its time) again. */
 static void delete_dir(struct walk *w, int fd, const struct cat_inode *dir,
+		       unsigned depth);
+
+static int delete_dir_entry(void *arg, const struct hyd_dirent_copy *e)
+{
+	struct dir_walk *d = arg;
+	struct walk *w = d->w;
+	int cfd;
+
+	if (e->in.kind != CAT_DIR ||
+	    hyd_filter_excluded(w->m->filter, w->path.b, 1, 0))
+		return 0;
+	cfd = openat(d->fd, e->name,
+		     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (cfd >= 0) {
+		delete_dir(w, cfd, &e->in, d->depth + 1);
+		close(cfd);
+	}
+	return 0;
+}
+
+static void delete_dir(struct walk *w, int fd, const struct cat_inode *dir,
 		       unsigned depth)
 {
-	struct hyd_dirbatch b = {.cap = BATCH};
+	struct dir_walk d = {w, fd, depth};
 	const char *why = "";
-	uint64_t pos = 0, n;
-	size_t i, old;
-	int r, cfd;
+	uint64_t n;
+	int r;
 
 	n = hyd_sync__delete_extra(w->m, fd, dir->ino, w->path.b);
 	w->m->res->deleted += n;
 	r = n && !w->m->dry_run ? meta_fd(w, fd, dir, &why) : 0;
 	if (r < 0)
 		report(w, why, r);
-	if (depth + 1 >= HYD_SYNC_DEPTH_MAX)
-		return;
-	b.e = malloc(BATCH * sizeof(*b.e));
-	if (!b.e)
-		return;
-	do {
-		b.n = 0;
-		b.last_pos = pos;
-		r = cat_readdir(w->m->cat, dir->ino, pos, hyd_sync__batch_cb,
-				&b);
-		for (i = 0; r >= 0 && i < b.n; i++) {
-			if (b.e[i].in.kind != CAT_DIR ||
-			    hyd_sync__path_push(&w->path, b.e[i].name,
-						b.e[i].len, &old))
-				continue;
-			cfd = -1;
-			if (!hyd_filter_excluded(w->m->filter, w->path.b, 1, 0))
-				cfd = openat(fd, b.e[i].name,
-					     O_RDONLY | O_DIRECTORY |
-						 O_NOFOLLOW | O_CLOEXEC);
-			if (cfd >= 0) {
-				delete_dir(w, cfd, &b.e[i].in, depth + 1);
-				close(cfd);
-			}
-			hyd_sync__path_pop(&w->path, old);
-		}
-		pos = b.last_pos;
-	} while (r > 0);
-	free(b.e);
+	if (depth + 1 < HYD_SYNC_DEPTH_MAX)
+		hyd_sync__dir_each(w->m->cat, dir->ino, &w->path,
+				   delete_dir_entry, &d);
 }
 
 /* --delete, after the whole tree is written (rsync's --delete-after), by
@@ -1286,14 +1331,24 @@ static void delete_pass(struct walk *w, const struct cat_inode *root)
 /* Everything below the open directory fd, then the directory's own
  * metadata. Failures are reported and counted; the walk goes on. fd < 0:
  * a dry run's directory that DEST lacks (everything below is new). */
+static int sync_dir_entry(void *arg, const struct hyd_dirent_copy *e)
+{
+	struct dir_walk *d = arg;
+	struct walk *w = d->w;
+
+	if (!hyd_filter_excluded(w->m->filter, w->path.b, e->in.kind == CAT_DIR,
+				 0))
+		sync_entry(w, d->fd, e, d->depth);
+	tick(w, 0);
+	return 0;
+}
+
 static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 		     unsigned depth)
 {
-	struct hyd_dirbatch b = {.cap = BATCH};
+	struct dir_walk d = {w, fd, depth};
 	const char *why = "";
 	struct stat st;
-	uint64_t pos = 0;
-	size_t i, old;
 	int r, dry = w->m->dry_run;
 
 	/* Not root: a directory left read-only by an earlier run must take
@@ -1303,38 +1358,14 @@ static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 		fchmod(fd, (st.st_mode & 07777) | 0700);
 	if (fd >= 0 && !dry)
 		clean_temps(w, fd, dir->ino);
-	b.e = malloc(BATCH * sizeof(*b.e));
-	if (!b.e) {
-		report(w, "out of memory", -ENOMEM);
-		return;
-	}
-	for (;;) {
-		b.n = 0;
-		b.last_pos = pos;
-		r = cat_readdir(w->m->cat, dir->ino, pos, hyd_sync__batch_cb,
-				&b);
-		if (r < 0) {
-			report(w, "cannot read the directory from the catalog",
-			       r);
-			break;
-		}
-		for (i = 0; i < b.n; i++) {
-			if (hyd_sync__path_push(&w->path, b.e[i].name,
-						b.e[i].len, &old)) {
-				report(w, "out of memory", -ENOMEM);
-				continue;
-			}
-			if (!hyd_filter_excluded(w->m->filter, w->path.b,
-						 b.e[i].in.kind == CAT_DIR, 0))
-				sync_entry(w, fd, &b.e[i], depth);
-			hyd_sync__path_pop(&w->path, old);
-			tick(w, 0);
-		}
-		if (r == 0)
-			break;
-		pos = b.last_pos;
-	}
-	free(b.e);
+	r = hyd_sync__dir_each(w->m->cat, dir->ino, &w->path, sync_dir_entry,
+			       &d);
+	if (r < 0)
+		report(w,
+		       r == -ENOMEM ? "out of memory"
+				    : "cannot read the directory from the "
+				      "catalog",
+		       r);
 	if (fd < 0 || dry)
 		return;
 	r = meta_fd(w, fd, dir, &why);

@@ -15,8 +15,6 @@
 
 #include "hydrator/sync/hyd_sync_internal.h"
 
-#define BATCH 128u
-
 int hyd_sync__resolve(cat_reader *cat, const char *sub, uint64_t *ret_ino)
 {
 	struct cat_inode in;
@@ -79,56 +77,39 @@ void hyd_sync__sel_free(struct hyd_sync_sel *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* The regular files below dir (whose path is path) that the rules keep. */
-static int walk(cat_reader *cat, const hyd_filter *f, uint64_t dir,
-		struct hyd_pathbuf *path, unsigned depth,
-		struct hyd_sync_sel *s)
+struct sel_walk {
+	cat_reader *cat;
+	const hyd_filter *f;
+	struct hyd_pathbuf *path;
+	unsigned depth;
+	struct hyd_sync_sel *s;
+};
+
+static int walk(struct sel_walk *w, uint64_t dir);
+
+static int walk_entry(void *arg, const struct hyd_dirent_copy *e)
 {
-	struct hyd_dirbatch b = {.cap = BATCH};
-	uint64_t pos = 0;
-	size_t i, old;
+	struct sel_walk *w = arg;
 	int r;
 
-	if (depth >= HYD_SYNC_DEPTH_MAX)
-		return 0; /* the writer names it */
-	b.e = malloc(BATCH * sizeof(*b.e));
-	if (!b.e)
-		return -ENOMEM;
-	for (;;) {
-		b.n = 0;
-		b.last_pos = pos;
-		r = cat_readdir(cat, dir, pos, hyd_sync__batch_cb, &b);
-		if (r < 0)
-			break;
-		for (i = 0; i < b.n; i++) {
-			const struct hyd_dirent_copy *e = &b.e[i];
-			int r2;
+	if (hyd_filter_excluded(w->f, w->path->b, e->in.kind == CAT_DIR, 0))
+		return 0;
+	if (e->in.kind == CAT_REG)
+		return sel_set(w->s, e->in.ino);
+	if (e->in.kind != CAT_DIR)
+		return 0;
+	w->depth++;
+	r = walk(w, e->in.ino);
+	w->depth--;
+	return r;
+}
 
-			if (hyd_sync__path_push(path, e->name, e->len, &old)) {
-				r = -ENOMEM;
-				break;
-			}
-			r2 = 0;
-			if (!hyd_filter_excluded(f, path->b,
-						 e->in.kind == CAT_DIR, 0)) {
-				if (e->in.kind == CAT_DIR)
-					r2 = walk(cat, f, e->in.ino, path,
-						  depth + 1, s);
-				else if (e->in.kind == CAT_REG)
-					r2 = sel_set(s, e->in.ino);
-			}
-			hyd_sync__path_pop(path, old);
-			if (r2 < 0) {
-				r = r2;
-				break;
-			}
-		}
-		if (r <= 0)
-			break;
-		pos = b.last_pos;
-	}
-	free(b.e);
-	return r < 0 ? r : 0;
+/* The regular files below dir (at w->path) that the rules keep. */
+static int walk(struct sel_walk *w, uint64_t dir)
+{
+	if (w->depth >= HYD_SYNC_DEPTH_MAX)
+		return 0; /* the writer names it */
+	return hyd_sync__dir_each(w->cat, dir, w->path, walk_entry, w);
 }
 
 int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
@@ -144,8 +125,11 @@ int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
 	if (r == 0 && root_name)
 		r = hyd_sync__path_push(&path, root_name, strlen(root_name),
 					&old);
-	if (r == 0 && !(root_name && hyd_filter_excluded(f, path.b, 1, 0)))
-		r = walk(cat, f, root_ino, &path, 0, ret);
+	if (r == 0 && !(root_name && hyd_filter_excluded(f, path.b, 1, 0))) {
+		struct sel_walk w = {cat, f, &path, 0, ret};
+
+		r = walk(&w, root_ino);
+	}
 	free(path.b);
 	if (r < 0)
 		hyd_sync__sel_free(ret);

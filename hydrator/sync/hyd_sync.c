@@ -133,6 +133,7 @@ struct sync {
 	char *sub;     /* the subtree's path, "" for the whole tree */
 	int sub_slash; /* it ended in '/': its contents go into DEST */
 	uint64_t root_ino;
+	const char *root_name;	 /* in sub: DEST/root_name; NULL: into DEST */
 	struct hyd_sync_sel sel; /* inactive: every file */
 };
 
@@ -802,7 +803,6 @@ static int split_url(struct sync *s)
 /* The subtree's directory, and the files a subtree or the rules keep. */
 static int pick(struct sync *s)
 {
-	const char *name = NULL;
 	int r;
 
 	s->root_ino = CAT_ROOT_INO;
@@ -816,11 +816,11 @@ static int pick(struct sync *s)
 			return r;
 		}
 		if (!s->sub_slash)
-			name = strrchr(s->sub, '/') + 1;
+			s->root_name = strrchr(s->sub, '/') + 1;
 	}
 	if (!s->sub[0] && !hyd_filter_count(s->o->filter))
 		return 0;
-	r = hyd_sync__select(s->op.cat, s->root_ino, name, s->o->filter,
+	r = hyd_sync__select(s->op.cat, s->root_ino, s->root_name, s->o->filter,
 			     &s->sel);
 	if (r < 0)
 		base_log_err(BASE_LOG_ERROR, r,
@@ -920,8 +920,7 @@ static int run(struct sync *s)
 	m.item_arg = s->o->item_arg;
 	m.cache_dir = s->op.cache;
 	m.root_ino = s->root_ino;
-	m.root_name =
-	    s->sub[0] && !s->sub_slash ? strrchr(s->sub, '/') + 1 : NULL;
+	m.root_name = s->root_name;
 	r = hyd_sync__materialize(&m);
 	if (threaded) {
 		/* The writer may stop early (DEST unusable): the fetching pass

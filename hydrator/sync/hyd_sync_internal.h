@@ -303,4 +303,13 @@ struct hyd_dirbatch {
 int hyd_sync__batch_cb(void *ctx, const void *name, size_t len,
 		       const struct cat_inode *in, uint64_t pos);
 
+/* Each entry of catalog directory dir, in order, with its name pushed
+ * onto path while fn runs (copied out of the reader in batches, so fn may
+ * use the reader and walk below). fn's negative return stops the walk
+ * and is returned; a name path cannot take is skipped and -ENOMEM
+ * returned at the end. 0, or -errno (the catalog read failed). */
+typedef int (*hyd_dir_each_fn)(void *arg, const struct hyd_dirent_copy *e);
+int hyd_sync__dir_each(cat_reader *cat, uint64_t dir, struct hyd_pathbuf *path,
+		       hyd_dir_each_fn fn, void *arg);
+
 #endif

@@ -35,7 +35,6 @@
 #include "catalog/base/base.h"
 #include "hydrator/sync/hyd_sync_internal.h"
 
-#define BATCH 128u
 #define HYD_PACK_MAX 99999999u
 
 /* ---- the store ---- */
@@ -366,44 +365,32 @@ static void tree_entry(struct vtree *v, int dirfd, const char *name,
 	tree_xattrs(v, dirfd, name, in->ino);
 }
 
+struct tree_walk {
+	struct vtree *v;
+	int fd;
+	unsigned depth;
+};
+
+static int tree_dir_entry(void *arg, const struct hyd_dirent_copy *e)
+{
+	struct tree_walk *t = arg;
+
+	tree_entry(t->v, t->fd, e->name, &e->in, t->depth);
+	return 0;
+}
+
 static void tree_dir(struct vtree *v, int fd, const struct cat_inode *dir,
 		     unsigned depth)
 {
-	struct hyd_dirbatch b = {.cap = BATCH};
-	uint64_t pos = 0;
-	size_t i, old;
-	int r;
+	struct tree_walk t = {v, fd, depth};
+	int r =
+	    hyd_sync__dir_each(v->cat, dir->ino, &v->path, tree_dir_entry, &t);
 
-	b.e = malloc(BATCH * sizeof(*b.e));
-	if (!b.e) {
+	if (r == -ENOMEM)
 		tree_bad(v, "out of memory");
-		return;
-	}
-	for (;;) {
-		b.n = 0;
-		b.last_pos = pos;
-		r = cat_readdir(v->cat, dir->ino, pos, hyd_sync__batch_cb, &b);
-		if (r < 0) {
-			tree_bad(v,
-				 "cannot read the directory from the "
-				 "catalog: %s",
-				 strerror(-r));
-			break;
-		}
-		for (i = 0; i < b.n; i++) {
-			if (hyd_sync__path_push(&v->path, b.e[i].name,
-						b.e[i].len, &old)) {
-				tree_bad(v, "out of memory");
-				continue;
-			}
-			tree_entry(v, fd, b.e[i].name, &b.e[i].in, depth);
-			hyd_sync__path_pop(&v->path, old);
-		}
-		if (r == 0)
-			break;
-		pos = b.last_pos;
-	}
-	free(b.e);
+	else if (r < 0)
+		tree_bad(v, "cannot read the directory from the catalog: %s",
+			 strerror(-r));
 }
 
 /* The manifest overlay beside the catalog, when there is one (read

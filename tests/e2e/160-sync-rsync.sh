@@ -68,7 +68,7 @@ rsync -aHX --delete -n -i "$S/" "$T/rs/" | sort >"$T/rsync-n.txt"
 	die "ferry sync -n failed"
 diff "$T/rsync-n.txt" "$T/ferry-n.txt" >"$T/diff-n.txt" || { cat "$T/diff-n.txt"; die "-n -i differs from rsync's"; }
 [ "$(wc -l <"$T/ferry-n.txt")" -ge 12 ] || { cat "$T/ferry-n.txt"; die "too few items: the change did not show"; }
-python3 "$E2E_LIB/treecmp.py" "$T/rs" "$T/d" >/dev/null || die "the dry run changed DEST"
+python3 "$E2E_LIB/treecmp.py" --content "$T/rs" "$T/d" >/dev/null || die "the dry run changed DEST"
 ok "-n -i --delete prints what rsync -n -i prints ($(wc -l <"$T/ferry-n.txt") items) and changes nothing"
 
 rsync -aHX --delete -i "$S/" "$T/rs/" | sort >"$T/rsync-i.txt"

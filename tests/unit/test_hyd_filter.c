@@ -86,6 +86,10 @@ static void test_patterns(void **state)
 	    {"+ /d/***|- *", "d", 1, 0},
 	    {"+ /d/***|- *", "d/e/f", 0, 0},
 	    {"+ /d/***|- *", "e", 1, 1},
+	    /* unanchored: the directory at any depth */
+	    {"- d/***", "x/d", 1, 1},
+	    {"- d/***", "x/d/e/f", 0, 1},
+	    {"- d/***", "x/dd/e", 0, 0},
 	    /* long names, and '!' clears */
 	    {"exclude *.tmp", "a.tmp", 0, 1},
 	    {"include *.tmp|exclude *", "a.tmp", 0, 0},
