@@ -75,8 +75,9 @@ void repl_prev_close(struct repl_prev *p);
  * (st_dev, st_ino) with st's size, mtime and ctime, put its manifest into
  * m (reset first) and return 1; 0 when not (m empty; read the file), or
  * -ENOMEM / -EIO. *ret_prev_ino is that file's ino there whenever it
- * holds a regular file of this identity, changed or not (0: none). p may
- * be NULL (0). Any thread. */
+ * holds a regular file of this identity with st's size, mtime and ctime,
+ * its manifest reusable or not (0: none, or changed: a changed file gets
+ * a new number). p may be NULL (0). Any thread. */
 int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
 		       struct repl_manifest *m, uint64_t *ret_prev_ino);
 

@@ -147,12 +147,17 @@ int repl_prev_manifest(struct repl_prev *p, const struct stat *st,
 	if (r <= 0)
 		return r;
 	ino = in.ino;
-	if (in.kind == CAT_REG)
-		*ret_prev_ino = ino; /* the same file: its number stays */
 	if (in.kind != CAT_REG || in.size != size ||
 	    in.mtime_ns != ns_of(&st->st_mtim) ||
 	    in.ctime_ns != ns_of(&st->st_ctim))
 		return 0;
+	/* The same file, unchanged: its number stays, whether or not its
+	 * manifest can be reused below. A file whose size or times moved
+	 * gets a new number: a number names one content, so a mount that
+	 * switches generations in place keeps serving the old bytes to whoever
+	 * holds the old number open, and the kernel's page cache of it is
+	 * never mixed with the new content. */
+	*ret_prev_ino = ino;
 	repl_manifest_reset(m);
 	if (size == 0)
 		return 1;
