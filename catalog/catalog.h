@@ -378,6 +378,34 @@ int cat_delta_build(const char *from_path, const char *to_path,
 int cat_delta_apply(const char *from_path, const char *delta_path,
 		    const char *out_path, uint64_t *ret_from, uint64_t *ret_to);
 
+/* -- what a mount switching generations in place must invalidate
+ *    (cat_diff.c; any thread, blocking) -- */
+enum cat_diff_kind {
+	CAT_DIFF_NAME = 1, /* entry (ino = parent, name) added, removed, or
+			    * naming another ino */
+	CAT_DIFF_DIR = 2,  /* directory ino: its listing changed */
+	CAT_DIFF_ATTR = 3, /* ino in both: its inode row or xattrs differ */
+	CAT_DIFF_DATA = 4, /* regular file ino in both with another size or
+			    * mtime under the same number */
+};
+
+struct cat_diff_item {
+	enum cat_diff_kind kind;
+	uint64_t ino;
+	const void *name; /* CAT_DIFF_NAME only; valid during the call */
+	size_t name_len;
+};
+
+/* Call cb for each difference between the catalog at old_path and the one
+ * at new_path (names first, then directories, then inodes), until cb
+ * returns non-zero (that value is returned). Chunk rows are not compared
+ * (a changed file has a new number: docs/catalog.md). Scans both
+ * catalogs' inode, dirent and xattr rows. 0, -EBADMSG (not catalogs),
+ * -ENOENT, -ENOMEM, -EIO. */
+typedef int (*cat_diff_cb)(void *ctx, const struct cat_diff_item *it);
+int cat_diff(const char *old_path, const char *new_path, cat_diff_cb cb,
+	     void *ctx);
+
 /* -- reader (destination side; any thread: calls are serialized by an
  *    internal mutex, so callbacks must not call back into the reader) -- */
 typedef struct cat_reader cat_reader;

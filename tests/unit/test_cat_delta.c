@@ -5,6 +5,8 @@
  * xattr, a mode), rebuilt; the delta from 1 to 2 applied to 1 gives a
  * catalog with 2's digest, holding 2's rows. A delta with one row changed,
  * or applied to another generation, is refused and leaves nothing.
+ * cat_diff names exactly what a mount switching from 1 to 2 must tell the
+ * kernel.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -131,10 +133,11 @@ static void test_round_trip(void **state)
 	assert_int_equal(cat_delta_build(f->c1, f->c2, f->delta), 0);
 	/* the delta holds what changed, not the tree: 200 files, a handful
 	 * of inode rows (the changed file, the new one, the chmod, the
-	 * directories whose times moved) */
+	 * directories whose times moved); the removed file and the two
+	 * changed ones (a changed file gets a new number) go */
 	assert_true(count(f->delta, "SELECT count(*) FROM put_inode") < 12);
 	assert_true(count(f->delta, "SELECT count(*) FROM put_inode") >= 3);
-	assert_int_equal(count(f->delta, "SELECT count(*) FROM del_inode"), 1);
+	assert_int_equal(count(f->delta, "SELECT count(*) FROM del_inode"), 3);
 	assert_int_equal(cat_delta_apply(f->c1, f->delta, f->out, &from, &to),
 			 0);
 	assert_int_equal(from, 1);
@@ -187,11 +190,125 @@ static void test_refused(void **state)
 	assert_int_equal(access(f->out, F_OK), -1);
 }
 
+/* What cat_diff reports, gathered. */
+struct seen {
+	char names[64][80]; /* "PARENT/NAME" */
+	size_t nn;
+	uint64_t dirs[32], attrs[32], data[32];
+	size_t nd, na, nx;
+};
+
+static int seen_cb(void *ctx, const struct cat_diff_item *it)
+{
+	struct seen *s = ctx;
+
+	switch (it->kind) {
+	case CAT_DIFF_NAME:
+		assert_true(s->nn < 64);
+		snprintf(s->names[s->nn++], sizeof(s->names[0]), "%llu/%.*s",
+			 (unsigned long long)it->ino, (int)it->name_len,
+			 (const char *)it->name);
+		break;
+	case CAT_DIFF_DIR:
+		assert_true(s->nd < 32);
+		s->dirs[s->nd++] = it->ino;
+		break;
+	case CAT_DIFF_ATTR:
+		assert_true(s->na < 32);
+		s->attrs[s->na++] = it->ino;
+		break;
+	case CAT_DIFF_DATA:
+		assert_true(s->nx < 32);
+		s->data[s->nx++] = it->ino;
+		break;
+	}
+	return 0;
+}
+
+static int has_name(const struct seen *s, uint64_t parent, const char *name)
+{
+	char want[80];
+
+	snprintf(want, sizeof(want), "%llu/%s", (unsigned long long)parent,
+		 name);
+	for (size_t i = 0; i < s->nn; i++)
+		if (!strcmp(s->names[i], want))
+			return 1;
+	return 0;
+}
+
+static int has_ino(const uint64_t *v, size_t n, uint64_t ino)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == ino)
+			return 1;
+	return 0;
+}
+
+static uint64_t ino_of(const char *cat, uint64_t parent, const char *name)
+{
+	cat_reader *r = NULL;
+	struct cat_inode in;
+	int rc;
+
+	assert_int_equal(cat_reader_open(cat, &r), 0);
+	rc = cat_lookup(r, parent, name, strlen(name), &in);
+	cat_reader_close(r);
+	return rc == 0 ? in.ino : 0;
+}
+
+/* The names that came, went or now name another ino (and not the ones
+ * whose position moved because of them), the directories whose listing
+ * changed, the inodes whose rows moved under the same number. */
+static void test_diff(void **state)
+{
+	struct fx *f = *state;
+	struct seen s;
+	uint64_t d0, d1, d2, d3;
+
+	two_generations(f);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(cat_diff(f->c1, f->c2, seen_cb, &s), 0);
+	d0 = ino_of(f->c1, CAT_ROOT_INO, "d0");
+	d1 = ino_of(f->c1, CAT_ROOT_INO, "d1");
+	d2 = ino_of(f->c1, CAT_ROOT_INO, "d2");
+	d3 = ino_of(f->c1, CAT_ROOT_INO, "d3");
+	assert_int_equal(ino_of(f->c2, d3, "moved"), d2);
+	assert_true(has_name(&s, d0, "aaa-new"));
+	assert_true(has_name(&s, d0, "f000")); /* changed: a new number */
+	assert_true(has_name(&s, d1, "f010"));
+	assert_true(has_name(&s, CAT_ROOT_INO, "d2"));
+	assert_true(has_name(&s, d3, "moved"));
+	assert_true(has_name(&s, d3, "f001")); /* chmod moved its ctime */
+	/* f001 of d0 moved to another position, its entry did not change */
+	assert_false(has_name(&s, d0, "f001"));
+	assert_int_equal(s.nn, 6);
+	assert_true(has_ino(s.dirs, s.nd, d0));
+	assert_true(has_ino(s.dirs, s.nd, d1));
+	assert_true(has_ino(s.dirs, s.nd, d3));
+	assert_true(has_ino(s.dirs, s.nd, CAT_ROOT_INO));
+	assert_false(has_ino(s.dirs, s.nd, d2)); /* moved, listing the same */
+	assert_int_equal(s.nd, 4);
+	/* directories whose times moved; no regular file (a changed one has
+	 * a new number) */
+	assert_true(has_ino(s.attrs, s.na, d0));
+	assert_true(s.na <= 5);
+	assert_int_equal(s.nx, 0);
+	/* the same catalog twice: nothing */
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(cat_diff(f->c2, f->c2, seen_cb, &s), 0);
+	assert_int_equal(s.nn + s.nd + s.na + s.nx, 0);
+	/* not a catalog */
+	tsup_write_file(f->out, "garbage", 7);
+	assert_int_equal(cat_diff(f->c1, f->out, seen_cb, &s), -EBADMSG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_diff, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
