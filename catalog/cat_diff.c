@@ -53,9 +53,11 @@ static const char *const DIFF_SETUP[] = {
 /* Inos in both whose xattrs differ (and whose row does not). */
 #define SQL_XATTRS                                                             \
 	"SELECT DISTINCT ino FROM ("                                           \
-	" SELECT ino FROM (SELECT * FROM a.xattr EXCEPT SELECT * FROM b.xattr)" \
+	" SELECT ino FROM (SELECT * FROM a.xattr EXCEPT SELECT * FROM "        \
+	"b.xattr)"                                                             \
 	" UNION ALL"                                                           \
-	" SELECT ino FROM (SELECT * FROM b.xattr EXCEPT SELECT * FROM a.xattr)" \
+	" SELECT ino FROM (SELECT * FROM b.xattr EXCEPT SELECT * FROM "        \
+	"a.xattr)"                                                             \
 	") x WHERE ino IN (SELECT ino FROM a.inode)"                           \
 	" AND ino IN (SELECT ino FROM b.inode)"                                \
 	" AND ino NOT IN (SELECT ino FROM (SELECT * FROM b.inode"              \
