@@ -42,6 +42,7 @@
 #include "hydrator/fetch/hyd_fetch_internal.h"
 #include "hydrator/fetch/hyd_manifest_internal.h"
 #include "hydrator/fetch/hyd_open_internal.h"
+#include "hydrator/follow/hyd_follow_internal.h"
 #include "hydrator/hydrator.h"
 #include "hydrator/read/hyd_fuse_internal.h"
 #include "hydrator/read/hyd_read_internal.h"
@@ -51,6 +52,9 @@
 #define PROG "ferry-hydrator"
 #define EXIT_USAGE 2
 #define TIMEOUT_DEFAULT_S 30L
+#define POLL_DEFAULT_S 30L
+#define POLL_MAX_S 86400L
+#define KEEP_DEFAULT 3L
 #define JOBS_DEFAULT 4L
 #define JOBS_MAX 256L
 /* With --bwlimit one batch connection per this much rate is plenty; fewer
@@ -75,6 +79,8 @@ struct opts {
 	long jobs; /* --jobs, also spelled --connections */
 	int no_backfill;
 	uint64_t bwlimit; /* bytes/s, 0: none */
+	long poll_s;	  /* --poll: 0 never */
+	long keep;	  /* --keep-generations */
 };
 
 /* Everything the running mount owns; freed by mount_free. */
@@ -82,12 +88,12 @@ struct mount {
 	struct hyd_open op; /* URL, cache directory, store, catalog */
 	char mnt[PATH_MAX];
 	char pidfile[PATH_MAX + 16];
-	cat_reader *bf_cat; /* backfill's own reader of the same catalog */
+	int64_t started_ns; /* wall clock: when the first generation mounted */
 	hyd_backfill *bf;
+	hyd_follow *follow; /* owns backfill's reader */
 	hyd_control *ctl;
 	hyd_read_cache *rcache;
 	hyd_fetch *fetch;
-	hyd_manifest *manifest; /* only when the catalog has pending files */
 	struct fuse_session *se;
 	int mounted;
 	int pid_written;
@@ -127,6 +133,14 @@ static void usage(FILE *out)
 	    "      --bwlimit RATE    cap the wire rate of everything fetched:\n"
 	    "                        bytes/s with an optional K, M, G suffix\n"
 	    "                        (1024-based), e.g. 50M; 0 = no cap\n"
+	    "      --poll SECONDS    ask the source for a new generation this\n"
+	    "                        often and switch to it in place; default\n"
+	    "                        %ld, 0 = never (keep serving this one)\n"
+	    "      --keep-generations K\n"
+	    "                        generations served at once after "
+	    "switches\n"
+	    "                        (files opened before one read on from\n"
+	    "                        theirs); default %ld, 1..16\n"
 	    "  -v, --verbose         log more: every fetch retry and backfill\n"
 	    "                        pass (debug lines)\n"
 	    "  -q, --quiet           log errors only\n"
@@ -136,7 +150,7 @@ static void usage(FILE *out)
 	    "Unmount with: fusermount3 -u MOUNTPOINT (or send SIGTERM).\n"
 	    "A daemonized hydrator logs to CACHEDIR/hydrator.log and writes\n"
 	    "its pid to CACHEDIR/hydrator.pid. See ferry-hydrator(1).\n",
-	    TIMEOUT_DEFAULT_S, JOBS_DEFAULT);
+	    TIMEOUT_DEFAULT_S, JOBS_DEFAULT, POLL_DEFAULT_S, KEEP_DEFAULT);
 }
 
 /* -o takes a comma list; only allow_other means anything here (ro and
@@ -170,7 +184,13 @@ static int parse_o(const char *arg, struct opts *o)
  * error (already reported). */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_TIMEOUT = 256, OPT_NO_BACKFILL, OPT_BWLIMIT };
+	enum {
+		OPT_TIMEOUT = 256,
+		OPT_NO_BACKFILL,
+		OPT_BWLIMIT,
+		OPT_POLL,
+		OPT_KEEP
+	};
 	static const struct option longopts[] = {
 	    {"cache-dir", required_argument, NULL, 'c'},
 	    {"foreground", no_argument, NULL, 'f'},
@@ -183,6 +203,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"connections", required_argument, NULL, 'j'},
 	    {"no-backfill", no_argument, NULL, OPT_NO_BACKFILL},
 	    {"bwlimit", required_argument, NULL, OPT_BWLIMIT},
+	    {"poll", required_argument, NULL, OPT_POLL},
+	    {"keep-generations", required_argument, NULL, OPT_KEEP},
 	    {NULL, 0, NULL, 0},
 	};
 	char err[256];
@@ -191,6 +213,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	memset(o, 0, sizeof(*o));
 	o->timeout_s = TIMEOUT_DEFAULT_S;
 	o->jobs = JOBS_DEFAULT;
+	o->poll_s = POLL_DEFAULT_S;
+	o->keep = KEEP_DEFAULT;
 	o->log_level = BASE_LOG_INFO;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":c:fo:vqhVj:", longopts, NULL)) !=
@@ -230,6 +254,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_NO_BACKFILL:
 			o->no_backfill = 1;
+			break;
+		case OPT_POLL:
+			if (base_opt_long("--poll", optarg, 0, POLL_MAX_S,
+					  &o->poll_s) < 0)
+				return -1;
+			break;
+		case OPT_KEEP:
+			if (base_opt_long("--keep-generations", optarg, 1,
+					  HYD_GENS_MAX, &o->keep) < 0)
+				return -1;
 			break;
 		case OPT_BWLIMIT:
 			if (hyd_rate_parse(optarg, &o->bwlimit, err,
@@ -311,12 +345,44 @@ static int open_cache(const struct opts *o, struct mount *m)
 	return hyd_open_catalog(&m->op, CONNECT_TIMEOUT_S) < 0 ? -1 : 0;
 }
 
-/* Everything the FUSE ops need, except the fetcher's thread. */
+/* The first generation: the catalog hyd_open opened, its overlay and
+ * (files pending) their manifest fetcher, owned by the generation from
+ * here on. */
+static int first_gen(struct mount *m, struct hyd_gen **ret)
+{
+	hyd_manifest *man = NULL;
+	int r = 0;
+
+	*ret = NULL;
+	if (m->op.ov) {
+		struct hyd_manifest_config mc = {
+		    .base_url = m->op.base,
+		    .ov = m->op.ov,
+		    .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
+		};
+
+		r = hyd_manifest_new(&mc, &man);
+	}
+	if (r == 0)
+		r = hyd_gen_new(m->op.cat, m->op.ov, man, m->op.catpath,
+				m->op.ovpath, ret);
+	if (r < 0) {
+		hyd_manifest_free(man);
+		return r;
+	}
+	m->op.cat = NULL;
+	m->op.ov = NULL;
+	return 0;
+}
+
+/* Everything the FUSE ops need, except the threads. */
 static int setup_fs(const struct opts *o, struct mount *m)
 {
 	struct hyd_backfill_config bc;
 	struct hyd_fetch_config fc;
 	uint32_t max_raw = m->op.meta.params.max;
+	cat_reader *bf_cat = NULL;
+	struct hyd_gen *g = NULL;
 	uint64_t bg = 1;
 	int r;
 
@@ -349,28 +415,22 @@ static int setup_fs(const struct opts *o, struct mount *m)
 	}
 	/* Pending files (format 2): their manifests come from the same
 	 * server, on demand for reads and by segment for backfill. */
-	if (r == 0 && m->op.ov) {
-		struct hyd_manifest_config mc = {
-		    .base_url = m->op.base,
-		    .ov = m->op.ov,
-		    .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
-		};
-
-		r = hyd_manifest_new(&mc, &m->manifest);
-	}
+	if (r == 0)
+		r = first_gen(m, &g);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r, "cannot set up the fetcher");
 		return -1;
 	}
+	hyd_fs_gens_init(&m->fs, g);
 	/* Backfill walks with a reader of its own, so its long walk never
 	 * waits on (or holds up) FUSE's lookups. */
-	r = hyd_open_reader(&m->op, &m->bf_cat);
+	r = hyd_open_reader(&m->op, &bf_cat);
 	if (r == 0) {
 		memset(&bc, 0, sizeof(bc));
-		bc.cat = m->bf_cat;
+		bc.cat = bf_cat;
 		bc.store = m->op.store;
 		bc.fetch = m->fetch;
-		bc.manifest = m->manifest;
+		bc.manifest = g->manifest;
 		bc.max_raw = max_raw;
 		bc.enabled = !o->no_backfill;
 		/* Enough to keep every batch transfer busy with the next
@@ -381,18 +441,39 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		r = hyd_backfill_new(&bc, &m->bf);
 	}
 	if (r < 0) {
+		cat_reader_close(bf_cat);
 		base_log_err(BASE_LOG_ERROR, r, "cannot set up backfill");
 		return -1;
 	}
-	m->fs.cat = m->op.cat;
-	m->fs.meta = m->op.meta;
+	/* The follower owns backfill's reader from here on (and swaps it at
+	 * each switch). */
+	{
+		struct hyd_follow_config wc = {
+		    .base_url = m->op.base,
+		    .cache_dir = m->op.cache,
+		    .store = m->op.store,
+		    .fs = &m->fs,
+		    .se = m->se,
+		    .bf = m->bf,
+		    .bf_cat = bf_cat,
+		    .poll_s = (unsigned)o->poll_s,
+		    .keep = (unsigned)o->keep,
+		    .connect_timeout_s = CONNECT_TIMEOUT_S,
+		    .started_ns = m->started_ns,
+		};
+
+		r = hyd_follow_new(&wc, &m->follow);
+	}
+	if (r < 0) {
+		cat_reader_close(bf_cat);
+		base_log_err(BASE_LOG_ERROR, r, "cannot set up following");
+		return -1;
+	}
 	m->fs.on_open = hyd_backfill_on_open;
 	m->fs.on_open_arg = m->bf;
 	m->fs.mountpoint = m->mnt;
-	m->fs.rd.cat = m->op.cat;
 	m->fs.rd.store = m->op.store;
 	m->fs.rd.fetch = m->fetch;
-	m->fs.rd.manifest = m->manifest;
 	m->fs.rd.cache = m->rcache;
 	m->fs.rd.max_raw = max_raw;
 	m->fs.rd.timeout_ns = (uint64_t)o->timeout_s * 1000000000ull;
@@ -612,7 +693,7 @@ static void log_event(const char *what, const struct mount *m)
 struct watch {
 	struct fuse_session *se;
 	hyd_fetch *fetch;
-	hyd_manifest *manifest; /* may be NULL */
+	struct hyd_fs *fs; /* its generations' manifest fetchers */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int done;
@@ -629,7 +710,7 @@ static void *watch_main(void *arg)
 	while (!w->done) {
 		if (fuse_session_exited(w->se)) {
 			hyd_fetch_cancel(w->fetch);
-			hyd_manifest_cancel(w->manifest);
+			hyd_fs_gens_cancel(w->fs);
 			break;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -665,13 +746,29 @@ static void watch_stop(struct watch *w, pthread_t th)
 	pthread_join(th, NULL);
 }
 
+/* The control socket's live numbers: backfill's, and the generation
+ * served now with when it began (the cache's newest catalog may be one the
+ * mount is about to switch to). */
+static void live_status(void *arg, struct hyd_status *st)
+{
+	struct mount *m = arg;
+	uint64_t gen = 0;
+	int64_t ns = 0;
+
+	hyd_backfill_live(m->bf, st);
+	hyd_follow_info(m->follow, &gen, &ns);
+	if (gen)
+		st->generation = gen;
+	if (ns > 0)
+		st->switched_at = ns / 1000000000;
+}
+
 /* Threads, then the FUSE loop until unmount or SIGTERM. */
 static int serve(struct mount *m)
 {
 	struct fuse_loop_config *cfg;
 	struct hyd_fetch_stats st;
-	struct watch w = {
-	    .se = m->se, .fetch = m->fetch, .manifest = m->manifest};
+	struct watch w = {.se = m->se, .fetch = m->fetch, .fs = &m->fs};
 	pthread_t wth;
 	int r, watching;
 
@@ -685,9 +782,14 @@ static int serve(struct mount *m)
 		base_log_err(BASE_LOG_ERROR, r, "cannot start backfill");
 		return -1;
 	}
+	r = hyd_follow_start(m->follow);
+	if (r < 0) {
+		base_log_err(BASE_LOG_ERROR, r, "cannot start following");
+		return -1;
+	}
 	/* Status without a control socket still works (from the cache), so
 	 * a failure here is a warning. */
-	r = hyd_control_start(m->op.cache, hyd_backfill_live, m->bf, &m->ctl);
+	r = hyd_control_start(m->op.cache, live_status, m, &m->ctl);
 	if (r < 0)
 		base_log_err(BASE_LOG_WARN, r, "no control socket dir=%s",
 			     m->op.cache);
@@ -722,6 +824,8 @@ static int serve(struct mount *m)
 	fuse_remove_signal_handlers(m->se);
 	hyd_control_stop(m->ctl);
 	m->ctl = NULL;
+	/* A switch calls into backfill: the follower stops first. */
+	hyd_follow_stop(m->follow);
 	hyd_backfill_stop(m->bf);
 	hyd_fetch_stop(m->fetch);
 	hyd_fetch_stats(m->fetch, &st);
@@ -741,11 +845,13 @@ static int serve(struct mount *m)
 static void mount_free(struct mount *m)
 {
 	hyd_control_stop(m->ctl);
+	hyd_follow_stop(m->follow);
 	/* The fetcher first: its done hook points into backfill. */
 	hyd_backfill_stop(m->bf);
 	hyd_fetch_free(m->fetch);
 	hyd_backfill_free(m->bf);
-	cat_reader_close(m->bf_cat);
+	/* After backfill: it closes the reader backfill used. */
+	hyd_follow_free(m->follow);
 	if (m->se) {
 		if (m->mounted)
 			fuse_session_unmount(m->se);
@@ -754,9 +860,10 @@ static void mount_free(struct mount *m)
 	/* After the session: no read is left to hold a state. */
 	hyd_files_fini(&m->fs.files);
 	hyd_read_cache_free(m->rcache);
-	/* No reader or backfill is left to call it; the overlay it writes
-	 * closes with the catalog below. */
-	hyd_manifest_free(m->manifest);
+	/* No reader or backfill is left to use them: the generations go
+	 * (manifest fetchers, catalogs, overlays), then the store. */
+	if (m->fs.ngens)
+		hyd_fs_gens_fini(&m->fs);
 	hyd_open_close(&m->op);
 	if (m->pid_written)
 		unlink(m->pidfile);
@@ -774,6 +881,7 @@ static int run(const struct opts *o)
 		return 1;
 	}
 	hyd_files_init(&m->fs.files);
+	m->started_ns = base_wall_ns();
 	if (hyd_open_url(&m->op, o->url) < 0) {
 		r = EXIT_USAGE;
 		goto out;

@@ -92,7 +92,10 @@ struct hyd_status {
 	char url[HYD_URL_MAX]; /* base URL the cache was filled from */
 	char last_error[256];  /* empty when none */
 	long pid;	       /* running hydrator, 0 when none */
-	uint64_t generation;
+	uint64_t generation;   /* the catalog served (the newest cached) */
+	int64_t switched_at;   /* seconds since the epoch when the mount began
+				* to serve it (mounted, or switched to it in
+				* place); 0: unknown */
 	uint64_t files_total, files_hydrated; /* regular files; a file is
 					       * hydrated when its manifest is
 					       * local and all its chunks are
@@ -144,7 +147,8 @@ struct hyd_source_hashing {
 int hyd_source_hashing(const char *base_url, struct hyd_source_hashing *ret);
 
 /* Stable JSON for machines, one line, no trailing newline. Keys:
- * state, url, last_error, pid, generation, files_total, files_hydrated,
+ * state, url, last_error, pid, generation, switched_at (a UTC time
+ * "YYYY-MM-DDTHH:MM:SSZ", or null), files_total, files_hydrated,
  * bytes_total, bytes_hydrated, chunks_total, chunks_stored,
  * unique_bytes_total, unique_bytes_stored, manifests_total,
  * manifests_local, manifests_changed, rest_bytes, wire_bytes,

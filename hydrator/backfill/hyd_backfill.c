@@ -82,11 +82,21 @@
 #define MANIFEST_WAIT_MS_DEFAULT 15000u
 #define MISSING_PAGE 1024u /* pending inos per cat_pending_missing call */
 
+/* Values of stop: the thread ends, or its run ends to take another
+ * catalog (hyd_backfill_switch) and begins again. */
+#define STOP_END 1
+#define STOP_SWITCH 2
+
 struct hyd_backfill {
 	struct hyd_backfill_config cfg;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int stop; /* atomic; the file walk polls it too */
+	int stop; /* atomic, STOP_*; the file walk polls it too */
+	/* under lock: a catalog to switch to (taken by the thread, which
+	 * leaves the one it let go of in old_cat) */
+	cat_reader *next_cat, *old_cat;
+	hyd_manifest *next_manifest;
+	uint64_t switches;
 
 	/* under lock */
 	uint64_t outstanding, outstanding_bytes;
@@ -920,15 +930,52 @@ static void backfill_run(hyd_backfill *bf)
 	}
 }
 
+/* After a run ended for a switch: take the new catalog and start over
+ * (1), or 0 when the thread is to end. The flights of the old run end
+ * through the hook as always; the census of the new run recounts. */
+static int take_switch(hyd_backfill *bf)
+{
+	pthread_mutex_lock(&bf->lock);
+	if (__atomic_load_n(&bf->stop, __ATOMIC_RELAXED) != STOP_SWITCH ||
+	    !bf->next_cat) {
+		pthread_mutex_unlock(&bf->lock);
+		return 0;
+	}
+	bf->old_cat = bf->cfg.cat;
+	bf->cfg.cat = bf->next_cat;
+	bf->cfg.manifest = bf->next_manifest;
+	bf->next_cat = NULL;
+	bf->next_manifest = NULL;
+	bf->switches++;
+	bf->complete = 0;
+	bf->chunks_total = bf->chunks_stored = 0;
+	bf->bytes_total = bf->bytes_stored = 0;
+	bf->manifests_total = bf->manifests_missing = 0;
+	bf->changed_last = 0;
+	bf->last_error[0] = '\0';
+	__atomic_store_n(&bf->stop, 0, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&bf->cond);
+	pthread_mutex_unlock(&bf->lock);
+	hyd_bf__files_free(&bf->files);
+	free(bf->done);
+	bf->done = NULL;
+	bf->nfresh = 0;
+	/* The new state line at once. */
+	bf->next_sample_ns = 0;
+	return 1;
+}
+
 static void *bf_main(void *arg)
 {
 	hyd_backfill *bf = arg;
 
-	if (bf->cfg.enabled)
-		backfill_run(bf);
-	/* Complete, disabled or stuck for good: rates and persistence go
-	 * on until stop. */
-	idle(bf);
+	do {
+		if (bf->cfg.enabled)
+			backfill_run(bf);
+		/* Complete, disabled or stuck for good: rates and
+		 * persistence go on until stop or a switch. */
+		idle(bf);
+	} while (take_switch(bf));
 	return NULL;
 }
 
@@ -1001,7 +1048,7 @@ void hyd_backfill_stop(hyd_backfill *bf)
 	bf->finished = 1;
 	if (bf->started) {
 		pthread_mutex_lock(&bf->lock);
-		__atomic_store_n(&bf->stop, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&bf->stop, STOP_END, __ATOMIC_RELAXED);
 		pthread_cond_broadcast(&bf->cond);
 		pthread_mutex_unlock(&bf->lock);
 		pthread_join(bf->th, NULL);
@@ -1022,6 +1069,46 @@ void hyd_backfill_free(hyd_backfill *bf)
 	pthread_cond_destroy(&bf->cond);
 	pthread_mutex_destroy(&bf->lock);
 	free(bf);
+}
+
+int hyd_backfill_switch(hyd_backfill *bf, cat_reader *cat,
+			hyd_manifest *manifest, cat_reader **ret_old)
+{
+	int r = 0;
+
+	*ret_old = NULL;
+	pthread_mutex_lock(&bf->lock);
+	if (bf->finished ||
+	    __atomic_load_n(&bf->stop, __ATOMIC_RELAXED) == STOP_END) {
+		pthread_mutex_unlock(&bf->lock);
+		return -ECANCELED;
+	}
+	if (!bf->started) {
+		/* No thread reads the catalog yet: swap it here. */
+		*ret_old = bf->cfg.cat;
+		bf->cfg.cat = cat;
+		bf->cfg.manifest = manifest;
+		pthread_mutex_unlock(&bf->lock);
+		return 0;
+	}
+	bf->next_cat = cat;
+	bf->next_manifest = manifest;
+	__atomic_store_n(&bf->stop, STOP_SWITCH, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&bf->cond);
+	while (bf->next_cat &&
+	       __atomic_load_n(&bf->stop, __ATOMIC_RELAXED) != STOP_END)
+		pthread_cond_wait(&bf->cond, &bf->lock);
+	if (bf->next_cat) {
+		/* Stopped before it was taken: the caller keeps it. */
+		bf->next_cat = NULL;
+		bf->next_manifest = NULL;
+		r = -ECANCELED;
+	} else {
+		*ret_old = bf->old_cat;
+		bf->old_cat = NULL;
+	}
+	pthread_mutex_unlock(&bf->lock);
+	return r;
 }
 
 void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino)

@@ -98,6 +98,17 @@ void hyd_backfill_stop(hyd_backfill *bf);
  * also still exist. NULL is a no-op. */
 void hyd_backfill_free(hyd_backfill *bf);
 
+/* Go on with another catalog (a newer generation of the same tree, its
+ * manifest fetcher or NULL): the scheduler ends its pass at the next
+ * check, takes cat (borrowed, like cfg->cat, until the next switch or
+ * free) and begins again with a census, so only what the store lacks is
+ * fetched; flights already out end as usual. Blocks until the thread has
+ * let go of the old reader, which is handed back in *ret_old (the
+ * caller's to close). -ECANCELED when backfill stops first (cat stays the
+ * caller's). Any thread but the scheduler. */
+int hyd_backfill_switch(hyd_backfill *bf, cat_reader *cat,
+			hyd_manifest *manifest, cat_reader **ret_old);
+
 /* A FUSE open of regular file ino: its directory goes to the front of the
  * backfill order. Any thread; cheap (no I/O). NULL bf is a no-op. */
 void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino);

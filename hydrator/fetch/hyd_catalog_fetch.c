@@ -739,8 +739,10 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 	if (r < 0)
 		goto out;
 	/* Catalogs are immutable per (URL, generation): a checked copy is as
-	 * good as a new download. */
+	 * good as a new download. Older ones a mount that followed left (a
+	 * crash before their last reader let go) served their turn. */
 	if (same && stat(path, &sb) == 0) {
+		cached_newest(&f, gen);
 		r = set_result(&f, gen, 0, ret);
 		goto out;
 	}
@@ -775,6 +777,54 @@ fallback:
 		if (cached > 0)
 			r = set_result(&f, cached, 1, ret);
 	}
+out:
+	curl_easy_cleanup(f.h);
+	curl_free(f.base_norm);
+	curl_url_cleanup(f.url);
+	curl_global_cleanup();
+	return r;
+}
+
+int hyd_catalog_update(const char *base_url, const char *cache_dir,
+		       uint64_t have, long connect_timeout_s,
+		       struct hyd_catalog_result *ret, char *errbuf,
+		       size_t errcap)
+{
+	struct hyd_cf f = {
+	    .base = base_url, .errbuf = errbuf, .errcap = errcap};
+	uint64_t gen = 0;
+	char name[32], path[4200];
+	struct stat sb;
+	int r;
+
+	if (errbuf && errcap)
+		errbuf[0] = '\0';
+	if (!base_url || !cache_dir || !ret || !have)
+		return -EINVAL;
+	memset(ret, 0, sizeof(*ret));
+	r = cf_begin(&f, connect_timeout_s);
+	if (r < 0)
+		return r;
+	r = cf_setup(&f, cache_dir);
+	if (r == 0 && !cached_url_same(&f)) {
+		cf_err(&f, "%s: the cache's catalogs came from another URL",
+		       base_url);
+		r = -ESTALE;
+	}
+	if (r == 0)
+		r = cf_head(&f, &gen);
+	if (r == 0)
+		r = set_result(&f, gen, 0, ret);
+	if (r < 0 || gen <= have)
+		goto out;
+	snprintf(name, sizeof(name), "%llu.db", (unsigned long long)gen);
+	r = cf_path(&f, path, sizeof(path), name);
+	/* Installed by an earlier try whose switch did not happen: the
+	 * same checked file. Else the delta from the one the mount has. */
+	if (r == 0 && stat(path, &sb) != 0)
+		r = cf_catalog(&f, gen, have);
+	if (r == 0)
+		r = 1;
 out:
 	curl_easy_cleanup(f.h);
 	curl_free(f.base_norm);

@@ -41,6 +41,21 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 		      long connect_timeout_s, struct hyd_catalog_result *ret,
 		      char *errbuf, size_t errcap);
 
+/* For a mount that follows its source: when the server's HEAD names a
+ * generation newer than have (whose catalog, catalogs/HAVE.db of the same
+ * base_url, the cache holds), install catalogs/GEN.db for it — made from
+ * HAVE.db and the delta HAVE -> GEN when the server has one, else
+ * downloaded whole — checked as hyd_catalog_fetch does, and return 1 with
+ * ret set. Older catalogs stay: the mount still reads them. 0 when the
+ * server's generation is not newer (ret->generation says which it is).
+ * Errors as hyd_catalog_fetch (no cache stands in), and -ESTALE when the
+ * cache's catalogs came from another URL. Blocking (curl easy): a thread
+ * of its own. */
+int hyd_catalog_update(const char *base_url, const char *cache_dir,
+		       uint64_t have, long connect_timeout_s,
+		       struct hyd_catalog_result *ret, char *errbuf,
+		       size_t errcap);
+
 /* Just the current generation (GET BASE/HEAD), within connect_timeout_s
  * to connect and twice that in all. Errors as hyd_catalog_fetch (no
  * cache stands in). */

@@ -47,6 +47,27 @@ void hyd_files_fini(struct hyd_files *t)
 	pthread_mutex_destroy(&t->mu);
 }
 
+void hyd_files_clear(struct hyd_files *t)
+{
+	struct hyd_read_open *drop[HYD_FILES_WAYS];
+	size_t n;
+
+	/* A set at a time, the states freed outside the lock: their last
+	 * reference may free a generation, which closes SQLite handles. */
+	for (size_t base = 0; base < HYD_FILES_SLOTS; base += HYD_FILES_WAYS) {
+		n = 0;
+		pthread_mutex_lock(&t->mu);
+		for (size_t w = 0; w < HYD_FILES_WAYS; w++) {
+			if (t->slot[base + w].of)
+				drop[n++] = t->slot[base + w].of;
+			t->slot[base + w].of = NULL;
+		}
+		pthread_mutex_unlock(&t->mu);
+		for (size_t i = 0; i < n; i++)
+			hyd_read_open_unref(drop[i]);
+	}
+}
+
 /* ino's state with a reference for the caller, or NULL. Under mu. */
 static struct hyd_read_open *find_locked(struct hyd_files *t, uint64_t ino)
 {
@@ -87,10 +108,11 @@ static void insert_locked(struct hyd_files *t, struct hyd_read_open *of)
 	victim->used = ++t->clock;
 }
 
-int hyd_files_get(struct hyd_files *t, cat_reader *cat, uint64_t ino,
+int hyd_files_get(struct hyd_files *t, struct hyd_fs *fs, uint64_t ino,
 		  struct hyd_read_open **ret, int *ret_new)
 {
 	struct hyd_read_open *of, *other;
+	struct hyd_gen *g;
 	struct cat_inode in;
 	int r;
 
@@ -103,13 +125,14 @@ int hyd_files_get(struct hyd_files *t, cat_reader *cat, uint64_t ino,
 		*ret = of;
 		return 0;
 	}
-	/* Outside the lock: the catalog is the slow part. */
-	r = cat_getattr(cat, ino, &in);
-	if (r < 0)
-		return r;
-	if (in.kind != CAT_REG)
-		return in.kind == CAT_DIR ? -EISDIR : -EINVAL;
-	r = hyd_read_open_new(ino, in.size, &of);
+	/* Outside the lock: the catalog is the slow part. The state keeps
+	 * the generation it was made from (a reference of its own). */
+	g = hyd_fs_gen_for(fs, ino, &in, &r);
+	if (r == 0 && in.kind != CAT_REG)
+		r = in.kind == CAT_DIR ? -EISDIR : -EINVAL;
+	if (r == 0)
+		r = hyd_read_open_new(g, ino, in.size, &of);
+	hyd_gen_unref(g);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&t->mu);

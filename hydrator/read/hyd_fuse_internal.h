@@ -3,8 +3,10 @@
  *
  * Catalog inode numbers are FUSE inode numbers (root 1), so every metadata
  * operation is one indexed catalog query, answered from the catalog alone.
- * A generation never changes under a mount, so entries, attributes and
- * file data are cacheable by the kernel for as long as it likes.
+ * A generation never changes, and a mount that follows its source switches
+ * to the next one in place and tells the kernel what changed (FUSE
+ * notifications), so entries, attributes and file data are cacheable by
+ * the kernel for as long as it likes.
  *   hyd_fuse_meta.c  lookup, getattr, readdir(plus), readlink, xattrs, statfs
  *   hyd_fuse_read.c  open, read, release, opendir, releasedir
  * The session's userdata is a struct hyd_fs.
@@ -59,6 +61,10 @@ struct hyd_push_job {
 	uint64_t dir, after; /* the entries of dir past position after */
 };
 
+/* Generations a mount serves at most (the current one and older kept
+ * ones: --keep-generations). */
+#define HYD_GENS_MAX 16u
+
 struct hyd_fs;
 struct hyd_push {
 	struct hyd_fs *fs;
@@ -75,8 +81,18 @@ struct hyd_push {
 };
 
 struct hyd_fs {
-	cat_reader *cat;      /* borrowed */
-	struct cat_meta meta; /* copy, read at start-up */
+	/* The generations served (hyd_fuse_gens.c): gens[0] the current
+	 * one, which every lookup and listing answers from; the others
+	 * older ones still kept, newest first, which answer for inos the
+	 * current one no longer has (a file or directory someone opened
+	 * before a switch). Each holds one reference. Under gen_mu; a
+	 * request pins the one it uses (hyd_fs_gen_for). */
+	pthread_mutex_t gen_mu;
+	struct hyd_gen *gens[HYD_GENS_MAX];
+	size_t ngens;
+	/* The read path's store, fetcher, cache and deadline; its cat and
+	 * manifest stay NULL in a mount (each open-file state reads its
+	 * own generation's). */
 	struct hyd_read_ctx rd;
 	/* Told of each open of a regular file, after the reply (backfill
 	 * puts its directory first); NULL: nobody listens. Any FUSE thread. */
@@ -121,14 +137,40 @@ void hyd_fuse_log(const char *op, uint64_t ino, int err);
  * only costs speed, so failures are logged in verbose mode alone. */
 void hyd_fuse_tune_readahead(struct hyd_fs *fs);
 
+/* hyd_fuse_gens.c. init (taking the caller's reference of first) before
+ * the session starts, fini after it ended. */
+void hyd_fs_gens_init(struct hyd_fs *fs, struct hyd_gen *first);
+void hyd_fs_gens_fini(struct hyd_fs *fs);
+/* The current generation, pinned (hyd_gen_unref when done). Any thread. */
+struct hyd_gen *hyd_fs_gen(struct hyd_fs *fs);
+/* The generation that answers for ino, pinned: the current one when it
+ * has ino (or when no older kept one has it), else the newest older one
+ * that does. With ret_in, *ret_r is the cat_getattr of ino in the one
+ * returned (with ret_in NULL, ret_r may be NULL too). Any thread. */
+struct hyd_gen *hyd_fs_gen_for(struct hyd_fs *fs, uint64_t ino,
+			       struct cat_inode *ret_in, int *ret_r);
+/* Make g current (the mount takes the caller's reference); the one it
+ * replaces and the older ones stay while at most keep (1..HYD_GENS_MAX)
+ * are kept, the rest are dropped (their files go with their last
+ * reference). The open-file table is emptied, so new reads pin the
+ * generations they find. Any thread. Returns how many were dropped. */
+size_t hyd_fs_gens_switch(struct hyd_fs *fs, struct hyd_gen *g, size_t keep);
+
+/* Cancel the manifest fetchers of the generations kept (the process is
+ * stopping: reads waiting on a manifest end at once). Any thread. */
+void hyd_fs_gens_cancel(struct hyd_fs *fs);
+
 /* hyd_fuse_files.c. init before the session starts, fini after it ends. */
 void hyd_files_init(struct hyd_files *t);
 void hyd_files_fini(struct hyd_files *t);
+/* Drop every state from the table (readers still holding one keep it). */
+void hyd_files_clear(struct hyd_files *t);
 /* ino's open-file state with a reference for the caller (drop it with
- * hyd_read_open_unref), made from the catalog when the table has none
- * (*ret_new = 1 then). -EISDIR or -EINVAL for an inode that is not a
- * regular file, else the catalog's error or -ENOMEM. Any FUSE thread. */
-int hyd_files_get(struct hyd_files *t, cat_reader *cat, uint64_t ino,
+ * hyd_read_open_unref), made from the generation of fs that answers for
+ * ino (hyd_fs_gen_for) when the table has none (*ret_new = 1 then).
+ * -EISDIR or -EINVAL for an inode that is not a regular file, else the
+ * catalog's error or -ENOMEM. Any FUSE thread. */
+int hyd_files_get(struct hyd_files *t, struct hyd_fs *fs, uint64_t ino,
 		  struct hyd_read_open **ret, int *ret_new);
 
 /* hyd_fuse_push.c. Start the pushing thread (after the session is made,

@@ -5,8 +5,8 @@
  *
  * Everything here is answered from the catalog alone; no operation in this
  * file ever fetches file data, so `ls -lR`, `find` and `stat` work the
- * moment the catalog is in. Replies carry long timeouts: the generation
- * behind a mount is immutable.
+ * moment the catalog is in. Replies carry long timeouts: a generation is
+ * immutable, and a switch to the next tells the kernel what changed.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -107,8 +107,13 @@ static void fill_entry(const struct hyd_fs *fs, const struct cat_inode *in,
 	memset(e, 0, sizeof(*e));
 	e->ino = in->ino;
 	/* (ino, generation) must never name two different files over the
-	 * life of the filesystem; the catalog generation does that. */
-	e->generation = fs->meta.generation;
+	 * life of the filesystem: the replicator never gives a number to
+	 * another entry (or another content) later, so the pair is unique
+	 * with a constant. It must stay the same for an ino across
+	 * generations: the kernel marks an inode bad (EIO to whoever holds
+	 * it open) when a lookup returns it with another generation. */
+	(void)fs;
+	e->generation = 1;
 	hyd_fuse_stat(in, &e->attr);
 	e->attr_timeout = HYD_FUSE_TIMEOUT_S;
 	e->entry_timeout = HYD_FUSE_TIMEOUT_S;
@@ -141,6 +146,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct hyd_fs *fs = browse_fs(req);
 	struct fuse_entry_param e;
 	struct cat_inode in;
+	struct hyd_gen *g;
 	size_t len = strlen(name);
 	int r;
 
@@ -149,22 +155,22 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
-	r = cat_lookup(fs->cat, parent, name, len, &in);
+	g = hyd_fs_gen_for(fs, parent, NULL, NULL);
+	r = cat_lookup(g->cat, parent, name, len, &in);
 	if (r == -ENOENT || r == -EINVAL) {
-		/* A negative entry the kernel may cache for the whole
-		 * generation: ino 0 with an entry timeout. */
+		/* A negative entry the kernel may cache until a switch says
+		 * otherwise: ino 0 with an entry timeout. */
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = HYD_FUSE_TIMEOUT_S;
 		fuse_reply_entry(req, &e);
-		return;
-	}
-	if (r < 0) {
+	} else if (r < 0) {
 		hyd_fuse_log("lookup", parent, r);
 		fuse_reply_err(req, hyd_fuse_errno(r));
-		return;
+	} else {
+		fill_entry(fs, &in, &e);
+		fuse_reply_entry(req, &e);
 	}
-	fill_entry(fs, &in, &e);
-	fuse_reply_entry(req, &e);
+	hyd_gen_unref(g);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
@@ -177,7 +183,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 
 	(void)fi;
 	hyd_fuse_tune_readahead(fs);
-	r = cat_getattr(fs->cat, ino, &in);
+	hyd_gen_unref(hyd_fs_gen_for(fs, ino, &in, &r));
 	if (r < 0) {
 		hyd_fuse_log("getattr", ino, r);
 		fuse_reply_err(req, hyd_fuse_errno(r));
@@ -247,6 +253,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct readdir_ctx c;
 	struct cat_inode self, dot;
+	struct hyd_gen *g;
 	int r;
 
 	memset(&c, 0, sizeof(c));
@@ -260,7 +267,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	r = cat_getattr(c.fs->cat, ino, &self);
+	g = hyd_fs_gen_for(c.fs, ino, &self, &r);
 	if (r < 0)
 		goto out;
 	if (self.kind != CAT_DIR) {
@@ -275,7 +282,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (readdir_add(&c, "..", &dot, 2))
 			goto reply;
 	}
-	r = cat_readdir(c.fs->cat, ino, off > 2 ? (uint64_t)off - 2 : 0,
+	r = cat_readdir(g->cat, ino, off > 2 ? (uint64_t)off - 2 : 0,
 			readdir_cb, &c);
 	if (r < 0)
 		goto out;
@@ -287,6 +294,7 @@ out:
 		hyd_fuse_log(plus ? "readdirplus" : "readdir", ino, r);
 		fuse_reply_err(req, hyd_fuse_errno(r));
 	}
+	hyd_gen_unref(g);
 	free(c.buf);
 }
 
@@ -308,10 +316,12 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct hyd_fs *fs = browse_fs(req);
 	char buf[CAT_TARGET_MAX + 1];
+	struct hyd_gen *g = hyd_fs_gen_for(fs, ino, NULL, NULL);
 	size_t len = 0;
 	int r;
 
-	r = cat_readlink(fs->cat, ino, buf, CAT_TARGET_MAX, &len);
+	r = cat_readlink(g->cat, ino, buf, CAT_TARGET_MAX, &len);
+	hyd_gen_unref(g);
 	if (r < 0) {
 		hyd_fuse_log("readlink", ino, r);
 		fuse_reply_err(req, hyd_fuse_errno(r));
@@ -327,6 +337,7 @@ static void reply_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	struct hyd_fs *fs = browse_fs(req);
 	size_t cap = size, len = 0;
+	struct hyd_gen *g;
 	char *buf = NULL;
 	int r;
 
@@ -340,11 +351,13 @@ static void reply_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			return;
 		}
 	}
+	g = hyd_fs_gen_for(fs, ino, NULL, NULL);
 	if (name)
-		r = cat_getxattr(fs->cat, ino, name, strlen(name), buf, cap,
+		r = cat_getxattr(g->cat, ino, name, strlen(name), buf, cap,
 				 &len);
 	else
-		r = cat_listxattr(fs->cat, ino, buf, cap, &len);
+		r = cat_listxattr(g->cat, ino, buf, cap, &len);
+	hyd_gen_unref(g);
 	if (r < 0) {
 		hyd_fuse_log(name ? "getxattr" : "listxattr", ino, r);
 		fuse_reply_err(req, hyd_fuse_errno(r));
@@ -373,16 +386,17 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct hyd_fs *fs = req_fs(req);
+	struct hyd_gen *g = hyd_fs_gen(req_fs(req));
 	struct statvfs st;
 
 	(void)ino;
 	memset(&st, 0, sizeof(st));
 	st.f_bsize = HYD_FUSE_BLKSIZE;
 	st.f_frsize = HYD_STATFS_FRSIZE;
-	st.f_blocks = (fsblkcnt_t)((fs->meta.bytes + HYD_STATFS_FRSIZE - 1) /
+	st.f_blocks = (fsblkcnt_t)((g->meta.bytes + HYD_STATFS_FRSIZE - 1) /
 				   HYD_STATFS_FRSIZE);
-	st.f_files = (fsfilcnt_t)fs->meta.inodes;
+	st.f_files = (fsfilcnt_t)g->meta.inodes;
+	hyd_gen_unref(g);
 	st.f_namemax = CAT_NAME_MAX;
 	fuse_reply_statfs(req, &st);
 }

@@ -129,8 +129,8 @@ static int collect_cb(void *ctx, const void *name, size_t name_len,
 
 /* The file's bytes from the store into buf (size bytes). 0, or -errno
  * (-ENOENT: a chunk is not stored; the file is skipped). */
-static int file_read(struct hyd_push *p, uint64_t ino, uint64_t size,
-		     uint8_t *buf)
+static int file_read(struct hyd_push *p, cat_reader *cat, uint64_t ino,
+		     uint64_t size, uint8_t *buf)
 {
 	struct cat_chunk cs[16];
 	uint64_t off = 0;
@@ -138,8 +138,7 @@ static int file_read(struct hyd_push *p, uint64_t ino, uint64_t size,
 	int r;
 
 	while (off < size) {
-		r = cat_chunks_range(p->fs->cat, ino, off, size - off, cs, 16,
-				     &n);
+		r = cat_chunks_range(cat, ino, off, size - off, cs, 16, &n);
 		if (r < 0)
 			return r;
 		if (n == 0)
@@ -165,7 +164,8 @@ static int file_read(struct hyd_push *p, uint64_t ino, uint64_t size,
 
 /* Push one file; 1 when the reader has been there already (the job is
  * done), else 0. */
-static int push_one(struct hyd_push *p, const struct push_ent *e, uint8_t *buf)
+static int push_one(struct hyd_push *p, cat_reader *cat,
+		    const struct push_ent *e, uint8_t *buf)
 {
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(e->size);
 	struct hyd_push_slot *s = &p->slot[slot_of(e->ino)];
@@ -176,7 +176,7 @@ static int push_one(struct hyd_push *p, const struct push_ent *e, uint8_t *buf)
 	pthread_mutex_unlock(&p->mu);
 	if (met)
 		return 1;
-	if (file_read(p, e->ino, e->size, buf) < 0)
+	if (file_read(p, cat, e->ino, e->size, buf) < 0)
 		return 0;
 	bv.buf[0].mem = buf;
 	/* -ENOENT: the kernel has forgotten the inode; nothing to do. */
@@ -195,6 +195,7 @@ static void *push_main(void *arg)
 	struct collect *c = malloc(sizeof(*c));
 	uint8_t *buf = malloc(HYD_PUSH_FILE_MAX);
 	struct hyd_push_job j;
+	struct hyd_gen *g;
 
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
@@ -214,7 +215,10 @@ static void *push_main(void *arg)
 		c->n = 0;
 		c->bytes = 0;
 		c->last_pos = j.after;
-		(void)cat_readdir(p->fs->cat, j.dir, j.after, collect_cb, c);
+		/* The job's listing and files from one generation: the
+		 * current one (an ino names the same bytes in every one). */
+		g = hyd_fs_gen(p->fs);
+		(void)cat_readdir(g->cat, j.dir, j.after, collect_cb, c);
 		pthread_mutex_lock(&p->mu);
 		p->run_end = c->last_pos;
 		pthread_mutex_unlock(&p->mu);
@@ -222,8 +226,9 @@ static void *push_main(void *arg)
 		 * and where the two meet the job ends. */
 		for (size_t i = c->n;
 		     i > 0 && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED); i--)
-			if (push_one(p, &c->v[i - 1], buf))
+			if (push_one(p, g->cat, &c->v[i - 1], buf))
 				break;
+		hyd_gen_unref(g);
 		pthread_mutex_lock(&p->mu);
 		p->run_dir = 0;
 		p->run_end = 0;

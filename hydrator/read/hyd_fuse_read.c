@@ -10,11 +10,12 @@
  * into the read cache, so that work overlaps the reader's copying instead
  * of sitting in front of its next request. The first request raises the
  * mount's kernel readahead (HYD_FUSE_READAHEAD_KB). Each open file carries a
- * struct hyd_read_open in fh (its size and a window of its manifest). A
- * generation is immutable, so open sets keep_cache: the page cache stays
- * valid across opens. Where the kernel can open by itself (no-open mode,
- * hyd_fuse_files.c), OPEN is answered ENOSYS once and reads come with no
- * fh: their state is then the inode's, from the open-file table.
+ * struct hyd_read_open in fh (its size, a window of its manifest and the
+ * generation it was opened in). A regular file's ino names one content in
+ * every generation, so open sets keep_cache: the page cache stays valid
+ * across opens and across switches. Where the kernel can open by itself
+ * (no-open mode, hyd_fuse_files.c), OPEN is answered ENOSYS once and reads come
+ * with no fh: their state is then the inode's, from the open-file table.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +114,7 @@ void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct hyd_fs *fs = fuse_req_userdata(req);
 	struct hyd_read_open *of;
 	struct cat_inode in;
+	struct hyd_gen *g;
 	int r;
 
 	hyd_fuse_tune_readahead(fs);
@@ -123,29 +125,29 @@ void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	r = cat_getattr(fs->cat, ino, &in);
-	if (r < 0) {
-		hyd_fuse_log("open", ino, r);
-		fuse_reply_err(req, hyd_fuse_errno(r));
-		return;
-	}
-	if (in.kind == CAT_DIR) {
-		fuse_reply_err(req, EISDIR);
-		return;
-	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	if (in.kind != CAT_REG) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
+	/* The generation that has ino: the state keeps it, so this open
+	 * reads the same bytes whatever switches come after. */
+	g = hyd_fs_gen_for(fs, ino, &in, &r);
+	if (r == 0 && in.kind == CAT_DIR)
+		r = -EISDIR;
+	else if (r == 0 &&
+		 ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
+		r = -EROFS;
+	else if (r == 0 && in.kind != CAT_REG)
+		r = -EINVAL;
 	/* The size and a manifest window ride in fh, so read() need not
 	 * ask the catalog again for every request. */
-	r = hyd_read_open_new(ino, in.size, &of);
-	if (r < 0) {
+	if (r == 0)
+		r = hyd_read_open_new(g, ino, in.size, &of);
+	hyd_gen_unref(g);
+	if (r == -ENOMEM) {
 		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (r < 0) {
+		if (r != -EISDIR && r != -EROFS && r != -EINVAL)
+			hyd_fuse_log("open", ino, r);
+		fuse_reply_err(req, hyd_fuse_errno(r));
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)of;
@@ -201,7 +203,7 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		hyd_read_open_ref(of);
 	} else {
 		/* No-open mode: the state is the inode's. */
-		r = hyd_files_get(&fs->files, fs->cat, ino, &of, &opened);
+		r = hyd_files_get(&fs->files, fs, ino, &of, &opened);
 		if (r < 0) {
 			hyd_fuse_log("read", ino, r);
 			fuse_reply_err(req, hyd_fuse_errno(r));
@@ -259,7 +261,7 @@ void hyd_fuse_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	r = cat_getattr(fs->cat, ino, &in);
+	hyd_gen_unref(hyd_fs_gen_for(fs, ino, &in, &r));
 	if (r < 0) {
 		hyd_fuse_log("opendir", ino, r);
 		fuse_reply_err(req, hyd_fuse_errno(r));

@@ -337,11 +337,12 @@ static int rows_once(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 		     uint64_t ino, uint64_t cur, uint64_t end,
 		     struct cat_chunk *cs, size_t cap, size_t *ret_n)
 {
+	cat_reader *cat = of && of->gen ? of->gen->cat : rc->cat;
 	size_t i, n = 0;
 	int r = 0;
 
 	if (!of)
-		return cat_chunks_range(rc->cat, ino, cur, end - cur, cs, cap,
+		return cat_chunks_range(cat, ino, cur, end - cur, cs, cap,
 					ret_n);
 	pthread_mutex_lock(&of->mu);
 	i = window_find(of, cur);
@@ -354,7 +355,7 @@ static int rows_once(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 		}
 		/* As many rows from cur on as the window holds (the catalog
 		 * stops at HYD_READ_WINDOW rows or the end of the file). */
-		r = cat_chunks_range(rc->cat, ino, cur, of->size - cur, of->win,
+		r = cat_chunks_range(cat, ino, cur, of->size - cur, of->win,
 				     HYD_READ_WINDOW, &of->win_n);
 		if (r < 0) {
 			of->win_n = 0;
@@ -380,31 +381,30 @@ static int manifest_rows(const struct hyd_read_ctx *rc,
 			 uint64_t end, struct cat_chunk *cs, size_t cap,
 			 size_t *ret_n, uint64_t deadline, const char **ret_why)
 {
+	cat_reader *cat = of && of->gen ? of->gen->cat : rc->cat;
+	hyd_manifest *man = of && of->gen ? of->gen->manifest : rc->manifest;
 	int r;
 
 	*ret_why = "bad chunk manifest";
 	r = rows_once(rc, of, ino, cur, end, cs, cap, ret_n);
-	if (r == -EAGAIN && rc->manifest) {
-		r = hyd_manifest_file(rc->manifest, rc->cat, ino, deadline,
-				      NULL);
+	if (r == -EAGAIN && man) {
+		r = hyd_manifest_file(man, cat, ino, deadline, NULL);
 		if (r < 0) {
-			*ret_why = r == -EAGAIN
-				       ? "manifest not made by the source "
-					 "before the deadline"
-				   : r == -ESTALE
-				       ? "generation superseded: no manifest "
-					 "(remount to follow)"
-				   : r == -EBADMSG
-				       ? "manifest from the server fails its "
-					 "checks"
-				       : "cannot fetch the manifest";
+			*ret_why =
+			    r == -EAGAIN   ? "manifest not made by the source "
+					     "before the deadline"
+			    : r == -ESTALE ? "generation superseded before its "
+					     "manifest came"
+			    : r == -EBADMSG
+				? "manifest from the server fails its "
+				  "checks"
+				: "cannot fetch the manifest";
 			return r;
 		}
 		r = rows_once(rc, of, ino, cur, end, cs, cap, ret_n);
 	}
 	if (r == -EAGAIN)
-		*ret_why = rc->manifest
-			       ? "manifest still not local after its fetch"
+		*ret_why = man ? "manifest still not local after its fetch"
 			       : "manifest not local, and no manifest fetcher";
 	else if (r == -ESTALE)
 		*ret_why = "the source changed before its manifest was made: "
@@ -517,7 +517,8 @@ int hyd_read_open_iov(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 	return read_range(rc, of, of->ino, of->size, off, len, rv);
 }
 
-int hyd_read_open_new(uint64_t ino, uint64_t size, struct hyd_read_open **ret)
+int hyd_read_open_new(struct hyd_gen *gen, uint64_t ino, uint64_t size,
+		      struct hyd_read_open **ret)
 {
 	struct hyd_read_open *of;
 
@@ -528,6 +529,9 @@ int hyd_read_open_new(uint64_t ino, uint64_t size, struct hyd_read_open **ret)
 	of->ino = ino;
 	of->size = size;
 	of->refs = 1;
+	of->gen = gen;
+	if (gen)
+		hyd_gen_ref(gen);
 	pthread_mutex_init(&of->mu, NULL);
 	*ret = of;
 	return 0;
@@ -544,6 +548,7 @@ void hyd_read_open_unref(struct hyd_read_open *of)
 		return;
 	pthread_mutex_destroy(&of->mu);
 	free(of->win);
+	hyd_gen_unref(of->gen);
 	free(of);
 }
 

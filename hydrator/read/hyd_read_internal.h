@@ -76,6 +76,47 @@ int hyd_read_cache_prefetch(hyd_read_cache *c, const chunk_id *id,
 void hyd_read_cache_put(hyd_read_cache *c, const chunk_id *id, const void *raw,
 			size_t len);
 
+/* ---- generations (hyd_read_gen.c); any thread ---- */
+
+/* One generation of the catalog a mount serves: the reader that answers
+ * FUSE and reads, and for a catalog with pending files the manifest
+ * overlay and the fetcher that fills it. A mount that follows its source
+ * switches to a new one in place and keeps a few older ones, so that a
+ * file opened before a switch goes on reading the bytes it was opened with
+ * (a regular file's ino names one content: docs/catalog.md). Reference
+ * counted: the mount holds one while the generation is current or kept,
+ * an open-file state one, a request that uses it one while it runs. The
+ * last reference frees the fetcher, the reader and the overlay, and when
+ * the generation was dropped (hyd_gen_drop) removes its files (catalog and
+ * overlay) from the cache: a catalog file is there exactly as long as
+ * something may still read it, which is what the store's garbage
+ * collection keeps chunks for. */
+struct hyd_gen {
+	uint64_t generation;
+	struct cat_meta meta;
+	cat_reader *cat;	/* owned */
+	cat_overlay *ov;	/* owned; NULL when nothing is pending */
+	hyd_manifest *manifest; /* owned; NULL when nothing is pending */
+	char catpath[4096];	/* CACHEDIR/catalogs/GEN.db */
+	char ovpath[4096];	/* its overlay; "" when none */
+	unsigned refs;		/* __atomic */
+	int dropped;		/* __atomic: remove the files at the end */
+};
+
+/* A generation owning cat, ov and manifest (any of the last two may be
+ * NULL), with one reference for the caller; meta and generation are read
+ * from cat. On failure (-ENOMEM, -ENAMETOOLONG) nothing is taken: the
+ * caller still owns what it passed. */
+int hyd_gen_new(cat_reader *cat, cat_overlay *ov, hyd_manifest *manifest,
+		const char *catpath, const char *ovpath, struct hyd_gen **ret);
+void hyd_gen_ref(struct hyd_gen *g);
+/* Drop a reference; the last frees (and removes the files of a dropped
+ * generation). NULL is a no-op. */
+void hyd_gen_unref(struct hyd_gen *g);
+/* The generation is no longer kept: its files go with its last
+ * reference. */
+void hyd_gen_drop(struct hyd_gen *g);
+
 /* ---- the read path (hyd_read.c) ---- */
 
 struct hyd_read_ctx {
@@ -102,6 +143,10 @@ struct hyd_read_ctx {
  * one open file may run on several FUSE threads at once. */
 struct hyd_read_open {
 	uint64_t ino, size;
+	/* The generation the state was made from: its catalog and manifest
+	 * fetcher serve this file's manifest (a reference; NULL: the read
+	 * context's own cat and manifest). */
+	struct hyd_gen *gen;
 	unsigned refs; /* __atomic: the open itself + reads still running */
 	pthread_mutex_t mu;
 	struct cat_chunk *win; /* NULL until the first read */
@@ -110,9 +155,12 @@ struct hyd_read_open {
 	uint64_t ahead_end;    /* decode-ahead is claimed up to here */
 };
 
-/* A new open-file state for regular file ino of size bytes, holding one
- * reference (the open's). Returns 0 or -ENOMEM. Any thread. */
-int hyd_read_open_new(uint64_t ino, uint64_t size, struct hyd_read_open **ret);
+/* A new open-file state for regular file ino of size bytes in generation
+ * gen (it takes a reference of its own; NULL: the read context's
+ * catalog), holding one reference (the open's). Returns 0 or -ENOMEM.
+ * Any thread. */
+int hyd_read_open_new(struct hyd_gen *gen, uint64_t ino, uint64_t size,
+		      struct hyd_read_open **ret);
 /* Take one more reference: a read takes one for as long as it runs,
  * including work done after its reply, since FUSE may process the file's
  * release as soon as the last reply is out. */

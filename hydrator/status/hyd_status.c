@@ -378,6 +378,27 @@ out:
 	return r;
 }
 
+/* When the mount began to serve its generation: meta "switched_at" of
+ * state.db (ns since the epoch, written by the mount), as seconds. */
+static void switched_from_store(sqlite3 *db, struct hyd_status *s)
+{
+	sqlite3_stmt *st = NULL;
+	const unsigned char *v;
+	uint64_t ns;
+
+	if (sqlite3_prepare_v2(db,
+			       "SELECT CAST(value AS TEXT) FROM st.meta"
+			       " WHERE key = 'switched_at'",
+			       -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW) {
+		v = sqlite3_column_text(st, 0);
+		if (v &&
+		    base_parse_u64((const char *)v, 1, INT64_MAX, &ns) == 0)
+			s->switched_at = (int64_t)(ns / 1000000000ull);
+	}
+	sqlite3_finalize(st);
+}
+
 /* The store's url when catalogs/url is missing: meta "url" of state.db. */
 static void url_from_store(sqlite3 *db, struct hyd_status *s)
 {
@@ -452,6 +473,7 @@ int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 		memcpy(s.url, url, strlen(url) + 1);
 	else
 		url_from_store(db, &s);
+	switched_from_store(db, &s);
 	s.pid = live_pid(cache_dir);
 	/* Complete needs every manifest too: until then the chunk totals
 	 * leave out the chunks of the manifests still missing. */

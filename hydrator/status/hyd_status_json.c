@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -45,6 +46,8 @@ enum field_type {
 	F_REAL,	  /* double, 3 decimals on the wire */
 	F_SAVING, /* uint64_t at off minus the one at off2, signed: written,
 		   * and on input only checked to be an integer */
+	F_TIME,	  /* int64_t seconds since the epoch, as a UTC
+		   * "YYYY-MM-DDTHH:MM:SSZ"; 0 is null */
 };
 
 struct status_field {
@@ -71,6 +74,7 @@ static const struct status_field status_fields[] = {
     SF(last_error, F_STR),
     SF(pid, F_PID),
     SF(generation, F_U64),
+    SF(switched_at, F_TIME),
     SF(files_total, F_U64),
     SF(files_hydrated, F_U64),
     SF(bytes_total, F_U64),
@@ -122,6 +126,33 @@ static double real_3(double v)
 	return round(v * 1000.0) / 1000.0;
 }
 
+/* Seconds since the epoch as "YYYY-MM-DDTHH:MM:SSZ", 0 as null. */
+static json_t *time_value(int64_t t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	char buf[32];
+
+	if (t <= 0 || !gmtime_r(&tt, &tm) ||
+	    !strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm))
+		return json_null();
+	return json_string(buf);
+}
+
+/* The seconds of such a string: 0 with *ret set, -EBADMSG. */
+static int time_parse(const char *s, int64_t *ret)
+{
+	struct tm tm;
+	const char *end;
+
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (!end || *end)
+		return -EBADMSG;
+	*ret = (int64_t)timegm(&tm);
+	return *ret > 0 ? 0 : -EBADMSG;
+}
+
 /* The JSON value of one field of st (a new reference; NULL when out of
  * memory). */
 static json_t *field_value(const struct hyd_status *st,
@@ -155,6 +186,9 @@ static json_t *field_value(const struct hyd_status *st,
 		b = u64_at(st, f->off2);
 		return json_integer(a >= b ? count_int(a - b)
 					   : -count_int(b - a));
+	case F_TIME:
+		memcpy(&i64, p, sizeof(i64));
+		return time_value(i64);
 	}
 	return NULL;
 }
@@ -301,6 +335,14 @@ static int field_parse(const json_t *v, const struct status_field *f,
 		return 0;
 	case F_SAVING:
 		return json_is_integer(v) ? 0 : -EBADMSG;
+	case F_TIME:
+		if (json_is_null(v))
+			i64 = 0;
+		else if (!json_is_string(v) ||
+			 time_parse(json_string_value(v), &i64) < 0)
+			return -EBADMSG;
+		memcpy(p, &i64, sizeof(i64));
+		return 0;
 	}
 	return -EBADMSG;
 }

@@ -35,7 +35,7 @@
 #include "catalog/base/base.h"
 #include "hydrator/store/hyd_store_priv.h"
 
-#define HYD_STORE_SCHEMA 2 /* PRAGMA user_version of a current state.db */
+#define HYD_STORE_SCHEMA 3 /* PRAGMA user_version of a current state.db */
 #define HYD_READER_KEEP (1u << 20) /* larger frame buffers are not kept */
 #define HYD_META_VALUE_MAX 65536
 
@@ -114,6 +114,10 @@ static const char *const hyd_store_migrations[HYD_STORE_SCHEMA] = {
      * the bytes are still the ones verified (SHA-256) when they came in
      * without paying SHA-256 again; NULL in older rows. */
     "ALTER TABLE chunk ADD COLUMN xxh INTEGER;",
+    /* 2 -> 3: frames whose rows garbage collection removed and whose
+     * space it has not given back yet (hyd_store_gc.c). */
+    "CREATE TABLE gc_free(pack INTEGER NOT NULL, off INTEGER NOT NULL,"
+    " len INTEGER NOT NULL, PRIMARY KEY(pack, off)) WITHOUT ROWID;",
 };
 
 /* One integer from a one-off query; arg, if not NULL, is bound to ?1. */
@@ -428,6 +432,10 @@ int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
 	r = store_db_open(s);
 	if (r == 0)
 		r = store_recover(s);
+	/* A collection a crash cut short: its frames go before anything is
+	 * appended. */
+	if (r == 0)
+		r = hyd_store__gc_recover(s);
 out:
 	if (r < 0) {
 		hyd_store_close(s);

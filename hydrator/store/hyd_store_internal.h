@@ -96,6 +96,33 @@ struct hyd_store_stats {
 };
 int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
 
+/* Garbage collection (hyd_store_gc.c). */
+struct hyd_store_gc_result {
+	uint64_t catalogs;	/* catalog files whose chunks were kept */
+	uint64_t live;		/* distinct chunk ids they name */
+	uint64_t dropped;	/* index rows removed */
+	uint64_t dropped_bytes; /* frame bytes given back (holes punched) */
+	uint64_t kept;		/* index rows left */
+	double elapsed_s;
+};
+
+/* Drop every chunk that no catalog in DIR/catalogs names (its chunk rows
+ * and the manifests of its overlay, GEN.overlay.db): their index rows go
+ * and the space of their frames is given back to the file system (holes
+ * punched in the packs; a pack left with no chunk at all is removed).
+ * Crash-safe: rows are removed in the transaction that records their
+ * frames as free, and the frames are punched only after it committed; a
+ * crash in between is finished at the next open, before anything is
+ * appended. Puts may go on meanwhile; the caller makes sure that nothing
+ * puts a chunk only a removed catalog named (the mount runs collections
+ * on the thread that switches generations). Frames appended and not yet
+ * indexed (an open group) are never touched. The complete mark stays
+ * (a dropped chunk is in no catalog, so none is missing). Blocking: a
+ * scan of the store's index and of the catalogs' chunk rows. Returns 0,
+ * -ENOMEM, -EIO, -EBADMSG (a file in catalogs/ that is not a catalog:
+ * nothing is dropped then). */
+int hyd_store_gc(hyd_store *s, struct hyd_store_gc_result *ret);
+
 /* The meta key backfill sets once the store holds every chunk of a
  * catalog (its value names the catalog and its totals), so a mount of a
  * complete cache skips the census. Dropping any row deletes it. */

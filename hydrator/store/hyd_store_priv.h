@@ -117,6 +117,10 @@ int hyd_store__find_locked(hyd_store *s, const chunk_id *id,
 uint64_t hyd_store__frame_sum(const uint8_t *hdr, const void *payload,
 			      size_t len);
 
+/* hyd_store_gc.c: punch the frames a collection recorded in gc_free and
+ * forget them (at open, before anything is appended). 0 or -errno. */
+int hyd_store__gc_recover(hyd_store *s);
+
 /* hyd_store_put.c: set up and tear down the append side (at open, before
  * any put; at close, after the last). */
 int hyd_store__put_init(hyd_store *s);

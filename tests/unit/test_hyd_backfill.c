@@ -693,7 +693,7 @@ static void test_readahead(void **state)
 	rig_up(&r, 0, 0); /* no backfill: whatever is stored was asked for */
 	assert_int_equal(cat_lookup(r.cat, CAT_ROOT_INO, "big", 3, &in), 0);
 	assert_int_equal(cat_lookup(r.cat, in.ino, "big", 3, &in), 0);
-	assert_int_equal(hyd_read_open_new(in.ino, in.size, &of), 0);
+	assert_int_equal(hyd_read_open_new(NULL, in.ino, in.size, &of), 0);
 	/* A first read at 0 starts a stream: the next MiB is asked for,
 	 * and nothing that starts past it. */
 	ra_read(&r, of, 0, step);

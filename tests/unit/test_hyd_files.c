@@ -35,8 +35,7 @@
 
 struct fx {
 	char dir[64];
-	cat_reader *cat;
-	struct hyd_files t;
+	struct hyd_fs fs; /* its generation owns the catalog's reader */
 };
 
 static int setup(void **state)
@@ -73,8 +72,16 @@ static int setup(void **state)
 				 0);
 	}
 	assert_int_equal(cat_writer_commit(w), 0);
-	assert_int_equal(cat_reader_open(path, &fx->cat), 0);
-	hyd_files_init(&fx->t);
+	{
+		cat_reader *cat = NULL;
+		struct hyd_gen *g = NULL;
+
+		assert_int_equal(cat_reader_open(path, &cat), 0);
+		assert_int_equal(hyd_gen_new(cat, NULL, NULL, path, NULL, &g),
+				 0);
+		hyd_fs_gens_init(&fx->fs, g);
+	}
+	hyd_files_init(&fx->fs.files);
 	*state = fx;
 	return 0;
 }
@@ -83,8 +90,8 @@ static int teardown(void **state)
 {
 	struct fx *fx = *state;
 
-	hyd_files_fini(&fx->t);
-	cat_reader_close(fx->cat);
+	hyd_files_fini(&fx->fs.files);
+	hyd_fs_gens_fini(&fx->fs);
 	tsup_rm_rf(fx->dir);
 	free(fx);
 	return 0;
@@ -95,7 +102,8 @@ static struct hyd_read_open *get(struct fx *fx, uint64_t ino, int want_new)
 	struct hyd_read_open *of = NULL;
 	int made = -1;
 
-	assert_int_equal(hyd_files_get(&fx->t, fx->cat, ino, &of, &made), 0);
+	assert_int_equal(hyd_files_get(&fx->fs.files, &fx->fs, ino, &of, &made),
+			 0);
 	assert_non_null(of);
 	assert_int_equal(of->ino, ino);
 	assert_int_equal(of->size, 3 * ino);
@@ -116,12 +124,14 @@ static void test_get_and_reuse(void **state)
 	hyd_read_open_unref(a);
 	hyd_read_open_unref(b);
 	assert_int_equal(
-	    hyd_files_get(&fx->t, fx->cat, CAT_ROOT_INO, &of, &made), -EISDIR);
+	    hyd_files_get(&fx->fs.files, &fx->fs, CAT_ROOT_INO, &of, &made),
+	    -EISDIR);
 	assert_null(of);
-	assert_int_equal(hyd_files_get(&fx->t, fx->cat, LINK_INO, &of, &made),
-			 -EINVAL);
-	assert_true(hyd_files_get(&fx->t, fx->cat, FIRST_FILE + N_FILES + 7,
-				  &of, &made) < 0);
+	assert_int_equal(
+	    hyd_files_get(&fx->fs.files, &fx->fs, LINK_INO, &of, &made),
+	    -EINVAL);
+	assert_true(hyd_files_get(&fx->fs.files, &fx->fs,
+				  FIRST_FILE + N_FILES + 7, &of, &made) < 0);
 	assert_null(of);
 }
 
@@ -143,7 +153,7 @@ static void test_evict_while_held(void **state)
 		int made = 0;
 
 		assert_int_equal(
-		    hyd_files_get(&fx->t, fx->cat, ino, &of, &made), 0);
+		    hyd_files_get(&fx->fs.files, &fx->fs, ino, &of, &made), 0);
 		remade += (unsigned)made;
 		hyd_read_open_unref(of);
 	}
@@ -170,8 +180,9 @@ static void *race(void *p)
 	for (unsigned i = 0; i < 256; i++) {
 		int made = 0;
 
-		if (hyd_files_get(&r->fx->t, r->fx->cat, FIRST_FILE + 1000 + i,
-				  &r->got[i], &made) != 0 ||
+		if (hyd_files_get(&r->fx->fs.files, &r->fx->fs,
+				  FIRST_FILE + 1000 + i, &r->got[i],
+				  &made) != 0 ||
 		    r->got[i]->size != 3 * (FIRST_FILE + 1000 + i))
 			r->err = 1;
 	}

@@ -569,8 +569,8 @@ static int read_whole(const struct ns *n, struct rig *r, size_t i)
 	size_t at = 0;
 	int rc;
 
-	assert_int_equal(hyd_read_open_new(fdefs[i].ino, fdefs[i].size, &of),
-			 0);
+	assert_int_equal(
+	    hyd_read_open_new(NULL, fdefs[i].ino, fdefs[i].size, &of), 0);
 	rc = hyd_read_open_iov(&r->rc, of, 0, (size_t)fdefs[i].size + 100, &rv);
 	if (rc == 0) {
 		assert_int_equal(rv.len, fdefs[i].size);

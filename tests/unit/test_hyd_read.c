@@ -430,7 +430,7 @@ static void test_read_ranges(void **state)
 	size_t len;
 	int i;
 
-	assert_int_equal(hyd_read_open_new(FILE_INO, fx->size, &of), 0);
+	assert_int_equal(hyd_read_open_new(NULL, FILE_INO, fx->size, &of), 0);
 	/* Edges: whole file, every chunk boundary, empty, past the end. */
 	check_iov(fx, of, 0, (size_t)fx->size);
 	for (i = 0; i < (int)N_CHUNKS; i++) {
@@ -478,7 +478,7 @@ static void test_read_threads(void **state)
 	pthread_t th[4];
 	int i;
 
-	assert_int_equal(hyd_read_open_new(FILE_INO, fx->size, &of), 0);
+	assert_int_equal(hyd_read_open_new(NULL, FILE_INO, fx->size, &of), 0);
 	for (i = 0; i < 4; i++) {
 		a[i].fx = fx;
 		a[i].of = of;
@@ -526,7 +526,7 @@ static void test_read_ahead(void **state)
 	uint64_t jump = fx->size / 2;
 	unsigned i, last;
 
-	assert_int_equal(hyd_read_open_new(FILE_INO, fx->size, &of), 0);
+	assert_int_equal(hyd_read_open_new(NULL, FILE_INO, fx->size, &of), 0);
 	/* A first read at a jump starts a stream: nothing decoded ahead. */
 	check_iov(fx, of, jump, step);
 	hyd_read_ahead(&fx->rc, of, jump, step);
@@ -595,7 +595,7 @@ static void test_read_corrupt(void **state)
 	c.connect_timeout_ms = 100;
 	assert_int_equal(hyd_fetch_new(&c, &fx->rc.fetch), 0);
 	assert_int_equal(hyd_fetch_start(fx->rc.fetch), 0);
-	assert_int_equal(hyd_read_open_new(FILE_INO, fx->size, &of), 0);
+	assert_int_equal(hyd_read_open_new(NULL, FILE_INO, fx->size, &of), 0);
 	/* A zstd frame (9: text, zstd policy) and a raw one (12: noise). */
 	for (i = 9; i <= 12; i += 3) {
 		corrupt(fx, i);
