@@ -763,6 +763,25 @@ static void live_status(void *arg, struct hyd_status *st)
 		st->switched_at = ns / 1000000000;
 }
 
+/* `ferry gc` over the control socket: the follower collects between two
+ * switches. */
+static int gc_now(void *arg, struct hyd_gc_result *ret)
+{
+	struct mount *m = arg;
+	struct hyd_store_gc_result res;
+	int r = hyd_follow_gc(m->follow, 0, &res);
+
+	if (r == 0) {
+		ret->catalogs = res.catalogs;
+		ret->live = res.live;
+		ret->dropped = res.dropped;
+		ret->dropped_bytes = res.dropped_bytes;
+		ret->kept = res.kept;
+		ret->elapsed_s = res.elapsed_s;
+	}
+	return r;
+}
+
 /* Threads, then the FUSE loop until unmount or SIGTERM. */
 static int serve(struct mount *m)
 {
@@ -789,7 +808,7 @@ static int serve(struct mount *m)
 	}
 	/* Status without a control socket still works (from the cache), so
 	 * a failure here is a warning. */
-	r = hyd_control_start(m->op.cache, live_status, m, &m->ctl);
+	r = hyd_control_start(m->op.cache, live_status, gc_now, m, &m->ctl);
 	if (r < 0)
 		base_log_err(BASE_LOG_WARN, r, "no control socket dir=%s",
 			     m->op.cache);

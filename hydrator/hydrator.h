@@ -172,6 +172,30 @@ int hyd_status_json_source(const struct hyd_status *st,
 			   size_t cap);
 
 /* ------------------------------------------------------------------ */
+/* Garbage collection (hyd_gc.c): `ferry gc`                           */
+/* ------------------------------------------------------------------ */
+
+struct hyd_gc_result {
+	uint64_t catalogs;	/* catalog files whose chunks were kept */
+	uint64_t live;		/* distinct chunk ids they name */
+	uint64_t dropped;	/* chunks dropped from the store */
+	uint64_t dropped_bytes; /* their bytes at rest, given back */
+	uint64_t kept;		/* chunks left in the store */
+	double elapsed_s;
+	int by_daemon; /* the hydrator running on the cache collected */
+};
+
+/* Drop from cache_dir's store every chunk that no catalog kept in
+ * CACHEDIR/catalogs names, and give their space back. With a hydrator
+ * running on the cache, asked of it over the control socket (it collects
+ * between two generation switches, so nothing it serves is dropped); else
+ * done here, holding the cache's lock. Blocking (a scan of the store and
+ * the catalogs). Returns 0, -EBUSY (the cache is in use by a process that
+ * does not answer, e.g. `ferry sync`), -ENOENT (no cache there), -errno;
+ * the failure is logged. */
+int hyd_gc(const char *cache_dir, struct hyd_gc_result *ret);
+
+/* ------------------------------------------------------------------ */
 /* Sync and verify (hyd_sync*.c, hyd_verify.c)                         */
 /* ------------------------------------------------------------------ */
 

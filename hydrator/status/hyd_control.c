@@ -20,6 +20,8 @@
  *
  * Protocol (hyd_control_internal.h): one request line, one reply line, close.
  *   "status"  -> hyd_status_json of the live status
+ *   "gc"      -> the numbers of a garbage collection of the store, run
+ *                by the mount between two switches (hyd_gc)
  *   otherwise -> {"error":"unknown command"}
  * Every reply line is made by jansson, the error lines too.
  *
@@ -60,6 +62,7 @@ struct hyd_control {
 	int lfd;
 	int wake[2]; /* self-pipe: [0] polled by the thread, [1] written */
 	hyd_control_live_fn live;
+	hyd_control_gc_fn gc;
 	void *arg;
 	pthread_t thread;
 	int started;
@@ -304,6 +307,26 @@ static int status_reply(hyd_control *c, char *buf, size_t cap, size_t *ret)
 	return end_line(r, buf, cap, ret);
 }
 
+/* The reply to "gc": the collection's numbers, or an error line. */
+static int gc_reply(hyd_control *c, char *buf, size_t cap, size_t *ret)
+{
+	struct hyd_gc_result res;
+	char text[CONTROL_ERROR_MAX];
+	int r;
+
+	if (!c->gc)
+		return error_reply("no garbage collection here", buf, cap, ret);
+	memset(&res, 0, sizeof(res));
+	r = c->gc(c->arg, &res);
+	if (r < 0) {
+		snprintf(text, sizeof(text), "garbage collection failed: %s",
+			 strerror(-r));
+		return error_reply(text, buf, cap, ret);
+	}
+	r = hyd__gc_json(&res, buf, cap - 1);
+	return end_line(r, buf, cap, ret);
+}
+
 /* One client: request, reply, close. Errors end only this client. */
 static void serve_client(hyd_control *c, int fd)
 {
@@ -319,11 +342,17 @@ static void serve_client(hyd_control *c, int fd)
 	out = malloc(HYD_STATUS_JSON_MAX + 2);
 	if (!out)
 		goto out;
-	if (strcmp(req, "status") != 0)
+	if (!strcmp(req, "status")) {
+		r = status_reply(c, out, HYD_STATUS_JSON_MAX + 2, &len);
+	} else if (!strcmp(req, "gc")) {
+		r = gc_reply(c, out, HYD_STATUS_JSON_MAX + 2, &len);
+		/* A collection takes as long as it takes: the client waits
+		 * for it; the reply gets the usual time to go out. */
+		deadline = mono_ms() + CONTROL_CLIENT_MS;
+	} else {
 		r = error_reply("unknown command", out, HYD_STATUS_JSON_MAX + 2,
 				&len);
-	else
-		r = status_reply(c, out, HYD_STATUS_JSON_MAX + 2, &len);
+	}
 	if (r == 0)
 		write_all_fd(c, fd, out, len, deadline);
 out:
@@ -441,7 +470,7 @@ static int sync_init(hyd_control *c)
 }
 
 int hyd_control_start(const char *cache_dir, hyd_control_live_fn live,
-		      void *arg, hyd_control **ret)
+		      hyd_control_gc_fn gc, void *arg, hyd_control **ret)
 {
 	sigset_t all, old;
 	hyd_control *c;
@@ -455,6 +484,7 @@ int hyd_control_start(const char *cache_dir, hyd_control_live_fn live,
 		return -ENOMEM;
 	c->lfd = c->wake[0] = c->wake[1] = -1;
 	c->live = live;
+	c->gc = gc;
 	c->arg = arg;
 	c->addr.sun_family = AF_UNIX;
 	n = snprintf(c->addr.sun_path, sizeof(c->addr.sun_path),

@@ -20,12 +20,30 @@ typedef struct hyd_control hyd_control;
  * Called on the control thread with *st already filled from the cache. */
 typedef void (*hyd_control_live_fn)(void *arg, struct hyd_status *st);
 
+/* Runs a garbage collection of the store for "gc" (hyd_gc): blocks until
+ * it is done; 0 with *ret filled, or -errno. On the control thread. */
+typedef int (*hyd_control_gc_fn)(void *arg, struct hyd_gc_result *ret);
+
 /* Start serving cache_dir/control.sock (a stale socket file is replaced;
- * a live one — another hydrator answering — is -EBUSY). live and arg are
- * borrowed until hyd_control_stop. Call after daemonizing (it starts a
- * thread). Returns 0 or -errno. */
+ * a live one — another hydrator answering — is -EBUSY). live, gc (may be
+ * NULL: "gc" is then an error) and arg are borrowed until
+ * hyd_control_stop. Call after daemonizing (it starts a thread). Returns 0
+ * or -errno. */
 int hyd_control_start(const char *cache_dir, hyd_control_live_fn live,
-		      void *arg, hyd_control **ret);
+		      hyd_control_gc_fn gc, void *arg, hyd_control **ret);
+
+/* Send req (one line with its newline) to CACHEDIR/control.sock and read
+ * one reply line into line (NUL-terminated, newline dropped), all within
+ * timeout_ms. 0, -ENOENT / -ECONNREFUSED (nobody listens), -ETIMEDOUT,
+ * -EMSGSIZE, -EPROTO, -errno. */
+int hyd__control_ask(const char *cache_dir, const char *req,
+		     unsigned timeout_ms, char *line, size_t cap,
+		     size_t *ret_len);
+
+/* The reply to "gc": {"catalogs":N,"live":N,"dropped":N,
+ * "dropped_bytes":N,"kept":N,"elapsed_s":R} (hyd_gc.c), and back. */
+int hyd__gc_json(const struct hyd_gc_result *r, char *buf, size_t cap);
+int hyd__gc_parse(const char *buf, size_t len, struct hyd_gc_result *ret);
 
 /* Stop the thread, remove the socket file, free. NULL is a no-op. */
 void hyd_control_stop(hyd_control *c);

@@ -517,17 +517,15 @@ static int wait_fd(int fd, short events, uint64_t deadline)
 	}
 }
 
-/* Send "status\n" to CACHEDIR/control.sock and read one reply line into
- * line (NUL-terminated, newline dropped). */
-static int control_ask(const char *cache_dir, char *line, size_t cap,
-		       size_t *ret_len)
+int hyd__control_ask(const char *cache_dir, const char *req,
+		     unsigned timeout_ms, char *line, size_t cap,
+		     size_t *ret_len)
 {
-	static const char req[] = "status\n";
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	uint64_t deadline =
-	    base_now_ns() + (uint64_t)STATUS_QUERY_TIMEOUT_MS * 1000000u;
+	uint64_t deadline = base_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	/* only the connect uses it: at most the status timeout */
 	struct timeval tv = {STATUS_QUERY_TIMEOUT_MS / 1000, 0};
-	size_t got = 0, sent = 0;
+	size_t got = 0, sent = 0, req_len = strlen(req);
 	ssize_t n;
 	int fd, r = 0;
 	char *nl;
@@ -546,12 +544,12 @@ static int control_ask(const char *cache_dir, char *line, size_t cap,
 		r = -errno;
 		goto out;
 	}
-	while (sent < sizeof(req) - 1) {
+	while (sent < req_len) {
 		r = wait_fd(fd, POLLOUT, deadline);
 		if (r < 0)
 			goto out;
 		/* MSG_NOSIGNAL: a server gone away is an error, not SIGPIPE. */
-		n = send(fd, req + sent, sizeof(req) - 1 - sent,
+		n = send(fd, req + sent, req_len - sent,
 			 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
@@ -606,7 +604,8 @@ int hyd_status_query(const char *cache_dir, struct hyd_status *ret)
 	line = malloc(HYD_STATUS_LINE_MAX + 1);
 	if (!line)
 		return -ENOMEM;
-	r = control_ask(cache_dir, line, HYD_STATUS_LINE_MAX + 1, &len);
+	r = hyd__control_ask(cache_dir, "status\n", STATUS_QUERY_TIMEOUT_MS,
+			     line, HYD_STATUS_LINE_MAX + 1, &len);
 	if (r == 0)
 		r = hyd__status_parse(line, len, ret);
 	free(line);

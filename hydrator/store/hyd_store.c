@@ -116,7 +116,8 @@ static const char *const hyd_store_migrations[HYD_STORE_SCHEMA] = {
     "ALTER TABLE chunk ADD COLUMN xxh INTEGER;",
     /* 2 -> 3: frames whose rows garbage collection removed and whose
      * space it has not given back yet (hyd_store_gc.c). */
-    "CREATE TABLE gc_free(pack INTEGER NOT NULL, off INTEGER NOT NULL,"
+    "CREATE TABLE IF NOT EXISTS gc_free(pack INTEGER NOT NULL,"
+    " off INTEGER NOT NULL,"
     " len INTEGER NOT NULL, PRIMARY KEY(pack, off)) WITHOUT ROWID;",
 };
 

@@ -907,7 +907,7 @@ static void test_control_live(void **state)
 	put(s, &fx->a);
 	assert_int_equal(hyd_store_meta_set(s, "wire_bytes", "1000"), 0);
 
-	assert_int_equal(hyd_control_start(fx->dir, live_cb, &l, &c), 0);
+	assert_int_equal(hyd_control_start(fx->dir, live_cb, NULL, &l, &c), 0);
 	assert_non_null(c);
 	assert_int_equal(lstat(fx->sock, &sb), 0);
 	assert_true(S_ISSOCK(sb.st_mode));
@@ -937,7 +937,8 @@ static void test_control_live(void **state)
 	assert_int_equal(st.chunks_stored, 1);
 
 	/* A second server on the same cache is refused; the first lives. */
-	assert_int_equal(hyd_control_start(fx->dir, live_cb, &l, &c2), -EBUSY);
+	assert_int_equal(hyd_control_start(fx->dir, live_cb, NULL, &l, &c2),
+			 -EBUSY);
 	assert_null(c2);
 	assert_int_equal(lstat(fx->sock, &sb), 0);
 
@@ -984,7 +985,7 @@ static void test_control_stop_while_busy(void **state)
 	hyd_control *c = NULL;
 	int fd;
 
-	assert_int_equal(hyd_control_start(fx->dir, NULL, NULL, &c), 0);
+	assert_int_equal(hyd_control_start(fx->dir, NULL, NULL, NULL, &c), 0);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", fx->sock);
 	fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -1015,13 +1016,14 @@ static void test_control_stale_and_bad_paths(void **state)
 	close(fd); /* bound, never listening: a stale file */
 	assert_int_equal(hyd_status_query(fx->dir, &st), 0);
 	assert_int_equal(st.state, HYD_STATE_STOPPED);
-	assert_int_equal(hyd_control_start(fx->dir, NULL, NULL, &c), 0);
+	assert_int_equal(hyd_control_start(fx->dir, NULL, NULL, NULL, &c), 0);
 	assert_int_equal(hyd_status_query(fx->dir, &st), 0);
 	assert_int_equal(st.files_total, 4);
 	hyd_control_stop(c);
 
 	write_file(fx->dir, "control.sock", "a regular file");
-	assert_int_equal(hyd_control_start(fx->dir, NULL, NULL, &c), -EEXIST);
+	assert_int_equal(hyd_control_start(fx->dir, NULL, NULL, NULL, &c),
+			 -EEXIST);
 	assert_null(c);
 	unlink(fx->sock);
 
@@ -1029,7 +1031,7 @@ static void test_control_stale_and_bad_paths(void **state)
 	 * client falls back to the files, which say -ENOENT. */
 	snprintf(empty, sizeof(empty), "%s/empty", fx->dir);
 	assert_int_equal(mkdir(empty, 0700), 0);
-	assert_int_equal(hyd_control_start(empty, NULL, NULL, &c), 0);
+	assert_int_equal(hyd_control_start(empty, NULL, NULL, NULL, &c), 0);
 	snprintf(esock, sizeof(esock), "%s/control.sock", empty);
 	raw_ask(esock, "status\n", reply, sizeof(reply));
 	assert_string_equal(reply, "{\"error\":\"cannot count the cache: "
@@ -1040,7 +1042,7 @@ static void test_control_stale_and_bad_paths(void **state)
 	memset(longdir, 'd', sizeof(longdir) - 1);
 	longdir[0] = '/';
 	longdir[sizeof(longdir) - 1] = '\0';
-	assert_int_equal(hyd_control_start(longdir, NULL, NULL, &c),
+	assert_int_equal(hyd_control_start(longdir, NULL, NULL, NULL, &c),
 			 -ENAMETOOLONG);
 }
 

@@ -1079,6 +1079,166 @@ static void test_kill_mid_async_group(void **state)
 	kill_mid_check(fx, c, pid, good, want);
 }
 
+/* A catalog at DIR/catalogs/NAME naming the chunks of c[i] for each i in
+ * want (one file each), or an overlay-shaped file (chunk rows only). */
+static void gc_catalog(const char *dir, const char *name, struct tchunk *c,
+		       const int *want, size_t n)
+{
+	char p[256];
+	cat_writer *w;
+	struct cat_inode in;
+
+	snprintf(p, sizeof(p), "%s/catalogs", dir);
+	mkdir(p, 0700);
+	snprintf(p, sizeof(p), "%s/catalogs/%s", dir, name);
+	w = tsup_cat_begin(p);
+	for (size_t i = 0; i < n; i++) {
+		char fname[16];
+
+		memset(&in, 0, sizeof(in));
+		in.ino = 10 + i;
+		in.kind = CAT_REG;
+		in.mode = S_IFREG | 0644;
+		in.nlink = 1;
+		in.size = c[want[i]].raw_len;
+		assert_int_equal(cat_writer_add_inode(w, &in, NULL, 0), 0);
+		snprintf(fname, sizeof(fname), "f%zu", i);
+		assert_int_equal(cat_writer_add_dirent(w, CAT_ROOT_INO, fname,
+						       strlen(fname), in.ino),
+				 0);
+		assert_int_equal(cat_writer_add_chunk(w, in.ino, 0,
+						      (uint32_t)in.size,
+						      &c[want[i]].id),
+				 0);
+	}
+	assert_int_equal(cat_writer_commit(w), 0);
+}
+
+static blkcnt_t blocks_of(const char *dir, const char *name)
+{
+	char p[256];
+	struct stat sb;
+
+	snprintf(p, sizeof(p), "%s/packs/%s", dir, name);
+	assert_int_equal(stat(p, &sb), 0);
+	return sb.st_blocks;
+}
+
+/* Collection drops exactly the chunks no catalog in catalogs/ names (an
+ * overlay's manifests count), punches their frames out, removes a pack
+ * left empty (not the one being appended to), keeps the complete mark;
+ * a file in catalogs/ that is not a catalog stops it before anything
+ * goes. */
+static void test_gc(void **state)
+{
+	struct fx *fx = *state;
+	struct tchunk c[4];
+	struct hyd_store_gc_result res;
+	const int cat_a[] = {0}, ov_a[] = {3};
+	hyd_store *s = NULL;
+	char buf[64], p[256];
+	blkcnt_t before;
+	size_t i;
+
+	/* One chunk a pack: c[1] and c[2] alone in packs 2 and 3. */
+	setenv("FERRY_PACK_ROLL_BYTES", "100000", 1);
+	for (i = 0; i < 4; i++)
+		tchunk_make(&c[i], 500 + (uint32_t)i, 120000, 0,
+			    FRAME_POLICY_RAW);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
+	assert_int_equal(hyd_store_meta_set(s, HYD_STORE_META_COMPLETE, "x"),
+			 0);
+	gc_catalog(fx->dir, "1.db", c, cat_a, 1);
+	/* the overlay of generation 1: c[3] is a pending file's chunk */
+	gc_catalog(fx->dir, "1.overlay.db", c, ov_a, 1);
+	/* garbage in catalogs/: nothing may go */
+	snprintf(p, sizeof(p), "%s/catalogs/7.db", fx->dir);
+	tsup_write_file(p, "not a catalog, not sqlite at all........", 40);
+	assert_true(hyd_store_gc(s, &res) < 0);
+	assert_int_equal(res.dropped, 0);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(hyd_store_has(s, &c[i].id), 1);
+	unlink(p);
+
+	before = blocks_of(fx->dir, "00000002.pack");
+	assert_int_equal(hyd_store_gc(s, &res), 0);
+	assert_int_equal(res.catalogs, 2);
+	assert_int_equal(res.dropped, 2);
+	assert_int_equal(res.dropped_bytes, c[1].frame_len + c[2].frame_len);
+	assert_int_equal(res.kept, 2);
+	assert_int_equal(hyd_store_has(s, &c[0].id), 1);
+	assert_int_equal(hyd_store_has(s, &c[1].id), 0);
+	assert_int_equal(hyd_store_has(s, &c[2].id), 0);
+	assert_int_equal(hyd_store_has(s, &c[3].id), 1);
+	check_get(s, &c[0]);
+	check_get(s, &c[3]);
+	/* pack 2 held only c[1], and pack 4 (c[3]) is the newest: pack 2 and
+	 * 3 are gone */
+	assert_true(before > 0);
+	assert_int_equal(file_size(fx->dir, "packs/00000002.pack"), -1);
+	assert_int_equal(file_size(fx->dir, "packs/00000003.pack"), -1);
+	assert_int_equal(
+	    hyd_store_meta_get(s, HYD_STORE_META_COMPLETE, buf, sizeof(buf)),
+	    0);
+	/* nothing more to drop; a dropped chunk can come back */
+	assert_int_equal(hyd_store_gc(s, &res), 0);
+	assert_int_equal(res.dropped, 0);
+	assert_int_equal(hyd_store_put(s, &c[1].id, c[1].frame, c[1].frame_len),
+			 0);
+	check_get(s, &c[1]);
+	hyd_store_close(s);
+	for (i = 0; i < 4; i++)
+		tchunk_free(&c[i]);
+}
+
+/* A collection cut short after its rows went: the frames it recorded in
+ * gc_free are punched at the next open, before anything is appended, and
+ * forgotten. */
+static void test_gc_crash(void **state)
+{
+	struct fx *fx = *state;
+	struct tchunk c[3];
+	hyd_store *s = NULL;
+	blkcnt_t before, after;
+	char sql[256];
+	size_t i;
+
+	for (i = 0; i < 3; i++)
+		tchunk_make(&c[i], 600 + (uint32_t)i, 200000, 0,
+			    FRAME_POLICY_RAW);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
+	hyd_store_close(s);
+	/* what the sweep's transaction leaves: c[1]'s row gone, its frame
+	 * in gc_free */
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO gc_free SELECT pack, off, frame_len FROM chunk "
+		 "WHERE off = %zu; DELETE FROM chunk WHERE off = %zu",
+		 c[0].frame_len, c[0].frame_len);
+	db_exec(fx->dir, sql);
+	before = blocks_of(fx->dir, "00000001.pack");
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	after = blocks_of(fx->dir, "00000001.pack");
+	/* 200,000 bytes punched: at least 190,000 of them in whole blocks */
+	assert_true((before - after) * 512 >= 190000);
+	check_get(s, &c[0]);
+	check_get(s, &c[2]);
+	assert_int_equal(hyd_store_has(s, &c[1].id), 0);
+	hyd_store_close(s);
+	/* and gc_free is empty: a second open punches nothing */
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	assert_int_equal(blocks_of(fx->dir, "00000001.pack"), after);
+	check_get(s, &c[2]);
+	hyd_store_close(s);
+	for (i = 0; i < 3; i++)
+		tchunk_free(&c[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1108,6 +1268,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_async_put, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_async_close_flushes, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_gc_crash, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kill_mid_async_group, setup,
 					    teardown),
 	};
