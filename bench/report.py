@@ -26,7 +26,7 @@ COLS = [("browse_s", "browse s"), ("fb_large_s", "1st byte large s"),
         ("peak_rss_kb", "peak RSS MB"), ("correct", "correct")]
 # Only in the "5% changed" rows (bench/update.sh).
 UPDATE_COLS = [("changed_bytes", "changed chunks+catalog"), ("rescan_s", "rescan s"),
-               ("hash_s", "hash s")]
+               ("hash_s", "hash s"), ("switch_s", "mount switch s")]
 # Only in the medium tree's tar rows (bench/medium.sh).
 TAR_COLS = [("warm_s", "warm tar s"), ("warm_mbps", "warm MB/s"),
             ("hot_s", "hot tar s"), ("hot_mbps", "hot MB/s")]
@@ -37,7 +37,8 @@ NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
          "ferry_mount": "ferry mount", "ferry_sync": "ferry sync",
          "ferry_start": "ferry from source start",
          "rsync_local": "rsync -aHX (local copy)", "ferry_tar": "tar of the complete mount",
-         "update_rsync": "rsync -aHX --delete rerun", "update_ferry": "ferry sync --delete rerun"}
+         "update_rsync": "rsync -aHX --delete rerun", "update_ferry": "ferry sync --delete rerun",
+         "update_mount": "ferry mount --poll 1 follows"}
 
 
 def rate_bps(rate):
@@ -211,6 +212,12 @@ def targets(rows, rate, medium_rate=None):
     add("5%% changed: ferry wire vs changed chunks + catalog (%s)" % rate,
         ratio(get(u, "update_ferry", "wire_bytes"), get(u, "update_ferry", "changed_bytes")), 1.5,
         "le", "wire bytes / (compressed bytes of the chunks fetched + the compressed catalog)")
+    add("5%% changed: mount follows, complete vs rsync -aHX --delete rerun (%s)" % rate,
+        ratio(get(u, "update_mount", "full_s"), get(u, "update_rsync", "full_s")), 2.0, "le",
+        "publication -> every changed chunk stored in the mount (exact tree) / rsync's rerun")
+    add("5%% changed: mount wire vs changed chunks + delta (%s)" % rate,
+        ratio(get(u, "update_mount", "wire_bytes"), get(u, "update_mount", "changed_bytes")), 1.5,
+        "le", "wire bytes / (compressed bytes of the chunks fetched + the compressed delta)")
     if medium_rate:
         medium_targets(rows, medium_rate, add)
     return out
@@ -234,10 +241,10 @@ def table(rows):
     upd = ["| %s | %s | " % (label, NAMES[appr]) +
            " | ".join(fmt("wire_bytes" if k == "changed_bytes" else k, rows[(label, appr)][k])
                       for k, _ in UPDATE_COLS) + " |"
-           for (label, appr) in sorted(rows) if appr == "update_ferry"]
+           for (label, appr) in sorted(rows) if appr in ("update_ferry", "update_mount")]
     if upd:
-        lines += ["", "| link | rerun | changed chunks+catalog MB | rescan s | hash s |",
-                  "|---|---|---|---|---|"] + upd
+        lines += ["", "| link | rerun | changed chunks+catalog MB | rescan s | hash s | mount switch s |",
+                  "|---|---|---|---|---|---|"] + upd
     return lines
 
 

@@ -13,6 +13,10 @@
 # reruns with --delete, timed, from the same memory state:
 #   update_rsync   rsync -aHX --delete rsync://SRC/w/ DEST/
 #   update_ferry   ferry sync --delete URL DEST
+# Before that, a mount made and completed before the change follows it by
+# itself (--poll 1): update_mount times the publication -> the switch
+# (switch_s) and -> every changed chunk stored (full_s), and checks the
+# mount against the changed source.
 # Both copies are checked against the changed source (treecmp --content).
 # For ferry, changed_bytes is what the update needs at least: the
 # compressed bytes of the chunks it had to fetch (the store's growth)
@@ -96,18 +100,50 @@ $NSD rsync -aHX "rsync://$SRC_IP/w/" "$UW/rsync/" || { log "first rsync failed";
 $NSD "$B/bin/ferry" sync -q -c "$UW/cache" "$URL" "$UW/ferry" || { log "first ferry sync failed"; exit 1; }
 rest0=$(sqlite3 "$UW/cache/state.db" "select coalesce(sum(frame_len),0) from chunk" 2>/dev/null || echo 0)
 
+# A mount that follows the source (--poll 1), complete before the change.
+mstatus() { "$B/bin/ferry" status "$UW/mcache" --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['state'], d['generation'])" 2>/dev/null; }
+mkdir -p "$UW/mnt"
+$NSD "$B/bin/ferry-hydrator" -q -c "$UW/mcache" --poll 1 "$URL" "$UW/mnt" || { log "mount failed"; exit 1; }
+MNT_ACTIVE=$UW/mnt
+MPID=$(cat "$UW/mcache/hydrator.pid")
+for i in $(seq 1 6000); do [ "$(mstatus)" = "complete 1" ] && break; sleep 0.1; done
+[ "$(mstatus)" = "complete 1" ] || { log "the mount did not complete generation 1"; exit 1; }
+mrest0=$(sqlite3 "$UW/mcache/state.db" "select coalesce(sum(frame_len),0) from chunk" 2>/dev/null || echo 0)
+
 log "changing the source: 5% in place, 1% deleted, 1% new, a directory renamed"
 python3 "$SHARED/gen_dataset.py" "$UW/src" --mutate 5 --seed 1 >&2
 python3 "$ROOT/bench/update_mutate.py" "$UW/src" >&2
+mw0=$(wire)
 t0=$(now)
 kill -HUP "$REPL_PID"
 for i in $(seq 1 1200); do grep -q ' ready ns=w generation=2 ' "$UW/repl.log" && break; sleep 0.05; done
 t1=$(now)
+# The mount, meanwhile: it switches at its next poll (at most a second
+# after the publication), then fetches the changed chunks, the source
+# hashing the changed files as they are asked for.
+ms=""
+for i in $(seq 1 6000); do
+	st=$(mstatus)
+	[ -z "$ms" ] && [ "${st#* }" = 2 ] && ms=$(now)
+	[ "$st" = "complete 2" ] && break
+	sleep 0.05
+done
+t3=$(now)
+mw1=$(wire)
 for i in $(seq 1 1200); do case $(hashed) in done | none) break ;; esac; sleep 0.1; done
 t2=$(now)
 rescan_s=$(dt "$t0" "$t1")
 hash_s=$(dt "$t1" "$t2")
 log "rescan ${rescan_s}s, hashing the changes ${hash_s}s: $(grep ' ready ns=w generation=2 ' "$UW/repl.log")"
+mok=$($TREECMP --content "$UW/src" "$UW/mnt" >/dev/null 2>&1 && echo exact || echo DIFF)
+mrest1=$(sqlite3 "$UW/mcache/state.db" "select coalesce(sum(frame_len),0) from chunk" 2>/dev/null || echo 0)
+# the catalog came as the delta 1 -> 2 (compressed)
+delta_zst=$(stat -c %s "$UW/state/w/catalog/1-2.delta.zst" 2>/dev/null || stat -c %s "$UW/state/w/catalog/2.db.zst" 2>/dev/null || echo 0)
+umount_wait "$UW/mnt" "$MPID"
+emit update_mount "$LABEL" 1 rc=0 full_s="$(dt "$t1" "$t3")" switch_s="$(dt "$t1" "${ms:-$t3}")" \
+	wire_bytes=$((mw1 - mw0)) verdict="$mok" strict_ok="$([ "$mok" = exact ] && echo true || echo false)" \
+	changed_bytes=$((mrest1 - mrest0 + delta_zst)) chunk_bytes=$((mrest1 - mrest0)) catalog_bytes="$delta_zst"
+log "mount --poll 1: switched $(dt "$t1" "${ms:-$t3}")s after the publication, complete $(dt "$t1" "$t3")s, wire=$((mw1 - mw0)), changed chunks $((mrest1 - mrest0)) B + delta $delta_zst B, $mok"
 
 settle
 w0=$(wire)

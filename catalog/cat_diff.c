@@ -11,7 +11,9 @@
  *   inodes   inos in both catalogs whose inode row or xattrs differ: their
  *            cached attributes are stale, and for a regular file whose
  *            size or mtime moved under the same number (a catalog that
- *            breaks the rule above) its cached pages too.
+ *            breaks the rule above) its cached pages too;
+ *   gone     inos only the old catalog has: what the kernel may still
+ *            hold open, and the mount answers from the older generation.
  * Entries whose position in a directory moved because a name before them
  * came or went are not names that changed: the kernel keeps dentries by
  * name, and the directory's listing is dropped as a whole anyway.
@@ -51,6 +53,9 @@ static const char *const DIFF_SETUP[] = {
 	" FROM (SELECT * FROM b.inode EXCEPT SELECT * FROM a.inode) n"         \
 	" JOIN a.inode o ON o.ino = n.ino ORDER BY n.ino"
 /* Inos in both whose xattrs differ (and whose row does not). */
+/* Inos of a that b lacks, ascending. */
+#define SQL_GONE                                                               \
+	"SELECT ino FROM a.inode EXCEPT SELECT ino FROM b.inode ORDER BY 1"
 #define SQL_XATTRS                                                             \
 	"SELECT DISTINCT ino FROM ("                                           \
 	" SELECT ino FROM (SELECT * FROM a.xattr EXCEPT SELECT * FROM "        \
@@ -150,6 +155,18 @@ static int row_inode(sqlite3_stmt *st, void *arg)
 	return d->cb(d->ctx, &it);
 }
 
+static int row_gone(sqlite3_stmt *st, void *arg)
+{
+	struct diff_ctx *d = arg;
+	struct cat_diff_item it = {.kind = CAT_DIFF_GONE};
+	int64_t ino = sqlite3_column_int64(st, 0);
+
+	if (ino < 1)
+		return 0;
+	it.ino = (uint64_t)ino;
+	return d->cb(d->ctx, &it);
+}
+
 static int row_xattr(sqlite3_stmt *st, void *arg)
 {
 	struct diff_ctx *d = arg;
@@ -198,6 +215,8 @@ int cat_diff(const char *old_path, const char *new_path, cat_diff_cb cb,
 		r = each(db, SQL_INODES, row_inode, &d);
 	if (r == 0)
 		r = each(db, SQL_XATTRS, row_xattr, &d);
+	if (r == 0)
+		r = each(db, SQL_GONE, row_gone, &d);
 	sqlite3_close(db);
 	return r;
 }

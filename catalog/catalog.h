@@ -387,6 +387,7 @@ enum cat_diff_kind {
 	CAT_DIFF_ATTR = 3, /* ino in both: its inode row or xattrs differ */
 	CAT_DIFF_DATA = 4, /* regular file ino in both with another size or
 			    * mtime under the same number */
+	CAT_DIFF_GONE = 5, /* ino in the old catalog only */
 };
 
 struct cat_diff_item {
@@ -397,7 +398,8 @@ struct cat_diff_item {
 };
 
 /* Call cb for each difference between the catalog at old_path and the one
- * at new_path (names first, then directories, then inodes), until cb
+ * at new_path (names first, then directories, then inodes, then the inos
+ * gone, in ascending order), until cb
  * returns non-zero (that value is returned). Chunk rows are not compared
  * (a changed file has a new number: docs/catalog.md). Scans both
  * catalogs' inode, dirent and xattr rows. 0, -EBADMSG (not catalogs),

@@ -80,6 +80,8 @@ struct inval_list {
 	struct inval *v;
 	size_t n, cap;
 	size_t names, dirs, inodes;
+	uint64_t *gone; /* inos only the old catalog has, ascending */
+	size_t ngone, capgone;
 };
 
 static int inval_add(void *ctx, const struct cat_diff_item *it)
@@ -87,6 +89,19 @@ static int inval_add(void *ctx, const struct cat_diff_item *it)
 	struct inval_list *l = ctx;
 	struct inval *nv;
 
+	if (it->kind == CAT_DIFF_GONE) {
+		if (l->ngone == l->capgone) {
+			size_t cap = l->capgone ? l->capgone * 2 : 256;
+			uint64_t *ng = realloc(l->gone, cap * sizeof(*ng));
+
+			if (!ng)
+				return -ENOMEM;
+			l->gone = ng;
+			l->capgone = cap;
+		}
+		l->gone[l->ngone++] = it->ino;
+		return 0;
+	}
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 256;
 
@@ -122,6 +137,7 @@ static void inval_free(struct inval_list *l)
 	for (size_t i = 0; i < l->n; i++)
 		free(l->v[i].name);
 	free(l->v);
+	free(l->gone);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -138,6 +154,8 @@ static void inval_send(struct hyd_follow *f, const struct inval_list *l)
 		const struct inval *v = &l->v[i];
 
 		switch (v->kind) {
+		case CAT_DIFF_GONE:
+			continue; /* kept apart, never here */
 		case CAT_DIFF_NAME:
 			r = fuse_lowlevel_notify_inval_entry(
 			    se, v->ino, v->name, v->name_len);
@@ -272,7 +290,7 @@ static void follow_once(struct hyd_follow *f)
 	uint64_t t0;
 	const char *why;
 	char err[1024];
-	size_t dropped;
+	long dropped;
 	int r;
 
 	cur = hyd_fs_gen(f->cfg.fs);
@@ -334,13 +352,22 @@ static void follow_once(struct hyd_follow *f)
 	}
 	/* The switch: from here on lookups answer the new one. */
 	hyd_gen_ref(g); /* for backfill, below */
-	dropped = hyd_fs_gens_switch(f->cfg.fs, g, f->cfg.keep);
+	dropped =
+	    hyd_fs_gens_switch(f->cfg.fs, g, f->cfg.keep, l.gone, l.ngone);
+	if (dropped < 0) {
+		hyd_gen_unref(g);
+		base_log_err(BASE_LOG_ERROR, (int)dropped,
+			     "cannot switch to generation %" PRIu64,
+			     g->generation);
+		goto out;
+	}
 	inval_send(f, &l);
 	record_switch(f, g->generation, base_wall_ns());
 	base_info("switched generation from=%" PRIu64 " to=%" PRIu64
-		  " names=%zu dirs=%zu inodes=%zu dropped=%zu ms=%.1f",
+		  " names=%zu dirs=%zu inodes=%zu gone=%zu dropped=%ld "
+		  "ms=%.1f",
 		  cur->generation, g->generation, l.names, l.dirs, l.inodes,
-		  dropped, (double)(base_now_ns() - t0) / 1e6);
+		  l.ngone, dropped, (double)(base_now_ns() - t0) / 1e6);
 	if (f->cfg.bf && bf_cat) {
 		r = hyd_backfill_switch(f->cfg.bf, bf_cat, g->manifest,
 					&old_bf);

@@ -8,14 +8,17 @@
  * before a switch. Such an ino is answered from the newest older kept
  * generation that has it, so an open file goes on reading the bytes it
  * was opened with (an ino names one content: docs/catalog.md); once no
- * kept generation has it, it is gone (ENOENT, and reads EIO). With one
- * generation (no switch yet) nothing is asked twice.
+ * kept generation has it, it is gone (ENOENT, and reads ESTALE). The inos
+ * the current generation lost are known (cat_diff at each switch), so only
+ * a request about one of them looks further: any other costs one catalog
+ * query, as with a single generation.
  *
  * Each request pins the generation it uses (a reference) for its whole
  * length, so a switch never frees a catalog under a request; the switch
  * itself only moves pointers under gen_mu.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hydrator/read/hyd_fuse_internal.h"
@@ -33,7 +36,25 @@ void hyd_fs_gens_fini(struct hyd_fs *fs)
 	for (size_t i = 0; i < fs->ngens; i++)
 		hyd_gen_unref(fs->gens[i]);
 	fs->ngens = 0;
+	free(fs->gone);
+	fs->gone = NULL;
+	fs->ngone = 0;
 	pthread_mutex_destroy(&fs->gen_mu);
+}
+
+/* Is ino in the sorted set v[0..n)? */
+static int in_set(const uint64_t *v, size_t n, uint64_t ino)
+{
+	size_t lo = 0, hi = n, m;
+
+	while (lo < hi) {
+		m = lo + (hi - lo) / 2;
+		if (v[m] < ino)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo < n && v[lo] == ino;
 }
 
 struct hyd_gen *hyd_fs_gen(struct hyd_fs *fs)
@@ -56,7 +77,8 @@ struct hyd_gen *hyd_fs_gen_for(struct hyd_fs *fs, uint64_t ino,
 	int r = 0, r0 = 0;
 
 	pthread_mutex_lock(&fs->gen_mu);
-	n = fs->ngens;
+	/* Only an ino the current generation lost is looked for further. */
+	n = in_set(fs->gone, fs->ngone, ino) ? fs->ngens : 1;
 	for (i = 0; i < n; i++) {
 		v[i] = fs->gens[i];
 		hyd_gen_ref(v[i]);
@@ -84,16 +106,54 @@ struct hyd_gen *hyd_fs_gen_for(struct hyd_fs *fs, uint64_t ino,
 	return found;
 }
 
-size_t hyd_fs_gens_switch(struct hyd_fs *fs, struct hyd_gen *g, size_t keep)
+/* The sorted union of a and b (both ascending), or NULL when out of
+ * memory (and *ret_n untouched). */
+static uint64_t *set_union(const uint64_t *a, size_t na, const uint64_t *b,
+			   size_t nb, size_t *ret_n)
+{
+	uint64_t *v = malloc((na + nb ? na + nb : 1) * sizeof(*v));
+	size_t i = 0, j = 0, n = 0;
+
+	if (!v)
+		return NULL;
+	while (i < na || j < nb) {
+		uint64_t x = j == nb || (i < na && a[i] <= b[j]) ? a[i] : b[j];
+
+		if (i < na && a[i] == x)
+			i++;
+		if (j < nb && b[j] == x)
+			j++;
+		v[n++] = x;
+	}
+	*ret_n = n;
+	return v;
+}
+
+long hyd_fs_gens_switch(struct hyd_fs *fs, struct hyd_gen *g, size_t keep,
+			const uint64_t *gone, size_t ngone)
 {
 	struct hyd_gen *drop[HYD_GENS_MAX + 1];
-	size_t nd = 0, i;
+	uint64_t *set = NULL, *old;
+	size_t nd = 0, i, nset = 0;
 
 	if (keep < 1)
 		keep = 1;
 	if (keep > HYD_GENS_MAX)
 		keep = HYD_GENS_MAX;
+	/* With only the current one kept nobody answers for lost inos. An
+	 * ino of a generation dropped later stays in the set: a request
+	 * about it only looks in vain, as before. */
+	if (keep > 1) {
+		pthread_mutex_lock(&fs->gen_mu);
+		set = set_union(fs->gone, fs->ngone, gone, ngone, &nset);
+		pthread_mutex_unlock(&fs->gen_mu);
+		if (!set)
+			return -ENOMEM;
+	}
 	pthread_mutex_lock(&fs->gen_mu);
+	old = fs->gone;
+	fs->gone = set;
+	fs->ngone = nset;
 	/* The last one falls off when the list is full. */
 	if (fs->ngens == HYD_GENS_MAX)
 		drop[nd++] = fs->gens[--fs->ngens];
@@ -103,6 +163,7 @@ size_t hyd_fs_gens_switch(struct hyd_fs *fs, struct hyd_gen *g, size_t keep)
 	while (fs->ngens > keep)
 		drop[nd++] = fs->gens[--fs->ngens];
 	pthread_mutex_unlock(&fs->gen_mu);
+	free(old);
 	/* States made from older generations pin them; new reads find their
 	 * generation again (the same one for an ino both have). */
 	hyd_files_clear(&fs->files);
@@ -110,7 +171,7 @@ size_t hyd_fs_gens_switch(struct hyd_fs *fs, struct hyd_gen *g, size_t keep)
 		hyd_gen_drop(drop[i]);
 		hyd_gen_unref(drop[i]);
 	}
-	return nd;
+	return (long)nd;
 }
 
 void hyd_fs_gens_cancel(struct hyd_fs *fs)

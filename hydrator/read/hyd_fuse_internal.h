@@ -90,6 +90,12 @@ struct hyd_fs {
 	pthread_mutex_t gen_mu;
 	struct hyd_gen *gens[HYD_GENS_MAX];
 	size_t ngens;
+	/* The inos older kept generations have and the current one lacks,
+	 * ascending (cat_diff's "gone", gathered at each switch): only these
+	 * are looked for in an older one, so a request about any other ino
+	 * costs what it cost before the first switch. Under gen_mu. */
+	uint64_t *gone;
+	size_t ngone;
 	/* The read path's store, fetcher, cache and deadline; its cat and
 	 * manifest stay NULL in a mount (each open-file state reads its
 	 * own generation's). */
@@ -152,9 +158,12 @@ struct hyd_gen *hyd_fs_gen_for(struct hyd_fs *fs, uint64_t ino,
 /* Make g current (the mount takes the caller's reference); the one it
  * replaces and the older ones stay while at most keep (1..HYD_GENS_MAX)
  * are kept, the rest are dropped (their files go with their last
- * reference). The open-file table is emptied, so new reads pin the
- * generations they find. Any thread. Returns how many were dropped. */
-size_t hyd_fs_gens_switch(struct hyd_fs *fs, struct hyd_gen *g, size_t keep);
+ * reference). gone (ascending, n of them) are the inos the replaced
+ * generation has and g lacks. The open-file table is emptied, so new
+ * reads pin the generations they find. Any thread. Returns how many were
+ * dropped, or -ENOMEM (nothing changed). */
+long hyd_fs_gens_switch(struct hyd_fs *fs, struct hyd_gen *g, size_t keep,
+			const uint64_t *gone, size_t n);
 
 /* Cancel the manifest fetchers of the generations kept (the process is
  * stopping: reads waiting on a manifest end at once). Any thread. */

@@ -204,6 +204,11 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	} else {
 		/* No-open mode: the state is the inode's. */
 		r = hyd_files_get(&fs->files, fs, ino, &of, &opened);
+		if (r == -ENOENT) {
+			/* A file opened in a generation no longer kept. */
+			fuse_reply_err(req, ESTALE);
+			return;
+		}
 		if (r < 0) {
 			hyd_fuse_log("read", ino, r);
 			fuse_reply_err(req, hyd_fuse_errno(r));

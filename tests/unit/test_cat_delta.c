@@ -194,8 +194,8 @@ static void test_refused(void **state)
 struct seen {
 	char names[64][80]; /* "PARENT/NAME" */
 	size_t nn;
-	uint64_t dirs[32], attrs[32], data[32];
-	size_t nd, na, nx;
+	uint64_t dirs[32], attrs[32], data[32], gone[32];
+	size_t nd, na, nx, ng;
 };
 
 static int seen_cb(void *ctx, const struct cat_diff_item *it)
@@ -220,6 +220,12 @@ static int seen_cb(void *ctx, const struct cat_diff_item *it)
 	case CAT_DIFF_DATA:
 		assert_true(s->nx < 32);
 		s->data[s->nx++] = it->ino;
+		break;
+	case CAT_DIFF_GONE:
+		assert_true(s->ng < 32);
+		/* ascending */
+		assert_true(s->ng == 0 || s->gone[s->ng - 1] < it->ino);
+		s->gone[s->ng++] = it->ino;
 		break;
 	}
 	return 0;
@@ -294,10 +300,15 @@ static void test_diff(void **state)
 	assert_true(has_ino(s.attrs, s.na, d0));
 	assert_true(s.na <= 5);
 	assert_int_equal(s.nx, 0);
+	/* gone: the removed file and the old numbers of the two changed */
+	assert_int_equal(s.ng, 3);
+	assert_true(has_ino(s.gone, s.ng, ino_of(f->c1, d1, "f010")));
+	assert_true(has_ino(s.gone, s.ng, ino_of(f->c1, d0, "f000")));
+	assert_true(has_ino(s.gone, s.ng, ino_of(f->c1, d3, "f001")));
 	/* the same catalog twice: nothing */
 	memset(&s, 0, sizeof(s));
 	assert_int_equal(cat_diff(f->c2, f->c2, seen_cb, &s), 0);
-	assert_int_equal(s.nn + s.nd + s.na + s.nx, 0);
+	assert_int_equal(s.nn + s.nd + s.na + s.nx + s.ng, 0);
 	/* not a catalog */
 	tsup_write_file(f->out, "garbage", 7);
 	assert_int_equal(cat_diff(f->c1, f->out, seen_cb, &s), -EBADMSG);

@@ -209,6 +209,117 @@ static void test_two_readers(void **state)
 	}
 }
 
+/* A catalog of generation gen at path with regular files inos[] (size 3 *
+ * ino, named f<ino>). */
+static void gen_catalog(const char *path, uint64_t gen, const uint64_t *inos,
+			size_t n)
+{
+	struct cat_meta m;
+	struct cat_inode in;
+	cat_writer *w = NULL;
+	char name[32];
+
+	memset(&m, 0, sizeof(m));
+	m.generation = gen;
+	chunk_params_default(&m.params);
+	assert_int_equal(cat_writer_open(path, &m, &w), 0);
+	memset(&in, 0, sizeof(in));
+	in.ino = CAT_ROOT_INO;
+	in.kind = CAT_DIR;
+	in.mode = S_IFDIR | 0755;
+	in.nlink = 2;
+	assert_int_equal(cat_writer_add_inode(w, &in, NULL, 0), 0);
+	for (size_t i = 0; i < n; i++) {
+		in.ino = inos[i];
+		in.kind = CAT_REG;
+		in.mode = S_IFREG | 0644;
+		in.nlink = 1;
+		in.size = 3 * inos[i];
+		assert_int_equal(cat_writer_add_inode(w, &in, NULL, 0), 0);
+		snprintf(name, sizeof(name), "f%llu",
+			 (unsigned long long)inos[i]);
+		assert_int_equal(cat_writer_add_dirent(w, CAT_ROOT_INO, name,
+						       strlen(name), inos[i]),
+				 0);
+	}
+	assert_int_equal(cat_writer_commit(w), 0);
+}
+
+static struct hyd_gen *gen_open(const char *path)
+{
+	cat_reader *cat = NULL;
+	struct hyd_gen *g = NULL;
+
+	assert_int_equal(cat_reader_open(path, &cat), 0);
+	assert_int_equal(hyd_gen_new(cat, NULL, NULL, path, NULL, &g), 0);
+	return g;
+}
+
+/* Generations of a mount that follows: after a switch an ino only the
+ * older kept one has (and only such an ino) is answered by it, an
+ * open-file state made then keeps that generation, and a generation that
+ * falls out of the kept ones leaves the cache with its last reference. */
+static void test_generations(void **state)
+{
+	struct fx *fx = *state;
+	const uint64_t g1[] = {7, 8}, g2[] = {7, 9}, gone12[] = {8};
+	struct hyd_fs fs;
+	struct hyd_read_open *of = NULL;
+	struct cat_inode in;
+	struct hyd_gen *g;
+	char p1[128], p2[128], p3[128];
+	int r, made = 0;
+
+	snprintf(p1, sizeof(p1), "%s/1.db", fx->dir);
+	snprintf(p2, sizeof(p2), "%s/2.db", fx->dir);
+	snprintf(p3, sizeof(p3), "%s/3.db", fx->dir);
+	gen_catalog(p1, 1, g1, 2);
+	gen_catalog(p2, 2, g2, 2);
+	gen_catalog(p3, 3, g2, 2);
+	memset(&fs, 0, sizeof(fs));
+	hyd_fs_gens_init(&fs, gen_open(p1));
+	hyd_files_init(&fs.files);
+	assert_int_equal(hyd_fs_gens_switch(&fs, gen_open(p2), 2, gone12, 1),
+			 0);
+	/* 8 is gone from 2: generation 1 answers; 9 and 7 are 2's */
+	g = hyd_fs_gen_for(&fs, 8, &in, &r);
+	assert_int_equal(r, 0);
+	assert_int_equal(g->generation, 1);
+	assert_int_equal(in.size, 24);
+	hyd_gen_unref(g);
+	g = hyd_fs_gen_for(&fs, 9, &in, &r);
+	assert_int_equal(r, 0);
+	assert_int_equal(g->generation, 2);
+	hyd_gen_unref(g);
+	g = hyd_fs_gen_for(&fs, 7, NULL, NULL);
+	assert_int_equal(g->generation, 2);
+	hyd_gen_unref(g);
+	/* an ino nobody has: the current one's ENOENT */
+	g = hyd_fs_gen_for(&fs, 99, &in, &r);
+	assert_int_equal(r, -ENOENT);
+	assert_int_equal(g->generation, 2);
+	hyd_gen_unref(g);
+	/* a reader of 8 keeps generation 1 */
+	assert_int_equal(hyd_files_get(&fs.files, &fs, 8, &of, &made), 0);
+	assert_int_equal(made, 1);
+	assert_non_null(of->gen);
+	assert_int_equal(of->gen->generation, 1);
+	/* 3 in, 1 out (keep 2): its file stays while the reader holds it */
+	assert_int_equal(hyd_fs_gens_switch(&fs, gen_open(p3), 2, NULL, 0), 1);
+	assert_int_equal(access(p1, F_OK), 0);
+	assert_int_equal(of->gen->generation, 1);
+	hyd_read_open_unref(of);
+	assert_int_equal(access(p1, F_OK), -1);
+	assert_int_equal(access(p2, F_OK), 0);
+	/* nobody answers for 8 any more */
+	assert_int_equal(hyd_files_get(&fs.files, &fs, 8, &of, &made), -ENOENT);
+	hyd_files_fini(&fs.files);
+	hyd_fs_gens_fini(&fs);
+	/* the kept ones are not dropped at the end: their files stay */
+	assert_int_equal(access(p2, F_OK), 0);
+	assert_int_equal(access(p3, F_OK), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -217,6 +328,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_evict_while_held, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_two_readers, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_generations, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
