@@ -1093,7 +1093,7 @@ static void gc_catalog(const char *dir, const char *name, struct tchunk *c,
 	snprintf(p, sizeof(p), "%s/catalogs/%s", dir, name);
 	w = tsup_cat_begin(p);
 	for (size_t i = 0; i < n; i++) {
-		char fname[16];
+		char fname[32];
 
 		memset(&in, 0, sizeof(in));
 		in.ino = 10 + i;
