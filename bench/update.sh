@@ -103,7 +103,8 @@ rest0=$(sqlite3 "$UW/cache/state.db" "select coalesce(sum(frame_len),0) from chu
 # A mount that follows the source (--poll 1), complete before the change.
 mstatus() { "$B/bin/ferry" status "$UW/mcache" --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['state'], d['generation'])" 2>/dev/null; }
 mkdir -p "$UW/mnt"
-$NSD "$B/bin/ferry-hydrator" -q -c "$UW/mcache" --poll 1 "$URL" "$UW/mnt" || { log "mount failed"; exit 1; }
+$NSD "$B/bin/ferry-hydrator" -c "$UW/mcache" --poll 1 "$URL" "$UW/mnt" || { log "mount failed"; exit 1; }
+MLOG=$UW/mcache/hydrator.log
 MNT_ACTIVE=$UW/mnt
 MPID=$(cat "$UW/mcache/hydrator.pid")
 for i in $(seq 1 6000); do [ "$(mstatus)" = "complete 1" ] && break; sleep 0.1; done
@@ -121,14 +122,16 @@ t1=$(now)
 # The mount, meanwhile: it switches at its next poll (at most a second
 # after the publication), then fetches the changed chunks, the source
 # hashing the changed files as they are asked for.
+# The moments come from the mount's log, watched every 50 ms: its switch
+# line, then its second "state=complete" (backfill logs it as it happens).
 ms=""
-for i in $(seq 1 6000); do
-	st=$(mstatus)
-	[ -z "$ms" ] && [ "${st#* }" = 2 ] && ms=$(now)
-	[ "$st" = "complete 2" ] && break
+for i in $(seq 1 12000); do
+	[ -z "$ms" ] && grep -q 'switched generation from=1 to=2 ' "$MLOG" && ms=$(now)
+	[ -n "$ms" ] && [ "$(grep -c 'backfill state=complete' "$MLOG")" -ge 2 ] && break
 	sleep 0.05
 done
 t3=$(now)
+[ "$(mstatus)" = "complete 2" ] || log "the mount is not complete on generation 2: $(mstatus)"
 mw1=$(wire)
 for i in $(seq 1 1200); do case $(hashed) in done | none) break ;; esac; sleep 0.1; done
 t2=$(now)
@@ -143,7 +146,7 @@ umount_wait "$UW/mnt" "$MPID"
 emit update_mount "$LABEL" 1 rc=0 full_s="$(dt "$t1" "$t3")" switch_s="$(dt "$t1" "${ms:-$t3}")" \
 	wire_bytes=$((mw1 - mw0)) verdict="$mok" strict_ok="$([ "$mok" = exact ] && echo true || echo false)" \
 	changed_bytes=$((mrest1 - mrest0 + delta_zst)) chunk_bytes=$((mrest1 - mrest0)) catalog_bytes="$delta_zst"
-log "mount --poll 1: switched $(dt "$t1" "${ms:-$t3}")s after the publication, complete $(dt "$t1" "$t3")s, wire=$((mw1 - mw0)), changed chunks $((mrest1 - mrest0)) B + delta $delta_zst B, $mok"
+log "mount --poll 1: switched $(dt "$t1" "${ms:-$t3}")s after the publication, complete $(dt "$t1" "$t3")s, wire=$((mw1 - mw0)), changed chunks $((mrest1 - mrest0)) B + delta $delta_zst B, $mok: $(grep 'switched generation' "$MLOG" | sed 's/.*switched/switched/')"
 
 settle
 w0=$(wire)

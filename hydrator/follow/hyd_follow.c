@@ -287,13 +287,14 @@ static void follow_once(struct hyd_follow *f)
 	struct inval_list l = {0};
 	struct hyd_gen *cur, *g = NULL;
 	cat_reader *bf_cat = NULL, *old_bf = NULL;
-	uint64_t t0;
+	uint64_t t_in, t0;
 	const char *why;
 	char err[1024];
 	long dropped;
 	int r;
 
 	cur = hyd_fs_gen(f->cfg.fs);
+	t_in = base_now_ns();
 	r = hyd_catalog_update(f->base_url, f->cache_dir, cur->generation,
 			       f->cfg.connect_timeout_s, &res, err,
 			       sizeof(err));
@@ -363,11 +364,14 @@ static void follow_once(struct hyd_follow *f)
 	}
 	inval_send(f, &l);
 	record_switch(f, g->generation, base_wall_ns());
+	/* install_ms: HEAD and the catalog (delta: copy, apply, digest);
+	 * ms: open, compare, switch, tell the kernel. */
 	base_info("switched generation from=%" PRIu64 " to=%" PRIu64
 		  " names=%zu dirs=%zu inodes=%zu gone=%zu dropped=%ld "
-		  "ms=%.1f",
+		  "install_ms=%.1f ms=%.1f",
 		  cur->generation, g->generation, l.names, l.dirs, l.inodes,
-		  l.ngone, dropped, (double)(base_now_ns() - t0) / 1e6);
+		  l.ngone, dropped, (double)(t0 - t_in) / 1e6,
+		  (double)(base_now_ns() - t0) / 1e6);
 	if (f->cfg.bf && bf_cat) {
 		r = hyd_backfill_switch(f->cfg.bf, bf_cat, g->manifest,
 					&old_bf);
