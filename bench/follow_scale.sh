@@ -41,7 +41,7 @@ for n in $SIZES; do
 	for i in $(seq 1 3000); do grep -q ' ready' "$W/repl.log" && break; sleep 0.1; done
 	URL=http://127.0.0.1:$PORT/v1/t
 	mkdir -p "$W/mnt"
-	"$B/bin/ferry-hydrator" -q -c "$W/cache" --poll 1 --no-backfill "$URL" "$W/mnt" || exit 1
+	"$B/bin/ferry-hydrator" -c "$W/cache" --poll 1 --no-backfill "$URL" "$W/mnt" || exit 1
 	MNT=$W/mnt
 	sync
 	echo 3 >/proc/sys/vm/drop_caches

@@ -36,7 +36,7 @@
 #define PROG "ferry status"
 #define STATUS_JSON_CAP 32768 /* > any hyd_status_json line */
 #define BAR_WIDTH 24
-#define DETAIL_LINES 9 /* lines after the progress line */
+#define DETAIL_LINES 10 /* lines after the progress line */
 
 /* Set by SIGINT/SIGTERM during --watch; the only global, a signal flag. */
 static volatile sig_atomic_t stop_requested;
@@ -369,6 +369,21 @@ static void render_source(const struct hyd_status *st, char *line)
 		 h.state, h.files_done, h.files, a, b, rate, eta, h.changed);
 }
 
+/* The generation served, and since when (a mount that follows switches
+ * in place). */
+static void render_generation(const struct hyd_status *st, char *line)
+{
+	time_t t = (time_t)st->switched_at;
+	char when[64] = "";
+	struct tm tm;
+
+	if (st->switched_at > 0 && gmtime_r(&t, &tm))
+		strftime(when, sizeof(when),
+			 " (served since %Y-%m-%d %H:%M:%S UTC)", &tm);
+	snprintf(line, 512, "generation     %" PRIu64 "%s", st->generation,
+		 when);
+}
+
 /* The lines of one refresh into lines[0..1+DETAIL_LINES). */
 static void render(const struct hyd_status *st, const struct sample *prev,
 		   char lines[][512])
@@ -471,6 +486,7 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 			 st->last_error[0] ? st->last_error : "none",
 			 st->last_error[0] ? strlen(st->last_error) : 4);
 	snprintf(lines[k++], 512, "last error     %.480s", text);
+	render_generation(st, lines[k++]);
 	render_source(st, lines[k++]);
 }
 
