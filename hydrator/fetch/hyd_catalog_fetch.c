@@ -785,8 +785,19 @@ out:
 	return r;
 }
 
+/* curl's progress callback: a non-zero *stop ends the transfer. */
+static int stop_xferinfo(void *p, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+			 curl_off_t un)
+{
+	(void)dt;
+	(void)dn;
+	(void)ut;
+	(void)un;
+	return __atomic_load_n((const int *)p, __ATOMIC_RELAXED) != 0;
+}
+
 int hyd_catalog_update(const char *base_url, const char *cache_dir,
-		       uint64_t have, long connect_timeout_s,
+		       uint64_t have, long connect_timeout_s, const int *stop,
 		       struct hyd_catalog_result *ret, char *errbuf,
 		       size_t errcap)
 {
@@ -806,6 +817,13 @@ int hyd_catalog_update(const char *base_url, const char *cache_dir,
 	if (r < 0)
 		return r;
 	r = cf_setup(&f, cache_dir);
+	if (r == 0 && stop &&
+	    (curl_easy_setopt(f.h, CURLOPT_XFERINFOFUNCTION, stop_xferinfo) !=
+		 CURLE_OK ||
+	     curl_easy_setopt(f.h, CURLOPT_XFERINFODATA, (void *)stop) !=
+		 CURLE_OK ||
+	     curl_easy_setopt(f.h, CURLOPT_NOPROGRESS, 0L) != CURLE_OK))
+		r = -ENOMEM;
 	if (r == 0 && !cached_url_same(&f)) {
 		cf_err(&f, "%s: the cache's catalogs came from another URL",
 		       base_url);

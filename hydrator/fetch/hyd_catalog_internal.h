@@ -49,10 +49,12 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
  * ret set. Older catalogs stay: the mount still reads them. 0 when the
  * server's generation is not newer (ret->generation says which it is).
  * Errors as hyd_catalog_fetch (no cache stands in), and -ESTALE when the
- * cache's catalogs came from another URL. Blocking (curl easy): a thread
- * of its own. */
+ * cache's catalogs came from another URL. stop (may be NULL), read
+ * atomically, ends a transfer in progress when it turns non-zero (an
+ * error; nothing is installed). Blocking (curl easy): a thread of its
+ * own. */
 int hyd_catalog_update(const char *base_url, const char *cache_dir,
-		       uint64_t have, long connect_timeout_s,
+		       uint64_t have, long connect_timeout_s, const int *stop,
 		       struct hyd_catalog_result *ret, char *errbuf,
 		       size_t errcap);
 

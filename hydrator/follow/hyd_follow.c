@@ -296,8 +296,10 @@ static void follow_once(struct hyd_follow *f)
 	cur = hyd_fs_gen(f->cfg.fs);
 	t_in = base_now_ns();
 	r = hyd_catalog_update(f->base_url, f->cache_dir, cur->generation,
-			       f->cfg.connect_timeout_s, &res, err,
+			       f->cfg.connect_timeout_s, &f->stop, &res, err,
 			       sizeof(err));
+	if (r < 0 && __atomic_load_n(&f->stop, __ATOMIC_RELAXED))
+		goto out; /* stopping: the transfer was cut on purpose */
 	if (r < 0) {
 		warn_once(f, err[0] ? err : strerror(-r));
 		goto out;
@@ -519,7 +521,8 @@ void hyd_follow_stop(hyd_follow *f)
 	if (!f || !f->started)
 		return;
 	pthread_mutex_lock(&f->mu);
-	f->stop = 1;
+	/* Atomic too: a catalog transfer in progress polls it. */
+	__atomic_store_n(&f->stop, 1, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&f->cv);
 	pthread_mutex_unlock(&f->mu);
 	pthread_join(f->th, NULL);
