@@ -77,6 +77,10 @@ struct opts {
 	uint64_t bwlimit; /* bytes/s, 0: none */
 };
 
+/* Set in the daemon (the child of daemon_start): main then ends its log
+ * with its exit status, which no shell can wait for. */
+static int daemonized;
+
 /* Everything the running mount owns; freed by mount_free. */
 struct mount {
 	struct hyd_open op; /* URL, cache directory, store, catalog */
@@ -788,6 +792,7 @@ static int run(const struct opts *o)
 			base_error("cannot daemonize");
 			goto out;
 		}
+		daemonized = 1;
 		redirect_log(m);
 		if (reopen_after_fork(m) < 0)
 			goto out;
@@ -827,5 +832,8 @@ int main(int argc, char **argv)
 	}
 	r = run(&o);
 	hyd_fetch_global_cleanup();
+	/* The daemon's last line: what it exits with (tests check it). */
+	if (daemonized)
+		base_info("exit status=%d pid=%ld", r, (long)getpid());
 	return r;
 }
