@@ -12,31 +12,35 @@
 # test's output or a report under its log_path a FAIL, exit 77 a SKIP (a
 # FAIL with --strict), and a suite with no test a FAIL.
 . "$(dirname "$0")/lib/common.sh"
+# The cases' scripts and outputs hold sanitizer reports on purpose: they
+# live below $W, where this test's own cleanup does not look.
+W="$T/work"
+mkdir -p "$W"
 
 # case NAME WANT BODY — a script sourcing common.sh, then BODY, exits WANT
 # (and, when WANT is 1 and BODY passes, says FAIL on stderr).
 n=0
 case_() {
 	local name=$1 want=$2 body=$3 rc
-	printf '. %q\n%s\n' "$E2E_LIB/common.sh" "$body" >"$T/case.sh"
-	mkdir -p "$T/tmp"
-	KEEP_TMP= TMPDIR="$T/tmp" bash "$T/case.sh" >"$T/case.out" 2>"$T/case.err"
+	printf '. %q\n%s\n' "$E2E_LIB/common.sh" "$body" >"$W/case.sh"
+	mkdir -p "$W/tmp"
+	KEEP_TMP= TMPDIR="$W/tmp" bash "$W/case.sh" >"$W/case.out" 2>"$W/case.err"
 	rc=$?
-	[ "$rc" = "$want" ] || { cat "$T/case.out" "$T/case.err"; die "harness case '$name': exit $rc, not $want"; }
-	[ "$want" != 1 ] || grep -q '^FAIL' "$T/case.err" || { cat "$T/case.err"; die "harness case '$name': no FAIL line"; }
-	[ -z "$(ls -A "$T/tmp")" ] || die "harness case '$name' left $(ls "$T/tmp")"
+	[ "$rc" = "$want" ] || { cat "$W/case.out" "$W/case.err"; die "harness case '$name': exit $rc, not $want"; }
+	[ "$want" != 1 ] || grep -q '^FAIL' "$W/case.err" || { cat "$W/case.err"; die "harness case '$name': no FAIL line"; }
+	[ -z "$(ls -A "$W/tmp")" ] || die "harness case '$name' left $(ls "$W/tmp")"
 	n=$((n + 1))
 }
 
 # A stand-in replicator: says ready, exits 3 on SIGTERM.
-cat >"$T/fake-repl" <<'EOF'
+cat >"$W/fake-repl" <<'EOF'
 #!/usr/bin/env bash
 trap 'kill $!; exit 3' TERM
 echo "fake-replicator: namespace ready ns=x"
 sleep 1000 &
 wait
 EOF
-chmod +x "$T/fake-repl"
+chmod +x "$W/fake-repl"
 
 case_ "nothing wrong" 0 'ok fine'
 case_ "a skip" 77 'skip "nothing to do here"'
@@ -47,12 +51,12 @@ case_ "UBSan in a hydrator log" 1 'mkdir -p "$T/cache"; echo "hyd.c:1:2: runtime
 case_ "LSan in an output file" 1 'echo "==9==ERROR: LeakSanitizer: detected memory leaks" >"$T/sync.err"'
 case_ "a daemon's exit status 1" 1 'mkdir -p "$T/c"; echo "2026-01-01T00:00:00.000Z ferry-hydrator: exit status=1 pid=42" >"$T/c/hydrator.log"'
 case_ "a daemon's exit status 0" 0 'mkdir -p "$T/c"; echo "2026-01-01T00:00:00.000Z ferry-hydrator: exit status=0 pid=42" >"$T/c/hydrator.log"'
-case_ "replicator exit 3, left to cleanup" 1 "REPL=$T/fake-repl; start_repl 1 x=/"
-case_ "replicator exit 3, stop_repl" 1 "REPL=$T/fake-repl; start_repl 1 x=/; stop_repl; ok stopped"
+case_ "replicator exit 3, left to cleanup" 1 "REPL=$W/fake-repl; start_repl 1 x=/"
+case_ "replicator exit 3, stop_repl" 1 "REPL=$W/fake-repl; start_repl 1 x=/; stop_repl; ok stopped"
 ok "common.sh: $n cases; each planted problem fails a test whose body passed"
 
 # tests/run.sh over a made-up build directory.
-FB="$T/fake-build"
+FB="$W/fake-build"
 mkdir -p "$FB/tests" "$FB/fuzz"
 fake_unit() { # NAME RC OUTPUT...
 	local name=$1 rc=$2
@@ -75,34 +79,34 @@ p=${p%%:*}
 echo "==1==ERROR: AddressSanitizer: stack-buffer-overflow" >"$p.$$"
 EOF
 chmod +x "$FB/tests/test_logpath"
-runsh() { # ARGS... — tests/run.sh, its output in $T/run.out; sets RC
-	"$E2E_LIB/../../run.sh" "$@" >"$T/run.out" 2>&1
+runsh() { # ARGS... — tests/run.sh, its output in $W/run.out; sets RC
+	"$E2E_LIB/../../run.sh" "$@" >"$W/run.out" 2>&1
 	RC=$?
 }
-line() { grep -q "^$1 *unit/$2 " "$T/run.out" || { cat "$T/run.out"; die "run.sh did not say $1 for $2"; }; }
+line() { grep -q "^$1 *unit/$2 " "$W/run.out" || { cat "$W/run.out"; die "run.sh did not say $1 for $2"; }; }
 runsh --only unit "$FB"
-[ "$RC" = 1 ] || { cat "$T/run.out"; die "run.sh exit $RC, not 1"; }
+[ "$RC" = 1 ] || { cat "$W/run.out"; die "run.sh exit $RC, not 1"; }
 line PASS test_pass
 line SKIP test_cmocka_skip
 line FAIL test_teardown
 line FAIL test_ubsan
 line FAIL test_logpath
 line SKIP test_77
-grep -q '^1 passed, 3 failed, 2 skipped$' "$T/run.out" || { cat "$T/run.out"; die "run.sh totals"; }
+grep -q '^1 passed, 3 failed, 2 skipped$' "$W/run.out" || { cat "$W/run.out"; die "run.sh totals"; }
 ok "run.sh: cmocka skip -> SKIP; teardown failure, UBSan line, log_path report -> FAIL though exit 0"
 rm "$FB/tests/test_teardown" "$FB/tests/test_ubsan" "$FB/tests/test_logpath"
 runsh --only unit "$FB"
-[ "$RC" = 0 ] || { cat "$T/run.out"; die "without failures run.sh exits $RC, not 0"; }
+[ "$RC" = 0 ] || { cat "$W/run.out"; die "without failures run.sh exits $RC, not 0"; }
 runsh --strict --only unit "$FB"
-[ "$RC" = 1 ] || { cat "$T/run.out"; die "run.sh --strict exits $RC with skips, not 1"; }
+[ "$RC" = 1 ] || { cat "$W/run.out"; die "run.sh --strict exits $RC with skips, not 1"; }
 line FAIL test_cmocka_skip
 line FAIL test_77
 ok "run.sh: skips pass without --strict and fail with it"
 runsh --only fuzz "$FB"
-[ "$RC" = 1 ] && grep -q '^FAIL fuzz .*no tests found' "$T/run.out" || { cat "$T/run.out"; die "an empty fuzz suite did not fail"; }
+[ "$RC" = 1 ] && grep -q '^FAIL fuzz .*no tests found' "$W/run.out" || { cat "$W/run.out"; die "an empty fuzz suite did not fail"; }
 rm "$FB"/tests/*
 runsh --only unit "$FB"
-[ "$RC" = 1 ] && grep -q '^FAIL unit .*no tests found' "$T/run.out" || { cat "$T/run.out"; die "an empty unit suite did not fail"; }
+[ "$RC" = 1 ] && grep -q '^FAIL unit .*no tests found' "$W/run.out" || { cat "$W/run.out"; die "an empty unit suite did not fail"; }
 runsh --only nosuch "$FB"
 [ "$RC" = 2 ] || die "run.sh --only nosuch exits $RC, not 2"
 ok "run.sh: a suite with no test fails; an unknown suite is a usage error"
