@@ -4,8 +4,9 @@
 # ASan/LSan report file under $SAN_DIR (from a process whose stderr went
 # nowhere), UBSan's "runtime error:" in a hydrator log, an LSan report in
 # a command's output file, a hydrator daemon whose log ends in exit
-# status 1, a replicator that does not exit 0 on SIGTERM (left to cleanup,
-# or stopped by stop_repl); nothing wrong exits 0, a skip 77, a failure 1.
+# status 1, a foreground hydrator (a job of the test) exiting 5, a
+# replicator that does not exit 0 on SIGTERM (left to cleanup, or stopped
+# by stop_repl); nothing wrong exits 0, a skip 77, a failure 1.
 # Then tests/run.sh over a made-up build directory: cmocka's
 # "[  SKIPPED ]" with exit 0 is a SKIP (a FAIL with --strict), its
 # "[  FAILED  ] GROUP TEARDOWN" with exit 0 a FAIL, a sanitizer line in a
@@ -51,6 +52,13 @@ case_ "UBSan in a hydrator log" 1 'mkdir -p "$T/cache"; echo "hyd.c:1:2: runtime
 case_ "LSan in an output file" 1 'echo "==9==ERROR: LeakSanitizer: detected memory leaks" >"$T/sync.err"'
 case_ "a daemon's exit status 1" 1 'mkdir -p "$T/c"; echo "2026-01-01T00:00:00.000Z ferry-hydrator: exit status=1 pid=42" >"$T/c/hydrator.log"'
 case_ "a daemon's exit status 0" 0 'mkdir -p "$T/c"; echo "2026-01-01T00:00:00.000Z ferry-hydrator: exit status=0 pid=42" >"$T/c/hydrator.log"'
+# A foreground hydrator (-f &) left to cleanup: its exit status is wait's.
+fg='mkdir -p "$T/c"; bash -c '"'"'echo $$ >"$1/hydrator.pid"; %s'"'"' _ "$T/c" &
+for i in $(seq 1 100); do [ -s "$T/c/hydrator.pid" ] && break; sleep 0.05; done'
+# shellcheck disable=SC2059 # the format is ours
+case_ "a foreground hydrator exits 5" 1 "$(printf "$fg" 'exit 5')"
+# shellcheck disable=SC2059
+case_ "a foreground hydrator exits 0" 0 "$(printf "$fg" 'exit 0')"
 case_ "replicator exit 3, left to cleanup" 1 "REPL=$W/fake-repl; start_repl 1 x=/"
 case_ "replicator exit 3, stop_repl" 1 "REPL=$W/fake-repl; start_repl 1 x=/; stop_repl; ok stopped"
 ok "common.sh: $n cases; each planted problem fails a test whose body passed"

@@ -16,6 +16,9 @@
 #    cleanup wait for the daemon to go and want status 0 there, and no
 #    hydrator log under $T may hold another status. A daemon the test
 #    killed with SIGKILL writes no such line and is not counted against it.
+#    A hydrator run with -f in the background (a job of the test's shell)
+#    that the test left running, or that exited without removing its pid
+#    file, is waited for by cleanup and must exit 0;
 # cleanup runs all of this at exit and makes a test that passed fail
 # (exit 1) when anything is wrong. A test's own EXIT trap calls cleanup
 # last: on a failure it exits there.
@@ -69,15 +72,23 @@ sanitizer_clean() {
 	return $bad
 }
 
+# e2e_running PID — 0 while PID runs (a zombie, exited but not yet
+# waited for by its parent, does not).
+e2e_running() {
+	local st
+	st=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)
+	[ -n "$st" ] && [ "$st" != Z ]
+}
+
 # e2e_gone PID SECONDS — 0 once PID no longer runs, 1 if it still does
 # after SECONDS.
 e2e_gone() {
 	local i
 	for i in $(seq 1 $(($2 * 10))); do
-		kill -0 "$1" 2>/dev/null || return 0
+		e2e_running "$1" || return 0
 		sleep 0.1
 	done
-	! kill -0 "$1" 2>/dev/null
+	! e2e_running "$1"
 }
 
 # hyd_exit_status CACHEDIR PID — the status the daemon PID wrote last in
@@ -88,16 +99,24 @@ hyd_exit_status() {
 }
 
 cleanup() {
-	local m f pid st bad=0 live=()
-	# The hydrators still running, found by their pid files.
+	local m f pid st kids bad=0 live=()
+	# The hydrators still running, found by their pid files; those this
+	# shell started with -f in the background are its jobs.
+	kids=" $(jobs -p | tr '\n' ' ') "
 	while IFS= read -r -d '' f; do
 		pid=$(cat "$f" 2>/dev/null) || continue
-		[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && live+=("$pid ${f%/hydrator.pid}")
+		[ -n "$pid" ] || continue
+		# A job of ours even when it has exited (then its pid file says
+		# it did not exit cleanly); a daemon only while it runs.
+		if [[ $kids == *" $pid "* ]] || e2e_running "$pid"; then
+			live+=("$pid ${f%/hydrator.pid}")
+		fi
 	done < <(find "$T" -mindepth 2 -maxdepth 3 -name hydrator.pid -type f -print0 2>/dev/null)
 	for m in "${MOUNTS[@]}"; do
 		mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; }
 	done
-	# Each exits by itself once unmounted, with status 0.
+	# Each exits by itself once unmounted, with status 0: a daemon says
+	# it in its log, a foreground child to wait.
 	for f in "${live[@]}"; do
 		pid=${f%% *}
 		if ! e2e_gone "$pid" 20; then
@@ -106,7 +125,12 @@ cleanup() {
 			bad=1
 			continue
 		fi
-		st=$(hyd_exit_status "${f#* }" "$pid")
+		if [[ $kids == *" $pid "* ]]; then
+			wait "$pid"
+			st=$?
+		else
+			st=$(hyd_exit_status "${f#* }" "$pid")
+		fi
 		[ "$st" = 0 ] || { echo "FAIL: hydrator $pid (${f#* }) exit status ${st:-not logged}, not 0" >&2; bad=1; }
 	done
 	if [ -n "$REPL_PID" ]; then
