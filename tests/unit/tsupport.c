@@ -122,9 +122,9 @@ void tsup_flip_byte(const char *path, uint64_t off, uint8_t mask)
 	close(fd);
 }
 
-int tsup_stop_child(pid_t pid, const char *what)
+/* SIGTERM to pid, reap it; its wait status into *st. 0 or -1 (said). */
+static int term_and_reap(pid_t pid, const char *what, int *st)
 {
-	int st;
 	pid_t w;
 
 	if (kill(pid, SIGTERM) < 0) {
@@ -133,23 +133,48 @@ int tsup_stop_child(pid_t pid, const char *what)
 		return -1;
 	}
 	do
-		w = waitpid(pid, &st, 0);
+		w = waitpid(pid, st, 0);
 	while (w < 0 && errno == EINTR);
 	if (w != pid) {
 		fprintf(stderr, "%s pid %ld: waitpid: %s\n", what, (long)pid,
 			strerror(errno));
 		return -1;
 	}
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return 0;
+	return 0;
+}
+
+static void say_end(pid_t pid, const char *what, int st)
+{
 	if (WIFEXITED(st))
-		fprintf(stderr,
-			"%s pid %ld: exit status %d after SIGTERM, "
-			"not 0\n",
+		fprintf(stderr, "%s pid %ld: exit status %d after SIGTERM\n",
 			what, (long)pid, WEXITSTATUS(st));
 	else
 		fprintf(stderr, "%s pid %ld: killed by signal %d (%s)\n", what,
 			(long)pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
+}
+
+int tsup_stop_child(pid_t pid, const char *what)
+{
+	int st;
+
+	if (term_and_reap(pid, what, &st) < 0)
+		return -1;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	say_end(pid, what, st);
+	return -1;
+}
+
+int tsup_stop_server(pid_t pid, const char *what)
+{
+	int st;
+
+	if (term_and_reap(pid, what, &st) < 0)
+		return -1;
+	if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) ||
+	    (WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM))
+		return 0;
+	say_end(pid, what, st);
 	return -1;
 }
 

@@ -51,6 +51,11 @@ uint8_t *tsup_random_bytes(size_t n, uint64_t seed);
  * Returns, not asserts, so teardowns can use it: tests assert it is 0. */
 int tsup_stop_child(pid_t pid, const char *what);
 
+/* The same for a helper server the test runs (python3's http.server):
+ * 0 when it ended by that SIGTERM (or exited 0), so it was still serving
+ * when stopped; else -1, said on stderr. */
+int tsup_stop_server(pid_t pid, const char *what);
+
 /* 0 when the file at path (a child's log) holds no sanitizer report —
  * "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", UBSan's "runtime
  * error:" — or does not exist; else -1, with the log copied to stderr. */
