@@ -707,6 +707,10 @@ static int reader_check(cat_reader *r)
 	rc = pragma_int(r, "PRAGMA user_version", &v);
 	if (rc)
 		return rc;
+	/* A later format of ours is not garbage: the caller can say "this
+	 * build is too old" (ferry sync's exit 2). */
+	if (v > CAT_USER_VERSION)
+		return -EPROTONOSUPPORT;
 	if (v != 1 && v != CAT_USER_VERSION)
 		return -EBADMSG;
 	r->version = (int)v;

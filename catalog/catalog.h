@@ -415,7 +415,8 @@ typedef struct cat_reader cat_reader;
 /* Open a catalog read-only and check it is a ferry catalog: format string,
  * tables, chunk parameters (chunk_params_check), root inode is a directory.
  * Returns 0, -ENOENT (no file), -EBADMSG (not a valid ferry catalog),
- * -EIO. On failure *ret_r is NULL. */
+ * -EPROTONOSUPPORT (a ferry catalog of a later format than this build
+ * reads), -EIO. On failure *ret_r is NULL. */
 int cat_reader_open(const char *path, cat_reader **ret_r);
 void cat_reader_close(cat_reader *r);
 

@@ -83,6 +83,10 @@ struct opts {
 	long keep;	  /* --keep-generations */
 };
 
+/* Set in the daemon (the child of daemon_start): main then ends its log
+ * with its exit status, which no shell can wait for. */
+static int daemonized;
+
 /* Everything the running mount owns; freed by mount_free. */
 struct mount {
 	struct hyd_open op; /* URL, cache directory, store, catalog */
@@ -915,6 +919,7 @@ static int run(const struct opts *o)
 			base_error("cannot daemonize");
 			goto out;
 		}
+		daemonized = 1;
 		redirect_log(m);
 		if (reopen_after_fork(m) < 0)
 			goto out;
@@ -954,5 +959,8 @@ int main(int argc, char **argv)
 	}
 	r = run(&o);
 	hyd_fetch_global_cleanup();
+	/* The daemon's last line: what it exits with (tests check it). */
+	if (daemonized)
+		base_info("exit status=%d pid=%ld", r, (long)getpid());
 	return r;
 }

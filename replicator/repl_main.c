@@ -238,6 +238,18 @@ int main(int argc, char **argv)
 		}
 	}
 	base_log_init(PROG, level);
+	{
+		char host[REPL_LISTEN_HOST_MAX];
+		uint16_t port;
+
+		if (repl_listen_split(o.listen, host, sizeof(host), &port) <
+		    0) {
+			rc = usage_error("bad --listen address '%s': expected "
+					 "HOST:PORT",
+					 o.listen);
+			goto out;
+		}
+	}
 	n = argc - optind;
 	if (n < 1) {
 		rc = usage_error("%s", "no NAME=DIR given");

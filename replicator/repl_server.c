@@ -58,12 +58,9 @@ static void on_signal(uv_signal_t *s, int signum)
 	repl_http_close_all(srv);
 }
 
-/* HOST:PORT or [V6]:PORT into a sockaddr (numeric or resolvable host). */
-static int parse_listen(const char *s, struct sockaddr_storage *ret)
+int repl_listen_split(const char *s, char *host, size_t cap, uint16_t *ret_port)
 {
-	char host[256];
 	const char *colon = strrchr(s, ':');
-	struct addrinfo hints = {0}, *ai = NULL;
 	uint64_t port;
 	size_t hl;
 
@@ -76,11 +73,24 @@ static int parse_listen(const char *s, struct sockaddr_storage *ret)
 		s++;
 		hl -= 2;
 	}
-	if (hl >= sizeof(host))
+	if (hl >= cap)
 		return -EINVAL;
 	memcpy(host, s, hl);
 	host[hl] = '\0';
 	if (base_parse_u64(colon + 1, 0, 65535, &port) < 0)
+		return -EINVAL;
+	*ret_port = (uint16_t)port;
+	return 0;
+}
+
+/* HOST:PORT or [V6]:PORT into a sockaddr (numeric or resolvable host). */
+static int parse_listen(const char *s, struct sockaddr_storage *ret)
+{
+	char host[REPL_LISTEN_HOST_MAX];
+	struct addrinfo hints = {0}, *ai = NULL;
+	uint16_t port;
+
+	if (repl_listen_split(s, host, sizeof(host), &port) < 0)
 		return -EINVAL;
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
@@ -91,9 +101,9 @@ static int parse_listen(const char *s, struct sockaddr_storage *ret)
 	memcpy(ret, ai->ai_addr, ai->ai_addrlen);
 	freeaddrinfo(ai);
 	if (ret->ss_family == AF_INET)
-		((struct sockaddr_in *)ret)->sin_port = htons((uint16_t)port);
+		((struct sockaddr_in *)ret)->sin_port = htons(port);
 	else if (ret->ss_family == AF_INET6)
-		((struct sockaddr_in6 *)ret)->sin6_port = htons((uint16_t)port);
+		((struct sockaddr_in6 *)ret)->sin6_port = htons(port);
 	else
 		return -EINVAL;
 	return 0;

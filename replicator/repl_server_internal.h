@@ -133,6 +133,14 @@ struct repl_server_opts {
 	const char *const *ns_dirs;
 };
 
+/* Split a --listen address HOST:PORT ("[v6]:PORT" for IPv6) into host
+ * (cap bytes, at most REPL_LISTEN_HOST_MAX) and port, without resolving
+ * the host. -EINVAL when it is malformed: a usage error, told apart from
+ * a host that does not resolve or a port that is taken (start-up). */
+#define REPL_LISTEN_HOST_MAX 256
+int repl_listen_split(const char *s, char *host, size_t cap,
+		      uint16_t *ret_port);
+
 /* Set up the loop, open the namespaces, bind and listen. Every failure is
  * logged here, as one error line with its context (the caller only
  * exits). Returns 0 or -errno. Requests are logged at debug level. */

@@ -326,7 +326,8 @@ static void unlink_db_tmp(const char *tmp)
 	}
 }
 
-/* Is tmp a ferry catalog of generation gen? 0 or -EBADMSG (-ENOMEM). */
+/* Is tmp a ferry catalog of generation gen? 0 or -EBADMSG (-ENOMEM,
+ * -EPROTONOSUPPORT: one of a later format than this build reads). */
 static int cf_check_catalog(const char *tmp, uint64_t gen)
 {
 	struct cat_meta m;
@@ -334,7 +335,7 @@ static int cf_check_catalog(const char *tmp, uint64_t gen)
 	int r;
 
 	r = cat_reader_open(tmp, &cr);
-	if (r == -ENOMEM)
+	if (r == -ENOMEM || r == -EPROTONOSUPPORT)
 		return r;
 	/* Whatever the reader dislikes (not SQLite, not our schema, a
 	 * library error on what is really garbage) is a bad catalog. */
@@ -485,6 +486,13 @@ static int cf_catalog(struct hyd_cf *f, uint64_t gen, uint64_t base)
 	if (r < 0)
 		goto out;
 	r = cf_check_catalog(tmp, gen);
+	if (r == -EPROTONOSUPPORT) {
+		cf_err(f,
+		       "%s: a ferry catalog of a later format than this "
+		       "build reads (upgrade ferry)",
+		       url);
+		goto out;
+	}
 	if (r < 0) {
 		cf_err(f, "%s: not a valid ferry catalog", url);
 		goto out;

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# 020: bad input gets one clear stderr line, a non-zero exit, and nothing
-# left mounted or half-written; bad requests get a JSON error, never a crash.
+# 020: bad input gets one clear stderr line, the exit code the man page
+# gives it (1 start-up failed, 2 bad arguments), and nothing left mounted
+# or half-written; bad requests get a JSON error, never a crash.
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 
-# expect_fail WHAT PATTERN CMD... — CMD must exit non-zero with exactly one
-# stderr line matching PATTERN (extended regex, case-insensitive).
+# expect_fail WHAT CODE PATTERN CMD... — CMD must exit CODE with exactly
+# one stderr line matching PATTERN (extended regex, case-insensitive).
 expect_fail() {
-	local what=$1 pat=$2; shift 2
+	local what=$1 code=$2 pat=$3; shift 3
 	local err="$T/err.txt" rc
 	"$@" >/dev/null 2>"$err"; rc=$?
-	[ $rc -ne 0 ] || die "$what: exit 0"
+	[ $rc -eq "$code" ] || die "$what: exit $rc, not $code: $(cat "$err")"
 	[ "$(wc -l <"$err")" -eq 1 ] || { cat "$err"; die "$what: expected one stderr line"; }
 	grep -Eiq "$pat" "$err" || die "$what: message does not name the problem: $(cat "$err")"
 	ok "$what -> exit $rc: $(cat "$err")"
@@ -30,10 +31,10 @@ start_repl "$port" "ns=$T/src"
 base="http://127.0.0.1:$port/v1"
 
 # --- replicator ---
-expect_fail "port in use" "listen.*127\.0\.0\.1:$port|in use" \
+expect_fail "port in use" 1 "listen.*127\.0\.0\.1:$port|in use" \
 	"$REPL" -l "127.0.0.1:$port" -s "$T/state2" "x=$T/src"
-expect_fail "missing source dir" "$T/nope" "$REPL" -l "127.0.0.1:$(free_port)" -s "$T/state3" "x=$T/nope"
-expect_fail "bad NAME=DIR" "name|usage|=" "$REPL" -l "127.0.0.1:$(free_port)" -s "$T/state4" "justadir"
+expect_fail "missing source dir" 2 "$T/nope" "$REPL" -l "127.0.0.1:$(free_port)" -s "$T/state3" "x=$T/nope"
+expect_fail "bad NAME=DIR" 2 "name|usage|=" "$REPL" -l "127.0.0.1:$(free_port)" -s "$T/state4" "justadir"
 
 # Unknown namespace, generation, chunk; malformed requests: status + JSON.
 check_status() { # what expected-code curl-args...
@@ -62,13 +63,13 @@ ok "replicator still serving after bad requests"
 
 # --- hydrator ---
 dead=$(free_port)
-expect_fail "unreachable URL" "127\.0\.0\.1:$dead" "$HYD" -c "$T/c1" "http://127.0.0.1:$dead/v1/ns" "$T/mnt"
+expect_fail "unreachable URL" 1 "127\.0\.0\.1:$dead" "$HYD" -c "$T/c1" "http://127.0.0.1:$dead/v1/ns" "$T/mnt"
 not_mounted "$T/mnt"; no_temp_files "$T/c1"
-expect_fail "unknown namespace" "nope" "$HYD" -c "$T/c2" "$base/nope" "$T/mnt"
+expect_fail "unknown namespace" 1 "nope" "$HYD" -c "$T/c2" "$base/nope" "$T/mnt"
 not_mounted "$T/mnt"; no_temp_files "$T/c2"
-expect_fail "not a URL" "url" "$HYD" -c "$T/c3" "ftp:/x" "$T/mnt"
-expect_fail "missing mountpoint" "$T/absent" "$HYD" -c "$T/c4" "$base/ns" "$T/absent"
-expect_fail "mountpoint not empty" "not empty" "$HYD" -c "$T/c5" "$base/ns" "$T/full"
+expect_fail "not a URL" 2 "url" "$HYD" -c "$T/c3" "ftp:/x" "$T/mnt"
+expect_fail "missing mountpoint" 1 "$T/absent" "$HYD" -c "$T/c4" "$base/ns" "$T/absent"
+expect_fail "mountpoint not empty" 1 "not empty" "$HYD" -c "$T/c5" "$base/ns" "$T/full"
 not_mounted "$T/full"
 
 # A catalog that is not a ferry catalog, from a static server.
@@ -81,7 +82,7 @@ python3 -m http.server --bind 127.0.0.1 "$sport" --directory "$T/static" >/dev/n
 spid=$!
 trap 'kill $spid 2>/dev/null; cleanup' EXIT
 for i in $(seq 50); do curl -sf "http://127.0.0.1:$sport/v1/bad/HEAD" >/dev/null && break; sleep 0.1; done
-expect_fail "invalid catalog" "catalog" "$HYD" -c "$T/c6" "http://127.0.0.1:$sport/v1/bad" "$T/mnt"
+expect_fail "invalid catalog" 1 "catalog" "$HYD" -c "$T/c6" "http://127.0.0.1:$sport/v1/bad" "$T/mnt"
 kill $spid
 not_mounted "$T/mnt"; no_temp_files "$T/c6"
 [ -z "$(ls "$T/c6/catalogs" 2>/dev/null | grep -v '^url$')" ] || die "invalid catalog left in the cache: $(ls "$T/c6/catalogs")"
@@ -89,7 +90,7 @@ not_mounted "$T/mnt"; no_temp_files "$T/c6"
 # A cache directory already in use by a running hydrator.
 mount_hyd "$base/ns" "$T/mnt"
 mkdir -p "$T/mnt2"
-expect_fail "cache in use" "in use.*pid=$(cat "$T/cache/hydrator.pid")( |$)" "$HYD" -c "$T/cache" "$base/ns" "$T/mnt2"
+expect_fail "cache in use" 1 "in use.*pid=$(cat "$T/cache/hydrator.pid")( |$)" "$HYD" -c "$T/cache" "$base/ns" "$T/mnt2"
 not_mounted "$T/mnt2"
 [ "$(cat "$T/mnt/sub/file")" = hello ] || die "first mount disturbed"
 umount_hyd "$T/mnt"

@@ -17,6 +17,8 @@
  *   - finish is 0 exactly when all n frames arrived without an error;
  *   - nothing is delivered after an error.
  * Memory is checked by ASan: every frame is a heap block of its length.
+ * Verdict (fuzz_verdict.h): accepted when finish says all n frames came
+ * (0); an input too short to hold its ids and lengths is refused.
  *
  * Corpus (tests/fuzz/corpus/batch): written once by a python snippet from
  * the valid frames of corpus/frame (ok_*), ids being SHA-256 of made-up
@@ -32,6 +34,7 @@
 
 #include "catalog/catalog.h"
 #include "hydrator/fetch/hyd_batch_internal.h"
+#include "tests/fuzz/fuzz_verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -113,12 +116,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n, piece, body_len, i, pos;
 	int f1, f2;
 
-	if (size < 2)
+	if (size < 2) {
+		fuzz_report(0);
 		return 0;
+	}
 	n = (size_t)(data[0] % MAXN) + 1;
 	piece = (size_t)data[1] + 1;
-	if (size < 2 + n * (CHUNK_ID_LEN + 4))
+	if (size < 2 + n * (CHUNK_ID_LEN + 4)) {
+		fuzz_report(0);
 		return 0;
+	}
 	for (i = 0; i < n; i++)
 		memcpy(ids[i].b, data + 2 + i * CHUNK_ID_LEN, CHUNK_ID_LEN);
 	for (i = 0; i < n; i++) {
@@ -133,6 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	f2 = run(ids, lens, n, body, body_len, piece, &split);
 	if (f1 != f2 || whole.n != split.n)
 		abort();
+	fuzz_report(f1 == 0);
 	/* Delivered frames are the body's bytes after each id, back to
 	 * back: entry i starts where entry i-1 ended. */
 	for (pos = 0, i = 0; i < whole.n; i++) {

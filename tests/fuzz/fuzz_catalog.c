@@ -4,6 +4,9 @@
  * everything the reader offers: getattr, readdir, lookup, readlink, xattrs,
  * chunk manifests. Nothing may crash, and whatever is handed out must obey
  * the reader's contract (safe names, bounded sizes, contiguous chunks).
+ * Verdict (fuzz_verdict.h): accepted when cat_reader_open takes the file
+ * and no call of the walk finds it corrupt (-EBADMSG, or a name readdir
+ * lists that lookup does not find as the same inode).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -13,12 +16,27 @@
 #include <unistd.h>
 
 #include "catalog/catalog.h"
+#include "tests/fuzz/fuzz_verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Set when any reader call of the walk said the file is corrupt
+ * (-EBADMSG): SQLite reads pages lazily, so a damaged page is found only
+ * when a query reaches it, long after cat_reader_open took the file. */
+static int corrupt;
+
+static int note(int rc)
+{
+	if (rc == -EBADMSG)
+		corrupt = 1;
+	return rc;
+}
 
 struct walk {
 	cat_reader *r;
 	uint64_t inos[64];
+	uint8_t names[64][CAT_NAME_MAX];
+	size_t lens[64];
 	size_t n;
 };
 
@@ -31,9 +49,25 @@ static int collect(void *ctx, const void *name, size_t len,
 		abort(); /* the reader must never hand out an unsafe name */
 	if (in->size > CAT_SIZE_MAX)
 		abort();
-	if (w->n < sizeof(w->inos) / sizeof(w->inos[0]))
+	if (w->n < sizeof(w->inos) / sizeof(w->inos[0])) {
+		memcpy(w->names[w->n], name, len);
+		w->lens[w->n] = len;
 		w->inos[w->n++] = in->ino;
+	}
 	return 0;
+}
+
+/* Each name readdir listed in dir, looked up: the same inode, or the
+ * table and its name index disagree (corrupt). Not from inside readdir's
+ * callback, which holds the reader. */
+static void check_lookups(cat_reader *r, uint64_t dir, const struct walk *w)
+{
+	struct cat_inode in;
+
+	for (size_t i = 0; i < w->n; i++)
+		if (cat_lookup(r, dir, w->names[i], w->lens[i], &in) != 0 ||
+		    in.ino != w->inos[i])
+			corrupt = 1;
 }
 
 static void poke_inode(cat_reader *r, const struct cat_meta *m, uint64_t ino)
@@ -44,22 +78,23 @@ static void poke_inode(cat_reader *r, const struct cat_meta *m, uint64_t ino)
 	struct cat_chunk ch[8];
 	size_t n = 0;
 
-	if (cat_getattr(r, ino, &in) != 0)
+	if (note(cat_getattr(r, ino, &in)) != 0)
 		return;
-	(void)cat_readlink(r, ino, buf, sizeof(buf), &len);
-	if (cat_listxattr(r, ino, buf, sizeof(buf), &len) == 0 && len > 0) {
+	(void)note(cat_readlink(r, ino, buf, sizeof(buf), &len));
+	if (note(cat_listxattr(r, ino, buf, sizeof(buf), &len)) == 0 &&
+	    len > 0) {
 		char val[256];
 		size_t vlen;
 		const char *p = buf;
 		while (p < buf + len) {
 			size_t nl = strnlen(p, (size_t)(buf + len - p));
-			(void)cat_getxattr(r, ino, p, nl, val, sizeof(val),
-					   &vlen);
+			(void)note(cat_getxattr(r, ino, p, nl, val, sizeof(val),
+						&vlen));
 			p += nl + 1;
 		}
 	}
 	if (in.kind == CAT_REG &&
-	    cat_chunks_range(r, ino, 0, in.size, ch, 8, &n) == 0) {
+	    note(cat_chunks_range(r, ino, 0, in.size, ch, 8, &n)) == 0) {
 		for (size_t i = 0; i < n; i++) {
 			if (ch[i].len == 0 || ch[i].len > m->params.max)
 				abort();
@@ -82,31 +117,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int fd = mkstemp(path);
 	cat_reader *r = NULL;
 	struct cat_meta m;
-	struct walk w = {0};
-	int chunks = 0;
+	struct walk *w = calloc(2, sizeof(*w)), *sub = w + 1;
+	int chunks = 0, opened;
 
-	if (fd < 0)
+	if (fd < 0 || !w)
 		abort();
 	if (write(fd, data, size) != (ssize_t)size)
 		abort();
 	close(fd);
-	if (cat_reader_open(path, &r) == 0) {
+	corrupt = 0;
+	opened = cat_reader_open(path, &r) == 0;
+	if (opened) {
 		cat_reader_meta(r, &m);
 		if (chunk_params_check(&m.params) != 0)
 			abort();
-		w.r = r;
+		w->r = r;
 		poke_inode(r, &m, CAT_ROOT_INO);
-		(void)cat_readdir(r, CAT_ROOT_INO, 0, collect, &w);
-		for (size_t i = 0; i < w.n; i++) {
-			struct walk sub = {.r = r};
-			poke_inode(r, &m, w.inos[i]);
-			(void)cat_readdir(r, w.inos[i], 0, collect, &sub);
-			for (size_t k = 0; k < sub.n; k++)
-				poke_inode(r, &m, sub.inos[k]);
+		(void)note(cat_readdir(r, CAT_ROOT_INO, 0, collect, w));
+		check_lookups(r, CAT_ROOT_INO, w);
+		for (size_t i = 0; i < w->n; i++) {
+			sub->r = r;
+			sub->n = 0;
+			poke_inode(r, &m, w->inos[i]);
+			(void)note(cat_readdir(r, w->inos[i], 0, collect, sub));
+			check_lookups(r, w->inos[i], sub);
+			for (size_t k = 0; k < sub->n; k++)
+				poke_inode(r, &m, sub->inos[k]);
 		}
-		(void)cat_chunks_each(r, count_chunk, &chunks);
+		(void)note(cat_chunks_each(r, count_chunk, &chunks));
 		cat_reader_close(r);
 	}
+	fuzz_report(opened && !corrupt);
+	free(w);
 	unlink(path);
 	return 0;
 }

@@ -11,6 +11,8 @@
  *     byte planes (any length: the tails of the plane layout);
  *   - a stream holding the frame followed by more bytes parses the same.
  * Out-buffers are heap blocks of exactly raw_len so ASan sees overruns.
+ * Verdict (fuzz_verdict.h): accepted when the whole input decodes as one
+ * frame.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "catalog/catalog.h"
+#include "tests/fuzz/fuzz_verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -63,6 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (frame_decode(NULL, data, size, CHUNK_MAX_DEFAULT, &one, 1,
 				 &got) != -EBADMSG)
 			abort();
+		fuzz_report(0);
 		return 0;
 	}
 	if (fi.raw_len == 0 || fi.raw_len > CHUNK_MAX_DEFAULT ||
@@ -74,6 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	r = frame_decode(NULL, data, size, CHUNK_MAX_DEFAULT, out, fi.raw_len,
 			 &got);
+	fuzz_report(r == 0);
 	if (r == 0) {
 		if (got != fi.raw_len || size != fi.frame_len)
 			abort();

@@ -1,18 +1,23 @@
 /*
  * fuzz_name.c — cat_name_check and cat_xattr_name_check on arbitrary bytes:
- * whatever they accept must be a single safe path component.
+ * whatever they accept must be a single safe path component. The verdict
+ * (fuzz_verdict.h) is cat_name_check's: the corpus names path components.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "catalog/catalog.h"
+#include "tests/fuzz/fuzz_verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (cat_name_check(data, size) == 0) {
+	int ok = cat_name_check(data, size) == 0;
+
+	fuzz_report(ok);
+	if (ok) {
 		/* Accepted: 1..255 bytes, no '/', no NUL, not "." or "..". */
 		if (size == 0 || size > CAT_NAME_MAX)
 			abort();

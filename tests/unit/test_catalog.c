@@ -827,7 +827,12 @@ static void test_reader_rejects_meta(void **state)
 	    f, "maxtext.db",
 	    "UPDATE meta SET value='262144' WHERE key='chunk_max'");
 	expect_patched_bad(f, "appid.db", "PRAGMA application_id=0");
-	expect_patched_bad(f, "uver.db", "PRAGMA user_version=3");
+	expect_patched_bad(f, "uver0.db", "PRAGMA user_version=0");
+	/* a later format of ours: not garbage, this build is too old */
+	snprintf(f->path, sizeof(f->path), "%s/uver.db", f->dir);
+	build_basic(f->path);
+	patch(f->path, "PRAGMA user_version=3");
+	expect_bad(f->path, -EPROTONOSUPPORT);
 	/* format 2 without its pending table, format 1 with one */
 	expect_patched_bad(f, "nopending.db", "DROP TABLE pending");
 	expect_patched_bad(f, "v1pending.db",

@@ -272,6 +272,7 @@ static void test_from_cache_edges(void **state)
 	struct hyd_status st;
 	char p[256], pid[32], comm[17] = "";
 	pid_t child;
+	int wst;
 	int fd;
 
 	snprintf(p, sizeof(p), "%s/state.db", fx->dir);
@@ -296,7 +297,8 @@ static void test_from_cache_edges(void **state)
 	assert_true(child >= 0);
 	if (child == 0)
 		_exit(0);
-	assert_int_equal(waitpid(child, NULL, 0), child);
+	assert_int_equal(waitpid(child, &wst, 0), child);
+	assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
 	snprintf(pid, sizeof(pid), "%ld\n", (long)child);
 	write_file(fx->dir, "hydrator.pid", pid);
 	assert_int_equal(hyd_status_from_cache(fx->dir, &st), 0);

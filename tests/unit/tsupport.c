@@ -2,14 +2,17 @@
  * tests/unit/tsupport.c — helpers shared by the cmocka unit tests (see
  * tsupport.h): one copy of what every test_*.c used to repeat.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <stdarg.h>
@@ -117,6 +120,97 @@ void tsup_flip_byte(const char *path, uint64_t off, uint8_t mask)
 	b ^= mask;
 	assert_int_equal(pwrite(fd, &b, 1, (off_t)off), 1);
 	close(fd);
+}
+
+/* SIGTERM to pid, reap it; its wait status into *st. 0 or -1 (said). */
+static int term_and_reap(pid_t pid, const char *what, int *st)
+{
+	pid_t w;
+
+	if (kill(pid, SIGTERM) < 0) {
+		fprintf(stderr, "%s pid %ld: kill: %s\n", what, (long)pid,
+			strerror(errno));
+		return -1;
+	}
+	do
+		w = waitpid(pid, st, 0);
+	while (w < 0 && errno == EINTR);
+	if (w != pid) {
+		fprintf(stderr, "%s pid %ld: waitpid: %s\n", what, (long)pid,
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void say_end(pid_t pid, const char *what, int st)
+{
+	if (WIFEXITED(st))
+		fprintf(stderr, "%s pid %ld: exit status %d after SIGTERM\n",
+			what, (long)pid, WEXITSTATUS(st));
+	else
+		fprintf(stderr, "%s pid %ld: killed by signal %d (%s)\n", what,
+			(long)pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
+}
+
+int tsup_stop_child(pid_t pid, const char *what)
+{
+	int st;
+
+	if (term_and_reap(pid, what, &st) < 0)
+		return -1;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	say_end(pid, what, st);
+	return -1;
+}
+
+int tsup_stop_server(pid_t pid, const char *what)
+{
+	int st;
+
+	if (term_and_reap(pid, what, &st) < 0)
+		return -1;
+	if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) ||
+	    (WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM))
+		return 0;
+	say_end(pid, what, st);
+	return -1;
+}
+
+int tsup_log_clean(const char *path)
+{
+	static const char *const marks[] = {
+	    "ERROR: AddressSanitizer",
+	    "ERROR: LeakSanitizer",
+	    "runtime error:",
+	};
+	struct stat sb;
+	char *buf;
+	ssize_t got;
+	int fd = open(path, O_RDONLY), dirty = 0;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (fstat(fd, &sb) < 0 || !(buf = malloc((size_t)sb.st_size + 1))) {
+		close(fd);
+		return -1;
+	}
+	got = pread(fd, buf, (size_t)sb.st_size, 0);
+	close(fd);
+	if (got < 0) {
+		free(buf);
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++)
+		if (memmem(buf, (size_t)got, marks[i], strlen(marks[i])))
+			dirty = 1;
+	if (dirty) {
+		fprintf(stderr, "sanitizer report in %s:\n", path);
+		fwrite(buf, 1, (size_t)got, stderr);
+	}
+	free(buf);
+	return dirty ? -1 : 0;
 }
 
 cat_writer *tsup_cat_begin(const char *path)

@@ -1,8 +1,9 @@
 /*
  * tests/unit/tsupport.h — small helpers the cmocka unit tests share, so that
  * each test_*.c does not carry its own copy: removing a temporary tree, a
- * free loopback port, whole-file write and read, and a fixed stream of
- * pseudo-random test bytes. Helpers that can fail do so with cmocka's
+ * free loopback port, whole-file write and read, a fixed stream of
+ * pseudo-random test bytes, and stopping a child program with its exit
+ * status and log checked. Helpers that can fail do so with cmocka's
  * assert macros, failing the test that called them. Not a test itself:
  * the Makefile links tsupport.o into every unit test.
  */
@@ -11,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "catalog/catalog.h"
 
@@ -42,6 +44,22 @@ uint64_t tsup_splitmix64(uint64_t *state);
 /* n pseudo-random bytes from seed (byte i is bits 24..31 of the i-th
  * splitmix64 value), malloc'd; n may be 0. Free with free(). */
 uint8_t *tsup_random_bytes(size_t n, uint64_t seed);
+
+/* SIGTERM to the child pid (a ferry program: the replicator) and reap
+ * it. 0 when it exited with status 0, as SIGTERM promises; else -1 with
+ * one line on stderr naming what and how it ended (status, signal).
+ * Returns, not asserts, so teardowns can use it: tests assert it is 0. */
+int tsup_stop_child(pid_t pid, const char *what);
+
+/* The same for a helper server the test runs (python3's http.server):
+ * 0 when it ended by that SIGTERM (or exited 0), so it was still serving
+ * when stopped; else -1, said on stderr. */
+int tsup_stop_server(pid_t pid, const char *what);
+
+/* 0 when the file at path (a child's log) holds no sanitizer report —
+ * "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", UBSan's "runtime
+ * error:" — or does not exist; else -1, with the log copied to stderr. */
+int tsup_log_clean(const char *path);
 
 /* A catalog writer on path for generation 1 with the default chunk
  * parameters, its root directory (mode 0755, nlink 2) already added. */

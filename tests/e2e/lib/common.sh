@@ -2,6 +2,26 @@
 # a temp dir, a free loopback port, the real replicator and hydrator started
 # and stopped, and cleanup that never leaves a mount behind.
 # Sourced by tests/e2e/NNN-*.sh. FERRY_BIN points at build/<variant>/bin.
+#
+# Every process a test starts is held to account, on both builds:
+#  - sanitizer reports fail the test: ASan and LSan write theirs to files
+#    under $SAN_DIR (log_path), wherever the process's stderr went (a
+#    daemon's, a command's 2>/dev/null); UBSan writes to stderr, which for
+#    the daemons is CACHEDIR/hydrator.log and $T/repl.log. sanitizer_clean
+#    looks at all of them and at every file at the top of $T, where the
+#    scripts put a command's output;
+#  - the replicator must exit 0 on SIGTERM (stop_repl, cleanup);
+#  - a hydrator daemon cannot be waited for, so it ends its log with
+#    "exit status=N pid=PID" (ferry-hydrator(1), FILES): umount_hyd and
+#    cleanup wait for the daemon to go and want status 0 there, and no
+#    hydrator log under $T may hold another status. A daemon the test
+#    killed with SIGKILL writes no such line and is not counted against it.
+#    A hydrator run with -f in the background (a job of the test's shell)
+#    that the test left running, or that exited without removing its pid
+#    file, is waited for by cleanup and must exit 0;
+# cleanup runs all of this at exit and makes a test that passed fail
+# (exit 1) when anything is wrong. A test's own EXIT trap calls cleanup
+# last: on a failure it exits there.
 set -u
 E2E_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 FERRY_BIN=${FERRY_BIN:-$(cd "$E2E_LIB/../../.." && pwd)/build/release/bin}
@@ -24,15 +44,110 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/ferry-e2e.XXXXXX")
 REPL_PID=""
 MOUNTS=()
 
+# Sanitizer reports of every process started from here on (the options
+# already set, e.g. by tests/run.sh, are kept; a later log_path wins).
+SAN_DIR="$T/sanitizer"
+mkdir -p "$SAN_DIR"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}:log_path=$SAN_DIR/asan"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}:log_path=$SAN_DIR/ubsan"
+SAN_RE='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer)'
+
+# sanitizer_clean — 0 when no process of this test has reported anything
+# so far; else the reports on stderr and 1.
+sanitizer_clean() {
+	local f bad=0
+	for f in "$SAN_DIR"/*; do
+		[ -e "$f" ] || continue
+		echo "FAIL: sanitizer report $f:" >&2
+		head -n 60 "$f" | sed 's/^/    | /' >&2
+		bad=1
+	done
+	while IFS= read -r -d '' f; do
+		grep -Eaq "$SAN_RE" "$f" || continue
+		echo "FAIL: sanitizer report in $f:" >&2
+		grep -Ea -A 40 "$SAN_RE" "$f" | head -n 60 | sed 's/^/    | /' >&2
+		bad=1
+	done < <(find "$T" -maxdepth 1 -type f -print0 2>/dev/null
+		find "$T" -mindepth 2 -maxdepth 3 -name hydrator.log -type f -print0 2>/dev/null)
+	return $bad
+}
+
+# e2e_running PID — 0 while PID runs (a zombie, exited but not yet
+# waited for by its parent, does not).
+e2e_running() {
+	local st
+	st=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)
+	[ -n "$st" ] && [ "$st" != Z ]
+}
+
+# e2e_gone PID SECONDS — 0 once PID no longer runs, 1 if it still does
+# after SECONDS.
+e2e_gone() {
+	local i
+	for i in $(seq 1 $(($2 * 10))); do
+		e2e_running "$1" || return 0
+		sleep 0.1
+	done
+	! e2e_running "$1"
+}
+
+# hyd_exit_status CACHEDIR PID — the status the daemon PID wrote last in
+# CACHEDIR/hydrator.log ("exit status=N pid=PID"); nothing if none.
+hyd_exit_status() {
+	sed -n "s/.* ferry-hydrator: exit status=\(-\{0,1\}[0-9]*\) pid=$2\$/\1/p" \
+		"$1/hydrator.log" 2>/dev/null | tail -n 1
+}
+
 cleanup() {
-	local m
+	local m f pid st kids bad=0 live=()
+	# The hydrators still running, found by their pid files; those this
+	# shell started with -f in the background are its jobs.
+	kids=" $(jobs -p | tr '\n' ' ') "
+	while IFS= read -r -d '' f; do
+		pid=$(cat "$f" 2>/dev/null) || continue
+		[ -n "$pid" ] || continue
+		# A job of ours even when it has exited (then its pid file says
+		# it did not exit cleanly); a daemon only while it runs.
+		if [[ $kids == *" $pid "* ]] || e2e_running "$pid"; then
+			live+=("$pid ${f%/hydrator.pid}")
+		fi
+	done < <(find "$T" -mindepth 2 -maxdepth 3 -name hydrator.pid -type f -print0 2>/dev/null)
 	for m in "${MOUNTS[@]}"; do
 		mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; }
 	done
-	[ -n "$REPL_PID" ] && kill "$REPL_PID" 2>/dev/null && wait "$REPL_PID" 2>/dev/null
-	# Give daemonized hydrators a moment to exit after their unmount.
-	sleep 0.2
+	# Each exits by itself once unmounted, with status 0: a daemon says
+	# it in its log, a foreground child to wait.
+	for f in "${live[@]}"; do
+		pid=${f%% *}
+		if ! e2e_gone "$pid" 20; then
+			echo "FAIL: hydrator $pid still running 20 s after its unmount" >&2
+			kill -9 "$pid" 2>/dev/null
+			bad=1
+			continue
+		fi
+		if [[ $kids == *" $pid "* ]]; then
+			wait "$pid"
+			st=$?
+		else
+			st=$(hyd_exit_status "${f#* }" "$pid")
+		fi
+		[ "$st" = 0 ] || { echo "FAIL: hydrator $pid (${f#* }) exit status ${st:-not logged}, not 0" >&2; bad=1; }
+	done
+	if [ -n "$REPL_PID" ]; then
+		kill -TERM "$REPL_PID" 2>/dev/null
+		wait "$REPL_PID" 2>/dev/null
+		st=$?
+		[ "$st" = 0 ] || { echo "FAIL: the replicator exited $st after SIGTERM, not 0" >&2; bad=1; }
+		REPL_PID=""
+	fi
+	# Any daemon that ended by itself while the test ran: status 0 too.
+	while IFS= read -r -d '' f; do
+		st=$(grep -a ' ferry-hydrator: exit status=' "$f" | grep -v ' exit status=0 pid=')
+		[ -z "$st" ] || { echo "FAIL: $f: $st" >&2; bad=1; }
+	done < <(find "$T" -mindepth 2 -maxdepth 3 -name hydrator.log -type f -print0 2>/dev/null)
+	sanitizer_clean || bad=1
 	[ -n "${KEEP_TMP:-}" ] || rm -rf "$T"
+	[ $bad = 0 ] || exit 1
 }
 trap cleanup EXIT
 
@@ -54,19 +169,30 @@ start_repl() {
 	local want=$(($# + ${before:-0})) i
 	for i in $(seq 1 600); do
 		[ "$(grep -c ' ready' "$T/repl.log")" -ge "$want" ] && return 0
-		kill -0 "$REPL_PID" 2>/dev/null || { cat "$T/repl.log" >&2; die "replicator exited"; }
+		if ! kill -0 "$REPL_PID" 2>/dev/null; then
+			wait "$REPL_PID"
+			i=$?
+			REPL_PID=""
+			cat "$T/repl.log" >&2
+			die "replicator exited with status $i before it was ready"
+		fi
 		sleep 0.1
 	done
 	cat "$T/repl.log" >&2
 	die "replicator not ready after 60 s"
 }
 
+# stop_repl — SIGTERM; the replicator must exit 0 (its man page's clean
+# shutdown) with no sanitizer report anywhere, or the test dies here.
 stop_repl() {
 	[ -n "$REPL_PID" ] || return 0
+	local rc
 	kill -TERM "$REPL_PID"
-	wait "$REPL_PID"; local rc=$?
+	wait "$REPL_PID"
+	rc=$?
 	REPL_PID=""
-	return $rc
+	[ $rc -eq 0 ] || { tail -n 20 "$T/repl.log" >&2; die "the replicator exited $rc after SIGTERM, not 0"; }
+	sanitizer_clean || die "sanitizer report (above)"
 }
 
 # mount_hyd URL MNT [options...] — run the hydrator; it returns once mounted
@@ -82,15 +208,16 @@ mount_hyd() {
 	kill -0 "$pid" 2>/dev/null || die "hydrator.pid names no live process: $pid"
 }
 
+# umount_hyd MNT — unmount a mount_hyd mount: its hydrator must exit by
+# itself, log exit status 0, and no process may have a sanitizer report.
 umount_hyd() {
-	local mnt=$1 pid i
-	pid=$(cat "$T/cache/hydrator.pid" 2>/dev/null || true)
+	local mnt=$1 pid st
+	pid=$(cat "$T/cache/hydrator.pid" 2>/dev/null) || die "no hydrator.pid for $mnt"
 	fusermount3 -u "$mnt" || die "fusermount3 -u $mnt failed"
-	# The hydrator must exit by itself once unmounted.
-	if [ -n "$pid" ]; then
-		for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-		die "hydrator pid $pid still running 10 s after unmount"
-	fi
+	e2e_gone "$pid" 10 || die "hydrator pid $pid still running 10 s after unmount"
+	st=$(hyd_exit_status "$T/cache" "$pid")
+	[ "$st" = 0 ] || { tail -n 20 "$T/cache/hydrator.log" >&2; die "hydrator $pid exit status ${st:-not logged}, not 0"; }
+	sanitizer_clean || die "sanitizer report (above)"
 }
 
 # stat_of PORT NS KEY — one counter from the replicator's stats endpoint.
