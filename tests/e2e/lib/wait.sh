@@ -3,11 +3,12 @@
 # it. Each returns 0 once the condition holds and 1 when the bound passed
 # (the caller says what failed); none asserts anything about time.
 
-# wait_for SECONDS CMD... — until CMD succeeds (polled every 0.1 s).
+# wait_for SECONDS CMD... — until CMD succeeds (polled every 0.1 s; the
+# bound counts seconds, however long CMD takes).
 wait_for() {
-	local bound=$1 i
+	local end=$((SECONDS + $1))
 	shift
-	for i in $(seq 1 $((bound * 10))); do
+	while [ "$SECONDS" -lt "$end" ]; do
 		"$@" && return 0
 		sleep 0.1
 	done
