@@ -142,6 +142,10 @@ rc=$?
 [ "$rc" = 0 ] || { tail "$T/fg.log"; die "(c) -f ended by SIGTERM exits $rc, not 0"; }
 ! mountpoint -q "$M" || die "(c) -f: still mounted after SIGTERM"
 [ "$(sqlite3 "$T/cache/state.db" "pragma integrity_check")" = ok ] || die "(c) state.db damaged"
+have=$(sqlite3 "$T/cache/state.db" "select count(*) from chunk")
+total=$(sql "$(manifests_db m "$T/manifests.db")" "select count(distinct id) from chunk")
+[ "$have" -lt "$total" ] || die "(c) SIGTERM landed after the backfill was done ($have of $total)"
+log "(c) SIGTERM with $have of $total chunks stored"
 mount_hyd "$URL" "$M"
 wait_status "$T/cache" state complete 120 || die "(c) the next mount did not complete the backfill"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$M" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(c) tree differs"; }
