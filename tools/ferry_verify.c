@@ -103,7 +103,8 @@ int ferry_cmd_verify(int argc, char **argv)
 			    "check a tree give its catalog with --catalog "
 			    "FILE or -c CACHEDIR path=%s",
 			    path);
-			return EXIT_USAGE;
+			/* ferry(1): not a ferry cache is 1, as for status */
+			return 1;
 		}
 		r = hyd_verify_cache(path, &checked);
 		if (r < 0)
