@@ -75,7 +75,9 @@ dt=$(eio_seconds "$M/$rel") || die "read during the cut: $dt"
 python3 -c 'import sys; sys.exit(float(sys.argv[1]) > 2 * 3 + 1.5)' "$dt" ||
 	die "EIO took ${dt}s with --timeout 3: ferry-hydrator(1) promises at most 2 x 3 s"
 ok "link down: $rel -> EIO after ${dt}s"
-sleep 2
+# the cut lasts until the hydrator says it is stalled
+wait_status "$T/cache" state stalled 60 || die "status did not say stalled during the cut"
+ok "link down: status stalled ($(status_field "$T/cache" last_error))"
 ip -n "$NS_B" link set "$VB" up
 wait_status "$T/cache" state complete 180 || die "backfill did not resume after the link came back"
 cmp "$vpath" "$M/$rel" || die "read after the link came back gives wrong bytes"
