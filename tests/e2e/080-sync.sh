@@ -18,7 +18,8 @@ URL="http://127.0.0.1:$port/v1/s"
 rsync -aHX "$T/src/" "$T/rsync/" || die "rsync -aHX failed"
 
 # A first run killed part way, then run again to completion.
-"$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/sync0.log" 2>&1 &
+# (a cap keeps it running long enough to be killed part way)
+"$FERRY" sync --bwlimit 4M -c "$T/cache" "$URL" "$T/dest" >"$T/sync0.log" 2>&1 &
 spid=$!
 stored_n() { sqlite3 "$T/cache/state.db" "select count(*) from chunk" 2>/dev/null || echo 0; }
 wait_for 60 eval '[ "$(stored_n)" -ge 20 ]' || die "the first run did not store 20 chunks"

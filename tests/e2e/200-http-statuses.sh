@@ -29,11 +29,11 @@ start_repl "$port" "ns=$S"
 wait_hashed "$port" ns 60 || die "generation 1 not hashed"
 stop_repl || die "replicator did not exit 0 on SIGTERM"
 
-# Generation 2 adds a file the hasher reaches only after 8 s (the test
+# Generation 2 adds a file the hasher reaches only after 15 s (the test
 # hook), and a namespace whose scan cannot start (its state dir is a file).
 head -c 5000 /dev/urandom >"$S/new.bin"
 : >"$T/state/broken"
-FERRY_HASH_DELAY_MS=8000 "$REPL" -l "127.0.0.1:$port" -s "$T/state" --scan-threads 1 \
+FERRY_HASH_DELAY_MS=15000 "$REPL" -l "127.0.0.1:$port" -s "$T/state" --scan-threads 1 \
 	"ns=$S" "broken=$S" >>"$T/repl.log" 2>&1 &
 REPL_PID=$!
 wait_for 60 grep -q ' ready ns=ns generation=2 ' "$T/repl.log" || { cat "$T/repl.log"; die "generation 2 not ready"; }
@@ -133,7 +133,7 @@ def error(ans, status, code, what):
     return h
 
 
-# 503 hashing: first, while the hasher still waits out its 8 s.
+# 503 hashing: first, while the hasher still waits out its 15 s.
 c = Conn()
 c.send(req("GET", "/v1/ns/manifest/2/%d?wait=0" % pino))
 h = error(c.read(), 503, "hashing", "manifest still hashing")
