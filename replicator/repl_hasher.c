@@ -247,6 +247,25 @@ static void io_class(pid_t tid, int urgent)
 	(void)syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, v);
 }
 
+/* The test hook's wait before a file (FERRY_HASH_DELAY_MS), in steps that
+ * look at cancel, so a stop never waits the hook out. Returns 0, or
+ * -ECANCELED when the hasher is stopping. */
+static int hook_delay(struct repl_hasher *h)
+{
+	unsigned left = h->o.delay_ms;
+
+	while (left) {
+		unsigned step = left < 50 ? left : 50;
+		struct timespec ts = {.tv_nsec = (long)step * 1000000};
+
+		if (atomic_load(&h->cancel))
+			return -ECANCELED;
+		nanosleep(&ts, NULL);
+		left -= step;
+	}
+	return atomic_load(&h->cancel) ? -ECANCELED : 0;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *wk = arg;
@@ -274,13 +293,12 @@ static void *worker_main(void *arg)
 				     h->name);
 		if (r <= 0)
 			break;
-		if (h->o.delay_ms) {
-			struct timespec ts = {
-			    .tv_sec = h->o.delay_ms / 1000,
-			    .tv_nsec = (long)(h->o.delay_ms % 1000) * 1000000,
-			};
-
-			nanosleep(&ts, NULL);
+		if (h->o.delay_ms && hook_delay(h) < 0) {
+			pthread_mutex_lock(&h->mu);
+			wk->busy = 0;
+			pthread_mutex_unlock(&h->mu);
+			job_free(&j);
+			break;
 		}
 		r = hash_file(h, wk, &j, &m, &why, &err);
 		if (r < 0) {

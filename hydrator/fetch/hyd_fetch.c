@@ -1111,6 +1111,11 @@ int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns)
 	return hyd_flights_wait(&f->flights, fl, deadline_ns);
 }
 
+uint64_t hyd_fetch_deadline(hyd_fetch *f, struct hyd_flight *fl)
+{
+	return hyd_flights_deadline(&f->flights, fl);
+}
+
 void hyd_fetch_release(hyd_fetch *f, struct hyd_flight *fl)
 {
 	hyd_flights_release(&f->flights, fl);

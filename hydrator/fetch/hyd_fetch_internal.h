@@ -308,6 +308,11 @@ int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
  * from the loop thread. */
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
 
+/* The deadline the fetcher keeps for a flight: the latest of its joiners'
+ * (HYD_DEADLINE_NONE once backfill asked for it). A waiter whose own
+ * deadline is earlier hears no verdict from the fetcher by then. */
+uint64_t hyd_fetch_deadline(hyd_fetch *f, struct hyd_flight *fl);
+
 /* hyd_fetch_submit (watched 0) or hyd_fetch_submit_watched (1) through
  * hyd_flights_join_checked against the fetcher's store: 2 with *ret NULL
  * when no flight exists and the store has the chunk. */

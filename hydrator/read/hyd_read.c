@@ -293,7 +293,14 @@ static int slot_finish(const struct hyd_read_ctx *rc, struct read_slot *s,
 {
 	int r;
 
-	r = hyd_fetch_wait(rc->fetch, s->fl, deadline + HYD_READ_WAIT_SLACK_NS);
+	/* The fetcher ends a flight by its deadline, and its verdict (the
+	 * better error) is worth a little wait past ours; but a flight that
+	 * someone joined with a later deadline (backfill: none) goes on past
+	 * ours, and this read gives up at its own --timeout, as promised. */
+	r = hyd_fetch_wait(rc->fetch, s->fl, deadline);
+	if (r == -ETIMEDOUT && hyd_fetch_deadline(rc->fetch, s->fl) <= deadline)
+		r = hyd_fetch_wait(rc->fetch, s->fl,
+				   deadline + HYD_READ_WAIT_SLACK_NS);
 	if (r < 0) {
 		*why = "fetch failed";
 		return r;

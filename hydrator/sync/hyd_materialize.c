@@ -18,7 +18,7 @@
  * left alone.
  *
  * Resume: a regular file already in DEST with the catalog's size and mtime
- * is left alone (only its mode, owner and xattrs are reapplied) when the
+ * is left alone (its mode, owner and xattrs are set where they differ) when the
  * record of an earlier run (hyd_sync_record.c) says this writer put it
  * there with this manifest and its ctime has not moved since; else it is
  * hashed chunk by chunk against the manifest, and left alone when every
@@ -544,22 +544,52 @@ out:
 	return r;
 }
 
-static int fset_cb(void *arg, const char *name, const void *val, size_t len)
+/* Where xattrs_apply sets them: an open fd, or a path (not followed). A
+ * value the entry already has is left alone; set counts the others. */
+struct xset {
+	int fd;
+	const char *path;
+	unsigned set;
+};
+
+static int xset_cb(void *arg, const char *name, const void *val, size_t len)
 {
-	return fsetxattr(*(int *)arg, name, val, len, 0) < 0 ? -errno : 0;
+	struct xset *x = arg;
+	uint8_t *have = malloc(len + 1);
+	ssize_t n;
+	int same;
+
+	if (!have)
+		return -ENOMEM;
+	n = x->path ? lgetxattr(x->path, name, have, len + 1)
+		    : fgetxattr(x->fd, name, have, len + 1);
+	same = n >= 0 && (size_t)n == len && memcmp(have, val, len) == 0;
+	free(have);
+	if (same)
+		return 0;
+	x->set++;
+	if (x->path)
+		return lsetxattr(x->path, name, val, len, 0) < 0 ? -errno : 0;
+	return fsetxattr(x->fd, name, val, len, 0) < 0 ? -errno : 0;
 }
 
-static int lset_cb(void *arg, const char *name, const void *val, size_t len)
+static int mtime_is(const struct stat *st, int64_t mtime_ns)
 {
-	return lsetxattr(arg, name, val, len, 0) < 0 ? -errno : 0;
+	struct timespec t = ns_to_ts(mtime_ns);
+
+	return st->st_mtim.tv_sec == t.tv_sec &&
+	       st->st_mtim.tv_nsec == t.tv_nsec;
 }
 
 /* Owner, mode, xattrs, then times (last: the others change ctime only, but
  * writing xattrs on some filesystems touches mtime). chown before chmod:
- * chown clears set-id bits. */
+ * chown clears set-id bits. Only what differs is set, as rsync does, so
+ * an entry that already matches keeps its ctime (a rerun touches
+ * nothing). */
 static int meta_fd(struct walk *w, int fd, const struct cat_inode *in,
 		   const char **why)
 {
+	struct xset x = {.fd = fd};
 	struct timespec ts[2];
 	struct stat st;
 	int r, chowned = 0;
@@ -581,9 +611,11 @@ static int meta_fd(struct walk *w, int fd, const struct cat_inode *in,
 			return -errno;
 		}
 	}
-	r = xattrs_apply(w, in->ino, fset_cb, &fd, why);
+	r = xattrs_apply(w, in->ino, xset_cb, &x, why);
 	if (r < 0)
 		return r;
+	if (!x.set && mtime_is(&st, in->mtime_ns))
+		return 0;
 	ts[0].tv_sec = 0;
 	ts[0].tv_nsec = UTIME_OMIT;
 	ts[1] = ns_to_ts(in->mtime_ns);
@@ -599,17 +631,27 @@ static int meta_at(struct walk *w, int dirfd, const char *name,
 		   const struct cat_inode *in, const char **why)
 {
 	char proc[64 + CAT_NAME_MAX];
+	struct xset x = {.fd = -1, .path = proc};
 	struct timespec ts[2];
-	int r;
+	struct stat st;
+	int r, chowned = 0;
 
-	if (w->m->owners &&
-	    fchownat(dirfd, name, in->uid, in->gid, AT_SYMLINK_NOFOLLOW) < 0) {
-		*why = "cannot set the owner";
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		*why = "stat failed";
 		return -errno;
+	}
+	if (w->m->owners && (st.st_uid != in->uid || st.st_gid != in->gid)) {
+		if (fchownat(dirfd, name, in->uid, in->gid,
+			     AT_SYMLINK_NOFOLLOW) < 0) {
+			*why = "cannot set the owner";
+			return -errno;
+		}
+		chowned = 1;
 	}
 	/* glibc does AT_SYMLINK_NOFOLLOW through an O_PATH fd: never follows.
 	 */
 	if (in->kind != CAT_LNK &&
+	    ((st.st_mode & 07777) != (in->mode & 07777) || chowned) &&
 	    fchmodat(dirfd, name, in->mode & 07777, AT_SYMLINK_NOFOLLOW) < 0) {
 		*why = "cannot set the mode";
 		return -errno;
@@ -617,9 +659,11 @@ static int meta_at(struct walk *w, int dirfd, const char *name,
 	/* l*xattr does not follow the last component; the rest of the path
 	 * is the magic link to our own directory fd. */
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", dirfd, name);
-	r = xattrs_apply(w, in->ino, lset_cb, proc, why);
+	r = xattrs_apply(w, in->ino, xset_cb, &x, why);
 	if (r < 0)
 		return r;
+	if (!x.set && mtime_is(&st, in->mtime_ns))
+		return 0;
 	ts[0].tv_sec = 0;
 	ts[0].tv_nsec = UTIME_OMIT;
 	ts[1] = ns_to_ts(in->mtime_ns);

@@ -3,6 +3,7 @@
 # says complete; afterwards every file reads back with the replicator gone.
 # --no-backfill fetches nothing.
 . "$(dirname "$0")/lib/common.sh"
+. "$E2E_LIB/wait.sh"
 need_fuse
 [ -x "$FERRY" ] || die "ferry not built"
 mk_bulk_tree "$T/src" 40
@@ -15,9 +16,13 @@ URL="http://127.0.0.1:$port/v1/b"
 mkdir -p "$T/m0"; MOUNTS+=("$T/m0")
 "$HYD" -c "$T/c0" --no-backfill "$URL" "$T/m0" || die "mount --no-backfill"
 ls -lR "$T/m0" >/dev/null
+# The live hydrator answers (a pid in its status) and says browsing...
+wait_for 30 eval '[ "$(status_field "$T/c0" pid)" != 0 ] && [ "$(status_field "$T/c0" state)" = browsing ]' ||
+	die "--no-backfill state is not browsing"
+# ...and then, over an observation window (it proves an absence, it
+# synchronizes nothing), nothing is fetched.
 sleep 2
 [ "$(repl_stat "$port" b chunks_served)" = 0 ] || die "--no-backfill fetched chunks"
-[ "$(status_field "$T/c0" state)" = browsing ] || die "--no-backfill state is not browsing"
 fusermount3 -u "$T/m0"
 ok "--no-backfill: browsable, 0 chunks fetched, state browsing"
 

@@ -4,7 +4,9 @@
 # cache each time, then completion: the tree is identical to the source, and
 # the chunks fetched in all exceed the distinct chunks by no more than what
 # was in flight at the kills (served by the replicator, not yet stored).
+# Each kill must land mid-run: fewer chunks stored than the tree has.
 . "$(dirname "$0")/lib/common.sh"
+. "$E2E_LIB/wait.sh"
 need_fuse
 [ -x "$FERRY" ] || die "ferry not built"
 mk_bulk_tree "$T/src" 48
@@ -29,14 +31,17 @@ for pct in 20 45 70; do
 	[ "$(stored)" -ge "$target" ] || die "backfill did not reach $pct% ($target of $total)"
 	pid=$(cat "$T/cache/hydrator.pid")
 	kill -9 "$pid"
-	while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+	wait_exited "$pid" || die "hydrator $pid still running after kill -9"
 	fusermount3 -u "$M" 2>/dev/null || umount -l "$M"
-	sleep 0.3 # let the replicator notice the dead connections
+	# The replicator's count is final once it closed the dead
+	# connections: nothing more is counted for them.
+	wait_repl_quiet "$port" || die "the replicator kept connections of the killed hydrator open"
 	served=$(repl_stat "$port" k chunks_served)
 	have=$(stored)
 	waste=$((served - have))
 	log "killed at $pct%: stored $have of $total, served $served, in flight and lost: $waste"
 	[ "$have" -ge "$target" ] || die "store lost chunks across kill -9: $have < $target"
+	[ "$have" -lt "$total" ] || die "the kill at $pct% landed after the backfill was done ($have of $total stored)"
 	mount_hyd "$URL" "$M" "${opts[@]}"
 done
 ok "three kill -9 restarts"

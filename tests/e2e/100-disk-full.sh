@@ -3,6 +3,7 @@
 # error, keeps serving what is stored, and resumes when space returns. The
 # cache lives on a small tmpfs the test mounts and then grows.
 . "$(dirname "$0")/lib/common.sh"
+. "$E2E_LIB/wait.sh"
 need_fuse
 [ -x "$FERRY" ] || die "ferry not built"
 mk_bulk_tree "$T/src" 40
@@ -14,9 +15,11 @@ MOUNTS+=("$T/mnt")
 # The FUSE mount goes first (its hydrator holds files in the tmpfs), then
 # the tmpfs, then the usual cleanup.
 tmpfs_cleanup() {
-	local m
+	local m pid
+	pid=$(cat "$T/cache/hydrator.pid" 2>/dev/null)
 	for m in "${MOUNTS[@]}"; do fusermount3 -u "$m" 2>/dev/null; done
-	sleep 0.5
+	# the hydrator closes its files in the tmpfs as it exits
+	[ -z "$pid" ] || wait_exited "$pid" 30
 	umount -l "$T/cache" 2>/dev/null
 	cleanup
 }

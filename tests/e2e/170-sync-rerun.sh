@@ -9,6 +9,7 @@
 # the only one fetched. A server killed mid-run ends the run with rsync's
 # 10 or 30, and a rerun once it is back completes the tree.
 . "$(dirname "$0")/lib/common.sh"
+. "$E2E_LIB/wait.sh"
 [ -x "$FERRY" ] || die "ferry not built"
 [ -x "$REPL" ] || die "ferry-replicator not built"
 mk_bulk_tree "$T/src" 24
@@ -62,12 +63,18 @@ stop_repl || die "replicator did not stop cleanly"
 mk_bulk_tree "$T/src2" 24
 start_repl "$port" "r=$T/src" "s=$T/src2"
 URL2="http://127.0.0.1:$port/v1/s"
+total2=$(sql "$(manifests_db s "$T/m2.db")" "select count(distinct id) from chunk")
 "$FERRY" sync -q --bwlimit 2M --timeout 1 -c "$T/cache2" "$URL2" "$T/dest2" 2>"$T/gone.err" &
 spid=$!
-sleep 1.5
+stored2() { sqlite3 "$T/cache2/state.db" "select count(*) from chunk" 2>/dev/null || echo 0; }
+wait_for 60 eval '[ "$(stored2)" -ge 10 ]' || die "the sync stored nothing from the second namespace"
 kill -9 "$REPL_PID"
 wait "$REPL_PID" 2>/dev/null
 REPL_PID=""
+kill -0 "$spid" 2>/dev/null || die "the sync had ended before the server was killed"
+at_kill=$(stored2)
+log "server killed with $at_kill of $total2 chunks stored"
+[ "$at_kill" -lt "$total2" ] || die "the server was killed after the sync had every chunk"
 wait "$spid"; rc=$?
 # 10 when its port refuses, 30 when transfers under way time out first
 [ "$rc" = 10 ] || [ "$rc" = 30 ] || { cat "$T/gone.err"; die "a server gone mid-run exits $rc, not 10 or 30"; }
