@@ -24,7 +24,7 @@ PKGS := libuv liburing libcurl sqlite3 liblz4 libzstd fuse3 libcrypto libxxhash 
 DEB_PKGS := gcc make pkg-config libuv1-dev liburing-dev libcurl4-openssl-dev \
 	libsqlite3-dev liblz4-dev libzstd-dev libfuse3-dev fuse3 libssl-dev \
 	libcmocka-dev libhttp-parser-dev libxxhash-dev libjansson-dev attr sqlite3 curl \
-	python3 rsync clang-format \
+	python3 rsync clang-format openssl \
 	iproute2 psmisc procps zstd
 # make bench / bench-micro only: the peer tools, their web server, the
 # time(1) that reports peak RSS, the chart.

@@ -30,12 +30,11 @@ command -v ip >/dev/null || skip "ip (iproute2) missing"
 NS_A="ferry-src-$$"; NS_B="ferry-dst-$$"
 ip netns add "$NS_A" 2>/dev/null || skip "cannot create network namespaces here"
 ip netns add "$NS_B"
-netns_cleanup() {
-	cleanup
+# After common.sh's cleanup, even when it found a problem.
+e2e_after_cleanup() {
 	ip netns del "$NS_A" 2>/dev/null
 	ip netns del "$NS_B" 2>/dev/null
 }
-trap netns_cleanup EXIT
 VA="fva$$"; VB="fvb$$"
 ip link add "$VA" type veth peer name "$VB"
 ip link set "$VA" netns "$NS_A"

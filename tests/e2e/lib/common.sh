@@ -147,6 +147,8 @@ cleanup() {
 	done < <(find "$T" -mindepth 2 -maxdepth 3 -name hydrator.log -type f -print0 2>/dev/null)
 	sanitizer_clean || bad=1
 	[ -n "${KEEP_TMP:-}" ] || rm -rf "$T"
+	# A test's own teardown (network namespaces...), whatever was found.
+	if declare -F e2e_after_cleanup >/dev/null; then e2e_after_cleanup; fi
 	[ $bad = 0 ] || exit 1
 }
 trap cleanup EXIT
