@@ -78,9 +78,10 @@ struct opts {
 	long timeout_s;
 	long jobs; /* --jobs, also spelled --connections */
 	int no_backfill;
-	uint64_t bwlimit; /* bytes/s, 0: none */
-	long poll_s;	  /* --poll: 0 never */
-	long keep;	  /* --keep-generations */
+	uint64_t bwlimit;	/* bytes/s, 0: none */
+	long poll_s;		/* --poll: 0 never */
+	long keep;		/* --keep-generations */
+	struct hyd_creds creds; /* --ca-file, --cert, --key, --token-file */
 };
 
 /* Set in the daemon (the child of daemon_start): main then ends its log
@@ -139,8 +140,8 @@ static void usage(FILE *out)
 	    "                        (1024-based), e.g. 50M; 0 = no cap\n"
 	    "      --poll SECONDS    ask the source for a new generation this\n"
 	    "                        often and switch to it in place; default\n"
-	    "                        %ld, 0 = never (keep serving this one)\n"
-	    "      --keep-generations K\n"
+	    "                        %ld, 0 = never (keep serving this "
+	    "one)\n" HYD_CREDS_HELP "      --keep-generations K\n"
 	    "                        generations served at once after "
 	    "switches\n"
 	    "                        (files opened before one read on from\n"
@@ -209,10 +210,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"bwlimit", required_argument, NULL, OPT_BWLIMIT},
 	    {"poll", required_argument, NULL, OPT_POLL},
 	    {"keep-generations", required_argument, NULL, OPT_KEEP},
+	    HYD_CREDS_LONGOPTS,
 	    {NULL, 0, NULL, 0},
 	};
 	char err[256];
-	int c;
+	int c, r;
 
 	memset(o, 0, sizeof(*o));
 	o->timeout_s = TIMEOUT_DEFAULT_S;
@@ -277,7 +279,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			}
 			break;
 		default:
-			base_opt_error(c, argv);
+			r = hyd_creds_opt(&o->creds, c, optarg);
+			if (r > 0)
+				break;
+			if (r == 0)
+				base_opt_error(c, argv);
 			return -1;
 		}
 	}
@@ -346,6 +352,9 @@ static int open_cache(const struct opts *o, struct mount *m)
 	snprintf(m->pidfile, sizeof(m->pidfile), "%s/hydrator.pid",
 		 m->op.cache);
 	unlink(m->pidfile);
+	/* The credentials are checked here, before anything is mounted: a
+	 * wrong token or certificate fails the catalog's fetch. */
+	m->op.creds = &o->creds;
 	return hyd_open_catalog(&m->op, CONNECT_TIMEOUT_S) < 0 ? -1 : 0;
 }
 
@@ -363,6 +372,7 @@ static int first_gen(struct mount *m, struct hyd_gen **ret)
 		    .base_url = m->op.base,
 		    .ov = m->op.ov,
 		    .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
+		    .creds = m->op.creds,
 		};
 
 		r = hyd_manifest_new(&mc, &man);
@@ -415,6 +425,7 @@ static int setup_fs(const struct opts *o, struct mount *m)
 				fc.batch_bytes = BATCH_BYTES_MAX;
 		}
 		fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
+		fc.creds = &o->creds;
 		r = hyd_fetch_new(&fc, &m->fetch);
 	}
 	/* Pending files (format 2): their manifests come from the same
@@ -460,6 +471,7 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		    .se = m->se,
 		    .bf = m->bf,
 		    .bf_cat = bf_cat,
+		    .creds = &o->creds,
 		    .poll_s = (unsigned)o->poll_s,
 		    .keep = (unsigned)o->keep,
 		    .connect_timeout_s = CONNECT_TIMEOUT_S,

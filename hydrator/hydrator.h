@@ -27,7 +27,66 @@
 #define FERRY_VERSION HYD_VERSION
 #endif
 
-#define HYD_URL_MAX 2048u /* bytes in a base URL */
+#define HYD_URL_MAX 2048u  /* bytes in a base URL */
+#define HYD_TOKEN_MAX 256u /* bytes of a bearer token */
+
+/* How a client proves itself to the server and checks the server: what
+ * the hydrator, ferry sync and ferry status send with every request.
+ * Filled once from the command line before any request, then read-only;
+ * borrowed by everything that makes requests. A zeroed struct (or NULL
+ * where one is taken) means the system's CAs, no client certificate, no
+ * token. */
+struct hyd_creds {
+	const char *ca_file; /* --ca-file: trust these CAs (PEM), not the
+			      * system's; NULL: the system's */
+	const char *cert;    /* --cert: client certificate (PEM) for mutual
+			      * TLS; NULL: none */
+	const char *key;     /* --key: its private key (PEM); NULL: in cert */
+	char token[HYD_TOKEN_MAX + 1]; /* --token-file's token; "": none.
+					* Sent as "Authorization: Bearer",
+					* never logged */
+};
+
+/* Read the token of a token file into c->token: its first line without
+ * the line end, 1..HYD_TOKEN_MAX bytes of [A-Za-z0-9._~+/=-]. On failure
+ * writes one human line (no newline, without the token) into errbuf and
+ * returns -ENOENT, -EACCES, -EINVAL (no token, or a malformed one),
+ * -errno. */
+int hyd_creds_token_load(struct hyd_creds *c, const char *path, char *errbuf,
+			 size_t errcap);
+
+/* The credential options every client program takes, as getopt_long
+ * codes (above any short option and any program's own codes):
+ *   --ca-file FILE   --cert FILE   --key FILE   --token-file FILE */
+enum {
+	HYD_OPT_CA_FILE = 0x1000,
+	HYD_OPT_CERT,
+	HYD_OPT_KEY,
+	HYD_OPT_TOKEN_FILE,
+};
+#define HYD_CREDS_LONGOPTS                                                     \
+	{"ca-file", required_argument, NULL, HYD_OPT_CA_FILE},                 \
+	    {"cert", required_argument, NULL, HYD_OPT_CERT},                   \
+	    {"key", required_argument, NULL, HYD_OPT_KEY},                     \
+	{                                                                      \
+		"token-file", required_argument, NULL, HYD_OPT_TOKEN_FILE      \
+	}
+/* The --help lines of those options. */
+#define HYD_CREDS_HELP                                                         \
+	"      --ca-file FILE    trust the CAs in FILE (PEM) for https\n"      \
+	"                        instead of the system's\n"                    \
+	"      --cert FILE       client certificate (PEM) for a server that\n" \
+	"                        asks for one (mutual TLS)\n"                  \
+	"      --key FILE        its private key (PEM), when not in --cert\n"  \
+	"      --token-file FILE send the token in FILE (its first line)\n"    \
+	"                        with every request (Authorization: Bearer)\n"
+
+/* Take credential option code with its argument into c. 1 when code is
+ * one of them and was taken, 0 when it is not one of them, -1 after one
+ * error line on stderr (a file that cannot be read, a malformed token:
+ * a usage error). The token is read here; the other files are only
+ * checked to be readable (curl reads them per connection). */
+int hyd_creds_opt(struct hyd_creds *c, int code, const char *arg);
 
 /* A mount's source in /proc/self/mountinfo (its FUSE fsname) is this
  * prefix followed by the absolute cache directory it serves, escaped by
@@ -140,11 +199,13 @@ struct hyd_source_hashing {
 };
 
 /* Ask the replicator at base_url (the cache's URL) how far its hashing
- * is; at most about 2 s. Initializes libcurl if nobody has.
- * Returns 0, -EHOSTUNREACH / -ETIMEDOUT and the like (base_curl_errno),
- * -EPROTO (not 200), -EBADMSG (no hashing object, an older replicator, or a
- * state word other than none, hashing, done, stopped), -ENOMEM. */
-int hyd_source_hashing(const char *base_url, struct hyd_source_hashing *ret);
+ * is, with creds (may be NULL); at most about 2 s. Initializes libcurl if
+ * nobody has. Returns 0, -EHOSTUNREACH / -ETIMEDOUT and the like
+ * (base_curl_errno), -EPROTO (not 200), -EBADMSG (no hashing object, an older
+ * replicator, or a state word other than none, hashing, done, stopped),
+ * -ENOMEM. */
+int hyd_source_hashing(const char *base_url, const struct hyd_creds *creds,
+		       struct hyd_source_hashing *ret);
 
 /* Stable JSON for machines, one line, no trailing newline. Keys:
  * state, url, last_error, pid, generation, switched_at (a UTC time
@@ -253,6 +314,8 @@ struct hyd_sync_opts {
 	uint64_t bwlimit;      /* wire bytes/s, 0: none */
 	hyd_sync_item_fn item; /* NULL: no item reports */
 	void *item_arg;
+	const struct hyd_creds *creds; /* https CAs, client cert, token;
+					* NULL: none */
 };
 
 struct hyd_sync_result {
@@ -302,8 +365,8 @@ int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret);
 
 /* The generation the server at url (a sync URL, subtree or not) serves
  * now: for `ferry sync --watch`. 0 or -errno; errbuf gets one line. */
-int hyd_sync_head(const char *url, uint64_t *ret_gen, char *errbuf,
-		  size_t errcap);
+int hyd_sync_head(const char *url, const struct hyd_creds *creds,
+		  uint64_t *ret_gen, char *errbuf, size_t errcap);
 
 /* Re-hash everything in a cache's store (path is a CACHEDIR), or compare a
  * materialized tree against a catalog (path is a DEST, catalog_path the

@@ -46,7 +46,8 @@ struct opts {
 	int json;
 	int watch;
 	double interval_s;
-	int log_level; /* BASE_LOG_*: -v debug, -q errors only */
+	int log_level;		/* BASE_LOG_*: -v debug, -q errors only */
+	struct hyd_creds creds; /* for the replicator's /stats */
 };
 
 /* What the previous refresh saw, for a rate when the hydrator gives none
@@ -80,6 +81,9 @@ static void usage(FILE *f)
 	    "  -v, --verbose     debug lines on stderr (why there is no live\n"
 	    "                    answer, the SQLite codes behind an error)\n"
 	    "  -q, --quiet       errors only on stderr\n"
+	    "  --ca-file FILE, --cert FILE, --key FILE, --token-file FILE\n"
+	    "                    how to reach the replicator for its hashing\n"
+	    "                    progress (as for ferry-hydrator)\n"
 	    "  -h, --help        this text\n"
 	    "\n"
 	    "Exit status: 0 shown; 1 not a ferry mount or cache, or its\n"
@@ -102,10 +106,24 @@ static int parse_seconds(const char *s, double *ret)
 	return 0;
 }
 
+/* The credential option a names (HYD_OPT_*), or 0. */
+static int creds_code(const char *a)
+{
+	if (!strcmp(a, "--ca-file"))
+		return HYD_OPT_CA_FILE;
+	if (!strcmp(a, "--cert"))
+		return HYD_OPT_CERT;
+	if (!strcmp(a, "--key"))
+		return HYD_OPT_KEY;
+	if (!strcmp(a, "--token-file"))
+		return HYD_OPT_TOKEN_FILE;
+	return 0;
+}
+
 /* 0 to go on, 1 when help was printed, -1 on a usage error (reported). */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	int i, only_paths = 0;
+	int i, code, only_paths = 0;
 
 	memset(o, 0, sizeof(*o));
 	o->interval_s = 1.0;
@@ -142,6 +160,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 					   a + 8);
 				return -1;
 			}
+		} else if (!only_paths && (code = creds_code(a)) != 0) {
+			if (i + 1 >= argc) {
+				base_error("%s wants a FILE", a);
+				return -1;
+			}
+			if (hyd_creds_opt(&o->creds, code, argv[++i]) < 0)
+				return -1;
 		} else if (!only_paths && a[0] == '-' && a[1]) {
 			base_error("unknown option '%s' (see ferry status "
 				   "--help)",
@@ -339,11 +364,12 @@ static double now_s(void)
 
 /* The source's hashing, next to hydration: what a deferred catalog's
  * missing manifests wait for. */
-static void render_source(const struct hyd_status *st, char *line)
+static void render_source(const struct hyd_status *st,
+			  const struct hyd_creds *creds, char *line)
 {
 	struct hyd_source_hashing h;
 	char a[32], b[32], rate[32], eta[32];
-	int r = st->url[0] ? hyd_source_hashing(st->url, &h) : -ENOENT;
+	int r = st->url[0] ? hyd_source_hashing(st->url, creds, &h) : -ENOENT;
 
 	if (r < 0) {
 		snprintf(line, 512, "source         %s",
@@ -386,7 +412,7 @@ static void render_generation(const struct hyd_status *st, char *line)
 
 /* The lines of one refresh into lines[0..1+DETAIL_LINES). */
 static void render(const struct hyd_status *st, const struct sample *prev,
-		   char lines[][512])
+		   const struct hyd_creds *creds, char lines[][512])
 {
 	char a[32], b[32], rate[32], eta[32], el[32], bar[BAR_WIDTH + 1];
 	char text[HYD_URL_MAX];
@@ -487,18 +513,19 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 			 st->last_error[0] ? strlen(st->last_error) : 4);
 	snprintf(lines[k++], 512, "last error     %.480s", text);
 	render_generation(st, lines[k++]);
-	render_source(st, lines[k++]);
+	render_source(st, creds, lines[k++]);
 }
 
 /* Print a refresh. On a terminal in --watch the block is redrawn in place
  * (cursor up over the previous one); elsewhere blocks follow each other. */
 static void show_human(const struct hyd_status *st, const struct sample *prev,
-		       int tty, int watch, int redraw)
+		       const struct hyd_creds *creds, int tty, int watch,
+		       int redraw)
 {
 	char lines[1 + DETAIL_LINES][512];
 	int i;
 
-	render(st, prev, lines);
+	render(st, prev, creds, lines);
 	if (tty && watch && redraw)
 		printf("\033[%dA", 1 + DETAIL_LINES);
 	else if (!tty && watch && redraw)
@@ -517,7 +544,7 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
-static int show_json(const struct hyd_status *st)
+static int show_json(const struct hyd_status *st, const struct hyd_creds *creds)
 {
 	char *buf = malloc(STATUS_JSON_CAP);
 	struct hyd_source_hashing h;
@@ -528,7 +555,7 @@ static int show_json(const struct hyd_status *st)
 		return 1;
 	}
 	/* The source as render_source asks it: unknown is null. */
-	known = st->url[0] && hyd_source_hashing(st->url, &h) == 0;
+	known = st->url[0] && hyd_source_hashing(st->url, creds, &h) == 0;
 	n = hyd_status_json_source(st, known ? &h : NULL, buf, STATUS_JSON_CAP);
 	if (n >= 0)
 		printf("%s\n", buf);
@@ -589,9 +616,9 @@ int ferry_cmd_status(int argc, char **argv)
 			break;
 		}
 		if (o.json)
-			rc = show_json(st);
+			rc = show_json(st, &o.creds);
 		else
-			show_human(st, &prev, tty, o.watch, redraw);
+			show_human(st, &prev, &o.creds, tty, o.watch, redraw);
 		redraw = 1;
 		prev.have = 1;
 		prev.t = now_s();

@@ -44,6 +44,7 @@
 
 struct args {
 	struct hyd_sync_opts o;
+	struct hyd_creds creds; /* o.creds points here */
 	hyd_filter *filter;
 	int watch;
 	long poll_s;
@@ -113,8 +114,8 @@ static void usage(FILE *f)
 	    "  -q, --quiet          no progress and no summary, errors only\n"
 	    "  -a -r -l -p -t -g -o -D -H -X -z, --archive, --checksum,\n"
 	    "  --partial, --numeric-ids\n"
-	    "                       accepted: what ferry always does\n"
-	    "  -h, --help           this text\n"
+	    "                       accepted: what ferry always "
+	    "does\n" HYD_CREDS_HELP "  -h, --help           this text\n"
 	    "\n"
 	    "Exit status (rsync's): 0 done, 1 usage, 2 unsupported catalog,\n"
 	    "10 server unreachable, 11 DEST not writable, 12 bad data from\n"
@@ -291,11 +292,12 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
+	    HYD_CREDS_LONGOPTS,
 	    {NULL, 0, NULL, 0},
 	};
 	struct hyd_sync_opts *o = &a->o;
 	long v;
-	int ch;
+	int ch, r;
 
 	opterr = 0;
 	optind = 1;
@@ -399,10 +401,15 @@ static int parse_args(int argc, char **argv, struct args *a,
 		case 'z':
 			break;
 		default:
-			base_opt_error(ch, argv);
+			r = hyd_creds_opt(&a->creds, ch, optarg);
+			if (r > 0)
+				break;
+			if (r == 0)
+				base_opt_error(ch, argv);
 			return -1;
 		}
 	}
+	o->creds = &a->creds;
 	if (argc - optind != 2) {
 		base_error("expected URL and DEST, got %d argument%s (see "
 			   "--help)",
@@ -509,7 +516,8 @@ static void wait_new(const struct args *a, uint64_t gen)
 
 	for (;;) {
 		sleep((unsigned)a->poll_s);
-		if (hyd_sync_head(a->o.url, &now, err, sizeof(err)) < 0) {
+		if (hyd_sync_head(a->o.url, a->o.creds, &now, err,
+				  sizeof(err)) < 0) {
 			if (!away)
 				base_warn("watching: %s", err);
 			away = 1;

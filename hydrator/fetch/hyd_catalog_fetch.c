@@ -48,6 +48,7 @@ struct hyd_cf {
 	CURLU *url;	  /* base, its path ending in '/' so joins append */
 	char *base_norm;  /* curl's rendering of url: what catalogs/url holds */
 	CURL *h;
+	const struct hyd_creds *creds; /* borrowed; may be NULL */
 	long connect_timeout_s;
 	char cat_dir[4096];
 	char *errbuf;
@@ -677,7 +678,7 @@ static int cf_setup(struct hyd_cf *f, const char *cache_dir)
 		if (cc == CURLE_OK)                                            \
 			cc = curl_easy_setopt(f->h, opt, val);                 \
 	} while (0)
-	cc = hyd_curl_get_setup(f->h, f->curl_err);
+	cc = hyd_curl_get_setup(f->h, f->curl_err, f->creds);
 	SETOPT(CURLOPT_CONNECTTIMEOUT, f->connect_timeout_s);
 	/* No total timeout (a catalog can be large); a stall ends it. */
 	SETOPT(CURLOPT_LOW_SPEED_LIMIT, HYD_STALL_BYTES_PER_S);
@@ -717,11 +718,14 @@ static int cf_begin(struct hyd_cf *f, long connect_timeout_s)
 }
 
 int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
-		      long connect_timeout_s, struct hyd_catalog_result *ret,
-		      char *errbuf, size_t errcap)
+		      const struct hyd_creds *creds, long connect_timeout_s,
+		      struct hyd_catalog_result *ret, char *errbuf,
+		      size_t errcap)
 {
-	struct hyd_cf f = {
-	    .base = base_url, .errbuf = errbuf, .errcap = errcap};
+	struct hyd_cf f = {.base = base_url,
+			   .creds = creds,
+			   .errbuf = errbuf,
+			   .errcap = errcap};
 	uint64_t gen = 0, cached;
 	char name[32], path[4200];
 	struct stat sb;
@@ -805,12 +809,15 @@ static int stop_xferinfo(void *p, curl_off_t dt, curl_off_t dn, curl_off_t ut,
 }
 
 int hyd_catalog_update(const char *base_url, const char *cache_dir,
-		       uint64_t have, long connect_timeout_s, const int *stop,
+		       const struct hyd_creds *creds, uint64_t have,
+		       long connect_timeout_s, const int *stop,
 		       struct hyd_catalog_result *ret, char *errbuf,
 		       size_t errcap)
 {
-	struct hyd_cf f = {
-	    .base = base_url, .errbuf = errbuf, .errcap = errcap};
+	struct hyd_cf f = {.base = base_url,
+			   .creds = creds,
+			   .errbuf = errbuf,
+			   .errcap = errcap};
 	uint64_t gen = 0;
 	char name[32], path[4200];
 	struct stat sb;
@@ -859,11 +866,14 @@ out:
 	return r;
 }
 
-int hyd_catalog_head(const char *base_url, long connect_timeout_s,
-		     uint64_t *ret_gen, char *errbuf, size_t errcap)
+int hyd_catalog_head(const char *base_url, const struct hyd_creds *creds,
+		     long connect_timeout_s, uint64_t *ret_gen, char *errbuf,
+		     size_t errcap)
 {
-	struct hyd_cf f = {
-	    .base = base_url, .errbuf = errbuf, .errcap = errcap};
+	struct hyd_cf f = {.base = base_url,
+			   .creds = creds,
+			   .errbuf = errbuf,
+			   .errcap = errcap};
 	CURLcode cc = CURLE_OK;
 	int r;
 
@@ -878,7 +888,7 @@ int hyd_catalog_head(const char *base_url, long connect_timeout_s,
 		r = f.h ? 0 : -ENOMEM;
 	}
 	if (r == 0) {
-		cc = hyd_curl_get_setup(f.h, f.curl_err);
+		cc = hyd_curl_get_setup(f.h, f.curl_err, f.creds);
 		if (cc == CURLE_OK)
 			cc = curl_easy_setopt(f.h, CURLOPT_CONNECTTIMEOUT,
 					      f.connect_timeout_s);

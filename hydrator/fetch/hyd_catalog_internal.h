@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hydrator/hydrator.h"
+
 /* Cap on a decompressed catalog. */
 #define HYD_CATALOG_MAX_BYTES (64ull << 30)
 
@@ -25,7 +27,8 @@ struct hyd_catalog_result {
 };
 
 /* base_url is like "http://127.0.0.1:8700/v1/NAME" (no trailing slash
- * needed). When the server cannot be reached (connection refused, timeout,
+ * needed); creds (may be NULL, borrowed for the call) go on every
+ * request. When the server cannot be reached (connection refused, timeout,
  * DNS) and cache_dir already holds a catalog fetched from the same
  * base_url (recorded in cache_dir/catalogs/url), that newest catalog is
  * used and from_cache is set. A reachable server that answers with an error
@@ -38,8 +41,9 @@ struct hyd_catalog_result {
  * -EHOSTUNREACH unreachable without cache, -ENOENT 404, -EBADMSG bad
  * catalog, -EPROTO other HTTP/protocol error, -EIO local I/O. */
 int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
-		      long connect_timeout_s, struct hyd_catalog_result *ret,
-		      char *errbuf, size_t errcap);
+		      const struct hyd_creds *creds, long connect_timeout_s,
+		      struct hyd_catalog_result *ret, char *errbuf,
+		      size_t errcap);
 
 /* For a mount that follows its source: when the server's HEAD names a
  * generation newer than have (whose catalog, catalogs/HAVE.db of the same
@@ -54,14 +58,16 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
  * error; nothing is installed). Blocking (curl easy): a thread of its
  * own. */
 int hyd_catalog_update(const char *base_url, const char *cache_dir,
-		       uint64_t have, long connect_timeout_s, const int *stop,
+		       const struct hyd_creds *creds, uint64_t have,
+		       long connect_timeout_s, const int *stop,
 		       struct hyd_catalog_result *ret, char *errbuf,
 		       size_t errcap);
 
 /* Just the current generation (GET BASE/HEAD), within connect_timeout_s
  * to connect and twice that in all. Errors as hyd_catalog_fetch (no
  * cache stands in). */
-int hyd_catalog_head(const char *base_url, long connect_timeout_s,
-		     uint64_t *ret_gen, char *errbuf, size_t errcap);
+int hyd_catalog_head(const char *base_url, const struct hyd_creds *creds,
+		     long connect_timeout_s, uint64_t *ret_gen, char *errbuf,
+		     size_t errcap);
 
 #endif

@@ -8,10 +8,17 @@
 
 #include <curl/curl.h>
 
+#include "hydrator/hydrator.h"
+
 /* No signals, http and https only (redirects too: static layouts on object
- * stores and CDNs redirect, at most 5 times), ferry's user agent, and
- * errbuf (CURL_ERROR_SIZE bytes, may be NULL) for curl's message. Returns
- * the first failing option's code, or CURLE_OK. */
-CURLcode hyd_curl_get_setup(CURL *h, char *errbuf);
+ * stores and CDNs redirect, at most 5 times), ferry's user agent, errbuf
+ * (CURL_ERROR_SIZE bytes, may be NULL) for curl's message, and the
+ * credentials c (may be NULL; borrowed while h is used). Returns the first
+ * failing option's code, or CURLE_OK. */
+CURLcode hyd_curl_get_setup(CURL *h, char *errbuf, const struct hyd_creds *c);
+
+/* c's CAs, client certificate and token on h (hyd_creds.c); c NULL:
+ * nothing. Borrowed: c must outlive h's requests. */
+CURLcode hyd_curl_creds(CURL *h, const struct hyd_creds *c);
 
 #endif

@@ -35,6 +35,7 @@
 #include <uv.h>
 
 #include "catalog/base/base.h"
+#include "hydrator/fetch/hyd_curl_internal.h"
 #include "hydrator/fetch/hyd_fetch_loop_internal.h"
 #include "hydrator/hydrator.h"
 
@@ -537,6 +538,9 @@ struct hyd_xfer *hyd_fetch__xfer_alloc(hyd_fetch *f)
 	curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(x->easy, CURLOPT_USERAGENT,
 			 "ferry-hydrator/" FERRY_VERSION);
+	/* Options that only fail without memory; then the transfer fails,
+	 * as any other would. */
+	(void)hyd_curl_creds(x->easy, f->creds);
 	if (f->bwlimit) {
 		curl_easy_setopt(x->easy, CURLOPT_SOCKOPTFUNCTION,
 				 hyd_fetch__sockopt);
@@ -933,6 +937,7 @@ int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret)
 	f->batch_bytes =
 	    cfg->batch_bytes ? cfg->batch_bytes : HYD_BATCH_BYTES_DEFAULT;
 	f->bwlimit = cfg->bwlimit;
+	f->creds = cfg->creds;
 	r = -ENOMEM;
 	f->batch_url = malloc(strlen(f->base_url) + sizeof("/chunks"));
 	if (!f->batch_url)

@@ -248,6 +248,8 @@ struct hyd_fetch_config {
 				  * 1 turns batching off */
 	uint64_t batch_bytes;	 /* raw bytes per batch, default 8 MiB */
 	uint64_t bwlimit;	 /* wire bytes/s for everything, 0 = none */
+	const struct hyd_creds *creds; /* CAs, client cert, token; borrowed
+					* until hyd_fetch_free; NULL: none */
 };
 
 /* Counters; read with hyd_fetch_stats (relaxed atomics: a snapshot). */

@@ -107,6 +107,7 @@ struct hyd_fetch {
 	uint64_t batch_bytes;
 	uint64_t bwlimit;
 	long connect_timeout_ms;
+	const struct hyd_creds *creds; /* borrowed; may be NULL */
 
 	struct hyd_flights flights;
 	struct hyd_fetch_stats stats; /* relaxed atomics; not last_error */

@@ -157,7 +157,7 @@ int hyd_cache_dir_default(const char *base_url, const char *name, char *buf,
 	return 0;
 }
 
-CURLcode hyd_curl_get_setup(CURL *h, char *errbuf)
+CURLcode hyd_curl_get_setup(CURL *h, char *errbuf, const struct hyd_creds *c)
 {
 	CURLcode cc = curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 
@@ -174,5 +174,7 @@ CURLcode hyd_curl_get_setup(CURL *h, char *errbuf)
 		cc = curl_easy_setopt(h, CURLOPT_USERAGENT, "ferry-hydrator");
 	if (cc == CURLE_OK && errbuf)
 		cc = curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	if (cc == CURLE_OK)
+		cc = hyd_curl_creds(h, c);
 	return cc;
 }

@@ -78,7 +78,8 @@ struct mf_flight {
 };
 
 struct hyd_manifest {
-	char *base_url; /* without a trailing '/' */
+	char *base_url;		       /* without a trailing '/' */
+	const struct hyd_creds *creds; /* borrowed; may be NULL */
 	cat_overlay *ov;
 	long connect_timeout_ms;
 	unsigned wait_s;
@@ -175,7 +176,7 @@ static struct mf_handle *handle_new(hyd_manifest *m)
 		if (cc == CURLE_OK)                                            \
 			cc = curl_easy_setopt(mh->h, opt, val);                \
 	} while (0)
-	cc = hyd_curl_get_setup(mh->h, mh->err);
+	cc = hyd_curl_get_setup(mh->h, mh->err, m->creds);
 	SETOPT(CURLOPT_CONNECTTIMEOUT_MS, m->connect_timeout_ms);
 	SETOPT(CURLOPT_LOW_SPEED_LIMIT, 1L);
 	SETOPT(CURLOPT_LOW_SPEED_TIME, (long)m->wait_s + STALL_SLACK_S);
@@ -668,6 +669,7 @@ int hyd_manifest_new(const struct hyd_manifest_config *cfg, hyd_manifest **ret)
 				    ? cfg->connect_timeout_ms
 				    : CONNECT_TIMEOUT_MS_DEFAULT;
 	m->wait_s = cfg->wait_s ? cfg->wait_s : HYD_MANIFEST_WAIT_S;
+	m->creds = cfg->creds;
 	if (m->wait_s > WAIT_MAX_S)
 		m->wait_s = WAIT_MAX_S;
 	pthread_mutex_init(&m->mu, NULL);

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "catalog/catalog.h"
+#include "hydrator/hydrator.h"
 
 /* Inos per segment of GET BASE/manifests/GEN/SEG. */
 #define HYD_MANIFEST_SEG_INOS 1024u
@@ -53,6 +54,7 @@ struct hyd_manifest_config {
 	long connect_timeout_ms; /* 0: 5000 */
 	unsigned wait_s;	 /* ?wait= per request; 0: HYD_MANIFEST_WAIT_S,
 				  * at most 30 */
+	const struct hyd_creds *creds; /* borrowed until free; NULL: none */
 };
 
 /* Counters (relaxed atomics: a snapshot). */

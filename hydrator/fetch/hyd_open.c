@@ -118,8 +118,8 @@ int hyd_open_catalog(struct hyd_open *o, long connect_timeout_s)
 
 	memset(&res, 0, sizeof(res));
 	err[0] = '\0';
-	r = hyd_catalog_fetch(o->base, o->cache, connect_timeout_s, &res, err,
-			      sizeof(err));
+	r = hyd_catalog_fetch(o->base, o->cache, o->creds, connect_timeout_s,
+			      &res, err, sizeof(err));
 	if (r < 0) {
 		if (err[0])
 			base_error("%s", err);

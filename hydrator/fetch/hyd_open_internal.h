@@ -36,6 +36,9 @@ struct hyd_open {
 	char ovpath[PATH_MAX];
 	cat_overlay *ov;
 	int from_cache; /* the server was unreachable: cached catalog */
+	const struct hyd_creds *creds; /* set by the caller before
+					* hyd_open_catalog; borrowed; NULL:
+					* none */
 };
 
 /* Check url (hyd_url_parse) into o->base and o->name. -EINVAL (logged:

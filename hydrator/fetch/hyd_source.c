@@ -61,7 +61,8 @@ static int known_state(const char *s)
 	return 0;
 }
 
-int hyd_source_hashing(const char *base_url, struct hyd_source_hashing *ret)
+int hyd_source_hashing(const char *base_url, const struct hyd_creds *creds,
+		       struct hyd_source_hashing *ret)
 {
 	struct body b = {0};
 	json_t *o = NULL, *h;
@@ -87,7 +88,7 @@ int hyd_source_hashing(const char *base_url, struct hyd_source_hashing *ret)
 		ul--;
 	memcpy(url, base_url, ul);
 	memcpy(url + ul, "/stats", sizeof("/stats"));
-	if (hyd_curl_get_setup(c, NULL) != CURLE_OK) {
+	if (hyd_curl_get_setup(c, NULL, creds) != CURLE_OK) {
 		r = -EIO;
 		goto out;
 	}

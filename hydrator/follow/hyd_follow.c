@@ -213,6 +213,7 @@ static int gen_open(struct hyd_follow *f, const char *catpath,
 		    .base_url = f->base_url,
 		    .ov = op.ov,
 		    .connect_timeout_ms = f->cfg.connect_timeout_s * 1000,
+		    .creds = f->cfg.creds,
 		};
 
 		r = hyd_manifest_new(&mc, &man);
@@ -295,9 +296,9 @@ static void follow_once(struct hyd_follow *f)
 
 	cur = hyd_fs_gen(f->cfg.fs);
 	t_in = base_now_ns();
-	r = hyd_catalog_update(f->base_url, f->cache_dir, cur->generation,
-			       f->cfg.connect_timeout_s, &f->stop, &res, err,
-			       sizeof(err));
+	r = hyd_catalog_update(f->base_url, f->cache_dir, f->cfg.creds,
+			       cur->generation, f->cfg.connect_timeout_s,
+			       &f->stop, &res, err, sizeof(err));
 	if (r < 0 && __atomic_load_n(&f->stop, __ATOMIC_RELAXED))
 		goto out; /* stopping: the transfer was cut on purpose */
 	if (r < 0) {

@@ -46,6 +46,7 @@ struct hyd_follow_config {
 	/* Backfill's own reader of the current catalog: the follower owns
 	 * it from now on (closed when replaced, or at free). May be NULL. */
 	cat_reader *bf_cat;
+	const struct hyd_creds *creds; /* borrowed until free; may be NULL */
 	unsigned poll_s;	/* seconds between HEADs; 0: never poll */
 	unsigned keep;		/* generations kept, the current one too */
 	long connect_timeout_s; /* for HEAD, catalog and manifests */

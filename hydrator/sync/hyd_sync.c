@@ -691,6 +691,7 @@ static int start_fetch(struct sync *s)
 	fc.connections = s->o->jobs;
 	fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
 	fc.bwlimit = s->o->bwlimit;
+	fc.creds = s->o->creds;
 	r = hyd_fetch_new(&fc, &s->fetch);
 	if (r == 0)
 		r = hyd_fetch_start(s->fetch);
@@ -706,6 +707,7 @@ static int start_manifests(struct sync *s)
 	    .base_url = s->op.base,
 	    .ov = s->op.ov,
 	    .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
+	    .creds = s->o->creds,
 	};
 	int r;
 
@@ -860,6 +862,7 @@ static int run(struct sync *s)
 		r = hyd_open_cache_dir(&s->op, s->o->cache_dir);
 	if (r == 0)
 		r = hyd_open_store(&s->op);
+	s->op.creds = s->o->creds;
 	if (r == 0)
 		r = hyd_open_catalog(&s->op, CONNECT_TIMEOUT_S);
 	if (r == 0)
@@ -992,8 +995,8 @@ int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret)
 	return r;
 }
 
-int hyd_sync_head(const char *url, uint64_t *ret_gen, char *errbuf,
-		  size_t errcap)
+int hyd_sync_head(const char *url, const struct hyd_creds *creds,
+		  uint64_t *ret_gen, char *errbuf, size_t errcap)
 {
 	struct hyd_sync_opts o = {.url = url};
 	struct sync s = {.o = &o};
@@ -1001,8 +1004,8 @@ int hyd_sync_head(const char *url, uint64_t *ret_gen, char *errbuf,
 
 	r = split_url(&s);
 	if (r == 0)
-		r = hyd_catalog_head(s.base, CONNECT_TIMEOUT_S, ret_gen, errbuf,
-				     errcap);
+		r = hyd_catalog_head(s.base, creds, CONNECT_TIMEOUT_S, ret_gen,
+				     errbuf, errcap);
 	free(s.base);
 	free(s.sub);
 	return r;

@@ -317,8 +317,9 @@ static void rig_up(struct rig *r, int enabled, uint64_t bwlimit)
 	assert_int_equal(hyd_store_open(r->cache, CHUNK_MAX_LIMIT, &r->store),
 			 0);
 	memset(&res, 0, sizeof(res));
-	assert_int_equal(
-	    hyd_catalog_fetch(fx.base, r->cache, 2, &res, err, sizeof(err)), 0);
+	assert_int_equal(hyd_catalog_fetch(fx.base, r->cache, NULL, 2, &res,
+					   err, sizeof(err)),
+			 0);
 	assert_int_equal(cat_reader_open(res.path, &r->cat), 0);
 	assert_int_equal(cat_reader_open(res.path, &r->bf_cat), 0);
 	cat_reader_meta(r->cat, &r->meta);

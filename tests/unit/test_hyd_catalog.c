@@ -333,7 +333,7 @@ static void test_fetch(void **state)
 	new_cache(g, cache, sizeof(cache));
 	url_of(&g->plain, "ns", url, sizeof(url));
 	assert_int_equal(
-	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), 0);
+	    hyd_catalog_fetch(url, cache, NULL, 5, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.generation, 1);
 	assert_int_equal(res.from_cache, 0);
 	snprintf(want, sizeof(want), "%s/catalogs/1.db", cache);
@@ -353,7 +353,7 @@ static void test_fetch(void **state)
 	assert_int_equal(stat(res.path, &sb1), 0);
 	snprintf(want, sizeof(want), "%s/", url);
 	assert_int_equal(
-	    hyd_catalog_fetch(want, cache, 5, &res, err, sizeof(err)), 0);
+	    hyd_catalog_fetch(want, cache, NULL, 5, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.from_cache, 0);
 	assert_int_equal(stat(res.path, &sb2), 0);
 	assert_int_equal(sb1.st_ino, sb2.st_ino);
@@ -370,12 +370,12 @@ static void test_fetch_cache(void **state)
 	url_of(&g->plain, "ns", url, sizeof(url));
 	url_of(&g->plain, "other", other, sizeof(other));
 	assert_int_equal(
-	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), 0);
+	    hyd_catalog_fetch(url, cache, NULL, 5, &res, err, sizeof(err)), 0);
 	assert_int_equal(server_stop(&g->plain), 0);
 
 	memset(&res, 0, sizeof(res));
 	assert_int_equal(
-	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), 0);
+	    hyd_catalog_fetch(url, cache, NULL, 5, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.from_cache, 1);
 	assert_int_equal(res.generation, 1);
 	check_catalog(res.path);
@@ -383,7 +383,7 @@ static void test_fetch_cache(void **state)
 	assert_non_null(strstr(err, "cannot reach"));
 	/* The cache stands in only for the URL it came from. */
 	assert_int_equal(
-	    hyd_catalog_fetch(other, cache, 5, &res, err, sizeof(err)),
+	    hyd_catalog_fetch(other, cache, NULL, 5, &res, err, sizeof(err)),
 	    -EHOSTUNREACH);
 	assert_non_null(strstr(err, other));
 
@@ -406,12 +406,12 @@ static void test_url_change(void **state)
 	url_of(&g->plain, "ns", url, sizeof(url));
 	url_of(&g->plain, "ns2", url2, sizeof(url2));
 	assert_int_equal(
-	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), 0);
+	    hyd_catalog_fetch(url, cache, NULL, 5, &res, err, sizeof(err)), 0);
 	/* A second name keeps the old inode alive to compare against. */
 	snprintf(p, sizeof(p), "%s/old.db", cache);
 	assert_int_equal(link(res.path, p), 0);
 	assert_int_equal(
-	    hyd_catalog_fetch(url2, cache, 5, &res, err, sizeof(err)), 0);
+	    hyd_catalog_fetch(url2, cache, NULL, 5, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.from_cache, 0);
 	assert_int_equal(stat(p, &sb1), 0);
 	assert_int_equal(sb1.st_nlink, 1); /* the old one was removed */
@@ -437,7 +437,8 @@ static void test_wrong_namespace(void **state)
 	new_cache(g, cache, sizeof(cache));
 	url_of(&g->plain, "nope", url, sizeof(url));
 	assert_int_equal(
-	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), -ENOENT);
+	    hyd_catalog_fetch(url, cache, NULL, 5, &res, err, sizeof(err)),
+	    -ENOENT);
 	assert_non_null(strstr(err, url));
 	assert_non_null(strstr(err, "404"));
 	assert_int_equal(count_entries(cache), 0);
@@ -453,12 +454,14 @@ static void test_json_errors(void **state)
 	new_cache(g, cache, sizeof(cache));
 	url_of(&g->json, "gone", url, sizeof(url));
 	assert_int_equal(
-	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), -ENOENT);
+	    hyd_catalog_fetch(url, cache, NULL, 5, &res, err, sizeof(err)),
+	    -ENOENT);
 	assert_non_null(strstr(err, url));
 	assert_non_null(strstr(err, "no namespace \"gone\""));
 	url_of(&g->json, "boom", url, sizeof(url));
 	assert_int_equal(
-	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), -EPROTO);
+	    hyd_catalog_fetch(url, cache, NULL, 5, &res, err, sizeof(err)),
+	    -EPROTO);
 	assert_non_null(strstr(err, "disk on fire"));
 	assert_non_null(strstr(err, "HTTP 500"));
 }
@@ -476,9 +479,9 @@ static void test_garbage(void **state)
 	for (i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
 		new_cache(g, cache, sizeof(cache));
 		url_of(&g->plain, ns[i], url, sizeof(url));
-		assert_int_equal(
-		    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)),
-		    -EBADMSG);
+		assert_int_equal(hyd_catalog_fetch(url, cache, NULL, 5, &res,
+						   err, sizeof(err)),
+				 -EBADMSG);
 		assert_non_null(strstr(err, "not a valid ferry catalog"));
 		assert_non_null(strstr(err, url));
 		/* Nothing left behind: no temp, no catalog, no url record. */
@@ -496,7 +499,7 @@ static void test_unreachable(void **state)
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/x",
 		 tsup_free_port());
 	assert_int_equal(
-	    hyd_catalog_fetch(url, cache, 2, &res, err, sizeof(err)),
+	    hyd_catalog_fetch(url, cache, NULL, 2, &res, err, sizeof(err)),
 	    -EHOSTUNREACH);
 	assert_non_null(strstr(err, "cannot reach"));
 	assert_non_null(strstr(err, url));
@@ -509,15 +512,15 @@ static void test_bad_url(void **state)
 	char cache[128], err[512];
 
 	new_cache(g, cache, sizeof(cache));
-	assert_int_equal(hyd_catalog_fetch("ftp://127.0.0.1/v1/x", cache, 2,
-					   &res, err, sizeof(err)),
+	assert_int_equal(hyd_catalog_fetch("ftp://127.0.0.1/v1/x", cache, NULL,
+					   2, &res, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "ftp://127.0.0.1/v1/x"));
-	assert_int_equal(
-	    hyd_catalog_fetch("not a url", cache, 2, &res, err, sizeof(err)),
-	    -EINVAL);
-	assert_int_equal(hyd_catalog_fetch("file:///etc/passwd", cache, 2, &res,
+	assert_int_equal(hyd_catalog_fetch("not a url", cache, NULL, 2, &res,
 					   err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(hyd_catalog_fetch("file:///etc/passwd", cache, NULL, 2,
+					   &res, err, sizeof(err)),
 			 -EINVAL);
 }
 
@@ -570,7 +573,7 @@ static void test_aligned_size(void **state)
 	new_cache(g, cache, sizeof(cache));
 	url_of(&g->plain, "aligned", url, sizeof(url));
 	assert_int_equal(
-	    hyd_catalog_fetch(url, cache, 5, &res, err, sizeof(err)), 0);
+	    hyd_catalog_fetch(url, cache, NULL, 5, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.generation, 1);
 	free(z);
 	free(db);

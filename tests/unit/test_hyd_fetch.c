@@ -742,7 +742,7 @@ static void test_source_hashing(void **state)
 		  "\"files\":40,\"files_done\":3,\"bytes\":1000,"
 		  "\"bytes_done\":75,\"changed\":1,\"bytes_read\":75,"
 		  "\"rate\":12.5,\"eta_s\":74}}");
-	assert_int_equal(hyd_source_hashing(srv.base, &h), 0);
+	assert_int_equal(hyd_source_hashing(srv.base, NULL, &h), 0);
 	assert_string_equal(h.state, "hashing");
 	assert_int_equal(h.files, 40);
 	assert_int_equal(h.files_done, 3);
@@ -751,16 +751,56 @@ static void test_source_hashing(void **state)
 	assert_int_equal(h.changed, 1);
 	assert_true(h.rate == 12.5 && h.eta_s == 74);
 	put_stats("{\"hashing\":{\"state\":\"\\u001b[2Jhashing\"}}");
-	assert_int_equal(hyd_source_hashing(srv.base, &h), -EBADMSG);
+	assert_int_equal(hyd_source_hashing(srv.base, NULL, &h), -EBADMSG);
 	put_stats("{\"hashing\":{\"state\":\"finished\"}}");
-	assert_int_equal(hyd_source_hashing(srv.base, &h), -EBADMSG);
+	assert_int_equal(hyd_source_hashing(srv.base, NULL, &h), -EBADMSG);
 	put_stats("{\"generation\":1}");
-	assert_int_equal(hyd_source_hashing(srv.base, &h), -EBADMSG);
+	assert_int_equal(hyd_source_hashing(srv.base, NULL, &h), -EBADMSG);
 	put_stats("not json");
-	assert_int_equal(hyd_source_hashing(srv.base, &h), -EBADMSG);
+	assert_int_equal(hyd_source_hashing(srv.base, NULL, &h), -EBADMSG);
 	snprintf(path, sizeof(path), "%s/v1/ns/stats", srv.dir);
 	assert_int_equal(unlink(path), 0);
-	assert_int_equal(hyd_source_hashing(srv.base, &h), -EPROTO);
+	assert_int_equal(hyd_source_hashing(srv.base, NULL, &h), -EPROTO);
+}
+
+/* A token file: its first line is the token; nothing else passes. */
+static void test_token_file(void **state)
+{
+	char dir[] = "/tmp/ferry-test-token-XXXXXX", p[128], err[256];
+	struct hyd_creds c;
+	char big[5000];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(p, sizeof(p), "%s/t", dir);
+	memset(&c, 0, sizeof(c));
+	tsup_write_file(p, "abc.DEF-123_~+/=\nsecond line\n", 29);
+	assert_int_equal(hyd_creds_token_load(&c, p, err, sizeof(err)), 0);
+	assert_string_equal(c.token, "abc.DEF-123_~+/=");
+	memset(&c, 0, sizeof(c));
+	tsup_write_file(p, "no spaces allowed\n", 18);
+	assert_int_equal(hyd_creds_token_load(&c, p, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(c.token, "");
+	/* the message never quotes the file's content */
+	assert_null(strstr(err, "spaces"));
+	tsup_write_file(p, "\n", 1);
+	assert_int_equal(hyd_creds_token_load(&c, p, err, sizeof(err)),
+			 -EINVAL);
+	memset(big, 'a', sizeof(big));
+	tsup_write_file(p, big, HYD_TOKEN_MAX + 1);
+	assert_int_equal(hyd_creds_token_load(&c, p, err, sizeof(err)),
+			 -EINVAL);
+	tsup_write_file(p, big, sizeof(big));
+	assert_int_equal(hyd_creds_token_load(&c, p, err, sizeof(err)),
+			 -EINVAL);
+	tsup_write_file(p, big, HYD_TOKEN_MAX);
+	assert_int_equal(hyd_creds_token_load(&c, p, err, sizeof(err)), 0);
+	assert_int_equal(strlen(c.token), HYD_TOKEN_MAX);
+	snprintf(p, sizeof(p), "%s/missing", dir);
+	assert_int_equal(hyd_creds_token_load(&c, p, err, sizeof(err)),
+			 -ENOENT);
+	tsup_rm_rf(dir);
 }
 
 int main(void)
@@ -783,6 +823,7 @@ int main(void)
 	    cmocka_unit_test(test_fetch_stores),
 	    cmocka_unit_test(test_source_hashing),
 	    cmocka_unit_test(test_fetch_stop_in_flight),
+	    cmocka_unit_test(test_token_file),
 	};
 	int fails;
 

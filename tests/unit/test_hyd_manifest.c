@@ -1191,7 +1191,8 @@ static void test_url_switch_drops_overlays(void **state)
 	rig_close(&r);
 	assert_int_equal(access(ov, F_OK), 0);
 	assert_int_equal(
-	    hyd_catalog_fetch(m.url, cache, 5, &res, err, sizeof(err)), 0);
+	    hyd_catalog_fetch(m.url, cache, NULL, 5, &res, err, sizeof(err)),
+	    0);
 	assert_int_equal(access(ov, F_OK), -1);
 	ns_free(&n);
 	ns_free(&m);
