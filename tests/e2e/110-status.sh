@@ -73,11 +73,10 @@ print("# sources:", [l.split(b" - ")[1].split(b" ")[1] for l in table if b"fuse.
 PY
 ok "(a) mountinfo records each cache as its fsname, escaped (\\040, \\011, \\134)"
 
-# wait_gone PID — until that process has exited (10 s at most).
+# wait_gone PID — until that process has exited (30 s at most; a zombie
+# waiting for its reaper counts as exited).
 wait_gone() {
-	local i
-	for i in $(seq 1 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-	die "process $1 still running after 10 s"
+	e2e_gone "$1" 30 || die "process $1 still running after 30 s"
 }
 
 # st [ARGS...] — ferry status run from $T/elsewhere/deeper, so no relative

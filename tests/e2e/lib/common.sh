@@ -119,8 +119,8 @@ cleanup() {
 	# it in its log, a foreground child to wait.
 	for f in "${live[@]}"; do
 		pid=${f%% *}
-		if ! e2e_gone "$pid" 20; then
-			echo "FAIL: hydrator $pid still running 20 s after its unmount" >&2
+		if ! e2e_gone "$pid" 60; then
+			echo "FAIL: hydrator $pid still running 60 s after its unmount" >&2
 			kill -9 "$pid" 2>/dev/null
 			bad=1
 			continue
@@ -216,7 +216,7 @@ umount_hyd() {
 	local mnt=$1 pid st
 	pid=$(cat "$T/cache/hydrator.pid" 2>/dev/null) || die "no hydrator.pid for $mnt"
 	fusermount3 -u "$mnt" || die "fusermount3 -u $mnt failed"
-	e2e_gone "$pid" 10 || die "hydrator pid $pid still running 10 s after unmount"
+	e2e_gone "$pid" 30 || die "hydrator pid $pid still running 30 s after unmount"
 	st=$(hyd_exit_status "$T/cache" "$pid")
 	[ "$st" = 0 ] || { tail -n 20 "$T/cache/hydrator.log" >&2; die "hydrator $pid exit status ${st:-not logged}, not 0"; }
 	sanitizer_clean || die "sanitizer report (above)"
