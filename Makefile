@@ -4,6 +4,7 @@
 #   make check      install missing Debian packages (as root), build, run every test
 #                   (strict: a skip fails; STRICT=0 allows skips)
 #   make asan       ASan+UBSan build in build/asan (make check VARIANT=asan runs on it)
+#   make fuzz       libFuzzer (clang) on every fuzz target, FUZZ_SECONDS each
 #   make demo       run the quickstart: replicator + hydrator on loopback
 #   make deps       install missing Debian packages (as root) or print the apt-get line
 #   make lint       check include rules between folders
@@ -43,8 +44,17 @@ else ifeq ($(VARIANT),asan)
 OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=undefined
 SAN_LDFLAGS := -fsanitize=address,undefined
+else ifeq ($(VARIANT),fuzz)
+# make fuzz: clang, every library with libFuzzer's coverage, ASan+UBSan.
+# -Wformat-nonliteral: clang flags the logger's vsnprintf, which gcc's
+# -Wformat=2 leaves alone (the format is the caller's checked literal).
+CC := clang
+OPT := -O1 -g -fno-omit-frame-pointer \
+	-fsanitize=address,undefined,fuzzer-no-link \
+	-fno-sanitize-recover=undefined -Wno-format-nonliteral
+SAN_LDFLAGS := -fsanitize=address,undefined
 else
-$(error unknown VARIANT=$(VARIANT): use release, debug or asan)
+$(error unknown VARIANT=$(VARIANT): use release, debug, asan or fuzz)
 endif
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -77,7 +87,7 @@ TSUP_OBJ := $(B)/tests/unit/tsupport.o
 FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 BENCH_PROGS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
-.PHONY: all check check-run asan demo deps deps-bench bench bench-micro lint install clean tests
+.PHONY: all check check-run asan demo deps deps-bench deps-fuzz bench bench-micro fuzz fuzz-targets lint install clean tests
 
 all: $(PROGS)
 
@@ -121,6 +131,19 @@ $(B)/fuzz/%: $(B)/tests/fuzz/%.o $(B)/tests/fuzz_driver/fuzz_replay.o $(ALL_LIBS
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(B)/tests/fuzz_driver/fuzz_replay.o $(ALL_LIBS) $(LIBS)
 
+# make fuzz: the same targets linked with libFuzzer (VARIANT=fuzz: clang,
+# coverage in every library), each run for FUZZ_SECONDS from a scratch copy
+# of its corpus (tests/fuzz/run.sh); a crash, a leak or a sanitizer report
+# fails it and leaves the input under build/fuzz/artifacts/.
+FUZZ_SECONDS ?= 60
+$(B)/libfuzzer/%: $(B)/tests/fuzz/%.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $< $(ALL_LIBS) $(LIBS)
+fuzz-targets: $(patsubst tests/fuzz/%.c,$(B)/libfuzzer/%,$(FUZZ_SRC))
+fuzz: deps-fuzz
+	$(MAKE) VARIANT=fuzz fuzz-targets
+	tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
+
 # Helpers of make bench-micro (built with the tests, so CI compiles them).
 $(B)/bench/%: $(B)/tests/bench/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
@@ -157,6 +180,9 @@ deps:
 
 deps-bench: deps
 	@tools/deps.sh $(BENCH_PKGS)
+
+deps-fuzz: deps
+	@tools/deps.sh clang
 
 # make bench: ferry against rsync, rclone and casync over a shaped link
 # (needs root; see bench/run.sh for the knobs). make bench-micro: the hot
