@@ -126,7 +126,13 @@ static int ctx_build(const struct repl_tls *t, SSL_CTX **ret, char *why,
 		goto out;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, t->key, SSL_FILETYPE_PEM) != 1) {
-		r = ssl_fail(why, cap, "cannot load the key", t->key);
+		/* a key of another certificate fails here already */
+		r = ssl_fail(why, cap,
+			     ERR_GET_REASON(ERR_peek_last_error()) ==
+				     X509_R_KEY_VALUES_MISMATCH
+				 ? "the key does not match the certificate"
+				 : "cannot load the key",
+			     t->key);
 		goto out;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
