@@ -53,10 +53,11 @@ struct repl_tls_conn {
 	char why[200];
 };
 
-/* OpenSSL's reason for the last error of this thread, and clear them. */
+/* OpenSSL's reason for the first error of this thread (the cause: a bad
+ * PEM file is "no start line", then "PEM lib"), and clear them. */
 static void ssl_reason(char *buf, size_t cap)
 {
-	unsigned long e = ERR_peek_last_error();
+	unsigned long e = ERR_peek_error();
 	const char *r = e ? ERR_reason_error_string(e) : NULL;
 
 	if (r)
