@@ -670,7 +670,9 @@ static int tls_send(struct repl_req *req, const void *pre, size_t pre_len,
 	uv_buf_t b;
 	size_t n = 0;
 
-	if (!wr || (pre_len && repl_tls_conn_write(c->tls, pre, pre_len) < 0) ||
+	if (!wr ||
+	    repl_tls_conn_reserve(c->tls, pre_len + data_len + post_len) < 0 ||
+	    (pre_len && repl_tls_conn_write(c->tls, pre, pre_len) < 0) ||
 	    (data_len && repl_tls_conn_write(c->tls, data, data_len) < 0) ||
 	    (post_len && repl_tls_conn_write(c->tls, post, post_len) < 0) ||
 	    repl_tls_conn_take(c->tls, &wr->cipher, &n) < 0)

@@ -1,13 +1,17 @@
 /*
  * replicator/repl_tls.c — TLS for the replicator's connections, with
- * OpenSSL over a pair of memory BIOs per connection (the interface and its
- * rules are in repl_tls_internal.h).
+ * OpenSSL over in-memory BIOs per connection (the interface and its rules
+ * are in repl_tls_internal.h).
  *
- * Memory BIOs keep TLS out of the socket I/O: libuv reads and writes the
- * socket as for plain HTTP, and OpenSSL only turns bytes into bytes. The
- * read side holds at most what one uv_read brought (the HTTP layer stops
- * reading while it has plaintext left to parse); the write side is
- * emptied after every write, so it holds one response's records at most.
+ * In-memory BIOs keep TLS out of the socket I/O: libuv reads and writes
+ * the socket as for plain HTTP, and OpenSSL only turns bytes into bytes.
+ * In: a memory BIO, holding at most what one uv_read brought (the HTTP
+ * layer stops reading while it has plaintext left to parse). Out: a sink
+ * BIO of ours that appends OpenSSL's records to a plain buffer, which
+ * repl_tls_conn_take hands over as it is: the records are copied once,
+ * from OpenSSL's write buffer into the one uv_write sends, and nothing
+ * stays allocated between writes (a memory BIO would copy twice and keep
+ * its largest size for good).
  */
 #include <errno.h>
 #include <limits.h>
@@ -46,7 +50,10 @@ struct repl_tls {
 
 struct repl_tls_conn {
 	SSL *ssl;
-	BIO *in, *out; /* owned by ssl */
+	BIO *in, *out;	  /* owned by ssl */
+	BIO_METHOD *sink; /* out's methods, freed after ssl */
+	char *pend;	  /* records made and not taken yet */
+	size_t pend_len, pend_cap;
 	int failed;    /* TLS failed: nothing more in or out */
 	int peer_done; /* the peer's close_notify came */
 	int plain;     /* the peer spoke plain HTTP */
@@ -245,6 +252,56 @@ int repl_tls_describe(const struct repl_tls *t, char *buf, size_t cap)
 	return out_of_date;
 }
 
+/* Room for n more bytes in tc->pend. */
+static int pend_reserve(struct repl_tls_conn *tc, size_t n)
+{
+	size_t cap = tc->pend_cap;
+	char *p;
+
+	if (tc->pend_cap - tc->pend_len >= n)
+		return 0;
+	if (cap < 4096)
+		cap = 4096;
+	while (cap - tc->pend_len < n)
+		cap *= 2;
+	p = realloc(tc->pend, cap);
+	if (!p)
+		return -ENOMEM;
+	tc->pend = p;
+	tc->pend_cap = cap;
+	return 0;
+}
+
+/* The out BIO: every record OpenSSL writes is appended to tc->pend. */
+static int sink_write(BIO *b, const char *in, int inl)
+{
+	struct repl_tls_conn *tc = BIO_get_data(b);
+
+	BIO_clear_retry_flags(b);
+	if (inl <= 0)
+		return 0;
+	if (pend_reserve(tc, (size_t)inl) < 0)
+		return -1; /* the write fails, and the connection with it */
+	memcpy(tc->pend + tc->pend_len, in, (size_t)inl);
+	tc->pend_len += (size_t)inl;
+	return inl;
+}
+
+static long sink_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	(void)b;
+	(void)num;
+	(void)ptr;
+	/* written is as good as sent: nothing to flush */
+	return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+static int sink_create(BIO *b)
+{
+	BIO_set_init(b, 1);
+	return 1;
+}
+
 struct repl_tls_conn *repl_tls_conn_new(struct repl_tls *t)
 {
 	struct repl_tls_conn *tc = calloc(1, sizeof(*tc));
@@ -253,18 +310,28 @@ struct repl_tls_conn *repl_tls_conn_new(struct repl_tls *t)
 		return NULL;
 	tc->ssl = SSL_new(t->ctx);
 	tc->in = BIO_new(BIO_s_mem());
-	tc->out = BIO_new(BIO_s_mem());
+	/* a method per connection: it outlives any repl_tls object */
+	tc->sink = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK,
+				"ferry records out");
+	if (tc->sink && (BIO_meth_set_write(tc->sink, sink_write) != 1 ||
+			 BIO_meth_set_ctrl(tc->sink, sink_ctrl) != 1 ||
+			 BIO_meth_set_create(tc->sink, sink_create) != 1)) {
+		BIO_meth_free(tc->sink);
+		tc->sink = NULL;
+	}
+	tc->out = tc->sink ? BIO_new(tc->sink) : NULL;
 	if (!tc->ssl || !tc->in || !tc->out) {
 		BIO_free(tc->in);
 		BIO_free(tc->out);
+		BIO_meth_free(tc->sink);
 		SSL_free(tc->ssl);
 		free(tc);
 		ERR_clear_error();
 		return NULL;
 	}
+	BIO_set_data(tc->out, tc);
 	/* empty means "more later", never end of file */
 	BIO_set_mem_eof_return(tc->in, -1);
-	BIO_set_mem_eof_return(tc->out, -1);
 	SSL_set_bio(tc->ssl, tc->in, tc->out);
 	SSL_set_accept_state(tc->ssl);
 	return tc;
@@ -275,6 +342,8 @@ void repl_tls_conn_free(struct repl_tls_conn *tc)
 	if (!tc)
 		return;
 	SSL_free(tc->ssl); /* and its BIOs */
+	BIO_meth_free(tc->sink);
+	free(tc->pend);
 	free(tc);
 }
 
@@ -340,7 +409,7 @@ int repl_tls_conn_write(struct repl_tls_conn *tc, const void *p, size_t len)
 		if (tc->failed)
 			return -EPROTO;
 		ERR_clear_error();
-		/* The out BIO takes everything: the whole buffer goes as
+		/* The sink takes everything: the whole buffer goes as
 		 * records now (no partial writes are asked for). */
 		if (SSL_write_ex(tc->ssl, b, len, &n) != 1) {
 			conn_failed(tc);
@@ -361,28 +430,25 @@ void repl_tls_conn_shutdown(struct repl_tls_conn *tc)
 	ERR_clear_error();
 }
 
+int repl_tls_conn_reserve(struct repl_tls_conn *tc, size_t len)
+{
+	/* A record carries at most 16 KiB and adds at most 29 bytes (TLS
+	 * 1.2 AES-GCM: header, explicit nonce, tag); 64 per record, and a
+	 * few records more for pieces written apart and a KeyUpdate. */
+	return pend_reserve(tc, len + (len / 16384 + 8) * 64);
+}
+
 int repl_tls_conn_take(struct repl_tls_conn *tc, char **ret, size_t *ret_len)
 {
-	size_t n = BIO_ctrl_pending(tc->out);
-	char *p;
-
 	*ret = NULL;
 	*ret_len = 0;
-	if (n == 0)
+	if (tc->pend_len == 0)
 		return 0;
-	if (n > INT_MAX)
-		return -ENOMEM;
-	p = malloc(n);
-	if (!p)
-		return -ENOMEM;
-	if (BIO_read(tc->out, p, (int)n) != (int)n) {
-		/* a memory BIO hands out what it said it holds */
-		ERR_clear_error();
-		free(p);
-		return -ENOMEM;
-	}
-	*ret = p;
-	*ret_len = n;
+	/* handed over as it is: no copy */
+	*ret = tc->pend;
+	*ret_len = tc->pend_len;
+	tc->pend = NULL;
+	tc->pend_len = tc->pend_cap = 0;
 	return 0;
 }
 

@@ -8,7 +8,8 @@
  * plaintext for http_parser comes out (repl_tls_conn_read), every byte the
  * server sends is encrypted (repl_tls_conn_write) and the records taken
  * out (repl_tls_conn_take) for uv_write, in order. The handshake, alerts
- * and session tickets come out of the same take.
+ * and session tickets come out of the same take. Records are written
+ * once, into the buffer take hands over.
  *
  * Settings: TLS 1.2 and 1.3 only; ECDHE key exchange with AEAD ciphers
  * (AES-GCM, ChaCha20-Poly1305) only; no renegotiation, no compression.
@@ -77,15 +78,21 @@ int repl_tls_conn_feed(struct repl_tls_conn *tc, const void *p, size_t len);
 ssize_t repl_tls_conn_read(struct repl_tls_conn *tc, void *buf, size_t cap);
 
 /* Encrypt len bytes to send (all of them, as records). Returns 0, or
- * -EPROTO after a failure. */
+ * -EPROTO after a failure (-ENOMEM: no room for the records; the
+ * connection cannot go on either). */
 int repl_tls_conn_write(struct repl_tls_conn *tc, const void *p, size_t len);
+
+/* Make room, before writes of len plaintext bytes in all, for the records
+ * they make (with what waits to be taken): a big answer's records then
+ * go into one buffer of the right size. Returns 0 or -ENOMEM. */
+int repl_tls_conn_reserve(struct repl_tls_conn *tc, size_t len);
 
 /* Say close_notify (after the last write); a no-op after a failure. */
 void repl_tls_conn_shutdown(struct repl_tls_conn *tc);
 
 /* Everything encrypted so far and not taken yet, in order: *ret is
- * malloc'd (the caller frees it) and *ret_len its length; NULL and 0 when
- * there is nothing. Returns 0 or -ENOMEM (nothing taken). */
+ * malloc'd (the caller frees it; it may be larger than *ret_len) and
+ * *ret_len its length; NULL and 0 when there is nothing. Returns 0. */
 int repl_tls_conn_take(struct repl_tls_conn *tc, char **ret, size_t *ret_len);
 
 /* Why the connection's TLS failed (OpenSSL's reason), "" if it did not.
