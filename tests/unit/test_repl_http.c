@@ -14,8 +14,9 @@
  * JSON body of "error" and "detail" strings (parsed with jansson), UTF-8
  * in a detail kept exactly and a non-UTF-8 byte shown as \xNN, /stats
  * counters, a batch (including the 1024-id limit) and one sent after
- * "Expect: 100-continue". The server is stopped with SIGTERM, its real
- * shutdown path, and freed.
+ * "Expect: 100-continue", and the other protocol on the port (plain HTTP
+ * to https, a TLS handshake to plain HTTP). The server is stopped with
+ * SIGTERM, its real shutdown path, and freed.
  *
  * Every test runs twice: over plain HTTP, then over TLS (the server with
  * --tls-cert/--tls-key made by the test, the client OpenSSL on the same
@@ -199,7 +200,8 @@ static const http_parser_settings RESP_SETTINGS = {
     .on_message_complete = on_complete,
 };
 
-static struct client *cl_open(const struct fixture *f)
+/* A connection; over TLS when the server speaks it, unless plain. */
+static struct client *cl_open_as(const struct fixture *f, int plain)
 {
 	struct client *c = calloc(1, sizeof(*c));
 	struct sockaddr_in a = {.sin_family = AF_INET};
@@ -214,7 +216,7 @@ static struct client *cl_open(const struct fixture *f)
 	assert_int_equal(connect(c->fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	assert_int_equal(
 	    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
-	if (f->tls) {
+	if (f->tls && !plain) {
 		/* a client as curl is one: the server's certificate checked
 		 * against the CA, for the address it was asked at */
 		c->ctx = SSL_CTX_new(TLS_client_method());
@@ -232,6 +234,11 @@ static struct client *cl_open(const struct fixture *f)
 	http_parser_init(&c->p, HTTP_RESPONSE);
 	c->p.data = c;
 	return c;
+}
+
+static struct client *cl_open(const struct fixture *f)
+{
+	return cl_open_as(f, 0);
 }
 
 static void cl_close(struct client *c)
@@ -1236,6 +1243,35 @@ static void test_expect_continue(void **state)
 	cl_close(c);
 }
 
+/* The other protocol on the port: plain HTTP to the https server is told
+ * to use https, in the clear; a TLS handshake to the plain server is a
+ * bad request. Either way, then the close. */
+static void test_wrong_scheme(void **state)
+{
+	/* the start of a TLS ClientHello record */
+	static const char hello[] =
+	    "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
+	struct fixture *f = *state;
+	struct client *c = cl_open_as(f, 1);
+	char detail[512];
+	struct resp r;
+
+	if (f->tls)
+		cl_sends(c, "GET /v1/ns/HEAD HTTP/1.1\r\nHost: t\r\n\r\n");
+	else
+		cl_send(c, hello, sizeof(hello) - 1);
+	assert_int_equal(cl_read(c, 0, &r), 0);
+	assert_error(&r, 400, "bad_request", detail, sizeof(detail));
+	assert_hdr(&r, "Connection", "close");
+	if (f->tls)
+		assert_string_equal(detail,
+				    "this server speaks https: use an https:// "
+				    "URL");
+	resp_free(&r);
+	assert_true(cl_at_eof(c));
+	cl_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1256,6 +1292,7 @@ int main(void)
 	    cmocka_unit_test(test_stats),
 	    cmocka_unit_test(test_batch),
 	    cmocka_unit_test(test_expect_continue),
+	    cmocka_unit_test(test_wrong_scheme),
 	    /* last: it changes two source files */
 	    cmocka_unit_test(test_changed_source),
 	};
