@@ -27,6 +27,9 @@ for i in $(seq 1 8); do head -c $((150000 + i)) /dev/urandom >"$S/d/f$i"; done
 echo small >"$S/small"
 mk_pki "$T/pki" || die "openssl could not make the test certificates"
 P="$T/pki"
+kpid=""
+# the keep-alive client of (d), should the test end before it does
+e2e_after_cleanup() { [ -z "$kpid" ] || kill "$kpid" 2>/dev/null; }
 port=$(free_port)
 URL="https://127.0.0.1:$port/v1/s"
 
@@ -124,7 +127,8 @@ kill -HUP "$REPL_PID"
 wait_for 60 grep -q 'tls certificate reloaded subject="CN=ferry srv 2"' "$T/repl.log" || { cat "$T/repl.log"; die "(d) no reload line after SIGHUP"; }
 [ "$(served_cn "$port" "$P/ca.pem")" = "ferry srv 2" ] || die "(d) a new connection is not shown 'ferry srv 2' after the reload"
 touch "$T/ka.go"
-wait "$kpid" || die "(d) the keep-alive client failed after the reload"
+wait "$kpid" || { kpid=""; die "(d) the keep-alive client failed after the reload"; }
+kpid=""
 read -r st2 gen2 cn2 lport2 <"$T/ka.2"
 [ "$st2" = 200 ] && [ "$gen2" = "$gen1" ] || die "(d) second request on the kept connection: $(cat "$T/ka.2")"
 [ "$lport2" = "$lport1" ] || die "(d) the client had to connect again (local port $lport1, then $lport2)"
