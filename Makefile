@@ -19,7 +19,7 @@ PREFIX ?= /usr/local
 
 # Every library comes through pkg-config, except http-parser, whose Debian
 # package ships no .pc file; it is linked as -lhttp_parser.
-PKGS := libuv liburing libcurl sqlite3 liblz4 libzstd fuse3 libcrypto libxxhash jansson cmocka
+PKGS := libuv liburing libcurl sqlite3 liblz4 libzstd fuse3 libssl libcrypto libxxhash jansson cmocka
 
 # Debian packages the build, the tests and the demo need.
 DEB_PKGS := gcc make pkg-config libuv1-dev liburing-dev libcurl4-openssl-dev \

@@ -1,7 +1,7 @@
 # bench/lib.sh — what bench/run.sh and bench/medium.sh share. Sourced;
 # the caller sets WAN (the shared kit's wan.sh) first. The EXIT trap
-# unmounts MNT_ACTIVE, stops PROXY_PID and REPL_PID and takes the link
-# down, whatever ends the script.
+# unmounts MNT_ACTIVE, stops PROXY_PID, REPL_PID and REPL_TLS_PID and
+# takes the link down, whatever ends the script.
 now() { date +%s.%N; }
 dt() { python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
 wire() { local s; s=$($WAN stats); echo $((${s% *} + ${s#* })); }
@@ -18,11 +18,12 @@ umount_wait() {
 	done
 }
 
-REPL_PID= PROXY_PID= MNT_ACTIVE=
+REPL_PID= REPL_TLS_PID= PROXY_PID= MNT_ACTIVE=
 bench_cleanup() {
 	[ -n "$MNT_ACTIVE" ] && mountpoint -q "$MNT_ACTIVE" && fusermount3 -u "$MNT_ACTIVE" 2>/dev/null
 	[ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
 	[ -n "$REPL_PID" ] && kill "$REPL_PID" 2>/dev/null
+	[ -n "$REPL_TLS_PID" ] && kill "$REPL_TLS_PID" 2>/dev/null
 	wait 2>/dev/null
 	"$WAN" down >/dev/null 2>&1
 }

@@ -36,8 +36,11 @@ RUNS=${MEDIUM_RUNS:-1}
 MW=$ROOT/build/bench/work/medium
 SRC_IP=10.99.0.1
 PORT=7072
-NSS="ip netns exec src"
-NSD="nsenter --net=/run/netns/dst"
+# The link's namespaces and veth ends (wan.sh reads the same variables;
+# other names let a run share the machine with someone else's)
+export NS_SRC=${NS_SRC:-src} NS_DST=${NS_DST:-dst} IF_SRC=${IF_SRC:-fb-src} IF_DST=${IF_DST:-fb-dst}
+NSS="ip netns exec $NS_SRC"
+NSD="nsenter --net=/run/netns/$NS_DST"
 NSL="nsenter --net=/run/netns/src"
 WAN=$SHARED/wan.sh
 TREECMP="python3 $ROOT/tests/e2e/lib/treecmp.py"

@@ -23,7 +23,8 @@ import sys
 COLS = [("browse_s", "browse s"), ("fb_large_s", "1st byte large s"),
         ("fb_small_s", "1st byte small s"), ("full_s", "complete s"),
         ("wire_bytes", "wire MB"), ("wire_ratio", "tree/wire"),
-        ("peak_rss_kb", "peak RSS MB"), ("correct", "correct")]
+        ("peak_rss_kb", "peak RSS MB"), ("repl_cpu_s_per_gb", "replicator CPU s/GB"),
+        ("correct", "correct")]
 # Only in the "5% changed" rows (bench/update.sh).
 UPDATE_COLS = [("changed_bytes", "changed chunks+catalog"), ("rescan_s", "rescan s"),
                ("hash_s", "hash s"), ("switch_s", "mount switch s")]
@@ -35,6 +36,7 @@ NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
          "rclone_mount": "rclone mount", "rclone_copy": "rclone copy",
          "casync_mount": "casync mount", "casync_extract": "casync extract",
          "ferry_mount": "ferry mount", "ferry_sync": "ferry sync",
+         "ferry_mount_tls": "ferry mount over https",
          "ferry_start": "ferry from source start",
          "rsync_local": "rsync -aHX (local copy)", "ferry_tar": "tar of the complete mount",
          "update_rsync": "rsync -aHX --delete rerun", "update_ferry": "ferry sync --delete rerun",
@@ -205,6 +207,10 @@ def targets(rows, rate, medium_rate=None):
         add("%s logical/wire (0 RTT, exact metadata)" % NAMES[appr],
             wr if exact == "exact" else (0.0 if wr is not None else None), 1.9, "ge",
             "tree bytes / wire bytes on the link; 0 when the result was not exact")
+    for label, rtt in ((r0, "0 RTT"), (r20, "20 ms RTT")):
+        add("ferry mount complete over https vs plain http (%s)" % rtt,
+            ratio(get(label, "ferry_mount_tls", "full_s"), get(label, "ferry_mount", "full_s")), 1.1,
+            "le", "the same mount and tar, --tls-cert on the replicator / without")
     u = "update-" + rate
     add("5%% changed: ferry sync --delete rerun vs rsync -aHX --delete rerun (%s)" % rate,
         ratio(get(u, "update_ferry", "full_s"), get(u, "update_rsync", "full_s")), 2.0, "le",

@@ -15,10 +15,17 @@
 #   RTT_RUNS [1]          runs per approach at the other RTTs
 #   PEERS ["rsync_hx rclone_mount casync_mount"]  run_anchors.sh approaches;
 #                         "" skips the peers (their last results are reused)
-#   FERRY ["ferry_start ferry_mount ferry_sync"]  ferry approaches; ferry_start
-#                         times from the replicator's start (fresh state:
-#                         walk, catalog, mount, browse / first byte / tar),
-#                         the others from the mount's or the sync's start
+#   FERRY ["ferry_start ferry_mount ferry_sync ferry_mount_tls"]  ferry
+#                         approaches; ferry_start times from the
+#                         replicator's start (fresh state: walk, catalog,
+#                         mount, browse / first byte / tar), the others
+#                         from the mount's or the sync's start;
+#                         ferry_mount_tls is ferry_mount over https (a
+#                         second replicator with --tls-cert, certificates
+#                         made here; the hydrator with --ca-file). Both
+#                         mount rows report the replicator's CPU seconds
+#                         (utime+stime) per GB on the wire while the tree
+#                         is read
 #   UPDATE [1]            also the "5% changed" row (bench/update.sh): the
 #                         source changes after a first copy; rsync -aHX
 #                         --delete and ferry sync --delete rerun at RATE
@@ -42,14 +49,19 @@ RTTS=${RTTS:-"0 20"}
 RUNS=${RUNS:-3}
 RTT_RUNS=${RTT_RUNS:-1}
 PEERS=${PEERS-"rsync_hx rclone_mount casync_mount"}
-FERRY=${FERRY:-"ferry_start ferry_mount ferry_sync"}
+FERRY=${FERRY:-"ferry_start ferry_mount ferry_sync ferry_mount_tls"}
 HYD_OPTS=${HYD_OPTS:-}
 SYNC_OPTS=${SYNC_OPTS:-}
 SRC_IP=10.99.0.1
 PORT=7070
 PROXY_PORT=7071
-NSS="ip netns exec src"
-NSD="nsenter --net=/run/netns/dst"
+PORT_TLS=7072
+PROXY_PORT_TLS=7073
+# The link's namespaces and veth ends (wan.sh reads the same variables;
+# other names let a run share the machine with someone else's)
+export NS_SRC=${NS_SRC:-src} NS_DST=${NS_DST:-dst} IF_SRC=${IF_SRC:-fb-src} IF_DST=${IF_DST:-fb-dst}
+NSS="ip netns exec $NS_SRC"
+NSD="nsenter --net=/run/netns/$NS_DST"
 WAN=$SHARED/wan.sh
 LIB="python3 $SHARED/benchlib.py"
 TREECMP="python3 $ROOT/tests/e2e/lib/treecmp.py"
@@ -63,7 +75,10 @@ if [ "$(id -u)" != 0 ]; then
 	echo "make bench needs root: it creates network namespaces and a shaped veth link (wan.sh) and mounts FUSE file systems. Run it as root." >&2
 	exit 2
 fi
-for t in rsync rclone casync nginx gnuplot nsenter ip tc python3 fusermount3 /usr/bin/time; do
+tools="rsync nsenter ip tc python3 fusermount3 /usr/bin/time openssl curl"
+# the peers' own tools and the chart only when the peers run
+[ -n "$PEERS" ] && tools="$tools rclone casync nginx gnuplot"
+for t in $tools; do
 	command -v "$t" >/dev/null || { echo "make bench: '$t' is missing (make bench installs the bench packages; see BENCH_PKGS in the Makefile)" >&2; exit 2; }
 done
 for f in gen_dataset.py wan.sh benchlib.py delayproxy.py run_anchors.sh; do
@@ -138,23 +153,69 @@ start_replicator() {
 	log "$(grep ' ready' "$RUN/repl.log")"
 }
 
+# prepare_tls: a CA and a server certificate for the replicator's address
+# (and 127.0.0.1, where the RTT proxy listens), made once.
+prepare_tls() {
+	local d=$WORK/tls
+	TLS_CA=$d/ca.pem TLS_CERT=$d/srv.pem TLS_KEY=$d/srv.key
+	[ -s "$TLS_CERT" ] && openssl x509 -checkend 86400 -noout -in "$TLS_CERT" >/dev/null && return 0
+	mkdir -p "$d"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/ca.key" \
+		-out "$TLS_CA" -days 365 -subj "/CN=ferry bench CA" 2>/dev/null &&
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TLS_KEY" \
+			-out "$d/srv.csr" -subj "/CN=$SRC_IP" 2>/dev/null &&
+		printf 'subjectAltName=IP:%s,IP:127.0.0.1\n' "$SRC_IP" >"$d/ext" &&
+		openssl x509 -req -in "$d/srv.csr" -CA "$TLS_CA" -CAkey "$d/ca.key" -CAcreateserial \
+			-days 365 -extfile "$d/ext" -out "$TLS_CERT" 2>/dev/null ||
+		{ log "openssl could not make the bench certificates"; exit 1; }
+}
+
+# start_replicator_tls: a second replicator, over https, on its own port
+# and state dir (started with the plain one, so it has walked and hashed
+# by the time its row runs).
+start_replicator_tls() {
+	local i
+	rm -rf "$WORK/ferry-state-tls"
+	: >"$RUN/repl-tls.log"
+	$NSS "$B/bin/ferry-replicator" -l "$SRC_IP:$PORT_TLS" -s "$WORK/ferry-state-tls" \
+		--tls-cert "$TLS_CERT" --tls-key "$TLS_KEY" tree="$TREE" >>"$RUN/repl-tls.log" 2>&1 &
+	REPL_TLS_PID=$!
+	for i in $(seq 1 1200); do
+		grep -q ' ready' "$RUN/repl-tls.log" && return 0
+		kill -0 "$REPL_TLS_PID" 2>/dev/null || { cat "$RUN/repl-tls.log" >&2; log "ferry-replicator (https) exited"; exit 1; }
+		sleep 0.05
+	done
+	log "ferry-replicator (https) not ready after 60 s"
+	exit 1
+}
+
 start_proxy() {  # RTT_MS: client traffic through delayproxy.py in the dst netns
 	local rtt=$1 half
 	if [ "$rtt" = 0 ]; then
 		URL=http://$SRC_IP:$PORT/v1/tree
+		URL_TLS=https://$SRC_IP:$PORT_TLS/v1/tree
 		return
 	fi
 	half=$(python3 -c "import sys; print(float(sys.argv[1]) / 2)" "$rtt")
-	$NSD python3 "$SHARED/delayproxy.py" "127.0.0.1:$PROXY_PORT" "$SRC_IP:$PORT" "$half" >"$RUN/delayproxy.log" 2>&1 &
+	$NSD python3 "$SHARED/delayproxy.py" "127.0.0.1:$PROXY_PORT" "$SRC_IP:$PORT" "$half" \
+		"127.0.0.1:$PROXY_PORT_TLS" "$SRC_IP:$PORT_TLS" >"$RUN/delayproxy.log" 2>&1 &
 	PROXY_PID=$!
 	sleep 1
 	URL=http://127.0.0.1:$PROXY_PORT/v1/tree
+	URL_TLS=https://127.0.0.1:$PROXY_PORT_TLS/v1/tree
 }
 
 stop_servers() {
 	[ -n "$PROXY_PID" ] && { kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null; }
 	[ -n "$REPL_PID" ] && { kill "$REPL_PID" 2>/dev/null; wait "$REPL_PID" 2>/dev/null; }
-	PROXY_PID= REPL_PID=
+	[ -n "$REPL_TLS_PID" ] && { kill "$REPL_TLS_PID" 2>/dev/null; wait "$REPL_TLS_PID" 2>/dev/null; }
+	PROXY_PID= REPL_PID= REPL_TLS_PID=
+}
+
+# cpu_s PID: user + system CPU seconds of a running process so far
+# (/proc/PID/stat fields 14 and 15, in clock ticks).
+cpu_s() {
+	awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f\n", ($12 + $13) / hz}' "/proc/$1/stat"
 }
 
 # hyd_mount CACHE MNT: a fresh cache, the hydrator in the dst netns with its
@@ -213,10 +274,11 @@ restart_replicator() {
 
 # wait_hashed: until the replicator's background hashing is done (so the
 # runs after ferry_start see the same replicator the others always saw).
-wait_hashed() {
-	local i st
+wait_hashed() {  # [BASE_URL CURL_OPTS...]: the plain replicator by default
+	local i st base=${1:-http://$SRC_IP:$PORT/v1/tree}
+	[ $# -gt 0 ] && shift
 	for i in $(seq 1 600); do
-		st=$($NSD curl -sf "http://$SRC_IP:$PORT/v1/tree/stats" |
+		st=$($NSD curl -sf "$@" "$base/stats" |
 			python3 -c "import json,sys; print(json.load(sys.stdin).get('hashing', {}).get('state', ''))" 2>/dev/null)
 		case $st in done | none | "") return 0 ;; esac
 		sleep 0.1
@@ -263,12 +325,29 @@ bench_ferry_start() {
 }
 
 bench_ferry_mount() {
-	local label=$1 run=$2 cache=$WORK/dst/ferry-cache mnt=$WORK/mnt/ferry
-	local fbL fbS fbLw fbSw w0 wls browse full tread entries nbytes tr0 status
+	wait_hashed
+	ferry_mount_run ferry_mount "$REPL_PID" "$@"
+}
+
+# The same over https: the second replicator, the hydrator trusting the
+# bench's CA.
+bench_ferry_mount_tls() {
+	local URL=$URL_TLS HYD_OPTS="$HYD_OPTS --ca-file $TLS_CA"
+	wait_hashed "https://$SRC_IP:$PORT_TLS/v1/tree" --cacert "$TLS_CA"
+	ferry_mount_run ferry_mount_tls "$REPL_TLS_PID" "$@"
+}
+
+# ferry_mount_run APPROACH REPL_PID LABEL RUN: first bytes, then a mount
+# read whole (ls -lR, tar); the replicator's CPU is counted from the
+# mount's start to the tar's end.
+ferry_mount_run() {
+	local appr=$1 rpid=$2 label=$3 run=$4 cache=$WORK/dst/ferry-cache mnt=$WORK/mnt/ferry
+	local fbL fbS fbLw fbSw w0 wls browse full tread entries nbytes tr0 status cpu0 cpu
 	first_byte "$LARGE_REL"; fbL=$FB fbLw=$FBW
 	first_byte "$SMALL_REL"; fbS=$FB fbSw=$FBW
+	cpu0=$(cpu_s "$rpid")
 	w0=$(wire)
-	hyd_mount "$cache" "$mnt" || { emit ferry_mount "$label" "$run" error=mount_failed; return 1; }
+	hyd_mount "$cache" "$mnt" || { emit "$appr" "$label" "$run" error=mount_failed; return 1; }
 	local mount_s; mount_s=$(dt "$T0" "$(now)")
 	ls -lR "$mnt" >"$RUN/ferry.lslR" 2>"$RUN/ferry.lslR.err"
 	browse=$(dt "$T0" "$(now)")
@@ -279,15 +358,17 @@ bench_ferry_mount() {
 	full=$(dt "$T0" "$(now)")
 	tread=$(dt "$tr0" "$(now)")
 	local w1; w1=$(wire)
+	cpu=$(python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$cpu0" "$(cpu_s "$rpid")")
 	status=$("$B/bin/ferry" status "$cache" --json 2>/dev/null)
 	verdicts "$mnt"
 	hyd_umount "$cache" "$mnt"
-	emit ferry_mount "$label" "$run" mount_s="$mount_s" browse_s="$browse" browse_entries="$entries" \
+	emit "$appr" "$label" "$run" mount_s="$mount_s" browse_s="$browse" browse_entries="$entries" \
 		ls_wire_bytes="$wls" fb_large_s="$fbL" fb_small_s="$fbS" fb_large_wire="$fbLw" fb_small_wire="$fbSw" \
 		full_s="$full" read_s="$tread" tar_bytes="$nbytes" wire_bytes=$((w1 - w0)) \
 		tree_bytes="$TREE_BYTES" peak_rss_kb="$HWM" dest_bytes="$(du -sb "$cache" | cut -f1)" \
-		verdict="$VERDICT" strict_ok="$STRICT" ferry_status="$status" scan_s="$SCAN_S"
-	log "ferry_mount@$label#$run browse=${browse}s fbL=$fbL fbS=$fbS full=${full}s wire=$((w1 - w0)) strict=$STRICT"
+		verdict="$VERDICT" strict_ok="$STRICT" ferry_status="$status" scan_s="$SCAN_S" \
+		repl_cpu_s="$cpu" repl_cpu_s_per_gb="$(python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / (int(sys.argv[2]) / 1e9)))" "$cpu" $((w1 - w0)))"
+	log "$appr@$label#$run browse=${browse}s fbL=$fbL fbS=$fbS full=${full}s wire=$((w1 - w0)) replicator_cpu=${cpu}s strict=$STRICT"
 }
 
 bench_ferry_sync() {
@@ -327,6 +408,7 @@ run_ferry() {
 		log "ferry ($FERRY) at $label, $runs run(s)"
 		"$WAN" up "$RATE" >&2 || exit 1
 		start_replicator
+		case " $FERRY " in *" ferry_mount_tls "*) start_replicator_tls ;; esac
 		start_proxy "$rtt"
 		for run in $(seq 1 "$runs"); do
 			for a in $FERRY; do
@@ -339,6 +421,7 @@ run_ferry() {
 }
 
 prepare_dataset
+prepare_tls
 : >"$RES"
 [ -n "$PEERS" ] && run_peers
 run_ferry
@@ -357,8 +440,9 @@ fi
 	echo "nproc: $(nproc)"
 	"$B/bin/ferry" --version 2>&1 | head -1
 	rsync --version | head -1
-	rclone version | head -1
-	echo "casync $(casync --version)"
+	rclone version 2>/dev/null | head -1
+	echo "casync $(casync --version 2>/dev/null)"
+	openssl version
 } >"$OUT/versions.txt"
 python3 "$ROOT/bench/report.py" --out "$OUT" --rate "$RATE" --medium-rate "$MEDIUM_RATE" \
 	"$RES" "$OUT"/peers-rtt*/results.jsonl

@@ -19,6 +19,7 @@
 #ifndef FERRY_HYDRATOR_H
 #define FERRY_HYDRATOR_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,9 @@ struct hyd_creds {
 	char token[HYD_TOKEN_MAX + 1]; /* --token-file's token; "": none.
 					* Sent as "Authorization: Bearer",
 					* never logged */
+	/* where hyd_creds_opt keeps the absolute paths of the three files
+	 * (a daemon changes its directory to / before its first request) */
+	char path_buf[3][PATH_MAX];
 };
 
 /* Read the token of a token file into c->token: its first line without
@@ -85,7 +89,8 @@ enum {
  * one of them and was taken, 0 when it is not one of them, -1 after one
  * error line on stderr (a file that cannot be read, a malformed token:
  * a usage error). The token is read here; the other files are only
- * checked to be readable (curl reads them per connection). */
+ * checked to be readable (curl reads them per connection) and kept as
+ * absolute paths in c->path_buf. */
 int hyd_creds_opt(struct hyd_creds *c, int code, const char *arg);
 
 /* A mount's source in /proc/self/mountinfo (its FUSE fsname) is this

@@ -22,6 +22,7 @@
 #include "catalog/base/base.h"
 #include "replicator/repl_http_internal.h"
 #include "replicator/repl_server_internal.h"
+#include "replicator/repl_tls_internal.h"
 
 #define READ_BUF 65536u
 
@@ -47,6 +48,8 @@ struct repl_conn {
 	size_t field_len, value_len;
 	int in_value, expect_continue;
 	uv_shutdown_t shut;
+	struct repl_tls_conn *tls; /* NULL: plain HTTP */
+	int tls_pumping;	   /* in tls_pump */
 	size_t pend_off, pend_len; /* unparsed bytes in rbuf */
 	char rbuf[READ_BUF];
 };
@@ -56,18 +59,29 @@ struct repl_wr {
 	struct repl_req *req;
 	repl_write_cb cb;
 	void *arg;
-	char bytes[]; /* copied pre and post */
+	char *cipher; /* TLS: the records written */
+	char bytes[]; /* plain: copied pre and post */
+};
+
+/* TLS records no request waits for: handshake, alerts, close_notify. */
+struct tls_wr {
+	uv_write_t w;
+	char *cipher;
 };
 
 static void conn_close(struct repl_conn *c);
 static void conn_kick(struct repl_conn *c);
 static void parse_pending(struct repl_conn *c);
 static void read_start(struct repl_conn *c);
+static void tls_pump(struct repl_conn *c);
+static int tls_flush(struct repl_conn *c);
 
 static void conn_unref(struct repl_conn *c)
 {
-	if (--c->refs == 0)
+	if (--c->refs == 0) {
+		repl_tls_conn_free(c->tls);
 		free(c);
+	}
 }
 
 static void on_close(uv_handle_t *h)
@@ -106,11 +120,22 @@ static struct repl_req *req_new(struct repl_conn *c)
 	return req;
 }
 
+/* 1 while the connection takes more bytes to parse. */
+static int conn_takes_more(const struct repl_conn *c)
+{
+	return !c->closing && !c->shutting && !c->eof && !c->no_more &&
+	       !c->paused && c->pend_len == 0;
+}
+
 static void update_reading(struct repl_conn *c)
 {
-	int want = !c->closing && !c->shutting && !c->eof && !c->no_more &&
-		   !c->paused && c->pend_len == 0;
+	int want = conn_takes_more(c);
 
+	/* TLS may hold plaintext already: that first, then the socket */
+	if (want && c->tls && !c->tls_pumping) {
+		tls_pump(c);
+		return;
+	}
 	if (want == c->reading)
 		return;
 	c->reading = want;
@@ -134,6 +159,13 @@ static void conn_finish(struct repl_conn *c)
 		return;
 	c->shutting = 1;
 	update_reading(c);
+	if (c->tls) {
+		repl_tls_conn_shutdown(c->tls);
+		if (tls_flush(c) < 0) {
+			conn_close(c);
+			return;
+		}
+	}
 	c->shut.data = c;
 	if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, on_shutdown) < 0)
 		conn_close(c);
@@ -217,9 +249,19 @@ static void on_continue_written(uv_write_t *w, int status)
 
 static void send_continue(struct repl_conn *c)
 {
-	uv_write_t *w = malloc(sizeof(*w));
+	uv_write_t *w;
 	uv_buf_t b = uv_buf_init((char *)CONTINUE, sizeof(CONTINUE) - 1);
 
+	if (c->tls) {
+		/* Encrypted now; a failed flush leaves the records for the
+		 * next one (closing here would pull the request out from
+		 * under the parser, which called us). */
+		if (repl_tls_conn_write(c->tls, CONTINUE,
+					sizeof(CONTINUE) - 1) == 0)
+			(void)tls_flush(c);
+		return;
+	}
+	w = malloc(sizeof(*w));
 	if (!w)
 		return; /* the client sends the body after its timeout anyway */
 	if (uv_write(w, (uv_stream_t *)&c->tcp, &b, 1, on_continue_written) < 0)
@@ -429,6 +471,17 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	*buf = uv_buf_init(c->rbuf, READ_BUF);
 }
 
+/* The peer sent all it will: answer what was asked, then close. */
+static void conn_on_eof(struct repl_conn *c)
+{
+	if (!c->head) {
+		conn_close(c);
+		return;
+	}
+	c->eof = 1; /* half-close */
+	update_reading(c);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct repl_conn *c = s->data;
@@ -437,13 +490,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	if (nread == 0)
 		return;
 	if (nread < 0) {
-		if (nread != UV_EOF || !c->head) {
+		if (nread != UV_EOF)
 			conn_close(c);
-			return;
-		}
-		/* Half-close: answer what was asked, then close. */
-		c->eof = 1;
-		update_reading(c);
+		else
+			conn_on_eof(c);
+		return;
+	}
+	if (c->tls) {
+		/* ciphertext: into TLS, plaintext back into rbuf */
+		if (repl_tls_conn_feed(c->tls, c->rbuf, (size_t)nread) < 0)
+			conn_close(c);
+		else
+			tls_pump(c);
 		return;
 	}
 	c->pend_off = 0;
@@ -477,6 +535,14 @@ void repl_http_on_connection(uv_stream_t *server, int status)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
+	if (srv->tls) {
+		/* the context of now: a reload later does not change it */
+		c->tls = repl_tls_conn_new(srv->tls);
+		if (!c->tls) {
+			uv_close((uv_handle_t *)&c->tcp, on_close);
+			return;
+		}
+	}
 	http_parser_init(&c->parser, HTTP_REQUEST);
 	c->parser.data = c;
 	c->next = srv->conns;
@@ -485,6 +551,95 @@ void repl_http_on_connection(uv_stream_t *server, int status)
 	srv->conns = c;
 	srv->n_conns++;
 	update_reading(c);
+}
+
+/* -- TLS: the same connection, with records in between -- */
+
+/* Decrypt what the peer sent into rbuf and parse it, for as long as the
+ * connection takes more (what a socket read does for plain HTTP, from
+ * TLS's buffer), then send what TLS has to say (the handshake, an alert)
+ * and read the socket while more is taken. */
+static void tls_pump(struct repl_conn *c)
+{
+	ssize_t n = 0;
+
+	c->tls_pumping = 1;
+	while (conn_takes_more(c)) {
+		n = repl_tls_conn_read(c->tls, c->rbuf, READ_BUF);
+		if (n <= 0)
+			break;
+		c->pend_off = 0;
+		c->pend_len = (size_t)n;
+		parse_pending(c);
+	}
+	if (!c->closing && n == -ENOPROTOOPT) {
+		/* Plain HTTP on the https port: answered in the clear (an
+		 * error of ours, nothing served) so the client learns why,
+		 * then closed. */
+		repl_tls_conn_free(c->tls);
+		c->tls = NULL;
+		c->fail_status = 400;
+		c->fail_detail =
+		    "this server speaks https: use an https:// URL";
+		parse_failed(c);
+		conn_kick(c);
+	}
+	if (!c->closing && c->tls && tls_flush(c) < 0)
+		conn_close(c);
+	if (!c->closing && n == -ESHUTDOWN) {
+		conn_on_eof(c);
+	} else if (!c->closing && c->tls && n < 0) {
+		/* A refused handshake or a bad record: the alert is on its
+		 * way; nothing more is read or answered. */
+		base_debug("tls failed why=\"%s\"", repl_tls_conn_why(c->tls));
+		c->no_more = 1;
+		if (c->head)
+			conn_close(c);
+		else
+			conn_finish(c);
+	}
+	if (!c->closing)
+		update_reading(c); /* the socket's turn */
+	c->tls_pumping = 0;
+}
+
+static void on_tls_written(uv_write_t *w, int status)
+{
+	struct tls_wr *t = (struct tls_wr *)w;
+
+	/* a failure shows in the connection's next read or write too */
+	(void)status;
+	free(t->cipher);
+	free(t);
+}
+
+/* Send the records TLS made that no request waits for. Returns 0, or -1
+ * when they could not be sent (the caller closes the connection). */
+static int tls_flush(struct repl_conn *c)
+{
+	struct tls_wr *t;
+	char *p;
+	size_t n;
+	uv_buf_t b;
+
+	if (repl_tls_conn_take(c->tls, &p, &n) < 0)
+		return -1;
+	if (n == 0)
+		return 0;
+	t = malloc(sizeof(*t));
+	if (!t) {
+		free(p);
+		return -1;
+	}
+	t->cipher = p;
+	b = uv_buf_init(p, (unsigned)n);
+	if (uv_write(&t->w, (uv_stream_t *)&c->tcp, &b, 1, on_tls_written) <
+	    0) {
+		free(p);
+		free(t);
+		return -1;
+	}
+	return 0;
 }
 
 /* -- writing -- */
@@ -499,7 +654,43 @@ static void on_written(uv_write_t *w, int status)
 	if (status < 0 && !req->conn->closing)
 		conn_close(req->conn);
 	repl_req_unref(req);
+	free(wr->cipher);
 	free(wr);
+}
+
+/* repl_http_send on a TLS connection: every byte goes out as records, in
+ * the order sent; cb still waits until they are written (the callers'
+ * flow control), though data is encrypted (copied) at once. */
+static int tls_send(struct repl_req *req, const void *pre, size_t pre_len,
+		    const void *data, size_t data_len, const void *post,
+		    size_t post_len, repl_write_cb cb, void *arg)
+{
+	struct repl_conn *c = req->conn;
+	struct repl_wr *wr = calloc(1, sizeof(*wr));
+	uv_buf_t b;
+	size_t n = 0;
+
+	if (!wr ||
+	    repl_tls_conn_reserve(c->tls, pre_len + data_len + post_len) < 0 ||
+	    (pre_len && repl_tls_conn_write(c->tls, pre, pre_len) < 0) ||
+	    (data_len && repl_tls_conn_write(c->tls, data, data_len) < 0) ||
+	    (post_len && repl_tls_conn_write(c->tls, post, post_len) < 0) ||
+	    repl_tls_conn_take(c->tls, &wr->cipher, &n) < 0)
+		goto fail;
+	wr->req = req;
+	wr->cb = cb;
+	wr->arg = arg;
+	b = uv_buf_init(wr->cipher, (unsigned)n);
+	if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0)
+		goto fail;
+	repl_req_ref(req);
+	return 0;
+fail:
+	if (wr)
+		free(wr->cipher);
+	free(wr);
+	conn_close(c);
+	return -ECANCELED;
 }
 
 int repl_http_send(struct repl_req *req, const void *pre, size_t pre_len,
@@ -513,6 +704,9 @@ int repl_http_send(struct repl_req *req, const void *pre, size_t pre_len,
 
 	if (c->closing || req->dead)
 		return -ECANCELED;
+	if (c->tls)
+		return tls_send(req, pre, pre_len, data, data_len, post,
+				post_len, cb, arg);
 	wr = malloc(sizeof(*wr) + pre_len + post_len);
 	if (!wr) {
 		conn_close(c);
@@ -521,6 +715,7 @@ int repl_http_send(struct repl_req *req, const void *pre, size_t pre_len,
 	wr->req = req;
 	wr->cb = cb;
 	wr->arg = arg;
+	wr->cipher = NULL;
 	if (pre_len) {
 		memcpy(wr->bytes, pre, pre_len);
 		bufs[n++] = uv_buf_init(wr->bytes, (unsigned)pre_len);

@@ -27,7 +27,8 @@
 static const char USAGE[] =
     "Usage: ferry-replicator [OPTIONS] NAME=DIR...\n"
     "\n"
-    "Serve each directory DIR as the ferry namespace NAME over HTTP.\n"
+    "Serve each directory DIR as the ferry namespace NAME over HTTP\n"
+    "(https with --tls-cert and --tls-key).\n"
     "Every start walks each DIR without reading file data and publishes\n"
     "the namespace (a new generation only if something changed; the\n"
     "last few stay available); SIGHUP, or --rescan-interval, walks every\n"
@@ -61,6 +62,12 @@ static const char USAGE[] =
     "      --keep-generations K  generations kept on disk and served,\n"
     "                          the current one included, 1-1000\n"
     "                          (default 3); older ones are removed\n"
+    "      --tls-cert FILE     serve https: the certificate (PEM, then its\n"
+    "                          chain); TLS 1.2 and 1.3, AEAD ciphers only;\n"
+    "                          SIGHUP reads it again for new connections\n"
+    "      --tls-key FILE      the certificate's private key (PEM)\n"
+    "      --client-ca FILE    with TLS: require a client certificate\n"
+    "                          signed by one of these CAs (PEM)\n"
     "  -v, --verbose           log more: every request, SQLite codes\n"
     "  -q, --quiet             log errors only\n"
     "  -h, --help              show this help and exit\n"
@@ -148,6 +155,9 @@ int main(int argc, char **argv)
 	    {"hash-before-publish", no_argument, NULL, 'H'},
 	    {"rescan-interval", required_argument, NULL, 'R'},
 	    {"keep-generations", required_argument, NULL, 'K'},
+	    {"tls-cert", required_argument, NULL, 'C'},
+	    {"tls-key", required_argument, NULL, 'k'},
+	    {"client-ca", required_argument, NULL, 'A'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -217,6 +227,15 @@ int main(int argc, char **argv)
 			}
 			o.keep_gens = (unsigned)num;
 			break;
+		case 'C':
+			o.tls_cert = optarg;
+			break;
+		case 'k':
+			o.tls_key = optarg;
+			break;
+		case 'A':
+			o.tls_client_ca = optarg;
+			break;
 		case 'v':
 			level = BASE_LOG_DEBUG;
 			break;
@@ -249,6 +268,15 @@ int main(int argc, char **argv)
 					 o.listen);
 			goto out;
 		}
+	}
+	if (!o.tls_cert != !o.tls_key) {
+		rc = usage_error("%s", "--tls-cert and --tls-key go together");
+		goto out;
+	}
+	if (o.tls_client_ca && !o.tls_cert) {
+		rc = usage_error("%s", "--client-ca needs --tls-cert and "
+				       "--tls-key");
+		goto out;
 	}
 	n = argc - optind;
 	if (n < 1) {

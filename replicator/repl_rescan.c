@@ -315,6 +315,7 @@ static void on_hup(uv_signal_t *s, int signum)
 	(void)signum;
 	if (srv->stopping)
 		return;
+	repl_server_tls_reload(srv); /* new connections take it */
 	base_info("rescan requested signal=SIGHUP namespaces=%zu", srv->n_ns);
 	repl_scan_want(srv, 1, 0);
 }

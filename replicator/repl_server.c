@@ -10,8 +10,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,7 @@
 #include "replicator/repl_http_internal.h"
 #include "replicator/repl_publish_internal.h"
 #include "replicator/repl_server_internal.h"
+#include "replicator/repl_tls_internal.h"
 
 struct repl_ns *repl_server_ns(struct repl_server *srv, const char *name,
 			       size_t len)
@@ -109,6 +112,72 @@ static int parse_listen(const char *s, struct sockaddr_storage *ret)
 	return 0;
 }
 
+/* 1 for an address only this machine reaches (127/8, ::1, v4-mapped
+ * 127/8); 0.0.0.0 and :: listen on every interface. */
+static int is_loopback(const struct sockaddr_storage *sa)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+	if (sa->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)
+				  ->sin_addr.s_addr) >>
+			24) == 127;
+	if (IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr))
+		return 1;
+	return IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) &&
+	       s6->sin6_addr.s6_addr[12] == 127;
+}
+
+/* --tls-cert/--tls-key: loaded before listening, so a bad file fails the
+ * start; one line says what is served. */
+static int tls_init(struct repl_server *srv, const struct repl_server_opts *o)
+{
+	struct repl_tls_opts to = {
+	    .cert = o->tls_cert,
+	    .key = o->tls_key,
+	    .client_ca = o->tls_client_ca,
+	};
+	char why[512], desc[384];
+	int r;
+
+	if (!o->tls_cert)
+		return 0;
+	r = repl_tls_new(&to, &srv->tls, why, sizeof(why));
+	if (r < 0) {
+		base_error("cannot set up TLS: %s", why);
+		return r;
+	}
+	if (repl_tls_describe(srv->tls, desc, sizeof(desc)))
+		base_warn("tls certificate outside its validity period cert=%s "
+			  "%s",
+			  o->tls_cert, desc);
+	else
+		base_info("tls on cert=%s %s client_certificates=%s",
+			  o->tls_cert, desc,
+			  o->tls_client_ca ? "required" : "no");
+	return 0;
+}
+
+void repl_server_tls_reload(struct repl_server *srv)
+{
+	char why[512], desc[384];
+
+	if (!srv->tls)
+		return;
+	if (repl_tls_reload(srv->tls, why, sizeof(why)) < 0) {
+		base_error("tls reload failed, the certificate in use stays: "
+			   "%s",
+			   why);
+		return;
+	}
+	if (repl_tls_describe(srv->tls, desc, sizeof(desc)))
+		base_warn("tls certificate reloaded, outside its validity "
+			  "period %s",
+			  desc);
+	else
+		base_info("tls certificate reloaded %s", desc);
+}
+
 static int ns_init(struct repl_server *srv, struct repl_ns *ns,
 		   const char *name, const char *dir, const char *state_dir)
 {
@@ -184,6 +253,14 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 					: "unknown host");
 		return r;
 	}
+	r = tls_init(srv, o);
+	if (r < 0)
+		return r;
+	if (!srv->tls && !is_loopback(&sa))
+		base_warn("serving plain HTTP on a non-loopback address "
+			  "address=%s: anyone on the path reads every byte "
+			  "(give --tls-cert and --tls-key)",
+			  o->listen);
 	uv_tcp_init(&srv->loop, &srv->listener);
 	srv->listener.data = srv;
 	r = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&sa, 0);
@@ -248,5 +325,6 @@ void repl_server_fini(struct repl_server *srv)
 		free(ns->srcindex_path);
 	}
 	free(srv->ns);
+	repl_tls_free(srv->tls);
 	memset(srv, 0, sizeof(*srv));
 }

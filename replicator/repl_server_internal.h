@@ -26,6 +26,7 @@
 
 struct repl_conn;
 struct repl_req;
+struct repl_tls;
 struct man_wait;
 
 /* Counters of one namespace (loop thread only); GET /v1/NS/stats. */
@@ -112,6 +113,7 @@ struct repl_server {
 	struct repl_conn *conns;
 	size_t n_conns;
 	char listen_str[128];
+	struct repl_tls *tls; /* NULL: plain HTTP (repl_tls_internal.h) */
 };
 
 /* Options the program hands to the server. */
@@ -124,6 +126,8 @@ struct repl_server_opts {
 	unsigned hash_delay_ms;	    /* test hook: FERRY_HASH_DELAY_MS */
 	unsigned rescan_interval_s; /* --rescan-interval; 0: off */
 	unsigned keep_gens;	    /* --keep-generations; 0: the default */
+	/* --tls-cert, --tls-key (both or neither) and --client-ca */
+	const char *tls_cert, *tls_key, *tls_client_ca;
 	/* Test hook (unit tests): called on a hashing thread once a file is
 	 * open, before its bytes are read (repl_hasher_opts.opened). */
 	void (*hash_opened)(void *ctx, const char *path);
@@ -153,6 +157,11 @@ int repl_server_run(struct repl_server *srv);
 
 /* Free everything (after run, or after a failed init). */
 void repl_server_fini(struct repl_server *srv);
+
+/* SIGHUP: read the TLS certificate, key and client CAs again for new
+ * connections (open ones keep theirs); one line in the log either way,
+ * and on failure the old ones stay. No-op without TLS. Loop thread. */
+void repl_server_tls_reload(struct repl_server *srv);
 
 /* -- scans, rescans and hashing (repl_rescan.c), loop thread -- */
 

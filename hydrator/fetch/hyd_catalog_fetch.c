@@ -87,6 +87,49 @@ __attribute__((format(printf, 2, 3))) static void cf_err(struct hyd_cf *f,
 	va_end(ap);
 }
 
+/* What a TLS failure means for the user, before curl's own words (which
+ * for a refused client certificate are only OpenSSL's alert name); NULL
+ * when cc and what are not about TLS. */
+static const char *tls_meaning(CURLcode cc, const char *what)
+{
+	switch (cc) {
+	case CURLE_PEER_FAILED_VERIFICATION:
+		return strstr(what, "expired") || strstr(what, "not yet valid")
+			   ? "the server's certificate is not valid now"
+			   : "the server's certificate is not trusted (the "
+			     "CAs of --ca-file, else the system's, did not "
+			     "sign it, or it names another host)";
+	case CURLE_SSL_CACERT_BADFILE:
+		return "cannot use the CAs of --ca-file";
+	case CURLE_SSL_CERTPROBLEM:
+		return "cannot use the client certificate of --cert/--key";
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+		/* the server's alert, as OpenSSL names it */
+		if (strstr(what, "alert certificate required"))
+			return "the server requires a client certificate "
+			       "(--cert and --key)";
+		if (strstr(what, "alert unknown ca") ||
+		    strstr(what, "alert bad certificate") ||
+		    strstr(what, "alert certificate expired") ||
+		    strstr(what, "alert certificate revoked") ||
+		    strstr(what, "alert certificate unknown") ||
+		    strstr(what, "alert unsupported certificate") ||
+		    strstr(what, "alert access denied"))
+			return "the server refused the client certificate "
+			       "(--cert)";
+		if (strstr(what, "alert protocol version") ||
+		    strstr(what, "wrong version number") ||
+		    strstr(what, "alert handshake failure"))
+			return "no TLS handshake with the server (is it "
+			       "https, TLS 1.2 or 1.3?)";
+		return NULL;
+	default:
+		return NULL;
+	}
+}
+
 /* A failed transfer as -errno (base_curl_errno), with what it was in
  * errbuf. Failures before the server was ever heard from are the ones a
  * cached catalog may paper over: they become -EHOSTUNREACH. */
@@ -95,8 +138,16 @@ static int cf_curl_fail(struct hyd_cf *f, CURLcode cc, const char *url,
 {
 	const char *what =
 	    f->curl_err[0] ? f->curl_err : curl_easy_strerror(cc);
+	const char *tls = tls_meaning(cc, what);
 	int r = base_curl_errno(cc);
 
+	/* TLS refused: not a server that is away (no cached catalog stands
+	 * in for one that fails its check), and said as what it is */
+	if (tls) {
+		cf_err(f, "%s: %s: %s (curl error %d)", url, tls, what,
+		       (int)cc);
+		return -EPROTO;
+	}
 	switch (r) {
 	case -EHOSTUNREACH:
 	case -ETIMEDOUT:

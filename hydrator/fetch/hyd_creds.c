@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -66,7 +67,8 @@ int hyd_creds_token_load(struct hyd_creds *c, const char *path, char *errbuf,
 int hyd_creds_opt(struct hyd_creds *c, int code, const char *arg)
 {
 	char err[512];
-	const char *what;
+	const char *what, **field;
+	char *abs;
 
 	switch (code) {
 	case HYD_OPT_TOKEN_FILE:
@@ -77,24 +79,29 @@ int hyd_creds_opt(struct hyd_creds *c, int code, const char *arg)
 		return 1;
 	case HYD_OPT_CA_FILE:
 		what = "--ca-file";
-		c->ca_file = arg;
+		field = &c->ca_file;
+		abs = c->path_buf[0];
 		break;
 	case HYD_OPT_CERT:
 		what = "--cert";
-		c->cert = arg;
+		field = &c->cert;
+		abs = c->path_buf[1];
 		break;
 	case HYD_OPT_KEY:
 		what = "--key";
-		c->key = arg;
+		field = &c->key;
+		abs = c->path_buf[2];
 		break;
 	default:
 		return 0;
 	}
-	if (access(arg, R_OK) < 0) {
+	/* absolute: the hydrator's daemon reads it from / */
+	if (access(arg, R_OK) < 0 || !realpath(arg, abs)) {
 		base_log_err(BASE_LOG_ERROR, -errno, "%s: cannot read path=%s",
 			     what, arg);
 		return -1;
 	}
+	*field = abs;
 	return 1;
 }
 

@@ -13,10 +13,18 @@
  * Connection: close, pipelining, 404/400/405/409/413/414/431/503 with a
  * JSON body of "error" and "detail" strings (parsed with jansson), UTF-8
  * in a detail kept exactly and a non-UTF-8 byte shown as \xNN, /stats
- * counters, and a batch (including the 1024-id limit). The server is
- * stopped with SIGTERM, its real shutdown path, and freed.
+ * counters, a batch (including the 1024-id limit) and one sent after
+ * "Expect: 100-continue", and the other protocol on the port (plain HTTP
+ * to https, a TLS handshake to plain HTTP). The server is stopped with
+ * SIGTERM, its real shutdown path, and freed.
+ *
+ * Every test runs twice: over plain HTTP, then over TLS (the server with
+ * --tls-cert/--tls-key made by the test, the client OpenSSL on the same
+ * socket), so keep-alive, pipelining, streamed batches, errors and cut
+ * connections are checked through the TLS records as well.
  */
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -36,6 +44,8 @@
 #include <cmocka.h>
 #include <http_parser.h>
 #include <jansson.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
@@ -64,6 +74,9 @@ struct fixture {
 	struct repl_server srv;
 	pthread_t loop;
 	chunk_id hello, world, utf8, bad;
+	int tls;      /* serve and talk https */
+	char ca[128]; /* the CA that signed the server's certificate */
+	char cert[128], key[128];
 };
 
 static void *loop_thread(void *arg)
@@ -87,6 +100,8 @@ struct resp {
 
 struct client {
 	int fd;
+	SSL_CTX *ctx; /* TLS: over fd; NULL: plain */
+	SSL *ssl;
 	http_parser p;
 	struct resp *cur;
 	int head_only;
@@ -185,7 +200,8 @@ static const http_parser_settings RESP_SETTINGS = {
     .on_message_complete = on_complete,
 };
 
-static struct client *cl_open(const struct fixture *f)
+/* A connection; over TLS when the server speaks it, unless plain. */
+static struct client *cl_open_as(const struct fixture *f, int plain)
 {
 	struct client *c = calloc(1, sizeof(*c));
 	struct sockaddr_in a = {.sin_family = AF_INET};
@@ -200,15 +216,79 @@ static struct client *cl_open(const struct fixture *f)
 	assert_int_equal(connect(c->fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	assert_int_equal(
 	    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	if (f->tls && !plain) {
+		/* a client as curl is one: the server's certificate checked
+		 * against the CA, for the address it was asked at */
+		c->ctx = SSL_CTX_new(TLS_client_method());
+		assert_non_null(c->ctx);
+		assert_int_equal(
+		    SSL_CTX_load_verify_locations(c->ctx, f->ca, NULL), 1);
+		SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
+		c->ssl = SSL_new(c->ctx);
+		assert_non_null(c->ssl);
+		assert_int_equal(SSL_set_fd(c->ssl, c->fd), 1);
+		assert_int_equal(SSL_set1_host(c->ssl, "127.0.0.1"), 1);
+		ERR_clear_error();
+		assert_int_equal(SSL_connect(c->ssl), 1);
+	}
 	http_parser_init(&c->p, HTTP_RESPONSE);
 	c->p.data = c;
 	return c;
 }
 
+static struct client *cl_open(const struct fixture *f)
+{
+	return cl_open_as(f, 0);
+}
+
 static void cl_close(struct client *c)
 {
+	SSL_free(c->ssl);
+	SSL_CTX_free(c->ctx);
 	close(c->fd);
 	free(c);
+}
+
+/* send(2) or SSL_write: > 0 bytes, or -1 with errno. */
+static ssize_t cl_out(struct client *c, const void *buf, size_t len)
+{
+	int n;
+
+	if (!c->ssl)
+		return send(c->fd, buf, len, MSG_NOSIGNAL);
+	ERR_clear_error();
+	n = SSL_write(c->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
+	if (n > 0)
+		return n;
+	if (SSL_get_error(c->ssl, n) != SSL_ERROR_SYSCALL || errno == 0)
+		errno = EPIPE;
+	return -1;
+}
+
+/* recv(2) or SSL_read: > 0 bytes, 0 at the end of the connection (over
+ * TLS: close_notify, or a cut, which a test tells apart by what it read
+ * before), -1 with errno (EAGAIN: the receive timeout). */
+static ssize_t cl_in(struct client *c, void *buf, size_t cap)
+{
+	int n;
+
+	if (!c->ssl)
+		return recv(c->fd, buf, cap, 0);
+	ERR_clear_error();
+	n = SSL_read(c->ssl, buf, cap > INT_MAX ? INT_MAX : (int)cap);
+	if (n > 0)
+		return n;
+	switch (SSL_get_error(c->ssl, n)) {
+	case SSL_ERROR_WANT_READ:
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_SYSCALL:
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return -1;
+		return 0;
+	default:
+		return 0;
+	}
 }
 
 static void cl_send(struct client *c, const void *buf, size_t len)
@@ -216,7 +296,7 @@ static void cl_send(struct client *c, const void *buf, size_t len)
 	const char *p = buf;
 
 	while (len > 0) {
-		ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
+		ssize_t n = cl_out(c, p, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -260,7 +340,7 @@ static int cl_read(struct client *c, int head_only, struct resp *r)
 		if (c->off == c->len)
 			c->off = c->len = 0;
 		assert_true(c->len < sizeof(c->buf));
-		n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
+		n = cl_in(c, c->buf + c->len, sizeof(c->buf) - c->len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -284,7 +364,7 @@ static int cl_at_eof(struct client *c)
 	if (c->off < c->len)
 		return 0;
 	do
-		n = recv(c->fd, &b, 1, 0);
+		n = cl_in(c, &b, 1);
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		fail_msg("the server kept the connection open");
@@ -432,7 +512,7 @@ static void wait_scans(const struct fixture *f)
 	fail_msg("hashing did not finish");
 }
 
-static int group_setup(void **state)
+static int setup(void **state, int tls)
 {
 	static const char *const names[] = {"ns", "broken"};
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -465,11 +545,36 @@ static int group_setup(void **state)
 	o.n_ns = 2;
 	o.ns_names = names;
 	o.ns_dirs = dirs;
+	if (tls) {
+		char cakey[128];
+
+		f->tls = 1;
+		snprintf(f->ca, sizeof(f->ca), "%s/ca.pem", f->root);
+		snprintf(cakey, sizeof(cakey), "%s/ca.key", f->root);
+		snprintf(f->cert, sizeof(f->cert), "%s/srv.pem", f->root);
+		snprintf(f->key, sizeof(f->key), "%s/srv.key", f->root);
+		tsup_cert_make(f->ca, cakey, "test CA", NULL, NULL, -86400,
+			       86400, 0);
+		tsup_cert_make(f->cert, f->key, "127.0.0.1", f->ca, cakey,
+			       -86400, 86400, 0);
+		o.tls_cert = f->cert;
+		o.tls_key = f->key;
+	}
 	assert_int_equal(repl_server_init(&f->srv, &o), 0);
 	assert_int_equal(pthread_create(&f->loop, NULL, loop_thread, f), 0);
 	wait_scans(f);
 	*state = f;
 	return 0;
+}
+
+static int group_setup(void **state)
+{
+	return setup(state, 0);
+}
+
+static int group_setup_tls(void **state)
+{
+	return setup(state, 1);
 }
 
 static int group_teardown(void **state)
@@ -1114,6 +1219,59 @@ static void test_batch(void **state)
 	cl_close(c);
 }
 
+/* A batch whose body the client sends only after "100 Continue" (curl
+ * does so for bodies over 1 KiB unless told not to). */
+static void test_expect_continue(void **state)
+{
+	static const char *const want[] = {HELLO, WORLD};
+	struct fixture *f = *state;
+	uint8_t ids[2 * CHUNK_ID_LEN];
+	struct client *c = cl_open(f);
+	struct resp r;
+
+	memcpy(ids, f->hello.b, CHUNK_ID_LEN);
+	memcpy(ids + CHUNK_ID_LEN, f->world.b, CHUNK_ID_LEN);
+	cl_sends(c, "POST /v1/ns/chunks HTTP/1.1\r\nHost: t\r\n"
+		    "Content-Length: 64\r\nExpect: 100-continue\r\n\r\n");
+	assert_int_equal(cl_read(c, 0, &r), 0);
+	assert_int_equal(r.status, 100);
+	resp_free(&r);
+	cl_send(c, ids, sizeof(ids));
+	assert_int_equal(cl_read(c, 0, &r), 0);
+	assert_batch(&r, ids, 2, want, 2);
+	resp_free(&r);
+	cl_close(c);
+}
+
+/* The other protocol on the port: plain HTTP to the https server is told
+ * to use https, in the clear; a TLS handshake to the plain server is a
+ * bad request. Either way, then the close. */
+static void test_wrong_scheme(void **state)
+{
+	/* the start of a TLS ClientHello record */
+	static const char hello[] =
+	    "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
+	struct fixture *f = *state;
+	struct client *c = cl_open_as(f, 1);
+	char detail[512];
+	struct resp r;
+
+	if (f->tls)
+		cl_sends(c, "GET /v1/ns/HEAD HTTP/1.1\r\nHost: t\r\n\r\n");
+	else
+		cl_send(c, hello, sizeof(hello) - 1);
+	assert_int_equal(cl_read(c, 0, &r), 0);
+	assert_error(&r, 400, "bad_request", detail, sizeof(detail));
+	assert_hdr(&r, "Connection", "close");
+	if (f->tls)
+		assert_string_equal(detail,
+				    "this server speaks https: use an https:// "
+				    "URL");
+	resp_free(&r);
+	assert_true(cl_at_eof(c));
+	cl_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1133,6 +1291,8 @@ int main(void)
 	    cmocka_unit_test(test_utf8_detail),
 	    cmocka_unit_test(test_stats),
 	    cmocka_unit_test(test_batch),
+	    cmocka_unit_test(test_expect_continue),
+	    cmocka_unit_test(test_wrong_scheme),
 	    /* last: it changes two source files */
 	    cmocka_unit_test(test_changed_source),
 	};
@@ -1140,5 +1300,9 @@ int main(void)
 	base_log_init("test_repl_http", BASE_LOG_INFO);
 	/* a client that closes first must not kill the test with SIGPIPE */
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	if (cmocka_run_group_tests_name("plain HTTP", tests, group_setup,
+					group_teardown) != 0)
+		return 1;
+	return cmocka_run_group_tests_name("https", tests, group_setup_tls,
+					   group_teardown);
 }

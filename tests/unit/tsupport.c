@@ -20,6 +20,11 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <openssl/bn.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "tsupport.h"
 
@@ -230,4 +235,87 @@ cat_writer *tsup_cat_begin(const char *path)
 	in.nlink = 2;
 	assert_int_equal(cat_writer_add_inode(w, &in, NULL, 0), 0);
 	return w;
+}
+
+static void cert_ext(X509 *issuer, X509 *x, int nid, const char *value)
+{
+	X509V3_CTX ctx;
+	X509_EXTENSION *e;
+
+	X509V3_set_ctx(&ctx, issuer, x, NULL, NULL, 0);
+	e = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+	assert_non_null(e);
+	assert_int_equal(X509_add_ext(x, e, -1), 1);
+	X509_EXTENSION_free(e);
+}
+
+static void *pem_read(const char *path, int is_key)
+{
+	FILE *f = fopen(path, "r");
+	void *p;
+
+	assert_non_null(f);
+	p = is_key ? (void *)PEM_read_PrivateKey(f, NULL, NULL, NULL)
+		   : (void *)PEM_read_X509(f, NULL, NULL, NULL);
+	fclose(f);
+	assert_non_null(p);
+	return p;
+}
+
+void tsup_cert_make(const char *cert, const char *key, const char *cn,
+		    const char *ca_cert, const char *ca_key, long from_s,
+		    long to_s, int rsa)
+{
+	EVP_PKEY *pk = rsa ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256");
+	EVP_PKEY *sign_key = pk;
+	X509 *x = X509_new(), *ca = NULL;
+	BIGNUM *bn = BN_new();
+	FILE *f;
+
+	assert_non_null(pk);
+	assert_non_null(x);
+	assert_non_null(bn);
+	assert_int_equal(X509_set_version(x, 2), 1);
+	/* a random serial: certificates of one CA must not share one */
+	assert_int_equal(BN_rand(bn, 63, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY),
+			 1);
+	assert_non_null(BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)));
+	assert_non_null(X509_gmtime_adj(X509_getm_notBefore(x), from_s));
+	assert_non_null(X509_gmtime_adj(X509_getm_notAfter(x), to_s));
+	assert_int_equal(X509_set_pubkey(x, pk), 1);
+	assert_int_equal(X509_NAME_add_entry_by_txt(
+			     X509_get_subject_name(x), "CN", MBSTRING_ASC,
+			     (const unsigned char *)cn, -1, -1, 0),
+			 1);
+	if (ca_cert) {
+		ca = pem_read(ca_cert, 0);
+		sign_key = pem_read(ca_key, 1);
+		assert_int_equal(
+		    X509_set_issuer_name(x, X509_get_subject_name(ca)), 1);
+		cert_ext(ca, x, NID_basic_constraints, "CA:FALSE");
+		cert_ext(ca, x, NID_subject_alt_name,
+			 "IP:127.0.0.1,DNS:localhost");
+	} else {
+		assert_int_equal(
+		    X509_set_issuer_name(x, X509_get_subject_name(x)), 1);
+		cert_ext(x, x, NID_basic_constraints, "critical,CA:TRUE");
+		cert_ext(x, x, NID_key_usage, "critical,keyCertSign,cRLSign");
+		cert_ext(x, x, NID_subject_key_identifier, "hash");
+	}
+	assert_true(X509_sign(x, sign_key, EVP_sha256()) > 0);
+	f = fopen(cert, "w");
+	assert_non_null(f);
+	assert_int_equal(PEM_write_X509(f, x), 1);
+	assert_int_equal(fclose(f), 0);
+	f = fopen(key, "w");
+	assert_non_null(f);
+	assert_int_equal(PEM_write_PrivateKey(f, pk, NULL, NULL, 0, NULL, NULL),
+			 1);
+	assert_int_equal(fclose(f), 0);
+	if (sign_key != pk)
+		EVP_PKEY_free(sign_key);
+	X509_free(ca);
+	X509_free(x);
+	EVP_PKEY_free(pk);
+	BN_free(bn);
 }

@@ -65,4 +65,14 @@ int tsup_log_clean(const char *path);
  * parameters, its root directory (mode 0755, nlink 2) already added. */
 cat_writer *tsup_cat_begin(const char *path);
 
+/* A certificate and its private key (EC P-256, or RSA 2048 when rsa) as
+ * PEM files. cn is the
+ * subject's common name; valid from now + from_s to now + to_s seconds
+ * (negative: in the past). With ca_cert/ca_key (PEM paths) it is signed
+ * by that CA and names 127.0.0.1 and localhost (subjectAltName), fit for
+ * a server or a client; without, it is a self-signed CA. */
+void tsup_cert_make(const char *cert, const char *key, const char *cn,
+		    const char *ca_cert, const char *ca_key, long from_s,
+		    long to_s, int rsa);
+
 #endif
