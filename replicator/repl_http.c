@@ -17,9 +17,16 @@
  * since_ms, and a sweep every REPL_SWEEP_MS closes it when that wait
  * passes the header or idle timeout. When the connection cap is reached
  * (or accept runs out of file descriptors) the connection that has waited
- * longest for its client makes room for the new one, so idle or
- * trickling connections, however many, cannot keep a client that asks
- * out; the per-address cap keeps one address from holding them all.
+ * longest for its client, at least REPL_EVICT_GRACE_MS, makes room for
+ * the next one, so idle or trickling connections, however many, cannot
+ * keep a client that asks out. The grace lets every connection accepted
+ * have its request read before it can be pushed out: without it a flood
+ * of connects (the kernel's backlog holds hundreds) would push out
+ * everything accepted in the same loop turn, a real client's too. When
+ * no connection is eligible, accepting pauses (libuv keeps the one it
+ * took and stops polling the listener; the kernel's backlog holds the
+ * rest) until the sweep finds room. The per-address cap keeps one
+ * address from holding everything.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,6 +46,7 @@
 
 #define READ_BUF 65536u
 #define REPL_SWEEP_MS 250u
+#define REPL_EVICT_GRACE_MS 500u
 #define REPL_LIMIT_LOG_MS 10000u
 
 struct repl_conn {
@@ -576,18 +584,23 @@ static size_t conns_of_addr(const struct repl_server *srv,
 	return n;
 }
 
-/* The connection that has waited longest for its client, or NULL when
- * every one is being answered. A linear walk: it runs only at the cap. */
+/* The connection that has waited longest for its client, at least
+ * REPL_EVICT_GRACE_MS, or NULL when there is none (every one is being
+ * answered or began its wait just now). Among equal waits the one
+ * accepted first (the list is newest first). A linear walk: it runs only
+ * at the cap. */
 static struct repl_conn *conn_oldest_waiting(struct repl_server *srv)
 {
+	uint64_t now = uv_now(&srv->loop);
 	struct repl_conn *o, *best = NULL;
 	enum conn_wait w;
 
 	for (o = srv->conns; o; o = o->next) {
 		w = conn_wait(o);
-		if (o->closing || (w != WAIT_HEAD && w != WAIT_IDLE))
+		if (o->closing || (w != WAIT_HEAD && w != WAIT_IDLE) ||
+		    now - o->since_ms < REPL_EVICT_GRACE_MS)
 			continue;
-		if (!best || o->since_ms < best->since_ms)
+		if (!best || o->since_ms <= best->since_ms)
 			best = o;
 	}
 	return best;
@@ -617,11 +630,15 @@ static void limit_log(struct repl_server *srv, struct repl_limit_log *l,
 static int conn_evict(struct repl_server *srv, const char *why)
 {
 	struct repl_conn *v = conn_oldest_waiting(srv);
+	char addr[INET6_ADDRSTRLEN + 1];
 
 	if (!v)
 		return -EBUSY;
 	limit_log(srv, &srv->log_evict, "connection closed to make room", why,
 		  v);
+	base_debug("connection closed to make room addr=%s waited_ms=%" PRIu64,
+		   conn_addr_str(v, addr, sizeof(addr)),
+		   uv_now(&srv->loop) - v->since_ms);
 	conn_close(v);
 	return 0;
 }
@@ -658,7 +675,14 @@ static void on_sweep(uv_timer_t *t)
 			   conn_addr_str(c, addr, sizeof(addr)));
 		conn_close(c);
 	}
-	if (!srv->conns) {
+	/* accepting paused at the cap: go on once there is room */
+	if (srv->accept_paused && !srv->stopping &&
+	    (srv->n_conns < srv->limits.max_conns ||
+	     conn_oldest_waiting(srv))) {
+		srv->accept_paused = 0;
+		repl_http_on_connection((uv_stream_t *)&srv->listener, 0);
+	}
+	if (!srv->conns && !srv->accept_paused) {
 		uv_timer_stop(t);
 		srv->sweep_on = 0;
 	}
@@ -686,6 +710,15 @@ void repl_http_on_connection(uv_stream_t *server, int status)
 	}
 	if (status < 0)
 		return;
+	if (!srv->stopping && srv->n_conns >= srv->limits.max_conns &&
+	    !conn_oldest_waiting(srv)) {
+		/* not accepted: libuv holds it and stops polling the listener
+		 * until the sweep calls here again */
+		srv->accept_paused = 1;
+		limit_log(srv, &srv->log_full, "connections wait",
+			  "connection cap, none idle long enough", NULL);
+		return;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return;
@@ -702,12 +735,10 @@ void repl_http_on_connection(uv_stream_t *server, int status)
 			  "per-address cap", c);
 		goto refuse;
 	}
+	/* a connection to close was found above, before the accept */
 	if (srv->n_conns >= srv->limits.max_conns &&
-	    conn_evict(srv, "connection cap") < 0) {
-		limit_log(srv, &srv->log_full, "connections refused",
-			  "connection cap, every connection busy", c);
+	    conn_evict(srv, "connection cap") < 0)
 		goto refuse;
-	}
 	uv_tcp_nodelay(&c->tcp, 1);
 	http_parser_init(&c->parser, HTTP_REQUEST);
 	c->parser.data = c;

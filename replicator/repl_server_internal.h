@@ -136,6 +136,7 @@ struct repl_server {
 	struct repl_limits limits;
 	uv_timer_t sweep;
 	int sweep_ready, sweep_on;
+	int accept_paused; /* at the cap, none to close: libuv holds one */
 	struct repl_limit_log log_addr, log_full, log_evict;
 	/* --tokens: the tokens file's path and its digests (NULL: no
 	 * tokens, every namespace is open); replaced whole on SIGHUP */
