@@ -21,7 +21,11 @@
 #      file on reload keeps the old tokens and logs one line;
 #  (g) no token ever appears in a log (the replicator runs with -v, which
 #      logs every request), and the cache directory is 0700 even under
-#      umask 000.
+#      umask 000;
+#  (h) raw clients: the header sent a byte at a time is still read whole
+#      (200); two Authorization headers, an over-long one, another scheme
+#      or no blank after "Bearer" are 401, one keep-alive connection
+#      taking each answer in turn.
 . "$(dirname "$0")/lib/common.sh"
 . "$E2E_LIB/wait.sh"
 need_fuse
@@ -208,11 +212,64 @@ done
 grep -q 'request method=GET url=/v1/a/HEAD status=401' "$T/repl.log" || die "(g) the replicator's -v request log is missing"
 [ "$mode" = 700 ] || die "(g) cache directory mode $mode, not 700"
 mkdir -p "$T/mnt-umask"
-(umask 000; "$HYD" -c "$T/cache-umask" --token-file "$T/a.token" "$BASE/a" "$T/mnt-umask" 2>"$T/hyd-umask.err") || true
+(umask 000; "$HYD" -c "$T/cache-umask" --token-file "$T/a.token" "$BASE/a" "$T/mnt-umask" 2>"$T/hyd-umask.err") ||
+	die "(g) the hydrator failed under umask 000: $(cat "$T/hyd-umask.err")"
 MOUNTS+=("$T/mnt-umask")
 [ -d "$T/cache-umask" ] || die "(g) no cache directory made under umask 000"
 [ "$(stat -c %a "$T/cache-umask")" = 700 ] || die "(g) cache directory made $(stat -c %a "$T/cache-umask") under umask 000, not 700"
 [ ! -e "$T/cache-umask/control.sock" ] || [ "$(stat -c %a "$T/cache-umask/control.sock")" = 600 ] || die "(g) control.sock is not 0600"
-mountpoint -q "$T/mnt-umask" && { fusermount3 -u "$T/mnt-umask"; e2e_gone "$(cat "$T/cache-umask/hydrator.pid")" 10 || die "hydrator of mnt-umask still running"; }
+mountpoint -q "$T/mnt-umask" || die "(g) the mount under umask 000 failed: $(cat "$T/hyd-umask.err")"
+pid=$(cat "$T/cache-umask/hydrator.pid") || die "(g) no hydrator.pid under umask 000"
+fusermount3 -u "$T/mnt-umask" || die "(g) fusermount3 -u mnt-umask"
+e2e_gone "$pid" 10 || die "(g) the hydrator of mnt-umask still runs 10 s after its unmount"
+[ "$(hyd_exit_status "$T/cache-umask" "$pid")" = 0 ] || die "(g) the hydrator of mnt-umask did not exit 0"
 ok "(g) no token in any log (replicator -v included); cache directory 0700 even under umask 000"
+
+# (h) the Authorization header as raw bytes.
+timeout 120 python3 - "$port" "$(cat "$T/a.token")" <<'PY' || die "(h) raw Authorization headers"
+import socket, sys, time
+port, tok = int(sys.argv[1]), sys.argv[2].encode()
+s = socket.create_connection(("127.0.0.1", port), timeout=60)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+buf = b""
+
+def answer():
+    global buf
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        assert d, "closed before an answer"
+        buf += d
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0]
+    while len(buf) < n:
+        buf += s.recv(65536)
+    buf = buf[n:]
+    return int(head.split(b" ")[1])
+
+def ask(headers, trickle=False):
+    req = b"GET /v1/a/HEAD HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n"
+    if trickle:  # pauses, so the server reads the value in pieces
+        for i in range(0, len(req), 8):
+            s.send(req[i:i + 8])
+            time.sleep(0.02)
+    else:
+        s.sendall(req)
+    return answer()
+
+cases = [
+    (b"Authorization: Bearer " + tok + b"\r\n", 200, True),
+    (b"authorization:   bEaReR   " + tok + b"  \r\n", 200, False),
+    (b"Authorization: Bearer " + tok + b"\r\nAuthorization: Bearer " + tok + b"\r\n", 401, False),
+    (b"Authorization: Bearer " + tok + b"x" * 2000 + b"\r\n", 401, False),
+    (b"Authorization: Basic " + tok + b"\r\n", 401, False),
+    (b"Authorization: Bearer" + tok + b"\r\n", 401, False),
+    (b"Authorization: Bearer " + tok[:-1] + b"\r\n", 401, False),
+    (b"Authorization: Bearer " + tok + b"\r\n", 200, False),
+]
+for hdr, want, trickle in cases:
+    got = ask(hdr, trickle)
+    assert got == want, (hdr[:60], got, want)
+print("ok: %d raw requests on one connection answered as expected" % len(cases))
+PY
+ok "(h) raw Authorization headers: trickled whole, doubled, over-long, other schemes"
 stop_repl
