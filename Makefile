@@ -115,7 +115,7 @@ $(B)/bin/ferry-hydrator: $(call obj,hydrator/hyd_main.c) $(HYD_LIB) $(CAT_LIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 TOOLS_SRC := $(sort $(wildcard tools/*.c))
-$(B)/bin/ferry: $(call obj,$(TOOLS_SRC)) $(HYD_LIB) $(CAT_LIB)
+$(B)/bin/ferry: $(call obj,$(TOOLS_SRC)) $(HYD_LIB) $(REPL_LIB) $(CAT_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 

@@ -1,13 +1,34 @@
 /*
  * replicator/repl_http.c — HTTP/1.1 connections: accept, read, parse with
  * http_parser, queue requests, write responses in order, keep-alive and
- * pipelining, and bounded everything (URL, headers, body, queue depth).
+ * pipelining, and bounded everything (URL, headers, body, queue depth,
+ * connections in all and per client address, time to send a request
+ * head, time idle).
  *
  * Parsing never calls into routes: callbacks only fill the request being
  * parsed and queue it; routes run from conn_kick after http_parser_execute
  * returns, so a route that answers (or closes the connection) synchronously
  * never re-enters the parser.
+ *
+ * Fairness: what a connection waits for decides what may end it. One the
+ * server is answering (a request queued, a write in flight) is never
+ * closed for room; one waiting for its client (no request yet, a head
+ * still coming, idle between requests) may be: its wait began at
+ * since_ms, and a sweep every REPL_SWEEP_MS closes it when that wait
+ * passes the header or idle timeout. When the connection cap is reached
+ * (or accept runs out of file descriptors) the connection that has waited
+ * longest for its client, at least REPL_EVICT_GRACE_MS, makes room for
+ * the next one, so idle or trickling connections, however many, cannot
+ * keep a client that asks out. The grace lets every connection accepted
+ * have its request read before it can be pushed out: without it a flood
+ * of connects (the kernel's backlog holds hundreds) would push out
+ * everything accepted in the same loop turn, a real client's too. When
+ * no connection is eligible, accepting pauses (libuv keeps the one it
+ * took and stops polling the listener; the kernel's backlog holds the
+ * rest) until the sweep finds room. The per-address cap keeps one
+ * address from holding everything.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -25,6 +46,9 @@
 #include "replicator/repl_tls_internal.h"
 
 #define READ_BUF 65536u
+#define REPL_SWEEP_MS 250u
+#define REPL_EVICT_GRACE_MS 500u
+#define REPL_LIMIT_LOG_MS 10000u
 
 struct repl_conn {
 	uv_tcp_t tcp;
@@ -46,7 +70,14 @@ struct repl_conn {
 	/* just enough of the current header to see "Expect: 100-continue" */
 	char field[16], value[16];
 	size_t field_len, value_len;
-	int in_value, expect_continue;
+	int in_value, expect_continue, in_auth;
+	/* what it waits for (conn_wait) began at this loop time: accept, a
+	 * request's first byte, the last answer queued or write done */
+	uint64_t since_ms;
+	uint64_t answered; /* requests answered */
+	unsigned writes;   /* writes in flight */
+	uint8_t addr[16];  /* the client's address (IPv4-mapped: IPv4) */
+	unsigned addr_len; /* 4, 16, or 0 when unknown */
 	uv_shutdown_t shut;
 	struct repl_tls_conn *tls; /* NULL: plain HTTP */
 	int tls_pumping;	   /* in tls_pump */
@@ -103,6 +134,7 @@ void repl_req_unref(struct repl_req *req)
 	if (req->on_free)
 		req->on_free(req);
 	free(req->body);
+	explicit_bzero(req->auth, sizeof(req->auth));
 	free(req);
 	conn_unref(c);
 }
@@ -208,6 +240,8 @@ void repl_http_close_all(struct repl_server *srv)
 {
 	while (srv->conns)
 		conn_close(srv->conns);
+	if (srv->sweep_ready && !uv_is_closing((uv_handle_t *)&srv->sweep))
+		uv_close((uv_handle_t *)&srv->sweep, NULL);
 }
 
 static void enqueue(struct repl_conn *c, struct repl_req *req)
@@ -288,7 +322,8 @@ static int cb_message_begin(http_parser *p)
 		return fail(c, 500, "out of memory");
 	c->hdr_bytes = 0;
 	c->field_len = c->value_len = 0;
-	c->in_value = c->expect_continue = 0;
+	c->in_value = c->expect_continue = c->in_auth = 0;
+	c->since_ms = uv_now(&c->srv->loop);
 	return 0;
 }
 
@@ -321,7 +356,7 @@ static int cb_header_field(http_parser *p, const char *at, size_t len)
 		return fail(c, 431, "headers larger than 16384 bytes");
 	if (c->in_value) {
 		check_expect(c);
-		c->in_value = 0;
+		c->in_value = c->in_auth = 0;
 		c->field_len = c->value_len = 0;
 	}
 	if (c->field_len + len <= sizeof(c->field))
@@ -337,7 +372,29 @@ static int cb_header_value(http_parser *p, const char *at, size_t len)
 	c->hdr_bytes += len;
 	if (c->hdr_bytes > REPL_HEADERS_MAX)
 		return fail(c, 431, "headers larger than 16384 bytes");
+	if (!c->in_value) {
+		/* the field is whole: an Authorization value is kept for the
+		 * tokens check (the last one; several make it fail) */
+		c->in_auth = c->field_len == 13 &&
+			     !strncasecmp(c->field, "authorization", 13);
+		if (c->in_auth) {
+			c->cur->auth_n++;
+			c->cur->auth_len = 0;
+			c->cur->auth_over = 0;
+		}
+	}
 	c->in_value = 1;
+	if (c->in_auth) {
+		struct repl_req *req = c->cur;
+
+		if (req->auth_len + len > REPL_AUTH_MAX) {
+			req->auth_over = 1;
+		} else {
+			memcpy(req->auth + req->auth_len, at, len);
+			req->auth_len += len;
+			req->auth[req->auth_len] = '\0';
+		}
+	}
 	if (c->value_len + len <= sizeof(c->value))
 		memcpy(c->value + c->value_len, at, len);
 	c->value_len += len;
@@ -515,13 +572,211 @@ static void read_start(struct repl_conn *c)
 		conn_close(c);
 }
 
+/* -- connection limits -- */
+
+enum conn_wait {
+	WAIT_SERVER, /* a request is being answered: no timeout, never evicted
+		      */
+	WAIT_HEAD,   /* the first request, or a request's head, is coming */
+	WAIT_IDLE,   /* answered; the next request has not begun */
+	WAIT_READER, /* writes in flight: the client must read them */
+};
+
+static enum conn_wait conn_wait(const struct repl_conn *c)
+{
+	if (c->writes)
+		return WAIT_READER;
+	if (c->head)
+		return WAIT_SERVER;
+	if (c->cur || !c->answered)
+		return WAIT_HEAD;
+	return WAIT_IDLE;
+}
+
+static void conn_addr_init(struct repl_conn *c)
+{
+	struct sockaddr_storage ss;
+	int len = (int)sizeof(ss);
+
+	c->addr_len = 0;
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) < 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		memcpy(c->addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+		c->addr_len = 4;
+	} else if (ss.ss_family == AF_INET6) {
+		const struct in6_addr *a =
+		    &((struct sockaddr_in6 *)&ss)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			memcpy(c->addr, a->s6_addr + 12, 4);
+			c->addr_len = 4;
+		} else {
+			memcpy(c->addr, a->s6_addr, 16);
+			c->addr_len = 16;
+		}
+	}
+}
+
+static const char *conn_addr_str(const struct repl_conn *c, char *buf,
+				 size_t cap)
+{
+	if (!c->addr_len || !inet_ntop(c->addr_len == 4 ? AF_INET : AF_INET6,
+				       c->addr, buf, (socklen_t)cap))
+		snprintf(buf, cap, "unknown");
+	return buf;
+}
+
+/* Open connections from c's address (c itself not counted). */
+static size_t conns_of_addr(const struct repl_server *srv,
+			    const struct repl_conn *c)
+{
+	const struct repl_conn *o;
+	size_t n = 0;
+
+	if (!c->addr_len)
+		return 0;
+	for (o = srv->conns; o; o = o->next)
+		n += o != c && o->addr_len == c->addr_len &&
+		     !memcmp(o->addr, c->addr, c->addr_len);
+	return n;
+}
+
+/* The connection that has waited longest for its client, at least
+ * REPL_EVICT_GRACE_MS, or NULL when there is none (every one is being
+ * answered or began its wait just now). Among equal waits the one
+ * accepted first (the list is newest first). A linear walk: it runs only
+ * at the cap. */
+static struct repl_conn *conn_oldest_waiting(struct repl_server *srv)
+{
+	uint64_t now = uv_now(&srv->loop);
+	struct repl_conn *o, *best = NULL;
+	enum conn_wait w;
+
+	for (o = srv->conns; o; o = o->next) {
+		w = conn_wait(o);
+		if (o->closing || (w != WAIT_HEAD && w != WAIT_IDLE) ||
+		    now - o->since_ms < REPL_EVICT_GRACE_MS)
+			continue;
+		if (!best || o->since_ms <= best->since_ms)
+			best = o;
+	}
+	return best;
+}
+
+/* One warning per kind and REPL_LIMIT_LOG_MS: a flood of refusals must
+ * not become a flood of log lines. */
+static void limit_log(struct repl_server *srv, struct repl_limit_log *l,
+		      const char *what, const char *why,
+		      const struct repl_conn *c)
+{
+	uint64_t now = uv_now(&srv->loop);
+	char addr[INET6_ADDRSTRLEN + 1];
+
+	l->n++;
+	if (l->last_ms && now - l->last_ms < REPL_LIMIT_LOG_MS)
+		return;
+	base_warn("%s why=\"%s\" addr=%s count=%" PRIu64 " conns=%zu", what,
+		  why, c ? conn_addr_str(c, addr, sizeof(addr)) : "-", l->n,
+		  srv->n_conns);
+	l->last_ms = now ? now : 1;
+	l->n = 0;
+}
+
+/* Make room by closing the connection that waited longest for its client.
+ * 0, or -EBUSY when every connection is being answered. */
+static int conn_evict(struct repl_server *srv, const char *why)
+{
+	struct repl_conn *v = conn_oldest_waiting(srv);
+	char addr[INET6_ADDRSTRLEN + 1];
+
+	if (!v)
+		return -EBUSY;
+	limit_log(srv, &srv->log_evict, "connection closed to make room", why,
+		  v);
+	base_debug("connection closed to make room addr=%s waited_ms=%" PRIu64,
+		   conn_addr_str(v, addr, sizeof(addr)),
+		   uv_now(&srv->loop) - v->since_ms);
+	conn_close(v);
+	return 0;
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+	struct repl_server *srv = t->data;
+	uint64_t now = uv_now(&srv->loop), limit;
+	struct repl_conn *c, *n;
+	char addr[INET6_ADDRSTRLEN + 1];
+	const char *why;
+
+	for (c = srv->conns; c; c = n) {
+		n = c->next; /* closing c unlinks c alone */
+		switch (conn_wait(c)) {
+		case WAIT_SERVER:
+			continue;
+		case WAIT_HEAD:
+			limit = srv->limits.header_ms;
+			why = "header timeout";
+			break;
+		case WAIT_IDLE:
+			limit = srv->limits.idle_ms;
+			why = "idle timeout";
+			break;
+		default:
+			limit = srv->limits.idle_ms;
+			why = "answer not read";
+			break;
+		}
+		if (now - c->since_ms < limit)
+			continue;
+		base_debug("connection closed why=\"%s\" addr=%s", why,
+			   conn_addr_str(c, addr, sizeof(addr)));
+		conn_close(c);
+	}
+	/* accepting paused at the cap: go on once there is room */
+	if (srv->accept_paused && !srv->stopping &&
+	    (srv->n_conns < srv->limits.max_conns ||
+	     conn_oldest_waiting(srv))) {
+		srv->accept_paused = 0;
+		repl_http_on_connection((uv_stream_t *)&srv->listener, 0);
+	}
+	if (!srv->conns && !srv->accept_paused) {
+		uv_timer_stop(t);
+		srv->sweep_on = 0;
+	}
+}
+
+void repl_http_init(struct repl_server *srv)
+{
+	uv_timer_init(&srv->loop, &srv->sweep);
+	srv->sweep.data = srv;
+	srv->sweep_ready = 1;
+}
+
 void repl_http_on_connection(uv_stream_t *server, int status)
 {
 	struct repl_server *srv = server->data;
 	struct repl_conn *c;
 
+	if (status == UV_EMFILE || status == UV_ENFILE) {
+		/* libuv has refused what was waiting (its reserve-fd trick);
+		 * give the next client a descriptor */
+		limit_log(srv, &srv->log_full, "connections refused",
+			  "out of file descriptors", NULL);
+		conn_evict(srv, "out of file descriptors");
+		return;
+	}
 	if (status < 0)
 		return;
+	if (!srv->stopping && srv->n_conns >= srv->limits.max_conns &&
+	    !conn_oldest_waiting(srv)) {
+		/* not accepted: libuv holds it and stops polling the listener
+		 * until the sweep calls here again */
+		srv->accept_paused = 1;
+		limit_log(srv, &srv->log_full, "connections wait",
+			  "connection cap, none idle long enough", NULL);
+		return;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return;
@@ -529,11 +784,19 @@ void repl_http_on_connection(uv_stream_t *server, int status)
 	c->refs = 1;
 	uv_tcp_init(&srv->loop, &c->tcp);
 	c->tcp.data = c;
-	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || srv->stopping ||
-	    srv->n_conns >= REPL_CONN_MAX) {
-		uv_close((uv_handle_t *)&c->tcp, on_close);
-		return;
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || srv->stopping)
+		goto refuse;
+	conn_addr_init(c);
+	if (srv->limits.per_addr &&
+	    conns_of_addr(srv, c) >= srv->limits.per_addr) {
+		limit_log(srv, &srv->log_addr, "connections refused",
+			  "per-address cap", c);
+		goto refuse;
 	}
+	/* a connection to close was found above, before the accept */
+	if (srv->n_conns >= srv->limits.max_conns &&
+	    conn_evict(srv, "connection cap") < 0)
+		goto refuse;
 	uv_tcp_nodelay(&c->tcp, 1);
 	if (srv->tls) {
 		/* the context of now: a reload later does not change it */
@@ -545,12 +808,21 @@ void repl_http_on_connection(uv_stream_t *server, int status)
 	}
 	http_parser_init(&c->parser, HTTP_REQUEST);
 	c->parser.data = c;
+	c->since_ms = uv_now(&srv->loop);
 	c->next = srv->conns;
 	if (srv->conns)
 		srv->conns->prev = c;
 	srv->conns = c;
 	srv->n_conns++;
+	if (!srv->sweep_on && srv->sweep_ready) {
+		srv->sweep_on = 1;
+		uv_timer_start(&srv->sweep, on_sweep, REPL_SWEEP_MS,
+			       REPL_SWEEP_MS);
+	}
 	update_reading(c);
+	return;
+refuse:
+	uv_close((uv_handle_t *)&c->tcp, on_close);
 }
 
 /* -- TLS: the same connection, with records in between -- */
@@ -649,6 +921,9 @@ static void on_written(uv_write_t *w, int status)
 	struct repl_wr *wr = (struct repl_wr *)w;
 	struct repl_req *req = wr->req;
 
+	/* progress: the client reads (the idle timeout counts from here) */
+	req->conn->writes--;
+	req->conn->since_ms = uv_now(&req->srv->loop);
 	if (wr->cb)
 		wr->cb(req, wr->arg, status);
 	if (status < 0 && !req->conn->closing)
@@ -732,6 +1007,8 @@ int repl_http_send(struct repl_req *req, const void *pre, size_t pre_len,
 		conn_close(c);
 		return -ECANCELED;
 	}
+	if (c->writes++ == 0)
+		c->since_ms = uv_now(&req->srv->loop);
 	repl_req_ref(req);
 	return 0;
 }
@@ -745,6 +1022,8 @@ static const char *status_text(int status)
 		return "Not Modified";
 	case 400:
 		return "Bad Request";
+	case 401:
+		return "Unauthorized";
 	case 404:
 		return "Not Found";
 	case 405:
@@ -895,6 +1174,8 @@ void repl_http_done(struct repl_req *req)
 	if (!c->head)
 		c->tail = NULL;
 	c->queued--;
+	c->answered++;
+	c->since_ms = uv_now(&req->srv->loop);
 	req->next = NULL;
 	keep = req->keep_alive;
 	repl_req_unref(req);

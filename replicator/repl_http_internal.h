@@ -25,13 +25,13 @@
 #include <uv.h>
 
 #include "catalog/catalog.h"
+#include "replicator/repl_auth_internal.h"
 
 #define REPL_URL_MAX 4096u
 #define REPL_HEADERS_MAX 16384u
 #define REPL_BATCH_MAX 1024u
 #define REPL_BODY_MAX (CHUNK_ID_LEN * REPL_BATCH_MAX)
 #define REPL_PIPELINE_MAX 16u
-#define REPL_CONN_MAX 1024u
 
 struct repl_server;
 struct repl_conn;
@@ -61,16 +61,33 @@ struct repl_req {
 	size_t url_len;
 	uint8_t *body;
 	size_t body_len;
+	/* Authorization headers: how many came, the last one's value (cut
+	 * at REPL_AUTH_MAX, auth_over set), wiped when the request goes */
+	unsigned auth_n;
+	int auth_over;
+	size_t auth_len;
+	char auth[REPL_AUTH_MAX + 1];
 	int status; /* answered status, for the -v log */
 	/* route state, freed by on_free when the request goes */
 	void *route;
 	void (*on_free)(struct repl_req *req);
 };
 
-/* Accept connections on srv->listener (uv_listen callback). */
+/* Accept connections on srv->listener (uv_listen callback). Within the
+ * limits of srv (repl_server_internal.h, struct repl_limits): a client
+ * address at its cap is refused; at the connection cap, or out of file
+ * descriptors, the connection that has waited longest for its client
+ * (nothing being answered or written) is closed to make room, and the
+ * new one is refused only when every connection is busy. */
 void repl_http_on_connection(uv_stream_t *server, int status);
 
-/* Close every connection (shutdown). */
+/* The sweeper of connections that outlive their timeouts (a request head
+ * not complete within the header timeout, a connection idle or an answer
+ * unread for the idle timeout): set up at init, it runs while
+ * connections are open. */
+void repl_http_init(struct repl_server *srv);
+
+/* Close every connection and the sweeper (shutdown). */
 void repl_http_close_all(struct repl_server *srv);
 
 void repl_req_ref(struct repl_req *req);

@@ -17,6 +17,7 @@
 
 #include "catalog/base/base.h"
 #include "replicator/replicator.h"
+#include "replicator/repl_auth_internal.h"
 #include "replicator/repl_publish_internal.h"
 #include "replicator/repl_server_internal.h"
 
@@ -68,6 +69,19 @@ static const char USAGE[] =
     "      --tls-key FILE      the certificate's private key (PEM)\n"
     "      --client-ca FILE    with TLS: require a client certificate\n"
     "                          signed by one of these CAs (PEM)\n"
+    "      --tokens FILE       every request to /v1/NAME/ needs a bearer\n"
+    "                          token of NAME: FILE has lines \"NAME HEX\"\n"
+    "                          (HEX the SHA-256 of a token; `ferry token\n"
+    "                          new NAME` makes both); reread on SIGHUP\n"
+    "      --header-timeout SECONDS  a request's head must arrive within\n"
+    "                          this (default %u)\n"
+    "      --idle-timeout SECONDS  close a connection idle this long, or\n"
+    "                          whose client stopped reading (default %u)\n"
+    "      --max-conns N       open connections in all (default %u, less\n"
+    "                          if the open files limit is lower); at the\n"
+    "                          cap the longest-waiting idle one is closed\n"
+    "      --max-conns-per-addr N  open connections per client address\n"
+    "                          (default %u; 0: no cap)\n"
     "  -v, --verbose           log more: every request, SQLite codes\n"
     "  -q, --quiet             log errors only\n"
     "  -h, --help              show this help and exit\n"
@@ -87,6 +101,13 @@ static const char USAGE[] =
     "\n"
     "Example:\n"
     "  ferry-replicator -l 0.0.0.0:8700 models=/srv/models data=/srv/data\n";
+
+static void print_usage(void)
+{
+	printf(USAGE, REPL_HEADER_TIMEOUT_DEFAULT_S,
+	       REPL_IDLE_TIMEOUT_DEFAULT_S, REPL_MAX_CONNS_DEFAULT,
+	       REPL_PER_ADDR_DEFAULT);
+}
 
 /* One error line naming the problem and pointing at --help; returns the
  * usage exit status. */
@@ -158,6 +179,11 @@ int main(int argc, char **argv)
 	    {"tls-cert", required_argument, NULL, 'C'},
 	    {"tls-key", required_argument, NULL, 'k'},
 	    {"client-ca", required_argument, NULL, 'A'},
+	    {"tokens", required_argument, NULL, 'T'},
+	    {"header-timeout", required_argument, NULL, 'W'},
+	    {"idle-timeout", required_argument, NULL, 'I'},
+	    {"max-conns", required_argument, NULL, 'M'},
+	    {"max-conns-per-addr", required_argument, NULL, 'P'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -236,6 +262,41 @@ int main(int argc, char **argv)
 		case 'A':
 			o.tls_client_ca = optarg;
 			break;
+		case 'T':
+			o.tokens_path = optarg;
+			break;
+		case 'W':
+			if (base_opt_long("--header-timeout", optarg, 1, 3600,
+					  &num) < 0) {
+				rc = 2;
+				goto out;
+			}
+			o.header_timeout_s = (unsigned)num;
+			break;
+		case 'I':
+			if (base_opt_long("--idle-timeout", optarg, 1, 86400,
+					  &num) < 0) {
+				rc = 2;
+				goto out;
+			}
+			o.idle_timeout_s = (unsigned)num;
+			break;
+		case 'M':
+			if (base_opt_long("--max-conns", optarg, 1, 1000000,
+					  &num) < 0) {
+				rc = 2;
+				goto out;
+			}
+			o.max_conns = (size_t)num;
+			break;
+		case 'P':
+			if (base_opt_long("--max-conns-per-addr", optarg, 0,
+					  1000000, &num) < 0) {
+				rc = 2;
+				goto out;
+			}
+			o.per_addr = num ? num : -1;
+			break;
 		case 'v':
 			level = BASE_LOG_DEBUG;
 			break;
@@ -243,7 +304,7 @@ int main(int argc, char **argv)
 			level = BASE_LOG_ERROR;
 			break;
 		case 'h':
-			fputs(USAGE, stdout);
+			print_usage();
 			rc = 0;
 			goto out;
 		case 'V':
@@ -344,6 +405,20 @@ int main(int argc, char **argv)
 		}
 	}
 	o.state_dir = state;
+	/* A tokens file that cannot be used is a bad argument (exit 2),
+	 * said once, before anything starts. */
+	if (o.tokens_path) {
+		struct repl_tokens *t = NULL;
+		char err[256];
+
+		if (repl_tokens_load(o.tokens_path, &t, err, sizeof(err)) < 0) {
+			base_error("cannot use the tokens file path=\"%s\" "
+				   "why=\"%s\"",
+				   o.tokens_path, err);
+			goto out;
+		}
+		repl_tokens_free(t);
+	}
 	/* A test hook, not an option: slows hashing down to watch it. */
 	if (getenv("FERRY_HASH_DELAY_MS")) {
 		uint64_t ms;

@@ -1,7 +1,8 @@
 /*
  * replicator/repl_rescan.c — the scans of a running replicator and what
  * follows each: the first walk of every namespace, then a rescan of every
- * namespace on SIGHUP and every --rescan-interval seconds, the switch to a
+ * namespace on SIGHUP (which also rereads the --tokens file) and every
+ * --rescan-interval seconds, the switch to a
  * new generation, the removal of generations older than the kept ones,
  * and the background hashing of the served generation's pending files.
  *
@@ -316,6 +317,10 @@ static void on_hup(uv_signal_t *s, int signum)
 	if (srv->stopping)
 		return;
 	repl_server_tls_reload(srv); /* new connections take it */
+	/* the tokens file first: a token added for a client that waits
+	 * for this rescan works at once */
+	if (srv->tokens_path)
+		repl_server_tokens_load(srv, 1);
 	base_info("rescan requested signal=SIGHUP namespaces=%zu", srv->n_ns);
 	repl_scan_want(srv, 1, 0);
 }

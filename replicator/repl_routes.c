@@ -30,7 +30,6 @@
 #include "replicator/repl_publish_internal.h"
 #include "replicator/repl_server_internal.h"
 
-#define IMMUTABLE "Cache-Control: public, max-age=31536000, immutable\r\n"
 #define CAT_READ_BUF (256u * 1024u)
 #define BATCH_WINDOW 8u	    /* chunks being read/encoded at once */
 #define BATCH_WRITES_MAX 4u /* frames written but not yet sent */
@@ -40,6 +39,8 @@ static const char *code_for(int status)
 	switch (status) {
 	case 400:
 		return "bad_request";
+	case 401:
+		return "unauthorized";
 	case 404:
 		return "not_found";
 	case 405:
@@ -282,7 +283,8 @@ static void cat_opened(uv_work_t *w, int status)
 				strerror(-j->err));
 		goto out;
 	}
-	snprintf(extra, sizeof(extra), "ETag: \"%s\"\r\n" IMMUTABLE, j->sha);
+	snprintf(extra, sizeof(extra), "ETag: \"%s\"\r\n%s", j->sha,
+		 req->srv->immutable);
 	n = repl_http_head(req, 200, "application/zstd", (int64_t)j->size,
 			   extra, head, sizeof(head));
 	if (n < 0 || repl_http_send(req, head, (size_t)n, NULL, 0, NULL, 0,
@@ -478,7 +480,8 @@ static void chunk_done(uv_work_t *w, int status)
 				strerror(-j->res.err));
 		goto out;
 	}
-	snprintf(extra, sizeof(extra), "ETag: \"%s\"\r\n" IMMUTABLE, hex);
+	snprintf(extra, sizeof(extra), "ETag: \"%s\"\r\n%s", hex,
+		 req->srv->immutable);
 	n = repl_http_head(req, 200, "application/octet-stream",
 			   (int64_t)j->res.frame_len, extra, head,
 			   sizeof(head));
@@ -775,6 +778,38 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 
 /* -- dispatch -- */
 
+/* With --tokens: may req read namespace name[0..len)? Answers 401 and
+ * returns -1 when not. The same answer whether or not the namespace
+ * exists, so a client without a token of it learns nothing, not even its
+ * name; the token itself is never logged or echoed. */
+static int auth_check(struct repl_req *req, const char *name, size_t len)
+{
+	enum repl_auth a;
+	int shown = len > 80 ? 80 : (int)len;
+
+	if (!req->srv->tokens_path)
+		return 0;
+	a = repl_tokens_check(req->srv->tokens, name, len, req->auth_n,
+			      req->auth, req->auth_len, req->auth_over);
+	if (a == REPL_AUTH_OK)
+		return 0;
+	if (a == REPL_AUTH_MISSING)
+		repl_http_error(
+		    req, 401, "unauthorized",
+		    "WWW-Authenticate: Bearer realm=\"ferry\"\r\n",
+		    "namespace '%.*s' needs a token (Authorization: "
+		    "Bearer; --token-file)",
+		    shown, name);
+	else
+		repl_http_error(
+		    req, 401, "unauthorized",
+		    "WWW-Authenticate: Bearer realm=\"ferry\", "
+		    "error=\"invalid_token\"\r\n",
+		    "the token given is not valid for namespace '%.*s'", shown,
+		    name);
+	return -1;
+}
+
 enum route {
 	R_HEAD,
 	R_STATS,
@@ -852,6 +887,8 @@ void repl_routes_dispatch(struct repl_req *req)
 	plen -= 4;
 	slash = memchr(path, '/', plen);
 	nlen = slash ? (size_t)(slash - path) : plen;
+	if (auth_check(req, path, nlen) < 0)
+		return;
 	ns = repl_server_ns(req->srv, path, nlen);
 	if (!ns) {
 		repl_http_error(req, 404, "not_found", NULL,

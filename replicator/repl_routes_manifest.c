@@ -21,7 +21,6 @@
 #include "replicator/repl_http_internal.h"
 #include "replicator/repl_server_internal.h"
 
-#define IMMUTABLE "Cache-Control: public, max-age=31536000, immutable\r\n"
 #define NOT_READY "Retry-After: 1\r\nCache-Control: no-store\r\n"
 /* Inos per segment (docs/protocol.md). */
 #define SEGMENT_INOS 1024u
@@ -127,9 +126,10 @@ static void send_body(struct man_wait *m)
 	int n;
 
 	snprintf(extra, sizeof(extra),
-		 "ETag: \"%s-%" PRIu64 "-%" PRIu64 "\"\r\n" IMMUTABLE,
+		 "ETag: \"%s-%" PRIu64 "-%" PRIu64 "\"\r\n%s",
 		 m->segment ? "s" : "m", m->gen,
-		 m->segment ? m->first / SEGMENT_INOS : m->first);
+		 m->segment ? m->first / SEGMENT_INOS : m->first,
+		 req->srv->immutable);
 	n = repl_http_head(req, 200, "application/x-ferry-manifests",
 			   (int64_t)m->body.n, extra, head, sizeof(head));
 	if (n < 0) {

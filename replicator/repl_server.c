@@ -17,9 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "replicator/repl_auth_internal.h"
 #include "replicator/repl_hasher_internal.h"
 #include "replicator/repl_http_internal.h"
 #include "replicator/repl_publish_internal.h"
@@ -178,6 +180,92 @@ void repl_server_tls_reload(struct repl_server *srv)
 		base_info("tls certificate reloaded %s", desc);
 }
 
+#define IMMUTABLE_PUBLIC                                                       \
+	"Cache-Control: public, max-age=31536000, immutable\r\n"
+#define IMMUTABLE_PRIVATE                                                      \
+	"Cache-Control: private, max-age=31536000, immutable\r\n"
+/* File descriptors kept for everything but connections (scans, hashers,
+ * SQLite, chunk reads); each connection may hold two (its socket, a
+ * catalog it streams). */
+#define FD_RESERVE 256u
+
+int repl_server_tokens_load(struct repl_server *srv, int reload)
+{
+	struct repl_tokens *t = NULL;
+	char err[256];
+	size_t i, j;
+	int r;
+
+	r = repl_tokens_load(srv->tokens_path, &t, err, sizeof(err));
+	if (r < 0) {
+		if (reload)
+			base_error("tokens file not reloaded, the previous "
+				   "tokens stay path=\"%s\" why=\"%s\"",
+				   srv->tokens_path, err);
+		else
+			base_error("cannot use the tokens file path=\"%s\" "
+				   "why=\"%s\"",
+				   srv->tokens_path, err);
+		return r;
+	}
+	for (i = 0; i < srv->n_ns; i++)
+		if (!repl_tokens_of(t, srv->ns[i].name,
+				    strlen(srv->ns[i].name)))
+			base_warn("no token opens this namespace, every "
+				  "request to it is refused ns=%s",
+				  srv->ns[i].name);
+	for (i = 0; i < repl_tokens_count(t); i++) {
+		const char *name = repl_tokens_ns(t, i);
+
+		for (j = 0; j < i; j++)
+			if (!strcmp(repl_tokens_ns(t, j), name))
+				break;
+		if (j == i && !repl_server_ns(srv, name, strlen(name)))
+			base_warn("the tokens file names a namespace not "
+				  "served ns=%s path=\"%s\"",
+				  name, srv->tokens_path);
+	}
+	if (reload)
+		base_info("tokens reloaded path=\"%s\" tokens=%zu",
+			  srv->tokens_path, repl_tokens_count(t));
+	repl_tokens_free(srv->tokens);
+	srv->tokens = t;
+	return 0;
+}
+
+/* The connection limits from the options, the cap fitted to the open
+ * files limit (which main raised to its hard limit). */
+static void limits_init(struct repl_server *srv,
+			const struct repl_server_opts *o)
+{
+	struct repl_limits *l = &srv->limits;
+	struct rlimit rl;
+
+	l->header_ms =
+	    1000ull * (o->header_timeout_s ? o->header_timeout_s
+					   : REPL_HEADER_TIMEOUT_DEFAULT_S);
+	l->idle_ms =
+	    1000ull * (o->idle_timeout_s ? o->idle_timeout_s
+					 : REPL_IDLE_TIMEOUT_DEFAULT_S);
+	l->max_conns = o->max_conns ? o->max_conns : REPL_MAX_CONNS_DEFAULT;
+	l->per_addr = o->per_addr < 0	 ? 0
+		      : o->per_addr == 0 ? REPL_PER_ADDR_DEFAULT
+					 : (size_t)o->per_addr;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY) {
+		size_t fit = rl.rlim_cur > 2 * FD_RESERVE
+				 ? (size_t)(rl.rlim_cur - FD_RESERVE) / 2
+				 : 16;
+
+		if (l->max_conns > fit) {
+			base_info("connection cap lowered to fit the open "
+				  "files limit max_conns=%zu nofile=%llu",
+				  fit, (unsigned long long)rl.rlim_cur);
+			l->max_conns = fit;
+		}
+	}
+}
+
 static int ns_init(struct repl_server *srv, struct repl_ns *ns,
 		   const char *name, const char *dir, const char *state_dir)
 {
@@ -228,12 +316,15 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	srv->rescan_interval_s = o->rescan_interval_s;
 	srv->keep_gens = o->keep_gens ? o->keep_gens : REPL_KEEP_GENS_DEFAULT;
 	snprintf(srv->listen_str, sizeof(srv->listen_str), "%s", o->listen);
+	limits_init(srv, o);
+	srv->immutable = o->tokens_path ? IMMUTABLE_PRIVATE : IMMUTABLE_PUBLIC;
 	r = uv_loop_init(&srv->loop);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r, "cannot start the event loop");
 		return -EIO;
 	}
 	srv->loop.data = srv;
+	repl_http_init(srv);
 	srv->ns = calloc(o->n_ns, sizeof(*srv->ns));
 	if (!srv->ns) {
 		base_error("out of memory");
@@ -243,6 +334,16 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 		srv->n_ns++;
 		r = ns_init(srv, &srv->ns[i], o->ns_names[i], o->ns_dirs[i],
 			    o->state_dir);
+		if (r < 0)
+			return r;
+	}
+	if (o->tokens_path) {
+		srv->tokens_path = strdup(o->tokens_path);
+		if (!srv->tokens_path) {
+			base_error("out of memory");
+			return -ENOMEM;
+		}
+		r = repl_server_tokens_load(srv, 0);
 		if (r < 0)
 			return r;
 	}
@@ -326,5 +427,7 @@ void repl_server_fini(struct repl_server *srv)
 	}
 	free(srv->ns);
 	repl_tls_free(srv->tls);
+	repl_tokens_free(srv->tokens);
+	free(srv->tokens_path);
 	memset(srv, 0, sizeof(*srv));
 }

@@ -92,6 +92,26 @@ struct repl_ns {
 	struct man_wait *waiters; /* manifest requests waiting (loop) */
 };
 
+/* Connection limits (repl_http.c; ferry-replicator(1), LIMITS). */
+struct repl_limits {
+	uint64_t header_ms; /* a request head (and body) within this */
+	uint64_t idle_ms;   /* nothing asked, or an answer unread, this long */
+	size_t max_conns;   /* open connections in all */
+	size_t per_addr;    /* open connections per client address; 0: any */
+};
+
+#define REPL_HEADER_TIMEOUT_DEFAULT_S 20u
+#define REPL_IDLE_TIMEOUT_DEFAULT_S 60u
+#define REPL_MAX_CONNS_DEFAULT 4096u
+#define REPL_PER_ADDR_DEFAULT 128u
+
+/* Refused or evicted connections since the last log line about them:
+ * one warning per kind every REPL_LIMIT_LOG_MS at most. */
+struct repl_limit_log {
+	uint64_t n;
+	uint64_t last_ms;
+};
+
 struct repl_server {
 	uv_loop_t loop;
 	uv_tcp_t listener;
@@ -114,6 +134,19 @@ struct repl_server {
 	size_t n_conns;
 	char listen_str[128];
 	struct repl_tls *tls; /* NULL: plain HTTP (repl_tls_internal.h) */
+	/* connection limits and their sweeper (repl_http.c) */
+	struct repl_limits limits;
+	uv_timer_t sweep;
+	int sweep_ready, sweep_on;
+	int accept_paused; /* at the cap, none to close: libuv holds one */
+	struct repl_limit_log log_addr, log_full, log_evict;
+	/* --tokens: the tokens file's path and its digests (NULL: no
+	 * tokens, every namespace is open); replaced whole on SIGHUP */
+	char *tokens_path;
+	struct repl_tokens *tokens;
+	/* Cache-Control of immutable answers: public, or private when
+	 * tokens guard them (a shared cache must not hand them out) */
+	const char *immutable;
 };
 
 /* Options the program hands to the server. */
@@ -128,6 +161,12 @@ struct repl_server_opts {
 	unsigned keep_gens;	    /* --keep-generations; 0: the default */
 	/* --tls-cert, --tls-key (both or neither) and --client-ca */
 	const char *tls_cert, *tls_key, *tls_client_ca;
+	/* --header-timeout, --idle-timeout (seconds), --max-conns,
+	 * --max-conns-per-addr; 0: the default (per_addr: -1 for none) */
+	unsigned header_timeout_s, idle_timeout_s;
+	size_t max_conns;
+	long per_addr;
+	const char *tokens_path; /* --tokens FILE; NULL: none */
 	/* Test hook (unit tests): called on a hashing thread once a file is
 	 * open, before its bytes are read (repl_hasher_opts.opened). */
 	void (*hash_opened)(void *ctx, const char *path);
@@ -184,6 +223,12 @@ void repl_ns_on_hash_async(uv_async_t *a);
 
 /* Stop the hasher and let go of waiting manifest requests (shutdown). */
 void repl_hash_stop(struct repl_ns *ns);
+
+/* --tokens: (re)read srv->tokens_path. At start-up (reload 0) a bad file
+ * is an error (logged, -errno); on SIGHUP (reload 1) it keeps the tokens
+ * it had and logs one line. Warns about namespaces no token opens.
+ * Loop thread (a small file, read in place). */
+int repl_server_tokens_load(struct repl_server *srv, int reload);
 
 /* Find a namespace by name bytes; NULL if unknown. Loop thread. */
 struct repl_ns *repl_server_ns(struct repl_server *srv, const char *name,

@@ -7,7 +7,8 @@
  *     maps every chunk id back to the file bytes that hold it),
  *   - repl_generation_build: one whole generation in a namespace state
  *     directory (scan, compressed catalog + its SHA-256, HEAD),
- *   - small helpers for that state layout (HEAD, names).
+ *   - small helpers for that state layout (HEAD, names),
+ *   - bearer tokens for --tokens (repl_token_new: `ferry token new`).
  *
  * State layout of one namespace (STATE = STATEDIR/NAME):
  *   STATE/HEAD                     current generation, decimal text + "\n"
@@ -142,5 +143,22 @@ int repl_head_write(const char *state_dir, uint64_t gen);
  * *ret_bytes is the compressed size. Returns 0, -EIO, -errno. */
 int repl_catalog_compress(const char *src, const char *dst, char ret_hex[65],
 			  uint64_t *ret_bytes);
+
+/* -- bearer tokens (ferry-replicator --tokens, `ferry token new`) -- */
+
+/* A token is REPL_TOKEN_BYTES random bytes written as base64url without
+ * padding (43 characters of [A-Za-z0-9_-]); the replicator's tokens file
+ * holds only its SHA-256, "NAME HEX" per line (ferry-replicator(1)). */
+#define REPL_TOKEN_BYTES 32u
+#define REPL_TOKEN_TEXT_MAX 64u
+
+/* A fresh token from OpenSSL's RAND_bytes into ret_token (cap >=
+ * REPL_TOKEN_TEXT_MAX + 1, NUL-ended) and the lowercase hex SHA-256 of its
+ * text into ret_hex. Returns 0, -ENOBUFS (cap), -EIO (no randomness). */
+int repl_token_new(char *ret_token, size_t cap, char ret_hex[65]);
+
+/* The lowercase hex SHA-256 of token[0..len), as a tokens file line wants
+ * it. Returns 0 or -EIO. */
+int repl_token_hash_hex(const char *token, size_t len, char ret_hex[65]);
 
 #endif /* FERRY_REPLICATOR_H */

@@ -23,6 +23,8 @@ static void usage(FILE *f)
 	    "  verify CACHE|DEST    re-hash what is stored, or check a tree\n"
 	    "                       against its catalog\n"
 	    "  gc CACHE             drop the chunks no kept catalog names\n"
+	    "  token new NAME       a fresh bearer token for namespace NAME\n"
+	    "                       and the replicator's tokens file line\n"
 	    "\n"
 	    "ferry COMMAND --help shows a command's options. See ferry(1),\n"
 	    "ferry-hydrator(1) and ferry-replicator(1).\n");
@@ -53,6 +55,8 @@ int main(int argc, char **argv)
 		return ferry_cmd_verify(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "gc"))
 		return ferry_cmd_gc(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "token"))
+		return ferry_cmd_token(argc - 1, argv + 1);
 	base_error("unknown command '%s' (see ferry --help)", argv[1]);
 	return 2;
 }

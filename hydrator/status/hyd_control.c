@@ -18,6 +18,12 @@
  * never times out behind a scan. With no memo yet and none in time, the
  * reply is an error line (the client then reads the files itself).
  *
+ * Only the hydrator's own user and root are answered: the socket file is
+ * 0600 in a 0700 cache directory, and each client's credentials
+ * (SO_PEERCRED) are checked as well, so a socket reached some other way
+ * (a directory or socket whose mode someone widened, a descriptor passed
+ * on) still tells another user nothing; such a client gets an error line.
+ *
  * Protocol (hyd_control_internal.h): one request line, one reply line, close.
  *   "status"  -> hyd_status_json of the live status
  *   "gc"      -> the numbers of a garbage collection of the store, run
@@ -327,6 +333,20 @@ static int gc_reply(hyd_control *c, char *buf, size_t cap, size_t *ret)
 	return end_line(r, buf, cap, ret);
 }
 
+/* 1 when the client on fd runs as our effective user or as root. */
+static int peer_allowed(int fd, uid_t *ret_uid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	*ret_uid = (uid_t)-1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
+	    len != sizeof(cr))
+		return 0;
+	*ret_uid = cr.uid;
+	return cr.uid == 0 || cr.uid == geteuid();
+}
+
 /* One client: request, reply, close. Errors end only this client. */
 static void serve_client(hyd_control *c, int fd)
 {
@@ -334,7 +354,8 @@ static void serve_client(hyd_control *c, int fd)
 	char req[CONTROL_REQ_MAX];
 	size_t len = 0;
 	char *out = NULL;
-	int r;
+	uid_t uid;
+	int r, allowed = peer_allowed(fd, &uid);
 
 	r = read_request(c, fd, deadline, req, sizeof(req));
 	if (r < 0)
@@ -342,7 +363,14 @@ static void serve_client(hyd_control *c, int fd)
 	out = malloc(HYD_STATUS_JSON_MAX + 2);
 	if (!out)
 		goto out;
-	if (!strcmp(req, "status")) {
+	if (!allowed) {
+		/* after the request, so the client reads this line rather
+		 * than a reset */
+		base_debug("control client refused uid=%ld", (long)uid);
+		r = error_reply("permission denied: this hydrator answers its "
+				"own user and root only",
+				out, HYD_STATUS_JSON_MAX + 2, &len);
+	} else if (!strcmp(req, "status")) {
 		r = status_reply(c, out, HYD_STATUS_JSON_MAX + 2, &len);
 	} else if (!strcmp(req, "gc")) {
 		r = gc_reply(c, out, HYD_STATUS_JSON_MAX + 2, &len);
