@@ -23,6 +23,7 @@ static void usage(FILE *f)
 	    "  verify CACHE|DEST    re-hash what is stored, or check a tree\n"
 	    "                       against its catalog\n"
 	    "  gc CACHE             drop the chunks no kept catalog names\n"
+	    "  keygen DIR           a key pair for signed generations\n"
 	    "\n"
 	    "ferry COMMAND --help shows a command's options. See ferry(1),\n"
 	    "ferry-hydrator(1) and ferry-replicator(1).\n");
@@ -53,6 +54,8 @@ int main(int argc, char **argv)
 		return ferry_cmd_verify(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "gc"))
 		return ferry_cmd_gc(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "keygen"))
+		return ferry_cmd_keygen(argc - 1, argv + 1);
 	base_error("unknown command '%s' (see ferry --help)", argv[1]);
 	return 2;
 }
