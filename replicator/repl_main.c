@@ -61,6 +61,10 @@ static const char USAGE[] =
     "      --keep-generations K  generations kept on disk and served,\n"
     "                          the current one included, 1-1000\n"
     "                          (default 3); older ones are removed\n"
+    "      --sign-key FILE     sign each generation, and each manifests\n"
+    "                          answer, with this Ed25519 private key\n"
+    "                          (PEM: ferry keygen's sign.key); clients\n"
+    "                          check it with --trust-key\n"
     "  -v, --verbose           log more: every request, SQLite codes\n"
     "  -q, --quiet             log errors only\n"
     "  -h, --help              show this help and exit\n"
@@ -76,6 +80,7 @@ static const char USAGE[] =
     "  POST /v1/NAME/chunks         body: 1..1024 ids of 32 bytes\n"
     "  GET  /v1/NAME/manifest/GEN/INO   a pending file's manifest\n"
     "  GET  /v1/NAME/manifests/GEN/SEG  pending files' manifests, by 1024\n"
+    "  GET  /v1/NAME/signature/GEN  its signed statement (--sign-key)\n"
     "  GET  /v1/NAME/stats          counters (JSON)\n"
     "\n"
     "Example:\n"
@@ -148,6 +153,7 @@ int main(int argc, char **argv)
 	    {"hash-before-publish", no_argument, NULL, 'H'},
 	    {"rescan-interval", required_argument, NULL, 'R'},
 	    {"keep-generations", required_argument, NULL, 'K'},
+	    {"sign-key", required_argument, NULL, 'S'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -216,6 +222,9 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			o.keep_gens = (unsigned)num;
+			break;
+		case 'S':
+			o.sign_key = optarg;
 			break;
 		case 'v':
 			level = BASE_LOG_DEBUG;
