@@ -16,7 +16,8 @@
 #  (c) another namespace's catalog and statement;
 #  (d) a manifests answer altered: another file's manifest of the same
 #      size (its signature kept), or a byte flipped: the read fails, the
-#      overlay and store get nothing of it;
+#      overlay and store get nothing of it; ferry sync writes none of
+#      those files (exit 23, each named);
 #  a wrong --trust-key: one line, exit 1 (sync: 12), nothing mounted; an
 #  unsigned replicator with --trust-key on the client: refused.
 # Each check can fail: the same relay without --trust-key is accepted
@@ -335,13 +336,21 @@ relay pass
 cmp -s "$MD/x/x.bin" "$B/x/x.bin" || die "(d) x.bin does not read right once the relay passes"
 cmp -s "$MD/x/y.bin" "$B/x/y.bin" || die "(d) y.bin does not read right once the relay passes"
 umount_at "$T/c-d" "$MD"
+# ferry sync: the files whose manifests are refused are not written
+relay mflip
+"$FERRY" sync -q -c "$T/c-d3" --trust-key "$PUB" "$PB" "$T/d-d3" >"$T/d3.out" 2>"$T/d3.err"
+rc=$?
+[ $rc = 23 ] || { cat "$T/d3.err"; die "(d) ferry sync with refused manifests exited $rc, not 23"; }
+grep -q "manifest fetch failed segment=0 .*its signature does not verify" "$T/d3.err" || { cat "$T/d3.err"; die "(d) ferry sync does not say why"; }
+[ ! -e "$T/d-d3/x/x.bin" ] && [ ! -e "$T/d-d3/x/y.bin" ] || die "(d) ferry sync wrote files whose manifests it refused"
+[ "$(sqlite3 "$T/c-d3/catalogs/1.overlay.db" 'select count(*) from file')" = 0 ] || die "(d) ferry sync stored a refused manifest"
 # unchecked, x.bin reads as y.bin's bytes
 relay mswap "$xi" "$yi"
 mount_at "$T/c-d2" "$PB" "$T/m-d2" --no-backfill
 cmp -s "$T/m-d2/x/x.bin" "$B/x/y.bin" || die "(d) the unchecked mount did not take the swapped manifest: the test proves nothing"
 relay pass
 umount_at "$T/c-d2" "$T/m-d2"
-ok "(d) a manifests answer swapped for another file's (signature kept) or with a byte flipped: the read fails, an error line says why, nothing stored; passing, both read right; unchecked, x.bin reads as y.bin"
+ok "(d) a manifests answer swapped for another file's (signature kept) or with a byte flipped: the read fails, an error line says why, nothing stored; ferry sync names each file it could not write (exit 23); passing, both read right; unchecked, x.bin reads as y.bin"
 
 # -- a wrong --trust-key --
 refused_mount "$T/c-w" "$PA" "$T/m-w" "signed by another key" --trust-key "$T/other/sign.pub"
