@@ -378,6 +378,14 @@ int cat_delta_build(const char *from_path, const char *to_path,
 int cat_delta_apply(const char *from_path, const char *delta_path,
 		    const char *out_path, uint64_t *ret_from, uint64_t *ret_to);
 
+/* cat_delta_apply, and the result's digest must also be want (64 hex, the
+ * digest a signed statement names: cat_stmt), whatever the delta claims:
+ * how a delta is bound to a signed generation. -EBADMSG otherwise,
+ * nothing left at out_path. */
+int cat_delta_apply_want(const char *from_path, const char *delta_path,
+			 const char *out_path, const char *want,
+			 uint64_t *ret_from, uint64_t *ret_to);
+
 /* -- what a mount switching generations in place must invalidate
  *    (cat_diff.c; any thread, blocking) -- */
 enum cat_diff_kind {
@@ -558,5 +566,125 @@ int cat_mwire_begin(struct cat_buf *b, uint64_t gen, uint64_t first,
  * or a marker (CAT_MWIRE_CHANGED, CAT_MWIRE_ALONE) with v NULL. */
 int cat_mwire_add(struct cat_buf *b, uint64_t ino, uint64_t size,
 		  uint32_t count, const struct cat_chunk *v);
+
+/* ------------------------------------------------------------------ */
+/* Signed generations (cat_sign.c; any thread)                        */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A replicator with a signing key (Ed25519, OpenSSL EVP) signs each
+ * generation it publishes with a statement, a small text file
+ * (docs/formats.md, "Signed statements"), every line "NAME VALUE\n" in
+ * this order and nothing else:
+ *
+ *   ferry-signed-generation/1
+ *   namespace NS            the namespace name
+ *   generation G            >= 1
+ *   parent P                the generation before it, 0 for none; < G
+ *   catalog-digest HEX      cat_digest of the catalog's rows (64 hex)
+ *   time T                  when it was signed: seconds since the epoch
+ *   key HEX                 SHA-256 of the raw public key (64 hex)
+ *   signature HEX           Ed25519 over every byte before this line
+ *                           (128 hex)
+ *
+ * Numbers are decimal without leading zeros, hex is lowercase; anything
+ * else is not a statement. Manifest answers are signed apart (their
+ * answer's Ferry-Signature header) over cat_sign_manifests' message,
+ * which starts with another first line, so neither signature can stand
+ * for the other.
+ */
+#define CAT_STMT_MAGIC "ferry-signed-generation/1"
+#define CAT_SIGN_MANIFESTS_MAGIC "ferry-signed-manifests/1"
+#define CAT_STMT_MAX 1024u	 /* bytes a statement may have */
+#define CAT_SIGN_PUB_LEN 32u	 /* raw Ed25519 public key */
+#define CAT_SIGN_SIG_LEN 64u	 /* Ed25519 signature */
+#define CAT_SIGN_SIG_HEX_LEN 128 /* the signature in hex, without NUL */
+#define CAT_SIGN_NS_MAX 64u	 /* a namespace name (base.h's) */
+
+/* A signing key pair, raw. Wipe it with cat_sign_key_wipe. */
+struct cat_sign_key {
+	uint8_t priv[32];
+	uint8_t pub[CAT_SIGN_PUB_LEN];
+};
+
+/* Make a new key pair in dir (created 0700 when missing): dir/sign.key,
+ * the private key as PEM (PKCS#8, mode 0600), and dir/sign.pub, the
+ * public key as PEM (SubjectPublicKeyInfo, 0644); each written to a
+ * temp file, fsynced and linked into place, so a crash leaves no half
+ * key. Returns 0, -EEXIST (either file exists: nothing is touched),
+ * -EIO (OpenSSL), -errno. Blocking. */
+int cat_sign_keygen(const char *dir);
+
+/* Load a private key (PEM, Ed25519; what cat_sign_keygen or `openssl
+ * genpkey -algorithm ed25519` writes) into *ret. Returns 0, -ENOENT,
+ * -EACCES, -EBADMSG (not an Ed25519 private key), -errno. */
+int cat_sign_key_load(const char *path, struct cat_sign_key *ret);
+
+/* Load a public key (PEM "PUBLIC KEY", Ed25519) as raw bytes. Returns 0,
+ * -ENOENT, -EACCES, -EBADMSG (not an Ed25519 public key; a private key
+ * file is refused too: give its .pub), -errno. */
+int cat_sign_pub_load(const char *path, uint8_t ret[CAT_SIGN_PUB_LEN]);
+
+/* Clear a key pair's bytes (OPENSSL_cleanse). */
+void cat_sign_key_wipe(struct cat_sign_key *k);
+
+/* A key's id: SHA-256 of its raw public key, 64 lowercase hex + NUL.
+ * 0 or -EIO. */
+int cat_sign_key_id(const uint8_t pub[CAT_SIGN_PUB_LEN], char ret_hex[65]);
+
+/* One signed statement's fields. */
+struct cat_stmt {
+	char ns[CAT_SIGN_NS_MAX + 1];
+	uint64_t generation;
+	uint64_t parent;
+	char digest[65]; /* cat_digest of the catalog */
+	uint64_t time;	 /* seconds since the epoch */
+	char key_id[65]; /* cat_sign_key_id of the signing key */
+	uint8_t sig[CAT_SIGN_SIG_LEN];
+	size_t signed_len; /* bytes the signature covers (set by parse and
+			    * format) */
+};
+
+/* Write the statement s into buf[0..cap), signature line included (from
+ * s->sig); *ret_len its length. Sets s->signed_len. Checks the fields as
+ * cat_stmt_parse does. 0, -EINVAL (a field out of range), -ENOBUFS. */
+int cat_stmt_format(struct cat_stmt *s, char *buf, size_t cap, size_t *ret_len);
+
+/* Sign: s->ns, generation, parent, digest and time as given; key_id and
+ * sig are set from k; the statement is written as cat_stmt_format does.
+ * 0, -EINVAL, -ENOBUFS, -EIO (OpenSSL). */
+int cat_stmt_sign(const struct cat_sign_key *k, struct cat_stmt *s, char *buf,
+		  size_t cap, size_t *ret_len);
+
+/* Parse buf[0..len) strictly (the format above, at most CAT_STMT_MAX
+ * bytes; for bytes from the network) into *ret. Does not check the
+ * signature. 0 or -EBADMSG. */
+int cat_stmt_parse(const void *buf, size_t len, struct cat_stmt *ret);
+
+/* Parse, then check the signature with pub. 0; -EBADMSG (not a
+ * statement); -EKEYREJECTED (the signature does not verify with pub:
+ * another key signed it, see ret->key_id, or the bytes were changed),
+ * *ret then holds the parsed fields; -EIO. */
+int cat_stmt_verify(const void *buf, size_t len,
+		    const uint8_t pub[CAT_SIGN_PUB_LEN], struct cat_stmt *ret);
+
+/* The signature of a manifests answer (docs/protocol.md, "Manifests"):
+ * Ed25519 over the text
+ *   ferry-signed-manifests/1\n namespace NS\n generation G\n
+ *   first F\n last L\n body-sha256 HEX\n
+ * (one line each, no spaces but the one after each name) where [F, L] is
+ * the ino range asked for and HEX the SHA-256 of the body. Into ret_hex:
+ * 128 lowercase hex + NUL. 0, -EINVAL, -EIO. */
+int cat_sign_manifests(const struct cat_sign_key *k, const char *ns,
+		       uint64_t gen, uint64_t first, uint64_t last,
+		       const void *body, size_t len,
+		       char ret_hex[CAT_SIGN_SIG_HEX_LEN + 1]);
+
+/* Check hex[0..hex_len) is that signature by pub. 0, -EBADMSG (not 128
+ * lowercase hex), -EKEYREJECTED (does not verify), -EIO. */
+int cat_verify_manifests(const uint8_t pub[CAT_SIGN_PUB_LEN], const char *ns,
+			 uint64_t gen, uint64_t first, uint64_t last,
+			 const void *body, size_t len, const char *hex,
+			 size_t hex_len);
 
 #endif /* FERRY_CATALOG_H */

@@ -28,8 +28,9 @@
 #define FERRY_VERSION HYD_VERSION
 #endif
 
-#define HYD_URL_MAX 2048u  /* bytes in a base URL */
-#define HYD_TOKEN_MAX 256u /* bytes of a bearer token */
+#define HYD_URL_MAX 2048u     /* bytes in a base URL */
+#define HYD_TOKEN_MAX 256u    /* bytes of a bearer token */
+#define HYD_TRUST_PUB_LEN 32u /* a raw Ed25519 public key (catalog.h's) */
 
 /* How a client proves itself to the server and checks the server: what
  * the hydrator, ferry sync and ferry status send with every request.
@@ -49,6 +50,15 @@ struct hyd_creds {
 	/* where hyd_creds_opt keeps the absolute paths of the three files
 	 * (a daemon changes its directory to / before its first request) */
 	char path_buf[3][PATH_MAX];
+	/* --trust-key: the replicator's public key file (ferry keygen's
+	 * sign.pub); NULL: generations are taken unsigned. With it, only
+	 * a generation whose signed statement verifies with the key, names
+	 * this URL's namespace and is not older than one already seen is
+	 * installed, and only signed manifests answers are stored
+	 * (docs/protocol.md, "Signed generations"). */
+	const char *trust_key;
+	uint8_t trust_pub[HYD_TRUST_PUB_LEN]; /* the key, read by
+					       * hyd_creds_opt */
 };
 
 /* Read the token of a token file into c->token: its first line without
@@ -61,19 +71,22 @@ int hyd_creds_token_load(struct hyd_creds *c, const char *path, char *errbuf,
 
 /* The credential options every client program takes, as getopt_long
  * codes (above any short option and any program's own codes):
- *   --ca-file FILE   --cert FILE   --key FILE   --token-file FILE */
+ *   --ca-file FILE   --cert FILE   --key FILE   --token-file FILE
+ *   --trust-key FILE (not ferry status's: it installs nothing) */
 enum {
 	HYD_OPT_CA_FILE = 0x1000,
 	HYD_OPT_CERT,
 	HYD_OPT_KEY,
 	HYD_OPT_TOKEN_FILE,
+	HYD_OPT_TRUST_KEY,
 };
 #define HYD_CREDS_LONGOPTS                                                     \
 	{"ca-file", required_argument, NULL, HYD_OPT_CA_FILE},                 \
 	    {"cert", required_argument, NULL, HYD_OPT_CERT},                   \
 	    {"key", required_argument, NULL, HYD_OPT_KEY},                     \
+	    {"token-file", required_argument, NULL, HYD_OPT_TOKEN_FILE},       \
 	{                                                                      \
-		"token-file", required_argument, NULL, HYD_OPT_TOKEN_FILE      \
+		"trust-key", required_argument, NULL, HYD_OPT_TRUST_KEY        \
 	}
 /* The --help lines of those options. */
 #define HYD_CREDS_HELP                                                         \
@@ -83,12 +96,16 @@ enum {
 	"                        asks for one (mutual TLS)\n"                  \
 	"      --key FILE        its private key (PEM), when not in --cert\n"  \
 	"      --token-file FILE send the token in FILE (its first line)\n"    \
-	"                        with every request (Authorization: Bearer)\n"
+	"                        with every request (Authorization: Bearer)\n" \
+	"      --trust-key FILE  take only generations signed by this key\n"   \
+	"                        (PEM, ferry keygen's sign.pub), never an\n"   \
+	"                        older one than already seen\n"
 
 /* Take credential option code with its argument into c. 1 when code is
  * one of them and was taken, 0 when it is not one of them, -1 after one
- * error line on stderr (a file that cannot be read, a malformed token:
- * a usage error). The token is read here; the other files are only
+ * error line on stderr (a file that cannot be read, a malformed token,
+ * a trust key that is not an Ed25519 public key: a usage error). The
+ * token and the trust key are read here; the other files are only
  * checked to be readable (curl reads them per connection) and kept as
  * absolute paths in c->path_buf. */
 int hyd_creds_opt(struct hyd_creds *c, int code, const char *arg);

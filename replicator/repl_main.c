@@ -82,6 +82,10 @@ static const char USAGE[] =
     "                          cap the longest-waiting idle one is closed\n"
     "      --max-conns-per-addr N  open connections per client address\n"
     "                          (default %u; 0: no cap)\n"
+    "      --sign-key FILE     sign each generation, and each manifests\n"
+    "                          answer, with this Ed25519 private key\n"
+    "                          (PEM: ferry keygen's sign.key); clients\n"
+    "                          check it with --trust-key\n"
     "  -v, --verbose           log more: every request, SQLite codes\n"
     "  -q, --quiet             log errors only\n"
     "  -h, --help              show this help and exit\n"
@@ -97,6 +101,7 @@ static const char USAGE[] =
     "  POST /v1/NAME/chunks         body: 1..1024 ids of 32 bytes\n"
     "  GET  /v1/NAME/manifest/GEN/INO   a pending file's manifest\n"
     "  GET  /v1/NAME/manifests/GEN/SEG  pending files' manifests, by 1024\n"
+    "  GET  /v1/NAME/signature/GEN  its signed statement (--sign-key)\n"
     "  GET  /v1/NAME/stats          counters (JSON)\n"
     "\n"
     "Example:\n"
@@ -184,6 +189,7 @@ int main(int argc, char **argv)
 	    {"idle-timeout", required_argument, NULL, 'I'},
 	    {"max-conns", required_argument, NULL, 'M'},
 	    {"max-conns-per-addr", required_argument, NULL, 'P'},
+	    {"sign-key", required_argument, NULL, 'S'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -296,6 +302,9 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			o.per_addr = num ? num : -1;
+			break;
+		case 'S':
+			o.sign_key = optarg;
 			break;
 		case 'v':
 			level = BASE_LOG_DEBUG;

@@ -1,7 +1,8 @@
 /*
  * replicator/repl_publish.c — one generation of a namespace's state:
- * scan into GEN.db, compress it into GEN.db.zst with its SHA-256, and move
- * HEAD to it. Also the durable-write helpers the rest of replicator/ uses.
+ * scan into GEN.db, compress it into GEN.db.zst with its SHA-256, sign it
+ * (--sign-key: GEN.db.sig, repl_sign.c), and move HEAD to it. Also the
+ * durable-write helpers the rest of replicator/ uses.
  *
  * Crash safety: every file appears by rename of a fsynced temp file, and
  * HEAD is renamed last, so a reader following HEAD only ever finds complete
@@ -304,6 +305,8 @@ int repl_generation_build(const char *state_dir, const char *dir,
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
+	if (o->sign_key && !o->ns_name)
+		return -EINVAL;
 	r = base_mkdir_p(state_dir, 0755);
 	if (r < 0)
 		return r;
@@ -355,6 +358,14 @@ int repl_generation_build(const char *state_dir, const char *dir,
 		unlink(src);
 		ret->generation = head;
 		ret->unchanged = 1;
+		/* HEAD's statement, made now if an unsigned run (or another
+		 * key) published it */
+		if (o->sign_key) {
+			r = repl_generation_sign(state_dir, o->ns_name, head,
+						 o->sign_key, 1);
+			if (r < 0)
+				goto out;
+		}
 		{
 			struct stat sb;
 
@@ -368,6 +379,14 @@ int repl_generation_build(const char *state_dir, const char *dir,
 	r = repl_catalog_compress(cat, zst, ret->sha256, &ret->zst_bytes);
 	if (r < 0)
 		goto out;
+	/* The statement before HEAD: a client that sees HEAD name this
+	 * generation finds its signature. */
+	if (o->sign_key) {
+		r = repl_generation_sign(state_dir, o->ns_name, ret->generation,
+					 o->sign_key, 0);
+		if (r < 0)
+			goto out;
+	}
 	r = repl_head_write(state_dir, ret->generation);
 	ret->seconds = (double)(base_now_ns() - t0) / 1e9;
 out:

@@ -28,6 +28,20 @@ char *repl__delta_zst_path(const char *state_dir, uint64_t from, uint64_t to);
  * Serialized. 0, -ENOENT (one of the catalogs is gone), -errno. */
 int repl_delta_make(const char *state_dir, uint64_t from, uint64_t to);
 
+/* catalog/GEN.db.sig: the signed statement of a generation (catalog.h,
+ * cat_stmt); malloc'd. */
+char *repl__sig_path(const char *state_dir, uint64_t gen);
+
+/* Sign generation gen of namespace ns (its catalog in state_dir, which
+ * gives the parent and the digest) with k, now, into catalog/GEN.db.sig
+ * (temp + rename). keep: a statement already there of (ns, gen) by this
+ * key stays as it is. Blocking: a scan of the catalog's rows
+ * (cat_digest). 0, -EBADMSG (the catalog is not of gen), -errno.
+ * repl_sign.c. */
+struct cat_sign_key;
+int repl_generation_sign(const char *state_dir, const char *ns, uint64_t gen,
+			 const struct cat_sign_key *k, int keep);
+
 /* Read the hex SHA-256 kept next to a compressed catalog (zst_path +
  * ".sha256") into ret_hex. Returns 0, -EBADMSG, -errno. */
 int repl__catalog_sha_read(const char *zst_path, char ret_hex[65]);

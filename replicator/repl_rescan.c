@@ -64,6 +64,8 @@ static void scan_work(uv_work_t *w)
 	    .warn = scan_warn,
 	    .ctx = ns,
 	    .threads = ns->srv->scan_threads,
+	    .sign_key = ns->srv->signing ? &ns->srv->sign_key : NULL,
+	    .ns_name = ns->name,
 	};
 
 	ns->scan_rc =

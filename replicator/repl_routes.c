@@ -5,6 +5,7 @@
  *   GET|HEAD /v1/NS/HEAD          current generation, text
  *   GET|HEAD /v1/NS/catalog/GEN   GEN.db.zst, immutable, ETag = its SHA-256
  *   GET|HEAD /v1/NS/chunk/ID      one frame, immutable, ETag = ID
+ *   GET|HEAD /v1/NS/signature/GEN its signed statement (repl_sign.c)
  *   POST     /v1/NS/chunks        for each id in the body: id, frame
  *   GET|HEAD /v1/NS/stats         counters, JSON
  *
@@ -818,7 +819,8 @@ enum route {
 	R_DELTA,
 	R_CHUNK,
 	R_MANIFEST,
-	R_MANIFESTS
+	R_MANIFESTS,
+	R_SIGNATURE
 };
 
 static int route_of(const char *rest, size_t len, enum route *ret,
@@ -829,10 +831,15 @@ static int route_of(const char *rest, size_t len, enum route *ret,
 		int has_arg;
 		enum route r;
 	} table[] = {
-	    {"HEAD", 0, R_HEAD},	  {"stats", 0, R_STATS},
-	    {"chunks", 0, R_CHUNKS},	  {"catalog/", 1, R_CATALOG},
-	    {"delta/", 2, R_DELTA},	  {"chunk/", 1, R_CHUNK},
-	    {"manifest/", 2, R_MANIFEST}, {"manifests/", 2, R_MANIFESTS},
+	    {"HEAD", 0, R_HEAD},
+	    {"stats", 0, R_STATS},
+	    {"chunks", 0, R_CHUNKS},
+	    {"catalog/", 1, R_CATALOG},
+	    {"delta/", 2, R_DELTA},
+	    {"chunk/", 1, R_CHUNK},
+	    {"manifest/", 2, R_MANIFEST},
+	    {"manifests/", 2, R_MANIFESTS},
+	    {"signature/", 1, R_SIGNATURE},
 	};
 	size_t i;
 
@@ -942,6 +949,9 @@ void repl_routes_dispatch(struct repl_req *req)
 	case R_MANIFEST:
 	case R_MANIFESTS:
 		repl_route_manifest(req, ns, arg, arg_len, r == R_MANIFESTS);
+		break;
+	case R_SIGNATURE:
+		repl_route_signature(req, ns, arg, arg_len);
 		break;
 	}
 }

@@ -2,7 +2,8 @@
  * replicator/repl_routes_manifest.c — GET /v1/NS/manifest/GEN/INO and
  * GET /v1/NS/manifests/GEN/SEG (docs/protocol.md, "Manifests").
  *
- * The body is built on a worker from the generation's source index. When
+ * The body is built on a worker from the generation's source index (and,
+ * with --sign-key, signed there: the Ferry-Signature header). When
  * it is not ready (the file, or a file of the segment, is not hashed yet)
  * a single-file request moves that file to the front of the hasher's
  * queue, and the request waits, for at most the ?wait=S it asked for: it
@@ -43,6 +44,9 @@ struct man_wait {
 	uint64_t deadline_ns;
 	int rc;
 	struct cat_buf body;
+	/* --sign-key: the answer's signature (Ferry-Signature), made with
+	 * the body on the worker; "" when unsigned */
+	char sig[CAT_SIGN_SIG_HEX_LEN + 1];
 };
 
 static void unlist(struct man_wait *m)
@@ -86,8 +90,18 @@ static void man_work(uv_work_t *w)
 {
 	struct man_wait *m = w->data;
 
+	struct repl_server *srv = m->ns->srv;
+
 	m->rc = repl_manifest_body(m->ns, m->served, m->gen, m->segment,
 				   m->first, m->last, &m->body);
+	m->sig[0] = '\0';
+	/* Signed over what was asked (namespace, generation, ino range) and
+	 * the body's SHA-256: a cache in between cannot change one byte of
+	 * it, nor answer with another file's manifest, unseen. */
+	if (m->rc == 0 && srv->signing)
+		m->rc = cat_sign_manifests(&srv->sign_key, m->ns->name, m->gen,
+					   m->first, m->last, m->body.p,
+					   m->body.n, m->sig);
 }
 
 static void man_done(uv_work_t *w, int status);
@@ -122,14 +136,15 @@ static void on_timer(uv_timer_t *t)
 static void send_body(struct man_wait *m)
 {
 	struct repl_req *req = m->req;
-	char head[512], extra[256];
+	char head[768], extra[512];
 	int n;
 
 	snprintf(extra, sizeof(extra),
-		 "ETag: \"%s-%" PRIu64 "-%" PRIu64 "\"\r\n%s",
+		 "ETag: \"%s-%" PRIu64 "-%" PRIu64 "\"\r\n%s%s%s%s",
 		 m->segment ? "s" : "m", m->gen,
 		 m->segment ? m->first / SEGMENT_INOS : m->first,
-		 req->srv->immutable);
+		 req->srv->immutable, m->sig[0] ? "Ferry-Signature: " : "",
+		 m->sig, m->sig[0] ? "\r\n" : "");
 	n = repl_http_head(req, 200, "application/x-ferry-manifests",
 			   (int64_t)m->body.n, extra, head, sizeof(head));
 	if (n < 0) {

@@ -299,6 +299,29 @@ static int ns_init(struct repl_server *srv, struct repl_ns *ns,
 	return 0;
 }
 
+/* --sign-key: the private key every generation is signed with. */
+static int load_sign_key(struct repl_server *srv, const char *path)
+{
+	char id[65];
+	int r;
+
+	r = cat_sign_key_load(path, &srv->sign_key);
+	if (r == 0)
+		r = cat_sign_key_id(srv->sign_key.pub, id);
+	if (r == -EBADMSG)
+		base_error("--sign-key: not an Ed25519 private key (PEM, as "
+			   "ferry keygen's sign.key) path=%s",
+			   path);
+	else if (r < 0)
+		base_log_err(BASE_LOG_ERROR, r,
+			     "--sign-key: cannot read the key path=%s", path);
+	if (r < 0)
+		return r;
+	srv->signing = 1;
+	base_info("signing generations key=%s path=%s", id, path);
+	return 0;
+}
+
 int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 {
 	struct sockaddr_storage sa;
@@ -318,6 +341,11 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	snprintf(srv->listen_str, sizeof(srv->listen_str), "%s", o->listen);
 	limits_init(srv, o);
 	srv->immutable = o->tokens_path ? IMMUTABLE_PRIVATE : IMMUTABLE_PUBLIC;
+	if (o->sign_key) {
+		r = load_sign_key(srv, o->sign_key);
+		if (r < 0)
+			return r;
+	}
 	r = uv_loop_init(&srv->loop);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r, "cannot start the event loop");
@@ -429,5 +457,6 @@ void repl_server_fini(struct repl_server *srv)
 	repl_tls_free(srv->tls);
 	repl_tokens_free(srv->tokens);
 	free(srv->tokens_path);
+	cat_sign_key_wipe(&srv->sign_key);
 	memset(srv, 0, sizeof(*srv));
 }

@@ -128,6 +128,10 @@ struct repl_server {
 	unsigned hash_delay_ms; /* test hook (FERRY_HASH_DELAY_MS) */
 	void (*hash_opened)(void *ctx, const char *path); /* test hook */
 	void *hash_opened_ctx;
+	/* --sign-key: generations and manifests answers are signed
+	 * (repl_sign.c); read-only once loaded, by any thread */
+	struct cat_sign_key sign_key;
+	int signing;
 	atomic_int cancel; /* set on shutdown; scans poll it */
 	int stopping;
 	struct repl_conn *conns;
@@ -167,6 +171,7 @@ struct repl_server_opts {
 	size_t max_conns;
 	long per_addr;
 	const char *tokens_path; /* --tokens FILE; NULL: none */
+	const char *sign_key;	 /* --sign-key FILE; NULL: unsigned */
 	/* Test hook (unit tests): called on a hashing thread once a file is
 	 * open, before its bytes are read (repl_hasher_opts.opened). */
 	void (*hash_opened)(void *ctx, const char *path);
@@ -275,6 +280,13 @@ void repl_chunk_pool_switch(struct repl_ns *ns, uint64_t gen, char *path);
 int repl_manifest_body(struct repl_ns *ns, uint64_t served, uint64_t gen,
 		       int segment, uint64_t first, uint64_t last,
 		       struct cat_buf *out);
+
+/* -- signatures (repl_sign.c) -- */
+
+/* GET /v1/NS/signature/GEN: the generation's signed statement (404 when
+ * it has none). Loop thread. */
+void repl_route_signature(struct repl_req *req, struct repl_ns *ns,
+			  const char *arg, size_t len);
 
 /* -- manifests (repl_routes_manifest.c) -- */
 

@@ -15,6 +15,7 @@
  *   STATE/catalog/GEN.db           the catalog (catalog.h schema)
  *   STATE/catalog/GEN.db.zst       the same, zstd-compressed (what is served)
  *   STATE/catalog/GEN.db.zst.sha256  hex SHA-256 of GEN.db.zst + "\n"
+ *   STATE/catalog/GEN.db.sig       its signed statement (--sign-key)
  *   STATE/source/GEN.db            source index (repl_srcindex schema)
  * HEAD is written last (temp + rename), so a crash mid-build never points
  * it at a half-written generation.
@@ -72,6 +73,13 @@ struct repl_scan_opts {
 	repl_scan_warn_fn warn;	       /* NULL: silent */
 	repl_scan_hook_fn before_read; /* NULL: none (tests only) */
 	void *ctx;		       /* passed to warn and before_read */
+	/* repl_generation_build only: sign each generation it publishes,
+	 * and HEAD's when the tree is unchanged and HEAD has no statement by
+	 * this key (catalog.h, cat_stmt; STATE/catalog/GEN.db.sig, written
+	 * before HEAD). NULL: no signature. ns_name is the namespace the
+	 * statements name. */
+	const struct cat_sign_key *sign_key;
+	const char *ns_name;
 	/* Threads that read, chunk and hash files (the calling thread is
 	 * one of them); 0: one per online CPU; at most 64 are used. The
 	 * catalog does not depend on it. Each holds 2 read windows

@@ -17,6 +17,7 @@ int ferry_cmd_status(int argc, char **argv); /* tools/ferry_status.c */
 int ferry_cmd_verify(int argc, char **argv); /* tools/ferry_verify.c */
 int ferry_cmd_gc(int argc, char **argv);     /* tools/ferry_gc.c */
 int ferry_cmd_token(int argc, char **argv);  /* tools/ferry_token.c */
+int ferry_cmd_keygen(int argc, char **argv); /* tools/ferry_keygen.c */
 
 /* Seconds as H:MM:SS, "--:--:--" when s < 0 (unknown). tools/ferry_fmt.c */
 void ferry_fmt_hms(int64_t s, char *buf, size_t cap);

@@ -25,6 +25,7 @@ static void usage(FILE *f)
 	    "  gc CACHE             drop the chunks no kept catalog names\n"
 	    "  token new NAME       a fresh bearer token for namespace NAME\n"
 	    "                       and the replicator's tokens file line\n"
+	    "  keygen DIR           a key pair for signed generations\n"
 	    "\n"
 	    "ferry COMMAND --help shows a command's options. See ferry(1),\n"
 	    "ferry-hydrator(1) and ferry-replicator(1).\n");
@@ -57,6 +58,8 @@ int main(int argc, char **argv)
 		return ferry_cmd_gc(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "token"))
 		return ferry_cmd_token(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "keygen"))
+		return ferry_cmd_keygen(argc - 1, argv + 1);
 	base_error("unknown command '%s' (see ferry --help)", argv[1]);
 	return 2;
 }

@@ -441,6 +441,7 @@ static int run_exit(int r, const struct hyd_sync_result *res)
 		return RERR_CONTIMEOUT;
 	case EBADMSG:
 	case EPROTO:
+	case EKEYREJECTED: /* --trust-key refused the generation */
 		return RERR_STREAMIO;
 	case EPROTONOSUPPORT:
 	case ENOTSUP:

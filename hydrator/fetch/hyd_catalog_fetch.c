@@ -9,6 +9,13 @@
  * cached catalogs came from, so an unreachable server can be stood in for
  * by the newest of them, and only by them.
  *
+ * With --trust-key (hyd_trust_internal.h) a generation is taken only
+ * with its signed statement (GET BASE/signature/GEN), checked before a
+ * byte of the catalog is fetched; the catalog, whole or rebuilt from a
+ * delta, must then have the digest the statement names before it is
+ * renamed into place, beside the statement (catalogs/GEN.sig). A refusal
+ * is -EKEYREJECTED and installs nothing.
+ *
  * Blocking (curl easy API): the hydrator calls this once before its event
  * loop starts. URLs are parsed and joined with curl's URL API.
  */
@@ -32,9 +39,9 @@
 #include "catalog/catalog.h"
 #include "hydrator/fetch/hyd_curl_internal.h"
 #include "hydrator/fetch/hyd_catalog_internal.h"
+#include "hydrator/fetch/hyd_trust_internal.h"
 #include "hydrator/hydrator.h"
 
-#define HYD_HEAD_MAX 64		 /* bytes of a HEAD answer we accept */
 #define HYD_ERRBODY_MAX 2048	 /* bytes of an error body kept for detail */
 #define HYD_DETAIL_MAX 200	 /* chars of a server detail we quote */
 #define HYD_URL_FILE_MAX 8192	 /* bytes of catalogs/url */
@@ -54,6 +61,15 @@ struct hyd_cf {
 	char *errbuf;
 	size_t errcap;
 	char curl_err[CURL_ERROR_SIZE];
+	/* --trust-key: the URL's namespace, the highest generation seen from
+	 * this URL, and the checked statement of the generation being
+	 * installed (have_stmt) with its bytes */
+	char ns[BASE_NS_NAME_MAX + 1];
+	uint64_t seen;
+	int have_stmt;
+	struct cat_stmt stmt;
+	char stmt_buf[CAT_STMT_MAX + 1];
+	size_t stmt_len;
 };
 
 /* What the write callback does with a response body. */
@@ -63,10 +79,11 @@ struct hyd_sink {
 	/* A non-200 answer: its body, for the server's detail. */
 	char errbody[HYD_ERRBODY_MAX + 1];
 	size_t errlen;
-	/* A 200 answer: into small[] (HEAD), or through zstd into fd. */
+	/* A 200 answer: into small[] (HEAD, a signature: up to small_cap
+	 * bytes, 0 meaning HYD_HEAD_MAX), or through zstd into fd. */
 	ZSTD_DStream *zd;
-	char small[HYD_HEAD_MAX + 1];
-	size_t small_len;
+	char small[CAT_STMT_MAX + 1];
+	size_t small_len, small_cap;
 	int fd;
 	void *zout;
 	size_t zout_cap;
@@ -229,7 +246,8 @@ static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *ud)
 		return n;
 	}
 	if (!k->zd) {
-		if (n > HYD_HEAD_MAX - k->small_len) {
+		room = k->small_cap ? k->small_cap : HYD_HEAD_MAX;
+		if (n > room - k->small_len) {
 			k->err = -EPROTO;
 			return 0;
 		}
@@ -340,15 +358,72 @@ static int cf_head(struct hyd_cf *f, uint64_t *ret_gen)
 				  "namespace not found");
 		goto out;
 	}
-	while (k.small_len > 0 &&
-	       isspace((unsigned char)k.small[k.small_len - 1]))
-		k.small[--k.small_len] = '\0';
-	if (base_parse_u64(k.small, 1, UINT64_MAX, &v) < 0) {
+	if (hyd_head_parse(k.small, k.small_len, &v) < 0) {
 		cf_err(f, "%s: not a generation number", url);
 		r = -EPROTO;
 		goto out;
 	}
 	*ret_gen = v;
+out:
+	curl_free(url);
+	return r;
+}
+
+/* GET BASE/signature/GEN and check it (hyd_trust_check) into f->stmt,
+ * before anything of generation gen is fetched. -EKEYREJECTED (errbuf
+ * says why) for a statement that is missing or does not check out;
+ * transport and other HTTP errors as cf_get. */
+static int cf_statement(struct hyd_cf *f, uint64_t gen)
+{
+	struct hyd_sink k = {.fd = -1, .small_cap = CAT_STMT_MAX};
+	char rel[48], why[512];
+	char *url = NULL;
+	long status = 0;
+	int r;
+
+	f->have_stmt = 0;
+	snprintf(rel, sizeof(rel), "signature/%llu", (unsigned long long)gen);
+	r = cf_join(f, rel, &url);
+	if (r < 0) {
+		cf_err(f, "%s: cannot build the signature URL", f->base);
+		goto out;
+	}
+	r = cf_get(f, url, &k, &status);
+	if (r == -EPROTO && k.err == -EPROTO) {
+		cf_err(f,
+		       "%s: refusing generation %llu: longer than a signed "
+		       "statement (%u bytes)",
+		       url, (unsigned long long)gen, CAT_STMT_MAX);
+		r = -EKEYREJECTED;
+	}
+	if (r < 0)
+		goto out;
+	if (status == 404) {
+		cf_err(f,
+		       "%s: refusing generation %llu: it is not signed (HTTP "
+		       "404) and --trust-key takes signed generations only",
+		       url, (unsigned long long)gen);
+		r = -EKEYREJECTED;
+		goto out;
+	}
+	if (status != 200) {
+		r = cf_status_err(f, url, status, &k, "no signature");
+		goto out;
+	}
+	r = hyd_trust_check(f->creds, f->ns, gen, f->seen, k.small, k.small_len,
+			    &f->stmt, why, sizeof(why));
+	if (r < 0) {
+		cf_err(f, "%s: refusing generation %llu: %s", url,
+		       (unsigned long long)gen, why);
+		goto out;
+	}
+	memcpy(f->stmt_buf, k.small, k.small_len);
+	f->stmt_len = k.small_len;
+	f->have_stmt = 1;
+	base_debug("signed statement checked generation=%llu parent=%llu "
+		   "key=%.16s url=%s",
+		   (unsigned long long)gen, (unsigned long long)f->stmt.parent,
+		   f->stmt.key_id, f->base);
 out:
 	curl_free(url);
 	return r;
@@ -379,8 +454,10 @@ static void unlink_db_tmp(const char *tmp)
 }
 
 /* Is tmp a ferry catalog of generation gen? 0 or -EBADMSG (-ENOMEM,
- * -EPROTONOSUPPORT: one of a later format than this build reads). */
-static int cf_check_catalog(const char *tmp, uint64_t gen)
+ * -EPROTONOSUPPORT: one of a later format than this build reads). Its
+ * meta into *ret_m. */
+static int cf_check_catalog(const char *tmp, uint64_t gen,
+			    struct cat_meta *ret_m)
 {
 	struct cat_meta m;
 	cat_reader *cr = NULL;
@@ -395,7 +472,46 @@ static int cf_check_catalog(const char *tmp, uint64_t gen)
 		return -EBADMSG;
 	cat_reader_meta(cr, &m);
 	cat_reader_close(cr);
+	*ret_m = m;
 	return m.generation == gen ? 0 : -EBADMSG;
+}
+
+/* The catalog at tmp (meta m) is the one f->stmt signs: its rows have the
+ * digest the statement names (checked already when it was rebuilt from a
+ * delta: by_delta), and its parent is the statement's. 0 or -EKEYREJECTED
+ * (errbuf says so), -errno. */
+static int cf_check_signed(struct hyd_cf *f, const char *url, const char *tmp,
+			   const struct cat_meta *m, int by_delta)
+{
+	char hex[65];
+	int r;
+
+	if (!by_delta) {
+		r = cat_digest(tmp, hex);
+		if (r < 0) {
+			cf_err(f, "%s: cannot compute the catalog's digest: %s",
+			       url, strerror(-r));
+			return r == -ENOMEM ? r : -EIO;
+		}
+		if (strcmp(hex, f->stmt.digest) != 0) {
+			cf_err(f,
+			       "%s: refusing generation %llu: the catalog's "
+			       "rows do not have the digest its signed "
+			       "statement names (changed on the way)",
+			       url, (unsigned long long)m->generation);
+			return -EKEYREJECTED;
+		}
+	}
+	if (m->parent_generation != f->stmt.parent) {
+		cf_err(f,
+		       "%s: refusing generation %llu: its parent is %llu, the "
+		       "signed statement says %llu",
+		       url, (unsigned long long)m->generation,
+		       (unsigned long long)m->parent_generation,
+		       (unsigned long long)f->stmt.parent);
+		return -EKEYREJECTED;
+	}
+	return 0;
 }
 
 /* Stream url through zstd into tmp and fsync it. */
@@ -485,7 +601,11 @@ static int cf_delta(struct hyd_cf *f, uint64_t base, uint64_t gen,
 	r = cf_download(f, url, dtmp);
 	if (r == 0) {
 		unlink_db_tmp(tmp);
-		r = cat_delta_apply(from, dtmp, tmp, &a, &b);
+		/* signed: the result must be the catalog the statement
+		 * names, whatever digest the delta claims */
+		r = cat_delta_apply_want(from, dtmp, tmp,
+					 f->have_stmt ? f->stmt.digest : NULL,
+					 &a, &b);
 		if (r == 0 && b != gen)
 			r = -EBADMSG;
 	}
@@ -516,7 +636,8 @@ static int cf_catalog(struct hyd_cf *f, uint64_t gen, uint64_t base)
 {
 	char rel[64], tmp[4210] = "", dst[4200];
 	char *url = NULL;
-	int n, r;
+	struct cat_meta m;
+	int n, r, by_delta = 0;
 
 	snprintf(rel, sizeof(rel), "catalog/%llu", (unsigned long long)gen);
 	r = cf_join(f, rel, &url);
@@ -533,11 +654,12 @@ static int cf_catalog(struct hyd_cf *f, uint64_t gen, uint64_t base)
 	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
 	r = base && base < gen ? cf_delta(f, base, gen, tmp) : -ENOENT;
+	by_delta = r == 0;
 	if (r < 0)
 		r = cf_download(f, url, tmp);
 	if (r < 0)
 		goto out;
-	r = cf_check_catalog(tmp, gen);
+	r = cf_check_catalog(tmp, gen, &m);
 	if (r == -EPROTONOSUPPORT) {
 		cf_err(f,
 		       "%s: a ferry catalog of a later format than this "
@@ -548,6 +670,19 @@ static int cf_catalog(struct hyd_cf *f, uint64_t gen, uint64_t base)
 	if (r < 0) {
 		cf_err(f, "%s: not a valid ferry catalog", url);
 		goto out;
+	}
+	if (f->have_stmt) {
+		r = cf_check_signed(f, url, tmp, &m, by_delta);
+		/* the statement goes in before its catalog: a catalog of a
+		 * signed cache is never there without it */
+		if (r == 0 && (r = hyd_trust_keep(f->cat_dir, gen, f->stmt_buf,
+						  f->stmt_len)) < 0) {
+			cf_err(f, "%s/%llu.sig: %s", f->cat_dir,
+			       (unsigned long long)gen, strerror(-r));
+			r = -EIO;
+		}
+		if (r < 0)
+			goto out;
 	}
 	/* The checked file goes into place in one step, and the rename is
 	 * made durable before anyone is told the catalog is there. */
@@ -710,6 +845,12 @@ static int cf_setup(struct hyd_cf *f, const char *cache_dir)
 	r = cf_parse_base(f);
 	if (r < 0)
 		return r;
+	if (hyd_trust_on(f->creds) &&
+	    hyd_trust_url_ns(f->base_norm, f->ns, sizeof(f->ns)) < 0) {
+		cf_err(f, "%s: no namespace in the URL to check signatures of",
+		       f->base);
+		return -EINVAL;
+	}
 	n = snprintf(f->cat_dir, sizeof(f->cat_dir), "%s/catalogs", cache_dir);
 	if (n < 0 || (size_t)n >= sizeof(f->cat_dir)) {
 		cf_err(f, "%s: path too long", cache_dir);
@@ -721,6 +862,10 @@ static int cf_setup(struct hyd_cf *f, const char *cache_dir)
 		cf_err(f, "%s: %s", f->cat_dir, strerror(-r));
 		return r == -EACCES || r == -ENOTDIR ? r : -EIO;
 	}
+	/* a damaged record of the highest generation seen holds nothing to
+	 * go by: the next one checked replaces it */
+	if (hyd_trust_on(f->creds) && hyd_trust_seen(f->cat_dir, &f->seen) < 0)
+		f->seen = 0;
 	f->h = curl_easy_init();
 	if (!f->h)
 		return -ENOMEM;
@@ -738,6 +883,54 @@ static int cf_setup(struct hyd_cf *f, const char *cache_dir)
 #undef SETOPT
 	if (cc != CURLE_OK)
 		return cf_curl_fail(f, cc, f->base, NULL);
+	return 0;
+}
+
+/* Is catalogs/GEN.db (at path) the catalog f->stmt signs? Its kept
+ * statement names the same digest, or else its rows have it (then the
+ * statement is kept now). 1 yes, 0 no (the caller drops it and fetches
+ * it again), -errno. */
+static int cf_cached_signed(struct hyd_cf *f, uint64_t gen, const char *path)
+{
+	struct cat_stmt kept;
+	char hex[65];
+	int r;
+
+	if (hyd_trust_kept(f->creds, f->cat_dir, f->ns, gen, &kept) == 0 &&
+	    !strcmp(kept.digest, f->stmt.digest))
+		return 1;
+	r = cat_digest(path, hex);
+	if (r < 0 || strcmp(hex, f->stmt.digest) != 0)
+		return 0;
+	r = hyd_trust_keep(f->cat_dir, gen, f->stmt_buf, f->stmt_len);
+	return r < 0 ? r : 1;
+}
+
+/* Drop catalogs/GEN.db, its overlay and statement: not the signed one. */
+static void cf_drop_cached(const struct hyd_cf *f, const char *path)
+{
+	char ov[4300];
+
+	base_warn("cached catalog is not the signed one, fetching it again "
+		  "path=%s",
+		  path);
+	if (hyd_cache_overlay_path(path, ov, sizeof(ov)) == 0)
+		unlink_db_tmp(ov);
+	unlink(path);
+	hyd_trust_forget(f->cat_dir, 0); /* its statement, if one was kept */
+}
+
+/* After generation gen was taken with its statement: it is the highest
+ * seen (durably), and statements whose catalog left go. */
+static int cf_trust_done(struct hyd_cf *f, uint64_t gen)
+{
+	int r = hyd_trust_seen_raise(f->cat_dir, gen);
+
+	if (r < 0) {
+		cf_err(f, "%s/seen: %s", f->cat_dir, strerror(-r));
+		return -EIO;
+	}
+	hyd_trust_forget(f->cat_dir, 0);
 	return 0;
 }
 
@@ -777,6 +970,7 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 			   .creds = creds,
 			   .errbuf = errbuf,
 			   .errcap = errcap};
+	int trust = hyd_trust_on(creds);
 	uint64_t gen = 0, cached;
 	char name[32], path[4200];
 	struct stat sb;
@@ -794,7 +988,11 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 	if (r < 0)
 		goto out;
 	same = cached_url_same(&f);
+	if (!same)
+		f.seen = 0; /* another URL's: it goes below */
 	r = cf_head(&f, &gen);
+	if (r == 0 && trust)
+		r = cf_statement(&f, gen);
 	if (r < 0)
 		goto fallback;
 	snprintf(name, sizeof(name), "%llu.db", (unsigned long long)gen);
@@ -802,12 +1000,24 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 	if (r < 0)
 		goto out;
 	/* Catalogs are immutable per (URL, generation): a checked copy is as
-	 * good as a new download. Older ones a mount that followed left (a
-	 * crash before their last reader let go) served their turn. */
+	 * good as a new download (signed: when it is the one signed). Older
+	 * ones a mount that followed left (a crash before their last reader
+	 * let go) served their turn. */
 	if (same && stat(path, &sb) == 0) {
-		cached_newest(&f, gen);
-		r = set_result(&f, gen, 0, ret);
-		goto out;
+		r = trust ? cf_cached_signed(&f, gen, path) : 1;
+		if (r < 0) {
+			cf_err(&f, "%s: %s", path, strerror(-r));
+			r = -EIO;
+			goto out;
+		}
+		if (r == 1) {
+			cached_newest(&f, gen);
+			r = trust ? cf_trust_done(&f, gen) : 0;
+			if (r == 0)
+				r = set_result(&f, gen, 0, ret);
+			goto out;
+		}
+		cf_drop_cached(&f, path);
 	}
 	if (!same) {
 		/* Forget the other URL before the first byte of this one
@@ -815,6 +1025,7 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 		if (cf_path(&f, path, sizeof(path), "url") == 0)
 			unlink(path);
 		cached_newest(&f, UINT64_MAX);
+		hyd_trust_forget(f.cat_dir, 1);
 		base_fsync_path(f.cat_dir);
 	}
 	r = cf_catalog(&f, gen, same ? cached_newest(&f, 0) : 0);
@@ -829,12 +1040,34 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 			goto out;
 		}
 	}
-	r = set_result(&f, gen, 0, ret);
+	r = trust ? cf_trust_done(&f, gen) : 0;
+	if (r == 0)
+		r = set_result(&f, gen, 0, ret);
 	goto out;
 fallback:
-	/* Only a server we never heard from is stood in for by the cache. */
+	/* Only a server we never heard from is stood in for by the cache;
+	 * signed: only by a catalog whose kept statement still checks out
+	 * and is no older than the highest generation seen. */
 	if (r == -EHOSTUNREACH && same) {
+		struct cat_stmt kept;
+
 		cached = cached_newest(&f, 0);
+		if (cached > 0 && trust &&
+		    (hyd_trust_kept(creds, f.cat_dir, f.ns, cached, &kept) <
+			 0 ||
+		     cached < f.seen)) {
+			size_t n = errbuf && errcap ? strlen(errbuf) : 0;
+
+			if (n < errcap)
+				snprintf(
+				    errbuf + n, errcap - n,
+				    "; the cached catalog (generation "
+				    "%llu) has no statement by the trusted "
+				    "key: not serving it",
+				    (unsigned long long)cached);
+			r = -EKEYREJECTED;
+			goto out;
+		}
 		/* errbuf keeps the "cannot reach" line: the caller can warn
 		 * why it is serving an older generation. */
 		if (cached > 0)
@@ -869,6 +1102,7 @@ int hyd_catalog_update(const char *base_url, const char *cache_dir,
 			   .creds = creds,
 			   .errbuf = errbuf,
 			   .errcap = errcap};
+	int trust = hyd_trust_on(creds);
 	uint64_t gen = 0;
 	char name[32], path[4200];
 	struct stat sb;
@@ -901,12 +1135,27 @@ int hyd_catalog_update(const char *base_url, const char *cache_dir,
 		r = set_result(&f, gen, 0, ret);
 	if (r < 0 || gen <= have)
 		goto out;
-	snprintf(name, sizeof(name), "%llu.db", (unsigned long long)gen);
-	r = cf_path(&f, path, sizeof(path), name);
+	/* signed: the statement is checked before the catalog moves */
+	if (trust)
+		r = cf_statement(&f, gen);
+	if (r == 0) {
+		snprintf(name, sizeof(name), "%llu.db",
+			 (unsigned long long)gen);
+		r = cf_path(&f, path, sizeof(path), name);
+	}
 	/* Installed by an earlier try whose switch did not happen: the
-	 * same checked file. Else the delta from the one the mount has. */
+	 * same checked file (signed: when it is the one signed). Else the
+	 * delta from the one the mount has. */
+	if (r == 0 && trust && stat(path, &sb) == 0) {
+		r = cf_cached_signed(&f, gen, path);
+		if (r == 0)
+			cf_drop_cached(&f, path);
+		r = r < 0 ? r : 0;
+	}
 	if (r == 0 && stat(path, &sb) != 0)
 		r = cf_catalog(&f, gen, have);
+	if (r == 0 && trust)
+		r = cf_trust_done(&f, gen);
 	if (r == 0)
 		r = 1;
 out:

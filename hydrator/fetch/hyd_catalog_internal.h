@@ -17,6 +17,16 @@
 
 #include "hydrator/hydrator.h"
 
+/* Bytes of a HEAD answer taken (a generation and a newline). */
+#define HYD_HEAD_MAX 64
+
+/* The body of a HEAD answer (len bytes, untrusted, need not end in NUL)
+ * into *ret_gen: decimal digits of a generation 1..2^64-1 without leading
+ * zeros, then only newlines, carriage returns, spaces or tabs. 0, or
+ * -EPROTO for anything else (a NUL, a sign, a second line, over
+ * HYD_HEAD_MAX bytes). */
+int hyd_head_parse(const char *buf, size_t len, uint64_t *ret_gen);
+
 /* Cap on a decompressed catalog. */
 #define HYD_CATALOG_MAX_BYTES (64ull << 30)
 
@@ -39,7 +49,12 @@ struct hyd_catalog_result {
  *   "http://127.0.0.1:8700/v1/nope: namespace not found (HTTP 404)"
  *   "http://127.0.0.1:8700/v1/x/catalog/1: not a valid ferry catalog"
  * -EHOSTUNREACH unreachable without cache, -ENOENT 404, -EBADMSG bad
- * catalog, -EPROTO other HTTP/protocol error, -EIO local I/O. */
+ * catalog, -EPROTO other HTTP/protocol error, -EIO local I/O.
+ * With creds->trust_key: -EKEYREJECTED when the generation is refused
+ * (unsigned, another key, changed, another namespace or generation, a
+ * rollback below the highest generation seen, a catalog without the
+ * signed digest; errbuf says which), nothing installed; a cached catalog
+ * stands in for an unreachable server only with its kept statement. */
 int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 		      const struct hyd_creds *creds, long connect_timeout_s,
 		      struct hyd_catalog_result *ret, char *errbuf,
@@ -53,7 +68,9 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
  * ret set. Older catalogs stay: the mount still reads them. 0 when the
  * server's generation is not newer (ret->generation says which it is).
  * Errors as hyd_catalog_fetch (no cache stands in), and -ESTALE when the
- * cache's catalogs came from another URL. stop (may be NULL), read
+ * cache's catalogs came from another URL. Signed (creds->trust_key): the new
+ * generation's statement is checked first (-EKEYREJECTED, nothing
+ * installed). stop (may be NULL), read
  * atomically, ends a transfer in progress when it turns non-zero (an
  * error; nothing is installed). Blocking (curl easy): a thread of its
  * own. */

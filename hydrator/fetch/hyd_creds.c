@@ -10,7 +10,8 @@
  * on every request as "Authorization: Bearer" (curl's bearer auth, which
  * it does not pass on to another host a redirect leads to). The token is
  * read from a file, never from the command line (where ps shows it), and
- * never written to a log.
+ * never written to a log. The trust key (--trust-key) is checked where
+ * catalogs and manifests arrive (hyd_trust.c), not on the connection.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
+#include "catalog/catalog.h"
 #include "hydrator/fetch/hyd_curl_internal.h"
 #include "hydrator/hydrator.h"
 
@@ -69,8 +71,25 @@ int hyd_creds_opt(struct hyd_creds *c, int code, const char *arg)
 	char err[512];
 	const char *what, **field;
 	char *abs;
+	int r;
 
 	switch (code) {
+	case HYD_OPT_TRUST_KEY:
+		r = cat_sign_pub_load(arg, c->trust_pub);
+		if (r == -EBADMSG) {
+			base_error(
+			    "--trust-key: not an Ed25519 public key (PEM, "
+			    "as ferry keygen's sign.pub) path=%s",
+			    arg);
+			return -1;
+		}
+		if (r < 0) {
+			base_log_err(BASE_LOG_ERROR, r,
+				     "--trust-key: cannot read path=%s", arg);
+			return -1;
+		}
+		c->trust_key = arg;
+		return 1;
 	case HYD_OPT_TOKEN_FILE:
 		if (hyd_creds_token_load(c, arg, err, sizeof(err)) < 0) {
 			base_error("--token-file: %s", err);

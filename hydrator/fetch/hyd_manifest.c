@@ -12,6 +12,12 @@
  * a segment answer at most 1,024 records of HYD_MANIFEST_INLINE_MAX
  * chunks. Anything longer is -EBADMSG, stored nowhere.
  *
+ * With --trust-key an answer is stored only with its Ferry-Signature
+ * header verifying (catalog.h, cat_verify_manifests: the namespace, the
+ * generation, the ino range asked for and the body's SHA-256): a cache in
+ * between can neither change a byte of it nor answer with another
+ * file's manifest. A refusal is -EKEYREJECTED, not retried.
+ *
  * Cleanup style in this file: goto out.
  */
 #include <errno.h>
@@ -27,6 +33,7 @@
 #include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_curl_internal.h"
 #include "hydrator/fetch/hyd_manifest_internal.h"
+#include "hydrator/fetch/hyd_trust_internal.h"
 
 #define POOL_MAX 8u /* idle handles kept (each with its connection) */
 #define CONNECT_TIMEOUT_MS_DEFAULT 5000L
@@ -80,6 +87,7 @@ struct mf_flight {
 struct hyd_manifest {
 	char *base_url;		       /* without a trailing '/' */
 	const struct hyd_creds *creds; /* borrowed; may be NULL */
+	char ns[BASE_NS_NAME_MAX + 1]; /* the URL's (--trust-key) */
 	cat_overlay *ov;
 	long connect_timeout_ms;
 	unsigned wait_s;
@@ -267,6 +275,37 @@ static int get(struct mf_handle *mh, const char *url, struct mf_body *b,
 	return 0;
 }
 
+/* --trust-key: the answer in b to [first, last] of generation gen is
+ * signed by the trusted key. 0, or -EKEYREJECTED with why set. */
+static int signed_answer(hyd_manifest *m, struct mf_handle *mh, uint64_t gen,
+			 uint64_t first, uint64_t last, const struct mf_body *b,
+			 char *why, size_t whycap)
+{
+	struct curl_header *hd = NULL;
+	int r;
+
+	if (curl_easy_header(mh->h, "Ferry-Signature", 0, CURLH_HEADER, -1,
+			     &hd) != CURLHE_OK ||
+	    !hd || !hd->value) {
+		snprintf(why, whycap,
+			 "unsigned answer (no Ferry-Signature), and "
+			 "--trust-key takes signed manifests only");
+		return -EKEYREJECTED;
+	}
+	r = cat_verify_manifests(m->creds->trust_pub, m->ns, gen, first, last,
+				 b->p, b->n, hd->value, strlen(hd->value));
+	if (r == 0)
+		return 0;
+	if (r == -EBADMSG)
+		snprintf(why, whycap, "malformed Ferry-Signature header");
+	else
+		snprintf(why, whycap,
+			 "its signature does not verify with the trusted key "
+			 "(%s): the answer was changed on the way",
+			 m->creds->trust_key);
+	return -EKEYREJECTED;
+}
+
 static uint64_t backoff_ms(unsigned attempts)
 {
 	uint64_t ms = (uint64_t)BACKOFF_FIRST_MS
@@ -398,6 +437,13 @@ static int perform(hyd_manifest *m, cat_reader *r, enum mf_kind kind,
 		rc = get(mh, url, &b, &status, &retry_s, why, sizeof(why));
 		if (rc == 0 && status == 200) {
 			STAT_ADD(m, bytes, b.n);
+			if (hyd_trust_on(m->creds)) {
+				rc =
+				    signed_answer(m, mh, meta.generation, first,
+						  last, &b, why, sizeof(why));
+				if (rc < 0)
+					break;
+			}
 			rc = cat_overlay_put_wire(m->ov, r, first, last, b.p,
 						  b.n, &files);
 			if (rc == -EBADMSG)
@@ -450,7 +496,9 @@ static int perform(hyd_manifest *m, cat_reader *r, enum mf_kind kind,
 out:
 	if (rc < 0 && rc != -ECANCELED) {
 		STAT_ADD(m, failures, 1);
-		base_log(rc == -EAGAIN ? BASE_LOG_DEBUG : BASE_LOG_WARN,
+		base_log(rc == -EAGAIN	       ? BASE_LOG_DEBUG
+			 : rc == -EKEYREJECTED ? BASE_LOG_ERROR
+					       : BASE_LOG_WARN,
 			 "manifest fetch failed %s=%" PRIu64
 			 " url=%s errno=%s requests=%u why=\"%s\"",
 			 kind == MF_SEGMENT ? "segment" : "ino", key,
@@ -670,6 +718,12 @@ int hyd_manifest_new(const struct hyd_manifest_config *cfg, hyd_manifest **ret)
 				    : CONNECT_TIMEOUT_MS_DEFAULT;
 	m->wait_s = cfg->wait_s ? cfg->wait_s : HYD_MANIFEST_WAIT_S;
 	m->creds = cfg->creds;
+	if (hyd_trust_on(m->creds) &&
+	    hyd_trust_url_ns(m->base_url, m->ns, sizeof(m->ns)) < 0) {
+		free(m->base_url);
+		free(m);
+		return -EINVAL;
+	}
 	if (m->wait_s > WAIT_MAX_S)
 		m->wait_s = WAIT_MAX_S;
 	pthread_mutex_init(&m->mu, NULL);

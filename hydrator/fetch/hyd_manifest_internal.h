@@ -25,7 +25,9 @@
  * lasted past it, -ENOENT 404, -ESTALE 410 (the generation was superseded:
  * remount to follow), -EBADMSG a body that fails its checks (nothing is
  * stored), -EPROTO another answer, -ECANCELED cancelled or stopped,
- * -ENOMEM, -EIO (the overlay could not be written).
+ * -ENOMEM, -EIO (the overlay could not be written), -EKEYREJECTED an
+ * answer without a signature by creds' trust key (--trust-key; nothing is
+ * stored, not retried).
  */
 #ifndef FERRY_HYD_MANIFEST_INTERNAL_H
 #define FERRY_HYD_MANIFEST_INTERNAL_H

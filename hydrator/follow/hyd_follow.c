@@ -22,6 +22,9 @@
  *   5. backfill takes the new catalog and fetches what the store lacks;
  *   6. generations past the kept ones leave (their files with their last
  *      reader) and the store drops what no catalog names.
+ * With --trust-key, step 1 takes a generation only with its signed
+ * statement checked (hyd_catalog_update: -EKEYREJECTED, nothing
+ * installed): a refused one is logged as an error and never switched to.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -301,6 +304,20 @@ static void follow_once(struct hyd_follow *f)
 			       &f->stop, &res, err, sizeof(err));
 	if (r < 0 && __atomic_load_n(&f->stop, __ATOMIC_RELAXED))
 		goto out; /* stopping: the transfer was cut on purpose */
+	if (r == -EKEYREJECTED) {
+		/* --trust-key refused the new generation before anything of
+		 * it was installed: said once per refusal, as an error; the
+		 * mount goes on serving what it serves */
+		if (strcmp(err, f->last_err) != 0) {
+			snprintf(f->last_err, sizeof(f->last_err), "%s", err);
+			f->warned_ns = base_now_ns();
+			base_error(
+			    "not switching generations: %s (still serving "
+			    "generation %" PRIu64 ")",
+			    err, cur->generation);
+		}
+		goto out;
+	}
 	if (r < 0) {
 		warn_once(f, err[0] ? err : strerror(-r));
 		goto out;

@@ -4,7 +4,8 @@
  * changed (content, a file added, one removed, a directory renamed, an
  * xattr, a mode), rebuilt; the delta from 1 to 2 applied to 1 gives a
  * catalog with 2's digest, holding 2's rows. A delta with one row changed,
- * or applied to another generation, is refused and leaves nothing.
+ * or applied to another generation, is refused and leaves nothing; one
+ * made to order passes its own digest but not a signed one.
  * cat_diff names exactly what a mount switching from 1 to 2 must tell the
  * kernel.
  */
@@ -190,6 +191,52 @@ static void test_refused(void **state)
 	assert_int_equal(access(f->out, F_OK), -1);
 }
 
+/* A delta made to order: the rows of a changed copy of generation 2,
+ * with that copy's digest. cat_delta_apply takes it (the delta's own
+ * digest only guards against cuts and mix-ups); with the digest a
+ * signed statement names for generation 2 it is refused. */
+static void test_bound_to_signed_digest(void **state)
+{
+	struct fx *f = *state;
+	char d2[65], forged[65], want[65], c3[200], cmd[600];
+	sqlite3 *h = NULL;
+
+	two_generations(f);
+	assert_int_equal(cat_digest(f->c2, d2), 0);
+	snprintf(c3, sizeof(c3), "%s/forged.db", f->root);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", f->c2, c3);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(sqlite3_open(c3, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(h,
+				      "UPDATE inode SET mode = mode | 0002 "
+				      "WHERE ino = (SELECT max(ino) FROM inode "
+				      "WHERE kind = 1)",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	assert_int_equal(sqlite3_changes(h), 1);
+	sqlite3_close(h);
+	assert_int_equal(cat_digest(c3, forged), 0);
+	assert_string_not_equal(forged, d2);
+	assert_int_equal(cat_delta_build(f->c1, c3, f->delta), 0);
+	/* the delta vouches for itself */
+	assert_int_equal(cat_delta_apply(f->c1, f->delta, f->out, NULL, NULL),
+			 0);
+	assert_int_equal(cat_digest(f->out, want), 0);
+	assert_string_equal(want, forged);
+	unlink(f->out);
+	/* the signed digest does not */
+	assert_int_equal(
+	    cat_delta_apply_want(f->c1, f->delta, f->out, d2, NULL, NULL),
+	    -EBADMSG);
+	assert_int_equal(access(f->out, F_OK), -1);
+	/* and the real delta passes both */
+	assert_int_equal(cat_delta_build(f->c1, f->c2, f->delta), 0);
+	assert_int_equal(
+	    cat_delta_apply_want(f->c1, f->delta, f->out, d2, NULL, NULL), 0);
+	assert_int_equal(cat_digest(f->out, want), 0);
+	assert_string_equal(want, d2);
+}
+
 /* What cat_diff reports, gathered. */
 struct seen {
 	char names[64][80]; /* "PARENT/NAME" */
@@ -319,6 +366,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bound_to_signed_digest, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_diff, setup, teardown),
 	};
 
