@@ -2,13 +2,16 @@
 # 260: the replicator over https (--tls-cert/--tls-key, certificates made
 # here with the openssl CLI), with a counting TCP relay between the
 # clients and the server that keeps every byte it carries:
-#  (a) a mount over https (--ca-file) reads the tree exactly and ferry
-#      sync makes it exactly, both through the relay; the relay carried
-#      TLS records (a handshake first) and more bytes than the files
-#      hold, and a known 64-byte sample of a source file (served raw:
-#      --codec raw) is nowhere in them;
+#  (a) everything a site-to-site run turns on: https (--ca-file), a token
+#      of the namespace (--tokens, --token-file) and signed generations
+#      (--sign-key, --trust-key). A mount reads the tree exactly and ferry
+#      sync makes it exactly, both through the relay; without the token
+#      sync is refused (exit 12); the relay carried TLS records (a
+#      handshake first) and more bytes than the files hold, and neither a
+#      known 64-byte sample of a source file (served raw: --codec raw) nor
+#      the token is anywhere in them;
 #  (b) the control: the same sync over plain http through the relay, and
-#      the sample is there, so (a)'s check can fail;
+#      the sample and the token are there, so (a)'s checks can fail;
 #  (c) the warning: serving plain HTTP on a non-loopback address logs one
 #      line saying so; on loopback, or with TLS, none.
 . "$(dirname "$0")/lib/common.sh"
@@ -32,14 +35,23 @@ port=$(free_port)
 rport=$(free_port)
 
 # (a) https through the relay
-REPL_OPTS="--codec raw --tls-cert $T/pki/srv.pem --tls-key $T/pki/srv.key" start_repl "$port" "s=$S"
+"$FERRY" token new s >"$T/tok.out" || die "(a) ferry token new failed"
+head -n 1 "$T/tok.out" >"$T/s.token"
+sed -n 2p "$T/tok.out" >"$T/tokens"
+TOKEN=$(cat "$T/s.token")
+"$FERRY" keygen -q "$T/keys" || die "(a) ferry keygen failed"
+REPL_OPTS="--codec raw --tls-cert $T/pki/srv.pem --tls-key $T/pki/srv.key --tokens $T/tokens --sign-key $T/keys/sign.key" start_repl "$port" "s=$S"
 grep -q 'tls on cert=.* subject="CN=ferry srv 1"' "$T/repl.log" || die "(a) no 'tls on' line naming the certificate"
 start_relay "$rport" "$port" "$T/wire-tls"
 URL="https://127.0.0.1:$rport/v1/s"
-mount_hyd "$URL" "$T/mnt" --ca-file "$CA"
+CREDS=(--ca-file "$CA" --token-file "$T/s.token" --trust-key "$T/keys/sign.pub")
+mount_hyd "$URL" "$T/mnt" "${CREDS[@]}"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/mnt" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(a) the mount over https differs from the source"; }
 umount_hyd "$T/mnt"
-"$FERRY" sync -q -c "$T/scache" --ca-file "$CA" "$URL" "$T/dest" || die "(a) ferry sync over https failed"
+"$FERRY" sync -q -c "$T/ncache" --ca-file "$CA" --trust-key "$T/keys/sign.pub" "$URL" "$T/ndest" 2>"$T/ntok.err"
+rc=$?
+[ "$rc" = 12 ] || die "(a) ferry sync without the token exited $rc, not 12: $(cat "$T/ntok.err")"
+"$FERRY" sync -q -c "$T/scache" "${CREDS[@]}" "$URL" "$T/dest" || die "(a) ferry sync over https failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest" >"$T/cmp2.txt" || { cat "$T/cmp2.txt"; die "(a) ferry sync over https: tree differs"; }
 stop_relay
 down=$(stat -c %s "$T/wire-tls.down")
@@ -50,18 +62,22 @@ if has_bytes "$T/wire-tls.down" "$S/secret.bin" "$SAMPLE_OFF" 64 ||
 	has_bytes "$T/wire-tls.up" "$S/secret.bin" "$SAMPLE_OFF" 64; then
 	die "(a) the 64-byte sample of secret.bin crossed the relay in the clear over https"
 fi
-ok "(a) https (--ca-file): mount and ferry sync exact through the relay; $down bytes to the clients, TLS from the first byte, the sample nowhere"
+! grep -qaF "$TOKEN" "$T/wire-tls.up" "$T/wire-tls.down" || die "(a) the token crossed the relay in the clear over https"
+! grep -qaF "$TOKEN" "$T"/*.log || die "(a) the token is in a log"
+ok "(a) https (--ca-file), a token, signed generations: mount and ferry sync exact through the relay, sync refused without the token; $down bytes to the clients, TLS from the first byte, neither the sample nor the token on the wire"
 stop_repl
 
 # (b) the control: plain http through the relay shows the sample
-REPL_OPTS="--codec raw" start_repl "$port" "s=$S"
+REPL_OPTS="--codec raw --tokens $T/tokens" start_repl "$port" "s=$S"
 start_relay "$rport" "$port" "$T/wire-plain"
-"$FERRY" sync -q -c "$T/pcache" "http://127.0.0.1:$rport/v1/s" "$T/pdest" || die "(b) ferry sync over http failed"
+"$FERRY" sync -q -c "$T/pcache" --token-file "$T/s.token" "http://127.0.0.1:$rport/v1/s" "$T/pdest" || die "(b) ferry sync over http failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/pdest" >"$T/cmp3.txt" || { cat "$T/cmp3.txt"; die "(b) ferry sync over http: tree differs"; }
 stop_relay
 has_bytes "$T/wire-plain.down" "$S/secret.bin" "$SAMPLE_OFF" 64 ||
 	die "(b) over plain http the sample is not in what the relay carried: the check of (a) proves nothing"
-ok "(b) control: over plain http the same sample is on the wire"
+grep -qaF "$TOKEN" "$T/wire-plain.up" ||
+	die "(b) over plain http the token is not in what the relay carried: the check of (a) proves nothing"
+ok "(b) control: over plain http the same sample and the token are on the wire"
 stop_repl
 ! grep -q 'plain HTTP on a non-loopback' "$T/repl.log" || die "(c) a warning for plain HTTP on loopback"
 
