@@ -1,19 +1,22 @@
 /*
  * replicator/repl_rescan.c — the scans of a running replicator and what
  * follows each: the first walk of every namespace, then a rescan of every
- * namespace on SIGHUP (which also rereads the --tokens file) and every
+ * namespace on SIGHUP (which also rereads the --namespaces file,
+ * repl_ns.c, and the --tokens file) and every
  * --rescan-interval seconds, the switch to a
  * new generation, the removal of generations older than the kept ones,
  * and the background hashing of the served generation's pending files.
  *
  * One scan job runs at a time, the namespaces in command-line order (a
- * walk uses every core it is given). A rescan is the same generation
- * build as the first scan (repl_generation_build): a stat-only walk that
- * reuses the manifest of every file the served generation holds
- * unchanged, so it reads and hashes nothing that did not change; it
- * publishes generation N+1 only when the tree differs. While it runs the
- * namespace goes on serving generation N. A signal that comes while a
- * namespace's walk runs queues another walk of it (the running one may
+ * walk uses every core it is given), one never published (just added by
+ * a reload) before the others. A namespace removed while its walk runs
+ * has it cancelled; the job still ends here, and only lets go of it. A
+ * rescan is the same generation build as the first scan
+ * (repl_generation_build): a stat-only walk that reuses the manifest of every
+ * file the served generation holds unchanged, so it reads and hashes nothing
+ * that did not change; it publishes generation N+1 only when the tree differs.
+ * While it runs the namespace goes on serving generation N. A signal that comes
+ * while a namespace's walk runs queues another walk of it (the running one may
  * have passed a change already); an interval tick that finds scans
  * running or queued adds nothing.
  *
