@@ -17,7 +17,9 @@
 #               keep-alive connection)
 #   rss_mb_c, fds_c   after one chunk of every small namespace was served
 #               (each namespace then pools a worker context: an open
-#               source index)
+#               source index, 3 descriptors)
+#   rss_mb_i, fds_i   the same 45 s later (contexts idle for 30 s are
+#               closed by a sweep every 10 s)
 #   restart_s   a restart on the same state until every namespace is
 #               ready again (nothing changed: nothing re-published)
 #   add_s       SIGHUP with one more line in the file until the new
@@ -98,8 +100,8 @@ base_fds=$(fds)
 stop
 echo "# baseline (one empty namespace): rss=${base_rss} kB fds=${base_fds} nofile=$(ulimit -n) cpus=$(nproc)"
 
-printf '| namespaces | tree | publish s | hashed s | RSS MB | KB/ns | fds | fds/ns | threads | HEAD to all s | RSS MB after a chunk each | fds after | restart s | add one s |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| namespaces | tree | publish s | hashed s | RSS MB | KB/ns | fds | fds/ns | threads | HEAD to all s | RSS MB after a chunk each | fds after | RSS MB 45 s later | fds 45 s later | restart s | add one s |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 for n in $COUNTS; do
 	for kind in small empty; do
 		mk_trees "$kind" "$n"
@@ -125,7 +127,7 @@ for n in $COUNTS; do
 		h0=$(now)
 		curl -s -f -K "$WORK/heads.cfg" || echo "a HEAD failed" >&2
 		heads=$(dt "$h0" "$(now)")
-		rss_c=- fd_c=-
+		rss_c=- fd_c=- rss_i=- fd_i=-
 		if [ "$kind" = small ]; then
 			python3 - "$STATE" "$PORT" "$n" >"$WORK/chunks.cfg" <<'PY'
 import sqlite3, sys
@@ -141,6 +143,9 @@ PY
 			sleep 1
 			rss_c=$(awk -v k="$(rss_kb)" 'BEGIN { printf "%.1f", k / 1024 }')
 			fd_c=$(fds)
+			sleep 45
+			rss_i=$(awk -v k="$(rss_kb)" 'BEGIN { printf "%.1f", k / 1024 }')
+			fd_i=$(fds)
 		fi
 		stop
 		cp "$nsf" "$WORK/cur.ns"
@@ -159,11 +164,11 @@ PY
 		wait_lines ' ready ns=extra ' 1 600 || exit 1
 		add=$(dt "$start_hup" "$(now)")
 		stop
-		printf '| %s | %s | %s | %s | %.1f | %.1f | %s | %.2f | %s | %s | %s | %s | %s | %s |\n' \
+		printf '| %s | %s | %s | %s | %.1f | %.1f | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
 			"$n" "$kind" "$(dt "$t0" "$t1")" "$hashed" \
 			"$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" \
 			"$(awk -v k="$rss" -v b="$base_rss" -v n="$n" 'BEGIN { print (k - b) / n }')" \
 			"$fd" "$(awk -v f="$fd" -v b="$base_fds" -v n="$n" 'BEGIN { print (f - b) / n }')" \
-			"$th" "$heads" "$rss_c" "$fd_c" "$restart" "$add"
+			"$th" "$heads" "$rss_c" "$fd_c" "$rss_i" "$fd_i" "$restart" "$add"
 	done
 done

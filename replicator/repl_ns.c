@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "catalog/base/base.h"
@@ -175,6 +176,27 @@ void repl_ns_remove(struct repl_server *srv, size_t i)
 	repl_ns_unref(ns);
 }
 
+/* Descriptors a namespace may hold besides connections: its directory
+ * (O_PATH) always, and while it serves chunks a source index per worker
+ * context (the file, its WAL and shared memory). */
+#define FDS_PER_NS 4u
+#define FDS_BASE 256u
+
+void repl_ns_nofile_check(struct repl_server *srv)
+{
+	struct rlimit rl;
+	uint64_t want = FDS_BASE + (uint64_t)FDS_PER_NS * srv->n_ns;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+		base_warn("the open files limit is low for this many "
+			  "namespaces, scans and chunk reads may fail with "
+			  "EMFILE: raise it (ulimit -n, LimitNOFILE=) "
+			  "namespaces=%zu nofile=%llu wanted=%llu",
+			  srv->n_ns, (unsigned long long)rl.rlim_cur,
+			  (unsigned long long)want);
+}
+
 /* The set the arguments and the file ask for now, into want (whose dirs
  * were checked). 0, or -errno after one error line. */
 static int wanted(struct repl_server *srv, struct repl_ns_list *want)
@@ -238,7 +260,90 @@ int repl_ns_reload(struct repl_server *srv)
 	base_info("namespaces reloaded path=\"%s\" added=%zu removed=%zu "
 		  "kept=%zu failed=%zu namespaces=%zu",
 		  srv->ns_file, added, removed, kept, failed, srv->n_ns);
+	if (added)
+		repl_ns_nofile_check(srv);
 out:
 	repl_ns_list_fini(&want);
 	return r;
+}
+
+/* -- idle worker contexts -- */
+
+struct sweep_job {
+	uv_work_t w;
+	struct repl_worker *list;
+};
+
+static void sweep_work(uv_work_t *w)
+{
+	struct sweep_job *j = w->data;
+
+	repl_chunk_workers_free(j->list);
+	j->list = NULL;
+}
+
+static void sweep_done(uv_work_t *w, int status)
+{
+	struct sweep_job *j = w->data;
+
+	(void)status;
+	repl_chunk_workers_free(j->list); /* cancelled: not run */
+	free(j);
+}
+
+/* Close the source indexes namespaces idle for REPL_POOL_IDLE_S keep
+ * open: with thousands of namespaces, each that ever served a chunk
+ * would hold 3 descriptors per thread that read for it. */
+static void on_pool_sweep(uv_timer_t *t)
+{
+	struct repl_server *srv = t->data;
+	uint64_t now = base_now_ns();
+	struct repl_worker *all = NULL;
+	struct sweep_job *j;
+	size_t i, n = 0;
+
+	for (i = 0; i < srv->n_ns; i++) {
+		struct repl_worker *w = repl_chunk_pool_take_idle(
+		    srv->ns[i], now, REPL_POOL_IDLE_S * 1000000000ull);
+
+		while (w) {
+			struct repl_worker *next = w->next;
+
+			w->next = all;
+			all = w;
+			w = next;
+			n++;
+		}
+	}
+	if (!all)
+		return;
+	base_debug("idle worker contexts closed contexts=%zu", n);
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		j->list = all;
+		j->w.data = j;
+		if (uv_queue_work(&srv->loop, &j->w, sweep_work, sweep_done) ==
+		    0)
+			return;
+		free(j);
+	}
+	repl_chunk_workers_free(all); /* no worker: here, once */
+}
+
+void repl_pool_sweep_init(struct repl_server *srv)
+{
+	uv_timer_init(&srv->loop, &srv->pool_sweep);
+	srv->pool_sweep.data = srv;
+	srv->pool_sweep_ready = 1;
+	uv_timer_start(&srv->pool_sweep, on_pool_sweep,
+		       REPL_POOL_SWEEP_S * 1000ull,
+		       REPL_POOL_SWEEP_S * 1000ull);
+}
+
+void repl_pool_sweep_close(struct repl_server *srv)
+{
+	if (!srv->pool_sweep_ready)
+		return;
+	srv->pool_sweep_ready = 0;
+	uv_close((uv_handle_t *)&srv->pool_sweep, NULL);
 }

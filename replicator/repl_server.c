@@ -47,6 +47,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	uv_close((uv_handle_t *)&srv->sig_int, NULL);
 	uv_close((uv_handle_t *)&srv->sig_term, NULL);
 	repl_rescan_close(srv);
+	repl_pool_sweep_close(srv);
 	repl_http_close_all(srv);
 }
 
@@ -350,6 +351,7 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 		if (r < 0)
 			return r;
 	}
+	repl_ns_nofile_check(srv);
 	if (o->tokens_path) {
 		srv->tokens_path = strdup(o->tokens_path);
 		if (!srv->tokens_path) {
@@ -392,6 +394,7 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	uv_signal_start(&srv->sig_int, on_signal, SIGINT);
 	uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
 	repl_rescan_init(srv);
+	repl_pool_sweep_init(srv);
 	return 0;
 }
 

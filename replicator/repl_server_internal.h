@@ -82,6 +82,7 @@ struct repl_ns {
 	uv_mutex_t pool_lock;
 	struct repl_worker *pool; /* all of generation pool_gen */
 	uint64_t pool_gen;
+	uint64_t pool_put_ns; /* monotonic: a context last came back */
 	/* the scan job: the first scan, then each rescan (repl_rescan.c) */
 	uv_work_t scan_work;
 	int scan_rc;
@@ -132,6 +133,8 @@ struct repl_server {
 	uv_tcp_t listener;
 	uv_signal_t sig_int, sig_term, sig_hup;
 	uv_timer_t rescan_timer;
+	uv_timer_t pool_sweep; /* idle worker contexts (repl_ns.c) */
+	int pool_sweep_ready;
 	unsigned rescan_interval_s; /* 0: rescans on SIGHUP only */
 	unsigned keep_gens; /* generations kept, the served one included */
 	int scanning;	    /* one scan job at a time, in ns order */
@@ -276,6 +279,10 @@ int repl_ns_add(struct repl_server *srv, const char *name, const char *dir);
  * memory freed once nothing refers to it. Its state directory stays. */
 void repl_ns_remove(struct repl_server *srv, size_t i);
 
+/* Warn (one line) when the open files limit is short of what this many
+ * namespaces may hold open (start and reload). */
+void repl_ns_nofile_check(struct repl_server *srv);
+
 void repl_ns_ref(struct repl_ns *ns);
 /* Drop a reference; the last one frees the namespace. NULL is a no-op. */
 void repl_ns_unref(struct repl_ns *ns);
@@ -318,6 +325,24 @@ void repl_chunk_res_fini(struct repl_chunk_res *res);
 
 /* Loop thread, when no work is queued: free the namespace's worker pool. */
 void repl_chunk_pool_free(struct repl_ns *ns);
+
+/* Loop thread: take the namespace's pooled contexts when none came back
+ * for idle_ns (now_ns: base_now_ns()), else NULL. Each holds an open
+ * source index (3 descriptors: the file, its WAL and shared memory):
+ * idle namespaces must not keep them. Free the list with
+ * repl_chunk_workers_free, on a worker (a close may checkpoint). */
+struct repl_worker *repl_chunk_pool_take_idle(struct repl_ns *ns,
+					      uint64_t now_ns,
+					      uint64_t idle_ns);
+void repl_chunk_workers_free(struct repl_worker *list);
+
+/* Every REPL_POOL_SWEEP_S, the pooled contexts of namespaces that served
+ * no chunk for REPL_POOL_IDLE_S are closed (repl_ns.c; init at start,
+ * close at shutdown). Loop thread. */
+#define REPL_POOL_IDLE_S 30u
+#define REPL_POOL_SWEEP_S 10u
+void repl_pool_sweep_init(struct repl_server *srv);
+void repl_pool_sweep_close(struct repl_server *srv);
 
 /* Loop thread: serve generation gen from the source index at path (taken
  * over, malloc'd): the pool's contexts of the generation before are freed,
