@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,9 @@ static void sweep_work(uv_work_t *w)
 
 	repl_chunk_workers_free(j->list);
 	j->list = NULL;
+	/* the contexts were made on worker threads, in their malloc
+	 * arenas: give the freed pages back (about 200 KB a context) */
+	malloc_trim(0);
 }
 
 static void sweep_done(uv_work_t *w, int status)

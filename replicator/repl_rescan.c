@@ -345,10 +345,10 @@ static void on_hup(uv_signal_t *s, int signum)
 	if (srv->stopping)
 		return;
 	repl_server_tls_reload(srv); /* new connections take it */
-	/* the tokens file first: a token added for a client that waits
-	 * for this rescan works at once */
-	/* the namespaces file before the tokens, so the tokens' warnings
-	 * are about the namespaces served from now on */
+	/* the namespaces file, then the tokens file (its warnings are
+	 * about the namespaces served from now on), both before the
+	 * rescan: a token added for a client that waits for this rescan
+	 * works at once */
 	if (srv->ns_file)
 		repl_ns_reload(srv);
 	if (srv->tokens_path)
