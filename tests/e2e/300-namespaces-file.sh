@@ -19,7 +19,11 @@
 #  (e) c added again is served again from its kept state (generation 1,
 #      unchanged: nothing re-published), exact;
 #  (f) d's DIR changed: removed and added, now serving the new DIR;
-#  (g) SIGTERM: exit 0, no sanitizer report (common.sh).
+#  (g) SIGTERM: exit 0, no sanitizer report (common.sh);
+#  (h) a manifest request waiting for the hasher of a namespace
+#      (FERRY_HASH_DELAY_MS: 20 s a file) when the namespace is removed
+#      answers 503 at once instead of waiting out its 25 s; the
+#      replicator exits 0.
 . "$(dirname "$0")/lib/common.sh"
 . "$E2E_LIB/wait.sh"
 command -v sqlite3 >/dev/null || skip "sqlite3 CLI missing (Debian package sqlite3)"
@@ -204,3 +208,27 @@ ok "(f) d's DIR changed: removed and added, serves the new DIR as generation 2"
 
 stop_repl
 ok "(g) SIGTERM: exit 0"
+
+# (h) a waiting manifest request of a removed namespace.
+mkdir -p "$T/w"
+for i in 1 2 3; do echo "w$i" >"$T/w/f$i"; done
+printf 'w=%s\n' "$T/w" >"$NSF"
+FERRY_HASH_DELAY_MS=20000 "$REPL" -l "127.0.0.1:$port" -s "$T/state2" --namespaces "$NSF" >>"$T/repl.log" 2>&1 &
+REPL_PID=$!
+wait_log " ready ns=w " 1
+ino=$(sqlite3 -readonly "$T/state2/w/source/1.db" "select max(ino) from todo")
+[ -n "$ino" ] || die "(h) no pending file in w"
+t0=$SECONDS
+curl -s -o "$T/man.out" -w '%{http_code}' "$BASE/w/manifest/1/$ino?wait=25" >"$T/man.code" &
+MAN=$!
+sleep 1.5
+kill -0 "$MAN" 2>/dev/null || die "(h) the manifest request did not wait ($(cat "$T/man.code"))"
+: >"$NSF"
+kill -HUP "$REPL_PID"
+wait "$MAN"
+[ "$(cat "$T/man.code")" = 503 ] || die "(h) the waiting manifest request answered $(cat "$T/man.code"): $(cat "$T/man.out")"
+[ $((SECONDS - t0)) -lt 15 ] || die "(h) the waiting manifest request was answered only after $((SECONDS - t0)) s"
+grep 'namespaces reloaded ' "$T/repl.log" | tail -n 1 | grep -q ' added=0 removed=1 kept=0 failed=0 namespaces=0$' || die "(h) reload line"
+[ "$(code_of "$BASE/w/HEAD")" = 404 ] || die "(h) w still served"
+stop_repl
+ok "(h) a manifest request waiting on a removed namespace's hasher: 503 after $((SECONDS - t0)) s, not 25; exit 0"
