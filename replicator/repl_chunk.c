@@ -4,8 +4,10 @@
  * exactly the recorded bytes, hash check, frame encoding.
  *
  * Nothing here runs on the loop thread, except repl_chunk_pool_free at
- * shutdown. The bytes are never handed out unless their SHA-256 matches the
- * id: a file changed since the scan is -EBADMSG (the route answers 409).
+ * shutdown and the pool's switch and idle take (which only move
+ * pointers under pool_lock). The bytes are never handed out unless their
+ * SHA-256 matches the id: a file changed since the scan is -EBADMSG (the route
+ * answers 409).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -72,7 +74,10 @@ fail:
 
 static void worker_put(struct repl_ns *ns, struct repl_worker *w)
 {
+	uint64_t now = base_now_ns();
+
 	uv_mutex_lock(&ns->pool_lock);
+	ns->pool_put_ns = now;
 	if (w->gen == ns->pool_gen) {
 		w->next = ns->pool;
 		ns->pool = w;
@@ -99,6 +104,30 @@ void repl_chunk_pool_switch(struct repl_ns *ns, uint64_t gen, char *path)
 		worker_free(old);
 	}
 	free(old_path);
+}
+
+struct repl_worker *repl_chunk_pool_take_idle(struct repl_ns *ns,
+					      uint64_t now_ns, uint64_t idle_ns)
+{
+	struct repl_worker *w = NULL;
+
+	uv_mutex_lock(&ns->pool_lock);
+	if (ns->pool && now_ns - ns->pool_put_ns >= idle_ns) {
+		w = ns->pool;
+		ns->pool = NULL;
+	}
+	uv_mutex_unlock(&ns->pool_lock);
+	return w;
+}
+
+void repl_chunk_workers_free(struct repl_worker *w)
+{
+	struct repl_worker *n;
+
+	for (; w; w = n) {
+		n = w->next;
+		worker_free(w);
+	}
 }
 
 void repl_chunk_pool_free(struct repl_ns *ns)

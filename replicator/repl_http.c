@@ -133,6 +133,7 @@ void repl_req_unref(struct repl_req *req)
 		return;
 	if (req->on_free)
 		req->on_free(req);
+	repl_ns_unref(req->ns);
 	free(req->body);
 	explicit_bzero(req->auth, sizeof(req->auth));
 	free(req);

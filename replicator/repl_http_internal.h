@@ -36,6 +36,7 @@
 struct repl_server;
 struct repl_conn;
 struct repl_req;
+struct repl_ns;
 
 /* Called when a write of the request finishes (status < 0: failed or
  * cancelled because the connection closed). req may be dead. */
@@ -68,6 +69,10 @@ struct repl_req {
 	size_t auth_len;
 	char auth[REPL_AUTH_MAX + 1];
 	int status; /* answered status, for the -v log */
+	/* the namespace it was dispatched to, with a reference dropped when
+	 * the request goes (after on_free): a namespace removed meanwhile
+	 * outlives what its requests hold */
+	struct repl_ns *ns;
 	/* route state, freed by on_free when the request goes */
 	void *route;
 	void (*on_free)(struct repl_req *req);

@@ -18,6 +18,7 @@
 #include "catalog/base/base.h"
 #include "replicator/replicator.h"
 #include "replicator/repl_auth_internal.h"
+#include "replicator/repl_nslist_internal.h"
 #include "replicator/repl_publish_internal.h"
 #include "replicator/repl_server_internal.h"
 
@@ -27,6 +28,7 @@
 
 static const char USAGE[] =
     "Usage: ferry-replicator [OPTIONS] NAME=DIR...\n"
+    "       ferry-replicator [OPTIONS] --namespaces FILE [NAME=DIR...]\n"
     "\n"
     "Serve each directory DIR as the ferry namespace NAME over HTTP\n"
     "(https with --tls-cert and --tls-key).\n"
@@ -45,6 +47,12 @@ static const char USAGE[] =
     "Options:\n"
     "  -l, --listen HOST:PORT  address to serve on (default " DEFAULT_LISTEN
     ")\n"
+    "      --namespaces FILE   serve the namespaces FILE names too: one\n"
+    "                          NAME=DIR a line, '#' comments; SIGHUP\n"
+    "                          rereads it: new names start, missing ones\n"
+    "                          stop being served (404), a changed DIR\n"
+    "                          restarts its name; a bad file changes\n"
+    "                          nothing\n"
     "  -s, --state-dir DIR     where catalogs and indexes are kept\n"
     "                          (default " ROOT_STATE_DIR " as root,\n"
     "                          else $HOME/.local/state/ferry-replicator)\n"
@@ -190,6 +198,7 @@ int main(int argc, char **argv)
 	    {"max-conns", required_argument, NULL, 'M'},
 	    {"max-conns-per-addr", required_argument, NULL, 'P'},
 	    {"sign-key", required_argument, NULL, 'S'},
+	    {"namespaces", required_argument, NULL, 'N'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -198,10 +207,12 @@ int main(int argc, char **argv)
 	};
 	struct repl_server_opts o = {.listen = DEFAULT_LISTEN};
 	struct repl_server srv;
+	struct repl_ns_list list = {0};
 	const char **names = NULL, **dirs = NULL;
-	char *state = NULL, **split = NULL;
+	char *state = NULL;
+	size_t n_args = 0;
 	long num;
-	int opt, i, j, rc = 2, n = 0, level = BASE_LOG_INFO;
+	int opt, i, rc = 2, level = BASE_LOG_INFO;
 
 	/* Usage errors need the name before -v/-q are known; the level is
 	 * set again below, still before any thread exists. */
@@ -306,6 +317,9 @@ int main(int argc, char **argv)
 		case 'S':
 			o.sign_key = optarg;
 			break;
+		case 'N':
+			o.ns_file = optarg;
+			break;
 		case 'v':
 			level = BASE_LOG_DEBUG;
 			break;
@@ -348,63 +362,80 @@ int main(int argc, char **argv)
 				       "--tls-key");
 		goto out;
 	}
-	n = argc - optind;
-	if (n < 1) {
-		rc = usage_error("%s", "no NAME=DIR given");
-		goto out;
-	}
-	names = calloc((size_t)n, sizeof(*names));
-	dirs = calloc((size_t)n, sizeof(*dirs));
-	split = calloc((size_t)n, sizeof(*split));
-	if (!names || !dirs || !split) {
-		base_error("out of memory");
-		rc = 1;
-		goto out;
-	}
-	for (i = 0; i < n; i++) {
-		const char *arg = argv[optind + i];
-		const char *eq = strchr(arg, '=');
-		struct stat st;
+	for (i = optind; i < argc; i++) {
+		char err[512];
+		int r = repl_ns_list_add_arg(&list, argv[i], strlen(argv[i]),
+					     err, sizeof(err));
 
-		if (!eq) {
-			rc = usage_error("'%s' is not NAME=DIR", arg);
-			goto out;
-		}
-		split[i] = strndup(arg, (size_t)(eq - arg));
-		if (!split[i]) {
+		if (r == -ENOMEM) {
 			base_error("out of memory");
 			rc = 1;
 			goto out;
 		}
-		if (base_ns_name_check(split[i], strlen(split[i])) < 0) {
-			rc =
-			    usage_error("bad namespace name '%s': use 1-64 of "
-					"[A-Za-z0-9._-], not starting with '.'",
-					split[i]);
+		if (r < 0) {
+			rc = usage_error("%s", err);
 			goto out;
 		}
-		for (j = 0; j < i; j++)
-			if (!strcmp(names[j], split[i])) {
-				rc = usage_error("namespace '%s' given twice",
-						 split[i]);
-				goto out;
-			}
-		/* A missing DIR is a bad argument (exit 2), said once. */
-		if (stat(eq + 1, &st) < 0) {
+	}
+	n_args = list.n;
+	if (n_args < 1 && !o.ns_file) {
+		rc = usage_error("%s", "no NAME=DIR given");
+		goto out;
+	}
+	/* A missing DIR is a bad argument (exit 2), said once. */
+	for (i = 0; i < (int)n_args; i++) {
+		const struct repl_ns_spec *sp = &list.v[i];
+		struct stat st;
+
+		if (stat(sp->dir, &st) < 0) {
 			base_log_err(BASE_LOG_ERROR, errno,
 				     "cannot use the source directory ns=%s "
 				     "path=\"%s\"",
-				     split[i], eq + 1);
+				     sp->name, sp->dir);
 			goto out;
 		}
 		if (!S_ISDIR(st.st_mode)) {
 			base_error("source is not a directory ns=%s "
 				   "path=\"%s\"",
-				   split[i], eq + 1);
+				   sp->name, sp->dir);
 			goto out;
 		}
-		names[i] = split[i];
-		dirs[i] = eq + 1;
+	}
+	/* So is a namespaces file that cannot be used: one line, naming the
+	 * line of the file. */
+	if (o.ns_file) {
+		char err[512];
+		int r = repl_ns_list_load(&list, o.ns_file, err, sizeof(err));
+
+		if (r == 0)
+			r = repl_ns_list_check_dirs(&list, n_args, err,
+						    sizeof(err));
+		if (r == -ENOMEM) {
+			base_error("out of memory");
+			rc = 1;
+			goto out;
+		}
+		if (r < 0) {
+			base_error("cannot use the namespaces file path=\"%s\" "
+				   "why=\"%s\"",
+				   o.ns_file, err);
+			goto out;
+		}
+		if (list.n == 0)
+			base_warn("no namespace to serve yet: the namespaces "
+				  "file names none path=\"%s\"",
+				  o.ns_file);
+	}
+	names = calloc(list.n + 1, sizeof(*names));
+	dirs = calloc(list.n + 1, sizeof(*dirs));
+	if (!names || !dirs) {
+		base_error("out of memory");
+		rc = 1;
+		goto out;
+	}
+	for (size_t k = 0; k < list.n; k++) {
+		names[k] = list.v[k].name;
+		dirs[k] = list.v[k].dir;
 	}
 	if (!state) {
 		state = default_state_dir();
@@ -440,7 +471,8 @@ int main(int argc, char **argv)
 		}
 		o.hash_delay_ms = (unsigned)ms;
 	}
-	o.n_ns = (size_t)n;
+	o.n_ns = list.n;
+	o.n_args = n_args;
 	o.ns_names = names;
 	o.ns_dirs = dirs;
 	raise_nofile();
@@ -456,10 +488,7 @@ int main(int argc, char **argv)
 	}
 	repl_server_fini(&srv);
 out:
-	if (split)
-		for (i = 0; i < n; i++)
-			free(split[i]);
-	free(split);
+	repl_ns_list_fini(&list);
 	free(names);
 	free(dirs);
 	free(state);

@@ -1,19 +1,22 @@
 /*
  * replicator/repl_rescan.c — the scans of a running replicator and what
  * follows each: the first walk of every namespace, then a rescan of every
- * namespace on SIGHUP (which also rereads the --tokens file) and every
+ * namespace on SIGHUP (which also rereads the --namespaces file,
+ * repl_ns.c, and the --tokens file) and every
  * --rescan-interval seconds, the switch to a
  * new generation, the removal of generations older than the kept ones,
  * and the background hashing of the served generation's pending files.
  *
  * One scan job runs at a time, the namespaces in command-line order (a
- * walk uses every core it is given). A rescan is the same generation
- * build as the first scan (repl_generation_build): a stat-only walk that
- * reuses the manifest of every file the served generation holds
- * unchanged, so it reads and hashes nothing that did not change; it
- * publishes generation N+1 only when the tree differs. While it runs the
- * namespace goes on serving generation N. A signal that comes while a
- * namespace's walk runs queues another walk of it (the running one may
+ * walk uses every core it is given), one never published (just added by
+ * a reload) before the others. A namespace removed while its walk runs
+ * has it cancelled; the job still ends here, and only lets go of it. A
+ * rescan is the same generation build as the first scan
+ * (repl_generation_build): a stat-only walk that reuses the manifest of every
+ * file the served generation holds unchanged, so it reads and hashes nothing
+ * that did not change; it publishes generation N+1 only when the tree differs.
+ * While it runs the namespace goes on serving generation N. A signal that comes
+ * while a namespace's walk runs queues another walk of it (the running one may
  * have passed a change already); an interval tick that finds scans
  * running or queued adds nothing.
  *
@@ -59,7 +62,7 @@ static void scan_work(uv_work_t *w)
 {
 	struct repl_ns *ns = w->data;
 	struct repl_scan_opts o = {
-	    .cancel = &ns->srv->cancel,
+	    .cancel = &ns->cancel, /* removal or shutdown */
 	    .defer = !ns->srv->hash_first,
 	    .warn = scan_warn,
 	    .ctx = ns,
@@ -230,9 +233,17 @@ static void scan_done(uv_work_t *w, int status)
 
 	ns->scan_running = 0;
 	srv->scanning = 0;
+	if (ns->gone) {
+		/* removed while it scanned: what it published stays on disk
+		 * for the day the name comes back; the next one's turn */
+		repl_ns_unref(ns);
+		scan_next(srv);
+		return;
+	}
 	if (rc == -ECANCELED || srv->stopping) {
 		if (first)
 			ns->state = REPL_NS_FAILED;
+		repl_ns_unref(ns);
 		return;
 	}
 	if (!first)
@@ -258,20 +269,34 @@ static void scan_done(uv_work_t *w, int status)
 		    " still served",
 		    ns->name, ns->dir, ns->generation);
 	}
+	repl_ns_unref(ns); /* the job's */
 	scan_next(srv);
+}
+
+/* The next namespace to walk: one never published first (added by a
+ * reload, or whose scan failed), so a name added to a large set is not
+ * queued behind a rescan of every other; then in srv->ns order. */
+static struct repl_ns *scan_pick(struct repl_server *srv)
+{
+	size_t i;
+
+	for (i = 0; i < srv->n_ns; i++)
+		if (srv->ns[i]->scan_wanted &&
+		    srv->ns[i]->state != REPL_NS_READY)
+			return srv->ns[i];
+	for (i = 0; i < srv->n_ns; i++)
+		if (srv->ns[i]->scan_wanted)
+			return srv->ns[i];
+	return NULL;
 }
 
 static void scan_next(struct repl_server *srv)
 {
-	size_t i;
+	struct repl_ns *ns;
 
 	if (srv->stopping || srv->scanning)
 		return;
-	for (i = 0; i < srv->n_ns; i++) {
-		struct repl_ns *ns = &srv->ns[i];
-
-		if (!ns->scan_wanted)
-			continue;
+	while ((ns = scan_pick(srv))) {
 		ns->scan_wanted = 0;
 		/* a namespace whose scan failed is scanned from scratch */
 		if (ns->state == REPL_NS_FAILED)
@@ -288,6 +313,7 @@ static void scan_next(struct repl_server *srv)
 				ns->state = REPL_NS_FAILED;
 			continue;
 		}
+		repl_ns_ref(ns); /* the job's, dropped in scan_done */
 		ns->scan_running = 1;
 		srv->scanning = 1;
 		return;
@@ -299,7 +325,7 @@ void repl_scan_want(struct repl_server *srv, int again, int quiet)
 	size_t i;
 
 	for (i = 0; i < srv->n_ns; i++) {
-		struct repl_ns *ns = &srv->ns[i];
+		struct repl_ns *ns = srv->ns[i];
 
 		if (!again && ns->scan_running)
 			continue;
@@ -319,8 +345,12 @@ static void on_hup(uv_signal_t *s, int signum)
 	if (srv->stopping)
 		return;
 	repl_server_tls_reload(srv); /* new connections take it */
-	/* the tokens file first: a token added for a client that waits
-	 * for this rescan works at once */
+	/* the namespaces file, then the tokens file (its warnings are
+	 * about the namespaces served from now on), both before the
+	 * rescan: a token added for a client that waits for this rescan
+	 * works at once */
+	if (srv->ns_file)
+		repl_ns_reload(srv);
 	if (srv->tokens_path)
 		repl_server_tokens_load(srv, 1);
 	base_info("rescan requested signal=SIGHUP namespaces=%zu", srv->n_ns);
@@ -335,7 +365,7 @@ static void on_interval(uv_timer_t *t)
 	if (srv->stopping)
 		return;
 	for (i = 0; i < srv->n_ns; i++)
-		if (srv->ns[i].scan_running || srv->ns[i].scan_wanted)
+		if (srv->ns[i]->scan_running || srv->ns[i]->scan_wanted)
 			return; /* still at the last tick's scans */
 	base_debug("rescan requested interval=%us", srv->rescan_interval_s);
 	repl_scan_want(srv, 0, 1);

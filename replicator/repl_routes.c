@@ -903,6 +903,9 @@ void repl_routes_dispatch(struct repl_req *req)
 				(int)(nlen > 80 ? 80 : nlen), path);
 		return;
 	}
+	/* held until the request goes: a reload may remove ns meanwhile */
+	req->ns = ns;
+	repl_ns_ref(ns);
 	ns->stats.requests++;
 	if (!slash ||
 	    route_of(slash + 1, plen - nlen - 1, &r, &arg, &arg_len) < 0) {

@@ -28,18 +28,6 @@
 #include "replicator/repl_server_internal.h"
 #include "replicator/repl_tls_internal.h"
 
-struct repl_ns *repl_server_ns(struct repl_server *srv, const char *name,
-			       size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < srv->n_ns; i++)
-		if (strlen(srv->ns[i].name) == len &&
-		    memcmp(srv->ns[i].name, name, len) == 0)
-			return &srv->ns[i];
-	return NULL;
-}
-
 static void on_signal(uv_signal_t *s, int signum)
 {
 	struct repl_server *srv = s->data;
@@ -50,16 +38,16 @@ static void on_signal(uv_signal_t *s, int signum)
 	atomic_store(&srv->cancel, 1);
 	base_info("shutting down signal=SIG%s", sigabbrev_np(signum));
 	for (size_t i = 0; i < srv->n_ns; i++) {
-		repl_hash_stop(&srv->ns[i]);
+		atomic_store(&srv->ns[i]->cancel, 1);
+		repl_hash_stop(srv->ns[i]);
 		/* the loop ends when its last handle closes */
-		if (srv->ns[i].hash_async_ready)
-			uv_close((uv_handle_t *)&srv->ns[i].hash_async, NULL);
-		srv->ns[i].hash_async_ready = 0;
+		repl_ns_close_async(srv->ns[i]);
 	}
 	uv_close((uv_handle_t *)&srv->listener, NULL);
 	uv_close((uv_handle_t *)&srv->sig_int, NULL);
 	uv_close((uv_handle_t *)&srv->sig_term, NULL);
 	repl_rescan_close(srv);
+	repl_pool_sweep_close(srv);
 	repl_http_close_all(srv);
 }
 
@@ -209,11 +197,11 @@ int repl_server_tokens_load(struct repl_server *srv, int reload)
 		return r;
 	}
 	for (i = 0; i < srv->n_ns; i++)
-		if (!repl_tokens_of(t, srv->ns[i].name,
-				    strlen(srv->ns[i].name)))
+		if (!repl_tokens_of(t, srv->ns[i]->name,
+				    strlen(srv->ns[i]->name)))
 			base_warn("no token opens this namespace, every "
 				  "request to it is refused ns=%s",
-				  srv->ns[i].name);
+				  srv->ns[i]->name);
 	for (i = 0; i < repl_tokens_count(t); i++) {
 		const char *name = repl_tokens_ns(t, i);
 
@@ -266,37 +254,39 @@ static void limits_init(struct repl_server *srv,
 	}
 }
 
-static int ns_init(struct repl_server *srv, struct repl_ns *ns,
-		   const char *name, const char *dir, const char *state_dir)
+/* What a reload needs: the state dir, the --namespaces path and the
+ * arguments' namespaces (the first n_args), which every reload keeps. */
+static int ns_args_init(struct repl_server *srv,
+			const struct repl_server_opts *o)
 {
-	snprintf(ns->name, sizeof(ns->name), "%s", name);
-	ns->srv = srv;
-	ns->dirfd = -1;
-	uv_mutex_init(&ns->pool_lock);
-	ns->dir = strdup(dir);
-	ns->state_dir = repl__path_fmt("%s/%s", state_dir, name);
-	if (!ns->dir || !ns->state_dir) {
-		base_error("out of memory");
-		return -ENOMEM;
-	}
-	if (uv_async_init(&srv->loop, &ns->hash_async, repl_ns_on_hash_async) <
-	    0) {
-		base_error("cannot start the event loop");
-		return -EIO;
-	}
-	ns->hash_async.data = ns;
-	ns->hash_async_ready = 1;
-	ns->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (ns->dirfd < 0) {
-		int e = errno;
+	char err[256];
+	size_t i;
 
-		base_log_err(BASE_LOG_ERROR, e,
-			     "cannot open the source directory ns=%s "
-			     "path=\"%s\"",
-			     name, dir);
-		return -e;
+	srv->state_dir = strdup(o->state_dir);
+	if (!srv->state_dir)
+		goto nomem;
+	if (o->ns_file) {
+		srv->ns_file = strdup(o->ns_file);
+		if (!srv->ns_file)
+			goto nomem;
+	}
+	for (i = 0; i < o->n_args; i++) {
+		char *a =
+		    repl__path_fmt("%s=%s", o->ns_names[i], o->ns_dirs[i]);
+		int r = a ? repl_ns_list_add_arg(&srv->ns_args, a, strlen(a),
+						 err, sizeof(err))
+			  : -ENOMEM;
+
+		free(a);
+		if (r < 0) {
+			base_error("bad namespace argument: %s", err);
+			return r;
+		}
 	}
 	return 0;
+nomem:
+	base_error("out of memory");
+	return -ENOMEM;
 }
 
 /* --sign-key: the private key every generation is signed with. */
@@ -353,18 +343,15 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	}
 	srv->loop.data = srv;
 	repl_http_init(srv);
-	srv->ns = calloc(o->n_ns, sizeof(*srv->ns));
-	if (!srv->ns) {
-		base_error("out of memory");
-		return -ENOMEM;
-	}
+	r = ns_args_init(srv, o);
+	if (r < 0)
+		return r;
 	for (i = 0; i < o->n_ns; i++) {
-		srv->n_ns++;
-		r = ns_init(srv, &srv->ns[i], o->ns_names[i], o->ns_dirs[i],
-			    o->state_dir);
+		r = repl_ns_add(srv, o->ns_names[i], o->ns_dirs[i]);
 		if (r < 0)
 			return r;
 	}
+	repl_ns_nofile_check(srv);
 	if (o->tokens_path) {
 		srv->tokens_path = strdup(o->tokens_path);
 		if (!srv->tokens_path) {
@@ -407,6 +394,7 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	uv_signal_start(&srv->sig_int, on_signal, SIGINT);
 	uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
 	repl_rescan_init(srv);
+	repl_pool_sweep_init(srv);
 	return 0;
 }
 
@@ -432,28 +420,28 @@ void repl_server_fini(struct repl_server *srv)
 	/* After a failed init, or to be sure: close whatever is still open
 	 * and let the callbacks run, so uv_loop_close succeeds. */
 	/* No hasher thread may signal an async that is closing. */
-	for (i = 0; i < srv->n_ns; i++)
-		repl_hash_stop(&srv->ns[i]);
+	for (i = 0; i < srv->n_ns; i++) {
+		atomic_store(&srv->ns[i]->cancel, 1);
+		repl_hash_stop(srv->ns[i]);
+	}
 	if (srv->loop.data) {
 		atomic_store(&srv->cancel, 1);
 		srv->stopping = 1;
 		repl_http_close_all(srv);
+		for (i = 0; i < srv->n_ns; i++)
+			repl_ns_close_async(srv->ns[i]);
 		uv_walk(&srv->loop, close_walk, NULL);
 		uv_run(&srv->loop, UV_RUN_DEFAULT);
 		uv_loop_close(&srv->loop);
 	}
-	for (i = 0; i < srv->n_ns; i++) {
-		struct repl_ns *ns = &srv->ns[i];
-
-		repl_chunk_pool_free(ns);
-		uv_mutex_destroy(&ns->pool_lock);
-		if (ns->dirfd >= 0)
-			close(ns->dirfd);
-		free(ns->dir);
-		free(ns->state_dir);
-		free(ns->srcindex_path);
-	}
+	/* the loop is drained: requests, scans and async handles have
+	 * dropped theirs, so the list's reference is the last one */
+	for (i = 0; i < srv->n_ns; i++)
+		repl_ns_unref(srv->ns[i]);
 	free(srv->ns);
+	free(srv->state_dir);
+	free(srv->ns_file);
+	repl_ns_list_fini(&srv->ns_args);
 	repl_tls_free(srv->tls);
 	repl_tokens_free(srv->tokens);
 	free(srv->tokens_path);

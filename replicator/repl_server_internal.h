@@ -8,6 +8,14 @@
  * srcindex_path, params), which workers read. Workers never touch
  * counters or connections: they fill a result that the loop thread's
  * after-work callback turns into a response.
+ *
+ * Namespaces come and go at run time (--namespaces FILE, reread on
+ * SIGHUP; repl_ns.c): srv->ns is an array of pointers, each namespace is
+ * reference counted (loop thread only) and freed when the last
+ * reference goes. A removed namespace is out of srv->ns at once (new
+ * requests get the 404 of an unknown name), marked gone, and lives on
+ * while a request that was dispatched to it, its scan job or its hasher's
+ * async handle still holds it.
  */
 #ifndef FERRY_REPL_SERVER_INTERNAL_H
 #define FERRY_REPL_SERVER_INTERNAL_H
@@ -22,6 +30,7 @@
 #include "catalog/catalog.h"
 #include "replicator/replicator.h"
 #include "replicator/repl_hasher_internal.h"
+#include "replicator/repl_nslist_internal.h"
 #include "replicator/repl_srcindex_internal.h"
 
 struct repl_conn;
@@ -73,6 +82,7 @@ struct repl_ns {
 	uv_mutex_t pool_lock;
 	struct repl_worker *pool; /* all of generation pool_gen */
 	uint64_t pool_gen;
+	uint64_t pool_put_ns; /* monotonic: a context last came back */
 	/* the scan job: the first scan, then each rescan (repl_rescan.c) */
 	uv_work_t scan_work;
 	int scan_rc;
@@ -90,6 +100,12 @@ struct repl_ns {
 	uv_async_t hash_async;	       /* hasher progress -> loop */
 	int hash_async_ready;
 	struct man_wait *waiters; /* manifest requests waiting (loop) */
+	/* references (loop thread): srv->ns's while listed, each request
+	 * dispatched to it (repl_req.ns), a queued or running scan job, the
+	 * hash_async handle until its close callback */
+	int refs;
+	int gone;	   /* removed from srv->ns: serves nothing new */
+	atomic_int cancel; /* stops its scan: removal, shutdown */
 };
 
 /* Connection limits (repl_http.c; ferry-replicator(1), LIMITS). */
@@ -117,11 +133,20 @@ struct repl_server {
 	uv_tcp_t listener;
 	uv_signal_t sig_int, sig_term, sig_hup;
 	uv_timer_t rescan_timer;
+	uv_timer_t pool_sweep; /* idle worker contexts (repl_ns.c) */
+	int pool_sweep_ready;
 	unsigned rescan_interval_s; /* 0: rescans on SIGHUP only */
 	unsigned keep_gens; /* generations kept, the served one included */
 	int scanning;	    /* one scan job at a time, in ns order */
-	struct repl_ns *ns;
-	size_t n_ns;
+	/* the namespaces served, in the order given (arguments, then the
+	 * file's lines; added ones at the end); each holds a reference */
+	struct repl_ns **ns;
+	size_t n_ns, cap_ns;
+	char *state_dir;
+	/* --namespaces FILE (NULL: none), reread on SIGHUP, and the NAME=DIR
+	 * arguments, which stay whatever the file says */
+	char *ns_file;
+	struct repl_ns_list ns_args;
 	enum frame_policy policy;
 	unsigned scan_threads;	/* 0: one per CPU */
 	int hash_first;		/* hash before publishing (no deferral) */
@@ -176,9 +201,12 @@ struct repl_server_opts {
 	 * open, before its bytes are read (repl_hasher_opts.opened). */
 	void (*hash_opened)(void *ctx, const char *path);
 	void *hash_opened_ctx;
-	size_t n_ns;
+	/* the namespaces to start with: the first n_args came as NAME=DIR
+	 * arguments, the rest from ns_file (--namespaces; NULL: none) */
+	size_t n_ns, n_args;
 	const char *const *ns_names;
 	const char *const *ns_dirs;
+	const char *ns_file;
 };
 
 /* Split a --listen address HOST:PORT ("[v6]:PORT" for IPv6) into host
@@ -235,9 +263,41 @@ void repl_hash_stop(struct repl_ns *ns);
  * Loop thread (a small file, read in place). */
 int repl_server_tokens_load(struct repl_server *srv, int reload);
 
-/* Find a namespace by name bytes; NULL if unknown. Loop thread. */
+/* -- namespaces at run time (repl_ns.c), loop thread -- */
+
+/* Find a served namespace by name bytes; NULL if unknown (or removed). */
 struct repl_ns *repl_server_ns(struct repl_server *srv, const char *name,
 			       size_t len);
+
+/* Start serving NAME=DIR: a new namespace, appended to srv->ns, state
+ * SCANNING (repl_scan_want scans it). Logs why it failed. Returns 0,
+ * -ENOMEM, -EIO, -errno of opening DIR. */
+int repl_ns_add(struct repl_server *srv, const char *name, const char *dir);
+
+/* Stop serving srv->ns[i]: out of the array at once, its scan cancelled,
+ * its hasher stopped, its waiting manifest requests answered, its
+ * memory freed once nothing refers to it. Its state directory stays. */
+void repl_ns_remove(struct repl_server *srv, size_t i);
+
+/* Warn (one line) when the open files limit is short of what this many
+ * namespaces may hold open (start and reload). */
+void repl_ns_nofile_check(struct repl_server *srv);
+
+void repl_ns_ref(struct repl_ns *ns);
+/* Drop a reference; the last one frees the namespace. NULL is a no-op. */
+void repl_ns_unref(struct repl_ns *ns);
+
+/* Close the namespace's hash_async (its reference goes in the close
+ * callback). The hasher must be stopped. No-op when not open. */
+void repl_ns_close_async(struct repl_ns *ns);
+
+/* SIGHUP with --namespaces: read the file again, with the arguments, and
+ * make srv->ns that set: new names added, missing ones removed, a name
+ * whose DIR changed removed and added. A file that cannot be read, a bad
+ * line or a DIR that is not a directory changes nothing: one error line
+ * naming the line. One info line with the counts otherwise. Returns 0
+ * or the -errno of the failure. */
+int repl_ns_reload(struct repl_server *srv);
 
 /* -- chunk workers (repl_chunk.c) -- */
 
@@ -265,6 +325,24 @@ void repl_chunk_res_fini(struct repl_chunk_res *res);
 
 /* Loop thread, when no work is queued: free the namespace's worker pool. */
 void repl_chunk_pool_free(struct repl_ns *ns);
+
+/* Loop thread: take the namespace's pooled contexts when none came back
+ * for idle_ns (now_ns: base_now_ns()), else NULL. Each holds an open
+ * source index (3 descriptors: the file, its WAL and shared memory):
+ * idle namespaces must not keep them. Free the list with
+ * repl_chunk_workers_free, on a worker (a close may checkpoint). */
+struct repl_worker *repl_chunk_pool_take_idle(struct repl_ns *ns,
+					      uint64_t now_ns,
+					      uint64_t idle_ns);
+void repl_chunk_workers_free(struct repl_worker *list);
+
+/* Every REPL_POOL_SWEEP_S, the pooled contexts of namespaces that served
+ * no chunk for REPL_POOL_IDLE_S are closed (repl_ns.c; init at start,
+ * close at shutdown). Loop thread. */
+#define REPL_POOL_IDLE_S 30u
+#define REPL_POOL_SWEEP_S 10u
+void repl_pool_sweep_init(struct repl_server *srv);
+void repl_pool_sweep_close(struct repl_server *srv);
 
 /* Loop thread: serve generation gen from the source index at path (taken
  * over, malloc'd): the pool's contexts of the generation before are freed,
