@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# 310: GET /metrics on both daemons (docs/metrics.md), scraped over HTTP and
+# parsed by a real Prometheus parser (Debian's python3-prometheus-client,
+# prometheus_client.parser). Checks, in order:
+#  (a) both answer text/plain; version=0.0.4, the text parses, every
+#      histogram is cumulative with +Inf == _count, and each daemon's
+#      generation gauge equals the replicator's HEAD;
+#  (b) a cold read of every file through the mount moves the counters by
+#      what it did: the replicator's raw chunk bytes served >= the bytes
+#      read, its chunk requests == the hydrator's chunk requests, frame
+#      bytes sent == chunk body bytes received; the hydrator's read bytes
+#      == the bytes read, store misses and fetched chunks grew; requests
+#      grew; each time-to-first-byte / read-latency _count equals the
+#      requests / reads counted;
+#  (c) a bad or taken --metrics-listen fails the mount (exit 2 / exit 1),
+#      nothing mounted;
+#  (d) with --tokens the replicator answers /metrics to loopback clients
+#      only: a scrape from a non-loopback address is 403 (while the same
+#      address reaches the server: /v1/NS/HEAD is its 401);
+#      `--metrics off` is 404 even on loopback.
+. "$(dirname "$0")/lib/common.sh"
+need_fuse
+PY3=/usr/bin/python3
+"$PY3" -c 'import prometheus_client.parser' 2>/dev/null ||
+	skip "python3-prometheus-client missing (Debian package; make deps)"
+
+# $T/prom.py FILE — parse FILE (a scrape) with prometheus_client, check the
+# histograms, print one line per sample: name{k="v",...} value (labels
+# sorted), for grep and the checks below.
+cat >"$T/prom.py" <<'PY'
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+text = open(sys.argv[1], encoding="utf-8").read()
+out = []
+for fam in text_string_to_metric_families(text):
+    if fam.type == "histogram":
+        groups = {}
+        for s in fam.samples:
+            key = tuple(sorted((k, v) for k, v in s.labels.items() if k != "le"))
+            groups.setdefault(key, []).append(s)
+        for key, ss in groups.items():
+            b = [s for s in ss if s.name.endswith("_bucket")]
+            les = [float(s.labels["le"]) for s in b]
+            assert les == sorted(les) and les[-1] == float("inf"), (fam.name, les)
+            vals = [s.value for s in b]
+            assert vals == sorted(vals), ("not cumulative", fam.name, vals)
+            count = [s.value for s in ss if s.name.endswith("_count")]
+            assert count == [vals[-1]], ("+Inf != _count", fam.name, count, vals[-1])
+    for s in fam.samples:
+        lab = ",".join('%s="%s"' % kv for kv in sorted(s.labels.items()))
+        out.append("%s{%s} %r" % (s.name, lab, s.value))
+print("\n".join(out))
+PY
+
+# scrape URL OUT — GET URL into OUT.raw (head in OUT.head), parsed into OUT.
+scrape() {
+	curl -sS -D "$2.head" -o "$2.raw" "$1" || die "cannot GET $1"
+	grep -qi '^Content-Type: text/plain; version=0.0.4; charset=utf-8' "$2.head" ||
+		{ cat "$2.head" >&2; die "$1: not Content-Type text/plain; version=0.0.4"; }
+	"$PY3" "$T/prom.py" "$2.raw" >"$2" || die "$1: the text does not parse (or a histogram is wrong): $2.raw"
+}
+
+# val FILE SERIES — the value of one series (exactly as prom.py prints it,
+# labels sorted), as an integer; dies when it is missing.
+val() {
+	local v
+	v=$(grep -F -- "$2 " "$1" | head -n 1 | awk '{print $NF}')
+	[ -n "$v" ] || die "no series $2 in $1"
+	"$PY3" -c 'import sys; print(int(float(sys.argv[1])))' "$v"
+}
+
+# val0 FILE SERIES — the same, 0 when the series is not there (the
+# replicator writes a route and status class once it has counted one).
+val0() {
+	if grep -qF -- "$2 " "$1"; then val "$1" "$2"; else echo 0; fi
+}
+
+# sum FILE NAME — the sum of every series of one metric name.
+sum() {
+	awk -v n="$2" 'index($0, n "{") == 1 { s += $NF } END { printf "%d\n", s }' "$1"
+}
+
+# Incompressible and without repeats: every byte read is a chunk byte the
+# replicator must send once (mk_bulk_tree shares content between files,
+# which a cold read fetches once).
+"$PY3" - "$T/src" <<'EOF2'
+import os, random, sys
+r = random.Random(310)
+for i, n in enumerate([1, 4096, 70000, 300000, 1 << 20, 3 << 20, (2 << 20) + 17]):
+    d = os.path.join(sys.argv[1], "d%d" % (i % 3))
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%d" % i), "wb") as f:
+        f.write(r.randbytes(n))
+EOF2
+port=$(free_port)
+mport=$(free_port)
+start_repl "$port" "s=$T/src"
+URL="http://127.0.0.1:$port/v1/s"
+HEADGEN=$(cat "$T/state/s/HEAD")
+
+# (c) first, while nothing is mounted: a malformed address is a usage
+# error, a taken port a failed start; neither leaves a mount. In the
+# foreground (-f), so the failure is this command's status and stderr.
+mkdir -p "$T/mnt"
+MOUNTS+=("$T/mnt")
+"$HYD" -f -c "$T/cache" --metrics-listen nonsense "$URL" "$T/mnt" 2>"$T/bad.err"
+rc=$?
+[ $rc = 2 ] || die "(c) --metrics-listen nonsense: exit $rc, not 2"
+grep -q 'metrics-listen' "$T/bad.err" || die "(c) no line naming --metrics-listen: $(cat "$T/bad.err")"
+"$HYD" -f -c "$T/cache" --metrics-listen "127.0.0.1:$port" "$URL" "$T/mnt" 2>"$T/taken.err"
+rc=$?
+[ $rc = 1 ] || die "(c) --metrics-listen on a taken port: exit $rc, not 1"
+! mountpoint -q "$T/mnt" || die "(c) mounted although the metrics address was taken"
+grep -q 'cannot serve metrics' "$T/taken.err" || die "(c) no line says why: $(cat "$T/taken.err")"
+ok "(c) a malformed --metrics-listen is exit 2, a taken one exit 1, nothing mounted"
+
+mount_hyd "$URL" "$T/mnt" --no-backfill --poll 0 --metrics-listen "127.0.0.1:$mport"
+scrape "http://127.0.0.1:$port/metrics" "$T/r0"
+scrape "http://127.0.0.1:$mport/metrics" "$T/h0"
+
+# (a) both generation gauges say HEAD.
+[ "$(val "$T/r0" 'ferry_replicator_generation{namespace="s"}')" = "$HEADGEN" ] ||
+	die "(a) replicator generation gauge is not HEAD ($HEADGEN)"
+[ "$(val "$T/h0" 'ferry_hydrator_generation{}')" = "$HEADGEN" ] ||
+	die "(a) hydrator generation gauge is not HEAD ($HEADGEN)"
+[ "$(val "$T/r0" 'ferry_replicator_namespace_ready{namespace="s"}')" = 1 ] || die "(a) namespace not ready"
+ok "(a) both scrapes parse (prometheus_client), histograms cumulative, generation = HEAD = $HEADGEN"
+
+# (b) a cold read of everything.
+read_bytes=$(find "$T/mnt" -type f -print0 | xargs -0 cat | wc -c)
+files_bytes=$(find "$T/src" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
+[ "$read_bytes" = "$files_bytes" ] || die "(b) read $read_bytes bytes through the mount, the tree has $files_bytes"
+scrape "http://127.0.0.1:$port/metrics" "$T/r1"
+scrape "http://127.0.0.1:$mport/metrics" "$T/h1"
+d() { # FILE0 FILE1 SERIES: the growth of a series
+	echo $(($(val "$2" "$3") - $(val "$1" "$3")))
+}
+raw=$(d "$T/r0" "$T/r1" 'ferry_replicator_chunk_bytes_served_total{namespace="s"}')
+[ "$raw" -ge "$read_bytes" ] || die "(b) replicator served $raw raw chunk bytes for a cold read of $read_bytes"
+frames=$(d "$T/r0" "$T/r1" 'ferry_replicator_frame_bytes_served_total{namespace="s"}')
+hchunk=$(d "$T/h0" "$T/h1" 'ferry_hydrator_fetch_bytes_total{kind="chunk"}')
+hbatch=$(d "$T/h0" "$T/h1" 'ferry_hydrator_fetch_bytes_total{kind="batch"}')
+[ "$hbatch" = 0 ] || die "(b) batches without backfill: $hbatch bytes"
+[ "$frames" = "$hchunk" ] || die "(b) replicator sent $frames frame bytes, hydrator received $hchunk chunk body bytes"
+rq=$(($(val "$T/r1" 'ferry_replicator_requests_total{code="2xx",route="chunk"}') -
+	$(val0 "$T/r0" 'ferry_replicator_requests_total{code="2xx",route="chunk"}')))
+hq=$(d "$T/h0" "$T/h1" 'ferry_hydrator_fetch_requests_total{kind="chunk"}')
+[ "$hq" -gt 0 ] || die "(b) the hydrator counted no chunk request for a cold read"
+[ "$rq" = "$hq" ] || die "(b) replicator answered $rq chunk requests, the hydrator sent $hq"
+chunks=$(d "$T/r0" "$T/r1" 'ferry_replicator_chunks_served_total{namespace="s"}')
+hchunks=$(d "$T/h0" "$T/h1" 'ferry_hydrator_chunks_fetched_total{}')
+[ "$chunks" = "$hchunks" ] && [ "$chunks" -gt 0 ] || die "(b) chunks served $chunks, fetched $hchunks"
+rb=$(d "$T/h0" "$T/h1" 'ferry_hydrator_read_bytes_total{}')
+[ "$rb" = "$read_bytes" ] || die "(b) hydrator served $rb bytes to FUSE reads, $read_bytes were read"
+miss=$(d "$T/h0" "$T/h1" 'ferry_hydrator_store_lookups_total{result="miss"}')
+[ "$miss" -ge "$hchunks" ] || die "(b) $miss store misses for $hchunks chunks fetched"
+for f in r0 r1; do
+	n=$(sum "$T/$f" ferry_replicator_requests_total)
+	c=$(val "$T/$f" 'ferry_replicator_time_to_first_byte_seconds_count{}')
+	[ "$n" = "$c" ] || die "(b) $f: $n requests counted, time to first byte counted $c"
+done
+[ "$(sum "$T/r1" ferry_replicator_requests_total)" -gt "$(sum "$T/r0" ferry_replicator_requests_total)" ] ||
+	die "(b) the replicator's requests did not grow"
+reads=$(val "$T/h1" 'ferry_hydrator_reads_total{}')
+[ "$reads" -gt 0 ] && [ "$reads" = "$(val "$T/h1" 'ferry_hydrator_read_duration_seconds_count{}')" ] ||
+	die "(b) $reads reads, the latency histogram counted another number"
+[ "$(val "$T/h1" 'ferry_hydrator_errors_total{kind="mismatch"}')" = 0 ] || die "(b) mismatches counted"
+ok "(b) cold read of $read_bytes bytes: served raw $raw >= read, $rq chunk requests both sides, frame bytes $frames both sides, $miss misses, histogram counts = requests"
+
+umount_hyd "$T/mnt"
+stop_repl
+
+# (d) tokens: /metrics for loopback clients only. A non-loopback address
+# of this machine to come from: its own (hostname -I), else one added to
+# lo for the test (taken away at the end).
+ADDR=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$' | grep -v '^127\.' | head -n 1)
+ADDED=""
+e2e_after_cleanup() {
+	[ -z "$ADDED" ] || ip addr del "$ADDED/32" dev lo 2>/dev/null
+}
+if [ -z "$ADDR" ]; then
+	ADDR=198.18.31.10
+	ip addr add "$ADDR/32" dev lo || die "(d) cannot add a non-loopback address to lo"
+	ADDED=$ADDR
+fi
+"$FERRY" token new s >"$T/tok.out" || die "(d) ferry token new"
+sed -n 2p "$T/tok.out" >"$T/tokens"
+port2=$(free_port)
+"$REPL" -l "0.0.0.0:$port2" -s "$T/state2" --tokens "$T/tokens" "s=$T/src" >"$T/repl2.log" 2>&1 &
+R2=$!
+for i in $(seq 1 300); do grep -q ' ready' "$T/repl2.log" && break; sleep 0.1; done
+grep -q ' ready' "$T/repl2.log" || die "(d) second replicator not ready"
+code() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
+[ "$(code "http://127.0.0.1:$port2/metrics")" = 200 ] || die "(d) loopback scrape refused with --tokens"
+[ "$(code "http://$ADDR:$port2/v1/s/HEAD")" = 401 ] || die "(d) $ADDR does not reach the server (HEAD not 401)"
+c=$(code "http://$ADDR:$port2/metrics")
+[ "$c" = 403 ] || die "(d) a scrape from $ADDR with --tokens got $c, not 403"
+curl -s "http://$ADDR:$port2/metrics" | grep -q 'namespace="s"' && die "(d) the refusal names a namespace"
+kill -TERM $R2
+wait $R2 || die "(d) second replicator exited $? after SIGTERM"
+"$REPL" -l "127.0.0.1:$port2" -s "$T/state2" --metrics off "s=$T/src" >"$T/repl3.log" 2>&1 &
+R3=$!
+for i in $(seq 1 300); do grep -q ' ready' "$T/repl3.log" && break; sleep 0.1; done
+c=$(code "http://127.0.0.1:$port2/metrics")
+[ "$c" = 404 ] || die "(d) --metrics off answered $c, not 404"
+kill -TERM $R3
+wait $R3 || die "(d) third replicator exited $? after SIGTERM"
+ok "(d) with --tokens: loopback 200, $ADDR 403 (its HEAD 401); --metrics off: 404"
