@@ -278,7 +278,7 @@ struct hyd_fetch_stats {
  * (hydrator/metrics/): the requests and body bytes of catalog transfers
  * (HEAD polls, catalogs, deltas, signatures: hyd_catalog_result) and of
  * manifest requests (hyd_manifest_config.counts), and generation
- * switches. Relaxed atomics (hyd_mount_count); one per mount, owned by
+ * switches. Relaxed atomics (HYD_MOUNT_COUNT); one per mount, owned by
  * the program, borrowed by whatever fetches. */
 struct hyd_mount_counts {
 	uint64_t catalog_requests, catalog_bytes;
@@ -288,7 +288,7 @@ struct hyd_mount_counts {
 };
 
 /* Add n to a field of struct hyd_mount_counts (c may be NULL). */
-#define hyd_mount_count(c, field, n)                                           \
+#define HYD_MOUNT_COUNT(c, field, n)                                           \
 	do {                                                                   \
 		if (c)                                                         \
 			__atomic_add_fetch(&(c)->field, (uint64_t)(n),         \

@@ -436,11 +436,11 @@ static int perform(hyd_manifest *m, cat_reader *r, enum mf_kind kind,
 			 meta.generation, key, wait);
 		requests++;
 		STAT_ADD(m, requests, 1);
-		hyd_mount_count(m->counts, manifest_requests, 1);
+		HYD_MOUNT_COUNT(m->counts, manifest_requests, 1);
 		rc = get(mh, url, &b, &status, &retry_s, why, sizeof(why));
 		if (rc == 0 && status == 200) {
 			STAT_ADD(m, bytes, b.n);
-			hyd_mount_count(m->counts, manifest_bytes, b.n);
+			HYD_MOUNT_COUNT(m->counts, manifest_bytes, b.n);
 			if (hyd_trust_on(m->creds)) {
 				rc =
 				    signed_answer(m, mh, meta.generation, first,

@@ -303,8 +303,8 @@ static void follow_once(struct hyd_follow *f)
 	r = hyd_catalog_update(f->base_url, f->cache_dir, f->cfg.creds,
 			       cur->generation, f->cfg.connect_timeout_s,
 			       &f->stop, &res, err, sizeof(err));
-	hyd_mount_count(f->cfg.counts, catalog_requests, res.requests);
-	hyd_mount_count(f->cfg.counts, catalog_bytes, res.bytes);
+	HYD_MOUNT_COUNT(f->cfg.counts, catalog_requests, res.requests);
+	HYD_MOUNT_COUNT(f->cfg.counts, catalog_bytes, res.bytes);
 	if (r < 0 && __atomic_load_n(&f->stop, __ATOMIC_RELAXED))
 		goto out; /* stopping: the transfer was cut on purpose */
 	if (r == -EKEYREJECTED) {
@@ -387,7 +387,7 @@ static void follow_once(struct hyd_follow *f)
 	}
 	inval_send(f, &l);
 	record_switch(f, g->generation, base_wall_ns());
-	hyd_mount_count(f->cfg.counts, switches, 1);
+	HYD_MOUNT_COUNT(f->cfg.counts, switches, 1);
 	if (f->cfg.counts)
 		__atomic_store_n(&f->cfg.counts->generation, g->generation,
 				 __ATOMIC_RELAXED);
