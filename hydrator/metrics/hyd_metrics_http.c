@@ -110,6 +110,8 @@ static const char *reason(int status)
 		return "Not Found";
 	case 405:
 		return "Method Not Allowed";
+	case 414:
+		return "URI Too Long";
 	case 431:
 		return "Request Header Fields Too Large";
 	default:

@@ -4,7 +4,8 @@
 # prometheus_client.parser). Checks, in order:
 #  (a) both answer text/plain; version=0.0.4, the text parses, every
 #      histogram is cumulative with +Inf == _count, and each daemon's
-#      generation gauge equals the replicator's HEAD;
+#      generation gauge equals the replicator's HEAD; the hydrator's
+#      server answers GET and HEAD /metrics, 404 elsewhere, 405 to POST;
 #  (b) a cold read of every file through the mount moves the counters by
 #      what it did: the replicator's raw chunk bytes served >= the bytes
 #      read, its chunk requests == the hydrator's chunk requests, frame
@@ -124,6 +125,11 @@ scrape "http://127.0.0.1:$mport/metrics" "$T/h0"
 [ "$(val "$T/h0" 'ferry_hydrator_generation{}')" = "$HEADGEN" ] ||
 	die "(a) hydrator generation gauge is not HEAD ($HEADGEN)"
 [ "$(val "$T/r0" 'ferry_replicator_namespace_ready{namespace="s"}')" = 1 ] || die "(a) namespace not ready"
+# The hydrator's server answers /metrics and nothing else.
+hc() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+[ "$(hc "http://127.0.0.1:$mport/nope")" = 404 ] || die "(a) hydrator: /nope is not 404"
+[ "$(hc -X POST "http://127.0.0.1:$mport/metrics")" = 405 ] || die "(a) hydrator: POST /metrics is not 405"
+[ "$(hc -I "http://127.0.0.1:$mport/metrics")" = 200 ] || die "(a) hydrator: HEAD /metrics is not 200"
 ok "(a) both scrapes parse (prometheus_client), histograms cumulative, generation = HEAD = $HEADGEN"
 
 # (b) a cold read of everything.
