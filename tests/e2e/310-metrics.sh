@@ -13,6 +13,10 @@
 #      == the bytes read, store misses and fetched chunks grew; requests
 #      grew; each time-to-first-byte / read-latency _count equals the
 #      requests / reads counted;
+#  (e) the replicator's hashing gauges agree with /v1/NS/stats once
+#      hashing ends; after a change and SIGHUP both generation gauges move
+#      to the new HEAD, with one rescan, one switch, and the catalog and
+#      delta requests of the switch counted on both sides;
 #  (c) a bad or taken --metrics-listen fails the mount (exit 2 / exit 1),
 #      nothing mounted;
 #  (d) with --tokens the replicator answers /metrics to loopback clients
@@ -115,7 +119,7 @@ rc=$?
 grep -q 'cannot serve metrics' "$T/taken.err" || die "(c) no line says why: $(cat "$T/taken.err")"
 ok "(c) a malformed --metrics-listen is exit 2, a taken one exit 1, nothing mounted"
 
-mount_hyd "$URL" "$T/mnt" --no-backfill --poll 0 --metrics-listen "127.0.0.1:$mport"
+mount_hyd "$URL" "$T/mnt" --no-backfill --poll 1 --metrics-listen "127.0.0.1:$mport"
 scrape "http://127.0.0.1:$port/metrics" "$T/r0"
 scrape "http://127.0.0.1:$mport/metrics" "$T/h0"
 
@@ -172,6 +176,39 @@ reads=$(val "$T/h1" 'ferry_hydrator_reads_total{}')
 	die "(b) $reads reads, the latency histogram counted another number"
 [ "$(val "$T/h1" 'ferry_hydrator_errors_total{kind="mismatch"}')" = 0 ] || die "(b) mismatches counted"
 ok "(b) cold read of $read_bytes bytes: served raw $raw >= read, $rq chunk requests both sides, frame bytes $frames both sides, $miss misses, histogram counts = requests"
+
+# (e) hashing progress as /v1/s/stats has it, once hashing is done;
+# then a change and SIGHUP: a new generation on both gauges, one
+# rescan, one switch, and the switch's catalog requests counted.
+wait_hashed "$port" s 60 || die "(e) hashing did not finish"
+scrape "http://127.0.0.1:$port/metrics" "$T/r2"
+for k in files bytes; do
+	done_m=$(val "$T/r2" "ferry_replicator_hash_${k}{namespace=\"s\",state=\"done\"}")
+	pend_m=$(val "$T/r2" "ferry_replicator_hash_${k}{namespace=\"s\",state=\"pending\"}")
+	[ "$done_m" = "$(hash_stat "$port" s "${k}_done")" ] || die "(e) hash_$k done $done_m, /stats says otherwise"
+	[ "$pend_m" = 0 ] || die "(e) hash_$k pending $pend_m after hashing ended"
+	[ "$done_m" = "$(hash_stat "$port" s "$k")" ] || die "(e) hash_$k done $done_m is not every pending $k"
+done
+[ "$(val "$T/r2" 'ferry_replicator_hash_files{namespace="s",state="done"}')" = 7 ] ||
+	die "(e) hashed files are not the tree's 7"
+head -c 100000 /dev/urandom >"$T/src/d0/new"
+kill -HUP "$REPL_PID"
+hlog="$T/cache/hydrator.log"
+for i in $(seq 1 300); do grep -q "switched generation from=$HEADGEN to=" "$hlog" && break; sleep 0.1; done
+grep -q "switched generation from=$HEADGEN to=" "$hlog" || die "(e) the mount did not switch within 30 s"
+GEN2=$(cat "$T/state/s/HEAD")
+[ "$GEN2" -gt "$HEADGEN" ] || die "(e) HEAD did not move"
+scrape "http://127.0.0.1:$port/metrics" "$T/r3"
+scrape "http://127.0.0.1:$mport/metrics" "$T/h3"
+[ "$(val "$T/r3" 'ferry_replicator_generation{namespace="s"}')" = "$GEN2" ] || die "(e) replicator generation gauge is not $GEN2"
+[ "$(val "$T/h3" 'ferry_hydrator_generation{}')" = "$GEN2" ] || die "(e) hydrator generation gauge is not $GEN2"
+[ "$(val "$T/r3" 'ferry_replicator_rescans_total{namespace="s"}')" = 1 ] || die "(e) rescans_total is not 1"
+[ "$(d "$T/h1" "$T/h3" 'ferry_hydrator_generation_switches_total{}')" = 1 ] || die "(e) switches did not grow by 1"
+[ "$(d "$T/h1" "$T/h3" 'ferry_hydrator_fetch_requests_total{kind="catalog"}')" -ge 2 ] ||
+	die "(e) the switch's HEAD and catalog (or delta) requests were not counted"
+[ "$(val0 "$T/r3" 'ferry_replicator_requests_total{code="2xx",route="delta"}')" -ge 1 ] ||
+	die "(e) no delta request counted by the replicator"
+ok "(e) hashing gauges = /stats ($(val "$T/r2" 'ferry_replicator_hash_bytes{namespace="s",state="done"}') bytes done, 0 pending); after SIGHUP both gauges = $GEN2, 1 rescan, 1 switch"
 
 umount_hyd "$T/mnt"
 stop_repl
