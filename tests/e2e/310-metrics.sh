@@ -17,6 +17,7 @@
 #      hashing ends; after a change and SIGHUP both generation gauges move
 #      to the new HEAD, with one rescan, one switch, and the catalog and
 #      delta requests of the switch counted on both sides;
+#  (f) a connection closed by the header timeout is counted by reason;
 #  (c) a bad or taken --metrics-listen fails the mount (exit 2 / exit 1),
 #      nothing mounted;
 #  (d) with --tokens the replicator answers /metrics to loopback clients
@@ -99,7 +100,8 @@ for i, n in enumerate([1, 4096, 70000, 300000, 1 << 20, 3 << 20, (2 << 20) + 17]
 EOF2
 port=$(free_port)
 mport=$(free_port)
-start_repl "$port" "s=$T/src"
+# A short header timeout, for (f).
+REPL_OPTS="--header-timeout 1" start_repl "$port" "s=$T/src"
 URL="http://127.0.0.1:$port/v1/s"
 HEADGEN=$(cat "$T/state/s/HEAD")
 
@@ -209,6 +211,23 @@ scrape "http://127.0.0.1:$mport/metrics" "$T/h3"
 [ "$(val0 "$T/r3" 'ferry_replicator_requests_total{code="2xx",route="delta"}')" -ge 1 ] ||
 	die "(e) no delta request counted by the replicator"
 ok "(e) hashing gauges = /stats ($(val "$T/r2" 'ferry_replicator_hash_bytes{namespace="s",state="done"}') bytes done, 0 pending); after SIGHUP both gauges = $GEN2, 1 rescan, 1 switch"
+
+# (f) a connection that never sends its request head is closed by the
+# header timeout (1 s here), and counted.
+acc0=$(val "$T/r3" 'ferry_replicator_connections_accepted_total{}')
+"$PY3" - "$port" <<'EOF2' || die "(f) a silent connection was not closed by the header timeout"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(10)
+assert s.recv(1) == b""
+EOF2
+scrape "http://127.0.0.1:$port/metrics" "$T/r4"
+[ "$(d "$T/r3" "$T/r4" 'ferry_replicator_connections_limited_total{reason="header_timeout"}')" -ge 1 ] ||
+	die "(f) the header timeout's close was not counted"
+[ "$(val "$T/r4" 'ferry_replicator_connections_accepted_total{}')" -ge $((acc0 + 2)) ] ||
+	die "(f) accepted connections did not grow by the silent one and the scrape"
+[ "$(val "$T/r4" 'ferry_replicator_connections_open{}')" -ge 1 ] || die "(f) no open connection while scraping"
+ok "(f) a silent connection closed by the header timeout is counted (reason=header_timeout)"
 
 umount_hyd "$T/mnt"
 stop_repl
