@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # 310: GET /metrics on both daemons (docs/metrics.md), scraped over HTTP and
 # parsed by a real Prometheus parser (Debian's python3-prometheus-client,
-# prometheus_client.parser). Checks, in order:
+# prometheus_client.parser). Checks, in the order they run:
+#  (c) a bad or taken --metrics-listen fails the mount (exit 2 / exit 1),
+#      nothing mounted;
 #  (a) both answer text/plain; version=0.0.4, the text parses, every
 #      histogram is cumulative with +Inf == _count, and each daemon's
 #      generation gauge equals the replicator's HEAD; the hydrator's
@@ -18,8 +20,6 @@
 #      to the new HEAD, with one rescan, one switch, and the catalog and
 #      delta requests of the switch counted on both sides;
 #  (f) a connection closed by the header timeout is counted by reason;
-#  (c) a bad or taken --metrics-listen fails the mount (exit 2 / exit 1),
-#      nothing mounted;
 #  (d) with --tokens the replicator answers /metrics to loopback clients
 #      only: a scrape from a non-loopback address is 403 (while the same
 #      address reaches the server: /v1/NS/HEAD is its 401);
