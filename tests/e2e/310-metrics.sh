@@ -237,7 +237,13 @@ stop_repl
 # lo for the test (taken away at the end).
 ADDR=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$' | grep -v '^127\.' | head -n 1)
 ADDED=""
+R2=""
+R3=""
+# On a failure the extra replicators go too (stopped here, they are not
+# the library's REPL_PID); on success they were stopped and checked below.
 e2e_after_cleanup() {
+	[ -z "$R2" ] || kill -TERM "$R2" 2>/dev/null
+	[ -z "$R3" ] || kill -TERM "$R3" 2>/dev/null
 	[ -z "$ADDED" ] || ip addr del "$ADDED/32" dev lo 2>/dev/null
 }
 if [ -z "$ADDR" ]; then
@@ -260,6 +266,7 @@ c=$(code "http://$ADDR:$port2/metrics")
 curl -s "http://$ADDR:$port2/metrics" | grep -q 'namespace="s"' && die "(d) the refusal names a namespace"
 kill -TERM $R2
 wait $R2 || die "(d) second replicator exited $? after SIGTERM"
+R2=""
 "$REPL" -l "127.0.0.1:$port2" -s "$T/state2" --metrics off "s=$T/src" >"$T/repl3.log" 2>&1 &
 R3=$!
 for i in $(seq 1 300); do grep -q ' ready' "$T/repl3.log" && break; sleep 0.1; done
@@ -267,4 +274,5 @@ c=$(code "http://127.0.0.1:$port2/metrics")
 [ "$c" = 404 ] || die "(d) --metrics off answered $c, not 404"
 kill -TERM $R3
 wait $R3 || die "(d) third replicator exited $? after SIGTERM"
+R3=""
 ok "(d) with --tokens: loopback 200, $ADDR 403 (its HEAD 401); --metrics off: 404"
