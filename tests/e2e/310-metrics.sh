@@ -12,7 +12,8 @@
 #      what it did: the replicator's raw chunk bytes served >= the bytes
 #      read, its chunk requests == the hydrator's chunk requests, frame
 #      bytes sent == chunk body bytes received; the hydrator's read bytes
-#      == the bytes read, store misses and fetched chunks grew; requests
+#      == the bytes read, store lookups (hits + misses) cover the fetched
+#      chunks, with misses; requests
 #      grew; each time-to-first-byte / read-latency _count equals the
 #      requests / reads counted;
 #  (e) the replicator's hashing gauges agree with /v1/NS/stats once
@@ -153,19 +154,37 @@ frames=$(d "$T/r0" "$T/r1" 'ferry_replicator_frame_bytes_served_total{namespace=
 hchunk=$(d "$T/h0" "$T/h1" 'ferry_hydrator_fetch_bytes_total{kind="chunk"}')
 hbatch=$(d "$T/h0" "$T/h1" 'ferry_hydrator_fetch_bytes_total{kind="batch"}')
 [ "$hbatch" = 0 ] || die "(b) batches without backfill: $hbatch bytes"
-[ "$frames" = "$hchunk" ] || die "(b) replicator sent $frames frame bytes, hydrator received $hchunk chunk body bytes"
+# A retried transfer (a stall on a loaded machine) is counted by the
+# replicator and not received whole: exact only without retries.
+retries=$(d "$T/h0" "$T/h1" 'ferry_hydrator_errors_total{kind="retry"}')
+same() { # A B WHAT: A = B without retries, A >= B with
+	if [ "$retries" = 0 ]; then [ "$1" = "$2" ]; else [ "$1" -ge "$2" ]; fi ||
+		die "(b) $3: replicator $1, hydrator $2 ($retries retries)"
+}
+same "$frames" "$hchunk" "frame bytes sent / chunk body bytes received"
 rq=$(($(val "$T/r1" 'ferry_replicator_requests_total{code="2xx",route="chunk"}') -
 	$(val0 "$T/r0" 'ferry_replicator_requests_total{code="2xx",route="chunk"}')))
 hq=$(d "$T/h0" "$T/h1" 'ferry_hydrator_fetch_requests_total{kind="chunk"}')
 [ "$hq" -gt 0 ] || die "(b) the hydrator counted no chunk request for a cold read"
-[ "$rq" = "$hq" ] || die "(b) replicator answered $rq chunk requests, the hydrator sent $hq"
+if [ "$retries" = 0 ]; then
+	[ "$rq" = "$hq" ] || die "(b) replicator answered $rq chunk requests, the hydrator sent $hq"
+else
+	[ "$rq" -le "$hq" ] || die "(b) replicator answered $rq chunk requests, the hydrator sent only $hq"
+fi
 chunks=$(d "$T/r0" "$T/r1" 'ferry_replicator_chunks_served_total{namespace="s"}')
 hchunks=$(d "$T/h0" "$T/h1" 'ferry_hydrator_chunks_fetched_total{}')
-[ "$chunks" = "$hchunks" ] && [ "$chunks" -gt 0 ] || die "(b) chunks served $chunks, fetched $hchunks"
+[ "$hchunks" -gt 0 ] || die "(b) no chunk fetched for a cold read"
+same "$chunks" "$hchunks" "chunks served / fetched"
 rb=$(d "$T/h0" "$T/h1" 'ferry_hydrator_read_bytes_total{}')
-[ "$rb" = "$read_bytes" ] || die "(b) hydrator served $rb bytes to FUSE reads, $read_bytes were read"
+# the kernel may read a page range again (evicted meanwhile), never less
+[ "$rb" -ge "$read_bytes" ] && [ "$rb" -le $((2 * read_bytes)) ] ||
+	die "(b) hydrator served $rb bytes to FUSE reads, $read_bytes were read"
 miss=$(d "$T/h0" "$T/h1" 'ferry_hydrator_store_lookups_total{result="miss"}')
-[ "$miss" -ge "$hchunks" ] || die "(b) $miss store misses for $hchunks chunks fetched"
+hit=$(d "$T/h0" "$T/h1" 'ferry_hydrator_store_lookups_total{result="hit"}')
+# Every fetched chunk is read by a demand read: a miss, or a hit when
+# readahead (not counted) stored it first. A cold read misses some.
+[ "$miss" -gt 0 ] || die "(b) no store miss counted for a cold read"
+[ $((hit + miss)) -ge "$hchunks" ] || die "(b) $hit hits + $miss misses for $hchunks chunks fetched"
 for f in r0 r1; do
 	n=$(sum "$T/$f" ferry_replicator_requests_total)
 	c=$(val "$T/$f" 'ferry_replicator_time_to_first_byte_seconds_count{}')
@@ -177,7 +196,7 @@ reads=$(val "$T/h1" 'ferry_hydrator_reads_total{}')
 [ "$reads" -gt 0 ] && [ "$reads" = "$(val "$T/h1" 'ferry_hydrator_read_duration_seconds_count{}')" ] ||
 	die "(b) $reads reads, the latency histogram counted another number"
 [ "$(val "$T/h1" 'ferry_hydrator_errors_total{kind="mismatch"}')" = 0 ] || die "(b) mismatches counted"
-ok "(b) cold read of $read_bytes bytes: served raw $raw >= read, $rq chunk requests both sides, frame bytes $frames both sides, $miss misses, histogram counts = requests"
+ok "(b) cold read of $read_bytes bytes: served raw $raw >= read, chunk requests $rq/$hq, frame bytes $frames/$hchunk ($retries retries), $miss misses + $hit hits, histogram counts = requests"
 
 # (e) hashing progress as /v1/s/stats has it, once hashing is done;
 # then a change and SIGHUP: a new generation on both gauges, one
@@ -208,8 +227,12 @@ scrape "http://127.0.0.1:$mport/metrics" "$T/h3"
 [ "$(d "$T/h1" "$T/h3" 'ferry_hydrator_generation_switches_total{}')" = 1 ] || die "(e) switches did not grow by 1"
 [ "$(d "$T/h1" "$T/h3" 'ferry_hydrator_fetch_requests_total{kind="catalog"}')" -ge 2 ] ||
 	die "(e) the switch's HEAD and catalog (or delta) requests were not counted"
-[ "$(val0 "$T/r3" 'ferry_replicator_requests_total{code="2xx",route="delta"}')" -ge 1 ] ||
-	die "(e) no delta request counted by the replicator"
+cat2xx() { # FILE: delta and catalog answers of 2xx
+	echo $(($(val0 "$1" 'ferry_replicator_requests_total{code="2xx",route="delta"}') +
+		$(val0 "$1" 'ferry_replicator_requests_total{code="2xx",route="catalog"}')))
+}
+[ "$(cat2xx "$T/r3")" -gt "$(cat2xx "$T/r1")" ] ||
+	die "(e) no delta or catalog answer counted by the replicator for the switch"
 ok "(e) hashing gauges = /stats ($(val "$T/r2" 'ferry_replicator_hash_bytes{namespace="s",state="done"}') bytes done, 0 pending); after SIGHUP both gauges = $GEN2, 1 rescan, 1 switch"
 
 # (f) a connection that never sends its request head is closed by the
