@@ -255,11 +255,16 @@ ok "(f) a silent connection closed by the header timeout is counted (reason=head
 umount_hyd "$T/mnt"
 stop_repl
 
-# (d) tokens: /metrics for loopback clients only. A non-loopback address
-# of this machine to come from: its own (hostname -I), else one added to
-# lo for the test (taken away at the end).
-ADDR=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$' | grep -v '^127\.' | head -n 1)
-ADDED=""
+# (d) tokens: /metrics for loopback clients only. The non-loopback
+# client is in a network namespace of this test, behind a veth pair
+# (10.233.N.1 here, 10.233.N.2 there), so no address of the machine is
+# used.
+NSM="ferry310m$$"
+VH="f310h$$"
+VN="f310n$$"
+NET="10.233.$(($$ % 250)).0"
+ADDR=${NET%.0}.1
+PEER=${NET%.0}.2
 R2=""
 R3=""
 # On a failure the extra replicators go too (stopped here, they are not
@@ -267,13 +272,17 @@ R3=""
 e2e_after_cleanup() {
 	[ -z "$R2" ] || kill -TERM "$R2" 2>/dev/null
 	[ -z "$R3" ] || kill -TERM "$R3" 2>/dev/null
-	[ -z "$ADDED" ] || ip addr del "$ADDED/32" dev lo 2>/dev/null
+	ip link del "$VH" 2>/dev/null
+	ip netns del "$NSM" 2>/dev/null
 }
-if [ -z "$ADDR" ]; then
-	ADDR=198.18.31.10
-	ip addr add "$ADDR/32" dev lo || die "(d) cannot add a non-loopback address to lo"
-	ADDED=$ADDR
-fi
+ip netns add "$NSM" 2>/dev/null || skip "cannot create network namespaces here"
+ip link add "$VH" type veth peer name "$VN" || die "(d) cannot make a veth pair"
+ip link set "$VN" netns "$NSM"
+ip addr add "$ADDR/30" dev "$VH"
+ip link set "$VH" up
+ip netns exec "$NSM" ip addr add "$PEER/30" dev "$VN"
+ip netns exec "$NSM" ip link set "$VN" up
+ip netns exec "$NSM" ip link set lo up
 "$FERRY" token new s >"$T/tok.out" || die "(d) ferry token new"
 sed -n 2p "$T/tok.out" >"$T/tokens"
 port2=$(free_port)
@@ -282,11 +291,13 @@ R2=$!
 for i in $(seq 1 300); do grep -q ' ready' "$T/repl2.log" && break; sleep 0.1; done
 grep -q ' ready' "$T/repl2.log" || die "(d) second replicator not ready"
 code() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
+# from the namespace: the server sees the client at $PEER
+ncurl() { nsenter --net=/run/netns/"$NSM" curl -s --max-time 10 "$@"; }
 [ "$(code "http://127.0.0.1:$port2/metrics")" = 200 ] || die "(d) loopback scrape refused with --tokens"
-[ "$(code "http://$ADDR:$port2/v1/s/HEAD")" = 401 ] || die "(d) $ADDR does not reach the server (HEAD not 401)"
-c=$(code "http://$ADDR:$port2/metrics")
-[ "$c" = 403 ] || die "(d) a scrape from $ADDR with --tokens got $c, not 403"
-curl -s "http://$ADDR:$port2/metrics" | grep -q 'namespace="s"' && die "(d) the refusal names a namespace"
+[ "$(ncurl -o /dev/null -w '%{http_code}' "http://$ADDR:$port2/v1/s/HEAD")" = 401 ] || die "(d) $PEER does not reach the server (HEAD not 401)"
+c=$(ncurl -o /dev/null -w '%{http_code}' "http://$ADDR:$port2/metrics")
+[ "$c" = 403 ] || die "(d) a scrape from $PEER with --tokens got $c, not 403"
+ncurl "http://$ADDR:$port2/metrics" | grep -q 'namespace="s"' && die "(d) the refusal names a namespace"
 kill -TERM $R2
 wait $R2 || die "(d) second replicator exited $? after SIGTERM"
 R2=""
@@ -298,4 +309,4 @@ c=$(code "http://127.0.0.1:$port2/metrics")
 kill -TERM $R3
 wait $R3 || die "(d) third replicator exited $? after SIGTERM"
 R3=""
-ok "(d) with --tokens: loopback 200, $ADDR 403 (its HEAD 401); --metrics off: 404"
+ok "(d) with --tokens: loopback 200, $PEER (another network namespace) 403 (its HEAD 401); --metrics off: 404"
