@@ -14,9 +14,9 @@
  * failed to start is exit 1, not a mount that answers nothing. The child
  * reopens the store and the catalog with its manifest overlay (SQLite
  * connections must not cross a fork) and only then makes the fetcher and
- * backfill. Threads (the fetcher's loop, backfill, the control socket, FUSE
- * workers) are started only after that fork: a fork copies the calling thread
- * alone.
+ * backfill. Threads (the fetcher's loop, backfill, the control socket,
+ * the metrics server, FUSE workers) are started only after that fork: a fork
+ * copies the calling thread alone.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -44,6 +44,7 @@
 #include "hydrator/fetch/hyd_open_internal.h"
 #include "hydrator/follow/hyd_follow_internal.h"
 #include "hydrator/hydrator.h"
+#include "hydrator/metrics/hyd_metrics_internal.h"
 #include "hydrator/read/hyd_fuse_internal.h"
 #include "hydrator/read/hyd_read_internal.h"
 #include "hydrator/status/hyd_control_internal.h"
@@ -78,10 +79,11 @@ struct opts {
 	long timeout_s;
 	long jobs; /* --jobs, also spelled --connections */
 	int no_backfill;
-	uint64_t bwlimit;	/* bytes/s, 0: none */
-	long poll_s;		/* --poll: 0 never */
-	long keep;		/* --keep-generations */
-	struct hyd_creds creds; /* --ca-file, --cert, --key, --token-file */
+	uint64_t bwlimit;	    /* bytes/s, 0: none */
+	long poll_s;		    /* --poll: 0 never */
+	long keep;		    /* --keep-generations */
+	struct hyd_creds creds;	    /* --ca-file, --cert, --key, --token-file */
+	const char *metrics_listen; /* --metrics-listen HOST:PORT; NULL */
 };
 
 /* Set in the daemon (the child of daemon_start): main then ends its log
@@ -97,6 +99,10 @@ struct mount {
 	hyd_backfill *bf;
 	hyd_follow *follow; /* owns backfill's reader */
 	hyd_control *ctl;
+	hyd_metrics *metrics; /* --metrics-listen; NULL: none */
+	/* what the metrics read besides the fetcher's own counters */
+	struct hyd_read_counts rcounts;
+	struct hyd_mount_counts mcounts;
 	hyd_read_cache *rcache;
 	hyd_fetch *fetch;
 	struct fuse_session *se;
@@ -146,6 +152,10 @@ static void usage(FILE *out)
 	    "switches\n"
 	    "                        (files opened before one read on from\n"
 	    "                        theirs); default %ld, 1..16\n"
+	    "      --metrics-listen HOST:PORT\n"
+	    "                        serve GET /metrics (Prometheus text) on\n"
+	    "                        HOST:PORT; no authentication: use a\n"
+	    "                        loopback address, e.g. 127.0.0.1:9851\n"
 	    "  -v, --verbose         log more: every fetch retry and backfill\n"
 	    "                        pass (debug lines)\n"
 	    "  -q, --quiet           log errors only\n"
@@ -194,7 +204,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_NO_BACKFILL,
 		OPT_BWLIMIT,
 		OPT_POLL,
-		OPT_KEEP
+		OPT_KEEP,
+		OPT_METRICS_LISTEN
 	};
 	static const struct option longopts[] = {
 	    {"cache-dir", required_argument, NULL, 'c'},
@@ -210,6 +221,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"bwlimit", required_argument, NULL, OPT_BWLIMIT},
 	    {"poll", required_argument, NULL, OPT_POLL},
 	    {"keep-generations", required_argument, NULL, OPT_KEEP},
+	    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
 	    HYD_CREDS_LONGOPTS,
 	    {NULL, 0, NULL, 0},
 	};
@@ -248,6 +260,20 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'V':
 			printf(PROG " " FERRY_VERSION "\n");
 			return 1;
+		case OPT_METRICS_LISTEN: {
+			char host[256];
+			uint16_t port;
+
+			if (hyd_metrics_listen_split(optarg, host, sizeof(host),
+						     &port) < 0) {
+				base_error("--metrics-listen wants HOST:PORT "
+					   "(e.g. 127.0.0.1:9851), not '%s'",
+					   optarg);
+				return -1;
+			}
+			o->metrics_listen = optarg;
+			break;
+		}
 		case OPT_TIMEOUT:
 			if (base_opt_long("--timeout", optarg, 1, 86400,
 					  &o->timeout_s) < 0)
@@ -355,7 +381,13 @@ static int open_cache(const struct opts *o, struct mount *m)
 	/* The credentials are checked here, before anything is mounted: a
 	 * wrong token or certificate fails the catalog's fetch. */
 	m->op.creds = &o->creds;
-	return hyd_open_catalog(&m->op, CONNECT_TIMEOUT_S) < 0 ? -1 : 0;
+	if (hyd_open_catalog(&m->op, CONNECT_TIMEOUT_S) < 0)
+		return -1;
+	/* the first catalog's transfers, for the metrics */
+	m->mcounts.catalog_requests = m->op.cat_requests;
+	m->mcounts.catalog_bytes = m->op.cat_bytes;
+	m->mcounts.generation = m->op.meta.generation;
+	return 0;
 }
 
 /* The first generation: the catalog hyd_open opened, its overlay and
@@ -373,6 +405,7 @@ static int first_gen(struct mount *m, struct hyd_gen **ret)
 		    .ov = m->op.ov,
 		    .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
 		    .creds = m->op.creds,
+		    .counts = &m->mcounts,
 		};
 
 		r = hyd_manifest_new(&mc, &man);
@@ -476,6 +509,7 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		    .keep = (unsigned)o->keep,
 		    .connect_timeout_s = CONNECT_TIMEOUT_S,
 		    .started_ns = m->started_ns,
+		    .counts = &m->mcounts,
 		};
 
 		r = hyd_follow_new(&wc, &m->follow);
@@ -493,6 +527,7 @@ static int setup_fs(const struct opts *o, struct mount *m)
 	m->fs.rd.cache = m->rcache;
 	m->fs.rd.max_raw = max_raw;
 	m->fs.rd.timeout_ns = (uint64_t)o->timeout_s * 1000000000ull;
+	m->fs.rd.counts = &m->rcounts;
 	return 0;
 }
 
@@ -828,6 +863,8 @@ static int serve(struct mount *m)
 	if (r < 0)
 		base_log_err(BASE_LOG_WARN, r, "no control socket dir=%s",
 			     m->op.cache);
+	else
+		hyd_metrics_set_control(m->metrics, m->ctl);
 	if (fuse_set_signal_handlers(m->se) != 0) {
 		base_error("cannot set signal handlers");
 		return -1;
@@ -857,6 +894,9 @@ static int serve(struct mount *m)
 	pthread_mutex_destroy(&w.lock);
 	fuse_loop_cfg_destroy(cfg);
 	fuse_remove_signal_handlers(m->se);
+	/* the metrics read the control socket: they go first */
+	hyd_metrics_stop(m->metrics);
+	m->metrics = NULL;
 	hyd_control_stop(m->ctl);
 	m->ctl = NULL;
 	/* A switch calls into backfill: the follower stops first. */
@@ -879,6 +919,7 @@ static int serve(struct mount *m)
 
 static void mount_free(struct mount *m)
 {
+	hyd_metrics_stop(m->metrics);
 	hyd_control_stop(m->ctl);
 	hyd_follow_stop(m->follow);
 	/* The fetcher first: its done hook points into backfill. */
@@ -905,6 +946,20 @@ static void mount_free(struct mount *m)
 	free(m);
 }
 
+/* --metrics-listen: the server, reading the fetcher's, the read path's
+ * and the mount's counters (the control socket's status joins in serve,
+ * once it runs). */
+static int start_metrics(const struct opts *o, struct mount *m)
+{
+	struct hyd_metrics_src src = {
+	    .fetch = m->fetch,
+	    .read = &m->rcounts,
+	    .mount = &m->mcounts,
+	};
+
+	return hyd_metrics_start(o->metrics_listen, &src, &m->metrics);
+}
+
 static int run(const struct opts *o)
 {
 	struct mount *m;
@@ -916,6 +971,7 @@ static int run(const struct opts *o)
 		return 1;
 	}
 	hyd_files_init(&m->fs.files);
+	hyd_read_counts_init(&m->rcounts);
 	m->started_ns = base_wall_ns();
 	if (hyd_open_url(&m->op, o->url) < 0) {
 		r = EXIT_USAGE;
@@ -939,6 +995,10 @@ static int run(const struct opts *o)
 	/* The FUSE session only calls into m->fs from serve() on, so the
 	 * fetcher and backfill are made here, on this side of the fork. */
 	if (setup_fs(o, m) < 0)
+		goto out;
+	/* Before the parent is told: an address that cannot be served is
+	 * a failed start, not a mount without the metrics asked for. */
+	if (o->metrics_listen && start_metrics(o, m) < 0)
 		goto out;
 	write_pidfile(m);
 	log_event("mounted", m);

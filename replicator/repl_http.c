@@ -42,6 +42,7 @@
 
 #include "catalog/base/base.h"
 #include "replicator/repl_http_internal.h"
+#include "replicator/repl_metrics_internal.h"
 #include "replicator/repl_server_internal.h"
 #include "replicator/repl_tls_internal.h"
 
@@ -411,6 +412,7 @@ static int cb_headers_complete(http_parser *p)
 		check_expect(c);
 	req->method = (enum http_method)p->method;
 	req->head_parsed = 1;
+	req->head_ns = uv_hrtime();
 	req->head_only = p->method == HTTP_HEAD;
 	req->http_minor = p->http_major > 1 ? 1 : p->http_minor;
 	if (p->method == HTTP_CONNECT)
@@ -483,6 +485,8 @@ static void parse_failed(struct repl_conn *c)
 		conn_close(c);
 		return;
 	}
+	if (!req->head_ns)
+		req->head_ns = uv_hrtime();
 	req->fail_status = c->fail_status ? c->fail_status : 400;
 	req->fail_detail =
 	    c->fail_detail ? c->fail_detail : http_errno_description(e);
@@ -668,12 +672,13 @@ static struct repl_conn *conn_oldest_waiting(struct repl_server *srv)
 /* One warning per kind and REPL_LIMIT_LOG_MS: a flood of refusals must
  * not become a flood of log lines. */
 static void limit_log(struct repl_server *srv, struct repl_limit_log *l,
-		      const char *what, const char *why,
-		      const struct repl_conn *c)
+		      enum repl_limit_kind kind, const char *what,
+		      const char *why, const struct repl_conn *c)
 {
 	uint64_t now = uv_now(&srv->loop);
 	char addr[INET6_ADDRSTRLEN + 1];
 
+	srv->metrics.conns_limited[kind]++;
 	l->n++;
 	if (l->last_ms && now - l->last_ms < REPL_LIMIT_LOG_MS)
 		return;
@@ -693,8 +698,8 @@ static int conn_evict(struct repl_server *srv, const char *why)
 
 	if (!v)
 		return -EBUSY;
-	limit_log(srv, &srv->log_evict, "connection closed to make room", why,
-		  v);
+	limit_log(srv, &srv->log_evict, REPL_LIM_EVICTED,
+		  "connection closed to make room", why, v);
 	base_debug("connection closed to make room addr=%s waited_ms=%" PRIu64,
 		   conn_addr_str(v, addr, sizeof(addr)),
 		   uv_now(&srv->loop) - v->since_ms);
@@ -709,6 +714,7 @@ static void on_sweep(uv_timer_t *t)
 	struct repl_conn *c, *n;
 	char addr[INET6_ADDRSTRLEN + 1];
 	const char *why;
+	enum repl_limit_kind kind;
 
 	for (c = srv->conns; c; c = n) {
 		n = c->next; /* closing c unlinks c alone */
@@ -718,20 +724,24 @@ static void on_sweep(uv_timer_t *t)
 		case WAIT_HEAD:
 			limit = srv->limits.header_ms;
 			why = "header timeout";
+			kind = REPL_LIM_HEADER;
 			break;
 		case WAIT_IDLE:
 			limit = srv->limits.idle_ms;
 			why = "idle timeout";
+			kind = REPL_LIM_IDLE;
 			break;
 		default:
 			limit = srv->limits.idle_ms;
 			why = "answer not read";
+			kind = REPL_LIM_UNREAD;
 			break;
 		}
 		if (now - c->since_ms < limit)
 			continue;
 		base_debug("connection closed why=\"%s\" addr=%s", why,
 			   conn_addr_str(c, addr, sizeof(addr)));
+		srv->metrics.conns_limited[kind]++;
 		conn_close(c);
 	}
 	/* accepting paused at the cap: go on once there is room */
@@ -762,8 +772,9 @@ void repl_http_on_connection(uv_stream_t *server, int status)
 	if (status == UV_EMFILE || status == UV_ENFILE) {
 		/* libuv has refused what was waiting (its reserve-fd trick);
 		 * give the next client a descriptor */
-		limit_log(srv, &srv->log_full, "connections refused",
-			  "out of file descriptors", NULL);
+		limit_log(srv, &srv->log_full, REPL_LIM_NO_FDS,
+			  "connections refused", "out of file descriptors",
+			  NULL);
 		conn_evict(srv, "out of file descriptors");
 		return;
 	}
@@ -774,7 +785,8 @@ void repl_http_on_connection(uv_stream_t *server, int status)
 		/* not accepted: libuv holds it and stops polling the listener
 		 * until the sweep calls here again */
 		srv->accept_paused = 1;
-		limit_log(srv, &srv->log_full, "connections wait",
+		limit_log(srv, &srv->log_full, REPL_LIM_CAP_WAIT,
+			  "connections wait",
 			  "connection cap, none idle long enough", NULL);
 		return;
 	}
@@ -790,8 +802,8 @@ void repl_http_on_connection(uv_stream_t *server, int status)
 	conn_addr_init(c);
 	if (srv->limits.per_addr &&
 	    conns_of_addr(srv, c) >= srv->limits.per_addr) {
-		limit_log(srv, &srv->log_addr, "connections refused",
-			  "per-address cap", c);
+		limit_log(srv, &srv->log_addr, REPL_LIM_PER_ADDR,
+			  "connections refused", "per-address cap", c);
 		goto refuse;
 	}
 	/* a connection to close was found above, before the accept */
@@ -809,6 +821,7 @@ void repl_http_on_connection(uv_stream_t *server, int status)
 	}
 	http_parser_init(&c->parser, HTTP_REQUEST);
 	c->parser.data = c;
+	srv->metrics.conns_accepted++;
 	c->since_ms = uv_now(&srv->loop);
 	c->next = srv->conns;
 	if (srv->conns)
@@ -980,6 +993,9 @@ int repl_http_send(struct repl_req *req, const void *pre, size_t pre_len,
 
 	if (c->closing || req->dead)
 		return -ECANCELED;
+	req->srv->metrics.response_bytes += pre_len + data_len + post_len;
+	if (!req->counted)
+		repl_metrics_first_byte(req);
 	if (c->tls)
 		return tls_send(req, pre, pre_len, data, data_len, post,
 				post_len, cb, arg);
@@ -1025,6 +1041,8 @@ static const char *status_text(int status)
 		return "Bad Request";
 	case 401:
 		return "Unauthorized";
+	case 403:
+		return "Forbidden";
 	case 404:
 		return "Not Found";
 	case 405:
@@ -1140,6 +1158,7 @@ void repl_http_error(struct repl_req *req, int status, const char *code,
 	va_list ap;
 	int n;
 
+	repl_metrics_error_code(req->srv, code);
 	va_start(ap, fmt);
 	n = vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
@@ -1196,6 +1215,19 @@ void repl_http_done(struct repl_req *req)
 
 void repl_http_abort(struct repl_req *req)
 {
-	if (!req->dead)
+	if (!req->dead) {
+		req->srv->metrics.errors[REPL_ERR_ABORTED]++;
 		conn_close(req->conn);
+	}
+}
+
+int repl_http_peer_loopback(const struct repl_req *req)
+{
+	static const uint8_t v6_loopback[16] = {[15] = 1};
+	const struct repl_conn *c = req->conn;
+
+	/* conn_addr_init stores an IPv4-mapped address as IPv4 */
+	if (c->addr_len == 4)
+		return c->addr[0] == 127;
+	return c->addr_len == 16 && !memcmp(c->addr, v6_loopback, 16);
 }

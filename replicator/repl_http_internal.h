@@ -73,6 +73,11 @@ struct repl_req {
 	 * the request goes (after on_free): a namespace removed meanwhile
 	 * outlives what its requests hold */
 	struct repl_ns *ns;
+	/* metrics (repl_metrics.c): what was asked (enum repl_route_kind),
+	 * when its head was parsed (uv_hrtime), counted at its first byte */
+	int kind;
+	int counted;
+	uint64_t head_ns;
 	/* route state, freed by on_free when the request goes */
 	void *route;
 	void (*on_free)(struct repl_req *req);
@@ -132,6 +137,10 @@ void repl_http_done(struct repl_req *req);
 /* Give up on the connection now (mid-stream failure: the client sees a
  * truncated body). */
 void repl_http_abort(struct repl_req *req);
+
+/* 1 when req's client connected from a loopback address (127.0.0.0/8,
+ * ::1, or an IPv4-mapped 127.x), else 0. */
+int repl_http_peer_loopback(const struct repl_req *req);
 
 /* -- routes (repl_routes.c) -- */
 

@@ -25,6 +25,8 @@
 #define PROG "ferry-replicator"
 #define DEFAULT_LISTEN "127.0.0.1:8700"
 #define ROOT_STATE_DIR "/var/lib/ferry-replicator"
+/* long-only options (above every short option letter) */
+#define OPT_METRICS 0x200
 
 static const char USAGE[] =
     "Usage: ferry-replicator [OPTIONS] NAME=DIR...\n"
@@ -94,6 +96,10 @@ static const char USAGE[] =
     "                          answer, with this Ed25519 private key\n"
     "                          (PEM: ferry keygen's sign.key); clients\n"
     "                          check it with --trust-key\n"
+    "      --metrics WHO       who may GET /metrics (Prometheus text):\n"
+    "                          open, loopback or off; default loopback\n"
+    "                          with --tokens (it names every namespace),\n"
+    "                          else open\n"
     "  -v, --verbose           log more: every request, SQLite codes\n"
     "  -q, --quiet             log errors only\n"
     "  -h, --help              show this help and exit\n"
@@ -111,6 +117,7 @@ static const char USAGE[] =
     "  GET  /v1/NAME/manifests/GEN/SEG  pending files' manifests, by 1024\n"
     "  GET  /v1/NAME/signature/GEN  its signed statement (--sign-key)\n"
     "  GET  /v1/NAME/stats          counters (JSON)\n"
+    "  GET  /metrics                every counter (Prometheus text)\n"
     "\n"
     "Example:\n"
     "  ferry-replicator -l 0.0.0.0:8700 models=/srv/models data=/srv/data\n";
@@ -199,6 +206,7 @@ int main(int argc, char **argv)
 	    {"max-conns-per-addr", required_argument, NULL, 'P'},
 	    {"sign-key", required_argument, NULL, 'S'},
 	    {"namespaces", required_argument, NULL, 'N'},
+	    {"metrics", required_argument, NULL, OPT_METRICS},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -281,6 +289,15 @@ int main(int argc, char **argv)
 			break;
 		case 'T':
 			o.tokens_path = optarg;
+			break;
+		case OPT_METRICS:
+			if (repl_metrics_access_parse(optarg, &o.metrics) < 0) {
+				base_error("--metrics takes open, loopback or "
+					   "off, not '%s'",
+					   optarg);
+				rc = 2;
+				goto out;
+			}
 			break;
 		case 'W':
 			if (base_opt_long("--header-timeout", optarg, 1, 3600,

@@ -8,6 +8,8 @@
  *   GET|HEAD /v1/NS/signature/GEN its signed statement (repl_sign.c)
  *   POST     /v1/NS/chunks        for each id in the body: id, frame
  *   GET|HEAD /v1/NS/stats         counters, JSON
+ *   GET|HEAD /metrics             every counter, Prometheus text
+ *                                 (repl_metrics.c)
  *
  * Everything that blocks (SQLite, file reads, hashing, compression) runs in
  * uv_queue_work; the after-work callbacks here, on the loop thread, own the
@@ -42,6 +44,8 @@ static const char *code_for(int status)
 		return "bad_request";
 	case 401:
 		return "unauthorized";
+	case 403:
+		return "forbidden";
 	case 404:
 		return "not_found";
 	case 405:
@@ -499,6 +503,7 @@ static void chunk_done(uv_work_t *w, int status)
 	if (!req->head_only) {
 		j->ns->stats.chunks_served++;
 		j->ns->stats.chunk_bytes_served += j->res.raw_len;
+		j->ns->stats.frame_bytes_served += j->res.frame_len;
 	}
 	repl_http_done(req);
 out:
@@ -640,6 +645,7 @@ static int batch_write_slot(struct batch *b, struct batch_slot *s)
 	b->writes++;
 	b->ns->stats.chunks_served++;
 	b->ns->stats.chunk_bytes_served += s->res.raw_len;
+	b->ns->stats.frame_bytes_served += s->res.frame_len;
 	s->res.frame = NULL; /* now the write's */
 	repl_chunk_res_fini(&s->res);
 	s->ready = 0;
@@ -811,6 +817,8 @@ static int auth_check(struct repl_req *req, const char *name, size_t len)
 	return -1;
 }
 
+/* In the order of enum repl_route_kind, from REPL_RK_HEAD on (the
+ * metrics' route label is R_x + REPL_RK_HEAD). */
 enum route {
 	R_HEAD,
 	R_STATS,
@@ -822,6 +830,9 @@ enum route {
 	R_MANIFESTS,
 	R_SIGNATURE
 };
+_Static_assert(REPL_RK_HEAD + (int)R_SIGNATURE == REPL_RK_SIGNATURE &&
+		   REPL_RK_HEAD + (int)R_MANIFEST == REPL_RK_MANIFEST,
+	       "enum route follows enum repl_route_kind");
 
 static int route_of(const char *rest, size_t len, enum route *ret,
 		    const char **ret_arg, size_t *ret_arg_len)
@@ -865,10 +876,10 @@ void repl_routes_dispatch(struct repl_req *req)
 {
 	struct http_parser_url u;
 	struct repl_ns *ns;
-	const char *path, *slash, *arg;
-	size_t plen, nlen, arg_len;
-	enum route r;
-	int get_like;
+	const char *path, *slash, *arg = NULL;
+	size_t plen, nlen, arg_len = 0;
+	enum route r = R_HEAD;
+	int get_like, known;
 
 	if (req->fail_status) {
 		repl_http_error(
@@ -884,6 +895,11 @@ void repl_routes_dispatch(struct repl_req *req)
 	}
 	path = req->url + u.field_data[UF_PATH].off;
 	plen = u.field_data[UF_PATH].len;
+	if (plen == 8 && memcmp(path, "/metrics", 8) == 0) {
+		req->kind = REPL_RK_METRICS;
+		repl_route_metrics(req);
+		return;
+	}
 	if (plen < 4 || memcmp(path, "/v1/", 4) != 0) {
 		repl_http_error(req, 404, "not_found", NULL,
 				"unknown path '%.*s'",
@@ -894,6 +910,11 @@ void repl_routes_dispatch(struct repl_req *req)
 	plen -= 4;
 	slash = memchr(path, '/', plen);
 	nlen = slash ? (size_t)(slash - path) : plen;
+	/* the route is known before the checks, for the metrics' label */
+	known = slash &&
+		route_of(slash + 1, plen - nlen - 1, &r, &arg, &arg_len) == 0;
+	if (known)
+		req->kind = REPL_RK_HEAD + (int)r;
 	if (auth_check(req, path, nlen) < 0)
 		return;
 	ns = repl_server_ns(req->srv, path, nlen);
@@ -907,8 +928,7 @@ void repl_routes_dispatch(struct repl_req *req)
 	req->ns = ns;
 	repl_ns_ref(ns);
 	ns->stats.requests++;
-	if (!slash ||
-	    route_of(slash + 1, plen - nlen - 1, &r, &arg, &arg_len) < 0) {
+	if (!known) {
 		repl_http_error(req, 404, "not_found", NULL,
 				"unknown path '/v1/%.*s'",
 				(int)(plen > 200 ? 200 : plen), path);

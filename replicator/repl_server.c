@@ -331,6 +331,12 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	snprintf(srv->listen_str, sizeof(srv->listen_str), "%s", o->listen);
 	limits_init(srv, o);
 	srv->immutable = o->tokens_path ? IMMUTABLE_PRIVATE : IMMUTABLE_PUBLIC;
+	repl_metrics_init(&srv->metrics, o->metrics, o->tokens_path != NULL);
+	if (o->tokens_path && srv->metrics.access == REPL_METRICS_OPEN)
+		base_warn(
+		    "--metrics open with --tokens: anyone who can connect "
+		    "reads every namespace's name and counters at "
+		    "/metrics");
 	if (o->sign_key) {
 		r = load_sign_key(srv, o->sign_key);
 		if (r < 0)

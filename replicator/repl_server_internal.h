@@ -31,6 +31,7 @@
 #include "replicator/replicator.h"
 #include "replicator/repl_hasher_internal.h"
 #include "replicator/repl_nslist_internal.h"
+#include "replicator/repl_metrics_internal.h"
 #include "replicator/repl_srcindex_internal.h"
 
 struct repl_conn;
@@ -43,6 +44,7 @@ struct repl_stats {
 	uint64_t requests;
 	uint64_t chunks_served;
 	uint64_t chunk_bytes_served; /* raw chunk bytes, before framing */
+	uint64_t frame_bytes_served; /* the frames of those, as sent */
 	uint64_t mismatches;
 	uint64_t manifests_served; /* manifest and segment bodies */
 };
@@ -176,6 +178,8 @@ struct repl_server {
 	/* Cache-Control of immutable answers: public, or private when
 	 * tokens guard them (a shared cache must not hand them out) */
 	const char *immutable;
+	/* GET /metrics: counters and who may read them */
+	struct repl_metrics metrics;
 };
 
 /* Options the program hands to the server. */
@@ -195,8 +199,9 @@ struct repl_server_opts {
 	unsigned header_timeout_s, idle_timeout_s;
 	size_t max_conns;
 	long per_addr;
-	const char *tokens_path; /* --tokens FILE; NULL: none */
-	const char *sign_key;	 /* --sign-key FILE; NULL: unsigned */
+	const char *tokens_path;	  /* --tokens FILE; NULL: none */
+	const char *sign_key;		  /* --sign-key FILE; NULL: unsigned */
+	enum repl_metrics_access metrics; /* --metrics; AUTO: the default */
 	/* Test hook (unit tests): called on a hashing thread once a file is
 	 * open, before its bytes are read (repl_hasher_opts.opened). */
 	void (*hash_opened)(void *ctx, const char *path);

@@ -16,7 +16,9 @@
  *     its directory, small-file and pread_full readers (base_file.c);
  *   - /proc/self/mountinfo, parsed once (base_mountinfo.c);
  *   - numbers and namespace names from untrusted text (base_text.c);
- *   - monotonic time (base_time.c).
+ *   - monotonic time (base_time.c);
+ *   - Prometheus text exposition (0.0.4) and duration histograms whose
+ *     counters take concurrent updates without a lock (base_prom.c).
  *
  * Conventions as in catalog/catalog.h: 0 on success, a positive value only
  * where documented, -errno on failure. Every function may be called from
@@ -309,5 +311,74 @@ uint64_t base_now_ns(void);
 
 /* CLOCK_REALTIME in nanoseconds since the epoch: timestamps for people. */
 int64_t base_wall_ns(void);
+
+/* ------------------------------------------------------------------ */
+/* Prometheus text exposition format 0.0.4 (base_prom.c)              */
+/* ------------------------------------------------------------------ */
+
+/* The body of a GET /metrics answer, built into a growable buffer: a
+ * family's "# HELP" and "# TYPE" lines, then its samples. A failed
+ * allocation is remembered (err) and later calls do nothing, so a
+ * renderer checks once at the end. Not thread-safe: one builder, one
+ * thread. Names are the caller's ASCII literals ([a-zA-Z_:][a-zA-Z0-9_:]*,
+ * not checked); label values may be any bytes: '\\', '"' and a newline
+ * are escaped as the format says, other bytes go as they are. */
+struct base_prom {
+	char *buf; /* NUL-terminated; the caller frees (base_prom_fini) */
+	size_t len, cap;
+	int err; /* 0, or -ENOMEM once an append failed */
+};
+
+/* One label: name (ASCII literal) and value (any bytes, NUL-terminated). */
+struct base_prom_label {
+	const char *name;
+	const char *value;
+};
+
+#define BASE_PROM_CTYPE "text/plain; version=0.0.4; charset=utf-8"
+
+void base_prom_init(struct base_prom *p);
+void base_prom_fini(struct base_prom *p);
+
+/* "# HELP name help" (help: '\\' and newline escaped) and "# TYPE name
+ * type"; type is "counter", "gauge" or "histogram". */
+void base_prom_family(struct base_prom *p, const char *name, const char *type,
+		      const char *help);
+
+/* One sample line: name{l1="v1",...} value. n labels (0: no braces). */
+void base_prom_u64(struct base_prom *p, const char *name,
+		   const struct base_prom_label *labels, size_t n,
+		   uint64_t value);
+void base_prom_double(struct base_prom *p, const char *name,
+		      const struct base_prom_label *labels, size_t n,
+		      double value);
+
+/* A histogram of durations: bucket upper bounds in seconds (ascending,
+ * at most BASE_HIST_MAX), counts per bucket not cumulative (the last,
+ * counts[n_bounds], is above every bound), the sum in nanoseconds.
+ * base_hist_observe_ns may run on any number of threads at once (relaxed
+ * atomics, no lock); a snapshot read while observations land can be a
+ * few observations behind in one field, never torn. */
+#define BASE_HIST_MAX 24
+struct base_hist {
+	const double *bounds; /* seconds, borrowed (a static table) */
+	size_t n_bounds;
+	uint64_t counts[BASE_HIST_MAX + 1];
+	uint64_t sum_ns;
+};
+
+/* Set bounds (n <= BASE_HIST_MAX, ascending; -EINVAL otherwise) and zero
+ * the counts. 0 or -EINVAL. */
+int base_hist_init(struct base_hist *h, const double *bounds, size_t n);
+
+/* Count one duration. Any thread. */
+void base_hist_observe_ns(struct base_hist *h, uint64_t ns);
+
+/* The _bucket lines (cumulative, le="..." added after labels, the last
+ * le="+Inf"), _sum (seconds) and _count (equal to the +Inf bucket) of
+ * histogram name, from a snapshot of h. */
+void base_prom_hist(struct base_prom *p, const char *name,
+		    const struct base_prom_label *labels, size_t n,
+		    const struct base_hist *h);
 
 #endif /* FERRY_BASE_H */

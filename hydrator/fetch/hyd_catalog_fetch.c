@@ -70,6 +70,7 @@ struct hyd_cf {
 	struct cat_stmt stmt;
 	char stmt_buf[CAT_STMT_MAX + 1];
 	size_t stmt_len;
+	uint64_t requests, bytes; /* sent, received: hyd_catalog_result */
 };
 
 /* What the write callback does with a response body. */
@@ -289,8 +290,16 @@ static int cf_get(struct hyd_cf *f, const char *url, struct hyd_sink *k,
 	cc = curl_easy_setopt(f->h, CURLOPT_URL, url);
 	if (cc == CURLE_OK)
 		cc = curl_easy_setopt(f->h, CURLOPT_WRITEDATA, k);
-	if (cc == CURLE_OK)
+	if (cc == CURLE_OK) {
+		curl_off_t got = 0;
+
 		cc = curl_easy_perform(f->h);
+		f->requests++;
+		if (curl_easy_getinfo(f->h, CURLINFO_SIZE_DOWNLOAD_T, &got) ==
+			CURLE_OK &&
+		    got > 0)
+			f->bytes += (uint64_t)got;
+	}
 	if (cc != CURLE_OK)
 		return cf_curl_fail(f, cc, url, k);
 	curl_easy_getinfo(f->h, CURLINFO_RESPONSE_CODE, ret_status);
@@ -1074,6 +1083,8 @@ fallback:
 			r = set_result(&f, cached, 1, ret);
 	}
 out:
+	ret->requests = f.requests;
+	ret->bytes = f.bytes;
 	curl_easy_cleanup(f.h);
 	curl_free(f.base_norm);
 	curl_url_cleanup(f.url);
@@ -1159,6 +1170,8 @@ int hyd_catalog_update(const char *base_url, const char *cache_dir,
 	if (r == 0)
 		r = 1;
 out:
+	ret->requests = f.requests;
+	ret->bytes = f.bytes;
 	curl_easy_cleanup(f.h);
 	curl_free(f.base_norm);
 	curl_url_cleanup(f.url);

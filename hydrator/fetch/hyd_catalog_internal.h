@@ -34,6 +34,9 @@ struct hyd_catalog_result {
 	uint64_t generation;
 	char path[4096]; /* CACHEDIR/catalogs/GEN.db */
 	int from_cache;	 /* 1: server unreachable, newest cached catalog used */
+	/* requests sent and body bytes received by the call (metrics),
+	 * set whatever it returns */
+	uint64_t requests, bytes;
 };
 
 /* base_url is like "http://127.0.0.1:8700/v1/NAME" (no trailing slash

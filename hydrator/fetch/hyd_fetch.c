@@ -1139,6 +1139,8 @@ void hyd_fetch_stats(hyd_fetch *f, struct hyd_fetch_stats *ret)
 	ret->store_errors =
 	    __atomic_load_n(&f->stats.store_errors, __ATOMIC_RELAXED);
 	ret->batches = __atomic_load_n(&f->stats.batches, __ATOMIC_RELAXED);
+	ret->batch_bytes =
+	    __atomic_load_n(&f->stats.batch_bytes, __ATOMIC_RELAXED);
 	ret->batch_frames =
 	    __atomic_load_n(&f->stats.batch_frames, __ATOMIC_RELAXED);
 	ret->queued = hyd_flights_queued(&f->flights);

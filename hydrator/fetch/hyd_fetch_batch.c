@@ -263,6 +263,7 @@ static size_t on_write_batch(char *ptr, size_t size, size_t nmemb,
 		return CURL_WRITEFUNC_PAUSE;
 	}
 	STAT_ADD(x->f, wire_bytes, n);
+	STAT_ADD(x->f, batch_bytes, n);
 	r = hyd_batch_parser_feed(&bx->p, ptr, n, on_frame, x);
 	if (r < 0) {
 		bx->parse_err = r;

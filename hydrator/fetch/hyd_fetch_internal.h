@@ -265,6 +265,7 @@ struct hyd_fetch_stats {
 	uint64_t batches;	/* POST BASE/chunks requests started (not in
 				 * requests) */
 	uint64_t batch_frames;	/* frames that arrived inside batches */
+	uint64_t batch_bytes;	/* of wire_bytes, those of batch answers */
 	uint64_t queued;	/* flights waiting for a transfer (snapshot) */
 	uint64_t active;	/* transfers running or backing off */
 	uint64_t last_ok_ns;	/* base_now_ns of the last verified chunk, 0 */
@@ -272,6 +273,27 @@ struct hyd_fetch_stats {
 	int last_store_err;	/* last -errno of hyd_store_put, 0 when none */
 	char last_error[256];	/* the last transfer failure, one line */
 };
+
+/* What a mount counts outside the fetcher, for its metrics
+ * (hydrator/metrics/): the requests and body bytes of catalog transfers
+ * (HEAD polls, catalogs, deltas, signatures: hyd_catalog_result) and of
+ * manifest requests (hyd_manifest_config.counts), and generation
+ * switches. Relaxed atomics (HYD_MOUNT_COUNT); one per mount, owned by
+ * the program, borrowed by whatever fetches. */
+struct hyd_mount_counts {
+	uint64_t catalog_requests, catalog_bytes;
+	uint64_t manifest_requests, manifest_bytes;
+	uint64_t switches;
+	uint64_t generation; /* served now: set at start and each switch */
+};
+
+/* Add n to a field of struct hyd_mount_counts (c may be NULL). */
+#define HYD_MOUNT_COUNT(c, field, n)                                           \
+	do {                                                                   \
+		if (c)                                                         \
+			__atomic_add_fetch(&(c)->field, (uint64_t)(n),         \
+					   __ATOMIC_RELAXED);                  \
+	} while (0)
 
 /* curl's process-wide set-up and tear-down (curl_global_init, counted by
  * curl): once in main before any thread starts, and around a library call

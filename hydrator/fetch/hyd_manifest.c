@@ -32,6 +32,7 @@
 
 #include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_curl_internal.h"
+#include "hydrator/fetch/hyd_fetch_internal.h"
 #include "hydrator/fetch/hyd_manifest_internal.h"
 #include "hydrator/fetch/hyd_trust_internal.h"
 
@@ -97,6 +98,7 @@ struct hyd_manifest {
 	struct mf_handle *pool[POOL_MAX];
 	unsigned npool;
 	struct hyd_manifest_stats st;
+	struct hyd_mount_counts *counts; /* borrowed; may be NULL */
 };
 
 static int cancelled(hyd_manifest *m, const int *stop)
@@ -434,9 +436,11 @@ static int perform(hyd_manifest *m, cat_reader *r, enum mf_kind kind,
 			 meta.generation, key, wait);
 		requests++;
 		STAT_ADD(m, requests, 1);
+		HYD_MOUNT_COUNT(m->counts, manifest_requests, 1);
 		rc = get(mh, url, &b, &status, &retry_s, why, sizeof(why));
 		if (rc == 0 && status == 200) {
 			STAT_ADD(m, bytes, b.n);
+			HYD_MOUNT_COUNT(m->counts, manifest_bytes, b.n);
 			if (hyd_trust_on(m->creds)) {
 				rc =
 				    signed_answer(m, mh, meta.generation, first,
@@ -718,6 +722,7 @@ int hyd_manifest_new(const struct hyd_manifest_config *cfg, hyd_manifest **ret)
 				    : CONNECT_TIMEOUT_MS_DEFAULT;
 	m->wait_s = cfg->wait_s ? cfg->wait_s : HYD_MANIFEST_WAIT_S;
 	m->creds = cfg->creds;
+	m->counts = cfg->counts;
 	if (hyd_trust_on(m->creds) &&
 	    hyd_trust_url_ns(m->base_url, m->ns, sizeof(m->ns)) < 0) {
 		free(m->base_url);

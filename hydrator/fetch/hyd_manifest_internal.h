@@ -38,6 +38,8 @@
 #include "catalog/catalog.h"
 #include "hydrator/hydrator.h"
 
+struct hyd_mount_counts; /* hyd_fetch_internal.h */
+
 /* Inos per segment of GET BASE/manifests/GEN/SEG. */
 #define HYD_MANIFEST_SEG_INOS 1024u
 /* ?wait= of each request unless configured: seconds the server may hold
@@ -57,6 +59,9 @@ struct hyd_manifest_config {
 	unsigned wait_s;	 /* ?wait= per request; 0: HYD_MANIFEST_WAIT_S,
 				  * at most 30 */
 	const struct hyd_creds *creds; /* borrowed until free; NULL: none */
+	/* requests and bytes are also added here (metrics); borrowed until
+	 * free; NULL: not */
+	struct hyd_mount_counts *counts;
 };
 
 /* Counters (relaxed atomics: a snapshot). */

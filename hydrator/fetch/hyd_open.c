@@ -120,6 +120,8 @@ int hyd_open_catalog(struct hyd_open *o, long connect_timeout_s)
 	err[0] = '\0';
 	r = hyd_catalog_fetch(o->base, o->cache, o->creds, connect_timeout_s,
 			      &res, err, sizeof(err));
+	o->cat_requests += res.requests;
+	o->cat_bytes += res.bytes;
 	if (r < 0) {
 		if (err[0])
 			base_error("%s", err);

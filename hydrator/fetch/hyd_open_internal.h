@@ -36,6 +36,8 @@ struct hyd_open {
 	char ovpath[PATH_MAX];
 	cat_overlay *ov;
 	int from_cache; /* the server was unreachable: cached catalog */
+	/* hyd_open_catalog's transfers: requests, body bytes (metrics) */
+	uint64_t cat_requests, cat_bytes;
 	const struct hyd_creds *creds; /* set by the caller before
 					* hyd_open_catalog; borrowed; NULL:
 					* none */

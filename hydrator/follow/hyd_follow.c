@@ -217,6 +217,7 @@ static int gen_open(struct hyd_follow *f, const char *catpath,
 		    .ov = op.ov,
 		    .connect_timeout_ms = f->cfg.connect_timeout_s * 1000,
 		    .creds = f->cfg.creds,
+		    .counts = f->cfg.counts,
 		};
 
 		r = hyd_manifest_new(&mc, &man);
@@ -287,7 +288,7 @@ static void run_gc(struct hyd_follow *f, struct hyd_store_gc_result *res,
 /* Check HEAD; switch when there is a newer generation. */
 static void follow_once(struct hyd_follow *f)
 {
-	struct hyd_catalog_result res;
+	struct hyd_catalog_result res = {0};
 	struct inval_list l = {0};
 	struct hyd_gen *cur, *g = NULL;
 	cat_reader *bf_cat = NULL, *old_bf = NULL;
@@ -302,6 +303,8 @@ static void follow_once(struct hyd_follow *f)
 	r = hyd_catalog_update(f->base_url, f->cache_dir, f->cfg.creds,
 			       cur->generation, f->cfg.connect_timeout_s,
 			       &f->stop, &res, err, sizeof(err));
+	HYD_MOUNT_COUNT(f->cfg.counts, catalog_requests, res.requests);
+	HYD_MOUNT_COUNT(f->cfg.counts, catalog_bytes, res.bytes);
 	if (r < 0 && __atomic_load_n(&f->stop, __ATOMIC_RELAXED))
 		goto out; /* stopping: the transfer was cut on purpose */
 	if (r == -EKEYREJECTED) {
@@ -384,6 +387,10 @@ static void follow_once(struct hyd_follow *f)
 	}
 	inval_send(f, &l);
 	record_switch(f, g->generation, base_wall_ns());
+	HYD_MOUNT_COUNT(f->cfg.counts, switches, 1);
+	if (f->cfg.counts)
+		__atomic_store_n(&f->cfg.counts->generation, g->generation,
+				 __ATOMIC_RELAXED);
 	/* install_ms: HEAD and the catalog (delta: copy, apply, digest);
 	 * ms: open, compare, switch, tell the kernel. */
 	base_info("switched generation from=%" PRIu64 " to=%" PRIu64

@@ -52,6 +52,9 @@ struct hyd_follow_config {
 	long connect_timeout_s; /* for HEAD, catalog and manifests */
 	int64_t started_ns;	/* when the first generation was mounted
 				 * (wall clock): the first switched_at */
+	/* catalog and manifest transfers and switches are counted here
+	 * (metrics); borrowed until free; NULL: not counted */
+	struct hyd_mount_counts *counts;
 };
 
 /* Allocate; no thread yet. Records switched_at in the store's meta.

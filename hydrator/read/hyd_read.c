@@ -195,6 +195,19 @@ static int load_from_store(void *arg, const chunk_id *id, uint8_t *buf,
 	return r;
 }
 
+/* Read latency buckets, seconds: a decoded cache hit is tens of
+ * microseconds, a fetch across a WAN up to the read's --timeout. */
+static const double READ_BOUNDS[] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1,    0.25,    0.5,    1,	    2.5,    5,	   10,	 30};
+
+void hyd_read_counts_init(struct hyd_read_counts *c)
+{
+	memset(c, 0, sizeof(*c));
+	(void)base_hist_init(&c->latency, READ_BOUNDS,
+			     sizeof(READ_BOUNDS) / sizeof(READ_BOUNDS[0]));
+}
+
 /* What a hole reads as: never written, so the kernel's zero pages. */
 static uint8_t hole_zeros[CHUNK_MAX_LIMIT];
 
@@ -252,8 +265,12 @@ static int slot_start(const struct hyd_read_ctx *rc, struct read_slot *s,
 	}
 	stamp = rc->fetch ? hyd_fetch_stamp(rc->fetch, &s->c.id) : 0;
 	r = slot_from_store(rc, s, rv);
-	if (r == 0)
+	if (r == 0) {
+		if (rc->counts)
+			__atomic_add_fetch(&rc->counts->chunk_hits, 1,
+					   __ATOMIC_RELAXED);
 		return 0;
+	}
 	if (r == -ERANGE) {
 		*why = "stored chunk length differs from catalog";
 		return -EBADMSG;
@@ -267,6 +284,9 @@ static int slot_start(const struct hyd_read_ctx *rc, struct read_slot *s,
 		*why = "chunk not stored, and no fetcher";
 		return -ENOENT;
 	}
+	if (rc->counts)
+		__atomic_add_fetch(&rc->counts->chunk_misses, 1,
+				   __ATOMIC_RELAXED);
 	/* A flight that ended since the stamp may have stored the chunk
 	 * after our miss: only then does the join look in the store again,
 	 * so one chunk is never fetched twice. */

@@ -119,6 +119,22 @@ void hyd_gen_drop(struct hyd_gen *g);
 
 /* ---- the read path (hyd_read.c) ---- */
 
+/* What the read path counts, for metrics (hydrator/metrics/): relaxed
+ * atomics and a lock-free histogram, so any FUSE thread counts without a
+ * lock. Chunks are counted by demand reads (hyd_read_open_iov,
+ * hyd_read_file), not by readahead; holes are neither hit nor miss. */
+struct hyd_read_counts {
+	uint64_t chunk_hits;	  /* found decoded in the cache, or stored */
+	uint64_t chunk_misses;	  /* not stored: a fetch was joined or made */
+	uint64_t reads;		  /* FUSE reads answered with bytes */
+	uint64_t read_bytes;	  /* the bytes of those answers */
+	uint64_t read_errors;	  /* FUSE reads answered with an error */
+	struct base_hist latency; /* FUSE read: request in -> reply out */
+};
+
+/* Zero c and set its histogram's buckets (100 us .. 30 s). */
+void hyd_read_counts_init(struct hyd_read_counts *c);
+
 struct hyd_read_ctx {
 	cat_reader *cat;       /* borrowed */
 	hyd_store *store;      /* borrowed */
@@ -130,6 +146,7 @@ struct hyd_read_ctx {
 	uint32_t max_raw;    /* the catalog's max chunk size */
 	uint64_t timeout_ns; /* per-read deadline for fetches, manifests
 			      * included */
+	struct hyd_read_counts *counts; /* borrowed; NULL: not counted */
 };
 
 /* Chunks decoded ahead of a sequential reader, past the end of its read. */

@@ -313,6 +313,23 @@ static int status_reply(hyd_control *c, char *buf, size_t cap, size_t *ret)
 	return end_line(r, buf, cap, ret);
 }
 
+int hyd_control_status(hyd_control *c, struct hyd_status *ret)
+{
+	struct hyd_status *st = malloc(sizeof(*st));
+	int r;
+
+	if (!st)
+		return -ENOMEM;
+	r = cache_status(c, st);
+	if (r == 0) {
+		if (c->live)
+			c->live(c->arg, st);
+		*ret = *st;
+	}
+	free(st);
+	return r;
+}
+
 /* The reply to "gc": the collection's numbers, or an error line. */
 static int gc_reply(hyd_control *c, char *buf, size_t cap, size_t *ret)
 {

@@ -45,6 +45,14 @@ int hyd__control_ask(const char *cache_dir, const char *req,
 int hyd__gc_json(const struct hyd_gc_result *r, char *buf, size_t cap);
 int hyd__gc_parse(const char *buf, size_t len, struct hyd_gc_result *ret);
 
+/* The live status as "status" answers it, for another reader in the
+ * process (the metrics endpoint): the cache half from the scanner's memo
+ * (a stale one has it count again, waiting for that up to about 1.5 s),
+ * then the live callback. 0, -ETIMEDOUT (no count yet), the failed
+ * count's -errno, -ENOMEM. Any thread but the control thread, while
+ * started. */
+int hyd_control_status(hyd_control *c, struct hyd_status *ret);
+
 /* Stop the thread, remove the socket file, free. NULL is a no-op. */
 void hyd_control_stop(hyd_control *c);
 
