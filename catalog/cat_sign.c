@@ -275,47 +275,6 @@ out:
 	return r;
 }
 
-/* Write data to a new file at path with exactly mode: a temp file,
- * fsynced, then linked into place (link never replaces: -EEXIST). */
-static int write_new(const char *path, const void *data, size_t len,
-		     mode_t mode)
-{
-	size_t plen = strlen(path);
-	char *tmp = malloc(plen + 5);
-	int fd = -1, r;
-
-	if (!tmp)
-		return -ENOMEM;
-	memcpy(tmp, path, plen);
-	memcpy(tmp + plen, ".tmp", 5);
-	if (unlink(tmp) < 0 && errno != ENOENT) {
-		r = -errno;
-		goto out;
-	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-	if (fd < 0) {
-		r = -errno;
-		goto out;
-	}
-	/* the umask may have taken bits away; set exactly what was asked */
-	r = fchmod(fd, mode) < 0 ? -errno : 0;
-	if (r == 0)
-		r = base_write_all(fd, data, len);
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	fd = -1;
-	if (r == 0 && link(tmp, path) < 0)
-		r = -errno;
-out:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	free(tmp);
-	return r;
-}
-
 /* Does path exist? 1, 0, or -errno. */
 static int exists(const char *path)
 {
@@ -369,9 +328,9 @@ int cat_sign_keygen(const char *dir)
 		r = ossl_fail(-EIO);
 		goto out;
 	}
-	r = write_new(kpath, kdata, (size_t)kl, 0600);
+	r = base_file_write_new(kpath, kdata, (size_t)kl, 0600);
 	if (r == 0) {
-		r = write_new(ppath, pdata, (size_t)pl, 0644);
+		r = base_file_write_new(ppath, pdata, (size_t)pl, 0644);
 		if (r < 0)
 			unlink(kpath); /* a key without its .pub is no use */
 	}

@@ -387,27 +387,36 @@ static void route_delta(struct repl_req *req, struct repl_ns *ns,
 	cat_job_start(req, j);
 }
 
-static void route_catalog(struct repl_req *req, struct repl_ns *ns,
-			  const char *arg, size_t len)
+int repl_route_gen_arg(struct repl_req *req, const struct repl_ns *ns,
+		       const char *arg, size_t len, uint64_t *ret_gen)
 {
-	struct cat_job *j;
 	char num[24];
-	uint64_t gen;
 
-	/* canonical decimal only: one URL per catalog, for caches */
+	/* canonical decimal only: one URL per answer, for caches */
 	if (len < 1 || len > 20 || arg[0] < '1' || arg[0] > '9') {
 		repl_http_error(req, 404, "not_found", NULL,
 				"unknown generation '%.*s'",
 				(int)(len > 40 ? 40 : len), arg);
-		return;
+		return -1;
 	}
 	memcpy(num, arg, len);
 	num[len] = '\0';
-	if (base_parse_u64(num, 1, ns->generation, &gen) < 0) {
+	if (base_parse_u64(num, 1, ns->generation, ret_gen) < 0) {
 		repl_http_error(req, 404, "not_found", NULL,
 				"unknown generation '%s'", num);
-		return;
+		return -1;
 	}
+	return 0;
+}
+
+static void route_catalog(struct repl_req *req, struct repl_ns *ns,
+			  const char *arg, size_t len)
+{
+	struct cat_job *j;
+	uint64_t gen;
+
+	if (repl_route_gen_arg(req, ns, arg, len, &gen) < 0)
+		return;
 	j = cat_job_new(req);
 	if (!j)
 		return;

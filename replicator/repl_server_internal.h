@@ -364,6 +364,13 @@ int repl_manifest_body(struct repl_ns *ns, uint64_t served, uint64_t gen,
 		       int segment, uint64_t first, uint64_t last,
 		       struct cat_buf *out);
 
+/* The GEN of a route's argument (arg[0..len), not NUL-terminated):
+ * canonical decimal of a generation 1..ns->generation into *ret_gen, 0;
+ * else the request is answered 404 and -1 returned. Loop thread
+ * (repl_routes.c). */
+int repl_route_gen_arg(struct repl_req *req, const struct repl_ns *ns,
+		       const char *arg, size_t len, uint64_t *ret_gen);
+
 /* -- signatures (repl_sign.c) -- */
 
 /* GET /v1/NS/signature/GEN: the generation's signed statement (404 when

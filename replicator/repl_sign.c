@@ -146,23 +146,10 @@ void repl_route_signature(struct repl_req *req, struct repl_ns *ns,
 			  const char *arg, size_t len)
 {
 	struct sig_job *j;
-	char num[24];
 	uint64_t gen;
 
-	/* canonical decimal only, as catalog/GEN: one URL per answer */
-	if (len < 1 || len > 20 || arg[0] < '1' || arg[0] > '9') {
-		repl_http_error(req, 404, "not_found", NULL,
-				"unknown generation '%.*s'",
-				(int)(len > 40 ? 40 : len), arg);
+	if (repl_route_gen_arg(req, ns, arg, len, &gen) < 0)
 		return;
-	}
-	memcpy(num, arg, len);
-	num[len] = '\0';
-	if (base_parse_u64(num, 1, ns->generation, &gen) < 0) {
-		repl_http_error(req, 404, "not_found", NULL,
-				"unknown generation '%s'", num);
-		return;
-	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
 		repl_http_error(req, 500, "internal", NULL, "out of memory");

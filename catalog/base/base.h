@@ -262,9 +262,16 @@ int base_file_read_small(const char *path, char *buf, size_t cap,
 
 /* Replace path durably with data[0..len): "path.tmp" (a stale one is
  * removed, then O_EXCL), write, fsync, rename over path, fsync the
- * directory. mode is the new file's. 0 or -errno; no temp file is left. */
+ * directory. mode is the new file's (less the umask). 0 or -errno; no
+ * temp file is left. */
 int base_file_write_atomic(const char *path, const void *data, size_t len,
 			   mode_t mode);
+
+/* The same, but a new file only, with exactly mode (not narrowed by the
+ * umask): linked into place, never over an existing path (-EEXIST, path
+ * untouched). */
+int base_file_write_new(const char *path, const void *data, size_t len,
+			mode_t mode);
 
 /* mkdir -p: create path and missing parents with mode. 0 when path is a
  * directory afterwards; -ENOTDIR when it exists as something else. */

@@ -185,8 +185,11 @@ int base_file_read_small(const char *path, char *buf, size_t cap,
 	return 0;
 }
 
-int base_file_write_atomic(const char *path, const void *data, size_t len,
-			   mode_t mode)
+/* "path.tmp" (a stale one removed, then O_EXCL) with mode (less the
+ * umask, unless exact), data written and fsynced, closed; its name in
+ * *ret_tmp (the caller frees it), none left on failure. */
+static int write_tmp(const char *path, const void *data, size_t len,
+		     mode_t mode, int exact, char **ret_tmp)
 {
 	size_t plen = strlen(path);
 	char *tmp = malloc(plen + 5);
@@ -197,29 +200,62 @@ int base_file_write_atomic(const char *path, const void *data, size_t len,
 	memcpy(tmp, path, plen);
 	memcpy(tmp + plen, ".tmp", 5);
 	if (unlink(tmp) < 0 && errno != ENOENT) {
-		r = -errno;
-		goto out;
+		free(tmp);
+		return -errno;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 	if (fd < 0) {
 		r = -errno;
-		goto out;
+		free(tmp);
+		return r;
 	}
-	r = base_write_all(fd, data, len);
+	r = exact && fchmod(fd, mode) < 0 ? -errno : 0;
+	if (r == 0)
+		r = base_write_all(fd, data, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
-	fd = -1;
-	if (r == 0 && rename(tmp, path) < 0)
-		r = -errno;
+	if (r < 0) {
+		unlink(tmp);
+		free(tmp);
+		return r;
+	}
+	*ret_tmp = tmp;
+	return 0;
+}
+
+/* write_tmp, then put it at path: rename (replacing; mode less the
+ * umask) or link (never replacing: -EEXIST; mode exactly); the directory
+ * fsynced. */
+static int write_into_place(const char *path, const void *data, size_t len,
+			    mode_t mode, int replace)
+{
+	char *tmp = NULL;
+	int r = write_tmp(path, data, len, mode, !replace, &tmp);
+
+	if (r < 0)
+		return r;
+	if (replace)
+		r = rename(tmp, path) < 0 ? -errno : 0;
+	else
+		r = link(tmp, path) < 0 ? -errno : 0;
 	if (r == 0)
 		r = base_fsync_parent(path);
-out:
-	if (fd >= 0)
-		close(fd);
-	if (r < 0)
+	if (r < 0 || !replace)
 		unlink(tmp);
 	free(tmp);
 	return r;
+}
+
+int base_file_write_atomic(const char *path, const void *data, size_t len,
+			   mode_t mode)
+{
+	return write_into_place(path, data, len, mode, 1);
+}
+
+int base_file_write_new(const char *path, const void *data, size_t len,
+			mode_t mode)
+{
+	return write_into_place(path, data, len, mode, 0);
 }

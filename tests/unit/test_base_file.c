@@ -163,6 +163,34 @@ static void test_write_atomic(void **state)
 	assert_int_equal(base_file_write_atomic(p, "x", 1, 0644), -ENOENT);
 }
 
+/* A new file only: exact mode whatever the umask, never over an existing
+ * one (which stays as it was), no temp file left either way. */
+static void test_write_new(void **state)
+{
+	char p[256], t[256], *back;
+	struct stat sb;
+	mode_t old;
+	size_t n;
+
+	(void)state;
+	snprintf(p, sizeof(p), "%s/sign.key", root);
+	snprintf(t, sizeof(t), "%s/sign.key.tmp", root);
+	old = umask(077);
+	assert_int_equal(base_file_write_new(p, "key\n", 4, 0644), 0);
+	umask(old);
+	assert_int_equal(stat(p, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0644);
+	assert_int_equal(access(t, F_OK), -1);
+	assert_int_equal(base_file_write_new(p, "other", 5, 0600), -EEXIST);
+	assert_int_equal(access(t, F_OK), -1);
+	back = tsup_read_file(p, &n);
+	assert_int_equal(n, 4);
+	assert_memory_equal(back, "key\n", 4);
+	free(back);
+	assert_int_equal(stat(p, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0644);
+}
+
 static void test_pread_full(void **state)
 {
 	char p[256], buf[64];
@@ -195,6 +223,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_fsync, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_read_small, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_write_atomic, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_write_new, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pread_full, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
