@@ -45,6 +45,7 @@
 #include "hydrator/follow/hyd_follow_internal.h"
 #include "hydrator/hydrator.h"
 #include "hydrator/metrics/hyd_metrics_internal.h"
+#include "hydrator/s3/hyd_s3_internal.h"
 #include "hydrator/read/hyd_fuse_internal.h"
 #include "hydrator/read/hyd_read_internal.h"
 #include "hydrator/status/hyd_control_internal.h"
@@ -84,6 +85,8 @@ struct opts {
 	long keep;		    /* --keep-generations */
 	struct hyd_creds creds;	    /* --ca-file, --cert, --key, --token-file */
 	const char *metrics_listen; /* --metrics-listen HOST:PORT; NULL */
+	const char *s3_listen;	    /* --s3-listen HOST:PORT; NULL */
+	const char *s3_keys;	    /* --s3-keys FILE; NULL: anonymous */
 };
 
 /* Set in the daemon (the child of daemon_start): main then ends its log
@@ -99,7 +102,9 @@ struct mount {
 	hyd_backfill *bf;
 	hyd_follow *follow; /* owns backfill's reader */
 	hyd_control *ctl;
-	hyd_metrics *metrics; /* --metrics-listen; NULL: none */
+	hyd_metrics *metrics;	   /* --metrics-listen; NULL: none */
+	hyd_s3 *s3;		   /* --s3-listen; NULL: none */
+	struct hyd_s3_keys s3keys; /* --s3-keys, read before any fork */
 	/* what the metrics read besides the fetcher's own counters */
 	struct hyd_read_counts rcounts;
 	struct hyd_mount_counts mcounts;
@@ -156,6 +161,19 @@ static void usage(FILE *out)
 	    "                        serve GET /metrics (Prometheus text) on\n"
 	    "                        HOST:PORT; no authentication: use a\n"
 	    "                        loopback address, e.g. 127.0.0.1:9851\n"
+	    "      --s3-listen HOST:PORT\n"
+	    "                        serve the tree read-only as an S3 bucket\n"
+	    "                        named NAME (path-style URLs): "
+	    "ListObjects\n"
+	    "                        (V1, V2), ListBuckets, HeadBucket,\n"
+	    "                        GetObject (Range), HeadObject; objects\n"
+	    "                        are fetched like reads of the mount\n"
+	    "      --s3-keys FILE    lines \"ACCESS_KEY SECRET\": requests "
+	    "must\n"
+	    "                        be signed with one (AWS SigV4); without\n"
+	    "                        it --s3-listen must be a loopback "
+	    "address\n"
+	    "                        and access is anonymous (docs/s3.md)\n"
 	    "  -v, --verbose         log more: every fetch retry and backfill\n"
 	    "                        pass (debug lines)\n"
 	    "  -q, --quiet           log errors only\n"
@@ -197,6 +215,36 @@ static int parse_o(const char *arg, struct opts *o)
 
 /* Returns 0 to go on, 1 when done (help/version printed), -1 on a usage
  * error (already reported). */
+/* --s3-listen and --s3-keys: a well-formed address, keys only with a
+ * listener, and anonymous access on loopback alone. 0 or -1 (logged). */
+static int check_s3_opts(const struct opts *o)
+{
+	char host[256];
+	uint16_t port;
+
+	if (o->s3_keys && !o->s3_listen) {
+		base_error("--s3-keys needs --s3-listen");
+		return -1;
+	}
+	if (!o->s3_listen)
+		return 0;
+	if (hyd_metrics_listen_split(o->s3_listen, host, sizeof(host), &port) <
+	    0) {
+		base_error("--s3-listen wants HOST:PORT (e.g. "
+			   "127.0.0.1:9000), not '%s'",
+			   o->s3_listen);
+		return -1;
+	}
+	if (!o->s3_keys && !hyd_s3_host_is_loopback(host)) {
+		base_error("--s3-listen %s is not a loopback address: "
+			   "anonymous S3 access is for loopback only; give "
+			   "--s3-keys FILE",
+			   o->s3_listen);
+		return -1;
+	}
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	enum {
@@ -205,7 +253,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_BWLIMIT,
 		OPT_POLL,
 		OPT_KEEP,
-		OPT_METRICS_LISTEN
+		OPT_METRICS_LISTEN,
+		OPT_S3_LISTEN,
+		OPT_S3_KEYS
 	};
 	static const struct option longopts[] = {
 	    {"cache-dir", required_argument, NULL, 'c'},
@@ -222,6 +272,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"poll", required_argument, NULL, OPT_POLL},
 	    {"keep-generations", required_argument, NULL, OPT_KEEP},
 	    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
+	    {"s3-listen", required_argument, NULL, OPT_S3_LISTEN},
+	    {"s3-keys", required_argument, NULL, OPT_S3_KEYS},
 	    HYD_CREDS_LONGOPTS,
 	    {NULL, 0, NULL, 0},
 	};
@@ -274,6 +326,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->metrics_listen = optarg;
 			break;
 		}
+		case OPT_S3_LISTEN:
+			o->s3_listen = optarg;
+			break;
+		case OPT_S3_KEYS:
+			o->s3_keys = optarg;
+			break;
 		case OPT_TIMEOUT:
 			if (base_opt_long("--timeout", optarg, 1, 86400,
 					  &o->timeout_s) < 0)
@@ -322,7 +380,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	o->url = argv[optind];
 	o->mountpoint = argv[optind + 1];
-	return 0;
+	return check_s3_opts(o);
 }
 
 /* An existing, empty directory; its absolute path into m->mnt. */
@@ -894,6 +952,9 @@ static int serve(struct mount *m)
 	pthread_mutex_destroy(&w.lock);
 	fuse_loop_cfg_destroy(cfg);
 	fuse_remove_signal_handlers(m->se);
+	/* S3 reads go through the fetcher: they end before it stops */
+	hyd_s3_stop(m->s3);
+	m->s3 = NULL;
 	/* the metrics read the control socket: they go first */
 	hyd_metrics_stop(m->metrics);
 	m->metrics = NULL;
@@ -919,6 +980,8 @@ static int serve(struct mount *m)
 
 static void mount_free(struct mount *m)
 {
+	hyd_s3_stop(m->s3);
+	hyd_s3_keys_fini(&m->s3keys);
 	hyd_metrics_stop(m->metrics);
 	hyd_control_stop(m->ctl);
 	hyd_follow_stop(m->follow);
@@ -960,6 +1023,20 @@ static int start_metrics(const struct opts *o, struct mount *m)
 	return hyd_metrics_start(o->metrics_listen, &src, &m->metrics);
 }
 
+/* --s3-listen: the bucket is the namespace, served from the mount's
+ * generations, open files and read path. */
+static int start_s3(const struct opts *o, struct mount *m)
+{
+	struct hyd_s3_src src = {
+	    .fs = &m->fs,
+	    .bucket = m->op.name,
+	    .created_ns = m->started_ns,
+	    .keys = o->s3_keys ? &m->s3keys : NULL,
+	};
+
+	return hyd_s3_start(o->s3_listen, &src, &m->s3);
+}
+
 static int run(const struct opts *o)
 {
 	struct mount *m;
@@ -974,6 +1051,11 @@ static int run(const struct opts *o)
 	hyd_read_counts_init(&m->rcounts);
 	m->started_ns = base_wall_ns();
 	if (hyd_open_url(&m->op, o->url) < 0) {
+		r = EXIT_USAGE;
+		goto out;
+	}
+	/* before the daemon's chdir: a relative path works */
+	if (o->s3_keys && hyd_s3_keys_load(o->s3_keys, &m->s3keys) < 0) {
 		r = EXIT_USAGE;
 		goto out;
 	}
@@ -999,6 +1081,8 @@ static int run(const struct opts *o)
 	/* Before the parent is told: an address that cannot be served is
 	 * a failed start, not a mount without the metrics asked for. */
 	if (o->metrics_listen && start_metrics(o, m) < 0)
+		goto out;
+	if (o->s3_listen && start_s3(o, m) < 0)
 		goto out;
 	write_pidfile(m);
 	log_event("mounted", m);

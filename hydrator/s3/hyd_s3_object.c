@@ -1,0 +1,251 @@
+/*
+ * hydrator/s3/hyd_s3_object.c — GetObject and HeadObject: the key to a
+ * regular file of the current generation, its ETag, the Range, and the
+ * body streamed through the mount's read path.
+ *
+ * The bytes come from hyd_read_open_iov on the mount's own open-file
+ * state (hyd_files_get), so a chunk not stored yet is fetched by the one
+ * fetcher, verified, and stored once, exactly as for a FUSE read; the
+ * mount then finds it stored. The body goes out in steps of S3_STEP bytes
+ * with the read path's readahead after each, so memory stays bounded
+ * whatever the object's size.
+ *
+ * ETag: the first 128 bits of SHA-256 over the file's size and its chunk
+ * ids in order, in hex, then "-" and the number of chunks, quoted. It
+ * names the content (the same bytes chunked the same way give the same
+ * ETag, in every generation and after restarts); it is not an MD5, and
+ * its "-N" form is the one S3 gives multipart objects, so clients do not
+ * check it as an MD5 of the body.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "hydrator/s3/hyd_s3_conn_internal.h"
+
+#define S3_STEP (1u << 20)
+#define S3_ETAG_ROWS 256u
+
+/* The regular file key names in cat; 0, -ENOENT, or the catalog's error. */
+static int key_lookup(cat_reader *cat, const char *key, struct cat_inode *ret)
+{
+	uint64_t dir = 1;
+	const char *p = key;
+
+	for (;;) {
+		size_t len = strcspn(p, "/");
+		int r;
+
+		if (len == 0)
+			return -ENOENT; /* "a//b", "a/" or a leading '/' */
+		r = cat_lookup(cat, dir, p, len, ret);
+		if (r < 0)
+			return r;
+		if (p[len] == '\0')
+			return ret->kind == CAT_REG ? 0 : -ENOENT;
+		if (ret->kind != CAT_DIR)
+			return -ENOENT;
+		dir = ret->ino;
+		p += len + 1;
+	}
+}
+
+/* The ETag of of (see above) into out. 0, -EAGAIN (a pending file whose
+ * manifest is not local yet), or the catalog's error. */
+static int etag_of(cat_reader *cat, const struct hyd_read_open *of,
+		   char out[48])
+{
+	struct cat_chunk rows[S3_ETAG_ROWS];
+	uint8_t le[8], md[32];
+	uint64_t off = 0, nchunks = 0;
+	unsigned mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int r = -EIO, i;
+
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
+		goto out;
+	for (i = 0; i < 8; i++)
+		le[i] = (uint8_t)(of->size >> (8 * i));
+	EVP_DigestUpdate(ctx, le, 8);
+	while (off < of->size) {
+		size_t n = 0, j;
+
+		r = cat_chunks_range(cat, of->ino, off, of->size - off, rows,
+				     S3_ETAG_ROWS, &n);
+		if (r < 0)
+			goto out;
+		if (n == 0) {
+			r = -EBADMSG; /* a manifest that stops short */
+			goto out;
+		}
+		for (j = 0; j < n; j++)
+			EVP_DigestUpdate(ctx, rows[j].id.b, CHUNK_ID_LEN);
+		nchunks += n;
+		off = rows[n - 1].off + rows[n - 1].len;
+	}
+	r = -EIO;
+	if (!EVP_DigestFinal_ex(ctx, md, &mdlen))
+		goto out;
+	for (i = 0; i < 16; i++)
+		snprintf(out + 1 + 2 * i, 3, "%02x", md[i]);
+	out[0] = '"';
+	snprintf(out + 33, 48 - 33, "-%" PRIu64 "\"", nchunks);
+	r = 0;
+out:
+	EVP_MD_CTX_free(ctx);
+	return r;
+}
+
+/* The ETag, fetching a pending file's manifest first when needed (a
+ * one-byte read through the read path does that, with its deadline). */
+static int etag_get(struct hyd_fs *fs, struct hyd_read_open *of, char out[48])
+{
+	cat_reader *cat = of->gen ? of->gen->cat : fs->rd.cat;
+	int r = etag_of(cat, of, out);
+
+	if (r == -EAGAIN) {
+		struct hyd_read_iov rv = {0};
+
+		r = hyd_read_open_iov(&fs->rd, of, 0, 1, &rv);
+		hyd_read_iov_release(&fs->rd, &rv);
+		if (r == 0)
+			r = etag_of(cat, of, out);
+	}
+	return r;
+}
+
+/* The Range header against size: 0 (the whole object: none, or one this
+ * server ignores, as S3 does a multi-range), 1 (a satisfiable single
+ * range, [*ret_off, *ret_off + *ret_len)), -ERANGE (unsatisfiable). */
+static int range_parse(const char *h, uint64_t size, uint64_t *ret_off,
+		       uint64_t *ret_len)
+{
+	char a[24] = "", b[24] = "";
+	const char *dash;
+	uint64_t lo, hi;
+	size_t al, bl;
+
+	if (!h || strncmp(h, "bytes=", 6) != 0 || strchr(h, ','))
+		return 0;
+	h += 6;
+	dash = strchr(h, '-');
+	if (!dash)
+		return 0;
+	al = (size_t)(dash - h);
+	bl = strlen(dash + 1);
+	if (al >= sizeof(a) || bl >= sizeof(b) || (al == 0 && bl == 0))
+		return 0;
+	memcpy(a, h, al);
+	memcpy(b, dash + 1, bl);
+	if (al == 0) { /* the last N bytes */
+		if (base_parse_u64(b, 0, UINT64_MAX, &hi) < 0)
+			return 0;
+		if (hi == 0 || size == 0)
+			return -ERANGE;
+		*ret_len = hi < size ? hi : size;
+		*ret_off = size - *ret_len;
+		return 1;
+	}
+	if (base_parse_u64(a, 0, UINT64_MAX, &lo) < 0 ||
+	    (bl && base_parse_u64(b, 0, UINT64_MAX, &hi) < 0))
+		return 0;
+	if (bl && hi < lo)
+		return 0; /* syntactically invalid: ignored (RFC 7233) */
+	if (lo >= size)
+		return -ERANGE;
+	if (!bl || hi >= size)
+		hi = size - 1;
+	*ret_off = lo;
+	*ret_len = hi - lo + 1;
+	return 1;
+}
+
+/* The body: [off, off + len) of of, step by step. */
+static int send_body(struct hyd_s3_conn *c, struct hyd_read_open *of,
+		     uint64_t off, uint64_t len)
+{
+	struct hyd_fs *fs = c->s->src.fs;
+
+	while (len > 0) {
+		struct hyd_read_iov rv = {0};
+		size_t step = len < S3_STEP ? (size_t)len : S3_STEP;
+		int r = hyd_read_open_iov(&fs->rd, of, off, step, &rv);
+
+		if (r == 0 && rv.len == 0)
+			r = -EIO; /* the file is shorter than its size */
+		if (r == 0)
+			r = hyd_s3__send_iov(c, rv.iov, rv.n);
+		step = rv.len;
+		hyd_read_iov_release(&fs->rd, &rv);
+		if (r < 0)
+			return r;
+		hyd_read_ahead(&fs->rd, of, off, step);
+		off += step;
+		len -= step;
+	}
+	return 0;
+}
+
+int hyd_s3__object(struct hyd_s3_conn *c, const struct hyd_s3_req *rq,
+		   const char *key, const char *resource, int head_only)
+{
+	struct hyd_fs *fs = c->s->src.fs;
+	struct hyd_read_open *of = NULL;
+	struct hyd_gen *g = hyd_fs_gen(fs);
+	struct cat_inode in;
+	char etag[48], date[40], extra[512];
+	uint64_t off = 0, len;
+	int r, isnew = 0, ranged;
+
+	r = key_lookup(g->cat, key, &in);
+	hyd_gen_unref(g);
+	if (r == 0)
+		r = hyd_files_get(&fs->files, fs, in.ino, &of, &isnew);
+	if (r == -ENOENT || r == -EISDIR || r == -EINVAL)
+		return hyd_s3__send_error(c, 404, "NoSuchKey",
+					  "the key does not exist", resource,
+					  head_only);
+	if (r == 0)
+		r = etag_get(fs, of, etag);
+	if (r < 0) {
+		base_log_err(BASE_LOG_ERROR, r, "s3: cannot serve key=%s", key);
+		hyd_read_open_unref(of);
+		return hyd_s3__send_error(c, 500, "InternalError",
+					  "cannot read the object", resource,
+					  head_only);
+	}
+	len = of->size;
+	ranged =
+	    range_parse(hyd_s3_req_header(rq, "range"), of->size, &off, &len);
+	if (ranged < 0) {
+		snprintf(extra, sizeof(extra),
+			 "Content-Range: bytes */%" PRIu64 "\r\n", of->size);
+		hyd_read_open_unref(of);
+		return hyd_s3__send_error(c, 416, "InvalidRange",
+					  "the range is not satisfiable",
+					  resource, head_only);
+	}
+	hyd_s3_http_date(in.mtime_ns / 1000000000, date);
+	r = snprintf(
+	    extra, sizeof(extra),
+	    "ETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n", etag,
+	    date);
+	if (ranged && r > 0 && (size_t)r < sizeof(extra))
+		snprintf(extra + r, sizeof(extra) - (size_t)r,
+			 "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64
+			 "\r\n",
+			 off, off + len - 1, of->size);
+	r = hyd_s3__send_head(c, ranged ? 206 : 200, "application/octet-stream",
+			      len, extra);
+	if (r == 0 && !head_only)
+		r = send_body(c, of, off, len);
+	if (r < 0 && r != -EPIPE && r != -ECONNRESET)
+		base_log_err(BASE_LOG_WARN, r, "s3: body cut short key=%s",
+			     key);
+	hyd_read_open_unref(of);
+	return r;
+}
