@@ -77,54 +77,109 @@ struct walk {
 	int depth;
 	char path[4096]; /* the directory's key prefix ("" or "a/b/") */
 	size_t len;
+};
+
+/* One directory's entries, gathered first: the reader's callbacks must
+ * not call back into it, so the walk goes down after cat_readdir. */
+struct dir_ent {
+	char *name;
+	size_t nlen;
+	struct cat_inode in;
+};
+struct dir_list {
+	struct dir_ent *v;
+	size_t n, cap;
 	int err;
 };
 
+static int gather_cb(void *ctx, const void *name, size_t nlen,
+		     const struct cat_inode *in, uint64_t pos)
+{
+	struct dir_list *l = ctx;
+	struct dir_ent *x;
+
+	(void)pos;
+	if (in->kind != CAT_REG && in->kind != CAT_DIR)
+		return 0; /* symlinks and the rest are no objects */
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct dir_ent *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			goto nomem;
+		l->v = v;
+		l->cap = cap;
+	}
+	x = &l->v[l->n];
+	x->name = malloc(nlen);
+	if (!x->name)
+		goto nomem;
+	memcpy(x->name, name, nlen);
+	x->nlen = nlen;
+	x->in = *in;
+	l->n++;
+	return 0;
+nomem:
+	l->err = -ENOMEM;
+	return 1;
+}
+
+static void dir_list_fini(struct dir_list *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		free(l->v[i].name);
+	free(l->v);
+}
+
 static int walk_dir(struct walk *w, uint64_t dir);
 
-static int walk_cb(void *ctx, const void *name, size_t nlen,
-		   const struct cat_inode *in, uint64_t pos)
+/* Entry x of the directory at w->path. */
+static int walk_ent(struct walk *w, const struct dir_ent *x)
 {
-	struct walk *w = ctx;
 	size_t len = w->len, cmp;
 	int r = 0;
 
-	(void)pos;
-	if (len + nlen + 2 > sizeof(w->path))
+	if (len + x->nlen + 2 > sizeof(w->path))
 		return 0; /* no S3 key is that long; skip */
-	memcpy(w->path + len, name, nlen);
-	w->len = len + nlen;
+	memcpy(w->path + len, x->name, x->nlen);
+	w->len = len + x->nlen;
 	/* the key so far must agree with the prefix where both have bytes */
 	cmp = w->len < w->plen ? w->len : w->plen;
 	if (memcmp(w->path, w->prefix, cmp) != 0)
 		goto out;
-	if (in->kind == CAT_REG) {
+	if (x->in.kind == CAT_REG) {
 		if (w->len >= w->plen)
-			r = hyd_s3_ents_add(w->e, w->path, w->len, in, 0);
-	} else if (in->kind == CAT_DIR) {
+			r = hyd_s3_ents_add(w->e, w->path, w->len, &x->in, 0);
+	} else {
 		w->path[w->len++] = '/';
 		if (w->slash_delim && w->len > w->plen)
-			r = hyd_s3_ents_add(w->e, w->path, w->len, in, 1);
+			r = hyd_s3_ents_add(w->e, w->path, w->len, &x->in, 1);
 		else
-			r = walk_dir(w, in->ino);
+			r = walk_dir(w, x->in.ino);
 	}
 out:
 	w->len = len;
-	if (r < 0)
-		w->err = r;
-	return r < 0 ? 1 : 0;
+	return r;
 }
 
 static int walk_dir(struct walk *w, uint64_t dir)
 {
+	struct dir_list l = {0};
+	size_t i;
 	int r;
 
-	if (++w->depth > LIST_DEPTH_MAX)
+	if (w->depth >= LIST_DEPTH_MAX)
 		return -ELOOP;
-	r = cat_readdir(w->cat, dir, 0, walk_cb, w);
+	r = cat_readdir(w->cat, dir, 0, gather_cb, &l);
+	if (l.err)
+		r = l.err;
+	w->depth++;
+	for (i = 0; r >= 0 && i < l.n; i++)
+		r = walk_ent(w, &l.v[i]);
 	w->depth--;
-	if (w->err)
-		return w->err;
+	dir_list_fini(&l);
 	return r < 0 ? r : 0;
 }
 
