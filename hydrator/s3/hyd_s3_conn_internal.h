@@ -30,6 +30,7 @@ struct hyd_s3 {
 	size_t n_conns;		   /* under mu */
 	int stop;		   /* under mu */
 	uint64_t reqs;		   /* __atomic: request ids */
+	struct hyd_s3_list_cache lists;
 	char listen[128];
 };
 

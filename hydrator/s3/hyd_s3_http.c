@@ -510,6 +510,7 @@ int hyd_s3_start(const char *listen_addr, const struct hyd_s3_src *src,
 	snprintf(s->listen, sizeof(s->listen), "%s", listen_addr);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
+	hyd_s3_list_cache_init(&s->lists);
 	s->lfd = s3_bind(host, port);
 	if (s->lfd < 0) {
 		r = s->lfd;
@@ -534,6 +535,7 @@ int hyd_s3_start(const char *listen_addr, const struct hyd_s3_src *src,
 	*ret = s;
 	return 0;
 fail:
+	hyd_s3_list_cache_fini(&s->lists);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	free(s);
@@ -558,6 +560,7 @@ void hyd_s3_stop(hyd_s3 *s)
 	while (s->n_conns > 0)
 		pthread_cond_wait(&s->cv, &s->mu);
 	pthread_mutex_unlock(&s->mu);
+	hyd_s3_list_cache_fini(&s->lists);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	free(s);

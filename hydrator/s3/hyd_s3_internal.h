@@ -20,6 +20,7 @@
 #ifndef FERRY_HYD_S3_INTERNAL_H
 #define FERRY_HYD_S3_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -167,6 +168,41 @@ void hyd_s3_ents_sort(struct hyd_s3_ents *e);
  * catalog's -errno; a prefix that names no directory gives none. */
 int hyd_s3_list_collect(cat_reader *cat, const char *prefix, int slash_delim,
 			struct hyd_s3_ents *e);
+
+/* ---- listings kept for paging (hyd_s3_list_cache.c); any thread ---- */
+
+/* The sorted candidates of one (generation, prefix, slash_delim): a
+ * client paging through a large directory sorts it once, not once a page.
+ * Immutable once made; reference counted. */
+struct hyd_s3_listing {
+	unsigned refs; /* under the cache's mutex */
+	uint64_t generation;
+	int slash_delim;
+	char *prefix;
+	uint64_t used; /* LRU clock */
+	struct hyd_s3_ents e;
+};
+
+#define HYD_S3_LISTINGS 4u
+/* Listings larger than this are made per request, not kept. */
+#define HYD_S3_LISTING_KEEP_MAX (1u << 20)
+
+struct hyd_s3_list_cache {
+	pthread_mutex_t mu;
+	uint64_t clock;
+	struct hyd_s3_listing *slot[HYD_S3_LISTINGS]; /* one reference each */
+};
+
+void hyd_s3_list_cache_init(struct hyd_s3_list_cache *c);
+void hyd_s3_list_cache_fini(struct hyd_s3_list_cache *c);
+/* The listing of prefix in generation g (hyd_s3_list_collect, sorted),
+ * kept or made, with a reference for the caller (hyd_s3_listing_unref).
+ * 0, -ENOMEM, or the catalog's error. */
+int hyd_s3_list_get(struct hyd_s3_list_cache *c, const struct hyd_gen *g,
+		    const char *prefix, int slash_delim,
+		    struct hyd_s3_listing **ret);
+void hyd_s3_listing_unref(struct hyd_s3_list_cache *c,
+			  struct hyd_s3_listing *l);
 
 /* One item of a page: entry ent as a key (plen 0), or as the
  * CommonPrefix key[0..plen). */

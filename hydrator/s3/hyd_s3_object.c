@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,30 +165,133 @@ static int range_parse(const char *h, uint64_t size, uint64_t *ret_off,
 	return 1;
 }
 
-/* The body: [off, off + len) of of, step by step. */
+/* The body of a large object is read by a thread of its own while the
+ * connection's thread sends: reading a step (copying or decoding stored
+ * chunks, waiting for fetches) and its readahead overlap with the
+ * sending of the steps before it, as FUSE's several workers overlap a
+ * sequential reader's requests. At most S3_QUEUE steps wait (pinned). */
+#define S3_QUEUE 4u
+
+struct stream {
+	const struct hyd_read_ctx *rd;
+	struct hyd_read_open *of;
+	uint64_t off, end; /* the producer's next step, and the end */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct hyd_read_iov q[S3_QUEUE];
+	size_t head, n;
+	int err;  /* the producer's failure */
+	int done; /* the producer returned */
+	int stop; /* the sender gave up */
+};
+
+static void *stream_thread(void *p)
+{
+	struct stream *st = p;
+
+	while (st->off < st->end) {
+		struct hyd_read_iov rv = {0};
+		uint64_t left = st->end - st->off;
+		size_t step = left < S3_STEP ? (size_t)left : S3_STEP;
+		int r;
+
+		pthread_mutex_lock(&st->mu);
+		while (st->n == S3_QUEUE && !st->stop)
+			pthread_cond_wait(&st->cv, &st->mu);
+		r = st->stop;
+		pthread_mutex_unlock(&st->mu);
+		if (r)
+			break;
+		r = hyd_read_open_iov(st->rd, st->of, st->off, step, &rv);
+		if (r == 0 && rv.len == 0)
+			r = -EIO; /* the file is shorter than its size */
+		pthread_mutex_lock(&st->mu);
+		if (r < 0)
+			st->err = r;
+		else
+			st->q[(st->head + st->n++) % S3_QUEUE] = rv;
+		pthread_cond_broadcast(&st->cv);
+		pthread_mutex_unlock(&st->mu);
+		if (r < 0)
+			break;
+		hyd_read_ahead(st->rd, st->of, st->off, rv.len);
+		st->off += rv.len;
+	}
+	pthread_mutex_lock(&st->mu);
+	st->done = 1;
+	pthread_cond_broadcast(&st->cv);
+	pthread_mutex_unlock(&st->mu);
+	return NULL;
+}
+
+/* Send what the producer reads, in order, until the end or an error. */
+static int stream_send(struct hyd_s3_conn *c, struct stream *st)
+{
+	for (;;) {
+		struct hyd_read_iov rv;
+		int r;
+
+		pthread_mutex_lock(&st->mu);
+		while (st->n == 0 && !st->done && !st->err)
+			pthread_cond_wait(&st->cv, &st->mu);
+		if (st->n == 0) {
+			r = st->err;
+			pthread_mutex_unlock(&st->mu);
+			return r;
+		}
+		rv = st->q[st->head];
+		st->head = (st->head + 1) % S3_QUEUE;
+		st->n--;
+		pthread_cond_broadcast(&st->cv);
+		pthread_mutex_unlock(&st->mu);
+		r = hyd_s3__send_iov(c, rv.iov, rv.n);
+		hyd_read_iov_release(st->rd, &rv);
+		if (r < 0)
+			return r;
+	}
+}
+
+/* The body: [off, off + len) of of. */
 static int send_body(struct hyd_s3_conn *c, struct hyd_read_open *of,
 		     uint64_t off, uint64_t len)
 {
-	struct hyd_fs *fs = c->s->src.fs;
+	struct stream st = {
+	    .rd = &c->s->src.fs->rd, .of = of, .off = off, .end = off + len};
+	pthread_t th;
+	int r;
 
-	while (len > 0) {
-		struct hyd_read_iov rv = {0};
-		size_t step = len < S3_STEP ? (size_t)len : S3_STEP;
-		int r = hyd_read_open_iov(&fs->rd, of, off, step, &rv);
-
-		if (r == 0 && rv.len == 0)
-			r = -EIO; /* the file is shorter than its size */
-		if (r == 0)
-			r = hyd_s3__send_iov(c, rv.iov, rv.n);
-		step = rv.len;
-		hyd_read_iov_release(&fs->rd, &rv);
-		if (r < 0)
-			return r;
-		hyd_read_ahead(&fs->rd, of, off, step);
-		off += step;
-		len -= step;
+	pthread_mutex_init(&st.mu, NULL);
+	pthread_cond_init(&st.cv, NULL);
+	if (len > S3_STEP &&
+	    pthread_create(&th, NULL, stream_thread, &st) == 0) {
+		r = stream_send(c, &st);
+		pthread_mutex_lock(&st.mu);
+		st.stop = 1;
+		pthread_cond_broadcast(&st.cv);
+		pthread_mutex_unlock(&st.mu);
+		pthread_join(th, NULL);
+	} else {
+		/* a small object (or no thread): read and send in turn, one
+		 * step at a time, so the queue never fills */
+		r = 0;
+		while (r == 0 && st.off < st.end) {
+			st.end = st.off + (st.end - st.off < S3_STEP
+					       ? st.end - st.off
+					       : S3_STEP);
+			stream_thread(&st);
+			st.done = 0;
+			r = stream_send(c, &st);
+			st.end = off + len;
+		}
 	}
-	return 0;
+	while (st.n > 0) { /* what a failed send left */
+		hyd_read_iov_release(st.rd, &st.q[st.head]);
+		st.head = (st.head + 1) % S3_QUEUE;
+		st.n--;
+	}
+	pthread_cond_destroy(&st.cv);
+	pthread_mutex_destroy(&st.mu);
+	return r;
 }
 
 int hyd_s3__object(struct hyd_s3_conn *c, const struct hyd_s3_req *rq,

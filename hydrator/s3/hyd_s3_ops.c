@@ -318,7 +318,7 @@ static int list_objects(struct hyd_s3_conn *c, const struct hyd_s3_req *rq,
 			const char *resource, int head_only)
 {
 	struct list_args *a = malloc(sizeof(*a));
-	struct hyd_s3_ents e = {0};
+	struct hyd_s3_listing *l = NULL;
 	struct hyd_s3_item *it = NULL;
 	struct hyd_s3_buf b = {0};
 	struct hyd_gen *g = NULL;
@@ -334,8 +334,8 @@ static int list_objects(struct hyd_s3_conn *c, const struct hyd_s3_req *rq,
 		goto out;
 	}
 	g = hyd_fs_gen(c->s->src.fs);
-	r = hyd_s3_list_collect(g->cat, a->prefix, strcmp(a->delim, "/") == 0,
-				&e);
+	r = hyd_s3_list_get(&c->s->lists, g, a->prefix,
+			    strcmp(a->delim, "/") == 0, &l);
 	it = calloc(a->max_keys ? a->max_keys : 1, sizeof(*it));
 	if (r < 0 || !it) {
 		base_log_err(BASE_LOG_ERROR, r < 0 ? r : -ENOMEM,
@@ -345,17 +345,16 @@ static int list_objects(struct hyd_s3_conn *c, const struct hyd_s3_req *rq,
 				       head_only);
 		goto out;
 	}
-	hyd_s3_ents_sort(&e);
-	hyd_s3_list_page(&e, a->prefix, a->delim, a->marker, a->max_keys, it,
+	hyd_s3_list_page(&l->e, a->prefix, a->delim, a->marker, a->max_keys, it,
 			 &n, &truncated);
-	list_body(&b, a, &e, it, n, truncated, c->s->src.bucket);
+	list_body(&b, a, &l->e, it, n, truncated, c->s->src.bucket);
 	r = b.err ? b.err
 		  : hyd_s3__send(c, 200, "application/xml", "", b.buf, b.len,
 				 head_only);
 out:
+	hyd_s3_listing_unref(&c->s->lists, l);
 	hyd_gen_unref(g);
 	hyd_s3_buf_fini(&b);
-	hyd_s3_ents_fini(&e);
 	free(it);
 	free(a);
 	return r;

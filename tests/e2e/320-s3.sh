@@ -16,7 +16,9 @@
 #  (b) boto3: a paginator over every key, get_object with Range (206,
 #      Content-Range), head_object: the same ETag as the AWS CLI's;
 #  (e) NoSuchKey 404 and a wrong secret's 403 SignatureDoesNotMatch in
-#      each client; a PUT is 405; an unsigned request is 403.
+#      each client; a PUT is 405; an unsigned request is 403;
+#  (r) the ETag s3cmd shows is the same, and so is the one after a
+#      remount on the same cache.
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 PY3=/usr/bin/python3
@@ -250,6 +252,15 @@ grep -q '<Code>AccessDenied</Code>' "$T/err.xml" && grep -q '<RequestId>' "$T/er
 [ "$(hc -X PUT --data x "$EP/s/new")" = 405 ] || die "(e) PUT is not 405"
 grep -q '<Code>MethodNotAllowed</Code>' "$T/err.xml" || die "(e) PUT: $(cat "$T/err.xml")"
 ok "(e) wrong secret 403 SignatureDoesNotMatch (aws, s3cmd, boto3), NoSuchKey 404 (aws, s3cmd, boto3), unsigned 403 AccessDenied, PUT 405"
+
+# (r) the ETag is the content's: the same from s3cmd, and after a remount
+"$S3CMD" -c "$T/s3cfg" info s3://s/top.txt >"$T/info" 2>&1 || { cat "$T/info" >&2; die "(r) s3cmd info failed"; }
+grep -q "${etag_cli//\"/}" "$T/info" || { cat "$T/info" >&2; die "(r) s3cmd info does not show ETag $etag_cli"; }
+umount_hyd "$T/mnt"
+mount_hyd "$URL" "$T/mnt" --no-backfill --s3-listen "127.0.0.1:$sport" --s3-keys "$T/keys"
+etag2=$(aws s3api head-object --bucket s --key top.txt --query ETag --output text) || die "(r) head-object after the remount failed"
+[ "$etag2" = "$etag_cli" ] || die "(r) ETag after a remount: $etag2, before: $etag_cli"
+ok "(r) ETag $etag_cli: the same in s3cmd info and after a remount"
 
 umount_hyd "$T/mnt"
 stop_repl
