@@ -165,130 +165,158 @@ static int range_parse(const char *h, uint64_t size, uint64_t *ret_off,
 	return 1;
 }
 
-/* The body of a large object is read by a thread of its own while the
- * connection's thread sends: reading a step (copying or decoding stored
- * chunks, waiting for fetches) and its readahead overlap with the
- * sending of the steps before it, as FUSE's several workers overlap a
- * sequential reader's requests. At most S3_QUEUE steps wait (pinned). */
+/* The body of a large object is read by S3_READERS threads of their own
+ * while the connection's thread sends: each claims the next step of
+ * S3_STEP bytes, reads it (copying or decoding and verifying stored
+ * chunks, waiting for fetches) and its readahead, so reading overlaps
+ * sending and the SHA-256 of the chunks runs on several cores, as FUSE's
+ * workers do for a sequential reader's requests. At most S3_QUEUE steps
+ * are read ahead of the one being sent (their chunks pinned). */
 #define S3_QUEUE 4u
+#define S3_READERS 2u
+
+struct stream_slot {
+	struct hyd_read_iov rv;
+	int ready;
+};
 
 struct stream {
 	const struct hyd_read_ctx *rd;
 	struct hyd_read_open *of;
-	uint64_t off, end; /* the producer's next step, and the end */
+	uint64_t off, len; /* the body: [off, off + len) */
+	uint64_t nsteps;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct hyd_read_iov q[S3_QUEUE];
-	size_t head, n;
-	int err;  /* the producer's failure */
-	int done; /* the producer returned */
-	int stop; /* the sender gave up */
+	struct stream_slot q[S3_QUEUE]; /* step k in q[k % S3_QUEUE] */
+	uint64_t next_claim;		/* the next step to read */
+	uint64_t next_send;		/* the next step to send */
+	unsigned running;		/* readers not returned yet */
+	int err;			/* a reader's failure */
+	int stop;			/* the sender is done */
 };
+
+/* Read step k into its slot. 0 or -errno. */
+static int stream_read(struct stream *st, uint64_t k)
+{
+	uint64_t off = st->off + k * S3_STEP, left = st->off + st->len - off;
+	size_t step = left < S3_STEP ? (size_t)left : S3_STEP;
+	struct hyd_read_iov rv = {0};
+	int r = hyd_read_open_iov(st->rd, st->of, off, step, &rv);
+
+	if (r == 0 && rv.len != step) {
+		hyd_read_iov_release(st->rd, &rv);
+		r = -EIO; /* the file is shorter than its size */
+	}
+	pthread_mutex_lock(&st->mu);
+	if (r < 0) {
+		st->err = r;
+	} else {
+		st->q[k % S3_QUEUE].rv = rv;
+		st->q[k % S3_QUEUE].ready = 1;
+	}
+	pthread_cond_broadcast(&st->cv);
+	pthread_mutex_unlock(&st->mu);
+	if (r == 0)
+		hyd_read_ahead(st->rd, st->of, off, step);
+	return r;
+}
 
 static void *stream_thread(void *p)
 {
 	struct stream *st = p;
 
-	while (st->off < st->end) {
-		struct hyd_read_iov rv = {0};
-		uint64_t left = st->end - st->off;
-		size_t step = left < S3_STEP ? (size_t)left : S3_STEP;
-		int r;
-
-		pthread_mutex_lock(&st->mu);
-		while (st->n == S3_QUEUE && !st->stop)
-			pthread_cond_wait(&st->cv, &st->mu);
-		r = st->stop;
-		pthread_mutex_unlock(&st->mu);
-		if (r)
-			break;
-		r = hyd_read_open_iov(st->rd, st->of, st->off, step, &rv);
-		if (r == 0 && rv.len == 0)
-			r = -EIO; /* the file is shorter than its size */
-		pthread_mutex_lock(&st->mu);
-		if (r < 0)
-			st->err = r;
-		else
-			st->q[(st->head + st->n++) % S3_QUEUE] = rv;
-		pthread_cond_broadcast(&st->cv);
-		pthread_mutex_unlock(&st->mu);
-		if (r < 0)
-			break;
-		hyd_read_ahead(st->rd, st->of, st->off, rv.len);
-		st->off += rv.len;
-	}
 	pthread_mutex_lock(&st->mu);
-	st->done = 1;
+	for (;;) {
+		uint64_t k;
+
+		while (!st->stop && !st->err && st->next_claim < st->nsteps &&
+		       st->next_claim >= st->next_send + S3_QUEUE)
+			pthread_cond_wait(&st->cv, &st->mu);
+		if (st->stop || st->err || st->next_claim >= st->nsteps)
+			break;
+		k = st->next_claim++;
+		pthread_mutex_unlock(&st->mu);
+		stream_read(st, k);
+		pthread_mutex_lock(&st->mu);
+	}
+	st->running--;
 	pthread_cond_broadcast(&st->cv);
 	pthread_mutex_unlock(&st->mu);
 	return NULL;
 }
 
-/* Send what the producer reads, in order, until the end or an error. */
+/* Send the steps in order as they become ready. */
 static int stream_send(struct hyd_s3_conn *c, struct stream *st)
 {
-	for (;;) {
-		struct hyd_read_iov rv;
-		int r;
+	int r = 0;
 
-		pthread_mutex_lock(&st->mu);
-		while (st->n == 0 && !st->done && !st->err)
+	pthread_mutex_lock(&st->mu);
+	while (st->next_send < st->nsteps) {
+		struct stream_slot *sl = &st->q[st->next_send % S3_QUEUE];
+		struct hyd_read_iov rv;
+
+		while (!sl->ready && !st->err && st->running > 0)
 			pthread_cond_wait(&st->cv, &st->mu);
-		if (st->n == 0) {
-			r = st->err;
-			pthread_mutex_unlock(&st->mu);
-			return r;
+		if (!sl->ready) {
+			r = st->err ? st->err : -EIO;
+			break;
 		}
-		rv = st->q[st->head];
-		st->head = (st->head + 1) % S3_QUEUE;
-		st->n--;
+		rv = sl->rv;
+		sl->ready = 0;
+		st->next_send++;
 		pthread_cond_broadcast(&st->cv);
 		pthread_mutex_unlock(&st->mu);
 		r = hyd_s3__send_iov(c, rv.iov, rv.n);
 		hyd_read_iov_release(st->rd, &rv);
+		pthread_mutex_lock(&st->mu);
 		if (r < 0)
-			return r;
+			break;
 	}
+	st->stop = 1;
+	pthread_cond_broadcast(&st->cv);
+	pthread_mutex_unlock(&st->mu);
+	return r;
 }
 
 /* The body: [off, off + len) of of. */
 static int send_body(struct hyd_s3_conn *c, struct hyd_read_open *of,
 		     uint64_t off, uint64_t len)
 {
-	struct stream st = {
-	    .rd = &c->s->src.fs->rd, .of = of, .off = off, .end = off + len};
-	pthread_t th;
+	struct stream st = {.rd = &c->s->src.fs->rd,
+			    .of = of,
+			    .off = off,
+			    .len = len,
+			    .nsteps = (len + S3_STEP - 1) / S3_STEP};
+	pthread_t th[S3_READERS];
+	unsigned i, n = 0;
 	int r;
 
+	if (len == 0)
+		return 0;
 	pthread_mutex_init(&st.mu, NULL);
 	pthread_cond_init(&st.cv, NULL);
-	if (len > S3_STEP &&
-	    pthread_create(&th, NULL, stream_thread, &st) == 0) {
-		r = stream_send(c, &st);
-		pthread_mutex_lock(&st.mu);
-		st.stop = 1;
-		pthread_cond_broadcast(&st.cv);
-		pthread_mutex_unlock(&st.mu);
-		pthread_join(th, NULL);
-	} else {
-		/* a small object (or no thread): read and send in turn, one
-		 * step at a time, so the queue never fills */
-		r = 0;
-		while (r == 0 && st.off < st.end) {
-			st.end = st.off + (st.end - st.off < S3_STEP
-					       ? st.end - st.off
-					       : S3_STEP);
-			stream_thread(&st);
-			st.done = 0;
+	if (st.nsteps == 1) {
+		/* one step: read it here */
+		r = stream_read(&st, 0);
+		st.next_claim = 1;
+		if (r == 0)
 			r = stream_send(c, &st);
-			st.end = off + len;
-		}
+	} else {
+		st.running = S3_READERS;
+		for (i = 0; i < S3_READERS; i++)
+			if (pthread_create(&th[n], NULL, stream_thread, &st) ==
+			    0)
+				n++;
+		pthread_mutex_lock(&st.mu);
+		st.running = n;
+		pthread_mutex_unlock(&st.mu);
+		r = n ? stream_send(c, &st) : -EAGAIN;
+		for (i = 0; i < n; i++)
+			pthread_join(th[i], NULL);
 	}
-	while (st.n > 0) { /* what a failed send left */
-		hyd_read_iov_release(st.rd, &st.q[st.head]);
-		st.head = (st.head + 1) % S3_QUEUE;
-		st.n--;
-	}
+	for (i = 0; i < S3_QUEUE; i++) /* what a failed send left */
+		if (st.q[i].ready)
+			hyd_read_iov_release(st.rd, &st.q[i].rv);
 	pthread_cond_destroy(&st.cv);
 	pthread_mutex_destroy(&st.mu);
 	return r;
