@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 
 int chunk_id_compute(const void *buf, size_t len, chunk_id *ret_id)
@@ -45,18 +46,6 @@ int chunk_id_verify(const chunk_id *id, const void *buf, size_t len)
 	return CRYPTO_memcmp(got.b, id->b, CHUNK_ID_LEN) == 0 ? 0 : -EBADMSG;
 }
 
-/* Value of one hex digit, or -1. */
-static int hex_val(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int chunk_id_from_hex(const char *hex, size_t len, chunk_id *ret_id)
 {
 	chunk_id id;
@@ -64,8 +53,8 @@ int chunk_id_from_hex(const char *hex, size_t len, chunk_id *ret_id)
 	if (!hex || !ret_id || len != CHUNK_ID_HEX_LEN)
 		return -EINVAL;
 	for (size_t i = 0; i < CHUNK_ID_LEN; i++) {
-		int hi = hex_val(hex[2 * i]);
-		int lo = hex_val(hex[2 * i + 1]);
+		int hi = base_hex_digit(hex[2 * i]);
+		int lo = base_hex_digit(hex[2 * i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return -EINVAL;

@@ -64,17 +64,6 @@ static void to_hex(const unsigned char *b, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-static int hex_val(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int repl_token_hash_hex(const char *token, size_t len, char ret_hex[65])
 {
 	unsigned char d[DIGEST_LEN];
@@ -178,8 +167,8 @@ static int parse_line(struct repl_tokens *t, const char *s, size_t len,
 		return -EINVAL;
 	}
 	for (k = 0; k < DIGEST_LEN; k++) {
-		int hi = hex_val(s[hex0 + 2 * k]),
-		    lo = hex_val(s[hex0 + 2 * k + 1]);
+		int hi = base_hex_digit(s[hex0 + 2 * k]),
+		    lo = base_hex_digit(s[hex0 + 2 * k + 1]);
 
 		if (hi < 0 || lo < 0) {
 			snprintf(err, errcap,

@@ -118,6 +118,12 @@ size_t base_utf8_len(const unsigned char *s, size_t n);
  * (like snprintf: it was cut when that is >= cap). */
 size_t base_text_escape(char *dst, size_t cap, const void *src, size_t len);
 
+/* The value of hex digit c (either case), or -1. */
+int base_hex_digit(char c);
+/* n bytes of p as 2n lowercase hex digits and a NUL into out (room for
+ * 2n + 1). */
+void base_hex_encode(const void *p, size_t n, char *out);
+
 /* The rule behind base_text_escape and base_json_bytes: with keep_controls
  * set, control characters (not NUL) pass as themselves. */
 size_t base_bytes_escape(char *dst, size_t cap, const void *src, size_t len,

@@ -1,7 +1,8 @@
 /*
  * catalog/base/base_text.c — rules for text that arrives as bytes: how a
  * byte that is not printable UTF-8 is shown (the same in a log line, on a
- * terminal and in a JSON string), whole decimal numbers, namespace names.
+ * terminal and in a JSON string), whole decimal numbers, namespace names,
+ * hex digits.
  * Pure functions, no allocation.
  */
 #include <errno.h>
@@ -127,4 +128,28 @@ int base_ns_name_check(const char *name, size_t len)
 			return -EINVAL;
 	}
 	return 0;
+}
+
+int base_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+void base_hex_encode(const void *p, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	const unsigned char *b = p;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = digits[b[i] >> 4];
+		out[2 * i + 1] = digits[b[i] & 15];
+	}
+	out[2 * n] = '\0';
 }

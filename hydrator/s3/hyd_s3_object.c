@@ -91,9 +91,8 @@ static int etag_of(cat_reader *cat, const struct hyd_read_open *of,
 	r = -EIO;
 	if (!EVP_DigestFinal_ex(ctx, md, &mdlen))
 		goto out;
-	for (i = 0; i < 16; i++)
-		snprintf(out + 1 + 2 * i, 3, "%02x", md[i]);
 	out[0] = '"';
+	base_hex_encode(md, 16, out + 1);
 	snprintf(out + 33, 48 - 33, "-%" PRIu64 "\"", nchunks);
 	r = 0;
 out:

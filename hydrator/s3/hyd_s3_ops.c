@@ -153,18 +153,7 @@ static void list_elem(struct hyd_s3_buf *b, const struct list_args *a,
 	hyd_s3_buf_printf(b, "</%s>", tag);
 }
 
-/* The hex of s (a continuation token), or back. */
-static void hex_of(const char *s, char *out)
-{
-	static const char d[] = "0123456789abcdef";
-
-	for (; *s; s++) {
-		*out++ = d[(unsigned char)*s >> 4];
-		*out++ = d[(unsigned char)*s & 15];
-	}
-	*out = '\0';
-}
-
+/* A continuation token (hex) back to the key it names. */
 static int unhex(const char *s, char *out, size_t cap)
 {
 	size_t n = strlen(s), i;
@@ -172,11 +161,12 @@ static int unhex(const char *s, char *out, size_t cap)
 	if (n % 2 || n / 2 >= cap)
 		return -EINVAL;
 	for (i = 0; i < n / 2; i++) {
-		unsigned v;
+		int hi = base_hex_digit(s[2 * i]),
+		    lo = base_hex_digit(s[2 * i + 1]);
 
-		if (sscanf(s + 2 * i, "%2x", &v) != 1 || v == 0)
+		if (hi < 0 || lo < 0 || (hi | lo) == 0)
 			return -EINVAL;
-		out[i] = (char)v;
+		out[i] = (char)(hi * 16 + lo);
 	}
 	out[n / 2] = '\0';
 	return 0;
@@ -228,7 +218,7 @@ static void list_body(struct hyd_s3_buf *b, const struct list_args *a,
 				b->err = -ENOMEM;
 				return;
 			}
-			hex_of(mk, tok);
+			base_hex_encode(mk, ml, tok);
 			hyd_s3_buf_printf(b,
 					  "<NextContinuationToken>%s"
 					  "</NextContinuationToken>",

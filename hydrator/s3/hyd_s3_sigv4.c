@@ -35,18 +35,6 @@ static int hmac(const void *key, size_t klen, const char *msg, uint8_t out[32])
 	return 0;
 }
 
-static void hex(const uint8_t *p, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		out[2 * i] = digits[p[i] >> 4];
-		out[2 * i + 1] = digits[p[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 int hyd_s3_sigv4_key(const char *secret, const char *date, const char *region,
 		     const char *service, uint8_t ret[32])
 {
@@ -241,11 +229,11 @@ int hyd_s3_sigv4_sign(const uint8_t k[32], const char *amz_date,
 	if (!EVP_Digest(canonical, strlen(canonical), h, NULL, EVP_sha256(),
 			NULL))
 		return -EIO;
-	hex(h, 32, hh);
+	base_hex_encode(h, 32, hh);
 	hyd_s3_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", amz_date, scope,
 			  hh);
 	if (sts.err == 0 && hmac(k, 32, sts.buf, sig) == 0) {
-		hex(sig, 32, ret_hex);
+		base_hex_encode(sig, 32, ret_hex);
 		r = 0;
 	}
 	hyd_s3_buf_fini(&sts);

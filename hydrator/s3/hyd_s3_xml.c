@@ -75,17 +75,6 @@ void hyd_s3_uri_add(struct hyd_s3_buf *b, const char *s, size_t n,
 	}
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int hyd_s3_uri_decode(const char *s, size_t n, char *out, int plus)
 {
 	size_t i, o = 0;
@@ -98,8 +87,8 @@ int hyd_s3_uri_decode(const char *s, size_t n, char *out, int plus)
 
 			if (i + 2 >= n)
 				return -EINVAL;
-			hi = hexval(s[i + 1]);
-			lo = hexval(s[i + 2]);
+			hi = base_hex_digit(s[i + 1]);
+			lo = base_hex_digit(s[i + 2]);
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
 			ch = (char)(hi * 16 + lo);
