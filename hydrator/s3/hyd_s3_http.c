@@ -354,11 +354,13 @@ static void conn_start(struct hyd_s3 *s, int fd)
 	struct hyd_s3_conn *c;
 	pthread_attr_t attr;
 	pthread_t th;
-	int one = 1;
+	int one = 1, sndbuf = 4 << 20;
 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof(snd));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* a whole read step fits: the sender hands over 1 MiB at a time */
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
