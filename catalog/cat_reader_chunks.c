@@ -226,10 +226,14 @@ int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
 			goto out;
 	}
 	rc = overlay_state_locked(r, ino);
-	if (rc >= 0)
-		rc = rc == CAT_MANIFEST_MISSING	  ? -EAGAIN
-		     : rc == CAT_MANIFEST_CHANGED ? -ESTALE
-						  : -EBADMSG;
+	/* Local now, with no rows a moment ago: the manifest may have been
+	 * stored between the two queries (each is its own read transaction),
+	 * so the rows are asked for once more, and that answer stands. */
+	if (rc == CAT_MANIFEST_LOCAL)
+		rc = range_locked(r, r->st_m_range, ino, off, end, in.size, ret,
+				  cap, ret_n);
+	else if (rc >= 0)
+		rc = rc == CAT_MANIFEST_MISSING ? -EAGAIN : -ESTALE;
 out:
 	pthread_mutex_unlock(&r->mu);
 	return rc;
