@@ -30,6 +30,27 @@ static void worker_free(struct repl_worker *w)
 	free(w);
 }
 
+int repl_chunk_worker_open(const char *srcindex_path, uint64_t gen,
+			   struct repl_worker **ret)
+{
+	struct repl_worker *w;
+	int r;
+
+	*ret = NULL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->gen = gen;
+	w->coder = frame_coder_new();
+	r = w->coder ? repl_srcindex_open(srcindex_path, &w->idx) : -ENOMEM;
+	if (r < 0) {
+		worker_free(w);
+		return r;
+	}
+	*ret = w;
+	return 0;
+}
+
 /* Take a context from the pool, or make one: the pool grows to the number
  * of threads that ever worked on this namespace at once. Every context in
  * the pool is of the served generation (ns->pool_gen): a rescan's switch
@@ -54,21 +75,8 @@ static int worker_get(struct repl_ns *ns, struct repl_worker **ret)
 	}
 	if (!path)
 		return -ENOMEM;
-	w = calloc(1, sizeof(*w));
-	if (!w) {
-		free(path);
-		return -ENOMEM;
-	}
-	w->gen = gen;
-	w->coder = frame_coder_new();
-	r = w->coder ? repl_srcindex_open(path, &w->idx) : -ENOMEM;
+	r = repl_chunk_worker_open(path, gen, ret);
 	free(path);
-	if (r < 0)
-		goto fail;
-	*ret = w;
-	return 0;
-fail:
-	worker_free(w);
 	return r;
 }
 
@@ -189,18 +197,14 @@ out:
 	return r;
 }
 
-void repl_chunk_load(struct repl_ns *ns, enum frame_policy policy,
+int repl_chunk_frame(struct repl_worker *w, int dirfd, enum frame_policy policy,
 		     const chunk_id *id, struct repl_chunk_res *res)
 {
-	struct repl_worker *w = NULL;
 	struct repl_src_loc loc;
 	size_t cap;
 	int r;
 
 	memset(res, 0, sizeof(*res));
-	r = worker_get(ns, &w);
-	if (r < 0)
-		goto out;
 	r = repl_srcindex_lookup(w->idx, id, &loc);
 	if (r < 0)
 		goto out;
@@ -209,7 +213,7 @@ void repl_chunk_load(struct repl_ns *ns, enum frame_policy policy,
 		r = -ENOMEM;
 		goto out;
 	}
-	r = read_exact(w, ns->dirfd, &loc);
+	r = read_exact(w, dirfd, &loc);
 	if (r < 0)
 		goto out;
 	r = chunk_id_verify(id, w->raw, loc.len);
@@ -230,14 +234,29 @@ void repl_chunk_load(struct repl_ns *ns, enum frame_policy policy,
 	}
 	res->raw_len = loc.len;
 out:
-	if (w)
-		worker_put(ns, w);
 	if (r < 0) {
 		free(res->frame);
 		res->frame = NULL;
 		res->frame_len = 0;
 	}
 	res->err = r;
+	return r;
+}
+
+void repl_chunk_load(struct repl_ns *ns, enum frame_policy policy,
+		     const chunk_id *id, struct repl_chunk_res *res)
+{
+	struct repl_worker *w = NULL;
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	r = worker_get(ns, &w);
+	if (r < 0) {
+		res->err = r;
+		return;
+	}
+	repl_chunk_frame(w, ns->dirfd, policy, id, res);
+	worker_put(ns, w);
 }
 
 int repl_chunk_check(struct repl_ns *ns, const chunk_id *ids, size_t n,

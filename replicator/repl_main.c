@@ -27,10 +27,13 @@
 #define ROOT_STATE_DIR "/var/lib/ferry-replicator"
 /* long-only options (above every short option letter) */
 #define OPT_METRICS 0x200
+#define OPT_PUBLISH 0x201
+#define PUBLISH_MAX 64
 
 static const char USAGE[] =
     "Usage: ferry-replicator [OPTIONS] NAME=DIR...\n"
     "       ferry-replicator [OPTIONS] --namespaces FILE [NAME=DIR...]\n"
+    "       ferry-replicator [OPTIONS] --publish NAME=OUTDIR... NAME=DIR...\n"
     "\n"
     "Serve each directory DIR as the ferry namespace NAME over HTTP\n"
     "(https with --tls-cert and --tls-key).\n"
@@ -100,6 +103,13 @@ static const char USAGE[] =
     "                          open, loopback or off; default loopback\n"
     "                          with --tokens (it names every namespace),\n"
     "                          else open\n"
+    "      --publish NAME=OUTDIR  do not serve: publish namespace NAME\n"
+    "                          (every file hashed) into OUTDIR as static\n"
+    "                          files (HEAD, catalog/, delta/, signature/,\n"
+    "                          chunk/) that any web server or S3 bucket\n"
+    "                          can serve as the source; only chunk\n"
+    "                          objects OUTDIR lacks are written; HEAD\n"
+    "                          last; then exit. Repeatable\n"
     "  -v, --verbose           log more: every request, SQLite codes\n"
     "  -q, --quiet             log errors only\n"
     "  -h, --help              show this help and exit\n"
@@ -186,6 +196,67 @@ static void raise_nofile(void)
 	}
 }
 
+/* The namespace of the command line that "NAME=OUTDIR" names, or NULL. */
+static const struct repl_ns_spec *publish_ns(const struct repl_ns_list *list,
+					     const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	size_t k, len;
+
+	if (!eq || !eq[1])
+		return NULL;
+	len = (size_t)(eq - arg);
+	for (k = 0; k < list->n; k++)
+		if (strlen(list->v[k].name) == len &&
+		    !strncmp(list->v[k].name, arg, len))
+			return &list->v[k];
+	return NULL;
+}
+
+/* --publish NAME=OUTDIR for each of pubs: NAME must be a namespace of
+ * the command line. The exit status: 0, 1 (a publish failed), 2. */
+static int publish_all(const struct repl_server_opts *o,
+		       const struct repl_ns_list *list, const char **pubs,
+		       size_t n)
+{
+	const struct repl_ns_spec *sp;
+	struct cat_sign_key key;
+	struct repl_static_run ro;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < n; i++)
+		if (!publish_ns(list, pubs[i]))
+			return usage_error("--publish takes NAME=OUTDIR with "
+					   "NAME one of the NAME=DIR given, "
+					   "not '%s'",
+					   pubs[i]);
+	if (o->sign_key && cat_sign_key_load(o->sign_key, &key) < 0) {
+		base_error("cannot use the signing key path=\"%s\"",
+			   o->sign_key);
+		return 2;
+	}
+	raise_nofile();
+	for (i = 0; i < n && rc == 0; i++) {
+		sp = publish_ns(list, pubs[i]);
+		ro = (struct repl_static_run){
+		    .ns = sp->name,
+		    .state_root = o->state_dir,
+		    .src_dir = sp->dir,
+		    .out_dir = strchr(pubs[i], '=') + 1,
+		    .policy = (int)o->policy,
+		    .threads = o->scan_threads,
+		    .keep = o->keep_gens,
+		    .sign_key = o->sign_key ? &key : NULL,
+		};
+		if (repl_static_run(&ro) < 0)
+			rc = 1;
+	}
+	if (o->sign_key)
+		cat_sign_key_wipe(&key);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -207,6 +278,7 @@ int main(int argc, char **argv)
 	    {"sign-key", required_argument, NULL, 'S'},
 	    {"namespaces", required_argument, NULL, 'N'},
 	    {"metrics", required_argument, NULL, OPT_METRICS},
+	    {"publish", required_argument, NULL, OPT_PUBLISH},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -216,6 +288,8 @@ int main(int argc, char **argv)
 	struct repl_server_opts o = {.listen = DEFAULT_LISTEN};
 	struct repl_server srv;
 	struct repl_ns_list list = {0};
+	const char *publish[PUBLISH_MAX];
+	size_t n_publish = 0;
 	const char **names = NULL, **dirs = NULL;
 	char *state = NULL;
 	size_t n_args = 0;
@@ -298,6 +372,14 @@ int main(int argc, char **argv)
 				rc = 2;
 				goto out;
 			}
+			break;
+		case OPT_PUBLISH:
+			if (n_publish == PUBLISH_MAX) {
+				rc = usage_error("at most %d --publish",
+						 PUBLISH_MAX);
+				goto out;
+			}
+			publish[n_publish++] = optarg;
 			break;
 		case 'W':
 			if (base_opt_long("--header-timeout", optarg, 1, 3600,
@@ -462,6 +544,10 @@ int main(int argc, char **argv)
 		}
 	}
 	o.state_dir = state;
+	if (n_publish) {
+		rc = publish_all(&o, &list, publish, n_publish);
+		goto out;
+	}
 	/* A tokens file that cannot be used is a bad argument (exit 2),
 	 * said once, before anything starts. */
 	if (o.tokens_path) {

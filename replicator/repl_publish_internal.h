@@ -58,4 +58,56 @@ int repl__catalog_sha_read(const char *zst_path, char ret_hex[65]);
 int repl_generations_prune(const char *state_dir, uint64_t head, unsigned keep,
 			   uint64_t *ret_removed);
 
+/* -- the static published store (repl_static.c, repl_static_run.c) -- */
+
+struct repl_static_opts {
+	const char *state_dir; /* the namespace's: STATE/NAME */
+	const char *src_dir;   /* its source directory */
+	const char *out_dir;   /* OUTDIR */
+	uint64_t gen;	       /* a generation of state_dir, format 1 */
+	int policy;	       /* enum frame_policy */
+	unsigned threads;      /* readers and writers, 1..64 */
+};
+
+struct repl_static_stats {
+	uint64_t generation;
+	uint64_t previous;	/* what OUTDIR/HEAD named before; 0 none */
+	uint64_t chunks;	/* distinct chunk ids (holes left out) */
+	uint64_t written;	/* chunk objects written now */
+	uint64_t written_bytes; /* their frame bytes */
+	uint64_t raw_bytes;	/* their raw bytes */
+	int delta;		/* delta/PREVIOUS/GEN written */
+	int signed_;		/* signature/GEN written */
+	double seconds;
+};
+
+/* Write generation o->gen of a namespace into o->out_dir as the static
+ * layout (the paths of its URLs): every chunk object the directory lacks
+ * (read beneath src_dir, checked against its id, framed), the catalog,
+ * the delta from the generation OUTDIR held, the signature, HEAD last.
+ * Returns 0 or -errno with err set to one line: -EBUSY (another publish
+ * holds OUTDIR), -ESTALE (OUTDIR holds a newer generation), -EEXIST
+ * (OUTDIR has another catalog of that number), -EBADMSG (the source
+ * changed since the scan). Blocking; threads of its own. */
+int repl_static_publish(const struct repl_static_opts *o,
+			struct repl_static_stats *st, char *err, size_t errcap);
+
+/* ferry-replicator --publish NAME=OUTDIR: build the next generation of
+ * the namespace (every new or changed file hashed: no pending
+ * manifests), write it into OUTDIR, drop state generations beyond keep.
+ * One info line on success, one error line otherwise. Returns 0 or
+ * -errno. sign_key may be NULL. */
+struct cat_sign_key;
+struct repl_static_run {
+	const char *ns;
+	const char *state_root; /* --state-dir: the namespace's is below */
+	const char *src_dir;
+	const char *out_dir;
+	int policy;
+	unsigned threads; /* 0: one per CPU */
+	unsigned keep;	  /* generations kept in the state dir; 0: 3 */
+	const struct cat_sign_key *sign_key;
+};
+int repl_static_run(const struct repl_static_run *o);
+
 #endif

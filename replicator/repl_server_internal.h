@@ -321,6 +321,17 @@ struct repl_chunk_res {
 void repl_chunk_load(struct repl_ns *ns, enum frame_policy policy,
 		     const chunk_id *id, struct repl_chunk_res *res);
 
+/* A chunk reading context of its own (not from a namespace's pool) on
+ * the source index at srcindex_path, of generation gen; freed with
+ * repl_chunk_workers_free. 0, -ENOMEM, the index's -errno. */
+int repl_chunk_worker_open(const char *srcindex_path, uint64_t gen,
+			   struct repl_worker **ret);
+
+/* repl_chunk_load's work on a context the caller holds: id's bytes read
+ * beneath dirfd, checked, framed into res (res->err is the return). */
+int repl_chunk_frame(struct repl_worker *w, int dirfd, enum frame_policy policy,
+		     const chunk_id *id, struct repl_chunk_res *res);
+
 /* Worker thread: check every id is known. Returns 0 (all known), 1 with
  * *ret_bad the first unknown index, or -errno. */
 int repl_chunk_check(struct repl_ns *ns, const chunk_id *ids, size_t n,

@@ -15,8 +15,9 @@
  *     precise answer (404, 409, a mismatch retried once) a batch cannot
  *     give; the rest backs off and goes again;
  *   - 404 or another 4xx for the whole batch: every flight goes alone;
- *     405 and 501 mean the server does no batches (a static layout): from
- *     then on every flight is a GET.
+ *     405, 501, and a 404 without the replicator's JSON error body mean
+ *     the server does no batches (a static layout behind nginx or in a
+ *     bucket): from then on every flight is a GET.
  * A frame failing its hash is counted, never stored, and fetched again
  * alone. Frames wait in a bounded queue for a pool slot; while it is full
  * the batch transfers are paused (hyd_fetch_pace.c), so memory stays
@@ -27,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch_loop_internal.h"
@@ -346,6 +348,17 @@ static void batch_retry(struct hyd_xfer *x)
 	hyd_fetch__arm_retry_timer(f);
 }
 
+/* Whether an error answer is the replicator's own (a JSON body, as every
+ * error of its protocol): a 404 that is not comes from a static store or
+ * a web server with no batch endpoint at all. */
+static int ferry_error(struct hyd_xfer *x)
+{
+	char *ct = NULL;
+
+	curl_easy_getinfo(x->easy, CURLINFO_CONTENT_TYPE, &ct);
+	return ct && !strncasecmp(ct, "application/json", 16);
+}
+
 void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 {
 	struct hyd_batch_xfer *bx = x->bx;
@@ -370,7 +383,9 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 			batch_retry(x);
 			return;
 		}
-		if ((code == 405 || code == 501) && !f->batch_off) {
+		if ((code == 405 || code == 501 ||
+		     (code == 404 && !ferry_error(x))) &&
+		    !f->batch_off) {
 			f->batch_off = 1;
 			base_warn("no batch endpoint: fetching chunks one by "
 				  "one url=%s http=%ld",

@@ -1,0 +1,139 @@
+/*
+ * replicator/repl_static_run.c — ferry-replicator --publish NAME=OUTDIR:
+ * the next generation of one namespace built with every file hashed (a
+ * static store has no one to hash pending files later), written into
+ * OUTDIR (repl_static.c), and the state dir's old generations dropped.
+ * Runs on the calling thread; no server.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "catalog/base/base.h"
+#include "replicator/replicator.h"
+#include "replicator/repl_publish_internal.h"
+
+static void run_warn(void *ctx, const char *rel, size_t rel_len, int err,
+		     const char *why)
+{
+	const struct repl_static_run *o = ctx;
+	int len = rel_len > 4096 ? 4096 : (int)rel_len;
+
+	if (why)
+		base_warn("left out of the scan ns=%s path=\"%s%s%.*s\" "
+			  "why=\"%s\"",
+			  o->ns, o->src_dir, len ? "/" : "", len, rel, why);
+	else
+		base_log_err(BASE_LOG_WARN, err,
+			     "left out of the scan ns=%s path=\"%s%s%.*s\"",
+			     o->ns, o->src_dir, len ? "/" : "", len, rel);
+}
+
+/* Regular files of gen's catalog still waiting for their manifest. */
+static int pending_of(const char *state_dir, uint64_t gen, uint64_t *ret)
+{
+	char *path = repl__catalog_path(state_dir, gen);
+	struct cat_meta m;
+	cat_reader *r = NULL;
+	int rc;
+
+	if (!path)
+		return -ENOMEM;
+	rc = cat_reader_open(path, &r);
+	free(path);
+	if (rc < 0)
+		return rc;
+	cat_reader_meta(r, &m);
+	*ret = m.pending;
+	cat_reader_close(r);
+	return 0;
+}
+
+int repl_static_run(const struct repl_static_run *o)
+{
+	struct repl_scan_opts so = {
+	    .defer = 0,
+	    .warn = run_warn,
+	    .ctx = (void *)o,
+	    .threads = o->threads,
+	    .sign_key = o->sign_key,
+	    .ns_name = o->ns,
+	};
+	struct repl_generation g;
+	struct repl_static_stats st;
+	struct repl_static_opts po;
+	char err[768];
+	char *state = repl__path_fmt("%s/%s", o->state_root, o->ns);
+	uint64_t pending = 0;
+	long ncpu;
+	int r;
+
+	if (!state) {
+		base_error("out of memory");
+		return -ENOMEM;
+	}
+	r = repl_generation_build(state, o->src_dir, &so, &g);
+	if (r < 0) {
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot scan for publishing ns=%s path=\"%s\"",
+			     o->ns, o->src_dir);
+		goto out;
+	}
+	r = pending_of(state, g.generation, &pending);
+	if (r == 0 && pending) {
+		base_error("cannot publish ns=%s generation=%" PRIu64
+			   ": %" PRIu64
+			   " files of it were never hashed (a state dir a "
+			   "serving replicator publishes into); give "
+			   "--publish a --state-dir of its own",
+			   o->ns, g.generation, pending);
+		r = -EAGAIN;
+		goto out;
+	}
+	if (r < 0) {
+		base_log_err(
+		    BASE_LOG_ERROR, r,
+		    "cannot open the catalog ns=%s generation=%" PRIu64, o->ns,
+		    g.generation);
+		goto out;
+	}
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	po = (struct repl_static_opts){
+	    .state_dir = state,
+	    .src_dir = o->src_dir,
+	    .out_dir = o->out_dir,
+	    .gen = g.generation,
+	    .policy = o->policy,
+	    .threads = o->threads ? o->threads
+		       : ncpu < 1 ? 1
+				  : (unsigned)ncpu,
+	};
+	if (po.threads > 64)
+		po.threads = 64;
+	r = repl_static_publish(&po, &st, err, sizeof(err));
+	if (r < 0) {
+		base_error("cannot publish ns=%s generation=%" PRIu64
+			   " out=\"%s\" why=\"%s\"",
+			   o->ns, g.generation, o->out_dir, err);
+		goto out;
+	}
+	base_info("published ns=%s generation=%" PRIu64 " previous=%" PRIu64
+		  " out=\"%s\" files=%" PRIu64 " bytes=%" PRIu64
+		  " bytes_read_scan=%" PRIu64 " chunks=%" PRIu64
+		  " written=%" PRIu64 " written_bytes=%" PRIu64
+		  " raw_bytes=%" PRIu64 " delta=%d signed=%d unchanged=%d "
+		  "scan_seconds=%.1f seconds=%.1f",
+		  o->ns, st.generation, st.previous, o->out_dir, g.stats.files,
+		  g.stats.bytes, g.stats.bytes_read, st.chunks, st.written,
+		  st.written_bytes, st.raw_bytes, st.delta, st.signed_,
+		  g.unchanged, g.seconds, st.seconds);
+	/* OUTDIR keeps what it published; the state dir only the newest
+	 * few (the next publish's delta needs this one). */
+	(void)repl_generations_prune(state, g.generation, o->keep ? o->keep : 3,
+				     NULL);
+out:
+	free(state);
+	return r;
+}
