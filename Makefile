@@ -24,13 +24,13 @@ PKGS := libuv liburing libcurl sqlite3 liblz4 libzstd fuse3 libssl libcrypto lib
 # Debian packages the build, the tests and the demo need
 # (python3-prometheus-client: tests/e2e/310-metrics.sh parses /metrics;
 # awscli, s3cmd, python3-boto3: tests/e2e/320-s3.sh's S3 clients;
-# nginx-light: tests/e2e/330 and 340 serve a published store and cache
-# through a real nginx).
+# nginx-light, varnish: tests/e2e/330 and 340 serve a published store
+# and cache through a real nginx and Varnish).
 DEB_PKGS := gcc make pkg-config libuv1-dev liburing-dev libcurl4-openssl-dev \
 	libsqlite3-dev liblz4-dev libzstd-dev libfuse3-dev fuse3 libssl-dev \
 	libcmocka-dev libhttp-parser-dev libxxhash-dev libjansson-dev attr sqlite3 curl \
 	python3 python3-prometheus-client rsync clang-format openssl \
-	iproute2 psmisc procps zstd awscli s3cmd python3-boto3 nginx-light
+	iproute2 psmisc procps zstd awscli s3cmd python3-boto3 nginx-light varnish
 # make bench / bench-micro only: the peer tools, their web server, the
 # time(1) that reports peak RSS, the chart.
 BENCH_PKGS := rclone casync nginx-light time gnuplot-nox linux-perf

@@ -481,6 +481,67 @@ int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
 typedef int (*cat_chunk_cb)(void *ctx, uint64_t ino, const struct cat_chunk *c);
 int cat_chunks_each(cat_reader *r, cat_chunk_cb cb, void *ctx);
 
+/* -- packs: a generation's cacheable objects (cat_pack.c) --
+ *
+ * GET /v1/NS/pack/GEN/INO/K answers one pack: for each chunk of its list,
+ * the 32-byte id and the frame (as a batch answer). A file of
+ * CAT_PACK_SPAN bytes or more is cut into parts K = 0.. (the chunks that
+ * start in [K x SPAN, (K+1) x SPAN)); smaller data files are grouped in
+ * ino order within each segment of CAT_PACK_SEG_INOS inos until their
+ * sizes reach SPAN (a big file ends a group), the group named by its
+ * first ino and K = 0. Sizes alone decide the shape (both sides agree
+ * from the catalog); the list needs the files' manifests. */
+#define CAT_PACK_SPAN (4u << 20)
+#define CAT_PACK_SEG_INOS 1024u
+/* A bound no pack reaches (a group is under 2 x SPAN of data in at most
+ * CAT_PACK_SEG_INOS files, a part at most SPAN / chunk_min + 1 chunks);
+ * a list that would grow past it is -E2BIG. */
+#define CAT_PACK_MAX_IDS 65536u
+
+struct cat_pack {
+	uint64_t first; /* the ino that names it */
+	uint64_t last;	/* its last file (a group); first for a big file */
+	uint64_t size;	/* the big file's size; the group's data bytes */
+	uint64_t parts; /* parts of a big file; 1 for a group */
+	int big;
+};
+
+/* The pack holding regular file ino (size > 0; for a big file, the pack
+ * named (ino, K) for each K < parts). 0, -ENOENT (not a data file),
+ * -EBADMSG, -errno. */
+int cat_pack_find(cat_reader *r, uint64_t ino, struct cat_pack *ret);
+
+/* The pack named (first, part): 0, -ENOENT when none has that name. */
+int cat_pack_named(cat_reader *r, uint64_t first, uint64_t part,
+		   struct cat_pack *ret);
+
+/* A pack's chunk list: ids and raw lengths in order. */
+struct cat_pack_list {
+	chunk_id *ids;
+	uint32_t *lens;
+	size_t n, cap;
+};
+void cat_pack_list_fini(struct cat_pack_list *l);
+/* Append c (a hole is skipped). 0, -ENOMEM, -E2BIG. */
+int cat_pack_list_add(struct cat_pack_list *l, const struct cat_chunk *c);
+
+/* Append to out, with cat_pack_list_add, the chunks of file ino (of size
+ * bytes) that start in [lo, hi), in offset order. */
+typedef int (*cat_pack_rows_fn)(void *ctx, uint64_t ino, uint64_t size,
+				uint64_t lo, uint64_t hi,
+				struct cat_pack_list *out);
+/* The rows as r answers them (cat_chunks_range: the catalog's, or a
+ * pending file's from the attached overlay; its errors, -EAGAIN
+ * included). ctx is the cat_reader. */
+int cat_pack_rows_reader(void *ctx, uint64_t ino, uint64_t size, uint64_t lo,
+			 uint64_t hi, struct cat_pack_list *out);
+
+/* Fill out (emptied first) with the list of part `part` of p: its files'
+ * rows from rows(ctx, ...), each id at its first place only. 0,
+ * -ENOENT (no such part), or the rows' -errno. */
+int cat_pack_ids(cat_reader *r, const struct cat_pack *p, uint64_t part,
+		 cat_pack_rows_fn rows, void *ctx, struct cat_pack_list *out);
+
 /* -- pending manifests (format 2) and the destination's overlay --
  *
  * A format 2 catalog may list regular files as pending: their manifests

@@ -80,6 +80,7 @@ struct opts {
 	long timeout_s;
 	long jobs; /* --jobs, also spelled --connections */
 	int no_backfill;
+	int cacheable;
 	uint64_t bwlimit;	    /* bytes/s, 0: none */
 	long poll_s;		    /* --poll: 0 never */
 	long keep;		    /* --keep-generations */
@@ -146,6 +147,12 @@ static void usage(FILE *out)
 	    "      --connections N   the same as --jobs\n"
 	    "      --no-backfill     fetch only what is read (and its\n"
 	    "                        readahead), nothing in the background\n"
+	    "      --cacheable       GET only, by URLs an HTTP cache can keep\n"
+	    "                        for every hydrator: backfill asks for\n"
+	    "                        packs (a file's 4 MiB parts, small files\n"
+	    "                        in groups), never for POST batches; for\n"
+	    "                        many hydrators behind one nginx, Varnish\n"
+	    "                        or CDN\n"
 	    "      --bwlimit RATE    cap the wire rate of everything fetched:\n"
 	    "                        bytes/s with an optional K, M, G suffix\n"
 	    "                        (1024-based), e.g. 50M; 0 = no cap\n"
@@ -255,7 +262,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_KEEP,
 		OPT_METRICS_LISTEN,
 		OPT_S3_LISTEN,
-		OPT_S3_KEYS
+		OPT_S3_KEYS,
+		OPT_CACHEABLE
 	};
 	static const struct option longopts[] = {
 	    {"cache-dir", required_argument, NULL, 'c'},
@@ -268,6 +276,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"jobs", required_argument, NULL, 'j'},
 	    {"connections", required_argument, NULL, 'j'},
 	    {"no-backfill", no_argument, NULL, OPT_NO_BACKFILL},
+	    {"cacheable", no_argument, NULL, OPT_CACHEABLE},
 	    {"bwlimit", required_argument, NULL, OPT_BWLIMIT},
 	    {"poll", required_argument, NULL, OPT_POLL},
 	    {"keep-generations", required_argument, NULL, OPT_KEEP},
@@ -344,6 +353,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_NO_BACKFILL:
 			o->no_backfill = 1;
+			break;
+		case OPT_CACHEABLE:
+			o->cacheable = 1;
 			break;
 		case OPT_POLL:
 			if (base_opt_long("--poll", optarg, 0, POLL_MAX_S,
@@ -505,6 +517,7 @@ static int setup_fs(const struct opts *o, struct mount *m)
 			bg = o->bwlimit / BWLIMIT_PER_BATCH_CONN + 1;
 		fc.bg_connections = (unsigned)bg;
 		fc.bwlimit = o->bwlimit;
+		fc.cacheable = o->cacheable;
 		/* A server pushes a whole batch into its socket buffers at
 		 * once, beyond the bucket's reach: under a cap, a batch is a
 		 * quarter second of it, so the server is never far ahead. */

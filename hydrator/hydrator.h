@@ -331,9 +331,10 @@ struct hyd_sync_opts {
 	void *progress_arg;
 	const hyd_filter *filter; /* NULL: everything */
 	int delete_extra;	  /* --delete: remove what the source lacks */
-	int ignore_errors;     /* --ignore-errors: delete even after errors */
-	int dry_run;	       /* -n: change nothing, fetch no chunk */
-	uint64_t bwlimit;      /* wire bytes/s, 0: none */
+	int ignore_errors; /* --ignore-errors: delete even after errors */
+	int dry_run;	   /* -n: change nothing, fetch no chunk */
+	uint64_t bwlimit;  /* wire bytes/s, 0: none */
+	int cacheable;	   /* GET only, packs (ferry-hydrator --cacheable) */
 	hyd_sync_item_fn item; /* NULL: no item reports */
 	void *item_arg;
 	const struct hyd_creds *creds; /* https CAs, client cert, token;

@@ -38,7 +38,7 @@ static const char *const ROUTE_NAMES[REPL_RK_N] = {
     [REPL_RK_CATALOG] = "catalog",     [REPL_RK_DELTA] = "delta",
     [REPL_RK_CHUNK] = "chunk",	       [REPL_RK_MANIFEST] = "manifest",
     [REPL_RK_MANIFESTS] = "manifests", [REPL_RK_SIGNATURE] = "signature",
-    [REPL_RK_METRICS] = "metrics",
+    [REPL_RK_PACK] = "pack",	       [REPL_RK_METRICS] = "metrics",
 };
 
 /* The protocol's error codes (docs/protocol.md), then ours. */

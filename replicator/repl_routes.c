@@ -568,6 +568,10 @@ struct batch {
 	struct repl_ns *ns;
 	chunk_id *ids;
 	size_t n;
+	/* A pack (GET pack/GEN/FIRST/PART): the list is made on a worker,
+	 * and the answer is immutable. */
+	int pack;
+	uint64_t gen, first, part;
 	int vrc;
 	size_t bad;
 	size_t next_launch, next_write, writes;
@@ -710,7 +714,22 @@ static void batch_pump(struct batch *b)
 static void batch_check_work(uv_work_t *w)
 {
 	struct batch *b = w->data;
+	struct cat_pack_list l = {0};
 
+	if (b->pack) {
+		b->vrc = repl_pack_list(b->ns->state_dir, b->gen, b->first,
+					b->part, &l);
+		if (b->vrc < 0) {
+			cat_pack_list_fini(&l);
+			return;
+		}
+		b->ids = l.ids; /* the lengths are the client's to check */
+		l.ids = NULL;
+		b->n = l.n;
+		cat_pack_list_fini(&l);
+		if (b->n == 0)
+			return;
+	}
 	b->vrc = repl_chunk_check(b->ns, b->ids, b->n, &b->bad);
 }
 
@@ -723,6 +742,20 @@ static void batch_checked(uv_work_t *w, int status)
 
 	if (req->dead || status < 0)
 		goto out;
+	if (b->pack && b->vrc == -EAGAIN) {
+		repl_http_error(req, 503, "hashing",
+				"Retry-After: 1\r\nCache-Control: no-store\r\n",
+				"a file of pack %" PRIu64 "/%" PRIu64
+				"/%" PRIu64 " is still being hashed",
+				b->gen, b->first, b->part);
+		goto out;
+	}
+	if (b->pack && b->vrc == -ENOENT) {
+		repl_http_error(req, 404, "not_found", NULL,
+				"no pack %" PRIu64 "/%" PRIu64 "/%" PRIu64,
+				b->gen, b->first, b->part);
+		goto out;
+	}
 	if (b->vrc == 1) {
 		chunk_id_to_hex(&b->ids[b->bad], hex);
 		repl_http_error(req, 404, "not_found", NULL,
@@ -739,8 +772,20 @@ static void batch_checked(uv_work_t *w, int status)
 				strerror(-b->vrc));
 		goto out;
 	}
-	n = repl_http_head(req, 200, "application/octet-stream", -1,
-			   "Cache-Control: no-store\r\n", head, sizeof(head));
+	if (b->pack) {
+		char extra[256];
+
+		snprintf(extra, sizeof(extra),
+			 "%sETag: \"p-%" PRIu64 "-%" PRIu64 "-%" PRIu64
+			 "\"\r\n",
+			 req->srv->immutable, b->gen, b->first, b->part);
+		n = repl_http_head(req, 200, "application/octet-stream", -1,
+				   extra, head, sizeof(head));
+	} else {
+		n = repl_http_head(req, 200, "application/octet-stream", -1,
+				   "Cache-Control: no-store\r\n", head,
+				   sizeof(head));
+	}
 	if (n < 0 || repl_http_send(req, head, (size_t)n, NULL, 0, NULL, 0,
 				    NULL, NULL) < 0)
 		goto out;
@@ -792,6 +837,64 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 	}
 }
 
+/* GET pack/GEN/FIRST/PART (catalog.h, cat_pack): a batch whose list the
+ * server makes, so every client asking for it gets the same bytes. */
+static void route_pack(struct repl_req *req, struct repl_ns *ns,
+		       const char *arg, size_t len)
+{
+	const char *s1 = memchr(arg, '/', len), *s2;
+	char num[24];
+	uint64_t first, part, gen;
+	struct batch *b;
+	size_t l2, l3;
+
+	s2 = s1 ? memchr(s1 + 1, '/', len - (size_t)(s1 + 1 - arg)) : NULL;
+	if (!s2)
+		goto bad;
+	if (repl_route_gen_arg(req, ns, arg, (size_t)(s1 - arg), &gen))
+		return; /* answered */
+	l2 = (size_t)(s2 - s1 - 1);
+	l3 = len - (size_t)(s2 + 1 - arg);
+	/* canonical decimals only, as generations: one URL per answer */
+	if (l2 < 1 || l2 > 19 || s1[1] < '1' || s1[1] > '9' || l3 < 1 ||
+	    l3 > 19 || (s2[1] == '0' && l3 > 1))
+		goto bad;
+	memcpy(num, s1 + 1, l2);
+	num[l2] = '\0';
+	if (base_parse_u64(num, 1, INT64_MAX, &first) < 0)
+		goto bad;
+	memcpy(num, s2 + 1, l3);
+	num[l3] = '\0';
+	if (base_parse_u64(num, 0, INT64_MAX, &part) < 0)
+		goto bad;
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		return;
+	}
+	req->route = b;
+	req->on_free = batch_free;
+	b->req = req;
+	b->ns = ns;
+	b->pack = 1;
+	b->gen = gen;
+	b->first = first;
+	b->part = part;
+	b->vw.data = b;
+	repl_req_ref(req);
+	if (uv_queue_work(&req->srv->loop, &b->vw, batch_check_work,
+			  batch_checked) < 0) {
+		repl_req_unref(req);
+		repl_http_error(req, 500, "internal", NULL,
+				"cannot queue work");
+	}
+	return;
+bad:
+	repl_http_error(req, 404, "not_found", NULL,
+			"expected pack/GEN/INO/PART, not '%.*s'",
+			(int)(len > 80 ? 80 : len), arg);
+}
+
 /* -- dispatch -- */
 
 /* With --tokens: may req read namespace name[0..len)? Answers 401 and
@@ -837,9 +940,11 @@ enum route {
 	R_CHUNK,
 	R_MANIFEST,
 	R_MANIFESTS,
-	R_SIGNATURE
+	R_SIGNATURE,
+	R_PACK
 };
 _Static_assert(REPL_RK_HEAD + (int)R_SIGNATURE == REPL_RK_SIGNATURE &&
+		   REPL_RK_HEAD + (int)R_PACK == REPL_RK_PACK &&
 		   REPL_RK_HEAD + (int)R_MANIFEST == REPL_RK_MANIFEST,
 	       "enum route follows enum repl_route_kind");
 
@@ -860,6 +965,7 @@ static int route_of(const char *rest, size_t len, enum route *ret,
 	    {"manifest/", 2, R_MANIFEST},
 	    {"manifests/", 2, R_MANIFESTS},
 	    {"signature/", 1, R_SIGNATURE},
+	    {"pack/", 2, R_PACK},
 	};
 	size_t i;
 
@@ -984,6 +1090,9 @@ void repl_routes_dispatch(struct repl_req *req)
 		break;
 	case R_SIGNATURE:
 		repl_route_signature(req, ns, arg, arg_len);
+		break;
+	case R_PACK:
+		route_pack(req, ns, arg, arg_len);
 		break;
 	}
 }

@@ -332,6 +332,13 @@ int repl_chunk_worker_open(const char *srcindex_path, uint64_t gen,
 int repl_chunk_frame(struct repl_worker *w, int dirfd, enum frame_policy policy,
 		     const chunk_id *id, struct repl_chunk_res *res);
 
+/* The chunk list of pack (first, part) of generation gen of the
+ * namespace whose state is state_dir (repl_pack.c). Worker thread. 0,
+ * -ENOENT (no such generation or pack), -EAGAIN (a file of it is not
+ * hashed yet), -EBADMSG, -errno. */
+int repl_pack_list(const char *state_dir, uint64_t gen, uint64_t first,
+		   uint64_t part, struct cat_pack_list *out);
+
 /* Worker thread: check every id is known. Returns 0 (all known), 1 with
  * *ret_bad the first unknown index, or -errno. */
 int repl_chunk_check(struct repl_ns *ns, const chunk_id *ids, size_t n,

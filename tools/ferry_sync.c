@@ -98,6 +98,9 @@ static void usage(FILE *f)
 	    "      --bwlimit RATE   cap the wire rate: KiB/s, or with a K, M\n"
 	    "                       or G suffix (1024-based); 0 = no cap\n"
 	    "  -j, --jobs N         parallel HTTP connections (default 8)\n"
+	    "      --cacheable      GET only, by URLs an HTTP cache can keep\n"
+	    "                       for every client: packs of 4 MiB, no POST\n"
+	    "                       batches (through nginx, Varnish or a CDN)\n"
 	    "      --timeout S      give up one chunk fetch after S seconds\n"
 	    "                       (default 30); failed chunks are retried\n"
 	    "                       once at the end\n"
@@ -227,6 +230,7 @@ enum {
 	OPT_PROGRESS,
 	OPT_INFO,
 	OPT_BWLIMIT,
+	OPT_CACHEABLE,
 	OPT_WATCH,
 	OPT_POLL,
 	OPT_NOOP,
@@ -283,6 +287,7 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"progress", no_argument, NULL, OPT_PROGRESS},
 	    {"info", required_argument, NULL, OPT_INFO},
 	    {"bwlimit", required_argument, NULL, OPT_BWLIMIT},
+	    {"cacheable", no_argument, NULL, OPT_CACHEABLE},
 	    {"watch", no_argument, NULL, OPT_WATCH},
 	    {"poll", required_argument, NULL, OPT_POLL},
 	    {"archive", no_argument, NULL, OPT_NOOP},
@@ -360,6 +365,9 @@ static int parse_args(int argc, char **argv, struct args *a,
 					   optarg);
 				return -1;
 			}
+			break;
+		case OPT_CACHEABLE:
+			o->cacheable = 1;
 			break;
 		case OPT_BWLIMIT:
 			if (parse_bwlimit(optarg, &o->bwlimit) < 0) {

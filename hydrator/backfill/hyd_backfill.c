@@ -608,6 +608,141 @@ static int file_manifest(hyd_backfill *bf, uint64_t ino)
 	return 1;
 }
 
+static int is_done(hyd_backfill *bf, size_t idx)
+{
+	return bf->done[idx / 8] & (1u << (idx % 8));
+}
+
+static void set_done(hyd_backfill *bf, size_t idx)
+{
+	bf->done[idx / 8] |= (uint8_t)(1u << (idx % 8));
+}
+
+/* Ask for the missing entries of pack obj in one go, once the window
+ * has room for all of them. As submit_chunk, per entry. */
+static int submit_pack(hyd_backfill *bf, struct hyd_pack_obj *obj, int fresh)
+{
+	struct hyd_flight **fls = calloc(obj->n ? obj->n : 1, sizeof(*fls));
+	uint8_t *want = calloc(obj->n ? obj->n : 1, 1);
+	uint8_t *state = calloc(obj->n ? obj->n : 1, 1);
+	uint64_t k = 0, bytes = 0;
+	size_t i;
+	int r = 0;
+
+	if (!fls || !want || !state) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < obj->n; i++) {
+		if (hyd_store_has(bf->cfg.store, &obj->ids[i]) == 1) {
+			if (fresh)
+				count_fresh(bf, obj->lens[i], 1);
+			continue;
+		}
+		want[i] = 1;
+		k++;
+		bytes += obj->lens[i];
+	}
+	if (!k)
+		goto out;
+	pthread_mutex_lock(&bf->lock);
+	/* The whole pack at once: it may pass window_bytes by one pack. */
+	while (!stopped(bf) && !bf->nospc && window_full(bf, 1)) {
+		pthread_mutex_unlock(&bf->lock);
+		tick(bf);
+		pthread_mutex_lock(&bf->lock);
+		if (window_full(bf, 1))
+			wait_locked(bf, TICK_MS);
+	}
+	if (stopped(bf) || bf->nospc) {
+		r = stopped(bf) ? -ECANCELED : -ENOSPC;
+		pthread_mutex_unlock(&bf->lock);
+		goto out;
+	}
+	bf->outstanding += k;
+	bf->outstanding_bytes += bytes;
+	bf->submitted += k;
+	pthread_mutex_unlock(&bf->lock);
+	r = hyd_fetch_submit_pack(bf->cfg.fetch, obj, want, 1, fls, state);
+	pthread_mutex_lock(&bf->lock);
+	for (i = 0; i < obj->n; i++) {
+		if (!want[i])
+			continue;
+		if (state[i] == 0) /* joined: not a new ask */
+			bf->submitted--;
+		if (state[i] == 2 || state[i] == 3) {
+			/* stored after all, or never reached: no hook */
+			bf->outstanding--;
+			bf->outstanding_bytes -= obj->lens[i];
+			bf->submitted--;
+		}
+	}
+	pthread_mutex_unlock(&bf->lock);
+	for (i = 0; i < obj->n; i++) {
+		if (fresh && want[i] && state[i] != 3)
+			count_fresh(bf, obj->lens[i], state[i] == 2);
+		hyd_fetch_release(bf->cfg.fetch, fls[i]);
+	}
+	if (r == -ESHUTDOWN)
+		r = -ECANCELED;
+out:
+	free(fls);
+	free(want);
+	free(state);
+	return r;
+}
+
+/* --cacheable: the packs of file idx (its group's, or its parts), each
+ * asked for whole; the group's other files are done with it. 1 when the
+ * file has no pack to ask for (the caller goes chunk by chunk), else as
+ * do_file. */
+static int do_file_packs(hyd_backfill *bf, size_t idx)
+{
+	const struct hyd_bf_file *fi = &bf->files.v[idx];
+	struct hyd_pack_obj *obj;
+	struct cat_pack p;
+	struct cat_meta m;
+	uint64_t part, ino;
+	long j;
+	int r, fetched = 0;
+
+	r = cat_pack_find(bf->cfg.cat, fi->ino, &p);
+	if (r < 0)
+		return r == -ENOENT ? 0 : 1;
+	cat_reader_meta(bf->cfg.cat, &m);
+	for (ino = p.first; !p.big && ino <= p.last; ino++) {
+		j = hyd_bf__files_find(&bf->files, ino);
+		if (j >= 0)
+			set_done(bf, (size_t)j);
+	}
+	for (part = 0; part < p.parts; part++) {
+		r = hyd_pack_obj_make(hyd_fetch_base_url(bf->cfg.fetch),
+				      m.generation, bf->cfg.cat, &p, part,
+				      &obj);
+		if (r == -EAGAIN && !fetched) {
+			/* A pending file's manifest: the segment's, once. */
+			fetched = 1;
+			r = file_manifest(bf, p.first);
+			if (r == 0) {
+				part--;
+				continue;
+			}
+			return r < 0 ? r : 0;
+		}
+		if (r < 0) {
+			base_debug("backfill skips a pack ino=%" PRIu64
+				   " part=%" PRIu64 " errno=%s",
+				   p.first, part, base_errname(r));
+			return r == -EAGAIN ? 0 : 1;
+		}
+		r = submit_pack(bf, obj, is_fresh(bf, p.first));
+		hyd_pack_obj_unref(obj);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 /* Every missing chunk of file idx. */
 static int do_file(hyd_backfill *bf, size_t idx)
 {
@@ -617,7 +752,12 @@ static int do_file(hyd_backfill *bf, size_t idx)
 	size_t n, i;
 	int r, fresh = -1, fetched = 0;
 
-	bf->done[idx / 8] |= (uint8_t)(1u << (idx % 8));
+	set_done(bf, idx);
+	if (hyd_fetch_packs(bf->cfg.fetch)) {
+		r = do_file_packs(bf, idx);
+		if (r <= 0)
+			return r;
+	}
 	while (off < fi->size) {
 		r = cat_chunks_range(bf->cfg.cat, fi->ino, off, fi->size - off,
 				     cs, STEP_CHUNKS, &n);
@@ -655,11 +795,6 @@ static int do_file(hyd_backfill *bf, size_t idx)
 		off = cs[n - 1].off + cs[n - 1].len;
 	}
 	return 0;
-}
-
-static int is_done(hyd_backfill *bf, size_t idx)
-{
-	return bf->done[idx / 8] & (1u << (idx % 8));
 }
 
 /* A directory someone opened a file in: its files now, smallest first. */

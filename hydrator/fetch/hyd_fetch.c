@@ -615,7 +615,13 @@ void hyd_fetch__pump(hyd_fetch *f)
 		if (top == HYD_PRIO_BACKFILL) {
 			if (f->n_bg >= f->bg_max)
 				break;
-			if (!nobatch && !f->batch_off && f->batch_max > 1) {
+			/* --cacheable: packs, or single GETs; never POST. */
+			if (f->cacheable) {
+				if (!nobatch && !f->pack_off &&
+				    hyd_fetch__pack_launch(f))
+					continue;
+			} else if (!nobatch && !f->batch_off &&
+				   f->batch_max > 1) {
 				if (!hyd_fetch__batch_launch(f))
 					break;
 				continue;
@@ -932,6 +938,7 @@ int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret)
 	if (cfg->bg_connections && cfg->bg_connections < f->bg_max)
 		f->bg_max = cfg->bg_connections;
 	f->batch_max = cfg->batch_max ? cfg->batch_max : HYD_BATCH_MAX_DEFAULT;
+	f->cacheable = cfg->cacheable;
 	if (f->batch_max > HYD_BATCH_MAX_IDS)
 		f->batch_max = HYD_BATCH_MAX_IDS;
 	f->batch_bytes =
@@ -1081,6 +1088,24 @@ int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 		return -EINVAL;
 	return hyd_flights_join(&f->flights, id, raw_len, prio, deadline_ns,
 				ret);
+}
+
+int hyd_fetch_submit_pack(hyd_fetch *f, struct hyd_pack_obj *obj,
+			  const uint8_t *want, unsigned watched,
+			  struct hyd_flight **fls, uint8_t *state)
+{
+	return hyd_flights_join_pack(&f->flights, obj, want, HYD_PRIO_BACKFILL,
+				     watched ? 1 : 0, fls, state);
+}
+
+int hyd_fetch_packs(const hyd_fetch *f)
+{
+	return f->cacheable && !__atomic_load_n(&f->pack_off, __ATOMIC_RELAXED);
+}
+
+const char *hyd_fetch_base_url(const hyd_fetch *f)
+{
+	return f->base_url;
 }
 
 int hyd_fetch_submit_checked(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,

@@ -43,6 +43,7 @@ void hyd_fetch__batch_free(struct hyd_batch_xfer *bx)
 	if (bx->parser_live)
 		hyd_batch_parser_fini(&bx->p);
 	curl_slist_free_all(bx->hdrs);
+	hyd_pack_obj_unref(bx->obj);
 	free(bx->fls);
 	free(bx->ids);
 	free(bx->lens);
@@ -69,6 +70,10 @@ static size_t batch_expire(struct hyd_xfer *x, uint64_t at)
 	hyd_fetch *f = x->f;
 	size_t i;
 
+	/* A pack's flights are backfill's (no deadline), and its entries
+	 * keep their places. */
+	if (bx->obj)
+		return hyd_fetch__pack_left(bx);
 	for (i = 0; i < bx->n; i++) {
 		if (bx->fls[i] &&
 		    hyd_flights_deadline(&f->flights, bx->fls[i]) <= at) {
@@ -107,7 +112,7 @@ void hyd_fetch__batch_end(struct hyd_xfer *x, int rc)
 
 /* Send the flights of x from index `from` on off alone (GETs) and free
  * the transfer when nothing is left in it. */
-static void batch_requeue_from(struct hyd_xfer *x, size_t from)
+void hyd_fetch__batch_requeue(struct hyd_xfer *x, size_t from)
 {
 	struct hyd_batch_xfer *bx = x->bx;
 	size_t i;
@@ -214,6 +219,11 @@ static int on_frame(void *ctx, size_t idx, uint8_t *frame, size_t frame_len)
 	struct hyd_fwork *fw;
 	struct hyd_flight *fl;
 
+	if (idx < bx->n && !bx->fls[idx] && bx->obj) {
+		/* A pack entry no flight of ours waits for. */
+		free(frame);
+		return 0;
+	}
 	if (idx >= bx->n || !bx->fls[idx]) {
 		free(frame);
 		return -EBADMSG; /* cannot happen: the parser counts */
@@ -242,8 +252,8 @@ static int on_frame(void *ctx, size_t idx, uint8_t *frame, size_t frame_len)
 	return 0;
 }
 
-static size_t on_write_batch(char *ptr, size_t size, size_t nmemb,
-			     void *userdata)
+size_t hyd_fetch__batch_write(char *ptr, size_t size, size_t nmemb,
+			      void *userdata)
 {
 	struct hyd_xfer *x = userdata;
 	struct hyd_batch_xfer *bx = x->bx;
@@ -289,23 +299,35 @@ void hyd_fetch__batch_start(struct hyd_xfer *x)
 		hyd_fetch__xfer_free(x);
 		return;
 	}
-	for (i = 0; i < n; i++) {
-		bx->ids[i] = bx->fls[i]->id;
-		bx->lens[i] = bx->fls[i]->raw_len;
+	if (bx->obj) {
+		/* The whole list parses; our flights sit at their places. */
+		bx->body_n = bx->obj->n;
+		if (bx->parser_live)
+			hyd_batch_parser_fini(&bx->p);
+		hyd_batch_parser_init(&bx->p, bx->obj->ids, bx->obj->lens,
+				      bx->obj->n, f->max_raw);
+	} else {
+		for (i = 0; i < n; i++) {
+			bx->ids[i] = bx->fls[i]->id;
+			bx->lens[i] = bx->fls[i]->raw_len;
+		}
+		bx->body_n = n;
+		if (bx->parser_live)
+			hyd_batch_parser_fini(&bx->p);
+		hyd_batch_parser_init(&bx->p, bx->ids, bx->lens, n, f->max_raw);
 	}
-	bx->body_n = n;
-	if (bx->parser_live)
-		hyd_batch_parser_fini(&bx->p);
-	hyd_batch_parser_init(&bx->p, bx->ids, bx->lens, n, f->max_raw);
 	bx->parser_live = 1;
 	bx->code = 0;
 	bx->parse_err = 0;
 	x->body_len = 0;
 	x->errbuf[0] = '\0';
 	x->last_rx_ns = now;
-	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, (const char *)bx->ids);
-	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE_LARGE,
-			 (curl_off_t)(n * CHUNK_ID_LEN));
+	if (!bx->obj) {
+		curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS,
+				 (const char *)bx->ids);
+		curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE_LARGE,
+				 (curl_off_t)(n * CHUNK_ID_LEN));
+	}
 	mc = curl_multi_add_handle(f->multi, x->easy);
 	if (mc != CURLM_OK) {
 		snprintf(x->why, sizeof(x->why), "curl_multi_add_handle: %s",
@@ -351,7 +373,7 @@ static void batch_retry(struct hyd_xfer *x)
 /* Whether an error answer is the replicator's own (a JSON body, as every
  * error of its protocol): a 404 that is not comes from a static store or
  * a web server with no batch endpoint at all. */
-static int ferry_error(struct hyd_xfer *x)
+int hyd_fetch__ferry_error(struct hyd_xfer *x)
 {
 	char *ct = NULL;
 
@@ -367,6 +389,10 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 	long code = bx->code;
 	int rc;
 
+	if (bx->obj) {
+		hyd_fetch__pack_done(x, res);
+		return;
+	}
 	if (!code)
 		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
 	if (batch_compact(bx) == 0) {
@@ -384,7 +410,7 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 			return;
 		}
 		if ((code == 405 || code == 501 ||
-		     (code == 404 && !ferry_error(x))) &&
+		     (code == 404 && !hyd_fetch__ferry_error(x))) &&
 		    !f->batch_off) {
 			f->batch_off = 1;
 			base_warn("no batch endpoint: fetching chunks one by "
@@ -393,7 +419,7 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 		}
 		/* 404 (one unknown id spoils the batch), 4xx: alone, each
 		 * gets its own precise answer. */
-		batch_requeue_from(x, 0);
+		hyd_fetch__batch_requeue(x, 0);
 		hyd_fetch__xfer_free(x);
 		return;
 	}
@@ -485,7 +511,8 @@ int hyd_fetch__batch_launch(hyd_fetch *f)
 	curl_easy_setopt(x->easy, CURLOPT_URL, x->url);
 	curl_easy_setopt(x->easy, CURLOPT_POST, 1L);
 	curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_write_batch);
+	curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION,
+			 hyd_fetch__batch_write);
 	curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS,
 			 f->connect_timeout_ms);

@@ -125,9 +125,48 @@ static void table_remove(struct hyd_flights *t, struct hyd_flight *fl)
 
 static void flight_free(struct hyd_flight *fl)
 {
+	hyd_pack_obj_unref(fl->obj);
 	pthread_cond_destroy(&fl->cond);
 	free(fl->raw);
 	free(fl);
+}
+
+/* A new queued flight in the table (lock held): 1, or -errno. */
+static int flight_create(struct hyd_flights *t, const chunk_id *id,
+			 uint32_t raw_len, enum hyd_prio prio,
+			 uint64_t deadline_ns, unsigned watch,
+			 struct hyd_flight **ret)
+{
+	struct hyd_flight *fl;
+	pthread_condattr_t ca;
+	int r;
+
+	fl = calloc(1, sizeof(*fl));
+	if (!fl)
+		return -ENOMEM;
+	/* Waits use absolute CLOCK_MONOTONIC deadlines. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	r = pthread_cond_init(&fl->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (r) {
+		free(fl);
+		return -r;
+	}
+	fl->id = *id;
+	fl->raw_len = raw_len;
+	fl->prio = prio;
+	fl->state = HYD_FLIGHT_QUEUED;
+	fl->refs = 2; /* the caller's and the fetch's own */
+	fl->deadline_ns = deadline_ns;
+	fl->watch = watch;
+	fl->in_table = 1;
+	fl->hnext = t->buckets[flight_bucket(t, id)];
+	t->buckets[flight_bucket(t, id)] = fl;
+	t->count++;
+	queue_push(t, fl);
+	*ret = fl;
+	return 1;
 }
 
 /* check: 0 never ask the have hook, 1 ask it when no flight exists, 2 ask
@@ -138,7 +177,6 @@ static int flights_join(struct hyd_flights *t, const chunk_id *id,
 			uint32_t stamp, struct hyd_flight **ret)
 {
 	struct hyd_flight *fl;
-	pthread_condattr_t ca;
 	int r = 0;
 
 	*ret = NULL;
@@ -171,37 +209,9 @@ static int flights_join(struct hyd_flights *t, const chunk_id *id,
 		r = 2;
 		goto out;
 	}
-	fl = calloc(1, sizeof(*fl));
-	if (!fl) {
-		r = -ENOMEM;
-		goto out;
-	}
-	/* Waits use absolute CLOCK_MONOTONIC deadlines. */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	r = pthread_cond_init(&fl->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	if (r) {
-		free(fl);
-		r = -r;
-		goto out;
-	}
-	fl->id = *id;
-	fl->raw_len = raw_len;
-	fl->prio = prio;
-	fl->state = HYD_FLIGHT_QUEUED;
-	fl->refs = 2; /* the caller's and the fetch's own */
-	fl->deadline_ns = deadline_ns;
-	fl->watch = watch;
-	fl->in_table = 1;
-	fl->hnext = t->buckets[flight_bucket(t, id)];
-	t->buckets[flight_bucket(t, id)] = fl;
-	t->count++;
-	queue_push(t, fl);
-	if (t->kick)
+	r = flight_create(t, id, raw_len, prio, deadline_ns, watch, ret);
+	if (r == 1 && t->kick)
 		t->kick(t->kick_arg);
-	*ret = fl;
-	r = 1;
 out:
 	pthread_mutex_unlock(&t->lock);
 	return r;
@@ -508,6 +518,87 @@ size_t hyd_flights_queued(struct hyd_flights *t)
 
 	pthread_mutex_lock(&t->lock);
 	n = t->queued;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+int hyd_flights_join_pack(struct hyd_flights *t, struct hyd_pack_obj *obj,
+			  const uint8_t *want, enum hyd_prio prio,
+			  unsigned watch, struct hyd_flight **fls,
+			  uint8_t *state)
+{
+	struct hyd_flight *fl;
+	size_t i;
+	int r = 0, created = 0;
+
+	if (prio >= HYD_PRIO_N)
+		prio = HYD_PRIO_BACKFILL;
+	for (i = 0; i < obj->n; i++) {
+		fls[i] = NULL;
+		state[i] = 3;
+	}
+	pthread_mutex_lock(&t->lock);
+	if (!t->open) {
+		r = -ESHUTDOWN;
+		goto out;
+	}
+	for (i = 0; i < obj->n; i++) {
+		if (!want[i])
+			continue;
+		fl = table_find(t, &obj->ids[i]);
+		if (fl) {
+			fl->refs++;
+			fl->watch += watch;
+			fls[i] = fl;
+			state[i] = 0;
+			continue;
+		}
+		if (t->have && t->have(t->have_arg, &obj->ids[i]) == 1) {
+			state[i] = 2;
+			continue;
+		}
+		r = flight_create(t, &obj->ids[i], obj->lens[i], prio,
+				  HYD_DEADLINE_NONE, watch, &fl);
+		if (r < 0)
+			break;
+		hyd_pack_obj_ref(obj);
+		fl->obj = obj;
+		fl->obj_idx = i;
+		fls[i] = fl;
+		state[i] = 1;
+		created = 1;
+		r = 0;
+	}
+	if (created && t->kick)
+		t->kick(t->kick_arg);
+out:
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+size_t hyd_flights_next_pack(struct hyd_flights *t, enum hyd_prio prio,
+			     struct hyd_flight **ret)
+{
+	struct hyd_flight *fl, *next;
+	struct hyd_pack_obj *obj;
+	size_t n = 0;
+
+	if (prio >= HYD_PRIO_N)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	fl = t->qhead[prio];
+	if (!fl || !fl->obj || fl->nobatch)
+		goto out;
+	obj = fl->obj;
+	for (; fl && n < obj->n; fl = next) {
+		next = fl->qnext;
+		if (fl->obj != obj || fl->nobatch)
+			continue;
+		queue_unlink(t, fl);
+		fl->state = HYD_FLIGHT_ACTIVE;
+		ret[n++] = fl;
+	}
+out:
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }

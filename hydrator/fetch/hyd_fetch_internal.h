@@ -52,6 +52,18 @@ enum hyd_flight_state {
 	HYD_FLIGHT_DONE,
 };
 
+/* A pack (catalog.h, cat_pack): the object GET BASE/pack/GEN/INO/K and
+ * its whole chunk list, in the answer's order. Shared by the flights
+ * submitted for it (each holds a reference); immutable once made. */
+struct hyd_pack_obj {
+	unsigned refs; /* atomic */
+	char *url;     /* the whole URL */
+	size_t n;
+	chunk_id *ids;
+	uint32_t *lens;
+	size_t *order; /* indices sorted by id, for hyd_pack_obj_find */
+};
+
 /* One chunk being fetched. Fields are guarded by the table lock, except
  * raw/raw_len, which are immutable once the state is VERIFIED and stay valid
  * until the holder's hyd_flights_release. */
@@ -71,7 +83,10 @@ struct hyd_flight {
 	int nobatch;	/* fetch alone with a GET, not in a batch */
 	int store_rc;	/* hyd_store_put's result once VERIFIED (0, 1 or
 			 * -errno); set by the fetcher before finishing */
-	struct hyd_flight *hnext;	  /* hash chain */
+	struct hyd_pack_obj *obj; /* the pack it was asked for in, or NULL;
+				   * set at creation, a reference */
+	size_t obj_idx;		  /* its place in obj's list */
+	struct hyd_flight *hnext; /* hash chain */
 	struct hyd_flight *qprev, *qnext; /* priority queue while QUEUED */
 };
 
@@ -225,6 +240,38 @@ size_t hyd_flights_next_batch(struct hyd_flights *t, enum hyd_prio prio,
 int hyd_flights_requeue(struct hyd_flights *t, struct hyd_flight *fl,
 			int nobatch);
 
+/* Join (watch counted) or create the flights of pack obj's entries with
+ * want[i] set, under one hold of the table lock, so the loop sees all of
+ * them queued or none: a new flight carries obj (a reference of its own)
+ * and its index. Per entry, state[i]: 1 created, 0 joined, 2 stored (the
+ * have hook said so; fls[i] NULL), 3 not wanted; fls[i] holds a
+ * reference as hyd_flights_join's. Returns 0, -ESHUTDOWN, -ENOMEM (the
+ * entries before the failure stand). */
+int hyd_flights_join_pack(struct hyd_flights *t, struct hyd_pack_obj *obj,
+			  const uint8_t *want, enum hyd_prio prio,
+			  unsigned watch, struct hyd_flight **fls,
+			  uint8_t *state);
+
+/* Loop side: when the head of prio's queue was asked for in a pack, pop
+ * it and every queued flight of prio asked for in the same pack (now
+ * ACTIVE, each with the table's reference) into ret (room for
+ * obj->n), and return how many; 0 when the head has none or is nobatch. */
+size_t hyd_flights_next_pack(struct hyd_flights *t, enum hyd_prio prio,
+			     struct hyd_flight **ret);
+
+/* Pack objects (hyd_pack.c). */
+void hyd_pack_obj_ref(struct hyd_pack_obj *o);
+void hyd_pack_obj_unref(struct hyd_pack_obj *o);
+/* The index of id in o's list, or -1. */
+long hyd_pack_obj_find(const struct hyd_pack_obj *o, const chunk_id *id);
+/* Part `part` of pack p of generation gen, with the whole list from cat
+ * (its overlay for pending files: -EAGAIN while a manifest of them is
+ * not local), named under base_url. One reference to *ret. 0 or -errno
+ * (cat_pack_ids'). */
+int hyd_pack_obj_make(const char *base_url, uint64_t gen, cat_reader *cat,
+		      const struct cat_pack *p, uint64_t part,
+		      struct hyd_pack_obj **ret);
+
 /* Number of QUEUED flights. */
 size_t hyd_flights_queued(struct hyd_flights *t);
 
@@ -247,6 +294,9 @@ struct hyd_fetch_config {
 	unsigned batch_max;	 /* flights per POST BASE/chunks, default 64,
 				  * 1 turns batching off */
 	uint64_t batch_bytes;	 /* raw bytes per batch, default 8 MiB */
+	int cacheable;		 /* --cacheable: backfill flights submitted in
+				  * packs go as GET BASE/pack/..., the rest as
+				  * single GETs; no POST */
 	uint64_t bwlimit;	 /* wire bytes/s for everything, 0 = none */
 	const struct hyd_creds *creds; /* CAs, client cert, token; borrowed
 					* until hyd_fetch_free; NULL: none */
@@ -336,6 +386,18 @@ int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
  * (HYD_DEADLINE_NONE once backfill asked for it). A waiter whose own
  * deadline is earlier hears no verdict from the fetcher by then. */
 uint64_t hyd_fetch_deadline(hyd_fetch *f, struct hyd_flight *fl);
+
+/* Submit pack obj's entries with want[i] set at backfill priority, all
+ * at once (hyd_flights_join_pack: state[i] and fls[i] as there; each
+ * fls[i] a reference to release). Returns 0, -ESHUTDOWN, -ENOMEM. */
+int hyd_fetch_submit_pack(hyd_fetch *f, struct hyd_pack_obj *obj,
+			  const uint8_t *want, unsigned watched,
+			  struct hyd_flight **fls, uint8_t *state);
+/* 1 when backfill should ask in packs: --cacheable, and the server has
+ * not shown it has none. Any thread. */
+int hyd_fetch_packs(const hyd_fetch *f);
+/* The base URL the fetcher was made with ("http://host:port/v1/NAME"). */
+const char *hyd_fetch_base_url(const hyd_fetch *f);
 
 /* hyd_fetch_submit (watched 0) or hyd_fetch_submit_watched (1) through
  * hyd_flights_join_checked against the fetcher's store: 2 with *ret NULL

@@ -57,6 +57,9 @@ struct hyd_batch_xfer {
 	int parse_err;	 /* the parser's error that aborted the body */
 	unsigned peeled; /* flights sent off alone after broken bodies */
 	struct curl_slist *hdrs; /* request headers, borrowed by curl */
+	/* A pack (GET obj->url): fls has obj->n entries, ours at their
+	 * places in its list, NULL elsewhere; a reference. */
+	struct hyd_pack_obj *obj;
 };
 
 /* The loop's side of one transfer: one flight by GET, or a batch. */
@@ -141,6 +144,8 @@ struct hyd_fetch {
 	unsigned n_bg;	   /* of those, backfill class */
 	unsigned n_urgent; /* urgent transfers in XFER_CURL */
 	int batch_off;	   /* the server cannot do batches: GETs only */
+	int cacheable;	   /* backfill by packs (GET), never a POST */
+	int pack_off;	   /* the server has no packs: single GETs */
 	struct hyd_bucket bucket;
 	int pace_armed;
 	struct hyd_fwork *fq_head,
@@ -197,6 +202,23 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res);
 /* End the batch: every undelivered flight finishes with rc. */
 void hyd_fetch__batch_end(struct hyd_xfer *x, int rc);
 void hyd_fetch__batch_free(struct hyd_batch_xfer *bx);
+/* CURLOPT_WRITEFUNCTION of batch and pack answers. */
+size_t hyd_fetch__batch_write(char *ptr, size_t size, size_t nmemb,
+			      void *userdata);
+/* Send x's flights from index from on off alone (GETs). */
+void hyd_fetch__batch_requeue(struct hyd_xfer *x, size_t from);
+/* Whether x's error answer is the replicator's own (JSON): a 404 that is
+ * not comes from a server without that endpoint (a static store). */
+int hyd_fetch__ferry_error(struct hyd_xfer *x);
+
+/* -- hyd_fetch_pack.c -- */
+/* Start the pack at the head of the backfill queue: 1 when started (or
+ * its flights dealt with), 0 when the head flight has no pack. */
+int hyd_fetch__pack_launch(hyd_fetch *f);
+/* A pack transfer left curl. */
+void hyd_fetch__pack_done(struct hyd_xfer *x, CURLcode res);
+/* Flights of a pack transfer not delivered yet. */
+size_t hyd_fetch__pack_left(const struct hyd_batch_xfer *bx);
 /* Shutdown: frames not yet in the pool end with -ECANCELED. */
 void hyd_fetch__fwork_cancel_queued(hyd_fetch *f);
 

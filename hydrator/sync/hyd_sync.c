@@ -96,6 +96,12 @@ struct sync {
 	struct hyd_sync_result *res;
 	struct hyd_open op;    /* URL, cache directory, store, catalog */
 	cat_reader *cat_fetch; /* the fetching thread's own connection */
+	/* --cacheable: a reader for pack lists (cat_fetch is locked in its
+	 * stream), and the pack asked for last, whose chunks are skipped. */
+	cat_reader *cat_pack;
+	struct hyd_pack_obj *pack;
+	struct cat_pack pack_p;
+	uint64_t pack_part;
 	hyd_fetch *fetch;
 	/* Pending files (only when some manifests are not local yet and the
 	 * server answers): the manifest fetcher, the manifest thread with its
@@ -505,6 +511,88 @@ static int count_missing(cat_reader *cat, uint64_t *ret)
 	return 0;
 }
 
+/* Whether chunk c of ino is in the pack asked for last. */
+static int in_last_pack(const struct sync *s, uint64_t ino,
+			const struct cat_chunk *c)
+{
+	const struct cat_pack *p = &s->pack_p;
+
+	if (!s->pack)
+		return 0;
+	if (p->big)
+		return ino == p->first &&
+		       c->off / CAT_PACK_SPAN == s->pack_part;
+	return ino >= p->first && ino <= p->last;
+}
+
+/* Put a flight the caller holds into the window (waiting for room). */
+static void slot_put(struct sync *s, struct hyd_flight *fl, const chunk_id *id,
+		     uint32_t len)
+{
+	struct slot *sl;
+
+	while (s->n == s->window)
+		reap_one(s);
+	sl = &s->ring[(s->head + s->n) % s->window];
+	sl->id = *id;
+	sl->len = len;
+	sl->deadline = base_now_ns() + s->timeout_ns;
+	sl->fl = fl;
+	s->n++;
+	s->bytes += len;
+}
+
+/* --cacheable: ask for the pack holding chunk c of ino, all its missing
+ * entries at once, their flights into the window. 0 when done, 1 when
+ * the chunk goes on its own (no pack: its manifests are not local yet,
+ * say), -errno. */
+static int want_pack(struct sync *s, uint64_t ino, const struct cat_chunk *c)
+{
+	struct hyd_flight **fls = NULL;
+	uint8_t *want = NULL, *state = NULL;
+	struct hyd_pack_obj *obj = NULL;
+	struct cat_pack p;
+	uint64_t part;
+	size_t i;
+	int r;
+
+	if (!s->cat_pack && hyd_open_reader(&s->op, &s->cat_pack) < 0)
+		return 1;
+	r = cat_pack_find(s->cat_pack, ino, &p);
+	part = p.big ? c->off / CAT_PACK_SPAN : 0;
+	if (r == 0)
+		r = hyd_pack_obj_make(hyd_fetch_base_url(s->fetch),
+				      s->op.meta.generation, s->cat_pack, &p,
+				      part, &obj);
+	if (r < 0)
+		return 1;
+	hyd_pack_obj_unref(s->pack);
+	s->pack = obj;
+	s->pack_p = p;
+	s->pack_part = part;
+	fls = calloc(obj->n ? obj->n : 1, sizeof(*fls));
+	want = calloc(obj->n ? obj->n : 1, 1);
+	state = calloc(obj->n ? obj->n : 1, 1);
+	if (!fls || !want || !state) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < obj->n; i++)
+		want[i] = hyd_store_has(s->op.store, &obj->ids[i]) == 0;
+	r = hyd_fetch_submit_pack(s->fetch, obj, want, 0, fls, state);
+	for (i = 0; i < obj->n; i++)
+		if (fls[i])
+			slot_put(s, fls[i], &obj->ids[i], obj->lens[i]);
+	if (r < 0)
+		note_failure(s, &c->id, c->len, r);
+	r = 0;
+out:
+	free(fls);
+	free(want);
+	free(state);
+	return r;
+}
+
 /* The chunks of pending file ino, whose manifest just arrived: counted
  * as they come (see the top of the file) and asked for when missing. A
  * manifest that does not read back is the writer's to report. */
@@ -539,8 +627,12 @@ static void want_new_file(struct sync *s, uint64_t ino)
 				s->st.unique_bytes_stored += cs[i].len;
 			}
 			pthread_mutex_unlock(&s->lock);
-			if (r == 0)
-				want_chunk(s, &cs[i].id, cs[i].len);
+			if (r != 0 || in_last_pack(s, ino, &cs[i]))
+				continue;
+			if (hyd_fetch_packs(s->fetch) && !s->gave_up &&
+			    !s->retrying && want_pack(s, ino, &cs[i]) <= 0)
+				continue;
+			want_chunk(s, &cs[i].id, cs[i].len);
 		}
 		off = cs[n - 1].off + cs[n - 1].len;
 	}
@@ -572,7 +664,6 @@ static int fetch_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	struct sync *s = ctx;
 	int r;
 
-	(void)ino;
 	if (c->len > s->op.meta.params.max)
 		return -EBADMSG;
 	/* Manifests that arrived meanwhile go in between (another reader:
@@ -581,8 +672,14 @@ static int fetch_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	r = hyd_store_has(s->op.store, &c->id);
 	if (r < 0)
 		return r;
-	if (r == 0)
-		want_chunk(s, &c->id, c->len);
+	if (r == 1 || in_last_pack(s, ino, c))
+		return 0;
+	if (hyd_fetch_packs(s->fetch) && !s->gave_up && !s->retrying) {
+		r = want_pack(s, ino, c);
+		if (r <= 0)
+			return r;
+	}
+	want_chunk(s, &c->id, c->len);
 	return 0;
 }
 
@@ -691,6 +788,7 @@ static int start_fetch(struct sync *s)
 	fc.connections = s->o->jobs;
 	fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
 	fc.bwlimit = s->o->bwlimit;
+	fc.cacheable = s->o->cacheable;
 	fc.creds = s->o->creds;
 	r = hyd_fetch_new(&fc, &s->fetch);
 	if (r == 0)
@@ -730,6 +828,8 @@ static void sync_free(struct sync *s)
 	cat_reader_close(s->cat_new);
 	hyd_fetch_free(s->fetch);
 	cat_reader_close(s->cat_fetch);
+	cat_reader_close(s->cat_pack);
+	hyd_pack_obj_unref(s->pack);
 	hyd_open_close(&s->op);
 	free(s->ring);
 	free(s->failed);

@@ -3,6 +3,8 @@
 # logs, temp and cache dirs) under $T/nginx.PORT.
 #
 #   start_nginx PORT 'server-block directives'   (sets NGINX_DIR)
+#   start_nginx_http PORT 'http-block text'      (it has its own server
+#                                                 listening on PORT)
 #   stop_nginx_all                               (from e2e_after_cleanup)
 #
 # The access log, $NGINX_DIR/access.log, has one line per request:
@@ -16,6 +18,13 @@ need_nginx() {
 }
 
 start_nginx() {
+	start_nginx_http "$1" "server {
+		listen 127.0.0.1:$1;
+		$2
+	}"
+}
+
+start_nginx_http() {
 	local port=$1 body=$2 d="$T/nginx.$1" user="" i
 	NGINX_DIR=$d
 	mkdir -p "$d/tmp" "$d/cache"
@@ -40,10 +49,7 @@ http {
 	default_type application/octet-stream;
 	sendfile on;
 	keepalive_requests 100000;
-	server {
-		listen 127.0.0.1:$port;
-		$body
-	}
+	$body
 }
 CONF
 	"$NGINX" -t -p "$d" -c "$d/nginx.conf" -e "$d/error.log" >"$d/check.log" 2>&1 ||

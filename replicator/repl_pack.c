@@ -1,0 +1,81 @@
+/*
+ * replicator/repl_pack.c — the chunk list of a pack (catalog.h, cat_pack)
+ * as the replicator knows it: the shape and the rows of hashed files from
+ * generation GEN's catalog, the rows of files hashed after publishing
+ * (pending in the catalog) from GEN's source index. On a worker thread;
+ * each call opens both (SQLite opens are cheap next to reading a pack's
+ * megabytes from the source).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "catalog/base/base.h"
+#include "replicator/repl_publish_internal.h"
+#include "replicator/repl_server_internal.h"
+#include "replicator/repl_srcindex_internal.h"
+
+struct rows_ctx {
+	cat_reader *cat;
+	repl_srcindex *idx; /* opened on the first pending file */
+	const char *state_dir;
+	uint64_t gen;
+};
+
+static int rows(void *arg, uint64_t ino, uint64_t size, uint64_t lo,
+		uint64_t hi, struct cat_pack_list *out)
+{
+	struct rows_ctx *c = arg;
+	struct repl_src_manifest m;
+	char *path;
+	size_t i;
+	int r;
+
+	r = cat_pack_rows_reader(c->cat, ino, size, lo, hi, out);
+	if (r != -EAGAIN)
+		return r;
+	/* Pending in the catalog: hashed since, or not yet. */
+	if (!c->idx) {
+		path = repl__srcindex_path(c->state_dir, c->gen);
+		if (!path)
+			return -ENOMEM;
+		r = repl_srcindex_open(path, &c->idx);
+		free(path);
+		if (r < 0)
+			return r;
+	}
+	r = repl_srcindex_manifest(c->idx, ino, &m);
+	if (r < 0)
+		return r; /* -EAGAIN: still to hash */
+	if (m.state != REPL_HASH_OK)
+		return 0; /* changed before it was hashed: no chunks here */
+	for (i = 0; i < m.n; i++) {
+		if (m.v[i].off < lo || m.v[i].off >= hi)
+			continue;
+		r = cat_pack_list_add(out, &m.v[i]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int repl_pack_list(const char *state_dir, uint64_t gen, uint64_t first,
+		   uint64_t part, struct cat_pack_list *out)
+{
+	struct rows_ctx c = {.state_dir = state_dir, .gen = gen};
+	struct cat_pack p;
+	char *path = repl__catalog_path(state_dir, gen);
+	int r;
+
+	if (!path)
+		return -ENOMEM;
+	r = cat_reader_open(path, &c.cat);
+	free(path);
+	if (r < 0)
+		return r == -EBADMSG ? r : -ENOENT;
+	r = cat_pack_named(c.cat, first, part, &p);
+	if (r == 0)
+		r = cat_pack_ids(c.cat, &p, part, rows, &c, out);
+	repl_srcindex_close(c.idx);
+	cat_reader_close(c.cat);
+	return r;
+}
