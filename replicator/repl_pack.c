@@ -2,7 +2,9 @@
  * replicator/repl_pack.c — the chunk list of a pack (catalog.h, cat_pack)
  * as the replicator knows it: the shape and the rows of hashed files from
  * generation GEN's catalog, the rows of files hashed after publishing
- * (pending in the catalog) from GEN's source index. On a worker thread;
+ * (pending in the catalog) from GEN's source index; of those, the chunks
+ * the source index places in this pack (the first file it found each
+ * in). On a worker thread;
  * each call opens both (SQLite opens are cheap next to reading a pack's
  * megabytes from the source).
  */
@@ -58,6 +60,51 @@ static int rows(void *arg, uint64_t ino, uint64_t size, uint64_t lo,
 	return 0;
 }
 
+/* Whether the source index's place of a chunk (the first file it was
+ * found in) is inside part `part` of pack p. */
+static int placed_in(const struct cat_pack *p, uint64_t part,
+		     const struct repl_src_loc *loc)
+{
+	if (!p->big)
+		return loc->ino >= p->first && loc->ino <= p->last;
+	return loc->ino == p->first && loc->off / CAT_PACK_SPAN == part;
+}
+
+/* Keep the chunks whose place is this pack: a chunk many files share
+ * (checkpoint versions, copies) is in one pack only, so behind a cache
+ * it crosses the WAN once. An id the index does not know stays (the
+ * answer is then a 404, as for a batch). */
+static int keep_own(struct rows_ctx *c, const struct cat_pack *p, uint64_t part,
+		    struct cat_pack_list *l)
+{
+	struct repl_src_loc loc;
+	char *path;
+	size_t i, n = 0;
+	int r;
+
+	if (!c->idx) {
+		path = repl__srcindex_path(c->state_dir, c->gen);
+		if (!path)
+			return -ENOMEM;
+		r = repl_srcindex_open(path, &c->idx);
+		free(path);
+		if (r < 0)
+			return r;
+	}
+	for (i = 0; i < l->n; i++) {
+		r = repl_srcindex_lookup(c->idx, &l->ids[i], &loc);
+		if (r < 0 && r != -ENOENT)
+			return r;
+		if (r == 0 && !placed_in(p, part, &loc))
+			continue;
+		l->ids[n] = l->ids[i];
+		l->lens[n] = l->lens[i];
+		n++;
+	}
+	l->n = n;
+	return 0;
+}
+
 int repl_pack_list(const char *state_dir, uint64_t gen, uint64_t first,
 		   uint64_t part, struct cat_pack_list *out)
 {
@@ -75,6 +122,8 @@ int repl_pack_list(const char *state_dir, uint64_t gen, uint64_t first,
 	r = cat_pack_named(c.cat, first, part, &p);
 	if (r == 0)
 		r = cat_pack_ids(c.cat, &p, part, rows, &c, out);
+	if (r == 0)
+		r = keep_own(&c, &p, part, out);
 	repl_srcindex_close(c.idx);
 	cat_reader_close(c.cat);
 	return r;

@@ -28,6 +28,20 @@ void hyd_batch_parser_init(struct hyd_batch_parser *p, const chunk_id *ids,
 		p->err = -EINVAL;
 }
 
+void hyd_batch_parser_init_pack(struct hyd_batch_parser *p, const chunk_id *ids,
+				const uint32_t *raw_lens, size_t n,
+				uint32_t max_raw)
+{
+	memset(p, 0, sizeof(*p));
+	p->ids = ids;
+	p->raw_lens = raw_lens;
+	p->n = n;
+	p->max_raw = max_raw;
+	p->subseq = 1;
+	if (n > CAT_PACK_MAX_IDS)
+		p->err = -EINVAL;
+}
+
 void hyd_batch_parser_fini(struct hyd_batch_parser *p)
 {
 	free(p->frame);
@@ -41,8 +55,17 @@ static int head_done(struct hyd_batch_parser *p)
 	struct frame_info fi;
 	uint32_t max = p->max_raw;
 
-	if (memcmp(p->head, p->ids[p->next].b, CHUNK_ID_LEN))
-		return -EBADMSG;
+	if (memcmp(p->head, p->ids[p->next].b, CHUNK_ID_LEN)) {
+		size_t k = p->next + 1;
+
+		/* A pack may leave entries out, never reorder them. */
+		while (p->subseq && k < p->n &&
+		       memcmp(p->head, p->ids[k].b, CHUNK_ID_LEN))
+			k++;
+		if (!p->subseq || k == p->n)
+			return -EBADMSG;
+		p->next = k;
+	}
 	/* The catalog's length is a tighter bound than max_raw. */
 	if (p->raw_lens && p->raw_lens[p->next] < max)
 		max = p->raw_lens[p->next];
@@ -100,6 +123,7 @@ int hyd_batch_parser_feed(struct hyd_batch_parser *p, const void *buf,
 		if (p->frame && p->frame_have == p->frame_len) {
 			frame = p->frame;
 			idx = p->next++;
+			p->delivered++;
 			p->frame = NULL;
 			p->head_have = 0;
 			/* The frame is the callback's from here, even when
@@ -117,5 +141,7 @@ int hyd_batch_parser_finish(const struct hyd_batch_parser *p)
 {
 	if (p->err)
 		return p->err;
+	if (p->subseq)
+		return p->head_have == 0 && !p->frame ? 0 : -EPIPE;
 	return p->next == p->n ? 0 : -EPIPE;
 }

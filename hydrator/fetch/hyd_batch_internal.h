@@ -34,7 +34,9 @@ struct hyd_batch_parser {
 	const chunk_id *ids;	  /* expected, in request order (borrowed) */
 	const uint32_t *raw_lens; /* catalog raw length of each (borrowed) */
 	size_t n;		  /* how many ids */
-	size_t next;		  /* frames delivered so far */
+	size_t next;		  /* ids passed (delivered or skipped) */
+	size_t delivered;	  /* frames delivered */
+	int subseq;		  /* a pack: entries may be left out */
 	uint32_t max_raw;
 	int err; /* 0, or the -errno that stopped parsing */
 	uint8_t head[CHUNK_ID_LEN + FRAME_HDR_LEN];
@@ -49,6 +51,15 @@ void hyd_batch_parser_init(struct hyd_batch_parser *p, const chunk_id *ids,
 			   const uint32_t *raw_lens, size_t n,
 			   uint32_t max_raw);
 
+/* The same for a pack's answer (GET BASE/pack/...): ids[0..n) is the
+ * pack's whole list as this side works it out, n <= CAT_PACK_MAX_IDS, and
+ * the answer may leave entries out (a chunk the server sends in another
+ * pack): each entry's id must be one of the list after the last one
+ * delivered, with that one's length. */
+void hyd_batch_parser_init_pack(struct hyd_batch_parser *p, const chunk_id *ids,
+				const uint32_t *raw_lens, size_t n,
+				uint32_t max_raw);
+
 /* Free the partial frame, if any. Idempotent. */
 void hyd_batch_parser_fini(struct hyd_batch_parser *p);
 
@@ -60,15 +71,16 @@ void hyd_batch_parser_fini(struct hyd_batch_parser *p);
 int hyd_batch_parser_feed(struct hyd_batch_parser *p, const void *buf,
 			  size_t len, hyd_batch_frame_fn cb, void *ctx);
 
-/* At the end of the body: 0 when all n frames were delivered, the stored
- * error, or -EPIPE for a body that stopped early (truncated). */
+/* At the end of the body: 0 when all n frames were delivered (a pack:
+ * when no entry was left half read), the stored error, or -EPIPE for a
+ * body that stopped early (truncated). */
 int hyd_batch_parser_finish(const struct hyd_batch_parser *p);
 
-/* Frames delivered so far: ids[0..delivered) are done. */
+/* Frames delivered so far (of a batch: ids[0..delivered) are done). */
 static inline size_t
 hyd_batch_parser_delivered(const struct hyd_batch_parser *p)
 {
-	return p->next;
+	return p->delivered;
 }
 
 #endif

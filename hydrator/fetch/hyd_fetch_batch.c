@@ -304,8 +304,8 @@ void hyd_fetch__batch_start(struct hyd_xfer *x)
 		bx->body_n = bx->obj->n;
 		if (bx->parser_live)
 			hyd_batch_parser_fini(&bx->p);
-		hyd_batch_parser_init(&bx->p, bx->obj->ids, bx->obj->lens,
-				      bx->obj->n, f->max_raw);
+		hyd_batch_parser_init_pack(&bx->p, bx->obj->ids, bx->obj->lens,
+					   bx->obj->n, f->max_raw);
 	} else {
 		for (i = 0; i < n; i++) {
 			bx->ids[i] = bx->fls[i]->id;

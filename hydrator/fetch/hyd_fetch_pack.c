@@ -5,7 +5,10 @@
  * keeps one copy for all of them. The answer is a batch answer of the
  * pack's whole list; frames of entries no flight of ours waits for (the
  * store had them) are dropped, the rest land as a batch's do
- * (hyd_fetch_batch.c).
+ * (hyd_fetch_batch.c). The answer may leave out entries of the list as
+ * this side works it out: a chunk is sent in the one pack where the
+ * replicator first found it, so shared chunks cross the WAN once; a
+ * flight the answer did not serve goes alone afterwards.
  *
  * What goes wrong: a transient failure (no answer, 5xx, 408, 429, a
  * body cut short) goes again after a backoff, up to PACK_TRIES times,
@@ -118,6 +121,13 @@ void hyd_fetch__pack_done(struct hyd_xfer *x, CURLcode res)
 		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
 	if (hyd_fetch__pack_left(bx) == 0) {
 		hyd_fetch__xfer_free(x);
+		return;
+	}
+	if (code == 200 && res == CURLE_OK && !bx->parse_err &&
+	    hyd_batch_parser_finish(&bx->p) == 0) {
+		/* Whole, but without some of ours: the server sends those in
+		 * the packs where it first found them. Alone, then. */
+		pack_give_up(x);
 		return;
 	}
 	if (code != 200 && code != 0) {

@@ -351,6 +351,100 @@ static void test_trailing_and_garbage(void **state)
 	stream_free(&s);
 }
 
+/* The body of the entries of s named in keep[0..k), in that order. */
+static size_t pick_entries(const struct stream *s, const size_t *keep, size_t k,
+			   uint8_t *out)
+{
+	size_t i, at, end, n = 0;
+
+	for (i = 0; i < k; i++) {
+		at = s->frame_off[keep[i]];
+		end = keep[i] + 1 < N ? s->frame_off[keep[i] + 1] : s->body_len;
+		memcpy(out + n, s->body + at, end - at);
+		n += end - at;
+	}
+	return n;
+}
+
+static int on_pack_frame(void *ctx, size_t idx, uint8_t *frame, size_t len)
+{
+	struct got *g = ctx;
+
+	(void)len;
+	free(frame);
+	g->idx[g->n++] = idx;
+	return 0;
+}
+
+/* A pack's answer may leave entries out, never reorder them or name an
+ * id off its list; a cut inside an entry is a truncation, one between
+ * entries a whole answer. A batch may leave nothing out. */
+static void test_pack_subsequence(void **state)
+{
+	static const size_t some[] = {0, 2, 4}, swapped[] = {2, 0};
+	struct hyd_batch_parser p;
+	struct stream s;
+	struct got g;
+	uint8_t *body;
+	size_t n;
+
+	(void)state;
+	stream_make(&s, 7);
+	body = malloc(s.body_len);
+	assert_non_null(body);
+	n = pick_entries(&s, some, 3, body);
+	got_init(&g, &s);
+	hyd_batch_parser_init_pack(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
+	assert_int_equal(hyd_batch_parser_feed(&p, body, n, on_pack_frame, &g),
+			 0);
+	assert_int_equal(hyd_batch_parser_finish(&p), 0);
+	assert_int_equal(g.n, 3);
+	assert_int_equal(g.idx[0], 0);
+	assert_int_equal(g.idx[1], 2);
+	assert_int_equal(g.idx[2], 4);
+	assert_int_equal(hyd_batch_parser_delivered(&p), 3);
+	hyd_batch_parser_fini(&p);
+	/* ends between entries: whole; inside one: truncated */
+	got_init(&g, &s);
+	hyd_batch_parser_init_pack(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
+	assert_int_equal(hyd_batch_parser_feed(&p, body,
+					       s.frame_off[1] - s.frame_off[0],
+					       on_pack_frame, &g),
+			 0);
+	assert_int_equal(hyd_batch_parser_finish(&p), 0);
+	assert_int_equal(hyd_batch_parser_feed(&p, body + s.frame_off[1], 40,
+					       on_pack_frame, &g),
+			 0);
+	assert_int_equal(hyd_batch_parser_finish(&p), -EPIPE);
+	hyd_batch_parser_fini(&p);
+	/* the same body as a batch answer: the second entry is wrong */
+	got_init(&g, &s);
+	hyd_batch_parser_init(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
+	assert_int_equal(hyd_batch_parser_feed(&p, body, n, on_pack_frame, &g),
+			 -EBADMSG);
+	assert_int_equal(g.n, 1);
+	hyd_batch_parser_fini(&p);
+	/* out of order */
+	n = pick_entries(&s, swapped, 2, body);
+	got_init(&g, &s);
+	hyd_batch_parser_init_pack(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
+	assert_int_equal(hyd_batch_parser_feed(&p, body, n, on_pack_frame, &g),
+			 -EBADMSG);
+	assert_int_equal(g.n, 1);
+	hyd_batch_parser_fini(&p);
+	/* an id off the list */
+	n = pick_entries(&s, some, 3, body);
+	body[s.frame_off[1] + 3] ^= 1; /* entry 2 starts where 1 did */
+	got_init(&g, &s);
+	hyd_batch_parser_init_pack(&p, s.ids, s.lens, N, CHUNK_MAX_DEFAULT);
+	assert_int_equal(hyd_batch_parser_feed(&p, body, n, on_pack_frame, &g),
+			 -EBADMSG);
+	assert_int_equal(g.n, 1);
+	hyd_batch_parser_fini(&p);
+	free(body);
+	stream_free(&s);
+}
+
 static void test_rate_parse(void **state)
 {
 	static const struct {
@@ -449,6 +543,7 @@ int main(void)
 	    cmocka_unit_test(test_truncated),
 	    cmocka_unit_test(test_bad_header),
 	    cmocka_unit_test(test_trailing_and_garbage),
+	    cmocka_unit_test(test_pack_subsequence),
 	    cmocka_unit_test(test_rate_parse),
 	    cmocka_unit_test(test_bucket),
 	};
