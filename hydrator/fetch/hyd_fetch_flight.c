@@ -577,19 +577,18 @@ out:
 }
 
 size_t hyd_flights_next_pack(struct hyd_flights *t, enum hyd_prio prio,
+			     const struct hyd_pack_obj *obj,
 			     struct hyd_flight **ret)
 {
 	struct hyd_flight *fl, *next;
-	struct hyd_pack_obj *obj;
 	size_t n = 0;
 
 	if (prio >= HYD_PRIO_N)
 		return 0;
 	pthread_mutex_lock(&t->lock);
 	fl = t->qhead[prio];
-	if (!fl || !fl->obj || fl->nobatch)
+	if (!fl || fl->obj != obj || fl->nobatch)
 		goto out;
-	obj = fl->obj;
 	for (; fl && n < obj->n; fl = next) {
 		next = fl->qnext;
 		if (fl->obj != obj || fl->nobatch)

@@ -252,11 +252,12 @@ int hyd_flights_join_pack(struct hyd_flights *t, struct hyd_pack_obj *obj,
 			  unsigned watch, struct hyd_flight **fls,
 			  uint8_t *state);
 
-/* Loop side: when the head of prio's queue was asked for in a pack, pop
- * it and every queued flight of prio asked for in the same pack (now
- * ACTIVE, each with the table's reference) into ret (room for
- * obj->n), and return how many; 0 when the head has none or is nobatch. */
+/* Loop side: when the head of prio's queue was asked for in pack obj,
+ * pop it and every queued flight of prio asked for in obj (now ACTIVE,
+ * each with the table's reference) into ret (room for obj->n), and
+ * return how many; 0 when the head is another's or nobatch. */
 size_t hyd_flights_next_pack(struct hyd_flights *t, enum hyd_prio prio,
+			     const struct hyd_pack_obj *obj,
 			     struct hyd_flight **ret);
 
 /* Pack objects (hyd_pack.c). */

@@ -55,7 +55,8 @@ int hyd_fetch__pack_launch(hyd_fetch *f)
 	if (!obj)
 		return 0;
 	got = calloc(obj->n, sizeof(*got));
-	n = got ? hyd_flights_next_pack(&f->flights, HYD_PRIO_BACKFILL, got)
+	n = got ? hyd_flights_next_pack(&f->flights, HYD_PRIO_BACKFILL, obj,
+					got)
 		: 0;
 	if (!n) {
 		/* Out of memory, or the head changed meanwhile. */

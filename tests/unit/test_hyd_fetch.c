@@ -667,6 +667,94 @@ static void test_flights_checked_join(void **state)
 	hyd_flights_fini(&t);
 }
 
+/* A pack's entries join in one go: a flight in the table is joined, a
+ * stored chunk gets none, the rest are created carrying the pack and
+ * their places; the loop pops the pack's flights together, only when
+ * the head is one of them, and leaves other flights queued. */
+static void test_flights_pack(void **state)
+{
+	struct hyd_flights t;
+	struct hyd_flight *x = NULL, *y = NULL, *fls[4], *got[4];
+	struct hyd_pack_obj *o = calloc(1, sizeof(*o)), other = {0};
+	uint8_t want[4] = {1, 1, 0, 1}, st[4];
+	uint64_t far = base_now_ns() + 60 * SEC;
+	int stored = 0, kicks = 0;
+	size_t i, n;
+
+	(void)state;
+	assert_non_null(o);
+	o->refs = 1;
+	o->n = 4;
+	o->ids = calloc(4, sizeof(*o->ids));
+	o->lens = calloc(4, sizeof(*o->lens));
+	o->order = calloc(4, sizeof(*o->order));
+	assert_true(o->ids && o->lens && o->order);
+	for (i = 0; i < 4; i++) {
+		o->ids[i] = mk_id((uint8_t)(20 + i));
+		o->lens[i] = 100;
+	}
+	assert_int_equal(hyd_flights_init(&t, count_kick, &kicks), 0);
+	hyd_flights_set_have_hook(&t, have_stub, &stored);
+	hyd_flights_open(&t);
+	/* a read is fetching entry 1 already; entry 3 is stored */
+	assert_int_equal(
+	    hyd_flights_join(&t, &o->ids[1], 100, HYD_PRIO_DEMAND, far, &x), 1);
+	assert_ptr_equal(hyd_flights_next(&t), x);
+	assert_int_equal(
+	    hyd_flights_join(&t, &o->ids[0], 100, HYD_PRIO_BACKFILL, far, &y),
+	    1); /* not of the pack, queued first */
+	stored = 1;
+	{
+		/* the have hook answers for every id alike: only entry 3 is
+		 * asked (0 is in the table, 1 too, 2 is not wanted) */
+		assert_int_equal(hyd_flights_join_pack(&t, o, want,
+						       HYD_PRIO_BACKFILL, 1,
+						       fls, st),
+				 0);
+	}
+	assert_int_equal(st[0], 0);
+	assert_int_equal(st[1], 0);
+	assert_int_equal(st[2], 3);
+	assert_int_equal(st[3], 2);
+	assert_ptr_equal(fls[0], y);
+	assert_null(fls[3]);
+	assert_null(y->obj); /* joined, not created: no pack */
+	hyd_flights_release(&t, fls[0]);
+	hyd_flights_release(&t, fls[1]);
+	/* now a fresh one: entry 3 not stored */
+	stored = 0;
+	want[0] = want[1] = 0;
+	assert_int_equal(
+	    hyd_flights_join_pack(&t, o, want, HYD_PRIO_BACKFILL, 1, fls, st),
+	    0);
+	assert_int_equal(st[3], 1);
+	assert_ptr_equal(fls[3]->obj, o);
+	assert_int_equal(fls[3]->obj_idx, 3);
+	assert_int_equal(o->refs, 2);
+	/* the head (y) is of no pack: nothing popped as a pack */
+	assert_int_equal(hyd_flights_next_pack(&t, HYD_PRIO_BACKFILL, o, got),
+			 0);
+	assert_ptr_equal(hyd_flights_next(&t), y);
+	/* now the pack's flight is the head: popped, but not for another */
+	assert_int_equal(
+	    hyd_flights_next_pack(&t, HYD_PRIO_BACKFILL, &other, got), 0);
+	n = hyd_flights_next_pack(&t, HYD_PRIO_BACKFILL, o, got);
+	assert_int_equal(n, 1);
+	assert_ptr_equal(got[0], fls[3]);
+	assert_int_equal(got[0]->state, HYD_FLIGHT_ACTIVE);
+	hyd_flights_finish(&t, got[0], -ECANCELED);
+	hyd_flights_release(&t, fls[3]);
+	assert_int_equal(o->refs, 1); /* the flight's went with it */
+	hyd_flights_finish(&t, x, -ECANCELED);
+	hyd_flights_finish(&t, y, -ECANCELED);
+	hyd_flights_release(&t, x);
+	hyd_flights_release(&t, y);
+	hyd_flights_close(&t, -ECANCELED);
+	assert_int_equal(t.count, 0);
+	hyd_flights_fini(&t);
+	hyd_pack_obj_unref(o);
+}
+
 /* Browsing holds background transfers for the time asked, then not. */
 static void test_hold_background(void **state)
 {
@@ -809,6 +897,7 @@ int main(void)
 	    cmocka_unit_test(test_flights_join_and_order),
 	    cmocka_unit_test(test_flights_wake_and_rejoin),
 	    cmocka_unit_test(test_flights_checked_join),
+	    cmocka_unit_test(test_flights_pack),
 	    cmocka_unit_test(test_hold_background),
 	    cmocka_unit_test(test_url_parse),
 	};
