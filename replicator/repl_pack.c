@@ -23,12 +23,27 @@ struct rows_ctx {
 	uint64_t gen;
 };
 
+/* Open the generation's source index on first use. */
+static int index_of(struct rows_ctx *c)
+{
+	char *path;
+	int r;
+
+	if (c->idx)
+		return 0;
+	path = repl__srcindex_path(c->state_dir, c->gen);
+	if (!path)
+		return -ENOMEM;
+	r = repl_srcindex_open(path, &c->idx);
+	free(path);
+	return r;
+}
+
 static int rows(void *arg, uint64_t ino, uint64_t size, uint64_t lo,
 		uint64_t hi, struct cat_pack_list *out)
 {
 	struct rows_ctx *c = arg;
 	struct repl_src_manifest m;
-	char *path;
 	size_t i;
 	int r;
 
@@ -36,16 +51,9 @@ static int rows(void *arg, uint64_t ino, uint64_t size, uint64_t lo,
 	if (r != -EAGAIN)
 		return r;
 	/* Pending in the catalog: hashed since, or not yet. */
-	if (!c->idx) {
-		path = repl__srcindex_path(c->state_dir, c->gen);
-		if (!path)
-			return -ENOMEM;
-		r = repl_srcindex_open(path, &c->idx);
-		free(path);
-		if (r < 0)
-			return r;
-	}
-	r = repl_srcindex_manifest(c->idx, ino, &m);
+	r = index_of(c);
+	if (r == 0)
+		r = repl_srcindex_manifest(c->idx, ino, &m);
 	if (r < 0)
 		return r; /* -EAGAIN: still to hash */
 	if (m.state != REPL_HASH_OK)
@@ -78,19 +86,12 @@ static int keep_own(struct rows_ctx *c, const struct cat_pack *p, uint64_t part,
 		    struct cat_pack_list *l)
 {
 	struct repl_src_loc loc;
-	char *path;
 	size_t i, n = 0;
 	int r;
 
-	if (!c->idx) {
-		path = repl__srcindex_path(c->state_dir, c->gen);
-		if (!path)
-			return -ENOMEM;
-		r = repl_srcindex_open(path, &c->idx);
-		free(path);
-		if (r < 0)
-			return r;
-	}
+	r = index_of(c);
+	if (r < 0)
+		return r;
 	for (i = 0; i < l->n; i++) {
 		r = repl_srcindex_lookup(c->idx, &l->ids[i], &loc);
 		if (r < 0 && r != -ENOENT)

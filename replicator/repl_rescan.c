@@ -37,25 +37,33 @@
 
 #include "replicator/repl_hasher_internal.h"
 #include "replicator/repl_publish_internal.h"
+#include "replicator/repl_scan_internal.h"
 #include "replicator/repl_server_internal.h"
 
 /* Scan warnings, on a scanning thread: one line each. rel is raw bytes;
  * the logger shows whatever is not valid UTF-8 as \xNN, so a hostile file
  * name cannot break the line. */
-static void scan_warn(void *ctx, const char *rel, size_t rel_len, int err,
-		      const char *why)
+void repl_scan_warn_log(const char *ns, const char *dir, const char *rel,
+			size_t rel_len, int err, const char *why)
 {
-	struct repl_ns *ns = ctx;
 	int len = rel_len > 4096 ? 4096 : (int)rel_len;
 
 	if (why)
 		base_warn("left out of the scan ns=%s path=\"%s%s%.*s\" "
 			  "why=\"%s\"",
-			  ns->name, ns->dir, len ? "/" : "", len, rel, why);
+			  ns, dir, len ? "/" : "", len, rel, why);
 	else
 		base_log_err(BASE_LOG_WARN, err,
-			     "left out of the scan ns=%s path=\"%s%s%.*s\"",
-			     ns->name, ns->dir, len ? "/" : "", len, rel);
+			     "left out of the scan ns=%s path=\"%s%s%.*s\"", ns,
+			     dir, len ? "/" : "", len, rel);
+}
+
+static void scan_warn(void *ctx, const char *rel, size_t rel_len, int err,
+		      const char *why)
+{
+	struct repl_ns *ns = ctx;
+
+	repl_scan_warn_log(ns->name, ns->dir, rel, rel_len, err, why);
 }
 
 static void scan_work(uv_work_t *w)

@@ -794,6 +794,36 @@ out:
 	repl_req_unref(req);
 }
 
+/* A batch for req (the request owns it from here), or NULL with the
+ * 500 sent. */
+static struct batch *batch_new(struct repl_req *req, struct repl_ns *ns)
+{
+	struct batch *b = calloc(1, sizeof(*b));
+
+	if (!b) {
+		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		return NULL;
+	}
+	req->route = b;
+	req->on_free = batch_free;
+	b->req = req;
+	b->ns = ns;
+	b->vw.data = b;
+	return b;
+}
+
+/* Look the batch's ids up (a pack: make its list first) on a worker. */
+static void batch_queue(struct repl_req *req, struct batch *b)
+{
+	repl_req_ref(req);
+	if (uv_queue_work(&req->srv->loop, &b->vw, batch_check_work,
+			  batch_checked) < 0) {
+		repl_req_unref(req);
+		repl_http_error(req, 500, "internal", NULL,
+				"cannot queue work");
+	}
+}
+
 static void route_batch(struct repl_req *req, struct repl_ns *ns)
 {
 	struct batch *b;
@@ -811,15 +841,9 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 				REPL_BATCH_MAX);
 		return;
 	}
-	b = calloc(1, sizeof(*b));
-	if (!b) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
+	b = batch_new(req, ns);
+	if (!b)
 		return;
-	}
-	req->route = b;
-	req->on_free = batch_free;
-	b->req = req;
-	b->ns = ns;
 	b->n = req->body_len / CHUNK_ID_LEN;
 	b->ids = malloc(b->n * sizeof(*b->ids));
 	if (!b->ids) {
@@ -827,14 +851,7 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 		return;
 	}
 	memcpy(b->ids, req->body, b->n * sizeof(*b->ids));
-	b->vw.data = b;
-	repl_req_ref(req);
-	if (uv_queue_work(&req->srv->loop, &b->vw, batch_check_work,
-			  batch_checked) < 0) {
-		repl_req_unref(req);
-		repl_http_error(req, 500, "internal", NULL,
-				"cannot queue work");
-	}
+	batch_queue(req, b);
 }
 
 /* GET pack/GEN/FIRST/PART (catalog.h, cat_pack): a batch whose list the
@@ -867,27 +884,14 @@ static void route_pack(struct repl_req *req, struct repl_ns *ns,
 	num[l3] = '\0';
 	if (base_parse_u64(num, 0, INT64_MAX, &part) < 0)
 		goto bad;
-	b = calloc(1, sizeof(*b));
-	if (!b) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
+	b = batch_new(req, ns);
+	if (!b)
 		return;
-	}
-	req->route = b;
-	req->on_free = batch_free;
-	b->req = req;
-	b->ns = ns;
 	b->pack = 1;
 	b->gen = gen;
 	b->first = first;
 	b->part = part;
-	b->vw.data = b;
-	repl_req_ref(req);
-	if (uv_queue_work(&req->srv->loop, &b->vw, batch_check_work,
-			  batch_checked) < 0) {
-		repl_req_unref(req);
-		repl_http_error(req, 500, "internal", NULL,
-				"cannot queue work");
-	}
+	batch_queue(req, b);
 	return;
 bad:
 	repl_http_error(req, 404, "not_found", NULL,

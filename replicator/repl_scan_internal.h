@@ -292,4 +292,9 @@ void repl_scan_pool_post_hash(struct repl_scan_pool *pool,
 int repl_scan_pool_wait_window(struct repl_scan_pool *pool,
 			       struct repl_window *w);
 
+/* The log line of an entry a scan left out (repl_rescan.c): the path
+ * as dir/rel (rel cut at 4 KiB), why, or err's text. */
+void repl_scan_warn_log(const char *ns, const char *dir, const char *rel,
+			size_t rel_len, int err, const char *why);
+
 #endif

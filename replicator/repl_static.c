@@ -432,24 +432,34 @@ static int out_head(const char *out, uint64_t *ret)
 	return r;
 }
 
+/* Copy the file src into OUTDIR/sub/name (copy_in; sub made as needed):
+ * 0 or 1 (kept), -errno. src is freed. */
+static int copy_to(struct pub *p, const char *out, const char *sub, char *src,
+		   const char *name)
+{
+	int fd = -1, r;
+
+	r = src ? sub_open(out, sub, &fd) : -ENOMEM;
+	if (r == 0)
+		r = copy_in(p, src, fd, name);
+	if (fd >= 0)
+		close(fd);
+	free(src);
+	return r;
+}
+
 /* catalog/GEN, delta/PREV/GEN and signature/GEN into OUTDIR. */
 static int write_meta(struct pub *p, const char *state_dir, const char *out,
 		      uint64_t prev, struct repl_static_stats *st, char *err,
 		      size_t errcap)
 {
 	char name[32], sub[64];
-	char *src = NULL;
-	int fd = -1, r;
+	char *src;
+	int r;
 
 	snprintf(name, sizeof(name), "%" PRIu64, p->gen);
-	src = repl__catalog_zst_path(state_dir, p->gen);
-	r = src ? sub_open(out, "catalog", &fd) : -ENOMEM;
-	if (r == 0)
-		r = copy_in(p, src, fd, name);
-	if (fd >= 0)
-		close(fd);
-	fd = -1;
-	free(src);
+	r = copy_to(p, out, "catalog",
+		    repl__catalog_zst_path(state_dir, p->gen), name);
 	if (r == -EEXIST) {
 		snprintf(err, errcap,
 			 "%s/catalog/%s holds another catalog of generation "
@@ -466,14 +476,10 @@ static int write_meta(struct pub *p, const char *state_dir, const char *out,
 		r = repl_delta_make(state_dir, prev, p->gen);
 		if (r == 0) {
 			snprintf(sub, sizeof(sub), "delta/%" PRIu64, prev);
-			src = repl__delta_zst_path(state_dir, prev, p->gen);
-			r = src ? sub_open(out, sub, &fd) : -ENOMEM;
-			if (r == 0)
-				r = copy_in(p, src, fd, name);
-			if (fd >= 0)
-				close(fd);
-			fd = -1;
-			free(src);
+			r = copy_to(
+			    p, out, sub,
+			    repl__delta_zst_path(state_dir, prev, p->gen),
+			    name);
 			st->delta = r >= 0;
 		}
 		/* -ENOENT: the state dir no longer keeps prev; clients take
@@ -488,16 +494,12 @@ static int write_meta(struct pub *p, const char *state_dir, const char *out,
 	src = repl__sig_path(state_dir, p->gen);
 	if (!src)
 		return -ENOMEM;
-	r = 0;
-	if (access(src, F_OK) == 0) {
-		r = sub_open(out, "signature", &fd);
-		if (r == 0)
-			r = copy_in(p, src, fd, name);
-		if (fd >= 0)
-			close(fd);
-		st->signed_ = r >= 0;
+	if (access(src, F_OK) != 0) {
+		free(src);
+		return 0; /* not signed */
 	}
-	free(src);
+	r = copy_to(p, out, "signature", src, name);
+	st->signed_ = r >= 0 || r == -EEXIST;
 	if (r == -EEXIST)
 		r = 0; /* another statement of the same catalog: a re-sign */
 	if (r < 0)

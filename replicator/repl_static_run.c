@@ -14,21 +14,14 @@
 #include "catalog/base/base.h"
 #include "replicator/replicator.h"
 #include "replicator/repl_publish_internal.h"
+#include "replicator/repl_scan_internal.h"
 
 static void run_warn(void *ctx, const char *rel, size_t rel_len, int err,
 		     const char *why)
 {
 	const struct repl_static_run *o = ctx;
-	int len = rel_len > 4096 ? 4096 : (int)rel_len;
 
-	if (why)
-		base_warn("left out of the scan ns=%s path=\"%s%s%.*s\" "
-			  "why=\"%s\"",
-			  o->ns, o->src_dir, len ? "/" : "", len, rel, why);
-	else
-		base_log_err(BASE_LOG_WARN, err,
-			     "left out of the scan ns=%s path=\"%s%s%.*s\"",
-			     o->ns, o->src_dir, len ? "/" : "", len, rel);
+	repl_scan_warn_log(o->ns, o->src_dir, rel, rel_len, err, why);
 }
 
 /* Regular files of gen's catalog still waiting for their manifest. */
