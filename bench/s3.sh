@@ -9,6 +9,8 @@
 #   list_s       ListObjectsV2 of a 30,000-entry directory in pages of
 #                1,000 (continuation tokens; one client, keep-alive)
 #   ls_s         ls of that directory on the mount
+# Sizes: S3_MIB (default 1024) for the object, S3_ENTRIES (default
+# 30000) for the directory, listed in pages of 1,000.
 # Each is the best of RUNS (default 3). Both reads come from the same
 # warm store: the file is hydrated once before any timing. The tree goes
 # to $WORK (default build/bench/work/s3). Needs FUSE (root or fuse group).
@@ -17,6 +19,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:?usage: bench/s3.sh BUILD_DIR}" && pwd)
 WORK=${WORK:-$ROOT/build/bench/work/s3}
 RUNS=${RUNS:-3}
+MIB=${S3_MIB:-1024}
+ENTRIES=${S3_ENTRIES:-30000}
 REPL="$B/bin/ferry-replicator"
 HYD="$B/bin/ferry-hydrator"
 [ -x "$REPL" ] && [ -x "$HYD" ] || { echo "no programs in $B/bin" >&2; exit 1; }
@@ -32,11 +36,14 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$WORK/src/big" "$WORK/src/wide" "$MNT"
-[ -s "$WORK/src/big/1g.bin" ] || head -c 1G /dev/urandom >"$WORK/src/big/1g.bin"
-python3 - "$WORK/src/wide" <<'PY'
+OBJ="$WORK/src/big/$MIB.bin"
+[ "$(stat -c %s "$OBJ" 2>/dev/null)" = $((MIB << 20)) ] || head -c $((MIB << 20)) /dev/urandom >"$OBJ"
+rm -rf "$WORK/src/wide"
+mkdir -p "$WORK/src/wide"
+python3 - "$WORK/src/wide" "$ENTRIES" <<'PY'
 import os, sys
 d = sys.argv[1]
-for i in range(30000):
+for i in range(int(sys.argv[2])):
     p = os.path.join(d, "f%05d" % i)
     if not os.path.exists(p):
         with open(p, "w") as f:
@@ -53,22 +60,23 @@ grep -q ' ready' "$WORK/repl.log" || { tail "$WORK/repl.log" >&2; exit 1; }
 	"http://127.0.0.1:$rp/v1/b" "$MNT" || exit 1
 EP="http://127.0.0.1:$sp"
 # hydrate once
-cat "$MNT/big/1g.bin" >/dev/null
+cat "$MNT/big/$MIB.bin" >/dev/null
 ls "$MNT/wide" >/dev/null
 
 best() { sort -n | head -n 1; }
 secs() { python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
 get_t=$(for _ in $(seq "$RUNS"); do
-	t0=$(now); curl -sf -o /dev/null "$EP/b/big/1g.bin" || exit 1; secs "$t0" "$(now)"
+	t0=$(now); curl -sf -o /dev/null "$EP/b/big/$MIB.bin" || exit 1; secs "$t0" "$(now)"
 done | best)
 cat_t=$(for _ in $(seq "$RUNS"); do
-	dd if="$MNT/big/1g.bin" iflag=nocache count=0 status=none
-	t0=$(now); cat "$MNT/big/1g.bin" >/dev/null; secs "$t0" "$(now)"
+	dd if="$MNT/big/$MIB.bin" iflag=nocache count=0 status=none
+	t0=$(now); cat "$MNT/big/$MIB.bin" >/dev/null; secs "$t0" "$(now)"
 done | best)
 list_t=$(for _ in $(seq "$RUNS"); do
-	python3 - "$EP" <<'PY'
+	python3 - "$EP" "$ENTRIES" <<'PY'
 import http.client, sys, time, urllib.parse, re
 host = urllib.parse.urlparse(sys.argv[1]).netloc
+want = int(sys.argv[2])
 c = http.client.HTTPConnection(host)
 t0, tok, n, pages = time.time(), "", 0, 0
 while True:
@@ -83,17 +91,18 @@ while True:
     if not m:
         break
     tok = m.group(1)
-assert n == 30000 and pages == 30, (n, pages)
+assert n == want and pages == (want + 999) // 1000, (n, pages)
 print("%.3f" % (time.time() - t0))
 PY
 done | best)
 ls_t=$(for _ in $(seq "$RUNS"); do
 	t0=$(now); ls "$MNT/wide" >/dev/null; secs "$t0" "$(now)"
 done | best)
-python3 - "$get_t" "$cat_t" "$list_t" "$ls_t" <<'PY'
+python3 - "$get_t" "$cat_t" "$list_t" "$ls_t" "$MIB" "$ENTRIES" <<'PY'
 import sys
-g, c, l, s = map(float, sys.argv[1:])
-print("| get_mib_s | cat_mib_s | get/cat | list_s (30 pages) | ls_s | list/ls |")
-print("|---|---|---|---|---|---|")
-print("| %.0f | %.0f | %.2f | %.3f | %.3f | %.2f |" % (1024 / g, 1024 / c, c / g, l, s, l / s))
+g, c, l, s = map(float, sys.argv[1:5])
+mib, ent = int(sys.argv[5]), int(sys.argv[6])
+print("| object MiB | entries | get_mib_s | cat_mib_s | get/cat | list_s (%d pages) | ls_s | list/ls |" % ((ent + 999) // 1000))
+print("|---|---|---|---|---|---|---|---|")
+print("| %d | %d | %.0f | %.0f | %.2f | %.3f | %.3f | %.2f |" % (mib, ent, mib / g, mib / c, c / g, l, s, l / s))
 PY

@@ -67,7 +67,8 @@ static void render_fetch(const struct hyd_metrics_src *src, struct base_prom *p)
 	}
 	labelled(p, "ferry_hydrator_fetch_requests_total", "counter",
 		 "Requests sent to the replicator, by kind: chunk (GET "
-		 "chunk/ID), batch (POST chunks), catalog (HEAD polls, "
+		 "chunk/ID), batch (POST chunks, or GET pack with "
+		 "--cacheable), catalog (HEAD polls, "
 		 "catalogs, deltas, signatures), manifest.",
 		 "kind", kinds, req, 4);
 	labelled(p, "ferry_hydrator_fetch_bytes_total", "counter",
