@@ -720,14 +720,15 @@ static int do_file_packs(hyd_backfill *bf, size_t idx)
 				      m.generation, bf->cfg.cat, &p, part,
 				      &obj);
 		if (r == -EAGAIN && !fetched) {
-			/* A pending file's manifest: the segment's, once. */
+			/* A pending file's manifest: the segment's, once,
+			 * then the same part again. */
 			fetched = 1;
 			r = file_manifest(bf, p.first);
-			if (r == 0) {
-				part--;
-				continue;
-			}
-			return r < 0 ? r : 0;
+			if (r != 0)
+				return r < 0 ? r : 0;
+			r = hyd_pack_obj_make(hyd_fetch_base_url(bf->cfg.fetch),
+					      m.generation, bf->cfg.cat, &p,
+					      part, &obj);
 		}
 		if (r < 0) {
 			base_debug("backfill skips a pack ino=%" PRIu64

@@ -370,15 +370,17 @@ static void batch_retry(struct hyd_xfer *x)
 	hyd_fetch__arm_retry_timer(f);
 }
 
-/* Whether an error answer is the replicator's own (a JSON body, as every
- * error of its protocol): a 404 that is not comes from a static store or
- * a web server with no batch endpoint at all. */
-int hyd_fetch__ferry_error(struct hyd_xfer *x)
+int hyd_fetch__no_endpoint(struct hyd_xfer *x, long code)
 {
 	char *ct = NULL;
 
+	if (code == 405 || code == 501)
+		return 1;
+	if (code != 404)
+		return 0;
+	/* Every error of the replicator's protocol has a JSON body. */
 	curl_easy_getinfo(x->easy, CURLINFO_CONTENT_TYPE, &ct);
-	return ct && !strncasecmp(ct, "application/json", 16);
+	return !ct || strncasecmp(ct, "application/json", 16) != 0;
 }
 
 void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
@@ -409,9 +411,7 @@ void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res)
 			batch_retry(x);
 			return;
 		}
-		if ((code == 405 || code == 501 ||
-		     (code == 404 && !hyd_fetch__ferry_error(x))) &&
-		    !f->batch_off) {
+		if (hyd_fetch__no_endpoint(x, code) && !f->batch_off) {
 			f->batch_off = 1;
 			base_warn("no batch endpoint: fetching chunks one by "
 				  "one url=%s http=%ld",

@@ -576,6 +576,24 @@ out:
 	return r;
 }
 
+struct hyd_pack_obj *hyd_flights_head_pack(struct hyd_flights *t,
+					   enum hyd_prio prio)
+{
+	struct hyd_flight *fl;
+	struct hyd_pack_obj *obj = NULL;
+
+	if (prio >= HYD_PRIO_N)
+		return NULL;
+	pthread_mutex_lock(&t->lock);
+	fl = t->qhead[prio];
+	if (fl && !fl->nobatch && fl->obj) {
+		obj = fl->obj;
+		hyd_pack_obj_ref(obj);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return obj;
+}
+
 size_t hyd_flights_next_pack(struct hyd_flights *t, enum hyd_prio prio,
 			     const struct hyd_pack_obj *obj,
 			     struct hyd_flight **ret)

@@ -61,7 +61,6 @@ struct hyd_pack_obj {
 	size_t n;
 	chunk_id *ids;
 	uint32_t *lens;
-	size_t *order; /* indices sorted by id, for hyd_pack_obj_find */
 };
 
 /* One chunk being fetched. Fields are guarded by the table lock, except
@@ -252,6 +251,11 @@ int hyd_flights_join_pack(struct hyd_flights *t, struct hyd_pack_obj *obj,
 			  unsigned watch, struct hyd_flight **fls,
 			  uint8_t *state);
 
+/* Loop side: the pack the head of prio's queue was asked for in (a
+ * reference for the caller), or NULL when it has none or is nobatch. */
+struct hyd_pack_obj *hyd_flights_head_pack(struct hyd_flights *t,
+					   enum hyd_prio prio);
+
 /* Loop side: when the head of prio's queue was asked for in pack obj,
  * pop it and every queued flight of prio asked for in obj (now ACTIVE,
  * each with the table's reference) into ret (room for obj->n), and
@@ -263,8 +267,6 @@ size_t hyd_flights_next_pack(struct hyd_flights *t, enum hyd_prio prio,
 /* Pack objects (hyd_pack.c). */
 void hyd_pack_obj_ref(struct hyd_pack_obj *o);
 void hyd_pack_obj_unref(struct hyd_pack_obj *o);
-/* The index of id in o's list, or -1. */
-long hyd_pack_obj_find(const struct hyd_pack_obj *o, const chunk_id *id);
 /* Part `part` of pack p of generation gen, with the whole list from cat
  * (its overlay for pending files: -EAGAIN while a manifest of them is
  * not local), named under base_url. One reference to *ret. 0 or -errno

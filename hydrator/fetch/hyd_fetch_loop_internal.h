@@ -207,9 +207,10 @@ size_t hyd_fetch__batch_write(char *ptr, size_t size, size_t nmemb,
 			      void *userdata);
 /* Send x's flights from index from on off alone (GETs). */
 void hyd_fetch__batch_requeue(struct hyd_xfer *x, size_t from);
-/* Whether x's error answer is the replicator's own (JSON): a 404 that is
- * not comes from a server without that endpoint (a static store). */
-int hyd_fetch__ferry_error(struct hyd_xfer *x);
+/* Whether x's answer `code` says the server has no such endpoint at all
+ * (a static store behind a web server or in a bucket): 405, 501, or a 404
+ * that is not the replicator's own (its errors are JSON). */
+int hyd_fetch__no_endpoint(struct hyd_xfer *x, long code);
 
 /* -- hyd_fetch_pack.c -- */
 /* Start the pack at the head of the backfill queue: 1 when started (or

@@ -39,27 +39,22 @@ size_t hyd_fetch__pack_left(const struct hyd_batch_xfer *bx)
 
 int hyd_fetch__pack_launch(hyd_fetch *f)
 {
-	struct hyd_flight **got = NULL, *head;
+	struct hyd_pack_obj *obj =
+	    hyd_flights_head_pack(&f->flights, HYD_PRIO_BACKFILL);
+	struct hyd_flight **got;
 	struct hyd_batch_xfer *bx = NULL;
-	struct hyd_pack_obj *obj;
 	struct hyd_xfer *x = NULL;
 	size_t n, i;
 
-	/* Room for any pack's list: the head tells which. */
-	pthread_mutex_lock(&f->flights.lock);
-	head = f->flights.qhead[HYD_PRIO_BACKFILL];
-	obj = head && !head->nobatch ? head->obj : NULL;
-	if (obj)
-		hyd_pack_obj_ref(obj);
-	pthread_mutex_unlock(&f->flights.lock);
 	if (!obj)
 		return 0;
+	/* Room for the pack's whole list: its flights sit at their places. */
 	got = calloc(obj->n, sizeof(*got));
 	n = got ? hyd_flights_next_pack(&f->flights, HYD_PRIO_BACKFILL, obj,
 					got)
 		: 0;
 	if (!n) {
-		/* Out of memory, or the head changed meanwhile. */
+		/* Out of memory (then a single GET), or the head changed. */
 		free(got);
 		hyd_pack_obj_unref(obj);
 		return got ? 1 : 0;
@@ -67,17 +62,15 @@ int hyd_fetch__pack_launch(hyd_fetch *f)
 	x = hyd_fetch__xfer_alloc(f);
 	bx = calloc(1, sizeof(*bx));
 	if (x && bx) {
-		x->bx = bx;
+		x->bx = bx; /* freed with x from here */
 		bx->fls = calloc(obj->n, sizeof(*bx->fls));
 		x->url = strdup(obj->url);
 	}
 	if (!x || !bx || !bx->fls || !x->url) {
-		if (x && !x->bx)
-			free(bx);
-		else if (!x)
-			free(bx);
 		if (x)
 			hyd_fetch__xfer_free(x);
+		else
+			free(bx);
 		for (i = 0; i < n; i++) {
 			STAT_ADD(f, failures, 1);
 			hyd_flights_finish(&f->flights, got[i], -ENOMEM);
@@ -133,13 +126,12 @@ void hyd_fetch__pack_done(struct hyd_xfer *x, CURLcode res)
 	}
 	if (code != 200 && code != 0) {
 		snprintf(x->why, sizeof(x->why), "pack: HTTP %ld", code);
-		if ((code == 404 && !hyd_fetch__ferry_error(x)) ||
-		    code == 405 || code == 501) {
+		if (hyd_fetch__no_endpoint(x, code)) {
 			if (!f->pack_off)
 				base_warn("no pack endpoint: fetching chunks "
 					  "one by one url=%s http=%ld",
 					  x->url, code);
-			f->pack_off = 1;
+			__atomic_store_n(&f->pack_off, 1, __ATOMIC_RELAXED);
 			pack_give_up(x);
 			return;
 		}

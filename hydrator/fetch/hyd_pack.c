@@ -24,34 +24,7 @@ void hyd_pack_obj_unref(struct hyd_pack_obj *o)
 	free(o->url);
 	free(o->ids);
 	free(o->lens);
-	free(o->order);
 	free(o);
-}
-
-static int cmp_order(const void *a, const void *b, void *arg)
-{
-	const chunk_id *ids = arg;
-
-	return memcmp(ids[*(const size_t *)a].b, ids[*(const size_t *)b].b,
-		      CHUNK_ID_LEN);
-}
-
-long hyd_pack_obj_find(const struct hyd_pack_obj *o, const chunk_id *id)
-{
-	size_t lo = 0, hi = o->n, mid;
-	int c;
-
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		c = memcmp(o->ids[o->order[mid]].b, id->b, CHUNK_ID_LEN);
-		if (c == 0)
-			return (long)o->order[mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
 }
 
 /* The reader's rows, but a file whose source changed before it was
@@ -71,7 +44,7 @@ int hyd_pack_obj_make(const char *base_url, uint64_t gen, cat_reader *cat,
 {
 	struct cat_pack_list l = {0};
 	struct hyd_pack_obj *o;
-	size_t i, ulen;
+	size_t ulen;
 	int r;
 
 	*ret = NULL;
@@ -82,16 +55,10 @@ int hyd_pack_obj_make(const char *base_url, uint64_t gen, cat_reader *cat,
 	}
 	o = calloc(1, sizeof(*o));
 	ulen = strlen(base_url) + 80;
-	if (o) {
+	if (o)
 		o->url = malloc(ulen);
-		o->order = malloc((l.n ? l.n : 1) * sizeof(*o->order));
-	}
-	if (!o || !o->url || !o->order) {
+	if (!o || !o->url) {
 		cat_pack_list_fini(&l);
-		if (o) {
-			free(o->url);
-			free(o->order);
-		}
 		free(o);
 		return -ENOMEM;
 	}
@@ -101,9 +68,6 @@ int hyd_pack_obj_make(const char *base_url, uint64_t gen, cat_reader *cat,
 	o->n = l.n;
 	o->ids = l.ids;
 	o->lens = l.lens;
-	for (i = 0; i < o->n; i++)
-		o->order[i] = i;
-	qsort_r(o->order, o->n, sizeof(*o->order), cmp_order, o->ids);
 	*ret = o;
 	return 0;
 }

@@ -687,8 +687,7 @@ static void test_flights_pack(void **state)
 	o->n = 4;
 	o->ids = calloc(4, sizeof(*o->ids));
 	o->lens = calloc(4, sizeof(*o->lens));
-	o->order = calloc(4, sizeof(*o->order));
-	assert_true(o->ids && o->lens && o->order);
+	assert_true(o->ids && o->lens);
 	for (i = 0; i < 4; i++) {
 		o->ids[i] = mk_id((uint8_t)(20 + i));
 		o->lens[i] = 100;
@@ -732,10 +731,13 @@ static void test_flights_pack(void **state)
 	assert_int_equal(fls[3]->obj_idx, 3);
 	assert_int_equal(o->refs, 2);
 	/* the head (y) is of no pack: nothing popped as a pack */
+	assert_null(hyd_flights_head_pack(&t, HYD_PRIO_BACKFILL));
 	assert_int_equal(hyd_flights_next_pack(&t, HYD_PRIO_BACKFILL, o, got),
 			 0);
 	assert_ptr_equal(hyd_flights_next(&t), y);
 	/* now the pack's flight is the head: popped, but not for another */
+	assert_ptr_equal(hyd_flights_head_pack(&t, HYD_PRIO_BACKFILL), o);
+	hyd_pack_obj_unref(o); /* head_pack's reference */
 	assert_int_equal(
 	    hyd_flights_next_pack(&t, HYD_PRIO_BACKFILL, &other, got), 0);
 	n = hyd_flights_next_pack(&t, HYD_PRIO_BACKFILL, o, got);
