@@ -559,11 +559,12 @@ static int want_pack(struct sync *s, uint64_t ino, const struct cat_chunk *c)
 	if (!s->cat_pack && hyd_open_reader(&s->op, &s->cat_pack) < 0)
 		return 1;
 	r = cat_pack_find(s->cat_pack, ino, &p);
+	if (r < 0)
+		return 1;
 	part = p.big ? c->off / CAT_PACK_SPAN : 0;
-	if (r == 0)
-		r = hyd_pack_obj_make(hyd_fetch_base_url(s->fetch),
-				      s->op.meta.generation, s->cat_pack, &p,
-				      part, &obj);
+	r = hyd_pack_obj_make(hyd_fetch_base_url(s->fetch),
+			      s->op.meta.generation, s->cat_pack, &p, part,
+			      &obj);
 	if (r < 0)
 		return 1;
 	hyd_pack_obj_unref(s->pack);
