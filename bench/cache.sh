@@ -15,7 +15,8 @@
 # its frame bytes for the one direct hydrator (each distinct chunk once:
 # the unique frame bytes); time_ratio = the slowest cached hydrator's
 # complete time over the direct one's. Targets: origin_ratio <= 1.15,
-# time_ratio <= 1.5. Needs root (namespaces, tbf, FUSE) and nginx.
+# time_ratio <= 1.5. Needs root (namespaces, tbf, FUSE) and nginx. With
+# RES set (make bench), one record (approach ferry_cache) goes to RES.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:?usage: bench/cache.sh BUILD_DIR}" && pwd)
@@ -144,3 +145,10 @@ print("| link | hydrators | direct complete s | cached complete s (each) | slowe
 print("|---|---|---|---|---|---|")
 print("| %s | %d | %.2f | %s | %.2f | %.2f |" % (rate, n, td, " ".join(each), ts / td, o / u))
 PY
+# make bench: one record (approach ferry_cache) for the report's targets
+if [ -n "${RES:-}" ]; then
+	python3 "$ROOT/bench/emit.py" ferry_cache "cache-$RATE" 1 clients="$N" \
+		direct_s="$t_direct" slowest_s="$slowest" \
+		time_ratio="$(python3 -c "print(round($slowest / $t_direct, 3))")" \
+		origin_ratio="$(python3 -c "print(round($origin / $unique, 3))")" >>"$RES"
+fi

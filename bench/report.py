@@ -32,6 +32,13 @@ UPDATE_COLS = [("changed_bytes", "changed chunks+catalog"), ("rescan_s", "rescan
 TAR_COLS = [("warm_s", "warm tar s"), ("warm_mbps", "warm MB/s"),
             ("hot_s", "hot tar s"), ("hot_mbps", "hot MB/s")]
 
+# Only in the rows of many machines (bench/s3.sh, bench/cache.sh).
+REGION_COLS = [("get_mib_s", "GetObject MiB/s (boto3)"), ("curl_mib_s", "GetObject MiB/s (curl)"),
+               ("cat_mib_s", "mount read MiB/s"), ("list_s", "ListObjectsV2 s"), ("ls_s", "ls s"),
+               ("direct_s", "direct complete s"), ("slowest_s", "slowest cached complete s"),
+               ("origin_ratio", "origin / unique bytes"), ("time_ratio", "slowest / direct")]
+REGION = ("ferry_s3", "ferry_cache")
+
 NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
          "rclone_mount": "rclone mount", "rclone_copy": "rclone copy",
          "casync_mount": "casync mount", "casync_extract": "casync extract",
@@ -89,7 +96,7 @@ def medians(runs):
     rows = {}
     for key, rs in runs.items():
         row = {"runs": len(rs)}
-        for k, _ in COLS + TAR_COLS + UPDATE_COLS:
+        for k, _ in COLS + TAR_COLS + UPDATE_COLS + REGION_COLS:
             vals = [r.get(k) for r in rs if r.get(k) is not None]
             if k == "correct":
                 row[k] = ",".join(sorted(set(str(v) for v in vals))) or None
@@ -145,6 +152,23 @@ def medium_targets(rows, rate, add):
     add("medium loopback: warm tar of the complete mount, GB/s",
         warm / 1000 if warm is not None else None, 1.0, "ge",
         "fresh mount of the complete cache (packs in the page cache), tar | wc -c")
+
+
+def region_targets(rows, add):
+    """The targets of many machines (bench/s3.sh, bench/cache.sh)."""
+    s3 = next((v for (label, appr), v in rows.items() if appr == "ferry_s3"), {})
+    ca = next((v for (label, appr), v in rows.items() if appr == "ferry_cache"), {})
+    g, c = s3.get("get_mib_s"), s3.get("cat_mib_s")
+    add("S3 GetObject (hydrated 1 GiB) vs reading it through the mount",
+        g / c if g and c else None, 0.8, "ge",
+        "boto3 GetObject MiB/s / cat of the mount MiB/s, medians")
+    l, s = s3.get("list_s"), s3.get("ls_s")
+    add("S3 ListObjectsV2 of 30,000 entries in pages of 1,000 vs ls on the mount",
+        l / s if l and s else None, 2.0, "le", "list seconds / ls seconds, medians")
+    add("hydrators behind one nginx: origin bytes / unique frame bytes",
+        ca.get("origin_ratio"), 1.15, "le", "frame bytes the replicator served / one direct hydrator's")
+    add("hydrators behind one nginx: slowest complete / one direct hydrator",
+        ca.get("time_ratio"), 1.5, "le", "each cached hydrator's complete time / the direct one's")
 
 
 def targets(rows, rate, medium_rate=None):
@@ -226,15 +250,20 @@ def targets(rows, rate, medium_rate=None):
         "le", "wire bytes / (compressed bytes of the chunks fetched + the compressed delta)")
     if medium_rate:
         medium_targets(rows, medium_rate, add)
+    region_targets(rows, add)
     return out
 
 
 def table(rows):
     lines = ["| link | approach | runs | " + " | ".join(c[1] for c in COLS) + " |",
              "|" + "---|" * (len(COLS) + 3)]
-    tar = []
+    tar, region = [], []
     for (label, appr) in sorted(rows, key=lambda k: (k[0], not k[1].startswith("ferry"), k[1])):
         row = rows[(label, appr)]
+        if appr in REGION:
+            region.append("| %s | %s | %d | " % (label, appr, row["runs"]) +
+                          " | ".join(fmt(k, row[k]) for k, _ in REGION_COLS) + " |")
+            continue
         if appr == "ferry_tar":
             tar.append("| %s | %s | %d | " % (label, NAMES[appr], row["runs"]) +
                        " | ".join(fmt(k, row[k]) for k, _ in TAR_COLS) + " |")
@@ -244,6 +273,9 @@ def table(rows):
     if tar:
         lines += ["", "| link | read | runs | " + " | ".join(c[1] for c in TAR_COLS) + " |",
                   "|" + "---|" * (len(TAR_COLS) + 3)] + tar
+    if region:
+        lines += ["", "| link | rows | runs | " + " | ".join(c[1] for c in REGION_COLS) + " |",
+                  "|" + "---|" * (len(REGION_COLS) + 3)] + region
     upd = ["| %s | %s | " % (label, NAMES[appr]) +
            " | ".join(fmt("wire_bytes" if k == "changed_bytes" else k, rows[(label, appr)][k])
                       for k, _ in UPDATE_COLS) + " |"

@@ -32,6 +32,12 @@
 #   MEDIUM [1]            also the medium tree (bench/medium.sh): rsync -aHX,
 #                         ferry mount and ferry sync at MEDIUM_RATE [1gbit]
 #                         and on loopback, and tar of the complete mount
+#   REGION [1]            also the rows of many machines (bench/s3.sh:
+#                         GetObject and ListObjectsV2 against the mount
+#                         on loopback; bench/cache.sh: CACHE_CLIENTS [4]
+#                         hydrators behind one nginx proxy_cache at
+#                         CACHE_RATE [200mbit]); their tables go to
+#                         s3.table and cache.table
 #   HYD_OPTS [""]         extra ferry-hydrator options (e.g. "--jobs 8")
 #   SYNC_OPTS [""]        extra ferry sync options
 #   BENCH_OUT [build/bench]  where results go (e.g. to keep a baseline)
@@ -433,6 +439,12 @@ MEDIUM_RATE=${MEDIUM_RATE:-1gbit}
 if [ "${MEDIUM:-1}" = 1 ]; then
 	SHARED=$SHARED BENCH_OUT=$OUT RES=$RES MEDIUM_RATE=$MEDIUM_RATE bash "$ROOT/bench/medium.sh" "$B" ||
 		log "bench/medium.sh failed"
+fi
+if [ "${REGION:-1}" = 1 ]; then
+	RES=$RES bash "$ROOT/bench/s3.sh" "$B" >"$OUT/s3.table" ||
+		log "bench/s3.sh failed"
+	SHARED=$SHARED RES=$RES bash "$ROOT/bench/cache.sh" "$B" >"$OUT/cache.table" ||
+		log "bench/cache.sh failed"
 fi
 {
 	echo "date: $(date -u +%FT%TZ)"
