@@ -257,7 +257,74 @@ static int publish_all(const struct repl_server_opts *o,
 	return rc;
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for. */
+struct cli {
+	struct repl_server_opts o;
+	char *state; /* --state-dir, malloc'd */
+	const char *publish[PUBLISH_MAX];
+	size_t n_publish;
+	int level;
+};
+
+/* The numeric options: their names and ranges. */
+static const struct num_opt {
+	int opt;
+	const char *name;
+	long lo, hi;
+} NUM_OPTS[] = {
+    {'t', "--scan-threads", 1, 64},
+    {'R', "--rescan-interval", 0, 86400 * 365},
+    {'K', "--keep-generations", 1, 1000},
+    {'W', "--header-timeout", 1, 3600},
+    {'I', "--idle-timeout", 1, 86400},
+    {'M', "--max-conns", 1, 1000000},
+    {'P', "--max-conns-per-addr", 0, 1000000},
+};
+
+/* A numeric option into o: 1 (opt is one, and is set), 0 (opt is not a
+ * numeric option), -1 (a bad value, said). */
+static int num_option(int opt, const char *arg, struct repl_server_opts *o)
+{
+	const struct num_opt *n = NULL;
+	size_t k;
+	long v;
+
+	for (k = 0; k < sizeof(NUM_OPTS) / sizeof(NUM_OPTS[0]); k++)
+		if (NUM_OPTS[k].opt == opt)
+			n = &NUM_OPTS[k];
+	if (!n)
+		return 0;
+	if (base_opt_long(n->name, arg, n->lo, n->hi, &v) < 0)
+		return -1;
+	switch (opt) {
+	case 't':
+		o->scan_threads = (unsigned)v;
+		break;
+	case 'R':
+		o->rescan_interval_s = (unsigned)v;
+		break;
+	case 'K':
+		o->keep_gens = (unsigned)v;
+		break;
+	case 'W':
+		o->header_timeout_s = (unsigned)v;
+		break;
+	case 'I':
+		o->idle_timeout_s = (unsigned)v;
+		break;
+	case 'M':
+		o->max_conns = (size_t)v;
+		break;
+	default: /* 'P' */
+		o->per_addr = v ? v : -1;
+		break;
+	}
+	return 1;
+}
+
+/* The options, up to the first NAME=DIR. -1 to go on, else the exit
+ * status (--help, --version, or a usage error, said). */
+static int parse_options(int argc, char **argv, struct cli *c)
 {
 	static const struct option longopts[] = {
 	    {"listen", required_argument, NULL, 'l'},
@@ -285,205 +352,137 @@ int main(int argc, char **argv)
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct repl_server_opts o = {.listen = DEFAULT_LISTEN};
-	struct repl_server srv;
-	struct repl_ns_list list = {0};
-	const char *publish[PUBLISH_MAX];
-	size_t n_publish = 0;
-	const char **names = NULL, **dirs = NULL;
-	char *state = NULL;
-	size_t n_args = 0;
-	long num;
-	int opt, i, rc = 2, level = BASE_LOG_INFO;
+	struct repl_server_opts *o = &c->o;
+	int opt, r;
 
-	/* Usage errors need the name before -v/-q are known; the level is
-	 * set again below, still before any thread exists. */
-	base_log_init(PROG, BASE_LOG_INFO);
 	opterr = 0; /* getopt's own messages would be a second line */
 	while ((opt = getopt_long(argc, argv, ":l:s:vqhV", longopts, NULL)) !=
 	       -1) {
+		r = num_option(opt, optarg, o);
+		if (r < 0)
+			return 2;
+		if (r > 0)
+			continue;
 		switch (opt) {
 		case 'l':
-			o.listen = optarg;
+			o->listen = optarg;
 			break;
 		case 's':
-			free(state);
-			state = strdup(optarg);
-			if (!state) {
+			free(c->state);
+			c->state = strdup(optarg);
+			if (!c->state) {
 				base_error("out of memory");
-				rc = 1;
-				goto out;
+				return 1;
 			}
 			break;
 		case 'c':
-			if (parse_codec(optarg, &o.policy) < 0) {
-				rc =
-				    usage_error("unknown codec '%s': use auto, "
-						"zstd, zstd-shuf2, zstd-shuf4, "
-						"lz4 or raw",
-						optarg);
-				goto out;
-			}
-			break;
-		case 't':
-			if (base_opt_long("--scan-threads", optarg, 1, 64,
-					  &num) < 0) {
-				rc = 2;
-				goto out;
-			}
-			o.scan_threads = (unsigned)num;
+			if (parse_codec(optarg, &o->policy) < 0)
+				return usage_error("unknown codec '%s': use "
+						   "auto, zstd, zstd-shuf2, "
+						   "zstd-shuf4, lz4 or raw",
+						   optarg);
 			break;
 		case 'H':
-			o.hash_first = 1;
-			break;
-		case 'R':
-			if (base_opt_long("--rescan-interval", optarg, 0,
-					  86400 * 365, &num) < 0) {
-				rc = 2;
-				goto out;
-			}
-			o.rescan_interval_s = (unsigned)num;
-			break;
-		case 'K':
-			if (base_opt_long("--keep-generations", optarg, 1, 1000,
-					  &num) < 0) {
-				rc = 2;
-				goto out;
-			}
-			o.keep_gens = (unsigned)num;
+			o->hash_first = 1;
 			break;
 		case 'C':
-			o.tls_cert = optarg;
+			o->tls_cert = optarg;
 			break;
 		case 'k':
-			o.tls_key = optarg;
+			o->tls_key = optarg;
 			break;
 		case 'A':
-			o.tls_client_ca = optarg;
+			o->tls_client_ca = optarg;
 			break;
 		case 'T':
-			o.tokens_path = optarg;
+			o->tokens_path = optarg;
 			break;
 		case OPT_METRICS:
-			if (repl_metrics_access_parse(optarg, &o.metrics) < 0) {
+			if (repl_metrics_access_parse(optarg, &o->metrics) <
+			    0) {
 				base_error("--metrics takes open, loopback or "
 					   "off, not '%s'",
 					   optarg);
-				rc = 2;
-				goto out;
+				return 2;
 			}
 			break;
 		case OPT_PUBLISH:
-			if (n_publish == PUBLISH_MAX) {
-				rc = usage_error("at most %d --publish",
-						 PUBLISH_MAX);
-				goto out;
-			}
-			publish[n_publish++] = optarg;
-			break;
-		case 'W':
-			if (base_opt_long("--header-timeout", optarg, 1, 3600,
-					  &num) < 0) {
-				rc = 2;
-				goto out;
-			}
-			o.header_timeout_s = (unsigned)num;
-			break;
-		case 'I':
-			if (base_opt_long("--idle-timeout", optarg, 1, 86400,
-					  &num) < 0) {
-				rc = 2;
-				goto out;
-			}
-			o.idle_timeout_s = (unsigned)num;
-			break;
-		case 'M':
-			if (base_opt_long("--max-conns", optarg, 1, 1000000,
-					  &num) < 0) {
-				rc = 2;
-				goto out;
-			}
-			o.max_conns = (size_t)num;
-			break;
-		case 'P':
-			if (base_opt_long("--max-conns-per-addr", optarg, 0,
-					  1000000, &num) < 0) {
-				rc = 2;
-				goto out;
-			}
-			o.per_addr = num ? num : -1;
+			if (c->n_publish == PUBLISH_MAX)
+				return usage_error("at most %d --publish",
+						   PUBLISH_MAX);
+			c->publish[c->n_publish++] = optarg;
 			break;
 		case 'S':
-			o.sign_key = optarg;
+			o->sign_key = optarg;
 			break;
 		case 'N':
-			o.ns_file = optarg;
+			o->ns_file = optarg;
 			break;
 		case 'v':
-			level = BASE_LOG_DEBUG;
+			c->level = BASE_LOG_DEBUG;
 			break;
 		case 'q':
-			level = BASE_LOG_ERROR;
+			c->level = BASE_LOG_ERROR;
 			break;
 		case 'h':
 			print_usage();
-			rc = 0;
-			goto out;
+			return 0;
 		case 'V':
 			printf(PROG " %s\n", REPL_VERSION);
-			rc = 0;
-			goto out;
+			return 0;
 		default:
 			base_opt_error(opt, argv);
-			rc = 2;
-			goto out;
+			return 2;
 		}
 	}
-	base_log_init(PROG, level);
-	{
-		char host[REPL_LISTEN_HOST_MAX];
-		uint16_t port;
+	return -1;
+}
 
-		if (repl_listen_split(o.listen, host, sizeof(host), &port) <
-		    0) {
-			rc = usage_error("bad --listen address '%s': expected "
-					 "HOST:PORT",
-					 o.listen);
-			goto out;
-		}
-	}
-	if (!o.tls_cert != !o.tls_key) {
-		rc = usage_error("%s", "--tls-cert and --tls-key go together");
-		goto out;
-	}
-	if (o.tls_client_ca && !o.tls_cert) {
-		rc = usage_error("%s", "--client-ca needs --tls-cert and "
-				       "--tls-key");
-		goto out;
-	}
+/* The option pairs and the address. -1 to go on, else 2 (said). */
+static int check_options(const struct repl_server_opts *o)
+{
+	char host[REPL_LISTEN_HOST_MAX];
+	uint16_t port;
+
+	if (repl_listen_split(o->listen, host, sizeof(host), &port) < 0)
+		return usage_error("bad --listen address '%s': expected "
+				   "HOST:PORT",
+				   o->listen);
+	if (!o->tls_cert != !o->tls_key)
+		return usage_error("%s",
+				   "--tls-cert and --tls-key go together");
+	if (o->tls_client_ca && !o->tls_cert)
+		return usage_error("%s", "--client-ca needs --tls-cert and "
+					 "--tls-key");
+	return -1;
+}
+
+/* The NAME=DIR arguments into list (*ret_n_args of them), each DIR a
+ * directory, then --namespaces FILE's. -1 to go on, else the exit status
+ * (said once: a missing DIR or an unusable file is a bad argument). */
+static int load_namespaces(int argc, char **argv,
+			   const struct repl_server_opts *o,
+			   struct repl_ns_list *list, size_t *ret_n_args)
+{
+	char err[512];
+	size_t k;
+	int i, r;
+
 	for (i = optind; i < argc; i++) {
-		char err[512];
-		int r = repl_ns_list_add_arg(&list, argv[i], strlen(argv[i]),
-					     err, sizeof(err));
-
+		r = repl_ns_list_add_arg(list, argv[i], strlen(argv[i]), err,
+					 sizeof(err));
 		if (r == -ENOMEM) {
 			base_error("out of memory");
-			rc = 1;
-			goto out;
+			return 1;
 		}
-		if (r < 0) {
-			rc = usage_error("%s", err);
-			goto out;
-		}
+		if (r < 0)
+			return usage_error("%s", err);
 	}
-	n_args = list.n;
-	if (n_args < 1 && !o.ns_file) {
-		rc = usage_error("%s", "no NAME=DIR given");
-		goto out;
-	}
-	/* A missing DIR is a bad argument (exit 2), said once. */
-	for (i = 0; i < (int)n_args; i++) {
-		const struct repl_ns_spec *sp = &list.v[i];
+	*ret_n_args = list->n;
+	if (list->n < 1 && !o->ns_file)
+		return usage_error("%s", "no NAME=DIR given");
+	for (k = 0; k < list->n; k++) {
+		const struct repl_ns_spec *sp = &list->v[k];
 		struct stat st;
 
 		if (stat(sp->dir, &st) < 0) {
@@ -491,40 +490,110 @@ int main(int argc, char **argv)
 				     "cannot use the source directory ns=%s "
 				     "path=\"%s\"",
 				     sp->name, sp->dir);
-			goto out;
+			return 2;
 		}
 		if (!S_ISDIR(st.st_mode)) {
 			base_error("source is not a directory ns=%s "
 				   "path=\"%s\"",
 				   sp->name, sp->dir);
-			goto out;
+			return 2;
 		}
 	}
-	/* So is a namespaces file that cannot be used: one line, naming the
-	 * line of the file. */
-	if (o.ns_file) {
-		char err[512];
-		int r = repl_ns_list_load(&list, o.ns_file, err, sizeof(err));
+	if (!o->ns_file)
+		return -1;
+	/* One line, naming the line of the file. */
+	r = repl_ns_list_load(list, o->ns_file, err, sizeof(err));
+	if (r == 0)
+		r = repl_ns_list_check_dirs(list, *ret_n_args, err,
+					    sizeof(err));
+	if (r == -ENOMEM) {
+		base_error("out of memory");
+		return 1;
+	}
+	if (r < 0) {
+		base_error("cannot use the namespaces file path=\"%s\" "
+			   "why=\"%s\"",
+			   o->ns_file, err);
+		return 2;
+	}
+	if (list->n == 0)
+		base_warn("no namespace to serve yet: the namespaces file "
+			  "names none path=\"%s\"",
+			  o->ns_file);
+	return -1;
+}
 
-		if (r == 0)
-			r = repl_ns_list_check_dirs(&list, n_args, err,
-						    sizeof(err));
-		if (r == -ENOMEM) {
-			base_error("out of memory");
-			rc = 1;
-			goto out;
-		}
-		if (r < 0) {
-			base_error("cannot use the namespaces file path=\"%s\" "
+/* What serving needs beyond the options: a usable tokens file (a bad
+ * argument otherwise, said once before anything starts) and the test
+ * hook that slows hashing down to watch it. -1 to go on, else 2. */
+static int check_serving(struct repl_server_opts *o)
+{
+	if (o->tokens_path) {
+		struct repl_tokens *t = NULL;
+		char err[256];
+
+		if (repl_tokens_load(o->tokens_path, &t, err, sizeof(err)) <
+		    0) {
+			base_error("cannot use the tokens file path=\"%s\" "
 				   "why=\"%s\"",
-				   o.ns_file, err);
-			goto out;
+				   o->tokens_path, err);
+			return 2;
 		}
-		if (list.n == 0)
-			base_warn("no namespace to serve yet: the namespaces "
-				  "file names none path=\"%s\"",
-				  o.ns_file);
+		repl_tokens_free(t);
 	}
+	if (getenv("FERRY_HASH_DELAY_MS")) {
+		uint64_t ms;
+
+		if (base_parse_u64(getenv("FERRY_HASH_DELAY_MS"), 0, 60000,
+				   &ms) < 0)
+			return usage_error("%s", "FERRY_HASH_DELAY_MS is 0 to "
+						 "60000");
+		o->hash_delay_ms = (unsigned)ms;
+	}
+	return -1;
+}
+
+/* Serve until a signal ends it: 0, or 1 (repl_server_init has logged
+ * why it failed). */
+static int serve(struct repl_server_opts *o)
+{
+	struct repl_server srv;
+	int rc = 1;
+
+	raise_nofile();
+	/* A peer that goes away mid-write must be an EPIPE, not our death. */
+	signal(SIGPIPE, SIG_IGN);
+	/* One pool thread goes to scanning; keep enough for chunk reads. */
+	setenv("UV_THREADPOOL_SIZE", "8", 0);
+	if (repl_server_init(&srv, o) == 0) {
+		repl_server_run(&srv);
+		rc = 0;
+	}
+	repl_server_fini(&srv);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = {.o = {.listen = DEFAULT_LISTEN},
+			.level = BASE_LOG_INFO};
+	struct repl_ns_list list = {0};
+	const char **names = NULL, **dirs = NULL;
+	size_t n_args = 0, k;
+	int rc;
+
+	/* Usage errors need the name before -v/-q are known; the level is
+	 * set again below, still before any thread exists. */
+	base_log_init(PROG, BASE_LOG_INFO);
+	rc = parse_options(argc, argv, &c);
+	if (rc >= 0)
+		goto out;
+	base_log_init(PROG, c.level);
+	rc = check_options(&c.o);
+	if (rc < 0)
+		rc = load_namespaces(argc, argv, &c.o, &list, &n_args);
+	if (rc >= 0)
+		goto out;
 	names = calloc(list.n + 1, sizeof(*names));
 	dirs = calloc(list.n + 1, sizeof(*dirs));
 	if (!names || !dirs) {
@@ -532,68 +601,34 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	for (size_t k = 0; k < list.n; k++) {
+	for (k = 0; k < list.n; k++) {
 		names[k] = list.v[k].name;
 		dirs[k] = list.v[k].dir;
 	}
-	if (!state) {
-		state = default_state_dir();
-		if (!state) {
+	if (!c.state) {
+		c.state = default_state_dir();
+		if (!c.state) {
 			rc = usage_error("%s", "no HOME: give --state-dir");
 			goto out;
 		}
 	}
-	o.state_dir = state;
-	if (n_publish) {
-		rc = publish_all(&o, &list, publish, n_publish);
+	c.o.state_dir = c.state;
+	if (c.n_publish) {
+		rc = publish_all(&c.o, &list, c.publish, c.n_publish);
 		goto out;
 	}
-	/* A tokens file that cannot be used is a bad argument (exit 2),
-	 * said once, before anything starts. */
-	if (o.tokens_path) {
-		struct repl_tokens *t = NULL;
-		char err[256];
-
-		if (repl_tokens_load(o.tokens_path, &t, err, sizeof(err)) < 0) {
-			base_error("cannot use the tokens file path=\"%s\" "
-				   "why=\"%s\"",
-				   o.tokens_path, err);
-			goto out;
-		}
-		repl_tokens_free(t);
-	}
-	/* A test hook, not an option: slows hashing down to watch it. */
-	if (getenv("FERRY_HASH_DELAY_MS")) {
-		uint64_t ms;
-
-		if (base_parse_u64(getenv("FERRY_HASH_DELAY_MS"), 0, 60000,
-				   &ms) < 0) {
-			rc = usage_error("%s", "FERRY_HASH_DELAY_MS is 0 to "
-					       "60000");
-			goto out;
-		}
-		o.hash_delay_ms = (unsigned)ms;
-	}
-	o.n_ns = list.n;
-	o.n_args = n_args;
-	o.ns_names = names;
-	o.ns_dirs = dirs;
-	raise_nofile();
-	/* A peer that goes away mid-write must be an EPIPE, not our death. */
-	signal(SIGPIPE, SIG_IGN);
-	/* One pool thread goes to scanning; keep enough for chunk reads. */
-	setenv("UV_THREADPOOL_SIZE", "8", 0);
-	rc = 1;
-	/* repl_server_init has logged why it failed. */
-	if (repl_server_init(&srv, &o) == 0) {
-		repl_server_run(&srv);
-		rc = 0;
-	}
-	repl_server_fini(&srv);
+	rc = check_serving(&c.o);
+	if (rc >= 0)
+		goto out;
+	c.o.n_ns = list.n;
+	c.o.n_args = n_args;
+	c.o.ns_names = names;
+	c.o.ns_dirs = dirs;
+	rc = serve(&c.o);
 out:
 	repl_ns_list_fini(&list);
 	free(names);
 	free(dirs);
-	free(state);
+	free(c.state);
 	return rc;
 }
