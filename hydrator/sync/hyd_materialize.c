@@ -10,7 +10,7 @@
  * fetch flight), both of which verify SHA-256 before handing bytes out.
  *
  * Pending files (catalog format 2): a file is written, or checked, only
- * once its manifest is local and checked (manifest_ready): while
+ * once its manifest is local and checked (hyd_mat_content.c): while
  * hydration runs, the writer waits for the manifest thread to bring it;
  * after, it asks for it itself (the per-file endpoint, within the
  * timeout). A file whose source changed before it was hashed has no
@@ -56,31 +56,13 @@
 #include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch_internal.h"
 #include "hydrator/fetch/hyd_manifest_internal.h"
+#include "hydrator/sync/hyd_mat_internal.h"
 #include "hydrator/sync/hyd_sync_internal.h"
 
 #define BATCH 128u	     /* catalog entries read per readdir call */
-#define RANGE_BATCH 64u	     /* manifest rows per cat_chunks_range call */
 #define TICK_NS 200000000ull /* progress at most 5 times a second */
 #define TMP_NAME_KEEP 200u   /* bytes of NAME kept in a temp name */
 #define TMP_TRIES 16
-#define WAIT_SLACK_NS 2000000000ull
-#define WAIT_POLL_NS 2000000L /* a chunk the fetching pass has not stored */
-#define MANIFEST_POLL_NS 10000000L /* a manifest the manifest thread lacks */
-
-struct walk {
-	struct hyd_mat *m;
-	int rootfd;
-	struct hyd_pathbuf path; /* relative to DEST, "" at the root */
-	struct hyd_inomap links;
-	uint8_t *buf; /* max_raw bytes */
-	/* buf holds the verified bytes of buf_id (a run of one id, e.g. a
-	 * sparse file's zero chunks, is read from the store once). */
-	int buf_valid;
-	chunk_id buf_id;
-	struct hyd_zero_ids zero;
-	uint64_t files_done, bytes_done, last_tick;
-	int root; /* euid == 0 */
-};
 
 /* One directory's walk (hyd_sync__dir_each): the DEST fd and depth. */
 struct dir_walk {
@@ -235,263 +217,6 @@ void hyd_inomap_fini(struct hyd_inomap *m)
 		free(m->v[i].rel);
 	free(m->v);
 	memset(m, 0, sizeof(*m));
-}
-
-/* ---- content ---- */
-
-/* Is ino's manifest local (its chunk rows readable)? Waits for it while
- * hydration runs, then fetches it when a manifest fetcher is there.
- * 0, or -errno with *why set (-ESTALE: the source changed, no manifest
- * in this generation). */
-static int manifest_ready(struct walk *w, const struct cat_inode *in,
-			  const char **why)
-{
-	int st, r, fetched = 0;
-
-	if (in->size == 0)
-		return 0; /* nothing to read: no manifest needed */
-	for (;;) {
-		st = cat_manifest_state(w->m->cat, in->ino);
-		if (st < 0) {
-			*why = "cannot read where its manifest is";
-			return st;
-		}
-		if (st == CAT_MANIFEST_CATALOG || st == CAT_MANIFEST_LOCAL)
-			return 0;
-		if (st == CAT_MANIFEST_CHANGED) {
-			*why = "the source changed before its manifest was "
-			       "made: no manifest in this generation";
-			return -ESTALE;
-		}
-		if (__atomic_load_n(&w->m->hydrating, __ATOMIC_ACQUIRE)) {
-			nanosleep(&(struct timespec){0, MANIFEST_POLL_NS},
-				  NULL);
-			continue;
-		}
-		if (fetched || !w->m->manifest) {
-			*why = "its manifest is not local and could not be "
-			       "fetched";
-			return -EAGAIN;
-		}
-		r = hyd_manifest_file(w->m->manifest, w->m->cat, in->ino,
-				      base_now_ns() + w->m->timeout_ns, NULL);
-		if (r < 0) {
-			*why = "cannot fetch its manifest";
-			return r;
-		}
-		fetched = 1;
-	}
-}
-
-static int all_zero(const uint8_t *b, size_t n)
-{
-	return n == 0 || (b[0] == 0 && memcmp(b, b + 1, n - 1) == 0);
-}
-
-/* 0 when buf (len bytes, all zero) is the chunk id. */
-static int zero_verify(struct hyd_zero_ids *z, const chunk_id *id,
-		       const uint8_t *buf, uint32_t len)
-{
-	unsigned i;
-	int r;
-
-	for (i = 0; i < HYD_ZERO_IDS; i++)
-		if (z->len[i] == len)
-			return memcmp(&z->id[i], id, sizeof(*id)) ? -EBADMSG
-								  : 0;
-	i = z->next++ % HYD_ZERO_IDS;
-	r = chunk_id_compute(buf, len, &z->id[i]);
-	if (r < 0)
-		return r;
-	z->len[i] = len;
-	return memcmp(&z->id[i], id, sizeof(*id)) ? -EBADMSG : 0;
-}
-
-int hyd_sync__file_matches(cat_reader *cat, uint64_t ino, uint64_t size, int fd,
-			   uint8_t *buf, uint32_t max_raw,
-			   struct hyd_zero_ids *zero)
-{
-	struct cat_chunk cs[RANGE_BATCH];
-	uint64_t off = 0, data_at = 0; /* no data in [off, data_at) */
-	size_t n = 0, i, got = 0;
-	off_t d;
-	int r;
-
-	while (off < size) {
-		r = cat_chunks_range(cat, ino, off, size - off, cs, RANGE_BATCH,
-				     &n);
-		if (r < 0)
-			return r;
-		if (n == 0)
-			return 0; /* manifest stops short: cannot match */
-		for (i = 0; i < n; i++) {
-			if (cs[i].off != off || cs[i].len > max_raw)
-				return -EBADMSG;
-			/* Holes read as zeros: skip reading them at all. */
-			if (zero && off >= data_at) {
-				d = lseek(fd, (off_t)off, SEEK_DATA);
-				data_at = d >= 0	   ? (uint64_t)d
-					  : errno == ENXIO ? size
-							   : off;
-			}
-			if (chunk_id_is_hole(&cs[i].id)) {
-				/* the source's hole: zeros here, as a hole or
-				 * as written zeros */
-				if (!zero || off + cs[i].len > data_at) {
-					r = base_pread_full(fd, buf, cs[i].len,
-							    off, &got);
-					if (r < 0)
-						return r;
-					if (got != cs[i].len ||
-					    !all_zero(buf, got))
-						return 0;
-				}
-				off += cs[i].len;
-				continue;
-			}
-			if (zero && off + cs[i].len <= data_at) {
-				memset(buf, 0, cs[i].len);
-				got = cs[i].len;
-			} else {
-				r = base_pread_full(fd, buf, cs[i].len, off,
-						    &got);
-				if (r < 0)
-					return r;
-			}
-			if (got != cs[i].len)
-				return 0;
-			/* A zero run (a hole, often) costs a memcmp. */
-			if (zero && all_zero(buf, got))
-				r = zero_verify(zero, &cs[i].id, buf,
-						cs[i].len);
-			else
-				r = chunk_id_verify(&cs[i].id, buf, got);
-			if (r != 0)
-				return 0;
-			off += cs[i].len;
-		}
-	}
-	return 1;
-}
-
-int hyd_sync__dead_cmp(const void *a, const void *b)
-{
-	return memcmp(&((const struct hyd_sync_dead *)a)->id,
-		      &((const struct hyd_sync_dead *)b)->id, sizeof(chunk_id));
-}
-
-/* Verified bytes of one chunk into w->buf: the store first; when it lacks
- * the chunk or found its copy corrupt (and dropped it), the fetcher. */
-static int chunk_get(struct walk *w, const struct cat_chunk *c,
-		     const char **why)
-{
-	const struct hyd_sync_dead *dead;
-	struct hyd_sync_dead key;
-	struct hyd_flight *fl = NULL;
-	size_t got = 0;
-	uint64_t deadline;
-	int r;
-
-	if (w->buf_valid && !memcmp(&w->buf_id, &c->id, sizeof(c->id)))
-		return 0;
-	w->buf_valid = 0;
-	r = hyd_store_get(w->m->store, &c->id, w->buf, w->m->max_raw, &got);
-	/* The fetching pass is still running: it will store the chunk (it
-	 * goes in the same order as this walk, so usually soon). A frame
-	 * found corrupt was dropped and is fetched below once it is done. */
-	while ((r == -ENOENT || r == -EBADMSG) &&
-	       __atomic_load_n(&w->m->hydrating, __ATOMIC_ACQUIRE)) {
-		nanosleep(&(struct timespec){0, WAIT_POLL_NS}, NULL);
-		r = hyd_store_get(w->m->store, &c->id, w->buf, w->m->max_raw,
-				  &got);
-	}
-	if (r == 0 && got != c->len) {
-		*why = "stored chunk length differs from the catalog";
-		return -EBADMSG;
-	}
-	if (r == 0)
-		goto ok;
-	key.id = c->id;
-	dead = w->m->ndead ? bsearch(&key, w->m->dead, w->m->ndead, sizeof(key),
-				     hyd_sync__dead_cmp)
-			   : NULL;
-	if (r == -ENOENT && dead) {
-		*why = "a chunk could not be fetched";
-		return dead->err;
-	}
-	if ((r != -ENOENT && r != -EBADMSG) || !w->m->fetch) {
-		*why = r == -ENOENT ? "a chunk is not in the store (its fetch "
-				      "failed)"
-				    : "cannot read a chunk from the store";
-		return r;
-	}
-	deadline = base_now_ns() + w->m->timeout_ns;
-	r = hyd_fetch_submit(w->m->fetch, &c->id, c->len, HYD_PRIO_DEMAND,
-			     deadline, &fl);
-	if (r >= 0)
-		r = hyd_fetch_wait(w->m->fetch, fl, deadline + WAIT_SLACK_NS);
-	if (r >= 0 && fl->raw_len != c->len)
-		r = -EBADMSG;
-	if (r >= 0)
-		memcpy(w->buf, fl->raw, c->len);
-	hyd_fetch_release(w->m->fetch, fl);
-	if (r < 0) {
-		*why = "cannot fetch a chunk";
-		return r;
-	}
-ok:
-	w->buf_valid = 1;
-	w->buf_id = c->id;
-	return 0;
-}
-
-/* Fill the fresh (empty) file fd with ino's bytes. All-zero chunks are
- * left as holes; the final ftruncate gives the file its size. */
-static int copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
-		       const char **why)
-{
-	struct cat_chunk cs[RANGE_BATCH];
-	uint64_t off = 0;
-	size_t n, i;
-	int r;
-
-	while (off < size) {
-		r = cat_chunks_range(w->m->cat, ino, off, size - off, cs,
-				     RANGE_BATCH, &n);
-		if (r == 0 && n == 0)
-			r = -EBADMSG;
-		if (r < 0) {
-			*why = "bad chunk manifest in the catalog";
-			return r;
-		}
-		for (i = 0; i < n; i++) {
-			if (cs[i].off != off || cs[i].len > w->m->max_raw) {
-				*why = "bad chunk manifest in the catalog";
-				return -EBADMSG;
-			}
-			/* A hole at the source stays a hole here. */
-			if (chunk_id_is_hole(&cs[i].id)) {
-				off += cs[i].len;
-				continue;
-			}
-			r = chunk_get(w, &cs[i], why);
-			if (r < 0)
-				return r;
-			if (!all_zero(w->buf, cs[i].len)) {
-				r = base_pwrite_all(fd, w->buf, cs[i].len, off);
-				if (r < 0) {
-					*why = "write failed";
-					return r;
-				}
-			}
-			off += cs[i].len;
-		}
-	}
-	if (ftruncate(fd, (off_t)size) < 0) {
-		*why = "cannot set the file size";
-		return -errno;
-	}
-	return 0;
 }
 
 /* ---- metadata ---- */
@@ -754,7 +479,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	int fd = -1, r, i, have, quick = 0, same = 0, matches = 0;
 	int digest_ok = 0;
 
-	r = manifest_ready(w, &e->in, &why);
+	r = hyd_mat__manifest_ready(w, &e->in, &why);
 	/* A dry run fetches no manifest: without one, the quick check
 	 * (size and time, as rsync's) decides. */
 	have = r == 0;
@@ -838,7 +563,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		report(w, "cannot create a temp file", r);
 		return r;
 	}
-	r = copy_chunks(w, fd, e->in.ino, e->in.size, &why);
+	r = hyd_mat__copy_chunks(w, fd, e->in.ino, e->in.size, &why);
 	if (r == 0)
 		r = meta_fd(w, fd, &e->in, &why);
 	close(fd);
