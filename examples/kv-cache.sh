@@ -19,6 +19,7 @@ cleanup() {
 	rm -rf "$T"
 }
 trap cleanup EXIT
+fail() { echo "kv-cache: FAILED: $*" >&2; exit 1; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 now() { date +%s.%N; }
 ms() { python3 -c "import sys; print('%.1f ms' % ((float(sys.argv[2]) - float(sys.argv[1])) * 1000))" "$1" "$2"; }
@@ -60,4 +61,7 @@ find "$T/mnt" -type f -exec cat {} + >/dev/null
 served=$(curl -s "http://127.0.0.1:$port/metrics" | awk '/^ferry_replicator_frame_bytes_served_total\{namespace="kv"\}/ {print $2}')
 logical=$(du -sb --apparent-size "$T/kv" | cut -f1)
 python3 -c "import sys; l, s = int(sys.argv[1]), int(float(sys.argv[2])); print('   %d bytes of blobs, %d bytes on the wire: %.2fx less' % (l, s, l / s))" "$logical" "$served"
-diff -r "$T/kv" "$T/mnt" >/dev/null && echo "   every blob identical to the source"
+python3 -c "import sys; sys.exit(float(sys.argv[2]) >= int(sys.argv[1]))" "$logical" "$served" ||
+	fail "the wire carried as many bytes as the blobs: nothing was deduplicated"
+diff -r "$T/kv" "$T/mnt" >/dev/null || fail "the mount differs from the source"
+echo "   every blob identical to the source"

@@ -18,6 +18,7 @@ cleanup() {
 	rm -rf "$T"
 }
 trap cleanup EXIT
+fail() { echo "published-store: FAILED: $*" >&2; exit 1; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 publish() { "$BIN/ferry-replicator" -s "$T/state" --sign-key "$T/keys/sign.key" --publish "data=$T/www/v1/data" "data=$T/src" 2>&1 | sed 's/^/   /'; }
 
@@ -48,11 +49,13 @@ sleep 1
 say "4. mount it, checking every generation's signature, and follow changes (--poll 1)"
 mkdir -p "$T/mnt"
 "$BIN/ferry-hydrator" -c "$T/cache" --poll 1 --trust-key "$T/keys/sign.pub" "http://127.0.0.1:$port/v1/data" "$T/mnt"
-cmp "$T/src/models/weights.bin" "$T/mnt/models/weights.bin" && echo "   weights.bin read through the mount: identical"
+cmp "$T/src/models/weights.bin" "$T/mnt/models/weights.bin" || fail "weights.bin differs through the mount"
+echo "   weights.bin read through the mount: identical"
 
 say "5. a change at the source, published again: only new chunks are written"
 echo "note 51" >"$T/src/docs/n51.txt"
 head -c 1000000 /dev/urandom >>"$T/src/models/weights.bin"
 publish
 for _ in $(seq 50); do "$BIN/ferry" status --json "$T/mnt" | grep -q '"generation": *2' && break; sleep 0.2; done
-diff -r "$T/src" "$T/mnt" >/dev/null && echo "   the mount switched to generation 2: identical to the source"
+diff -r "$T/src" "$T/mnt" >/dev/null || fail "the mount did not switch to generation 2, or differs from the source"
+echo "   the mount switched to generation 2: identical to the source"

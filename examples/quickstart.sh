@@ -16,6 +16,7 @@ cleanup() {
 	rm -rf "$T"
 }
 trap cleanup EXIT
+fail() { echo "demo: FAILED: $*" >&2; exit 1; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 say "1. an example estate at the old site: $T/estate"
@@ -61,9 +62,13 @@ echo "   replicator counters now: $(stats)"
 
 say "5. first read of a checkpoint fetches just its chunks, verified, into the store"
 sha256sum "$T/mnt/checkpoints/step-1000/model.bin" "$T/estate/checkpoints/step-1000/model.bin" | sed 's/^/   /'
+cmp -s "$T/mnt/checkpoints/step-1000/model.bin" "$T/estate/checkpoints/step-1000/model.bin" ||
+	fail "step-1000/model.bin differs through the mount"
 echo "   replicator counters now: $(stats)"
 say "6. the next version shares most chunks: only the changed ones cross the wire"
 sha256sum "$T/mnt/checkpoints/latest/model.bin" | sed 's/^/   /'
+cmp -s "$T/mnt/checkpoints/latest/model.bin" "$T/estate/checkpoints/latest/model.bin" ||
+	fail "latest/model.bin differs through the mount"
 echo "   replicator counters now: $(stats)"
 echo "   chunk store: $(sqlite3 "$T/cache/state.db" 'select count(*)||" chunks, "||sum(raw_len)||" bytes raw, "||sum(frame_len)||" bytes at rest" from chunk' 2>/dev/null)"
 

@@ -23,6 +23,7 @@ cleanup() {
 	rm -rf "$T"
 }
 trap cleanup EXIT
+fail() { echo "regional-cache: FAILED: $*" >&2; exit 1; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -71,8 +72,12 @@ for k in $(seq 1 "$N"); do
 	"$BIN/ferry-hydrator" -c "$T/c$k" --cacheable "http://127.0.0.1:$cp/v1/estate" "$T/m$k"
 done
 for k in $(seq 1 "$N"); do
-	until "$BIN/ferry" status --json "$T/m$k" | grep -q '"state": *"complete"'; do sleep 0.3; done
-	diff -r "$T/estate" "$T/m$k" >/dev/null && echo "   hydrator $k: complete, tree identical"
+	for _ in $(seq 400); do
+		"$BIN/ferry" status --json "$T/m$k" | grep -q '"state": *"complete"' && break
+		sleep 0.3
+	done
+	diff -r "$T/estate" "$T/m$k" >/dev/null || fail "hydrator $k: not complete in 2 minutes, or its tree differs"
+	echo "   hydrator $k: complete, tree identical"
 done
 got=$(($(served) - before))
 one=$(du -sb "$T/c1" | cut -f1)
