@@ -58,7 +58,8 @@ int repl__catalog_sha_read(const char *zst_path, char ret_hex[65]);
 int repl_generations_prune(const char *state_dir, uint64_t head, unsigned keep,
 			   uint64_t *ret_removed);
 
-/* -- the static published store (repl_static.c, repl_static_run.c) -- */
+/* -- the static published store (repl_static.c, repl_static_prune.c,
+ * repl_static_run.c) -- */
 
 struct repl_static_opts {
 	const char *state_dir; /* the namespace's: STATE/NAME */
@@ -67,6 +68,7 @@ struct repl_static_opts {
 	uint64_t gen;	       /* a generation of state_dir, format 1 */
 	int policy;	       /* enum frame_policy */
 	unsigned threads;      /* readers and writers, 1..64 */
+	unsigned keep;	       /* generations OUTDIR keeps; 0: 3 */
 };
 
 struct repl_static_stats {
@@ -79,7 +81,26 @@ struct repl_static_stats {
 	int delta;		/* delta/PREVIOUS/GEN written */
 	int signed_;		/* signature/GEN written */
 	double seconds;
+	/* older generations dropped after HEAD (repl_static_prune) */
+	uint64_t pruned_gens, pruned_objects, pruned_bytes;
 };
+
+/* What repl_static_prune removed. */
+struct repl_static_prune_stats {
+	uint64_t generations; /* catalogs dropped, with their files */
+	uint64_t objects;     /* chunk objects removed */
+	uint64_t bytes;	      /* their bytes */
+};
+
+/* OUTDIR keeps the newest keep (>= 1) generations of OUTDIR/catalog and
+ * head, the one just published: the chunk objects only older generations
+ * name are removed, then those generations' signatures and deltas, their
+ * catalogs last (a crash part way leaves the catalog; the next call
+ * finishes). tmpfd and chunkfd are OUTDIR/.ferry-tmp (the publish lock
+ * held) and OUTDIR/chunk. 0 or -errno with why set to one line. */
+int repl_static_prune(const char *out, int tmpfd, int chunkfd, uint64_t head,
+		      unsigned keep, struct repl_static_prune_stats *st,
+		      char *why, size_t whycap);
 
 /* Write generation o->gen of a namespace into o->out_dir as the static
  * layout (the paths of its URLs): every chunk object the directory lacks
@@ -105,7 +126,8 @@ struct repl_static_run {
 	const char *out_dir;
 	int policy;
 	unsigned threads; /* 0: one per CPU */
-	unsigned keep;	  /* generations kept in the state dir; 0: 3 */
+	unsigned keep;	  /* generations kept, in OUTDIR and the state dir;
+			   * 0: 3 */
 	const struct cat_sign_key *sign_key;
 };
 int repl_static_run(const struct repl_static_run *o);

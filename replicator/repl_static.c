@@ -17,7 +17,8 @@
  * into chunk/, so a name under chunk/ is always a whole frame; the
  * catalog, delta and signature appear the same way, HEAD after all of
  * them. A crash leaves only temp files, which the next publish removes.
- * One publish at a time per OUTDIR (a lock file in .ferry-tmp).
+ * One publish at a time per OUTDIR (a lock file in .ferry-tmp). After
+ * HEAD, generations beyond the newest few go (repl_static_prune.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -601,9 +602,28 @@ int repl_static_publish(const struct repl_static_opts *o,
 		goto out;
 	/* Last: HEAD names a generation whose every file is in place. */
 	r = repl_head_write(o->out_dir, o->gen);
-	if (r < 0)
+	if (r < 0) {
 		snprintf(err, errcap, "cannot write %s/HEAD: %s", o->out_dir,
 			 base_errname(r));
+		goto out;
+	}
+	/* The publish is done; what older generations alone name goes. A
+	 * failure here leaves a whole store (and the next publish tries
+	 * again): a warning, not the publish's failure. */
+	{
+		struct repl_static_prune_stats ps;
+		char why[512];
+
+		if (repl_static_prune(o->out_dir, p.tmpfd, p.chunkfd, o->gen,
+				      o->keep ? o->keep : 3, &ps, why,
+				      sizeof(why)) < 0)
+			base_warn("published, but cannot drop older "
+				  "generations out=\"%s\" why=\"%s\"",
+				  o->out_dir, why);
+		st->pruned_gens = ps.generations;
+		st->pruned_objects = ps.objects;
+		st->pruned_bytes = ps.bytes;
+	}
 out:
 	st->seconds = (double)(base_now_ns() - t0) / 1e9;
 	free(cat_path);

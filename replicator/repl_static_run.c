@@ -99,6 +99,7 @@ int repl_static_run(const struct repl_static_run *o)
 	    .out_dir = o->out_dir,
 	    .gen = g.generation,
 	    .policy = o->policy,
+	    .keep = o->keep,
 	    .threads = o->threads ? o->threads
 		       : ncpu < 1 ? 1
 				  : (unsigned)ncpu,
@@ -117,11 +118,13 @@ int repl_static_run(const struct repl_static_run *o)
 		  " bytes_read_scan=%" PRIu64 " chunks=%" PRIu64
 		  " written=%" PRIu64 " written_bytes=%" PRIu64
 		  " raw_bytes=%" PRIu64 " delta=%d signed=%d unchanged=%d "
-		  "scan_seconds=%.1f seconds=%.1f",
+		  "dropped_generations=%" PRIu64 " dropped_chunks=%" PRIu64
+		  " dropped_bytes=%" PRIu64 " scan_seconds=%.1f seconds=%.1f",
 		  o->ns, st.generation, st.previous, o->out_dir, g.stats.files,
 		  g.stats.bytes, g.stats.bytes_read, st.chunks, st.written,
 		  st.written_bytes, st.raw_bytes, st.delta, st.signed_,
-		  g.unchanged, g.seconds, st.seconds);
+		  g.unchanged, st.pruned_gens, st.pruned_objects,
+		  st.pruned_bytes, g.seconds, st.seconds);
 	/* OUTDIR keeps what it published; the state dir only the newest
 	 * few (the next publish's delta needs this one). */
 	(void)repl_generations_prune(state, g.generation, o->keep ? o->keep : 3,

@@ -14,7 +14,11 @@
 #      generation, what was renamed into chunk/ is whole, and the next
 #      publish writes only the rest (and clears the temp files);
 #  (f) a second publish into a locked OUTDIR, or of a NAME not given,
-#      is refused with its line and exit status.
+#      is refused with its line and exit status;
+#  (g) --keep-generations 2: the publish of generation 3 drops generation
+#      1 (its catalog, signature and deltas) and exactly the chunk objects
+#      no kept generation names; every object generations 2 and 3 name
+#      stays, and ferry sync from nginx is exact.
 . "$(dirname "$0")/lib/common.sh"
 . "$E2E_LIB/wait.sh"
 . "$E2E_LIB/nginx.sh"
@@ -143,6 +147,7 @@ lpid=$!
 wait_for 10 sh -c "! flock -n '$OUT/.ferry-tmp/lock' true" || die "(f) could not take the lock"
 publish
 rc=$?
+pkill -P "$lpid" 2>/dev/null # flock's sleep holds the lock
 kill "$lpid" 2>/dev/null
 wait "$lpid" 2>/dev/null
 [ "$rc" = 1 ] || die "(f) a publish into a locked OUTDIR exited $rc, not 1"
@@ -152,3 +157,30 @@ rc=$?
 [ "$rc" = 2 ] || die "(f) --publish of a name not given exited $rc, not 2"
 grep -q "NAME one of the NAME=DIR given" "$T/err" || die "(f) no clear line: $(cat "$T/err")"
 ok "(f) a locked OUTDIR (exit 1) and an unknown NAME (exit 2) are refused with one line each"
+
+# (g) a third generation, keeping two: generation 1 goes
+f_more=$(find "$S" -name 'f*' -size +100k | sort | sed -n 2p)
+head -c 120000 /dev/urandom >>"$f_more"
+cp "$T/state/pub/catalog/1.db" "$T/gen1.db" # the state dir keeps 2 as well
+# (f)'s holder of the lock (flock's child sleep) may outlive its kill
+wait_for 40 sh -c "flock -n '$OUT/.ferry-tmp/lock' true" || die "(g) the lock of (f) is still held"
+"$REPL" -s "$T/state" --sign-key "$T/keys/sign.key" --keep-generations 2 \
+	--publish "pub=$OUT" "pub=$S" 2>>"$T/publish.log" || { tail -n 3 "$T/publish.log"; die "(g) the publish failed"; }
+[ "$(cat "$OUT/HEAD")" = 3 ] || die "(g) HEAD says $(cat "$OUT/HEAD"), not 3"
+G2="$T/state/pub/catalog/2.db" G3="$T/state/pub/catalog/3.db"
+only1=$(sqlite3 "$G3" "attach '$T/gen1.db' as a; attach '$G2' as b;
+	select count(distinct id) from a.chunk where id != zeroblob(32)
+	and id not in (select id from b.chunk) and id not in (select id from main.chunk)")
+[ "$only1" -ge 1 ] || die "(g) the test is void: generation 1 has no chunk of its own"
+sqlite3 "$G3" "attach '$G2' as b; select lower(hex(id)) from main.chunk where id != zeroblob(32)
+	union select lower(hex(id)) from b.chunk where id != zeroblob(32)" >"$T/kept.ids"
+[ "$(last_pub dropped_generations)" = 1 ] || die "(g) dropped $(last_pub dropped_generations) generations, not 1"
+[ "$(last_pub dropped_chunks)" = "$only1" ] || die "(g) dropped $(last_pub dropped_chunks) chunk objects, not the $only1 only generation 1 named"
+[ "$(objects)" = "$(wc -l <"$T/kept.ids")" ] || die "(g) chunk/ holds $(objects) objects for $(wc -l <"$T/kept.ids") ids of generations 2 and 3"
+while read -r id; do [ -s "$OUT/chunk/$id" ] || die "(g) chunk/$id, named by a kept generation, is gone"; done <"$T/kept.ids"
+for f in catalog/1 signature/1 delta/1; do [ ! -e "$OUT/$f" ] || die "(g) $f stayed"; done
+for f in catalog/2 catalog/3 signature/3 delta/2/3; do [ -s "$OUT/$f" ] || die "(g) $f is missing"; done
+[ -z "$(find "$OUT/.ferry-tmp" -type f ! -name lock)" ] || die "(g) scratch files left in .ferry-tmp"
+"$FERRY" sync -q -c "$T/scache3" --trust-key "$T/keys/sign.pub" "$URL" "$T/dest3" || die "(g) ferry sync after the drop failed"
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest3" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(g) tree differs"; }
+ok "(g) keeping 2: generation 1 and the $only1 objects only it named went, the $(wc -l <"$T/kept.ids") of generations 2 and 3 stayed; sync exact"
