@@ -12,8 +12,6 @@
 #include "hydrator/hydrator.h"
 #include "tools/ferry_internal.h"
 
-#define EXIT_USAGE 2
-
 static void usage(FILE *f)
 {
 	fprintf(
@@ -47,34 +45,23 @@ int ferry_cmd_gc(int argc, char **argv)
 	};
 	struct hyd_gc_result r;
 	char freed[32];
-	int ch, quiet = 0;
+	struct ferry_opts fo = {0};
+	int ch;
 
-	base_log_init("ferry gc", BASE_LOG_INFO);
-	opterr = 0;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":qvh", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'q':
-			quiet = 1;
-			break;
-		case 'v':
-			base_log_init("ferry gc", BASE_LOG_DEBUG);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			base_opt_error(ch, argv);
-			return EXIT_USAGE;
-		}
-	}
+	fo.prog = "ferry gc";
+	fo.shortopts = ":qvh";
+	fo.longopts = longopts;
+	fo.usage = usage;
+	ch = ferry_opts_parse(argc, argv, &fo);
+	if (ch >= 0)
+		return ch;
 	if (argc - optind != 1) {
 		base_error("expected one CACHEDIR (see --help)");
-		return EXIT_USAGE;
+		return FERRY_EXIT_USAGE;
 	}
 	if (hyd_gc(argv[optind], &r) < 0)
 		return 1;
-	if (!quiet) {
+	if (!fo.quiet) {
 		ferry_human(r.dropped_bytes, freed, sizeof(freed));
 		printf("%s: %" PRIu64 " chunks dropped (%s freed), %" PRIu64
 		       " kept for %" PRIu64 " catalog file%s, %.1f s%s\n",

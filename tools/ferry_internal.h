@@ -6,8 +6,10 @@
 #ifndef FERRY_TOOLS_INTERNAL_H
 #define FERRY_TOOLS_INTERNAL_H
 
+#include <getopt.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "hydrator/hydrator.h"
@@ -18,6 +20,26 @@ int ferry_cmd_verify(int argc, char **argv); /* tools/ferry_verify.c */
 int ferry_cmd_gc(int argc, char **argv);     /* tools/ferry_gc.c */
 int ferry_cmd_token(int argc, char **argv);  /* tools/ferry_token.c */
 int ferry_cmd_keygen(int argc, char **argv); /* tools/ferry_keygen.c */
+
+#define FERRY_EXIT_USAGE 2
+
+/* The options of a small subcommand (tools/ferry_opts.c): prog is its
+ * log prefix ("ferry gc"); shortopts start with ':' and may hold q, v
+ * (quiet sets quiet; verbose turns on debug lines) and h (usage to
+ * stdout); any other option goes to extra (may be NULL), which returns 0
+ * when it took it. Returns -1 to go on with argv[optind...], or the exit
+ * status: 0 after --help, FERRY_EXIT_USAGE after one line on a bad
+ * option. */
+struct ferry_opts {
+	const char *prog;
+	const char *shortopts;
+	const struct option *longopts;
+	void (*usage)(FILE *f);
+	int (*extra)(void *ctx, int ch, const char *arg);
+	void *ctx;
+	int quiet;
+};
+int ferry_opts_parse(int argc, char **argv, struct ferry_opts *o);
 
 /* Seconds as H:MM:SS, "--:--:--" when s < 0 (unknown). tools/ferry_fmt.c */
 void ferry_fmt_hms(int64_t s, char *buf, size_t cap);

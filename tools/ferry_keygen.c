@@ -14,8 +14,6 @@
 #include "catalog/catalog.h"
 #include "tools/ferry_internal.h"
 
-#define EXIT_USAGE 2
-
 static void usage(FILE *f)
 {
 	fprintf(
@@ -48,32 +46,24 @@ int ferry_cmd_keygen(int argc, char **argv)
 	struct cat_sign_key k;
 	char path[4200], id[65];
 	const char *dir;
-	int ch, quiet = 0, r;
+	struct ferry_opts fo = {0};
+	int ch, r;
 
-	base_log_init("ferry keygen", BASE_LOG_INFO);
-	opterr = 0;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":qh", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'q':
-			quiet = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			base_opt_error(ch, argv);
-			return EXIT_USAGE;
-		}
-	}
+	fo.prog = "ferry keygen";
+	fo.shortopts = ":qh";
+	fo.longopts = longopts;
+	fo.usage = usage;
+	ch = ferry_opts_parse(argc, argv, &fo);
+	if (ch >= 0)
+		return ch;
 	if (argc - optind != 1) {
 		base_error("expected one DIR (see --help)");
-		return EXIT_USAGE;
+		return FERRY_EXIT_USAGE;
 	}
 	dir = argv[optind];
 	if (strlen(dir) > 4096) {
 		base_error("directory name too long");
-		return EXIT_USAGE;
+		return FERRY_EXIT_USAGE;
 	}
 	r = cat_sign_keygen(dir);
 	if (r == -EEXIST) {
@@ -98,7 +88,7 @@ int ferry_cmd_keygen(int argc, char **argv)
 			     "cannot read the new key path=%s", path);
 		return 1;
 	}
-	if (!quiet)
+	if (!fo.quiet)
 		printf("%s/sign.key: private key (keep it secret)\n"
 		       "%s/sign.pub: public key, key id %s\n",
 		       dir, dir, id);

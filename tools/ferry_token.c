@@ -14,8 +14,6 @@
 #include "replicator/replicator.h"
 #include "tools/ferry_internal.h"
 
-#define EXIT_USAGE 2
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -45,31 +43,26 @@ int ferry_cmd_token(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	char token[REPL_TOKEN_TEXT_MAX + 1], hex[65];
+	struct ferry_opts fo = {0};
 	int ch, r;
 
-	base_log_init("ferry token", BASE_LOG_INFO);
-	opterr = 0;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			base_opt_error(ch, argv);
-			return EXIT_USAGE;
-		}
-	}
+	fo.prog = "ferry token";
+	fo.shortopts = ":h";
+	fo.longopts = longopts;
+	fo.usage = usage;
+	ch = ferry_opts_parse(argc, argv, &fo);
+	if (ch >= 0)
+		return ch;
 	if (argc - optind != 2 || strcmp(argv[optind], "new") != 0) {
 		base_error("expected: ferry token new NAME (see --help)");
-		return EXIT_USAGE;
+		return FERRY_EXIT_USAGE;
 	}
 	if (base_ns_name_check(argv[optind + 1], strlen(argv[optind + 1])) <
 	    0) {
 		base_error("bad namespace name '%s': use 1-64 of "
 			   "[A-Za-z0-9._-], not starting with '.'",
 			   argv[optind + 1]);
-		return EXIT_USAGE;
+		return FERRY_EXIT_USAGE;
 	}
 	r = repl_token_new(token, sizeof(token), hex);
 	if (r < 0) {

@@ -22,8 +22,6 @@
 #include "hydrator/hydrator.h"
 #include "tools/ferry_internal.h"
 
-#define EXIT_USAGE 2
-
 static void usage(FILE *f)
 {
 	fprintf(
@@ -49,6 +47,24 @@ static void usage(FILE *f)
 	    "error, 2 on bad usage. See ferry(1).\n");
 }
 
+struct verify_args {
+	const char *catalog, *cache;
+};
+
+/* --catalog and --cache-dir. */
+static int verify_opt(void *ctx, int ch, const char *arg)
+{
+	struct verify_args *va = ctx;
+
+	if (ch == 'C')
+		va->catalog = arg;
+	else if (ch == 'c')
+		va->cache = arg;
+	else
+		return -1;
+	return 0;
+}
+
 int ferry_cmd_verify(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -59,40 +75,28 @@ int ferry_cmd_verify(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *catalog = NULL, *cache = NULL, *path;
+	const char *catalog, *cache, *path;
 	char cat_path[PATH_MAX + 32], probe[PATH_MAX + 16];
 	uint64_t checked = 0;
 	struct stat st;
-	int ch, quiet = 0, r;
+	struct verify_args va = {0};
+	struct ferry_opts fo = {0};
+	int ch, r;
 
-	base_log_init("ferry verify", BASE_LOG_INFO);
-	opterr = 0;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":c:qvh", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'C':
-			catalog = optarg;
-			break;
-		case 'c':
-			cache = optarg;
-			break;
-		case 'q':
-			quiet = 1;
-			break;
-		case 'v':
-			base_log_init("ferry verify", BASE_LOG_DEBUG);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			base_opt_error(ch, argv);
-			return EXIT_USAGE;
-		}
-	}
+	fo.prog = "ferry verify";
+	fo.shortopts = ":c:qvh";
+	fo.longopts = longopts;
+	fo.usage = usage;
+	fo.extra = verify_opt;
+	fo.ctx = &va;
+	ch = ferry_opts_parse(argc, argv, &fo);
+	if (ch >= 0)
+		return ch;
+	catalog = va.catalog;
+	cache = va.cache;
 	if (argc - optind != 1) {
 		base_error("expected one CACHEDIR or DEST (see --help)");
-		return EXIT_USAGE;
+		return FERRY_EXIT_USAGE;
 	}
 	path = argv[optind];
 	if (!catalog && !cache) {
@@ -109,7 +113,7 @@ int ferry_cmd_verify(int argc, char **argv)
 		r = hyd_verify_cache(path, &checked);
 		if (r < 0)
 			return 1;
-		if (!quiet)
+		if (!fo.quiet)
 			printf("%s: %" PRIu64
 			       " chunks checked, %d mismatch%s\n",
 			       path, checked, r, r == 1 ? "" : "es");
@@ -129,7 +133,7 @@ int ferry_cmd_verify(int argc, char **argv)
 	r = hyd_verify_tree(path, catalog, &checked);
 	if (r < 0)
 		return 1;
-	if (!quiet)
+	if (!fo.quiet)
 		printf("%s: %" PRIu64 " entries checked against %s, %d "
 		       "mismatch%s\n",
 		       path, checked, catalog, r, r == 1 ? "" : "es");
