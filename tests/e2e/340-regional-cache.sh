@@ -11,7 +11,11 @@
 #  (c) 2 hydrators through Varnish at once: exact, the origin serves each
 #      distinct chunk about once more for them (Varnish's cache is cold);
 #  (d) a --cacheable hydrator fed by nginx serving a published store (no
-#      packs there): after one 404 it takes single chunk GETs, exact.
+#      packs there): after one 404 it takes single chunk GETs, exact;
+#  (e) a replicator with --tokens behind examples/nginx/ferry-cache-tokens.conf
+#      (the cache holds the namespace's token, the clients none): 2
+#      hydrators exact, the origin serves each distinct chunk about once,
+#      and the origin itself still refuses a request without the token.
 . "$(dirname "$0")/lib/common.sh"
 . "$E2E_LIB/wait.sh"
 . "$E2E_LIB/nginx.sh"
@@ -21,10 +25,11 @@ need_nginx
 command -v sqlite3 >/dev/null || skip "sqlite3 CLI missing (Debian package sqlite3)"
 VARNISHD=$(command -v varnishd || echo /usr/sbin/varnishd)
 [ -x "$VARNISHD" ] || skip "varnishd missing (Debian package varnish)"
-VPID=""
+VPID="" TPID=""
 e2e_after_cleanup() {
 	stop_nginx_all
 	[ -z "$VPID" ] || { kill "$VPID" 2>/dev/null; wait "$VPID" 2>/dev/null; }
+	[ -z "$TPID" ] || { kill "$TPID" 2>/dev/null; wait "$TPID" 2>/dev/null; }
 }
 EX="$E2E_LIB/../../../examples"
 
@@ -114,3 +119,40 @@ p404=$(grep -c '^GET /v1/s/pack/[^ ]* 404 ' "$SN/access.log")
 [ "$p404" -ge 1 ] && [ "$p404" -le 3 ] || die "(d) $p404 pack requests answered 404: the hydrator did not fall back after the first"
 grep -q '^POST ' "$SN/access.log" && die "(d) a --cacheable hydrator sent a POST"
 ok "(d) --cacheable from a published store: $p404 pack 404, then single GETs; exact"
+
+# (e) tokens at the origin, the token in the cache, none at the clients
+"$FERRY" token new s >"$T/tok.out" || die "(e) ferry token new failed"
+tok=$(head -n 1 "$T/tok.out")
+sed -n 2p "$T/tok.out" >"$T/tokens"
+tport=$(free_port)
+"$REPL" -l "127.0.0.1:$tport" -s "$T/tstate" --hash-before-publish --tokens "$T/tokens" "s=$S" >"$T/trepl.log" 2>&1 &
+TPID=$!
+wait_for 120 grep -q ' ready' "$T/trepl.log" || { cat "$T/trepl.log"; die "(e) the replicator with --tokens did not start"; }
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$tport/v1/s/HEAD")
+[ "$code" = 401 ] || die "(e) the origin answered $code to a request without its token, not 401"
+tserved() { curl -sf -H "Authorization: Bearer $tok" "http://127.0.0.1:$tport/v1/s/stats" |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["chunks_served"])'; }
+eport=$(free_port)
+conf=$(sed -e "s|/var/cache/nginx/ferry-tokens|$T/nginx-tcache|" \
+	-e "s|origin.example:8700|127.0.0.1:$tport|" \
+	-e "s|listen 8081;|listen 127.0.0.1:$eport;|" \
+	-e "s|~^/v1/data/  \"TOKEN-OF-data\";|~^/v1/s/ \"$tok\";|" "$EX/nginx/ferry-cache-tokens.conf")
+grep -q "$tok" <<<"$conf" || die "(e) the token did not go into the example's map"
+start_nginx_http "$eport" "$conf"
+EN="$NGINX_DIR"
+before=$(tserved)
+for k in 7 8; do mount_via "http://127.0.0.1:$eport/v1/s" "$k"; done
+for k in 7 8; do exact "$k"; done
+got=$(($(tserved) - before))
+[ "$got" -ge "$distinct" ] && [ $((got * 100)) -le $((distinct * 115)) ] ||
+	die "(e) the origin served $got chunks for $distinct distinct to 2 hydrators through the token-holding cache"
+hits=$(grep -c '^GET /v1/s/pack/[^ ]* 200 [0-9]* HIT' "$EN/access.log")
+[ "$hits" -ge 1 ] || die "(e) no pack came from the cache"
+grep -q '^GET /v1/s/HEAD [0-9]* [0-9]* -' "$EN/access.log" || die "(e) HEAD did not go to the origin uncached"
+for k in 7 8; do fusermount3 -u "$T/m$k" || die "(e) cannot unmount $T/m$k"; done
+kill "$TPID"
+wait "$TPID"
+rc=$?
+TPID=""
+[ "$rc" = 0 ] || die "(e) the replicator with --tokens exited $rc on SIGTERM"
+ok "(e) --tokens at the origin, the token in nginx: 2 hydrators exact; origin served $got for $distinct distinct chunks; $hits pack hits; 401 without the token"
