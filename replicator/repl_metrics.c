@@ -336,13 +336,13 @@ void repl_route_metrics(struct repl_req *req)
 	base_prom_init(&p);
 	render_http(&p, srv);
 	render_ns(&p, srv);
-	if (p.err) {
+	if (p.out.err) {
 		base_prom_fini(&p);
 		repl_http_error(req, 500, "internal", NULL,
 				"cannot build the metrics");
 		return;
 	}
 	repl_http_respond(req, 200, BASE_PROM_CTYPE,
-			  "Cache-Control: no-cache\r\n", p.buf, p.len);
+			  "Cache-Control: no-cache\r\n", p.out.buf, p.out.len);
 	base_prom_fini(&p);
 }

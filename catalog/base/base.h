@@ -329,6 +329,21 @@ int64_t base_wall_ns(void);
 /* Prometheus text exposition format 0.0.4 (base_prom.c)              */
 /* ------------------------------------------------------------------ */
 
+/* A growable, NUL-terminated byte buffer (base_buf.c). A failed
+ * allocation is remembered (err) and later appends do nothing, so a
+ * builder checks once at the end; buf is NULL until the first append.
+ * The owner frees with base_buf_fini. */
+struct base_buf {
+	char *buf;
+	size_t len, cap;
+	int err; /* 0, or -ENOMEM (-EINVAL: a format error) once one failed */
+};
+void base_buf_fini(struct base_buf *b);
+void base_buf_add(struct base_buf *b, const void *p, size_t n);
+void base_buf_str(struct base_buf *b, const char *s);
+void base_buf_printf(struct base_buf *b, const char *fmt, ...)
+    BASE_PRINTF(2, 3);
+
 /* The body of a GET /metrics answer, built into a growable buffer: a
  * family's "# HELP" and "# TYPE" lines, then its samples. A failed
  * allocation is remembered (err) and later calls do nothing, so a
@@ -337,9 +352,7 @@ int64_t base_wall_ns(void);
  * not checked); label values may be any bytes: '\\', '"' and a newline
  * are escaped as the format says, other bytes go as they are. */
 struct base_prom {
-	char *buf; /* NUL-terminated; the caller frees (base_prom_fini) */
-	size_t len, cap;
-	int err; /* 0, or -ENOMEM once an append failed */
+	struct base_buf out; /* the text; the caller frees (base_prom_fini) */
 };
 
 /* One label: name (ASCII literal) and value (any bytes, NUL-terminated). */

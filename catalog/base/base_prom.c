@@ -18,8 +18,6 @@
 
 #include "catalog/base/base.h"
 
-#define PROM_INIT_CAP 4096u
-
 void base_prom_init(struct base_prom *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -27,46 +25,17 @@ void base_prom_init(struct base_prom *p)
 
 void base_prom_fini(struct base_prom *p)
 {
-	free(p->buf);
-	memset(p, 0, sizeof(*p));
-}
-
-/* Room for n more bytes and the NUL; 0 or -ENOMEM (remembered). */
-static int prom_reserve(struct base_prom *p, size_t n)
-{
-	size_t want, cap;
-	char *b;
-
-	if (p->err)
-		return p->err;
-	want = p->len + n + 1;
-	if (want <= p->cap)
-		return 0;
-	cap = p->cap ? p->cap : PROM_INIT_CAP;
-	while (cap < want)
-		cap *= 2;
-	b = realloc(p->buf, cap);
-	if (!b) {
-		p->err = -ENOMEM;
-		return p->err;
-	}
-	p->buf = b;
-	p->cap = cap;
-	return 0;
+	base_buf_fini(&p->out);
 }
 
 static void prom_put(struct base_prom *p, const char *s, size_t n)
 {
-	if (prom_reserve(p, n) < 0)
-		return;
-	memcpy(p->buf + p->len, s, n);
-	p->len += n;
-	p->buf[p->len] = '\0';
+	base_buf_add(&p->out, s, n);
 }
 
 static void prom_puts(struct base_prom *p, const char *s)
 {
-	prom_put(p, s, strlen(s));
+	base_buf_str(&p->out, s);
 }
 
 /* s with '\' and newline escaped, and '"' too when quoted (label values;

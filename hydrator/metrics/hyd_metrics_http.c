@@ -191,13 +191,13 @@ static void dispatch(struct mconn *c)
 	}
 	base_prom_init(&p);
 	hyd_metrics_render(&c->m->src, &p);
-	if (p.err) {
+	if (p.out.err) {
 		base_prom_fini(&p);
 		answer_text(c, 500, "", "cannot build the metrics\n");
 		return;
 	}
-	answer(c, 200, BASE_PROM_CTYPE, "Cache-Control: no-cache\r\n", p.buf,
-	       p.len, meth == HTTP_HEAD);
+	answer(c, 200, BASE_PROM_CTYPE, "Cache-Control: no-cache\r\n",
+	       p.out.buf, p.out.len, meth == HTTP_HEAD);
 	base_prom_fini(&p);
 }
 

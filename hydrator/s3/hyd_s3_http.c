@@ -127,17 +127,17 @@ int hyd_s3__send(struct hyd_s3_conn *c, int status, const char *ctype,
 int hyd_s3__send_error(struct hyd_s3_conn *c, int status, const char *code,
 		       const char *msg, const char *resource, int head_only)
 {
-	struct hyd_s3_buf b = {0};
+	struct base_buf b = {0};
 	int r;
 
 	hyd_s3_xml_error(&b, code, msg, resource, c->request_id);
 	if (b.err) {
-		hyd_s3_buf_fini(&b);
+		base_buf_fini(&b);
 		return b.err;
 	}
 	r = hyd_s3__send(c, status, "application/xml", "", b.buf, b.len,
 			 head_only);
-	hyd_s3_buf_fini(&b);
+	base_buf_fini(&b);
 	return r;
 }
 

@@ -8,7 +8,6 @@
  * is verified and stored once, and the mount then finds it stored.
  *
  * The pieces:
- *   hyd_s3_buf.c     a growable byte buffer (XML bodies, canonical requests)
  *   hyd_s3_xml.c     XML escaping, URI encoding, S3's error body, dates
  *   hyd_s3_sigv4.c   AWS Signature Version 4: canonical request, key, check
  *   hyd_s3_keys.c    --s3-keys FILE
@@ -28,36 +27,23 @@
 #include "catalog/catalog.h"
 #include "hydrator/read/hyd_fuse_internal.h"
 
-/* ---- buffer (hyd_s3_buf.c) ---- */
-
-/* A NUL-terminated growing buffer; err is -ENOMEM once an append failed
- * (later appends do nothing). The owner frees with hyd_s3_buf_fini. */
-struct hyd_s3_buf {
-	char *buf;
-	size_t len, cap;
-	int err;
-};
-void hyd_s3_buf_fini(struct hyd_s3_buf *b);
-void hyd_s3_buf_add(struct hyd_s3_buf *b, const void *p, size_t n);
-void hyd_s3_buf_str(struct hyd_s3_buf *b, const char *s);
-void hyd_s3_buf_printf(struct hyd_s3_buf *b, const char *fmt, ...)
-    BASE_PRINTF(2, 3);
+/* Bodies and canonical requests are built in a struct base_buf. */
 
 /* ---- encodings (hyd_s3_xml.c) ---- */
 
 /* s as XML character data: & < > " ' escaped; bytes below 0x20 other
  * than tab, LF and CR (not allowed in XML 1.0) as &#xNN; references,
  * which S3 clients accept. */
-void hyd_s3_xml_add(struct hyd_s3_buf *b, const char *s);
+void hyd_s3_xml_add(struct base_buf *b, const char *s);
 /* s URI-encoded the SigV4 way: A-Z a-z 0-9 - _ . ~ kept, everything else
  * %XX (upper-case hex); '/' kept when keep_slash. */
-void hyd_s3_uri_add(struct hyd_s3_buf *b, const char *s, size_t n,
+void hyd_s3_uri_add(struct base_buf *b, const char *s, size_t n,
 		    int keep_slash);
 /* Percent-decode s[0..n) into out (room for n + 1 bytes), NUL-terminated;
  * '+' is a space when plus. -EINVAL: a bad escape or a decoded NUL. */
 int hyd_s3_uri_decode(const char *s, size_t n, char *out, int plus);
 /* An S3 error body: Code, Message, Resource, RequestId. */
-void hyd_s3_xml_error(struct hyd_s3_buf *b, const char *code, const char *msg,
+void hyd_s3_xml_error(struct base_buf *b, const char *code, const char *msg,
 		      const char *resource, const char *request_id);
 /* Unix seconds as an RFC 7231 date ("Sun, 06 Nov 1994 08:49:37 GMT")
  * and as ISO 8601 with milliseconds ("1994-11-06T08:49:37.000Z"). */
@@ -118,7 +104,7 @@ int hyd_s3_sigv4_key(const char *secret, const char *date, const char *region,
  * query escape). */
 int hyd_s3_sigv4_canonical(const struct hyd_s3_req *rq,
 			   const char *signed_headers, const char *payload,
-			   int skip_sig, struct hyd_s3_buf *b);
+			   int skip_sig, struct base_buf *b);
 
 /* The hex signature of canonical under key k, amz_date and scope
  * ("DATE/REGION/SERVICE/aws4_request"). 0 or -EIO. */

@@ -93,24 +93,24 @@ static const char *unsupported_sub(const char *query)
 static int list_buckets(struct hyd_s3_conn *c, int head_only)
 {
 	const struct hyd_s3_src *src = &c->s->src;
-	struct hyd_s3_buf b = {0};
+	struct base_buf b = {0};
 	char date[40];
 	int r;
 
 	hyd_s3_iso_date(src->created_ns / 1000000000, date);
-	hyd_s3_buf_str(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-			   "<ListAllMyBucketsResult xmlns=\"" S3_XMLNS "\">"
-			   "<Owner><ID>ferry</ID><DisplayName>ferry"
-			   "</DisplayName></Owner><Buckets><Bucket><Name>");
+	base_buf_str(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+			 "<ListAllMyBucketsResult xmlns=\"" S3_XMLNS "\">"
+			 "<Owner><ID>ferry</ID><DisplayName>ferry"
+			 "</DisplayName></Owner><Buckets><Bucket><Name>");
 	hyd_s3_xml_add(&b, src->bucket);
-	hyd_s3_buf_printf(&b,
-			  "</Name><CreationDate>%s</CreationDate></Bucket>"
-			  "</Buckets></ListAllMyBucketsResult>",
-			  date);
+	base_buf_printf(&b,
+			"</Name><CreationDate>%s</CreationDate></Bucket>"
+			"</Buckets></ListAllMyBucketsResult>",
+			date);
 	r = b.err ? b.err
 		  : hyd_s3__send(c, 200, "application/xml", "", b.buf, b.len,
 				 head_only);
-	hyd_s3_buf_fini(&b);
+	base_buf_fini(&b);
 	return r;
 }
 
@@ -124,33 +124,33 @@ struct list_args {
 };
 
 /* s into b: XML, URL-encoded first when the client asked for it. */
-static void list_str(struct hyd_s3_buf *b, const struct list_args *a,
+static void list_str(struct base_buf *b, const struct list_args *a,
 		     const char *s, size_t n)
 {
-	struct hyd_s3_buf t = {0};
+	struct base_buf t = {0};
 
-	hyd_s3_buf_add(&t, s, n);
+	base_buf_add(&t, s, n);
 	if (a->url_enc && !t.err) {
-		struct hyd_s3_buf u = {0};
+		struct base_buf u = {0};
 
 		hyd_s3_uri_add(&u, t.buf, t.len, 1);
-		hyd_s3_buf_add(&u, "", 0);
-		hyd_s3_buf_fini(&t);
+		base_buf_add(&u, "", 0);
+		base_buf_fini(&t);
 		t = u;
 	}
 	if (t.err)
 		b->err = t.err;
 	else
 		hyd_s3_xml_add(b, t.buf);
-	hyd_s3_buf_fini(&t);
+	base_buf_fini(&t);
 }
 
-static void list_elem(struct hyd_s3_buf *b, const struct list_args *a,
+static void list_elem(struct base_buf *b, const struct list_args *a,
 		      const char *tag, const char *s)
 {
-	hyd_s3_buf_printf(b, "<%s>", tag);
+	base_buf_printf(b, "<%s>", tag);
 	list_str(b, a, s, strlen(s));
-	hyd_s3_buf_printf(b, "</%s>", tag);
+	base_buf_printf(b, "</%s>", tag);
 }
 
 /* A continuation token (hex) back to the key it names. */
@@ -172,30 +172,30 @@ static int unhex(const char *s, char *out, size_t cap)
 	return 0;
 }
 
-static void list_body(struct hyd_s3_buf *b, const struct list_args *a,
+static void list_body(struct base_buf *b, const struct list_args *a,
 		      const struct hyd_s3_ents *e, const struct hyd_s3_item *it,
 		      size_t n, int truncated, const char *bucket)
 {
 	size_t i;
 
-	hyd_s3_buf_str(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-			  "<ListBucketResult xmlns=\"" S3_XMLNS "\"><Name>");
+	base_buf_str(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+			"<ListBucketResult xmlns=\"" S3_XMLNS "\"><Name>");
 	hyd_s3_xml_add(b, bucket);
-	hyd_s3_buf_str(b, "</Name>");
+	base_buf_str(b, "</Name>");
 	list_elem(b, a, "Prefix", a->prefix);
 	if (a->delim[0])
 		list_elem(b, a, "Delimiter", a->delim);
-	hyd_s3_buf_printf(b, "<MaxKeys>%zu</MaxKeys>", a->max_keys);
+	base_buf_printf(b, "<MaxKeys>%zu</MaxKeys>", a->max_keys);
 	if (a->url_enc)
-		hyd_s3_buf_str(b, "<EncodingType>url</EncodingType>");
-	hyd_s3_buf_printf(b, "<IsTruncated>%s</IsTruncated>",
-			  truncated ? "true" : "false");
+		base_buf_str(b, "<EncodingType>url</EncodingType>");
+	base_buf_printf(b, "<IsTruncated>%s</IsTruncated>",
+			truncated ? "true" : "false");
 	if (a->v2) {
-		hyd_s3_buf_printf(b, "<KeyCount>%zu</KeyCount>", n);
+		base_buf_printf(b, "<KeyCount>%zu</KeyCount>", n);
 		if (a->token[0]) {
-			hyd_s3_buf_str(b, "<ContinuationToken>");
+			base_buf_str(b, "<ContinuationToken>");
 			hyd_s3_xml_add(b, a->token);
-			hyd_s3_buf_str(b, "</ContinuationToken>");
+			base_buf_str(b, "</ContinuationToken>");
 		}
 		if (a->start_after[0])
 			list_elem(b, a, "StartAfter", a->start_after);
@@ -219,10 +219,10 @@ static void list_body(struct hyd_s3_buf *b, const struct list_args *a,
 				return;
 			}
 			base_hex_encode(mk, ml, tok);
-			hyd_s3_buf_printf(b,
-					  "<NextContinuationToken>%s"
-					  "</NextContinuationToken>",
-					  tok);
+			base_buf_printf(b,
+					"<NextContinuationToken>%s"
+					"</NextContinuationToken>",
+					tok);
 			free(tok);
 		} else {
 			list_elem(b, a, "NextMarker", mk);
@@ -235,22 +235,22 @@ static void list_body(struct hyd_s3_buf *b, const struct list_args *a,
 		if (it[i].plen)
 			continue;
 		hyd_s3_iso_date(x->mtime_ns / 1000000000, date);
-		hyd_s3_buf_str(b, "<Contents><Key>");
+		base_buf_str(b, "<Contents><Key>");
 		list_str(b, a, x->key, strlen(x->key));
-		hyd_s3_buf_printf(b,
-				  "</Key><LastModified>%s</LastModified>"
-				  "<Size>%llu</Size><StorageClass>STANDARD"
-				  "</StorageClass></Contents>",
-				  date, (unsigned long long)x->size);
+		base_buf_printf(b,
+				"</Key><LastModified>%s</LastModified>"
+				"<Size>%llu</Size><StorageClass>STANDARD"
+				"</StorageClass></Contents>",
+				date, (unsigned long long)x->size);
 	}
 	for (i = 0; i < n; i++) {
 		if (!it[i].plen)
 			continue;
-		hyd_s3_buf_str(b, "<CommonPrefixes><Prefix>");
+		base_buf_str(b, "<CommonPrefixes><Prefix>");
 		list_str(b, a, e->v[it[i].ent].key, it[i].plen);
-		hyd_s3_buf_str(b, "</Prefix></CommonPrefixes>");
+		base_buf_str(b, "</Prefix></CommonPrefixes>");
 	}
-	hyd_s3_buf_str(b, "</ListBucketResult>");
+	base_buf_str(b, "</ListBucketResult>");
 }
 
 /* Parse the listing's parameters; 0, or -EINVAL with *ret_msg. */
@@ -310,7 +310,7 @@ static int list_objects(struct hyd_s3_conn *c, const struct hyd_s3_req *rq,
 	struct list_args *a = malloc(sizeof(*a));
 	struct hyd_s3_listing *l = NULL;
 	struct hyd_s3_item *it = NULL;
-	struct hyd_s3_buf b = {0};
+	struct base_buf b = {0};
 	struct hyd_gen *g = NULL;
 	const char *msg = NULL;
 	size_t n = 0;
@@ -344,7 +344,7 @@ static int list_objects(struct hyd_s3_conn *c, const struct hyd_s3_req *rq,
 out:
 	hyd_s3_listing_unref(&c->s->lists, l);
 	hyd_gen_unref(g);
-	hyd_s3_buf_fini(&b);
+	base_buf_fini(&b);
 	free(it);
 	free(a);
 	return r;

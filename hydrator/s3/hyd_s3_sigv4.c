@@ -68,7 +68,7 @@ const char *hyd_s3_req_header(const struct hyd_s3_req *rq, const char *lname)
 
 /* One query parameter, encoded canonically. */
 struct qparam {
-	struct hyd_s3_buf k, v;
+	struct base_buf k, v;
 };
 
 static int qparam_cmp(const void *a, const void *b)
@@ -93,12 +93,12 @@ static int qparam_set(struct qparam *q, const char *s, size_t n)
 	r = hyd_s3_uri_decode(s, kl, tmp, 1);
 	if (r == 0) {
 		hyd_s3_uri_add(&q->k, tmp, strlen(tmp), 0);
-		hyd_s3_buf_add(&q->k, "", 0);
+		base_buf_add(&q->k, "", 0);
 		r = hyd_s3_uri_decode(eq ? eq + 1 : "", vl, tmp, 1);
 	}
 	if (r == 0) {
 		hyd_s3_uri_add(&q->v, tmp, strlen(tmp), 0);
-		hyd_s3_buf_add(&q->v, "", 0);
+		base_buf_add(&q->v, "", 0);
 		r = q->k.err ? q->k.err : q->v.err;
 	}
 	free(tmp);
@@ -106,8 +106,7 @@ static int qparam_set(struct qparam *q, const char *s, size_t n)
 }
 
 /* The canonical query string of query into b. */
-static int canonical_query(const char *query, int skip_sig,
-			   struct hyd_s3_buf *b)
+static int canonical_query(const char *query, int skip_sig, struct base_buf *b)
 {
 	struct qparam q[SIG_QUERY_PARAMS_MAX];
 	size_t n = 0, i;
@@ -134,21 +133,21 @@ static int canonical_query(const char *query, int skip_sig,
 	qsort(q, n, sizeof(q[0]), qparam_cmp);
 	for (i = 0; i < n; i++) {
 		if (i)
-			hyd_s3_buf_add(b, "&", 1);
-		hyd_s3_buf_str(b, q[i].k.buf);
-		hyd_s3_buf_add(b, "=", 1);
-		hyd_s3_buf_str(b, q[i].v.buf);
+			base_buf_add(b, "&", 1);
+		base_buf_str(b, q[i].k.buf);
+		base_buf_add(b, "=", 1);
+		base_buf_str(b, q[i].v.buf);
 	}
 out:
 	for (i = 0; i < n; i++) {
-		hyd_s3_buf_fini(&q[i].k);
-		hyd_s3_buf_fini(&q[i].v);
+		base_buf_fini(&q[i].k);
+		base_buf_fini(&q[i].v);
 	}
 	return r;
 }
 
 /* A header's value, trimmed, inner runs of spaces made one. */
-static void header_value_add(struct hyd_s3_buf *b, const char *v)
+static void header_value_add(struct base_buf *b, const char *v)
 {
 	int space = 0;
 
@@ -160,15 +159,15 @@ static void header_value_add(struct hyd_s3_buf *b, const char *v)
 			continue;
 		}
 		if (space)
-			hyd_s3_buf_add(b, " ", 1);
+			base_buf_add(b, " ", 1);
 		space = 0;
-		hyd_s3_buf_add(b, v, 1);
+		base_buf_add(b, v, 1);
 	}
 }
 
 /* "name:value\n" of every header named lname (several: joined with ','). */
 static int canonical_header(const struct hyd_s3_req *rq, const char *lname,
-			    struct hyd_s3_buf *b)
+			    struct base_buf *b)
 {
 	size_t i;
 	int found = 0;
@@ -176,31 +175,31 @@ static int canonical_header(const struct hyd_s3_req *rq, const char *lname,
 	for (i = 0; i < rq->nhdr; i++) {
 		if (strcmp(rq->hdr[i].name, lname) != 0)
 			continue;
-		hyd_s3_buf_str(b, found ? "," : lname);
+		base_buf_str(b, found ? "," : lname);
 		if (!found)
-			hyd_s3_buf_add(b, ":", 1);
+			base_buf_add(b, ":", 1);
 		header_value_add(b, rq->hdr[i].value);
 		found = 1;
 	}
 	if (!found)
 		return -EINVAL;
-	hyd_s3_buf_add(b, "\n", 1);
+	base_buf_add(b, "\n", 1);
 	return 0;
 }
 
 int hyd_s3_sigv4_canonical(const struct hyd_s3_req *rq,
 			   const char *signed_headers, const char *payload,
-			   int skip_sig, struct hyd_s3_buf *b)
+			   int skip_sig, struct base_buf *b)
 {
 	const char *p = signed_headers;
 	char name[128];
 	int r;
 
-	hyd_s3_buf_printf(b, "%s\n%s\n", rq->method, rq->path);
+	base_buf_printf(b, "%s\n%s\n", rq->method, rq->path);
 	r = canonical_query(rq->query, skip_sig, b);
 	if (r < 0)
 		return r;
-	hyd_s3_buf_add(b, "\n", 1);
+	base_buf_add(b, "\n", 1);
 	while (*p) {
 		size_t len = strcspn(p, ";");
 
@@ -213,7 +212,7 @@ int hyd_s3_sigv4_canonical(const struct hyd_s3_req *rq,
 			return r;
 		p += len + (p[len] ? 1 : 0);
 	}
-	hyd_s3_buf_printf(b, "\n%s\n%s", signed_headers, payload);
+	base_buf_printf(b, "\n%s\n%s", signed_headers, payload);
 	return b->err;
 }
 
@@ -223,20 +222,20 @@ int hyd_s3_sigv4_sign(const uint8_t k[32], const char *amz_date,
 {
 	uint8_t h[32], sig[32];
 	char hh[65];
-	struct hyd_s3_buf sts = {0};
+	struct base_buf sts = {0};
 	int r = -EIO;
 
 	if (!EVP_Digest(canonical, strlen(canonical), h, NULL, EVP_sha256(),
 			NULL))
 		return -EIO;
 	base_hex_encode(h, 32, hh);
-	hyd_s3_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", amz_date, scope,
-			  hh);
+	base_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", amz_date, scope,
+			hh);
 	if (sts.err == 0 && hmac(k, 32, sts.buf, sig) == 0) {
 		base_hex_encode(sig, 32, ret_hex);
 		r = 0;
 	}
-	hyd_s3_buf_fini(&sts);
+	base_buf_fini(&sts);
 	return r;
 }
 
@@ -387,7 +386,7 @@ int hyd_s3_sigv4_check(const struct hyd_s3_keys *keys,
 	const char *payload = "UNSIGNED-PAYLOAD";
 	const struct hyd_s3_key *key = NULL;
 	struct sig_parts sp;
-	struct hyd_s3_buf canon = {0};
+	struct base_buf canon = {0};
 	uint8_t k[32];
 	char sig[65];
 	int64_t t;
@@ -432,7 +431,7 @@ int hyd_s3_sigv4_check(const struct hyd_s3_keys *keys,
 	if (r == 0)
 		r = hyd_s3_sigv4_sign(k, sp.amz_date, sp.scope, canon.buf, sig);
 	OPENSSL_cleanse(k, sizeof(k));
-	hyd_s3_buf_fini(&canon);
+	base_buf_fini(&canon);
 	if (r < 0 || CRYPTO_memcmp(sig, sp.signature, 64) != 0)
 		return deny("SignatureDoesNotMatch", 403, ret_code, ret_status);
 	return 0;

@@ -11,7 +11,7 @@
 
 #include "hydrator/s3/hyd_s3_internal.h"
 
-void hyd_s3_xml_add(struct hyd_s3_buf *b, const char *s)
+void hyd_s3_xml_add(struct base_buf *b, const char *s)
 {
 	const char *run = s;
 
@@ -45,15 +45,14 @@ void hyd_s3_xml_add(struct hyd_s3_buf *b, const char *s)
 		}
 		if (!rep)
 			continue;
-		hyd_s3_buf_add(b, run, (size_t)(s - run));
-		hyd_s3_buf_str(b, rep);
+		base_buf_add(b, run, (size_t)(s - run));
+		base_buf_str(b, rep);
 		run = s + 1;
 	}
-	hyd_s3_buf_add(b, run, (size_t)(s - run));
+	base_buf_add(b, run, (size_t)(s - run));
 }
 
-void hyd_s3_uri_add(struct hyd_s3_buf *b, const char *s, size_t n,
-		    int keep_slash)
+void hyd_s3_uri_add(struct base_buf *b, const char *s, size_t n, int keep_slash)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t i;
@@ -65,13 +64,13 @@ void hyd_s3_uri_add(struct hyd_s3_buf *b, const char *s, size_t n,
 		if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
 		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' ||
 		    ch == '.' || ch == '~' || (ch == '/' && keep_slash)) {
-			hyd_s3_buf_add(b, &s[i], 1);
+			base_buf_add(b, &s[i], 1);
 			continue;
 		}
 		esc[0] = '%';
 		esc[1] = hex[ch >> 4];
 		esc[2] = hex[ch & 15];
-		hyd_s3_buf_add(b, esc, 3);
+		base_buf_add(b, esc, 3);
 	}
 }
 
@@ -104,19 +103,19 @@ int hyd_s3_uri_decode(const char *s, size_t n, char *out, int plus)
 	return 0;
 }
 
-void hyd_s3_xml_error(struct hyd_s3_buf *b, const char *code, const char *msg,
+void hyd_s3_xml_error(struct base_buf *b, const char *code, const char *msg,
 		      const char *resource, const char *request_id)
 {
-	hyd_s3_buf_str(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-			  "<Error><Code>");
+	base_buf_str(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+			"<Error><Code>");
 	hyd_s3_xml_add(b, code);
-	hyd_s3_buf_str(b, "</Code><Message>");
+	base_buf_str(b, "</Code><Message>");
 	hyd_s3_xml_add(b, msg);
-	hyd_s3_buf_str(b, "</Message><Resource>");
+	base_buf_str(b, "</Message><Resource>");
 	hyd_s3_xml_add(b, resource);
-	hyd_s3_buf_str(b, "</Resource><RequestId>");
+	base_buf_str(b, "</Resource><RequestId>");
 	hyd_s3_xml_add(b, request_id);
-	hyd_s3_buf_str(b, "</RequestId></Error>");
+	base_buf_str(b, "</RequestId></Error>");
 }
 
 void hyd_s3_http_date(int64_t sec, char out[40])

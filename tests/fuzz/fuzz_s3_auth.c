@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"};
 	const struct hyd_s3_keys keys = {(struct hyd_s3_key *)&key, 1};
 	struct hyd_s3_req rq;
-	struct hyd_s3_buf b = {0};
+	struct base_buf b = {0};
 	char *buf, *line, *save = NULL, *dec;
 	const char *code = NULL;
 	int status = 0, ok, n = 0;
@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* the canonical form of anything must not crash */
 	hyd_s3_sigv4_canonical(&rq, "host;x-amz-date", "UNSIGNED-PAYLOAD", 0,
 			       &b);
-	hyd_s3_buf_fini(&b);
+	base_buf_fini(&b);
 	ok = hyd_s3_sigv4_check(&keys, &rq, NOW, &code, &status) == 0;
 	if (!ok && (!code || (status != 400 && status != 403)))
 		abort(); /* every refusal names an S3 code and a status */

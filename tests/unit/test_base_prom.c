@@ -30,18 +30,18 @@ static void test_family_and_escaping(void **state)
 	base_prom_family(&p, "x_total", "counter", "says \"hi\" \\ and\nmore");
 	base_prom_u64(&p, "x_total", l, 2, 42);
 	base_prom_u64(&p, "x_total", NULL, 0, UINT64_MAX);
-	assert_int_equal(p.err, 0);
+	assert_int_equal(p.out.err, 0);
 	/* HELP escapes backslash and newline but not the quote; label
 	 * values escape all three */
 	assert_string_equal(
-	    p.buf, "# HELP x_total says \"hi\" \\\\ and\\nmore\n"
-		   "# TYPE x_total counter\n"
-		   "x_total{namespace=\"a\\\\b\\\"c\\nd\",kind=\"chunk\"}"
-		   " 42\n"
-		   "x_total 18446744073709551615\n");
-	assert_int_equal(p.len, strlen(p.buf));
+	    p.out.buf, "# HELP x_total says \"hi\" \\\\ and\\nmore\n"
+		       "# TYPE x_total counter\n"
+		       "x_total{namespace=\"a\\\\b\\\"c\\nd\",kind=\"chunk\"}"
+		       " 42\n"
+		       "x_total 18446744073709551615\n");
+	assert_int_equal(p.out.len, strlen(p.out.buf));
 	base_prom_fini(&p);
-	assert_null(p.buf);
+	assert_null(p.out.buf);
 }
 
 static void test_double(void **state)
@@ -56,11 +56,11 @@ static void test_double(void **state)
 	base_prom_double(&p, "g", NULL, 0, -1.0 / 0.0);
 	base_prom_double(&p, "g", NULL, 0, 0.0 / 0.0);
 	base_prom_double(&p, "g", NULL, 0, 0.1 + 0.2);
-	assert_string_equal(p.buf, "g{a=\"\"} 0.005\n"
-				   "g +Inf\n"
-				   "g -Inf\n"
-				   "g NaN\n"
-				   "g 0.30000000000000004\n");
+	assert_string_equal(p.out.buf, "g{a=\"\"} 0.005\n"
+				       "g +Inf\n"
+				       "g -Inf\n"
+				       "g NaN\n"
+				       "g 0.30000000000000004\n");
 	base_prom_fini(&p);
 }
 
@@ -80,8 +80,8 @@ static void test_hist_cumulative(void **state)
 	base_hist_observe_ns(&h, 2000000000); /* 2 s: only +Inf */
 	base_prom_init(&p);
 	base_prom_hist(&p, "t_seconds", &l, 1, &h);
-	assert_int_equal(p.err, 0);
-	assert_string_equal(p.buf,
+	assert_int_equal(p.out.err, 0);
+	assert_string_equal(p.out.buf,
 			    "t_seconds_bucket{route=\"chunk\",le=\"0.001\"} 2\n"
 			    "t_seconds_bucket{route=\"chunk\",le=\"0.01\"} 3\n"
 			    "t_seconds_bucket{route=\"chunk\",le=\"0.1\"} 3\n"
@@ -94,10 +94,10 @@ static void test_hist_cumulative(void **state)
 	assert_int_equal(base_hist_init(&h, BOUNDS, 1), 0);
 	base_prom_init(&p);
 	base_prom_hist(&p, "e", NULL, 0, &h);
-	assert_string_equal(p.buf, "e_bucket{le=\"0.001\"} 0\n"
-				   "e_bucket{le=\"+Inf\"} 0\n"
-				   "e_sum 0\n"
-				   "e_count 0\n");
+	assert_string_equal(p.out.buf, "e_bucket{le=\"0.001\"} 0\n"
+				       "e_bucket{le=\"+Inf\"} 0\n"
+				       "e_sum 0\n"
+				       "e_count 0\n");
 	base_prom_fini(&p);
 }
 

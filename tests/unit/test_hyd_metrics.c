@@ -75,47 +75,53 @@ static void test_render(void **state)
 	src.mount = &mc;
 	base_prom_init(&p);
 	hyd_metrics_render(&src, &p);
-	assert_int_equal(p.err, 0);
-	assert_non_null(strstr(
-	    p.buf, "ferry_hydrator_store_lookups_total{result=\"hit\"} 3\n"));
-	assert_non_null(strstr(
-	    p.buf, "ferry_hydrator_store_lookups_total{result=\"miss\"} 5\n"));
+	assert_int_equal(p.out.err, 0);
 	assert_non_null(
-	    strstr(p.buf, "ferry_hydrator_read_bytes_total 131072\n"));
-	assert_non_null(strstr(
-	    p.buf, "ferry_hydrator_read_duration_seconds_bucket{le=\"0.00025\"}"
+	    strstr(p.out.buf,
+		   "ferry_hydrator_store_lookups_total{result=\"hit\"} 3\n"));
+	assert_non_null(
+	    strstr(p.out.buf,
+		   "ferry_hydrator_store_lookups_total{result=\"miss\"} 5\n"));
+	assert_non_null(
+	    strstr(p.out.buf, "ferry_hydrator_read_bytes_total 131072\n"));
+	assert_non_null(
+	    strstr(p.out.buf,
+		   "ferry_hydrator_read_duration_seconds_bucket{le=\"0.00025\"}"
 		   " 1\n"));
 	assert_non_null(strstr(
-	    p.buf, "ferry_hydrator_read_duration_seconds_bucket{le=\"2.5\"}"
-		   " 1\n"));
-	assert_non_null(strstr(
-	    p.buf, "ferry_hydrator_read_duration_seconds_bucket{le=\"+Inf\"}"
+	    p.out.buf, "ferry_hydrator_read_duration_seconds_bucket{le=\"2.5\"}"
+		       " 1\n"));
+	assert_non_null(
+	    strstr(p.out.buf,
+		   "ferry_hydrator_read_duration_seconds_bucket{le=\"+Inf\"}"
 		   " 2\n"));
-	assert_non_null(
-	    strstr(p.buf, "ferry_hydrator_read_duration_seconds_count 2\n"));
 	assert_non_null(strstr(
-	    p.buf,
+	    p.out.buf, "ferry_hydrator_read_duration_seconds_count 2\n"));
+	assert_non_null(strstr(
+	    p.out.buf,
 	    "ferry_hydrator_fetch_requests_total{kind=\"catalog\"} 2\n"));
+	assert_non_null(
+	    strstr(p.out.buf,
+		   "ferry_hydrator_fetch_bytes_total{kind=\"catalog\"} 970\n"));
 	assert_non_null(strstr(
-	    p.buf, "ferry_hydrator_fetch_bytes_total{kind=\"catalog\"} 970\n"));
-	assert_non_null(strstr(
-	    p.buf,
+	    p.out.buf,
 	    "ferry_hydrator_fetch_requests_total{kind=\"manifest\"} 1\n"));
 	/* no fetcher: its kinds are there, at zero */
-	assert_non_null(strstr(
-	    p.buf, "ferry_hydrator_fetch_requests_total{kind=\"chunk\"} 0\n"));
-	assert_non_null(strstr(p.buf, "ferry_hydrator_generation 7\n"));
 	assert_non_null(
-	    strstr(p.buf, "ferry_hydrator_generation_switches_total 4\n"));
+	    strstr(p.out.buf,
+		   "ferry_hydrator_fetch_requests_total{kind=\"chunk\"} 0\n"));
+	assert_non_null(strstr(p.out.buf, "ferry_hydrator_generation 7\n"));
+	assert_non_null(
+	    strstr(p.out.buf, "ferry_hydrator_generation_switches_total 4\n"));
 	/* no control socket: no made-up progress */
-	assert_null(strstr(p.buf, "ferry_hydrator_backfill_"));
-	assert_null(strstr(p.buf, "ferry_hydrator_state"));
+	assert_null(strstr(p.out.buf, "ferry_hydrator_backfill_"));
+	assert_null(strstr(p.out.buf, "ferry_hydrator_state"));
 	/* every family has its HELP and TYPE once */
-	assert_non_null(strstr(p.buf,
+	assert_non_null(strstr(p.out.buf,
 			       "# TYPE ferry_hydrator_read_duration_seconds "
 			       "histogram\n"));
 	assert_null(
-	    strstr(strstr(p.buf, "# TYPE ferry_hydrator_generation ") + 1,
+	    strstr(strstr(p.out.buf, "# TYPE ferry_hydrator_generation ") + 1,
 		   "# TYPE ferry_hydrator_generation "));
 	base_prom_fini(&p);
 }

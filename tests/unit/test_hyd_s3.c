@@ -117,7 +117,7 @@ static void test_get_object_example(void **state)
 	    "x-amz-date:20130524T000000Z\n\n"
 	    "host;range;x-amz-content-sha256;x-amz-date\n" EMPTY_SHA;
 	struct hyd_s3_req rq;
-	struct hyd_s3_buf b = {0};
+	struct base_buf b = {0};
 	char path[] = "/test.txt", query[] = "";
 
 	(void)state;
@@ -133,14 +133,14 @@ static void test_get_object_example(void **state)
 		     "64946972",
 		     "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6"
 		     "036bdb41");
-	hyd_s3_buf_fini(&b);
+	base_buf_fini(&b);
 }
 
 /* "GET Bucket (List Objects)": the query sorted and encoded. */
 static void test_list_example(void **state)
 {
 	struct hyd_s3_req rq;
-	struct hyd_s3_buf b = {0};
+	struct base_buf b = {0};
 	char path[] = "/", query[] = "prefix=J&max-keys=2";
 
 	(void)state;
@@ -155,7 +155,7 @@ static void test_list_example(void **state)
 		     "7df1b9b7",
 		     "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711e"
 		     "f69dc6f7");
-	hyd_s3_buf_fini(&b);
+	base_buf_fini(&b);
 }
 
 #define AUTH_GET                                                               \
@@ -229,38 +229,38 @@ static void test_check(void **state)
 
 static void test_xml_escape(void **state)
 {
-	struct hyd_s3_buf b = {0};
+	struct base_buf b = {0};
 
 	(void)state;
 	hyd_s3_xml_add(&b, "a&b<c>d\"e'f/\x01g\th");
 	assert_string_equal(b.buf,
 			    "a&amp;b&lt;c&gt;d&quot;e&apos;f/&#x01;g\th");
-	hyd_s3_buf_fini(&b);
+	base_buf_fini(&b);
 	hyd_s3_xml_add(&b, "");
 	assert_int_equal(b.len, 0);
 	hyd_s3_xml_add(&b, "plain/key.txt");
 	assert_string_equal(b.buf, "plain/key.txt");
-	hyd_s3_buf_fini(&b);
+	base_buf_fini(&b);
 	hyd_s3_xml_error(&b, "NoSuchKey", "gone", "/s/a&b", "01");
 	assert_non_null(strstr(b.buf, "<Error><Code>NoSuchKey</Code><Message>"
 				      "gone</Message><Resource>/s/a&amp;b"
 				      "</Resource><RequestId>01</RequestId>"
 				      "</Error>"));
-	hyd_s3_buf_fini(&b);
+	base_buf_fini(&b);
 }
 
 static void test_uri(void **state)
 {
-	struct hyd_s3_buf b = {0};
+	struct base_buf b = {0};
 	char out[64];
 
 	(void)state;
 	hyd_s3_uri_add(&b, "a b+c/d~e=é", strlen("a b+c/d~e=é"), 0);
 	assert_string_equal(b.buf, "a%20b%2Bc%2Fd~e%3D%C3%A9");
-	hyd_s3_buf_fini(&b);
+	base_buf_fini(&b);
 	hyd_s3_uri_add(&b, "x/y z", 5, 1);
 	assert_string_equal(b.buf, "x/y%20z");
-	hyd_s3_buf_fini(&b);
+	base_buf_fini(&b);
 	assert_int_equal(hyd_s3_uri_decode("a%20b+c%2f", 10, out, 1), 0);
 	assert_string_equal(out, "a b c/");
 	assert_int_equal(hyd_s3_uri_decode("a+b", 3, out, 0), 0);
