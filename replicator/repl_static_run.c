@@ -125,8 +125,8 @@ int repl_static_run(const struct repl_static_run *o)
 		  st.written_bytes, st.raw_bytes, st.delta, st.signed_,
 		  g.unchanged, st.pruned_gens, st.pruned_objects,
 		  st.pruned_bytes, g.seconds, st.seconds);
-	/* OUTDIR keeps what it published; the state dir only the newest
-	 * few (the next publish's delta needs this one). */
+	/* The state dir keeps as many generations as OUTDIR (the next
+	 * publish's delta needs this one). */
 	(void)repl_generations_prune(state, g.generation, o->keep ? o->keep : 3,
 				     NULL);
 out:
