@@ -46,6 +46,7 @@ struct prune {
 	sqlite3_stmt *put, *take;
 	char *why;
 	size_t whycap;
+	uint64_t stop_after; /* test hook: removals before a simulated crash */
 };
 
 static int cmp_desc(const void *a, const void *b)
@@ -250,6 +251,14 @@ static int drop_objects(struct prune *p, struct repl_static_prune_stats *st)
 		}
 		st->objects++;
 		st->bytes += (uint64_t)sb.st_size;
+		if (p->stop_after && st->objects == p->stop_after) {
+			r = -EINTR; /* as a crash here would leave it */
+			snprintf(p->why, p->whycap,
+				 "stopped after %" PRIu64
+				 " removals (FERRY_TEST_PRUNE_STOP_AFTER)",
+				 st->objects);
+			break;
+		}
 	}
 	if (r == 0 && rc != SQLITE_DONE) {
 		r = -EIO;
@@ -350,6 +359,10 @@ int repl_static_prune(const char *out, int tmpfd, int chunkfd, uint64_t head,
 	memset(st, 0, sizeof(*st));
 	if (!gens)
 		return -ENOMEM;
+	/* A test hook, not an option: stop part way, as a crash would. */
+	if (getenv("FERRY_TEST_PRUNE_STOP_AFTER"))
+		(void)base_parse_u64(getenv("FERRY_TEST_PRUNE_STOP_AFTER"), 0,
+				     UINT64_MAX, &p.stop_after);
 	r = list_gens(out, gens, MAX_GENS, &n);
 	if (r < 0) {
 		snprintf(why, whycap, "cannot list %s/catalog: %s", out,

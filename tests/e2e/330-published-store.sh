@@ -18,7 +18,11 @@
 #  (g) --keep-generations 2: the publish of generation 3 drops generation
 #      1 (its catalog, signature and deltas) and exactly the chunk objects
 #      no kept generation names; every object generations 2 and 3 name
-#      stays, and ferry sync from nginx is exact.
+#      stays, and ferry sync from nginx is exact;
+#  (h) a publish that stops part way through dropping (as a crash would:
+#      some objects gone, the old catalogs still there) is finished by
+#      the next publish: exactly the objects of the newest generation
+#      stay, and ferry sync is exact.
 . "$(dirname "$0")/lib/common.sh"
 . "$E2E_LIB/wait.sh"
 . "$E2E_LIB/nginx.sh"
@@ -184,3 +188,33 @@ for f in catalog/2 catalog/3 signature/3 delta/2/3; do [ -s "$OUT/$f" ] || die "
 "$FERRY" sync -q -c "$T/scache3" --trust-key "$T/keys/sign.pub" "$URL" "$T/dest3" || die "(g) ferry sync after the drop failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest3" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(g) tree differs"; }
 ok "(g) keeping 2: generation 1 and the $only1 objects only it named went, the $(wc -l <"$T/kept.ids") of generations 2 and 3 stayed; sync exact"
+
+# (h) keeping 1, stopped after 3 removals, then finished by the next publish
+big=$(find "$S" -name 'f*' -size +300k | sort | head -n 1)
+[ -n "$big" ] || die "(h) no file of 300 KB or more in the tree"
+rm -f "$big"
+cp "$G2" "$T/gen2.db"
+cp "$G3" "$T/gen3.db"
+wait_for 40 sh -c "flock -n '$OUT/.ferry-tmp/lock' true" || die "(h) the publish lock is held"
+FERRY_TEST_PRUNE_STOP_AFTER=3 "$REPL" -s "$T/state" --sign-key "$T/keys/sign.key" --keep-generations 1 \
+	--publish "pub=$OUT" "pub=$S" 2>>"$T/publish.log" || die "(h) the stopped publish failed"
+tail -n 2 "$T/publish.log" | grep -q "cannot drop older generations.*stopped after 3 removals" ||
+	die "(h) no warning for the stopped drop: $(tail -n 2 "$T/publish.log")"
+[ "$(cat "$OUT/HEAD")" = 4 ] || die "(h) HEAD says $(cat "$OUT/HEAD"), not 4"
+[ -s "$OUT/catalog/2" ] && [ -s "$OUT/catalog/3" ] || die "(h) a stopped drop removed a catalog"
+G4="$T/state/pub/catalog/4.db"
+gone=$(sqlite3 "$G4" "attach '$T/gen2.db' as a; attach '$T/gen3.db' as b;
+	select count(*) from (select id from a.chunk union select id from b.chunk)
+	where id != zeroblob(32) and id not in (select id from main.chunk)")
+[ "$gone" -gt 3 ] || die "(h) the test is void: only $gone objects to drop"
+"$REPL" -s "$T/state" --sign-key "$T/keys/sign.key" --keep-generations 1 \
+	--publish "pub=$OUT" "pub=$S" 2>>"$T/publish.log" || die "(h) the publish after the stop failed"
+[ "$(last_pub dropped_generations)" = 2 ] || die "(h) the next publish dropped $(last_pub dropped_generations) generations, not 2"
+[ "$(last_pub dropped_chunks)" = $((gone - 3)) ] || die "(h) the next publish dropped $(last_pub dropped_chunks) objects, not the $((gone - 3)) left"
+sqlite3 "$G4" "select distinct lower(hex(id)) from chunk where id != zeroblob(32)" >"$T/kept4.ids"
+[ "$(objects)" = "$(wc -l <"$T/kept4.ids")" ] || die "(h) chunk/ holds $(objects) objects for $(wc -l <"$T/kept4.ids") ids of generation 4"
+while read -r id; do [ -s "$OUT/chunk/$id" ] || die "(h) chunk/$id of generation 4 is gone"; done <"$T/kept4.ids"
+[ "$(ls "$OUT/catalog")" = 4 ] || die "(h) catalogs left: $(ls "$OUT/catalog" | tr '\n' ' ')"
+"$FERRY" sync -q -c "$T/scache4" --trust-key "$T/keys/sign.pub" "$URL" "$T/dest4" || die "(h) ferry sync failed"
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest4" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(h) tree differs"; }
+ok "(h) a drop stopped after 3 of $gone objects: catalogs stayed; the next publish removed the other $((gone - 3)) and generations 2 and 3; sync exact"
