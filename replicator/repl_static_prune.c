@@ -37,7 +37,6 @@
 
 #define SCRATCH_DB "prune.db"
 #define SCRATCH_CAT "prune-catalog"
-#define MAX_GENS 4096u
 
 struct prune {
 	const char *out;
@@ -56,13 +55,15 @@ static int cmp_desc(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* The generations of OUTDIR/catalog, newest first, at most cap. */
-static int list_gens(const char *out, uint64_t *gens, size_t cap, size_t *ret_n)
+/* The generations of OUTDIR/catalog, newest first, in *ret_gens (all of
+ * them: a kept set made from part of the listing could miss a newer
+ * generation and drop what it names). The caller frees *ret_gens. */
+static int list_gens(const char *out, uint64_t **ret_gens, size_t *ret_n)
 {
 	char *path = repl__path_fmt("%s/catalog", out);
+	uint64_t *gens = NULL, *ng, g;
+	size_t n = 0, cap = 0;
 	struct dirent *de;
-	uint64_t g;
-	size_t n = 0;
 	DIR *d;
 
 	if (!path)
@@ -71,11 +72,24 @@ static int list_gens(const char *out, uint64_t *gens, size_t cap, size_t *ret_n)
 	free(path);
 	if (!d)
 		return -errno;
-	while ((de = readdir(d)) && n < cap)
-		if (base_parse_u64(de->d_name, 1, UINT64_MAX, &g) == 0)
-			gens[n++] = g;
+	while ((de = readdir(d))) {
+		if (base_parse_u64(de->d_name, 1, UINT64_MAX, &g) < 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			ng = realloc(gens, cap * sizeof(*gens));
+			if (!ng) {
+				closedir(d);
+				free(gens);
+				return -ENOMEM;
+			}
+			gens = ng;
+		}
+		gens[n++] = g;
+	}
 	closedir(d);
 	qsort(gens, n, sizeof(*gens), cmp_desc);
+	*ret_gens = gens;
 	*ret_n = n;
 	return 0;
 }
@@ -288,52 +302,60 @@ static int rm_rel(const char *out, const char *rel)
 	return r;
 }
 
-/* Generation gen's signature and deltas (delta/gen/ *, delta/ * /gen),
- * its catalog last. */
+/* The directory name below dirfd and the files in it (deltas: no
+ * subdirectories), fine when it is not there. */
+static int rm_dir(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	int r = 0;
+
+	if (!d) {
+		r = errno;
+		if (fd >= 0)
+			close(fd);
+		return r == ENOENT ? 0 : -r;
+	}
+	while (r == 0 && (de = readdir(d)))
+		if (de->d_name[0] != '.' && unlinkat(fd, de->d_name, 0) < 0 &&
+		    errno != ENOENT)
+			r = -errno;
+	closedir(d);
+	if (r == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 &&
+	    errno != ENOENT)
+		r = -errno;
+	return r;
+}
+
+/* Generation gen's signature and deltas (delta/GEN/ as a whole, and
+ * delta/FROM/GEN), its catalog last. */
 static int drop_meta(struct prune *p, uint64_t gen)
 {
-	char rel[320], *ddir = repl__path_fmt("%s/delta", p->out);
+	char name[24], rel[320];
+	char *ddir = repl__path_fmt("%s/delta", p->out);
 	struct dirent *de;
-	DIR *d;
+	DIR *d = ddir ? opendir(ddir) : NULL;
 	int r;
 
-	if (!ddir)
-		return -ENOMEM;
-	snprintf(rel, sizeof(rel), "signature/%" PRIu64, gen);
+	free(ddir);
+	snprintf(name, sizeof(name), "%" PRIu64, gen);
+	snprintf(rel, sizeof(rel), "signature/%s", name);
 	r = rm_rel(p->out, rel);
-	d = opendir(ddir);
 	while (r == 0 && d && (de = readdir(d))) {
 		if (de->d_name[0] == '.')
 			continue;
-		snprintf(rel, sizeof(rel), "delta/%s/%" PRIu64, de->d_name,
-			 gen);
-		r = rm_rel(p->out, rel);
+		if (strcmp(de->d_name, name) != 0) {
+			snprintf(rel, sizeof(rel), "delta/%s/%s", de->d_name,
+				 name);
+			r = rm_rel(p->out, rel);
+		} else {
+			r = rm_dir(dirfd(d), name);
+		}
 	}
 	if (d)
 		closedir(d);
-	snprintf(rel, sizeof(rel), "%" PRIu64, gen);
-	d = r == 0 ? opendir(ddir) : NULL;
-	if (d) {
-		int dfd = dirfd(d), sub;
-		DIR *sd;
-
-		sub = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		sd = sub >= 0 ? fdopendir(sub) : NULL;
-		while (sd && (de = readdir(sd)))
-			if (de->d_name[0] != '.' &&
-			    unlinkat(sub, de->d_name, 0) < 0 && errno != ENOENT)
-				r = -errno;
-		if (sd)
-			closedir(sd);
-		else if (sub >= 0)
-			close(sub);
-		if (r == 0 && unlinkat(dfd, rel, AT_REMOVEDIR) < 0 &&
-		    errno != ENOENT)
-			r = -errno;
-		closedir(d);
-	}
-	free(ddir);
-	snprintf(rel, sizeof(rel), "catalog/%" PRIu64, gen);
+	snprintf(rel, sizeof(rel), "catalog/%s", name);
 	if (r == 0)
 		r = rm_rel(p->out, rel);
 	if (r < 0)
@@ -352,18 +374,16 @@ int repl_static_prune(const char *out, int tmpfd, int chunkfd, uint64_t head,
 			  .chunkfd = chunkfd,
 			  .why = why,
 			  .whycap = whycap};
-	uint64_t *gens = calloc(MAX_GENS, sizeof(*gens));
+	uint64_t *gens = NULL;
 	size_t n = 0, i;
 	int r;
 
 	memset(st, 0, sizeof(*st));
-	if (!gens)
-		return -ENOMEM;
 	/* A test hook, not an option: stop part way, as a crash would. */
 	if (getenv("FERRY_TEST_PRUNE_STOP_AFTER"))
 		(void)base_parse_u64(getenv("FERRY_TEST_PRUNE_STOP_AFTER"), 0,
 				     UINT64_MAX, &p.stop_after);
-	r = list_gens(out, gens, MAX_GENS, &n);
+	r = list_gens(out, &gens, &n);
 	if (r < 0) {
 		snprintf(why, whycap, "cannot list %s/catalog: %s", out,
 			 base_errname(r));

@@ -215,6 +215,9 @@ sqlite3 "$G4" "select distinct lower(hex(id)) from chunk where id != zeroblob(32
 [ "$(objects)" = "$(wc -l <"$T/kept4.ids")" ] || die "(h) chunk/ holds $(objects) objects for $(wc -l <"$T/kept4.ids") ids of generation 4"
 while read -r id; do [ -s "$OUT/chunk/$id" ] || die "(h) chunk/$id of generation 4 is gone"; done <"$T/kept4.ids"
 [ "$(ls "$OUT/catalog")" = 4 ] || die "(h) catalogs left: $(ls "$OUT/catalog" | tr '\n' ' ')"
+[ "$(ls "$OUT/signature")" = 4 ] || die "(h) signatures left: $(ls "$OUT/signature" | tr '\n' ' ')"
+# delta/2/3 (into a dropped one) and delta/3/4 (from one) went, and their folders
+[ -z "$(ls -A "$OUT/delta")" ] || die "(h) deltas left: $(find "$OUT/delta" | tr '\n' ' ')"
 "$FERRY" sync -q -c "$T/scache4" --trust-key "$T/keys/sign.pub" "$URL" "$T/dest4" || die "(h) ferry sync failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest4" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(h) tree differs"; }
 ok "(h) a drop stopped after 3 of $gone objects: catalogs stayed; the next publish removed the other $((gone - 3)) and generations 2 and 3; sync exact"
