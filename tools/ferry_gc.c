@@ -45,13 +45,12 @@ int ferry_cmd_gc(int argc, char **argv)
 	};
 	struct hyd_gc_result r;
 	char freed[32];
-	struct ferry_opts fo = {0};
+	struct ferry_opts fo = {.prog = "ferry gc",
+				.shortopts = ":qvh",
+				.longopts = longopts,
+				.usage = usage};
 	int ch;
 
-	fo.prog = "ferry gc";
-	fo.shortopts = ":qvh";
-	fo.longopts = longopts;
-	fo.usage = usage;
 	ch = ferry_opts_parse(argc, argv, &fo);
 	if (ch >= 0)
 		return ch;

@@ -46,13 +46,12 @@ int ferry_cmd_keygen(int argc, char **argv)
 	struct cat_sign_key k;
 	char path[4200], id[65];
 	const char *dir;
-	struct ferry_opts fo = {0};
+	struct ferry_opts fo = {.prog = "ferry keygen",
+				.shortopts = ":qh",
+				.longopts = longopts,
+				.usage = usage};
 	int ch, r;
 
-	fo.prog = "ferry keygen";
-	fo.shortopts = ":qh";
-	fo.longopts = longopts;
-	fo.usage = usage;
 	ch = ferry_opts_parse(argc, argv, &fo);
 	if (ch >= 0)
 		return ch;

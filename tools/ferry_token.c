@@ -43,13 +43,12 @@ int ferry_cmd_token(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	char token[REPL_TOKEN_TEXT_MAX + 1], hex[65];
-	struct ferry_opts fo = {0};
+	struct ferry_opts fo = {.prog = "ferry token",
+				.shortopts = ":h",
+				.longopts = longopts,
+				.usage = usage};
 	int ch, r;
 
-	fo.prog = "ferry token";
-	fo.shortopts = ":h";
-	fo.longopts = longopts;
-	fo.usage = usage;
 	ch = ferry_opts_parse(argc, argv, &fo);
 	if (ch >= 0)
 		return ch;

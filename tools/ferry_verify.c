@@ -80,15 +80,14 @@ int ferry_cmd_verify(int argc, char **argv)
 	uint64_t checked = 0;
 	struct stat st;
 	struct verify_args va = {0};
-	struct ferry_opts fo = {0};
+	struct ferry_opts fo = {.prog = "ferry verify",
+				.shortopts = ":c:qvh",
+				.longopts = longopts,
+				.usage = usage,
+				.extra = verify_opt,
+				.ctx = &va};
 	int ch, r;
 
-	fo.prog = "ferry verify";
-	fo.shortopts = ":c:qvh";
-	fo.longopts = longopts;
-	fo.usage = usage;
-	fo.extra = verify_opt;
-	fo.ctx = &va;
 	ch = ferry_opts_parse(argc, argv, &fo);
 	if (ch >= 0)
 		return ch;
