@@ -9,7 +9,11 @@
  * served by a small python3 http.server written here: it logs every
  * request's path (so a test can count them), answers 503 with
  * Retry-After: 1 while a "PATH.503" file holds a count above 0 (counting
- * it down), and sleeps before answering when "PATH.delay" holds seconds.
+ * it down) or a negative one (held until the test replaces the file; the
+ * server never writes it then, so the test's "0" cannot be overwritten by
+ * a countdown in flight), and sleeps before answering when "PATH.delay"
+ * holds seconds. The test replaces control files by rename, so the server
+ * never reads half of one.
  * The tree:
  *   /a     ino 2     300000 B  pending, in segment 0's answer
  *   /b     ino 3     100000 B  manifest in the catalog
@@ -23,6 +27,7 @@
  * Without python3 every test is skipped, saying so.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -130,11 +135,13 @@ static const char server_py[] =
     "            time.sleep(float(open(fs + '.delay').read()))\n"
     "        n = 0\n"
     "        with lock:\n"
-    "            if os.path.exists(fs + '.503'):\n"
+    "            try:\n"
     "                n = int(open(fs + '.503').read())\n"
-    "                if n > 0:\n"
-    "                    open(fs + '.503', 'w').write(str(n - 1))\n"
-    "        if n > 0:\n"
+    "            except (OSError, ValueError):\n"
+    "                n = 0\n"
+    "            if n > 0:\n"
+    "                open(fs + '.503', 'w').write(str(n - 1))\n"
+    "        if n != 0:\n"
     "            b = b'{\"error\":\"hashing\",\"detail\":\"not yet\"}\\n'\n"
     "            self.send_response(503)\n"
     "            self.send_header('Retry-After', '1')\n"
@@ -237,14 +244,17 @@ static int requests(const struct ns *n, const char *rel)
 	return count;
 }
 
-/* A control file beside a served path: "PATH.503" or "PATH.delay". */
+/* A control file beside a served path: "PATH.503" or "PATH.delay",
+ * replaced whole by rename. */
 static void control(const struct ns *n, const char *rel, const char *what,
 		    const char *text)
 {
-	char p[512];
+	char p[512], tmp[520];
 
 	pathf(p, sizeof(p), "%s/%s.%s", n->dir, rel, what);
-	tsup_write_file(p, text, strlen(text));
+	pathf(tmp, sizeof(tmp), "%s.tmp", p);
+	tsup_write_file(tmp, text, strlen(text));
+	assert_int_equal(rename(tmp, p), 0);
 }
 
 /* ---- publishing a namespace ---- */
@@ -731,7 +741,7 @@ static void test_read_deadline(void **state)
 	NEED_PYTHON();
 	publish(&n, 0);
 	rig_open(&n, &r, 2 * SEC);
-	control(&n, "manifest/1/6", "503", "1000");
+	control(&n, "manifest/1/6", "503", "-1");
 	t0 = base_now_ns();
 	assert_int_equal(read_whole(&n, &r, F_E), -EIO);
 	dt = base_now_ns() - t0;
@@ -900,7 +910,7 @@ static void test_not_found_and_cancel(void **state)
 	assert_int_equal(hyd_manifest_file(r.man, r.op.cat, 3,
 					   base_now_ns() + 5 * SEC, NULL),
 			 0);
-	control(&n, "manifest/1/6", "503", "1000");
+	control(&n, "manifest/1/6", "503", "-1");
 	hyd_manifest_cancel(r.man);
 	t0 = base_now_ns();
 	assert_int_equal(hyd_manifest_file(r.man, r.op.cat, 6,
@@ -974,6 +984,15 @@ static int bf_wait(struct bfrig *b, enum hyd_state want, unsigned secs,
 			return 1;
 		usleep(50000);
 	}
+	/* What it saw, so a failure in CI says where it stood. */
+	print_message("backfill not in state %d after %u s: state=%d "
+		      "passes=%" PRIu64 " chunks=%" PRIu64 "/%" PRIu64
+		      " manifests_missing=%" PRIu64 " failed=%" PRIu64
+		      " queued=%" PRIu64 " last_error=\"%s\"\n",
+		      (int)want, secs, (int)bs->state, bs->passes,
+		      bs->chunks_stored, bs->chunks_total,
+		      bs->manifests_missing, bs->failed, bs->queued,
+		      bs->last_error);
 	return 0;
 }
 
@@ -1082,7 +1101,7 @@ static void test_backfill_waits_for_hashing(void **state)
 	(void)state;
 	NEED_PYTHON();
 	publish(&n, 0);
-	control(&n, "manifests/1/1", "503", "1000");
+	control(&n, "manifests/1/1", "503", "-1");
 	rig_open2(&n, &r, 10 * SEC, 0);
 	bf_start(&r, &b, r.man);
 	/* Every chunk but far's stored, far's manifest still missing. */
