@@ -347,10 +347,13 @@ struct hyd_sync_result {
 	uint64_t files_written;	 /* regular files (re)written this run */
 	uint64_t bytes_written;	 /* their bytes */
 	uint64_t chunks_fetched; /* this run */
-	uint64_t wire_bytes;	 /* this run */
-	uint64_t logical_bytes;	 /* regular file bytes in the tree */
-	uint64_t unique_bytes;	 /* raw bytes of distinct chunks */
-	uint64_t rest_bytes;	 /* frame bytes of those chunks at rest */
+	/* of them, written from memory as the fetching pass verified them
+	 * (not read back from the store, which decodes and hashes again) */
+	uint64_t chunks_handed;
+	uint64_t wire_bytes;	/* this run */
+	uint64_t logical_bytes; /* regular file bytes in the tree */
+	uint64_t unique_bytes;	/* raw bytes of distinct chunks */
+	uint64_t rest_bytes;	/* frame bytes of those chunks at rest */
 	double elapsed_s;
 	uint64_t failed;       /* entries that could not be reproduced */
 	uint64_t vanished;     /* of those: the source changed or went away */

@@ -175,6 +175,7 @@ void ferry_sync_summary(const struct ferry_sync_out *c,
 	printf("Compression savings: %" PRId64 " bytes\n",
 	       (int64_t)(r->unique_bytes - r->rest_bytes));
 	printf("Chunks fetched: %" PRIu64 "\n", r->chunks_fetched);
+	printf("Chunks written from memory: %" PRIu64 "\n", r->chunks_handed);
 	printf("Wire bytes received: %" PRIu64 "\n", r->wire_bytes);
 	printf("Generation: %" PRIu64 "\n", r->generation);
 	printf("Elapsed: %.3f s\n", r->elapsed_s);

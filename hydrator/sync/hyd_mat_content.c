@@ -163,8 +163,29 @@ int hyd_sync__dead_cmp(const void *a, const void *b)
 		      &((const struct hyd_sync_dead *)b)->id, sizeof(chunk_id));
 }
 
-/* Verified bytes of one chunk into w->buf: the store first; when it lacks
- * the chunk or found its copy corrupt (and dropped it), the fetcher. */
+/* c's bytes from the fetching pass's hand-off into w->buf: 1 (buf valid
+ * for c), 0 when it does not hold them, -EBADMSG with why set. */
+static int handed(struct walk *w, const struct cat_chunk *c, const char **why)
+{
+	int r;
+
+	if (!w->m->handoff)
+		return 0;
+	r = hyd_sync__handoff_copy(w->m->handoff, &c->id, w->buf, c->len);
+	if (r < 0) {
+		*why = "fetched chunk length differs from the catalog";
+		return r;
+	}
+	if (r > 0) {
+		w->buf_valid = 1;
+		w->buf_id = c->id;
+	}
+	return r;
+}
+
+/* Verified bytes of one chunk into w->buf: the fetching pass's hand-off,
+ * then the store; when the store lacks the chunk or found its copy
+ * corrupt (and dropped it), the fetcher. */
 static int chunk_get(struct walk *w, const struct cat_chunk *c,
 		     const char **why)
 {
@@ -178,13 +199,24 @@ static int chunk_get(struct walk *w, const struct cat_chunk *c,
 	if (w->buf_valid && !memcmp(&w->buf_id, &c->id, sizeof(c->id)))
 		return 0;
 	w->buf_valid = 0;
+	/* Just fetched and verified: the bytes are still in memory. */
+	r = handed(w, c, why);
+	if (r != 0)
+		return r < 0 ? r : 0;
 	r = hyd_store_get(w->m->store, &c->id, w->buf, w->m->max_raw, &got);
 	/* The fetching pass is still running: it will store the chunk (it
-	 * goes in the same order as this walk, so usually soon). A frame
-	 * found corrupt was dropped and is fetched below once it is done. */
+	 * goes in the same order as this walk, so usually soon) and hand it
+	 * over. A frame found corrupt was dropped and is fetched below once
+	 * it is done. */
 	while ((r == -ENOENT || r == -EBADMSG) &&
 	       __atomic_load_n(&w->m->hydrating, __ATOMIC_ACQUIRE)) {
-		nanosleep(&(struct timespec){0, WAIT_POLL_NS}, NULL);
+		if (w->m->handoff)
+			hyd_sync__handoff_wait(w->m->handoff, WAIT_POLL_NS);
+		else
+			nanosleep(&(struct timespec){0, WAIT_POLL_NS}, NULL);
+		r = handed(w, c, why);
+		if (r != 0)
+			return r < 0 ? r : 0;
 		r = hyd_store_get(w->m->store, &c->id, w->buf, w->m->max_raw,
 				  &got);
 	}

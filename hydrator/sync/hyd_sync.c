@@ -78,6 +78,8 @@
 #define WAIT_SLACK_NS 2000000000ull
 #define SEC_NS 1000000000ull
 #define NEW_BATCH 64u /* inos taken from the manifest thread at a time */
+/* Raw bytes of verified chunks held for the writer (hyd_sync_handoff.c) */
+#define HANDOFF_BYTES (64ull << 20)
 
 struct slot {
 	struct hyd_flight *fl;
@@ -103,6 +105,7 @@ struct sync {
 	struct cat_pack pack_p;
 	uint64_t pack_part;
 	hyd_fetch *fetch;
+	struct hyd_sync_handoff *handoff; /* reaped flights for the writer */
 	/* Pending files (only when some manifests are not local yet and the
 	 * server answers): the manifest fetcher, the manifest thread with its
 	 * own reader, and the fetching thread's reader for files whose
@@ -351,7 +354,11 @@ static void reap_one(struct sync *s)
 	int r;
 
 	r = hyd_fetch_wait(s->fetch, sl->fl, sl->deadline + WAIT_SLACK_NS);
-	hyd_fetch_release(s->fetch, sl->fl);
+	/* Verified bytes in hand: the writer takes them from memory. */
+	if (r >= 0 && s->handoff)
+		hyd_sync__handoff_put(s->handoff, sl->fl);
+	else
+		hyd_fetch_release(s->fetch, sl->fl);
 	sl->fl = NULL;
 	if (r < 0) {
 		note_failure(s, &sl->id, sl->len, r);
@@ -823,6 +830,7 @@ static int start_manifests(struct sync *s)
 
 static void sync_free(struct sync *s)
 {
+	hyd_sync__handoff_free(s->handoff); /* before the fetcher */
 	hyd_sync__mq_free(s->mq);
 	hyd_manifest_free(s->manifest);
 	cat_reader_close(s->cat_mq);
@@ -862,6 +870,7 @@ static void hydrate_done(struct sync *s)
 	m->manifest = s->gave_up ? NULL : s->manifest;
 	m->dead = s->dead;
 	m->ndead = s->ndead;
+	hyd_sync__handoff_close(s->handoff);
 	/* Release: the writer reads the fields above once it sees 0. */
 	__atomic_store_n(&m->hydrating, 0, __ATOMIC_RELEASE);
 	progress(s, 1);
@@ -991,6 +1000,10 @@ static int run(struct sync *s)
 	r = s->o->dry_run ? 0 : hydrate_count(s, offline);
 	if (r > 0) {
 		r = hyd_open_reader(&s->op, &s->cat_fetch);
+		if (r == 0)
+			r = hyd_sync__handoff_new(s->fetch, HANDOFF_BYTES,
+						  &s->handoff);
+		m.handoff = s->handoff;
 		if (r == 0 && s->manifests_missing)
 			r = start_manifests(s);
 		if (r == 0) {
@@ -1032,6 +1045,18 @@ static int run(struct sync *s)
 		pthread_join(tid, NULL);
 		if (ft.r < 0 && r == 0)
 			r = ft.r;
+	}
+	if (s->handoff) {
+		struct hyd_sync_handoff_stats hs;
+
+		hyd_sync__handoff_stats(s->handoff, &hs);
+		s->res->chunks_handed = hs.taken;
+		base_debug("sync hand-off put=%" PRIu64 " taken=%" PRIu64
+			   " dropped=%" PRIu64,
+			   hs.put, hs.taken, hs.dropped);
+		hyd_sync__handoff_free(s->handoff);
+		s->handoff = NULL;
+		m.handoff = NULL;
 	}
 
 	if (s->fetch) {

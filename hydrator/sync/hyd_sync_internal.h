@@ -74,6 +74,41 @@ void hyd_sync__mq_stop(struct hyd_sync_mq *q);
 /* Stop, join, free. NULL is a no-op. */
 void hyd_sync__mq_free(struct hyd_sync_mq *q);
 
+/* ---- verified chunks handed to the writer (hyd_sync_handoff.c) ---- */
+
+/* The fetching pass puts each flight it reaped (verified raw bytes
+ * held) here; the writer takes it by id instead of reading the chunk
+ * back from the store, which would decode and hash it a second time.
+ * Bounded by 8,192 entries and cap_bytes raw bytes: a full hand-off
+ * drops its oldest entries; the fetching side never waits on it. */
+struct hyd_sync_handoff;
+struct hyd_fetch;
+struct hyd_flight;
+struct hyd_sync_handoff_stats {
+	uint64_t put, taken, dropped;
+};
+
+/* f is borrowed (it releases the flights) and must outlive the hand-off.
+ * 0 or -ENOMEM. */
+int hyd_sync__handoff_new(struct hyd_fetch *f, uint64_t cap_bytes,
+			  struct hyd_sync_handoff **ret);
+/* Give the hand-off the caller's reference on fl (VERIFIED, raw set). */
+void hyd_sync__handoff_put(struct hyd_sync_handoff *h, struct hyd_flight *fl);
+/* Take id's bytes (len of them) into buf: 1, 0 when the hand-off does
+ * not hold id, -EBADMSG when its length is not len. Either way the
+ * hand-off no longer holds it. */
+int hyd_sync__handoff_copy(struct hyd_sync_handoff *h, const chunk_id *id,
+			   void *buf, size_t len);
+/* The writer lacks a chunk: wait up to ns for a put (or the close). */
+void hyd_sync__handoff_wait(struct hyd_sync_handoff *h, long ns);
+/* No more puts wait: the fetching pass is over. NULL is a no-op. */
+void hyd_sync__handoff_close(struct hyd_sync_handoff *h);
+void hyd_sync__handoff_stats(struct hyd_sync_handoff *h,
+			     struct hyd_sync_handoff_stats *ret);
+/* Release what is left and free. No other thread may use it. NULL is a
+ * no-op. */
+void hyd_sync__handoff_free(struct hyd_sync_handoff *h);
+
 /* The writer's context: borrowed handles plus the counters it adds to. */
 struct hyd_mat {
 	cat_reader *cat;	     /* borrowed */
@@ -123,6 +158,9 @@ struct hyd_mat {
 	 * manifest, dead and ndead before it clears this (release), so they
 	 * are read only after seeing 0 (acquire). */
 	int hydrating;
+	/* Verified chunks from the fetching pass (NULL: none); set before
+	 * the writer starts, freed after it ends. */
+	struct hyd_sync_handoff *handoff;
 };
 
 /* Write the catalog's tree at m->dest (created when missing). Every entry
