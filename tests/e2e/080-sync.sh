@@ -39,7 +39,8 @@ extra=$(($(repl_stat "$port" s chunks_served) - distinct))
 ok "resumed sync fetched only what was missing (extra $extra <= $lost in flight)"
 python3 "$E2E_LIB/treecmp.py" --content "$T/rsync" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "ferry sync tree differs from rsync -aHX's"; }
 ok "sync (resumed after kill -9) equals rsync -aHX's copy: $(tail -n 1 "$T/cmp.txt")"
-python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >/dev/null || die "sync tree differs from the source"
+python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >"$T/treecmp.out" ||
+	{ cat "$T/treecmp.out"; die "sync tree differs from the source"; }
 # Holes stay holes: the source's sparse file takes few blocks there.
 sb=$(stat -c %b "$T/src/sparse.img") db=$(stat -c %b "$T/dest/sparse.img")
 [ "$db" -le $((2 * sb + 2048)) ] || die "sparse.img takes $db blocks in DEST, $sb at the source"

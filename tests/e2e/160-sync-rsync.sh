@@ -68,7 +68,8 @@ rsync -aHX --delete -n -i "$S/" "$T/rs/" | sort >"$T/rsync-n.txt"
 	die "ferry sync -n failed"
 diff "$T/rsync-n.txt" "$T/ferry-n.txt" >"$T/diff-n.txt" || { cat "$T/diff-n.txt"; die "-n -i differs from rsync's"; }
 [ "$(wc -l <"$T/ferry-n.txt")" -ge 12 ] || { cat "$T/ferry-n.txt"; die "too few items: the change did not show"; }
-python3 "$E2E_LIB/treecmp.py" --content "$T/rs" "$T/d" >/dev/null || die "the dry run changed DEST"
+python3 "$E2E_LIB/treecmp.py" --content "$T/rs" "$T/d" >"$T/treecmp.out" ||
+	{ cat "$T/treecmp.out"; die "the dry run changed DEST"; }
 ok "-n -i --delete prints what rsync -n -i prints ($(wc -l <"$T/ferry-n.txt") items) and changes nothing"
 
 rsync -aHX --delete -i "$S/" "$T/rs/" | sort >"$T/rsync-i.txt"
@@ -76,7 +77,8 @@ rsync -aHX --delete -i "$S/" "$T/rs/" | sort >"$T/rsync-i.txt"
 items <"$T/ferry-i.raw" >"$T/ferry-i.txt"
 diff "$T/rsync-i.txt" "$T/ferry-i.txt" >"$T/diff-i.txt" || { cat "$T/diff-i.txt"; die "-i differs from rsync's"; }
 python3 "$E2E_LIB/treecmp.py" --content "$T/rs" "$T/d" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "DEST differs from rsync -aHX --delete's"; }
-python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/d" >/dev/null || die "DEST differs from the source"
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/d" >"$T/treecmp.out" ||
+	{ cat "$T/treecmp.out"; die "DEST differs from the source"; }
 grep -q '^deleted 8 entries' "$T/ferry-i.raw" || { cat "$T/ferry-i.raw"; die "summary does not count 8 deletions"; }
 "$FERRY" sync -c "$T/c" --delete -i "$URL" "$T/d" | items >"$T/again.txt"
 [ ! -s "$T/again.txt" ] || { cat "$T/again.txt"; die "a rerun changed something"; }
@@ -113,11 +115,13 @@ for d in rp fp; do echo mine >"$T/$d/local.log"; echo mine >"$T/$d/other"; done
 rsync -aHX --delete --exclude '*.log' "$S/" "$T/rp/"
 "$FERRY" sync -q -c "$T/c" --delete --exclude '*.log' "$URL" "$T/fp" || die "sync --exclude --delete failed"
 [ -f "$T/fp/local.log" ] && [ ! -e "$T/fp/other" ] || die "--delete: excluded entry not protected, or extra entry kept"
-python3 "$E2E_LIB/treecmp.py" --content "$T/rp" "$T/fp" >/dev/null || die "--exclude --delete differs from rsync's"
+python3 "$E2E_LIB/treecmp.py" --content "$T/rp" "$T/fp" >"$T/cmp-p.txt" ||
+	{ cat "$T/cmp-p.txt"; die "--exclude --delete differs from rsync's"; }
 rsync -aHX --delete-excluded --exclude '*.log' "$S/" "$T/rp/"
 "$FERRY" sync -q -c "$T/c" --delete-excluded --exclude '*.log' "$URL" "$T/fp" || die "sync --delete-excluded failed"
 [ ! -e "$T/fp/local.log" ] || die "--delete-excluded kept the excluded entry"
-python3 "$E2E_LIB/treecmp.py" --content "$T/rp" "$T/fp" >/dev/null || die "--delete-excluded differs from rsync's"
+python3 "$E2E_LIB/treecmp.py" --content "$T/rp" "$T/fp" >"$T/treecmp.out" ||
+	{ cat "$T/treecmp.out"; die "--delete-excluded differs from rsync's"; }
 echo mine >"$T/fp/keep.me"
 "$FERRY" sync -q -c "$T/c" --delete --filter 'P *.me' "$URL" "$T/fp" || die "sync --filter P failed"
 [ -f "$T/fp/keep.me" ] || die "a P rule did not protect from --delete"
@@ -127,11 +131,13 @@ ok "--delete protects excluded and P entries; --delete-excluded removes excluded
 rsync -aHX "$S/dir" "$T/rsub1/"
 "$FERRY" sync -q -c "$T/c" "$URL/dir" "$T/fsub1" || die "sync of a subtree failed"
 [ -d "$T/fsub1/dir/deep" ] || die "URL/dir did not make DEST/dir"
-python3 "$E2E_LIB/treecmp.py" --content "$T/rsub1/dir" "$T/fsub1/dir" >/dev/null || die "URL/dir differs from rsync SRC/dir"
+python3 "$E2E_LIB/treecmp.py" --content "$T/rsub1/dir" "$T/fsub1/dir" >"$T/treecmp.out" ||
+	{ cat "$T/treecmp.out"; die "URL/dir differs from rsync SRC/dir"; }
 [ "$(ls "$T/fsub1")" = dir ] || die "URL/dir put more than dir into DEST"
 rsync -aHX "$S/dir/" "$T/rsub2/"
 "$FERRY" sync -q -c "$T/c" "$URL/dir/" "$T/fsub2" || die "sync of a subtree/ failed"
-python3 "$E2E_LIB/treecmp.py" --content "$T/rsub2" "$T/fsub2" >/dev/null || die "URL/dir/ differs from rsync SRC/dir/"
+python3 "$E2E_LIB/treecmp.py" --content "$T/rsub2" "$T/fsub2" >"$T/treecmp.out" ||
+	{ cat "$T/treecmp.out"; die "URL/dir/ differs from rsync SRC/dir/"; }
 "$FERRY" sync -q -c "$T/c" "$URL/no/such" "$T/fsub3" 2>"$T/err"
 rc=$?
 [ "$rc" = 23 ] || die "a missing subtree exits $rc, not 23: $(cat "$T/err")"
@@ -183,7 +189,8 @@ sleep 1.1
 kill -HUP "$REPL_PID"
 for i in $(seq 1 150); do [ -f "$T/dw/watched.txt" ] && [ ! -e "$T/dw/new.txt" ] && break; sleep 0.1; done
 [ -f "$T/dw/watched.txt" ] && [ ! -e "$T/dw/new.txt" ] || die "--watch did not follow the new generation"
-python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dw" >/dev/null || die "--watch left DEST different from the source"
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dw" >"$T/treecmp.out" ||
+	{ cat "$T/treecmp.out"; die "--watch left DEST different from the source"; }
 kill -INT "$wpid"
 wait "$wpid"; rc=$?
 [ "$rc" = 20 ] || die "--watch ended by SIGINT exits $rc, not 20"

@@ -25,7 +25,8 @@ reads() {
 first=$(reads) || die "first sync failed"
 again=$(reads) || die "rerun failed"
 [ "$again" -lt $((bytes / 4)) ] || die "a rerun over an unchanged tree read $again bytes of a $bytes-byte tree"
-python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >/dev/null || die "tree differs after the rerun"
+python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >"$T/treecmp.out" ||
+	{ cat "$T/treecmp.out"; die "tree differs after the rerun"; }
 ok "rerun of an unchanged $bytes-byte tree read $again bytes (first run $first)"
 
 rm -rf "$T/cache/sync"
@@ -54,7 +55,8 @@ fetched=$(awk -F': ' '/^Chunks fetched/ {print $2}' "$T/stats.txt")
 written=$(awk -F': ' '/^Number of regular files written/ {print $2}' "$T/stats.txt")
 [ "$written" = 1 ] || { cat "$T/stats.txt"; die "$written files written for one changed file"; }
 [ "$fetched" -ge 1 ] && [ "$fetched" -le 3 ] || { cat "$T/stats.txt"; die "$fetched chunks fetched for one small change"; }
-python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >/dev/null || die "tree differs after the change"
+python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >"$T/treecmp.out" ||
+	{ cat "$T/treecmp.out"; die "tree differs after the change"; }
 ok "one file changed at the source: 1 file written, $fetched chunk(s) fetched"
 
 # The server goes away in the middle of a run: rsync's exit code 10, what
@@ -81,5 +83,6 @@ wait "$spid"; rc=$?
 grep -q 'giving up fetching' "$T/gone.err" || { cat "$T/gone.err"; die "no 'giving up' line"; }
 start_repl "$port" "r=$T/src" "s=$T/src2"
 "$FERRY" sync -q -c "$T/cache2" "$URL2" "$T/dest2" || die "rerun after the server came back failed"
-python3 "$E2E_LIB/treecmp.py" --content "$T/src2" "$T/dest2" >/dev/null || die "tree differs after the rerun"
+python3 "$E2E_LIB/treecmp.py" --content "$T/src2" "$T/dest2" >"$T/treecmp.out" ||
+	{ cat "$T/treecmp.out"; die "tree differs after the rerun"; }
 ok "server killed mid-run: exit $rc; back again, the rerun completes the tree"
