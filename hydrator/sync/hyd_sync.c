@@ -876,6 +876,18 @@ static void hydrate_done(struct sync *s)
 	progress(s, 1);
 }
 
+/* HANDOFF_BYTES, or the test hook FERRY_TEST_HANDOFF_BYTES (a small one
+ * makes the hand-off drop nearly everything it is given). */
+static uint64_t handoff_bytes(void)
+{
+	const char *e = getenv("FERRY_TEST_HANDOFF_BYTES");
+	uint64_t v;
+
+	if (e && base_parse_u64(e, 1, HANDOFF_BYTES, &v) == 0)
+		return v;
+	return HANDOFF_BYTES;
+}
+
 struct fetch_thread {
 	struct sync *s;
 	int r;
@@ -1001,7 +1013,7 @@ static int run(struct sync *s)
 	if (r > 0) {
 		r = hyd_open_reader(&s->op, &s->cat_fetch);
 		if (r == 0)
-			r = hyd_sync__handoff_new(s->fetch, HANDOFF_BYTES,
+			r = hyd_sync__handoff_new(s->fetch, handoff_bytes(),
 						  &s->handoff);
 		m.handoff = s->handoff;
 		if (r == 0 && s->manifests_missing)
