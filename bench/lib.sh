@@ -18,6 +18,31 @@ umount_wait() {
 	done
 }
 
+# hashing_state NS BASE_URL [CURL_OPTS...]: the replicator's background
+# hashing state from /stats ("" when it does not answer). NS is a command
+# prefix (nsenter ...), word-split on purpose.
+hashing_state() {
+	local ns=$1 base=$2
+	shift 2
+	$ns curl -sf "$@" "$base/stats" |
+		python3 -c "import json,sys; print(json.load(sys.stdin).get('hashing', {}).get('state', ''))" 2>/dev/null
+}
+
+# until_hashed NS BASE_URL TENTHS [CURL_OPTS...]: poll every 0.1 s, up to
+# TENTHS times, until hashing is done (or there is none, or no answer);
+# prints the last state, returns 1 when it was still hashing.
+until_hashed() {
+	local ns=$1 base=$2 n=$3 i st=
+	shift 3
+	for i in $(seq 1 "$n"); do
+		st=$(hashing_state "$ns" "$base" "$@")
+		case $st in done | none | "") echo "$st"; return 0 ;; esac
+		sleep 0.1
+	done
+	echo "$st"
+	return 1
+}
+
 REPL_PID= REPL_TLS_PID= PROXY_PID= MNT_ACTIVE=
 bench_cleanup() {
 	[ -n "$MNT_ACTIVE" ] && mountpoint -q "$MNT_ACTIVE" && fusermount3 -u "$MNT_ACTIVE" 2>/dev/null

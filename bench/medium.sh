@@ -105,12 +105,7 @@ start_replicator() {
 		sleep 0.05
 	done
 	# Every file hashed first: this measures the transfer, not the source.
-	for i in $(seq 1 1200); do
-		st=$($NSL curl -sf "$URL/stats" |
-			python3 -c "import json,sys; print(json.load(sys.stdin).get('hashing', {}).get('state', ''))" 2>/dev/null)
-		case $st in done | none | "") break ;; esac
-		sleep 0.1
-	done
+	st=$(until_hashed "$NSL" "$URL" 1200)
 	log "$(grep ' ready' "$MW/repl.log") hashing=$st"
 }
 

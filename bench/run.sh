@@ -281,15 +281,10 @@ restart_replicator() {
 # wait_hashed: until the replicator's background hashing is done (so the
 # runs after ferry_start see the same replicator the others always saw).
 wait_hashed() {  # [BASE_URL CURL_OPTS...]: the plain replicator by default
-	local i st base=${1:-http://$SRC_IP:$PORT/v1/tree}
+	local base=${1:-http://$SRC_IP:$PORT/v1/tree}
 	[ $# -gt 0 ] && shift
-	for i in $(seq 1 600); do
-		st=$($NSD curl -sf "$@" "$base/stats" |
-			python3 -c "import json,sys; print(json.load(sys.stdin).get('hashing', {}).get('state', ''))" 2>/dev/null)
-		case $st in done | none | "") return 0 ;; esac
-		sleep 0.1
-	done
-	log "replicator still hashing after 60 s"
+	until_hashed "$NSD" "$base" 600 "$@" >/dev/null ||
+		log "replicator still hashing after 60 s"
 }
 
 # ferry_start: what a user sees from the moment the replicator starts on a

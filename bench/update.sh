@@ -92,10 +92,7 @@ RSYNCD_PID=$!
 $NSS "$B/bin/ferry-replicator" -l "$SRC_IP:$PORT" -s "$UW/state" w="$UW/src" >>"$UW/repl.log" 2>&1 &
 REPL_PID=$!
 for i in $(seq 1 600); do grep -q ' ready' "$UW/repl.log" && break; sleep 0.05; done
-hashed() {
-	$NSL curl -sf "$URL/stats" | python3 -c "import json,sys; print(json.load(sys.stdin).get('hashing', {}).get('state', ''))" 2>/dev/null
-}
-for i in $(seq 1 1200); do case $(hashed) in done | none) break ;; esac; sleep 0.1; done
+until_hashed "$NSL" "$URL" 1200 >/dev/null
 for i in $(seq 1 100); do $NSD bash -c "exec 3<>/dev/tcp/$SRC_IP/873" 2>/dev/null && break; sleep 0.1; done
 
 log "first copies: rsync -aHX and ferry sync at $RATE"
@@ -136,7 +133,7 @@ done
 t3=$(now)
 [ "$(mstatus)" = "complete 2" ] || log "the mount is not complete on generation 2: $(mstatus)"
 mw1=$(wire)
-for i in $(seq 1 1200); do case $(hashed) in done | none) break ;; esac; sleep 0.1; done
+until_hashed "$NSL" "$URL" 1200 >/dev/null
 t2=$(now)
 rescan_s=$(dt "$t0" "$t1")
 hash_s=$(dt "$t1" "$t2")
