@@ -392,6 +392,7 @@ static uint64_t window_bytes(const struct sync *s)
 static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
 {
 	struct slot *sl;
+	uint32_t stamp;
 	int r;
 
 	if (s->gave_up) {
@@ -399,14 +400,27 @@ static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
 			failed_add(s, id, len);
 		return;
 	}
+	/* The caller found the chunk missing; an earlier flight of it (a
+	 * chunk two pending files share) may end and store it while the
+	 * window drains below, and a plain submit would then fetch it again:
+	 * the store is asked once more if a flight of its bucket ended. */
+	stamp = hyd_fetch_stamp(s->fetch, id);
 	while (s->n == s->window || (s->n && s->bytes + len > window_bytes(s)))
 		reap_one(s);
 	sl = &s->ring[(s->head + s->n) % s->window];
 	sl->id = *id;
 	sl->len = len;
 	sl->deadline = base_now_ns() + s->timeout_ns;
-	r = hyd_fetch_submit(s->fetch, id, len, HYD_PRIO_BACKFILL, sl->deadline,
-			     &sl->fl);
+	r = hyd_fetch_submit_after(s->fetch, id, len, HYD_PRIO_BACKFILL,
+				   sl->deadline, 0, stamp, &sl->fl);
+	if (r == 2) {
+		/* Stored meanwhile: counted like a stored occurrence. */
+		pthread_mutex_lock(&s->lock);
+		s->st.chunks_stored++;
+		s->st.unique_bytes_stored += len;
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	if (r < 0) {
 		note_failure(s, id, len, r);
 		return;
