@@ -163,29 +163,40 @@ int hyd_sync__dead_cmp(const void *a, const void *b)
 		      &((const struct hyd_sync_dead *)b)->id, sizeof(chunk_id));
 }
 
-/* c's bytes from the fetching pass's hand-off into w->buf: 1 (buf valid
- * for c), 0 when it does not hold them, -EBADMSG with why set. */
+void hyd_mat__let_go(struct walk *w)
+{
+	w->buf_valid = 0;
+	if (w->held)
+		hyd_sync__handoff_release(w->m->handoff, w->held);
+	w->held = NULL;
+}
+
+/* c's bytes from the fetching pass's hand-off, held (w->data points at
+ * them): 1, 0 when it does not hold them, -EBADMSG with why set. */
 static int handed(struct walk *w, const struct cat_chunk *c, const char **why)
 {
-	int r;
+	struct hyd_flight *fl;
 
 	if (!w->m->handoff)
 		return 0;
-	r = hyd_sync__handoff_copy(w->m->handoff, &c->id, w->buf, c->len);
-	if (r < 0) {
+	fl = hyd_sync__handoff_take(w->m->handoff, &c->id);
+	if (!fl)
+		return 0;
+	if (fl->raw_len != c->len) {
+		hyd_sync__handoff_release(w->m->handoff, fl);
 		*why = "fetched chunk length differs from the catalog";
-		return r;
+		return -EBADMSG;
 	}
-	if (r > 0) {
-		w->buf_valid = 1;
-		w->buf_id = c->id;
-	}
-	return r;
+	w->held = fl;
+	w->data = fl->raw;
+	w->buf_valid = 1;
+	w->buf_id = c->id;
+	return 1;
 }
 
-/* Verified bytes of one chunk into w->buf: the fetching pass's hand-off,
- * then the store; when the store lacks the chunk or found its copy
- * corrupt (and dropped it), the fetcher. */
+/* Verified bytes of one chunk at w->data: the fetching pass's hand-off,
+ * else into w->buf from the store; when the store lacks the chunk or
+ * found its copy corrupt (and dropped it), the fetcher. */
 static int chunk_get(struct walk *w, const struct cat_chunk *c,
 		     const char **why)
 {
@@ -198,7 +209,8 @@ static int chunk_get(struct walk *w, const struct cat_chunk *c,
 
 	if (w->buf_valid && !memcmp(&w->buf_id, &c->id, sizeof(c->id)))
 		return 0;
-	w->buf_valid = 0;
+	hyd_mat__let_go(w);
+	w->data = w->buf;
 	/* Just fetched and verified: the bytes are still in memory. */
 	r = handed(w, c, why);
 	if (r != 0)
@@ -292,8 +304,9 @@ int hyd_mat__copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
 			r = chunk_get(w, &cs[i], why);
 			if (r < 0)
 				return r;
-			if (!all_zero(w->buf, cs[i].len)) {
-				r = base_pwrite_all(fd, w->buf, cs[i].len, off);
+			if (!all_zero(w->data, cs[i].len)) {
+				r = base_pwrite_all(fd, w->data, cs[i].len,
+						    off);
 				if (r < 0) {
 					*why = "write failed";
 					return r;

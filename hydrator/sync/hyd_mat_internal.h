@@ -18,10 +18,14 @@ struct walk {
 	struct hyd_pathbuf path; /* relative to DEST, "" at the root */
 	struct hyd_inomap links;
 	uint8_t *buf; /* max_raw bytes */
-	/* buf holds the verified bytes of buf_id (a run of one id, e.g. a
-	 * sparse file's zero chunks, is read from the store once). */
+	/* data holds the verified bytes of buf_id (a run of one id, e.g. a
+	 * sparse file's zero chunks, is read from the store once): buf, or
+	 * the raw bytes of held, a flight taken from the hand-off and kept
+	 * until the next chunk (hyd_mat__let_go). */
 	int buf_valid;
 	chunk_id buf_id;
+	const uint8_t *data;
+	struct hyd_flight *held;
 	struct hyd_zero_ids zero;
 	uint64_t files_done, bytes_done, last_tick;
 	int root; /* euid == 0 */
@@ -33,6 +37,10 @@ struct walk {
  * in this generation). */
 int hyd_mat__manifest_ready(struct walk *w, const struct cat_inode *in,
 			    const char **why);
+
+/* Give back the flight the walk holds (buf_valid cleared). Before buf is
+ * used as scratch, and when the walk ends. */
+void hyd_mat__let_go(struct walk *w);
 
 /* Fill the fresh (empty) file fd with ino's verified bytes. All-zero
  * chunks are left as holes; the final ftruncate gives the file its size.

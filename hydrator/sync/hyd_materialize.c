@@ -510,7 +510,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		matches = digest_ok && hyd_sync__rec_has(w->m->rec, &st, dg);
 		fd = openat(dirfd, e->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0 && !matches) {
-			w->buf_valid = 0; /* buf is scratch for the check */
+			hyd_mat__let_go(w); /* buf is scratch for the check */
 			matches = hyd_sync__file_matches(
 				      w->m->cat, e->in.ino, e->in.size, fd,
 				      w->buf, w->m->max_raw, &w->zero) == 1;
@@ -1246,6 +1246,7 @@ int hyd_sync__materialize(struct hyd_mat *m)
 out:
 	if (w.rootfd >= 0)
 		close(w.rootfd);
+	hyd_mat__let_go(&w);
 	hyd_inomap_fini(&w.links);
 	free(w.path.b);
 	free(w.buf);

@@ -6,7 +6,8 @@
  * off the wire (verify, then store) and again when the writer read it
  * back from the store to write the file. The fetching pass now gives the
  * writer the flight it just reaped (the verified raw bytes the fetcher
- * kept); the writer takes it by id, writes it and lets go. A chunk the
+ * kept); the writer takes it by id, writes straight from its bytes and
+ * lets go once it moves on to another chunk. A chunk the
  * hand-off no longer holds is read from the store as before, so the
  * hand-off is only ever a shortcut: the store stays the record.
  *
@@ -56,6 +57,7 @@ int hyd_sync__handoff_new(hyd_fetch *f, uint64_t cap_bytes,
 			  struct hyd_sync_handoff **ret)
 {
 	struct hyd_sync_handoff *h = calloc(1, sizeof(*h));
+	pthread_condattr_t ca;
 
 	*ret = NULL;
 	if (!h)
@@ -64,7 +66,11 @@ int hyd_sync__handoff_new(hyd_fetch *f, uint64_t cap_bytes,
 		free(h);
 		return -ENOMEM;
 	}
-	pthread_cond_init(&h->added, NULL);
+	/* Deadlines from base_now_ns (CLOCK_MONOTONIC), as elsewhere. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->added, &ca);
+	pthread_condattr_destroy(&ca);
 	h->fetch = f;
 	h->cap_bytes = cap_bytes;
 	memset(h->bucket, 0xff, sizeof(h->bucket));
@@ -94,19 +100,6 @@ static int full_locked(const struct hyd_sync_handoff *h, uint32_t len)
 {
 	return h->tail - h->head == SLOTS ||
 	       (h->bytes && h->bytes + len > h->cap_bytes);
-}
-
-static void wait_ns_locked(pthread_cond_t *c, pthread_mutex_t *mu, long ns)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += ns;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(c, mu, &ts);
 }
 
 /* Release flights outside the lock (the fetcher's table lock is taken). */
@@ -155,12 +148,11 @@ void hyd_sync__handoff_put(struct hyd_sync_handoff *h, struct hyd_flight *fl)
 	release_all(h, dropped, nd);
 }
 
-int hyd_sync__handoff_copy(struct hyd_sync_handoff *h, const chunk_id *id,
-			   void *buf, size_t len)
+struct hyd_flight *hyd_sync__handoff_take(struct hyd_sync_handoff *h,
+					  const chunk_id *id)
 {
 	struct hyd_flight *fl = NULL;
 	uint32_t i;
-	int r = 0;
 
 	pthread_mutex_lock(&h->lock);
 	for (i = h->bucket[bucket_of(id)]; i != NONE; i = h->next[i])
@@ -171,24 +163,24 @@ int hyd_sync__handoff_copy(struct hyd_sync_handoff *h, const chunk_id *id,
 		h->st.taken++;
 	}
 	pthread_mutex_unlock(&h->lock);
-	if (!fl)
-		return 0;
-	if (fl->raw_len != len || !fl->raw) {
-		r = -EBADMSG;
-	} else {
-		memcpy(buf, fl->raw, len);
-		r = 1;
-	}
+	return fl;
+}
+
+void hyd_sync__handoff_release(struct hyd_sync_handoff *h,
+			       struct hyd_flight *fl)
+{
 	hyd_fetch_release(h->fetch, fl);
-	return r;
 }
 
 void hyd_sync__handoff_wait(struct hyd_sync_handoff *h, long ns)
 {
+	uint64_t t = base_now_ns() + (uint64_t)ns;
+	struct timespec ts = {(time_t)(t / 1000000000ull),
+			      (long)(t % 1000000000ull)};
+
 	pthread_mutex_lock(&h->lock);
-	if (!h->closed) {
-		wait_ns_locked(&h->added, &h->lock, ns);
-	}
+	if (!h->closed)
+		pthread_cond_timedwait(&h->added, &h->lock, &ts);
 	pthread_mutex_unlock(&h->lock);
 }
 

@@ -94,11 +94,13 @@ int hyd_sync__handoff_new(struct hyd_fetch *f, uint64_t cap_bytes,
 			  struct hyd_sync_handoff **ret);
 /* Give the hand-off the caller's reference on fl (VERIFIED, raw set). */
 void hyd_sync__handoff_put(struct hyd_sync_handoff *h, struct hyd_flight *fl);
-/* Take id's bytes (len of them) into buf: 1, 0 when the hand-off does
- * not hold id, -EBADMSG when its length is not len. Either way the
- * hand-off no longer holds it. */
-int hyd_sync__handoff_copy(struct hyd_sync_handoff *h, const chunk_id *id,
-			   void *buf, size_t len);
+/* id's flight with its reference (raw holds raw_len verified bytes), or
+ * NULL when the hand-off does not hold it. Give it back with
+ * hyd_sync__handoff_release before the hand-off is freed. */
+struct hyd_flight *hyd_sync__handoff_take(struct hyd_sync_handoff *h,
+					  const chunk_id *id);
+void hyd_sync__handoff_release(struct hyd_sync_handoff *h,
+			       struct hyd_flight *fl);
 /* The writer lacks a chunk: wait up to ns for a put (or the close). */
 void hyd_sync__handoff_wait(struct hyd_sync_handoff *h, long ns);
 /* No more puts wait: the fetching pass is over. NULL is a no-op. */

@@ -500,8 +500,10 @@ static void test_handoff_drops(void **state)
 	unsetenv("FERRY_TEST_HANDOFF_BYTES");
 	assert_int_equal(r.failed, 0);
 	assert_true(r.chunks_fetched > 0);
-	assert_true(r.chunks_handed < r.chunks_fetched);
+	/* 1-2 of 40 seen here: most chunks came back from the store. */
+	assert_true(r.chunks_handed * 2 < r.chunks_fetched);
 	assert_true(cmp_tree(f->src, dest) > 20);
+	assert_int_equal(verify_tree(f, dest), 0);
 }
 
 static void test_second_sync_is_noop(void **state)
