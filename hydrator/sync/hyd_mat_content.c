@@ -278,11 +278,18 @@ int hyd_mat__copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
 			 const char **why)
 {
 	struct cat_chunk cs[RANGE_BATCH];
-	uint64_t off = 0;
+	uint64_t off = 0, sent = 0; /* [0, sent) handed to hyd_behind */
 	size_t n, i;
 	int r;
 
 	while (off < size) {
+		if (off - sent >= HYD_BEHIND_STEP) {
+			uint64_t end = off & ~(uint64_t)(HYD_BEHIND_ALIGN - 1);
+
+			hyd_mat__behind_written(&w->behind, fd, sent,
+						end - sent, 0);
+			sent = end;
+		}
 		r = cat_chunks_range(w->m->cat, ino, off, size - off, cs,
 				     RANGE_BATCH, &n);
 		if (r == 0 && n == 0)
@@ -319,5 +326,6 @@ int hyd_mat__copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
 		*why = "cannot set the file size";
 		return -errno;
 	}
+	hyd_mat__behind_written(&w->behind, fd, sent, size - sent, 1);
 	return 0;
 }

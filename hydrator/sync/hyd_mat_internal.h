@@ -11,6 +11,44 @@
 
 #include "hydrator/sync/hyd_sync_internal.h"
 
+/* ---- dropping behind the writer (hyd_mat_behind.c) ---- */
+
+/* Bytes of one file sent to the disk together (about), in whole blocks
+ * of HYD_BEHIND_ALIGN: the page cache holds large folios (up to 2 MiB
+ * here), and fadvise drops only the whole ones inside its range. */
+#define HYD_BEHIND_STEP (8u << 20)
+#define HYD_BEHIND_ALIGN (2u << 20)
+/* Bytes written and not yet dropped, at most (about). */
+#define HYD_BEHIND_LAG (64u << 20)
+
+struct hyd_behind_range {
+	int fd; /* a dup, closed when dropped */
+	uint64_t off, len;
+	int eof; /* the range runs to the end of the file */
+};
+
+struct hyd_behind {
+	struct hyd_behind_range *q; /* a ring; NULL: off */
+	size_t head, n;
+	uint64_t bytes, lag;
+	int err;     /* the first writeback error, -errno */
+	int stopped; /* DEST does not take sync_file_range */
+};
+
+/* Off when FERRY_DROP_BEHIND is "0" (for measuring). */
+int hyd_mat__behind_wanted(void);
+/* 0, or -ENOMEM (then the writer does without). */
+int hyd_mat__behind_init(struct hyd_behind *b, uint64_t lag);
+/* [off, off + len) of fd was written (with eof set: and it is the rest
+ * of the file; off a multiple of HYD_BEHIND_ALIGN but for the file's first
+ * range): start its writeback, and drop the pages of what was written
+ * more than lag bytes ago. */
+void hyd_mat__behind_written(struct hyd_behind *b, int fd, uint64_t off,
+			     uint64_t len, int eof);
+/* Drop everything left (after the final flush: nothing to wait for).
+ * 0, or the first writeback error seen. */
+int hyd_mat__behind_fini(struct hyd_behind *b);
+
 /* One walk of the catalog into DEST. */
 struct walk {
 	struct hyd_mat *m;
@@ -27,6 +65,7 @@ struct walk {
 	const uint8_t *data;
 	struct hyd_flight *held;
 	struct hyd_zero_ids zero;
+	struct hyd_behind behind;
 	uint64_t files_done, bytes_done, last_tick;
 	int root; /* euid == 0 */
 };

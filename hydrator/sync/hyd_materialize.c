@@ -1217,6 +1217,10 @@ int hyd_sync__materialize(struct hyd_mat *m)
 		goto out;
 	}
 	w.path.len = 0;
+	if (w.rootfd >= 0 && !m->dry_run && hyd_mat__behind_wanted() &&
+	    hyd_mat__behind_init(&w.behind, HYD_BEHIND_LAG) < 0)
+		base_log_err(BASE_LOG_DEBUG, -ENOMEM,
+			     "the writer keeps what it wrote in memory");
 	if (w.rootfd >= 0 && m->cache_dir) {
 		r = hyd_sync__rec_open(m->cache_dir, m->dest, &m->rec);
 		if (r < 0)
@@ -1229,12 +1233,14 @@ int hyd_sync__materialize(struct hyd_mat *m)
 	sync_root(&w, &root);
 	delete_pass(&w, &root);
 	/* One flush for the whole tree instead of an fsync per file. */
-	if (w.rootfd >= 0 && !m->dry_run && syncfs(w.rootfd) < 0) {
+	if (w.rootfd >= 0 && !m->dry_run && syncfs(w.rootfd) < 0)
 		r = -errno;
+	if (r == 0)
+		r = hyd_mat__behind_fini(&w.behind);
+	if (r < 0)
 		base_log_err(BASE_LOG_ERROR, r,
 			     "cannot flush the destination to disk dest=%s",
 			     m->dest);
-	}
 	/* Recorded only once the data is on disk. */
 	if (r == 0 && !m->dry_run && hyd_sync__rec_commit(m->rec) < 0)
 		base_warn("cannot keep the record of what was written: the "
@@ -1244,6 +1250,7 @@ int hyd_sync__materialize(struct hyd_mat *m)
 	m->rec = NULL;
 	tick(&w, 1);
 out:
+	hyd_mat__behind_fini(&w.behind);
 	if (w.rootfd >= 0)
 		close(w.rootfd);
 	hyd_mat__let_go(&w);

@@ -465,6 +465,8 @@ static void test_first_sync(void **state)
 	struct fx *f = *state;
 	struct hyd_sync_result r;
 	uint64_t checked = 0;
+	size_t pages, in;
+	char p[300];
 
 	assert_int_equal(run_sync(f, f->dest, &r), 0);
 	assert_int_equal(r.failed, 0);
@@ -478,10 +480,38 @@ static void test_first_sync(void **state)
 	assert_true(r.wire_bytes > 0);
 	/* same1/same2 share chunks: dedup shows in the counters. */
 	assert_true(r.unique_bytes < r.logical_bytes);
+	/* The writer dropped behind itself: big is on disk and out of the
+	 * page cache (before anything here reads it back). */
+	pathf(p, sizeof(p), "%s/big", f->dest);
+	in = tsup_resident(p, 0, 0, &pages);
+	assert_int_equal(pages, (2u << 20) / 4096);
+	assert_true(in * 10 <= pages);
 	assert_true(cmp_tree(f->src, f->dest) > 20);
 	assert_int_equal(verify_tree(f, f->dest), 0);
 	assert_int_equal(hyd_verify_cache(f->cache, &checked), 0);
 	assert_int_equal(checked, r.chunks_fetched);
+}
+
+/* FERRY_DROP_BEHIND=0 keeps what the writer wrote in the page cache
+ * (what a plain write does): test_first_sync's check of the opposite can
+ * tell the two apart. */
+static void test_drop_behind(void **state)
+{
+	struct fx *f = *state;
+	struct hyd_sync_result r;
+	char dest[256], cache[256], p[300];
+	size_t pages, in;
+
+	pathf(dest, sizeof(dest), "%s/dest-keep", f->t);
+	pathf(cache, sizeof(cache), "%s/cache-keep", f->t);
+	setenv("FERRY_DROP_BEHIND", "0", 1);
+	assert_int_equal(run_sync_in(f, cache, dest, &r), 0);
+	unsetenv("FERRY_DROP_BEHIND");
+	assert_int_equal(r.failed, 0);
+	pathf(p, sizeof(p), "%s/big", dest);
+	in = tsup_resident(p, 0, 0, &pages);
+	assert_true(in * 10 >= pages * 9);
+	assert_true(cmp_tree(f->src, dest) > 20);
 }
 
 /* A hand-off of one byte holds one chunk at a time: nearly every put
@@ -753,6 +783,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_mount_detection),
 	    cmocka_unit_test(test_first_sync),
+	    cmocka_unit_test(test_drop_behind),
 	    cmocka_unit_test(test_handoff_drops),
 	    cmocka_unit_test(test_second_sync_is_noop),
 	    cmocka_unit_test(test_repair_two_files),

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -103,6 +104,36 @@ uint64_t tsup_splitmix64(uint64_t *state)
 	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
 	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
 	return z ^ (z >> 31);
+}
+
+size_t tsup_resident(const char *path, uint64_t off, uint64_t len,
+		     size_t *ret_pages)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n, i, in = 0;
+	unsigned char *vec;
+	struct stat st;
+	void *map;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	off -= off % pg;
+	if (len == 0 || off + len > (uint64_t)st.st_size)
+		len = (uint64_t)st.st_size - off;
+	assert_true(len > 0);
+	map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
+	assert_true(map != MAP_FAILED);
+	n = (len + pg - 1) / pg;
+	vec = malloc(n);
+	assert_non_null(vec);
+	assert_int_equal(mincore(map, len, vec), 0);
+	for (i = 0; i < n; i++)
+		in += vec[i] & 1;
+	free(vec);
+	munmap(map, len);
+	close(fd);
+	*ret_pages = n;
+	return in;
 }
 
 uint8_t *tsup_random_bytes(size_t n, uint64_t seed)
