@@ -509,6 +509,9 @@ static int sync_once(struct args *a, struct ferry_sync_out *c,
 		    res->gave_up_err == -ECONNRESET ||
 		    res->gave_up_err == -EHOSTUNREACH)
 			return RERR_SOCKETIO;
+		/* DEST full or read-only: rsync's file I/O code */
+		if (res->dest_err)
+			return RERR_FILEIO;
 		return res->vanished == res->failed ? RERR_VANISHED
 						    : RERR_PARTIAL;
 	}

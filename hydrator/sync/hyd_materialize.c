@@ -116,6 +116,10 @@ static void report(struct walk *w, const char *why, int err)
 	w->m->res->failed++;
 	if (err == -ESTALE) /* the source changed under it (rsync's 24) */
 		w->m->res->vanished++;
+	/* DEST is full or read-only: the run failed as a whole (rsync's 11) */
+	if ((err == -ENOSPC || err == -EDQUOT || err == -EROFS) &&
+	    !w->m->res->dest_err)
+		w->m->res->dest_err = err;
 }
 
 /* The item of the entry at the current path, when it says a change. */

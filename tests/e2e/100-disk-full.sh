@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # 100: a full disk under the cache stops backfill with a clear status and
 # error, keeps serving what is stored, and resumes when space returns. The
-# cache lives on a small tmpfs the test mounts and then grows.
+# cache lives on a small tmpfs the test mounts and then grows. Then `ferry
+# sync` onto a full DEST (another small tmpfs): exit 11 naming the cause,
+# no temp file left, every file there whole; grown, a rerun completes.
 . "$(dirname "$0")/lib/common.sh"
 . "$E2E_LIB/wait.sh"
 need_fuse
@@ -21,6 +23,7 @@ tmpfs_cleanup() {
 	# the hydrator closes its files in the tmpfs as it exits
 	[ -z "$pid" ] || wait_exited "$pid" 30
 	umount -l "$T/cache" 2>/dev/null
+	umount -l "$T/dest" 2>/dev/null
 	cleanup
 }
 trap tmpfs_cleanup EXIT
@@ -45,3 +48,25 @@ wait_status "$T/cache" state complete 120 || die "backfill did not resume when s
 python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/mnt" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "tree differs"; }
 ok "space back: backfill resumed by itself and completed; tree identical"
 umount_hyd "$T/mnt"
+
+# --- ferry sync onto a full disk
+URL="http://127.0.0.1:$port/v1/f"
+mkdir -p "$T/dest"
+mount -t tmpfs -o size=8m tmpfs "$T/dest" || die "cannot mount a second tmpfs"
+rc=0
+"$FERRY" sync -c "$T/scache" "$URL" "$T/dest" >"$T/sync-full.log" 2>&1 || rc=$?
+[ "$rc" = 11 ] || { cat "$T/sync-full.log"; die "sync onto a full disk exits $rc, not 11"; }
+grep -qi "no space" "$T/sync-full.log" || { cat "$T/sync-full.log"; die "sync onto a full disk does not say why"; }
+left=$(find "$T/dest" -name '.ferry-tmp.*' | wc -l)
+[ "$left" = 0 ] || die "$left temp file(s) left in DEST after a full disk"
+n=0
+while IFS= read -r -d '' f; do
+	cmp -s "$f" "$T/src/${f#"$T/dest/"}" || die "a file in DEST is not whole after a full disk: ${f#"$T/dest/"}"
+	n=$((n + 1))
+done < <(find "$T/dest" -type f -print0)
+[ "$n" -gt 0 ] || die "nothing written before the disk filled"
+ok "sync onto a full disk: exit 11 (no space), no temp file, the $n file(s) there whole"
+mount -o remount,size=256m "$T/dest" || die "cannot grow the DEST tmpfs"
+"$FERRY" sync -c "$T/scache" "$URL" "$T/dest" >"$T/sync-again.log" 2>&1 || { cat "$T/sync-again.log"; die "sync after space returned failed"; }
+python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >"$T/cmp2.txt" || { cat "$T/cmp2.txt"; die "tree differs after the rerun"; }
+ok "space back: a rerun of the sync completed; tree identical"
