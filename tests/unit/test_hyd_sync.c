@@ -445,6 +445,21 @@ static int run_sync(struct fx *f, const char *dest, struct hyd_sync_result *r)
 	return run_sync_in(f, f->cache, dest, r);
 }
 
+/* A sync of its own (DEST and cache named after name, dest[256] set)
+ * with the environment variable env set to val; no entry may fail. */
+static void sync_with(struct fx *f, const char *name, const char *env,
+		      const char *val, char *dest, struct hyd_sync_result *r)
+{
+	char cache[256];
+
+	pathf(dest, 256, "%s/dest-%s", f->t, name);
+	pathf(cache, sizeof(cache), "%s/cache-%s", f->t, name);
+	setenv(env, val, 1);
+	assert_int_equal(run_sync_in(f, cache, dest, r), 0);
+	unsetenv(env);
+	assert_int_equal(r->failed, 0);
+}
+
 static uint64_t verify_tree(struct fx *f, const char *dest)
 {
 	char cat[256];
@@ -499,15 +514,10 @@ static void test_drop_behind(void **state)
 {
 	struct fx *f = *state;
 	struct hyd_sync_result r;
-	char dest[256], cache[256], p[300];
+	char dest[256], p[300];
 	size_t pages, in;
 
-	pathf(dest, sizeof(dest), "%s/dest-keep", f->t);
-	pathf(cache, sizeof(cache), "%s/cache-keep", f->t);
-	setenv("FERRY_DROP_BEHIND", "0", 1);
-	assert_int_equal(run_sync_in(f, cache, dest, &r), 0);
-	unsetenv("FERRY_DROP_BEHIND");
-	assert_int_equal(r.failed, 0);
+	sync_with(f, "keep", "FERRY_DROP_BEHIND", "0", dest, &r);
 	pathf(p, sizeof(p), "%s/big", dest);
 	in = tsup_resident(p, 0, 0, &pages);
 	assert_true(in * 10 >= pages * 9);
@@ -521,14 +531,10 @@ static void test_handoff_drops(void **state)
 {
 	struct fx *f = *state;
 	struct hyd_sync_result r;
-	char dest[256], cache[256];
+	char dest[256];
 
-	pathf(dest, sizeof(dest), "%s/dest-small-handoff", f->t);
-	pathf(cache, sizeof(cache), "%s/cache-small-handoff", f->t);
-	setenv("FERRY_TEST_HANDOFF_BYTES", "1", 1);
-	assert_int_equal(run_sync_in(f, cache, dest, &r), 0);
-	unsetenv("FERRY_TEST_HANDOFF_BYTES");
-	assert_int_equal(r.failed, 0);
+	sync_with(f, "small-handoff", "FERRY_TEST_HANDOFF_BYTES", "1", dest,
+		  &r);
 	assert_true(r.chunks_fetched > 0);
 	/* 1-2 of 40 seen here: most chunks came back from the store. */
 	assert_true(r.chunks_handed * 2 < r.chunks_fetched);
