@@ -64,6 +64,17 @@ exact() {
 served() { repl_stat "$port" s chunks_served; }
 # about_once GOT — the origin served each distinct chunk about once
 about_once() { [ "$1" -ge "$distinct" ] && [ $(($1 * 100)) -le $((distinct * 115)) ]; }
+# through URL COUNTER N... — hydrators N... mount URL and complete, exact;
+# GOT is how much COUNTER (a function printing the origin's chunks served)
+# grew meanwhile
+through() {
+	local url=$1 counter=$2 before k
+	shift 2
+	before=$($counter)
+	for k in "$@"; do mount_via "$url" "$k"; done
+	for k in "$@"; do exact "$k"; done
+	GOT=$(($($counter) - before))
+}
 
 # (a) nginx, from the example as shipped
 nport=$(free_port)
@@ -73,10 +84,8 @@ conf=$(sed -e "s|/var/cache/nginx/ferry|$T/nginx-cache|" \
 start_nginx_http "$nport" "$conf"
 NG="$NGINX_DIR"
 CURL="http://127.0.0.1:$nport/v1/s"
-before=$(served)
-for k in 1 2 3; do mount_via "$CURL" "$k"; done
-for k in 1 2 3; do exact "$k"; done
-got=$(($(served) - before))
+through "$CURL" served 1 2 3
+got=$GOT
 log "(a) origin served $got chunk frames for $distinct distinct chunks to 3 hydrators"
 [ "$got" -ge "$distinct" ] || die "(a) the origin served $got chunks, fewer than the $distinct distinct ones"
 [ $((got * 100)) -le $((distinct * 115)) ] || die "(a) the origin served $got chunks for $distinct distinct: the cache did not collapse 3 hydrators"
@@ -102,10 +111,8 @@ sed -e "s|\"8700\"|\"$port\"|" "$EX/varnish/ferry.vcl" >"$T/ferry.vcl"
 VPID=$!
 wait_for 30 curl -sf -o /dev/null "http://127.0.0.1:$vport/v1/s/HEAD" || { cat "$T/varnish.log"; die "(c) varnishd did not start"; }
 VURL="http://127.0.0.1:$vport/v1/s"
-before=$(served)
-for k in 4 5; do mount_via "$VURL" "$k"; done
-for k in 4 5; do exact "$k"; done
-got=$(($(served) - before))
+through "$VURL" served 4 5
+got=$GOT
 about_once "$got" ||
 	die "(c) the origin served $got chunks for $distinct distinct to 2 hydrators through Varnish"
 ok "(c) 2 hydrators through Varnish: exact; origin served $got for $distinct distinct chunks"
@@ -142,10 +149,8 @@ conf=$(sed -e "s|/var/cache/nginx/ferry-tokens|$T/nginx-tcache|" \
 grep -qF -- "$tok" <<<"$conf" || die "(e) the token did not go into the example's map"
 start_nginx_http "$eport" "$conf"
 EN="$NGINX_DIR"
-before=$(tserved)
-for k in 7 8; do mount_via "http://127.0.0.1:$eport/v1/s" "$k"; done
-for k in 7 8; do exact "$k"; done
-got=$(($(tserved) - before))
+through "http://127.0.0.1:$eport/v1/s" tserved 7 8
+got=$GOT
 about_once "$got" ||
 	die "(e) the origin served $got chunks for $distinct distinct to 2 hydrators through the token-holding cache"
 hits=$(grep -c '^GET /v1/s/pack/[^ ]* 200 [0-9]* HIT' "$EN/access.log")
