@@ -829,7 +829,6 @@ struct watch {
 static void *watch_main(void *arg)
 {
 	struct watch *w = arg;
-	struct timespec ts;
 
 	pthread_mutex_lock(&w->lock);
 	while (!w->done) {
@@ -838,13 +837,8 @@ static void *watch_main(void *arg)
 			hyd_fs_gens_cancel(w->fs);
 			break;
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)WATCH_PERIOD_NS;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+		base_cond_wait_until(&w->cond, &w->lock,
+				     base_now_ns() + WATCH_PERIOD_NS);
 	}
 	pthread_mutex_unlock(&w->lock);
 	return NULL;
@@ -953,7 +947,7 @@ static int serve(struct mount *m)
 	fuse_loop_cfg_set_idle_threads(cfg, FUSE_IDLE_THREADS);
 	fuse_loop_cfg_set_max_threads(cfg, FUSE_MAX_THREADS);
 	pthread_mutex_init(&w.lock, NULL);
-	pthread_cond_init(&w.cond, NULL);
+	base_cond_init(&w.cond);
 	/* Without the watcher SIGTERM still works, only slower. */
 	watching = watch_start(&w, &wth) == 0;
 	/* Without it the next small files are read on demand only. */

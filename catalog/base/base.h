@@ -30,6 +30,7 @@
 #ifndef FERRY_BASE_H
 #define FERRY_BASE_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -324,6 +325,16 @@ uint64_t base_now_ns(void);
 
 /* CLOCK_REALTIME in nanoseconds since the epoch: timestamps for people. */
 int64_t base_wall_ns(void);
+
+/* A condition variable whose timed waits run on base_now_ns's clock, so a
+ * deadline is base_now_ns() + a timeout and a change of the wall clock
+ * does not move it. 0 or -errno. */
+int base_cond_init(pthread_cond_t *c);
+/* pthread_cond_timedwait on a base_cond_init condvar (m held) until
+ * deadline_ns (base_now_ns time): 0 when woken (perhaps spuriously),
+ * ETIMEDOUT when the deadline passed. */
+int base_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m,
+			 uint64_t deadline_ns);
 
 /* ------------------------------------------------------------------ */
 /* Prometheus text exposition format 0.0.4 (base_prom.c)              */

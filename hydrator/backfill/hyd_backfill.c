@@ -313,12 +313,8 @@ static void tick(hyd_backfill *bf)
 /* Wait on the condvar for at most ms; lock held. */
 static void wait_locked(hyd_backfill *bf, unsigned ms)
 {
-	struct timespec ts;
-	uint64_t t = base_now_ns() + (uint64_t)ms * 1000000ull;
-
-	ts.tv_sec = (time_t)(t / 1000000000ull);
-	ts.tv_nsec = (long)(t % 1000000000ull);
-	pthread_cond_timedwait(&bf->cond, &bf->lock, &ts);
+	base_cond_wait_until(&bf->cond, &bf->lock,
+			     base_now_ns() + (uint64_t)ms * 1000000ull);
 }
 
 /* Sleep up to ms (ticking), ending early on stop. */
@@ -1121,7 +1117,6 @@ static void *bf_main(void *arg)
 
 int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret)
 {
-	pthread_condattr_t ca;
 	hyd_backfill *bf;
 	char buf[32];
 	uint64_t v;
@@ -1140,10 +1135,7 @@ int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret)
 	if (!bf->cfg.manifest_wait_ms)
 		bf->cfg.manifest_wait_ms = MANIFEST_WAIT_MS_DEFAULT;
 	pthread_mutex_init(&bf->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&bf->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	base_cond_init(&bf->cond);
 	if (cfg->store && hyd_store_meta_get(cfg->store, "wire_bytes", buf,
 					     sizeof(buf)) == 0) {
 		if (base_parse_u64(buf, 0, UINT64_MAX, &v) == 0)

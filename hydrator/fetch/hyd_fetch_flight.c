@@ -138,20 +138,16 @@ static int flight_create(struct hyd_flights *t, const chunk_id *id,
 			 struct hyd_flight **ret)
 {
 	struct hyd_flight *fl;
-	pthread_condattr_t ca;
 	int r;
 
 	fl = calloc(1, sizeof(*fl));
 	if (!fl)
 		return -ENOMEM;
-	/* Waits use absolute CLOCK_MONOTONIC deadlines. */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	r = pthread_cond_init(&fl->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	if (r) {
+	/* Waits use absolute base_now_ns deadlines. */
+	r = base_cond_init(&fl->cond);
+	if (r < 0) {
 		free(fl);
-		return -r;
+		return r;
 	}
 	fl->id = *id;
 	fl->raw_len = raw_len;
@@ -356,15 +352,12 @@ void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,
 int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
 		     uint64_t deadline_ns)
 {
-	struct timespec ts;
 	int r;
 
-	ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
-	ts.tv_nsec = (long)(deadline_ns % 1000000000ull);
 	pthread_mutex_lock(&t->lock);
 	while (fl->state != HYD_FLIGHT_VERIFIED &&
 	       fl->state != HYD_FLIGHT_DONE) {
-		r = pthread_cond_timedwait(&fl->cond, &t->lock, &ts);
+		r = base_cond_wait_until(&fl->cond, &t->lock, deadline_ns);
 		if (r == ETIMEDOUT) {
 			r = -ETIMEDOUT;
 			goto out;

@@ -551,16 +551,13 @@ static void flight_free(struct mf_flight *fl)
 static void flight_wait(hyd_manifest *m, struct mf_flight *fl,
 			uint64_t deadline, const int *stop)
 {
-	struct timespec ts;
 	uint64_t now, t;
 
 	while (!fl->done && !cancelled(m, stop) &&
 	       (now = base_now_ns()) < deadline) {
 		/* In slices, so a stop flag (not signalled) is seen. */
 		t = deadline - now < SLICE_NS ? deadline : now + SLICE_NS;
-		ts.tv_sec = (time_t)(t / SEC_NS);
-		ts.tv_nsec = (long)(t % SEC_NS);
-		pthread_cond_timedwait(&fl->cond, &m->mu, &ts);
+		base_cond_wait_until(&fl->cond, &m->mu, t);
 	}
 }
 
@@ -572,7 +569,6 @@ static int flight_run(hyd_manifest *m, cat_reader *r, enum mf_kind kind,
 		      uint64_t key, uint64_t deadline, const int *stop,
 		      size_t *ret_files)
 {
-	pthread_condattr_t ca;
 	struct mf_flight *fl;
 	int rc, done;
 
@@ -591,10 +587,7 @@ static int flight_run(hyd_manifest *m, cat_reader *r, enum mf_kind kind,
 			}
 			fl->kind = kind;
 			fl->key = key;
-			pthread_condattr_init(&ca);
-			pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-			pthread_cond_init(&fl->cond, &ca);
-			pthread_condattr_destroy(&ca);
+			base_cond_init(&fl->cond);
 			fl->next = m->flights;
 			m->flights = fl;
 			pthread_mutex_unlock(&m->mu);

@@ -427,17 +427,13 @@ out:
 
 static int wait_next(struct hyd_follow *f, uint64_t until_ns)
 {
-	struct timespec ts;
 	int go;
 
 	pthread_mutex_lock(&f->mu);
 	while (!f->stop && !f->poke && !f->gc.want &&
 	       (!until_ns || base_now_ns() < until_ns)) {
 		if (until_ns) {
-			/* base_now_ns is the condvar's clock (monotonic) */
-			ts.tv_sec = (time_t)(until_ns / 1000000000ull);
-			ts.tv_nsec = (long)(until_ns % 1000000000ull);
-			pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+			base_cond_wait_until(&f->cv, &f->mu, until_ns);
 		} else {
 			pthread_cond_wait(&f->cv, &f->mu);
 		}
@@ -483,7 +479,6 @@ static void *follow_main(void *arg)
 int hyd_follow_new(const struct hyd_follow_config *cfg, hyd_follow **ret)
 {
 	struct hyd_follow *f;
-	pthread_condattr_t ca;
 	struct hyd_gen *g;
 
 	*ret = NULL;
@@ -504,10 +499,7 @@ int hyd_follow_new(const struct hyd_follow_config *cfg, hyd_follow **ret)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&f->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&f->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	base_cond_init(&f->cv);
 	f->bf_cat = cfg->bf_cat;
 	{
 		const char *e = getenv("FERRY_TEST_SWITCH_DELAY_MS");
@@ -593,7 +585,6 @@ int hyd_follow_gc(hyd_follow *f, unsigned timeout_ms,
 	    base_now_ns() +
 	    (uint64_t)(timeout_ms ? timeout_ms : GC_WAIT_DEFAULT_MS) *
 		1000000ull;
-	struct timespec ts;
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
@@ -603,19 +594,13 @@ int hyd_follow_gc(hyd_follow *f, unsigned timeout_ms,
 		return -ECANCELED;
 	}
 	/* One at a time: a second asker waits for the first to be done. */
-	while (f->gc.want && !f->stop && base_now_ns() < until) {
-		ts.tv_sec = (time_t)(until / 1000000000ull);
-		ts.tv_nsec = (long)(until % 1000000000ull);
-		pthread_cond_timedwait(&f->cv, &f->mu, &ts);
-	}
+	while (f->gc.want && !f->stop && base_now_ns() < until)
+		base_cond_wait_until(&f->cv, &f->mu, until);
 	f->gc.want = 1;
 	f->gc.done = 0;
 	pthread_cond_broadcast(&f->cv);
-	while (!f->gc.done && !f->stop && base_now_ns() < until) {
-		ts.tv_sec = (time_t)(until / 1000000000ull);
-		ts.tv_nsec = (long)(until % 1000000000ull);
-		pthread_cond_timedwait(&f->cv, &f->mu, &ts);
-	}
+	while (!f->gc.done && !f->stop && base_now_ns() < until)
+		base_cond_wait_until(&f->cv, &f->mu, until);
 	if (f->gc.done) {
 		r = f->gc.rc;
 		*ret = f->gc.res;

@@ -219,13 +219,6 @@ static void *scanner_thread(void *p)
 	return NULL;
 }
 
-static struct timespec mono_ts(int64_t ms)
-{
-	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-
-	return ts;
-}
-
 /* The cache half of a status into *st. A fresh memo is used as is. A stale
  * one (or none) has the scanner count again, and the request waits up to
  * CONTROL_FIRST_SCAN_MS for a scan begun after it: on most trees that ends
@@ -235,7 +228,6 @@ static struct timespec mono_ts(int64_t ms)
 static int cache_status(hyd_control *c, struct hyd_status *st)
 {
 	int64_t now = mono_ms(), keep, deadline = now + CONTROL_FIRST_SCAN_MS;
-	struct timespec ts = mono_ts(deadline);
 	uint64_t target;
 	int r = 0;
 
@@ -250,7 +242,9 @@ static int cache_status(hyd_control *c, struct hyd_status *st)
 	c->scan_wanted = 1;
 	pthread_cond_broadcast(&c->cv);
 	while (c->scans < target && !c->stopping) {
-		if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT)
+		if (base_cond_wait_until(&c->cv, &c->mu,
+					 (uint64_t)deadline * 1000000u) ==
+		    ETIMEDOUT)
 			break;
 	}
 done:
@@ -493,22 +487,15 @@ fail:
 
 static int sync_init(hyd_control *c)
 {
-	pthread_condattr_t ca;
 	int r;
 
 	r = pthread_mutex_init(&c->mu, NULL);
 	if (r)
 		return -r;
-	r = pthread_condattr_init(&ca);
-	if (r == 0) {
-		r = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		if (r == 0)
-			r = pthread_cond_init(&c->cv, &ca);
-		pthread_condattr_destroy(&ca);
-	}
-	if (r) {
+	r = base_cond_init(&c->cv);
+	if (r < 0) {
 		pthread_mutex_destroy(&c->mu);
-		return -r;
+		return r;
 	}
 	c->sync_ready = 1;
 	return 0;

@@ -57,7 +57,6 @@ int hyd_sync__handoff_new(hyd_fetch *f, uint64_t cap_bytes,
 			  struct hyd_sync_handoff **ret)
 {
 	struct hyd_sync_handoff *h = calloc(1, sizeof(*h));
-	pthread_condattr_t ca;
 
 	*ret = NULL;
 	if (!h)
@@ -66,11 +65,11 @@ int hyd_sync__handoff_new(hyd_fetch *f, uint64_t cap_bytes,
 		free(h);
 		return -ENOMEM;
 	}
-	/* Deadlines from base_now_ns (CLOCK_MONOTONIC), as elsewhere. */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->added, &ca);
-	pthread_condattr_destroy(&ca);
+	if (base_cond_init(&h->added) < 0) {
+		pthread_mutex_destroy(&h->lock);
+		free(h);
+		return -ENOMEM;
+	}
 	h->fetch = f;
 	h->cap_bytes = cap_bytes;
 	memset(h->bucket, 0xff, sizeof(h->bucket));
@@ -175,12 +174,10 @@ void hyd_sync__handoff_release(struct hyd_sync_handoff *h,
 void hyd_sync__handoff_wait(struct hyd_sync_handoff *h, long ns)
 {
 	uint64_t t = base_now_ns() + (uint64_t)ns;
-	struct timespec ts = {(time_t)(t / 1000000000ull),
-			      (long)(t % 1000000000ull)};
 
 	pthread_mutex_lock(&h->lock);
 	if (!h->closed)
-		pthread_cond_timedwait(&h->added, &h->lock, &ts);
+		base_cond_wait_until(&h->added, &h->lock, t);
 	pthread_mutex_unlock(&h->lock);
 }
 

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <regex.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -583,6 +584,58 @@ static void test_clocks(void **state)
 	assert_true(w < 7258118400ll * 1000000000ll);
 }
 
+struct cond_fx {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int flag;
+};
+
+static void *cond_signal(void *arg)
+{
+	struct cond_fx *c = arg;
+
+	usleep(20000);
+	pthread_mutex_lock(&c->mu);
+	c->flag = 1;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* base_cond_wait_until waits on base_now_ns's clock: a deadline 30 ms
+ * ahead is waited out (a condvar on the wall clock would take it as long
+ * past and return at once), a past one returns at once, and a signal
+ * ends the wait long before a far deadline. */
+static void test_cond(void **state)
+{
+	struct cond_fx c = {.flag = 0};
+	uint64_t deadline, far;
+	pthread_t t;
+	int r = 0;
+
+	(void)state;
+	pthread_mutex_init(&c.mu, NULL);
+	assert_int_equal(base_cond_init(&c.cv), 0);
+	pthread_mutex_lock(&c.mu);
+	deadline = base_now_ns() + 30000000ull;
+	while (r != ETIMEDOUT)
+		r = base_cond_wait_until(&c.cv, &c.mu, deadline);
+	assert_true(base_now_ns() >= deadline);
+	assert_int_equal(base_cond_wait_until(&c.cv, &c.mu, deadline),
+			 ETIMEDOUT);
+	assert_int_equal(pthread_create(&t, NULL, cond_signal, &c), 0);
+	far = base_now_ns() + 10000000000ull;
+	r = 0;
+	while (!c.flag && r != ETIMEDOUT)
+		r = base_cond_wait_until(&c.cv, &c.mu, far);
+	assert_int_equal(c.flag, 1);
+	assert_true(base_now_ns() < far);
+	pthread_mutex_unlock(&c.mu);
+	pthread_join(t, NULL);
+	pthread_cond_destroy(&c.cv);
+	pthread_mutex_destroy(&c.mu);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -598,6 +651,7 @@ int main(void)
 	    cmocka_unit_test(test_log),
 	    cmocka_unit_test(test_opt_errors),
 	    cmocka_unit_test(test_clocks),
+	    cmocka_unit_test(test_cond),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
