@@ -11,12 +11,13 @@
  * destination's memory with bytes nobody reads nor takes fresh memory for
  * every byte: on this project's test VM a write into memory the guest has
  * not touched recently costs about 2 us a page (2 GB in 4-5 s, against
- * 0.4 s into pages just freed; docs/performance.md, "Drop behind").
+ * 0.4 s into pages just freed; docs/performance.md, "`ferry sync` drops
+ * behind itself").
  *
  * Each range written (a whole small file, or about HYD_BEHIND_STEP bytes
  * of a large one, cut at HYD_BEHIND_ALIGN: only whole folios drop) gets
  * sync_file_range(WRITE), which starts its writeback without waiting, and
- * is queued with a dup of its fd; once more than lag bytes (or
+ * is queued with a dup of its fd; once more than HYD_BEHIND_LAG bytes (or
  * HYD_BEHIND_FDS ranges) wait behind it, the oldest is waited for and
  * dropped (POSIX_FADV_DONTNEED), and its fd closed. An error of the
  * writeback is kept and reported by the final flush.
@@ -27,28 +28,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/sync/hyd_mat_internal.h"
 
 #define HYD_BEHIND_FDS 256u /* ranges (each a dup'd fd) queued at most */
 
-int hyd_mat__behind_wanted(void)
+void hyd_mat__behind_start(struct hyd_behind *b)
 {
 	const char *e = getenv("FERRY_DROP_BEHIND");
 
-	return !(e && !strcmp(e, "0"));
-}
-
-int hyd_mat__behind_init(struct hyd_behind *b, uint64_t lag)
-{
+	if (e && !strcmp(e, "0"))
+		return;
 	b->q = calloc(HYD_BEHIND_FDS, sizeof(*b->q));
 	if (!b->q)
-		return -ENOMEM;
-	b->head = b->n = 0;
-	b->bytes = 0;
-	b->lag = lag;
-	b->err = 0;
-	b->stopped = 0;
-	return 0;
+		base_log_err(BASE_LOG_DEBUG, -ENOMEM,
+			     "the writer keeps what it wrote in memory");
 }
 
 /* sync_file_range failed with errno: a writeback error is kept for the
@@ -106,7 +100,7 @@ void hyd_mat__behind_written(struct hyd_behind *b, int fd, uint64_t off,
 	*e = (struct hyd_behind_range){dfd, off, len, eof};
 	b->n++;
 	b->bytes += len;
-	while (b->n > 1 && b->bytes > b->lag)
+	while (b->n > 1 && b->bytes > HYD_BEHIND_LAG)
 		drop_oldest(b);
 }
 

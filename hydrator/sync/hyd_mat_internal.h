@@ -30,23 +30,22 @@ struct hyd_behind_range {
 struct hyd_behind {
 	struct hyd_behind_range *q; /* a ring; NULL: off */
 	size_t head, n;
-	uint64_t bytes, lag;
+	uint64_t bytes;
 	int err;     /* the first writeback error, -errno */
 	int stopped; /* DEST does not take sync_file_range */
 };
 
-/* Off when FERRY_DROP_BEHIND is "0" (for measuring). */
-int hyd_mat__behind_wanted(void);
-/* 0, or -ENOMEM (then the writer does without). */
-int hyd_mat__behind_init(struct hyd_behind *b, uint64_t lag);
+/* Start dropping behind (b zeroed before), HYD_BEHIND_LAG behind; left
+ * off when FERRY_DROP_BEHIND is "0" (for measuring) or without memory. */
+void hyd_mat__behind_start(struct hyd_behind *b);
 /* [off, off + len) of fd was written (with eof set: and it is the rest
  * of the file; off a multiple of HYD_BEHIND_ALIGN but for the file's first
  * range): start its writeback, and drop the pages of what was written
- * more than lag bytes ago. */
+ * more than HYD_BEHIND_LAG bytes ago. */
 void hyd_mat__behind_written(struct hyd_behind *b, int fd, uint64_t off,
 			     uint64_t len, int eof);
-/* Drop everything left (after the final flush: nothing to wait for).
- * 0, or the first writeback error seen. */
+/* Drop everything left (after the final flush: nothing to wait for) and
+ * stop. 0, or the first writeback error seen. Off: 0. */
 int hyd_mat__behind_fini(struct hyd_behind *b);
 
 /* One walk of the catalog into DEST. */

@@ -1189,7 +1189,7 @@ int hyd_sync__materialize(struct hyd_mat *m)
 {
 	struct walk w;
 	struct cat_inode root;
-	int r;
+	int r, err;
 
 	memset(&w, 0, sizeof(w));
 	w.m = m;
@@ -1221,10 +1221,8 @@ int hyd_sync__materialize(struct hyd_mat *m)
 		goto out;
 	}
 	w.path.len = 0;
-	if (w.rootfd >= 0 && !m->dry_run && hyd_mat__behind_wanted() &&
-	    hyd_mat__behind_init(&w.behind, HYD_BEHIND_LAG) < 0)
-		base_log_err(BASE_LOG_DEBUG, -ENOMEM,
-			     "the writer keeps what it wrote in memory");
+	if (w.rootfd >= 0 && !m->dry_run)
+		hyd_mat__behind_start(&w.behind);
 	if (w.rootfd >= 0 && m->cache_dir) {
 		r = hyd_sync__rec_open(m->cache_dir, m->dest, &m->rec);
 		if (r < 0)
@@ -1239,8 +1237,9 @@ int hyd_sync__materialize(struct hyd_mat *m)
 	/* One flush for the whole tree instead of an fsync per file. */
 	if (w.rootfd >= 0 && !m->dry_run && syncfs(w.rootfd) < 0)
 		r = -errno;
+	err = hyd_mat__behind_fini(&w.behind);
 	if (r == 0)
-		r = hyd_mat__behind_fini(&w.behind);
+		r = err;
 	if (r < 0)
 		base_log_err(BASE_LOG_ERROR, r,
 			     "cannot flush the destination to disk dest=%s",
@@ -1254,7 +1253,6 @@ int hyd_sync__materialize(struct hyd_mat *m)
 	m->rec = NULL;
 	tick(&w, 1);
 out:
-	hyd_mat__behind_fini(&w.behind);
 	if (w.rootfd >= 0)
 		close(w.rootfd);
 	hyd_mat__let_go(&w);
