@@ -1141,6 +1141,11 @@ int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns)
 	return hyd_flights_wait(&f->flights, fl, deadline_ns);
 }
 
+int hyd_fetch_ready(hyd_fetch *f, struct hyd_flight *fl)
+{
+	return hyd_flights_ready(&f->flights, fl);
+}
+
 uint64_t hyd_fetch_deadline(hyd_fetch *f, struct hyd_flight *fl)
 {
 	return hyd_flights_deadline(&f->flights, fl);

@@ -371,6 +371,16 @@ out:
 	return r;
 }
 
+int hyd_flights_ready(struct hyd_flights *t, struct hyd_flight *fl)
+{
+	int r;
+
+	pthread_mutex_lock(&t->lock);
+	r = fl->state == HYD_FLIGHT_VERIFIED || fl->state == HYD_FLIGHT_DONE;
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
 void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl)
 {
 	int do_free;

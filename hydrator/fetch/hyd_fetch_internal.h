@@ -160,6 +160,9 @@ void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,
 int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
 		     uint64_t deadline_ns);
 
+/* Is fl VERIFIED or DONE (hyd_flights_wait would return at once)? */
+int hyd_flights_ready(struct hyd_flights *t, struct hyd_flight *fl);
+
 /* Drop a reference; the last one frees the flight. NULL is a no-op. */
 void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl);
 
@@ -384,6 +387,8 @@ int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 /* Wait for a submitted flight; see hyd_flights_wait. Blocks: never call
  * from the loop thread. */
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
+/* Has a submitted flight ended, so that hyd_fetch_wait returns at once? */
+int hyd_fetch_ready(hyd_fetch *f, struct hyd_flight *fl);
 
 /* The deadline the fetcher keeps for a flight: the latest of its joiners'
  * (HYD_DEADLINE_NONE once backfill asked for it). A waiter whose own

@@ -171,15 +171,17 @@ void hyd_mat__let_go(struct walk *w)
 	w->held = NULL;
 }
 
-/* c's bytes from the fetching pass's hand-off, held (w->data points at
- * them): 1, 0 when it does not hold them, -EBADMSG with why set. */
-static int handed(struct walk *w, const struct cat_chunk *c, const char **why)
+/* c's bytes (a chunk of ino) from the fetching pass's hand-off, held
+ * (w->data points at them): 1, 0 when it does not hold them, -EBADMSG
+ * with why set. */
+static int handed(struct walk *w, uint64_t ino, const struct cat_chunk *c,
+		  const char **why)
 {
 	struct hyd_flight *fl;
 
 	if (!w->m->handoff)
 		return 0;
-	fl = hyd_sync__handoff_take(w->m->handoff, &c->id);
+	fl = hyd_sync__handoff_take(w->m->handoff, &c->id, ino, c->off);
 	if (!fl)
 		return 0;
 	if (fl->raw_len != c->len) {
@@ -197,7 +199,7 @@ static int handed(struct walk *w, const struct cat_chunk *c, const char **why)
 /* Verified bytes of one chunk at w->data: the fetching pass's hand-off,
  * else into w->buf from the store; when the store lacks the chunk or
  * found its copy corrupt (and dropped it), the fetcher. */
-static int chunk_get(struct walk *w, const struct cat_chunk *c,
+static int chunk_get(struct walk *w, uint64_t ino, const struct cat_chunk *c,
 		     const char **why)
 {
 	const struct hyd_sync_dead *dead;
@@ -212,7 +214,7 @@ static int chunk_get(struct walk *w, const struct cat_chunk *c,
 	hyd_mat__let_go(w);
 	w->data = w->buf;
 	/* Just fetched and verified: the bytes are still in memory. */
-	r = handed(w, c, why);
+	r = handed(w, ino, c, why);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	r = hyd_store_get(w->m->store, &c->id, w->buf, w->m->max_raw, &got);
@@ -226,7 +228,7 @@ static int chunk_get(struct walk *w, const struct cat_chunk *c,
 			hyd_sync__handoff_wait(w->m->handoff, WAIT_POLL_NS);
 		else
 			nanosleep(&(struct timespec){0, WAIT_POLL_NS}, NULL);
-		r = handed(w, c, why);
+		r = handed(w, ino, c, why);
 		if (r != 0)
 			return r < 0 ? r : 0;
 		r = hyd_store_get(w->m->store, &c->id, w->buf, w->m->max_raw,
@@ -308,7 +310,7 @@ int hyd_mat__copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
 				off += cs[i].len;
 				continue;
 			}
-			r = chunk_get(w, &cs[i], why);
+			r = chunk_get(w, ino, &cs[i], why);
 			if (r < 0)
 				return r;
 			if (!all_zero(w->data, cs[i].len)) {

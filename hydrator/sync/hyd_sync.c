@@ -80,12 +80,14 @@
 #define NEW_BATCH 64u /* inos taken from the manifest thread at a time */
 /* Raw bytes of verified chunks held for the writer (hyd_sync_handoff.c) */
 #define HANDOFF_BYTES (64ull << 20)
+#define HANDOFF_WAIT_MS 50u /* a put into a full hand-off, at most */
 
 struct slot {
 	struct hyd_flight *fl;
 	chunk_id id;
 	uint32_t len;
 	uint64_t deadline;
+	uint64_t ino, off; /* its first use, for the hand-off (ino 0: none) */
 };
 
 struct want {
@@ -356,7 +358,7 @@ static void reap_one(struct sync *s)
 	r = hyd_fetch_wait(s->fetch, sl->fl, sl->deadline + WAIT_SLACK_NS);
 	/* Verified bytes in hand: the writer takes them from memory. */
 	if (r >= 0 && s->handoff)
-		hyd_sync__handoff_put(s->handoff, sl->fl);
+		hyd_sync__handoff_put(s->handoff, sl->fl, sl->ino, sl->off);
 	else
 		hyd_fetch_release(s->fetch, sl->fl);
 	sl->fl = NULL;
@@ -389,7 +391,10 @@ static uint64_t window_bytes(const struct sync *s)
 				      : w;
 }
 
-static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
+/* The chunk at offset off of ino (ino 0: a retry, no place in the
+ * writer's order) into the window. */
+static void want_chunk(struct sync *s, uint64_t ino, uint64_t off,
+		       const chunk_id *id, uint32_t len)
 {
 	struct slot *sl;
 	uint32_t stamp;
@@ -405,11 +410,18 @@ static void want_chunk(struct sync *s, const chunk_id *id, uint32_t len)
 	 * window drains below, and a plain submit would then fetch it again:
 	 * the store is asked once more if a flight of its bucket ended. */
 	stamp = hyd_fetch_stamp(s->fetch, id);
+	/* What has landed goes to the writer now, before the store's group
+	 * commit lets the writer find it there (and decode it again). */
+	while (s->n && s->handoff &&
+	       hyd_fetch_ready(s->fetch, s->ring[s->head].fl))
+		reap_one(s);
 	while (s->n == s->window || (s->n && s->bytes + len > window_bytes(s)))
 		reap_one(s);
 	sl = &s->ring[(s->head + s->n) % s->window];
 	sl->id = *id;
 	sl->len = len;
+	sl->ino = ino;
+	sl->off = off;
 	sl->deadline = base_now_ns() + s->timeout_ns;
 	r = hyd_fetch_submit_after(s->fetch, id, len, HYD_PRIO_BACKFILL,
 				   sl->deadline, 0, stamp, &sl->fl);
@@ -557,6 +569,8 @@ static void slot_put(struct sync *s, struct hyd_flight *fl, const chunk_id *id,
 	sl = &s->ring[(s->head + s->n) % s->window];
 	sl->id = *id;
 	sl->len = len;
+	sl->ino = 0; /* a pack's entries: no one place in the order */
+	sl->off = 0;
 	sl->deadline = base_now_ns() + s->timeout_ns;
 	sl->fl = fl;
 	s->n++;
@@ -654,7 +668,7 @@ static void want_new_file(struct sync *s, uint64_t ino)
 			if (hyd_fetch_packs(s->fetch) && !s->gave_up &&
 			    !s->retrying && want_pack(s, ino, &cs[i]) <= 0)
 				continue;
-			want_chunk(s, &cs[i].id, cs[i].len);
+			want_chunk(s, ino, cs[i].off, &cs[i].id, cs[i].len);
 		}
 		off = cs[n - 1].off + cs[n - 1].len;
 	}
@@ -701,7 +715,7 @@ static int fetch_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 		if (r <= 0)
 			return r;
 	}
-	want_chunk(s, &c->id, c->len);
+	want_chunk(s, ino, c->off, &c->id, c->len);
 	return 0;
 }
 
@@ -778,7 +792,7 @@ static int hydrate_fetch(struct sync *s)
 		n = s->nfailed;
 		for (i = 0; i < n; i++)
 			if (hyd_store_has(s->op.store, &s->failed[i].id) == 0)
-				want_chunk(s, &s->failed[i].id,
+				want_chunk(s, 0, 0, &s->failed[i].id,
 					   s->failed[i].len);
 		drain(s);
 		qsort(s->dead, s->ndead, sizeof(*s->dead), hyd_sync__dead_cmp);
@@ -891,7 +905,7 @@ static void hydrate_done(struct sync *s)
 }
 
 /* HANDOFF_BYTES, or the test hook FERRY_TEST_HANDOFF_BYTES (a small one
- * makes the hand-off drop nearly everything it is given). */
+ * holds one chunk at a time). */
 static uint64_t handoff_bytes(void)
 {
 	const char *e = getenv("FERRY_TEST_HANDOFF_BYTES");
@@ -900,6 +914,19 @@ static uint64_t handoff_bytes(void)
 	if (e && base_parse_u64(e, 1, HANDOFF_BYTES, &v) == 0)
 		return v;
 	return HANDOFF_BYTES;
+}
+
+/* How long a put into a full hand-off waits for the writer:
+ * HANDOFF_WAIT_MS, or the test hook FERRY_TEST_HANDOFF_WAIT_MS (0: never;
+ * a full hand-off then drops its oldest at once). */
+static uint64_t handoff_wait_ns(void)
+{
+	const char *e = getenv("FERRY_TEST_HANDOFF_WAIT_MS");
+	uint64_t v = HANDOFF_WAIT_MS;
+
+	if (e && base_parse_u64(e, 0, 1000, &v) < 0)
+		v = HANDOFF_WAIT_MS;
+	return v * 1000000u;
 }
 
 struct fetch_thread {
@@ -1028,6 +1055,7 @@ static int run(struct sync *s)
 		r = hyd_open_reader(&s->op, &s->cat_fetch);
 		if (r == 0)
 			r = hyd_sync__handoff_new(s->fetch, handoff_bytes(),
+						  handoff_wait_ns(),
 						  &s->handoff);
 		m.handoff = s->handoff;
 		if (r == 0 && s->manifests_missing)
@@ -1078,8 +1106,10 @@ static int run(struct sync *s)
 		hyd_sync__handoff_stats(s->handoff, &hs);
 		s->res->chunks_handed = hs.taken;
 		base_debug("sync hand-off put=%" PRIu64 " taken=%" PRIu64
-			   " dropped=%" PRIu64,
-			   hs.put, hs.taken, hs.dropped);
+			   " dropped=%" PRIu64 " stale=%" PRIu64
+			   " waited=%" PRIu64 " timeouts=%" PRIu64,
+			   hs.put, hs.taken, hs.dropped, hs.stale, hs.waited,
+			   hs.timeouts);
 		hyd_sync__handoff_free(s->handoff);
 		s->handoff = NULL;
 		m.handoff = NULL;

@@ -79,26 +79,35 @@ void hyd_sync__mq_free(struct hyd_sync_mq *q);
 /* The fetching pass puts each flight it reaped (verified raw bytes
  * held) here; the writer takes it by id instead of reading the chunk
  * back from the store, which would decode and hash it a second time.
- * Bounded by 8,192 entries and cap_bytes raw bytes: a full hand-off
- * drops its oldest entries; the fetching side never waits on it. */
+ * Bounded by 8,192 entries and cap_bytes raw bytes. Positions are
+ * (ino, offset) in the order both sides go: a full hand-off waits a
+ * little for the writer, then drops its oldest entries. */
 struct hyd_sync_handoff;
 struct hyd_fetch;
 struct hyd_flight;
 struct hyd_sync_handoff_stats {
-	uint64_t put, taken, dropped;
+	uint64_t put, taken, dropped; /* dropped: full, the oldest */
+	uint64_t stale;		      /* behind the writer */
+	uint64_t waited, timeouts;    /* puts that waited; waits that ran out */
 };
 
 /* f is borrowed (it releases the flights) and must outlive the hand-off.
- * 0 or -ENOMEM. */
+ * A put into a full hand-off waits up to wait_ns for the writer (0:
+ * never). 0 or -ENOMEM. */
 int hyd_sync__handoff_new(struct hyd_fetch *f, uint64_t cap_bytes,
-			  struct hyd_sync_handoff **ret);
-/* Give the hand-off the caller's reference on fl (VERIFIED, raw set). */
-void hyd_sync__handoff_put(struct hyd_sync_handoff *h, struct hyd_flight *fl);
-/* id's flight with its reference (raw holds raw_len verified bytes), or
- * NULL when the hand-off does not hold it. Give it back with
- * hyd_sync__handoff_release before the hand-off is freed. */
+			  uint64_t wait_ns, struct hyd_sync_handoff **ret);
+/* Give the hand-off the caller's reference on fl (VERIFIED, raw set),
+ * first used by the writer at offset off of ino (ino 0: not known; such
+ * a put never waits). May wait up to wait_ns for the writer to take one. */
+void hyd_sync__handoff_put(struct hyd_sync_handoff *h, struct hyd_flight *fl,
+			   uint64_t ino, uint64_t off);
+/* The writer is at offset off of ino and needs id: its flight with its
+ * reference (raw holds raw_len verified bytes), or NULL when the
+ * hand-off does not hold it. Give it back with hyd_sync__handoff_release
+ * before the hand-off is freed. */
 struct hyd_flight *hyd_sync__handoff_take(struct hyd_sync_handoff *h,
-					  const chunk_id *id);
+					  const chunk_id *id, uint64_t ino,
+					  uint64_t off);
 void hyd_sync__handoff_release(struct hyd_sync_handoff *h,
 			       struct hyd_flight *fl);
 /* The writer lacks a chunk: wait up to ns for a put (or the close). */
