@@ -17,7 +17,8 @@
 #include "hydrator/fetch/hyd_manifest_internal.h"
 #include "hydrator/sync/hyd_mat_internal.h"
 
-#define RANGE_BATCH 64u /* manifest rows per cat_chunks_range call */
+/* manifest rows per cat_chunks_range call: the digest's batches */
+#define RANGE_BATCH HYD_SYNC_DIGEST_ROWS
 #define WAIT_SLACK_NS 2000000000ull
 #define WAIT_POLL_NS 2000000L /* a chunk the fetching pass has not stored */
 #define MANIFEST_POLL_NS 10000000L /* a manifest the manifest thread lacks */
@@ -277,13 +278,15 @@ ok:
 /* Fill the fresh (empty) file fd with ino's bytes. All-zero chunks are
  * left as holes; the final ftruncate gives the file its size. */
 int hyd_mat__copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
-			 const char **why)
+			 uint8_t *dg, const char **why)
 {
 	struct cat_chunk cs[RANGE_BATCH];
 	uint64_t off = 0, sent = 0; /* [0, sent) handed to hyd_behind */
 	size_t n, i;
 	int r;
 
+	if (dg)
+		memset(dg, 0, HYD_SYNC_DIGEST_LEN);
 	while (off < size) {
 		if (off - sent >= HYD_BEHIND_STEP) {
 			uint64_t end = off & ~(uint64_t)(HYD_BEHIND_ALIGN - 1);
@@ -298,6 +301,11 @@ int hyd_mat__copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
 			r = -EBADMSG;
 		if (r < 0) {
 			*why = "bad chunk manifest in the catalog";
+			return r;
+		}
+		r = dg ? hyd_sync__digest_rows(dg, cs, n) : 0;
+		if (r < 0) {
+			*why = "cannot hash the chunk manifest";
 			return r;
 		}
 		for (i = 0; i < n; i++) {

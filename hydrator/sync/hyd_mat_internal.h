@@ -82,8 +82,10 @@ void hyd_mat__let_go(struct walk *w);
 
 /* Fill the fresh (empty) file fd with ino's verified bytes. All-zero
  * chunks are left as holes; the final ftruncate gives the file its size.
+ * dg (HYD_SYNC_DIGEST_LEN bytes, or NULL) gets the manifest's digest, as
+ * hyd_sync__manifest_digest gives it, from the rows the copy reads.
  * 0, or -errno with *why set. */
 int hyd_mat__copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
-			 const char **why);
+			 uint8_t *dg, const char **why);
 
 #endif

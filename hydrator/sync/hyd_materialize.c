@@ -479,7 +479,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	char tmp[CAT_NAME_MAX + 1], code[HYD_ITEM_LEN];
 	const char *why = "";
 	struct stat st;
-	uint8_t dg[32];
+	uint8_t dg[HYD_SYNC_DIGEST_LEN];
 	int fd = -1, r, i, have, quick = 0, same = 0, matches = 0;
 	int digest_ok = 0;
 
@@ -567,7 +567,9 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		report(w, "cannot create a temp file", r);
 		return r;
 	}
-	r = hyd_mat__copy_chunks(w, fd, e->in.ino, e->in.size, &why);
+	/* The record's digest from the rows the copy reads anyway. */
+	r = hyd_mat__copy_chunks(w, fd, e->in.ino, e->in.size,
+				 w->m->rec ? dg : NULL, &why);
 	if (r == 0)
 		r = meta_fd(w, fd, &e->in, &why);
 	close(fd);
@@ -579,10 +581,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		return r;
 	}
 	/* its stat after the rename, which moved its ctime */
-	if (w->m->rec &&
-	    hyd_sync__manifest_digest(w->m->cat, e->in.ino, e->in.size, dg) ==
-		0 &&
-	    fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+	if (w->m->rec && fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		hyd_sync__rec_note(w->m->rec, &st, dg);
 	w->m->res->files_written++;
 	w->m->res->bytes_written += e->in.size;

@@ -274,9 +274,18 @@ void hyd_item_emit(struct hyd_mat *m, const char *code, const char *path,
 /* ---- what the writer knows it wrote (hyd_sync_record.c) ---- */
 
 struct hyd_sync_rec;
-/* SHA-256 over the (off, len, id) rows of ino's manifest. */
+/* SHA-256 over the (off, len, id) rows of ino's manifest, chained over
+ * batches of HYD_SYNC_DIGEST_ROWS rows as cat_chunks_range returns them
+ * from offset 0 on: a record made by a build with another batch size
+ * does not match (the file is then compared, not skipped). */
+#define HYD_SYNC_DIGEST_ROWS 64u
+#define HYD_SYNC_DIGEST_LEN 32u
 int hyd_sync__manifest_digest(cat_reader *cat, uint64_t ino, uint64_t size,
-			      uint8_t out[32]);
+			      uint8_t out[HYD_SYNC_DIGEST_LEN]);
+/* One step of it: d = SHA-256(d || rows of cs[0..k)), k at most
+ * HYD_SYNC_DIGEST_ROWS (d starts as zero bytes). 0 or -errno. */
+int hyd_sync__digest_rows(uint8_t d[HYD_SYNC_DIGEST_LEN],
+			  const struct cat_chunk *cs, size_t k);
 /* Open (or create) the record of DEST (which must exist) in cache_dir. */
 int hyd_sync__rec_open(const char *cache_dir, const char *dest,
 		       struct hyd_sync_rec **ret);

@@ -30,8 +30,6 @@
 #include "catalog/base/base.h"
 #include "hydrator/sync/hyd_sync_internal.h"
 
-#define RANGE_BATCH 64u
-
 struct hyd_sync_rec {
 	sqlite3 *db;
 	sqlite3_stmt *get, *put;
@@ -45,38 +43,48 @@ static int64_t ns_of(const struct timespec *ts)
 
 /* A chain of SHA-256s, one per batch of rows: d = H(d || rows), which
  * needs no more memory than one batch for a manifest of any length. */
+int hyd_sync__digest_rows(uint8_t d[32], const struct cat_chunk *cs, size_t k)
+{
+	enum { ROW = 8 + 4 + CHUNK_ID_LEN };
+	uint8_t buf[CHUNK_ID_LEN + HYD_SYNC_DIGEST_ROWS * ROW];
+	chunk_id out;
+	int r;
+
+	if (k > HYD_SYNC_DIGEST_ROWS)
+		return -EINVAL;
+	memcpy(buf, d, CHUNK_ID_LEN);
+	for (size_t i = 0; i < k; i++) {
+		uint8_t *p = buf + CHUNK_ID_LEN + i * ROW;
+
+		memcpy(p, &cs[i].off, 8);
+		memcpy(p + 8, &cs[i].len, 4);
+		memcpy(p + 12, cs[i].id.b, CHUNK_ID_LEN);
+	}
+	r = chunk_id_compute(buf, CHUNK_ID_LEN + k * ROW, &out);
+	if (r == 0)
+		memcpy(d, out.b, CHUNK_ID_LEN);
+	return r;
+}
+
 int hyd_sync__manifest_digest(cat_reader *cat, uint64_t ino, uint64_t size,
 			      uint8_t out[32])
 {
-	enum { ROW = 8 + 4 + CHUNK_ID_LEN };
-	struct cat_chunk cs[RANGE_BATCH];
-	uint8_t buf[CHUNK_ID_LEN + RANGE_BATCH * ROW];
-	chunk_id d;
+	struct cat_chunk cs[HYD_SYNC_DIGEST_ROWS];
 	uint64_t off = 0;
 	size_t k;
 	int r = 0;
 
-	memset(d.b, 0, sizeof(d.b));
+	memset(out, 0, CHUNK_ID_LEN);
 	while (off < size && r == 0) {
-		r = cat_chunks_range(cat, ino, off, size - off, cs, RANGE_BATCH,
-				     &k);
+		r = cat_chunks_range(cat, ino, off, size - off, cs,
+				     HYD_SYNC_DIGEST_ROWS, &k);
 		if (r == 0 && k == 0)
 			r = -EBADMSG;
-		if (r < 0)
-			break;
-		memcpy(buf, d.b, CHUNK_ID_LEN);
-		for (size_t i = 0; i < k; i++) {
-			uint8_t *p = buf + CHUNK_ID_LEN + i * ROW;
-
-			memcpy(p, &cs[i].off, 8);
-			memcpy(p + 8, &cs[i].len, 4);
-			memcpy(p + 12, cs[i].id.b, CHUNK_ID_LEN);
-		}
-		r = chunk_id_compute(buf, CHUNK_ID_LEN + k * ROW, &d);
-		off = cs[k - 1].off + cs[k - 1].len;
+		if (r == 0)
+			r = hyd_sync__digest_rows(out, cs, k);
+		if (r == 0)
+			off = cs[k - 1].off + cs[k - 1].len;
 	}
-	if (r == 0)
-		memcpy(out, d.b, CHUNK_ID_LEN);
 	return r;
 }
 
