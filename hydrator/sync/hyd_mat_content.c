@@ -32,8 +32,10 @@ int hyd_mat__manifest_ready(struct walk *w, const struct cat_inode *in,
 {
 	int st, r, fetched = 0;
 
-	if (in->size == 0)
-		return 0; /* nothing to read: no manifest needed */
+	/* Nothing to read, or a catalog with every manifest in it: one
+	 * catalog query less per file. */
+	if (in->size == 0 || !w->m->pending)
+		return 0;
 	for (;;) {
 		st = cat_manifest_state(w->m->cat, in->ino);
 		if (st < 0) {

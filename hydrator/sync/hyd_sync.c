@@ -1074,6 +1074,7 @@ static int run(struct sync *s)
 		hydrate_done(s);
 
 	m.cat = s->op.cat;
+	m.pending = s->op.meta.pending;
 	m.store = s->op.store;
 	m.max_raw = s->op.meta.params.max;
 	m.dest = s->o->dest;

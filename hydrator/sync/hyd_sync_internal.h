@@ -139,6 +139,9 @@ struct hyd_mat {
 	/* The same for the manifest of a pending file that is still not
 	 * local when hydration ended; NULL when offline. */
 	struct hyd_manifest *manifest;
+	/* The catalog's pending files (its meta); 0: every manifest is in
+	 * the catalog, and no file's is waited for or asked about. */
+	uint64_t pending;
 	uint64_t timeout_ns; /* deadline of such a fetch */
 	/* Chunks already fetched and failed twice: not tried a third time,
 	 * their files fail at once (borrowed; sorted; may be NULL). */
