@@ -28,6 +28,8 @@ COLS = [("browse_s", "browse s"), ("fb_large_s", "1st byte large s"),
 # Only in the "5% changed" rows (bench/update.sh).
 UPDATE_COLS = [("changed_bytes", "changed chunks+catalog"), ("rescan_s", "rescan s"),
                ("hash_s", "hash s"), ("switch_s", "mount switch s")]
+# Only in the local copy's row (bench/medium.sh): rsync, then sync(1).
+LOCAL_COLS = [("synced_s", "with sync s")]
 # Only in the medium tree's tar rows (bench/medium.sh).
 TAR_COLS = [("warm_s", "warm tar s"), ("warm_mbps", "warm MB/s"),
             ("hot_s", "hot tar s"), ("hot_mbps", "hot MB/s")]
@@ -96,7 +98,7 @@ def medians(runs):
     rows = {}
     for key, rs in runs.items():
         row = {"runs": len(rs)}
-        for k, _ in COLS + TAR_COLS + UPDATE_COLS + REGION_COLS:
+        for k, _ in COLS + TAR_COLS + UPDATE_COLS + REGION_COLS + LOCAL_COLS:
             vals = [r.get(k) for r in rs if r.get(k) is not None]
             if k == "correct":
                 row[k] = ",".join(sorted(set(str(v) for v in vals))) or None
@@ -148,6 +150,16 @@ def medium_targets(rows, rate, add):
     add("medium loopback: ferry sync vs local rsync -aHX copy",
         ratio(get(lo, "ferry_sync", "full_s"), local), 1.2, "le",
         "ferry sync to an empty DEST / rsync -aHX TREE/ DEST/ on this machine")
+    # ferry ends durable (the store's groups are fdatasynced before they
+    # count; ferry sync ends with a syncfs of DEST), rsync does not: the
+    # same two ratios against rsync followed by sync(1).
+    durable = get(lo, "rsync_local", "synced_s")
+    add("medium loopback, both durable: ferry mount complete vs local rsync -aHX + sync",
+        ratio(get(lo, "ferry_mount", "full_s"), durable), 1.0, "le",
+        "as above / (rsync -aHX TREE/ DEST/; sync)")
+    add("medium loopback, both durable: ferry sync vs local rsync -aHX + sync",
+        ratio(get(lo, "ferry_sync", "full_s"), durable), 1.2, "le",
+        "as above / (rsync -aHX TREE/ DEST/; sync)")
     warm = get(lo, "ferry_tar", "warm_mbps")
     add("medium loopback: warm tar of the complete mount, GB/s",
         warm / 1000 if warm is not None else None, 1.0, "ge",
