@@ -1,6 +1,6 @@
 /*
- * hydrator/backfill/hyd_backfill.c — the backfill scheduler and the live
- * numbers behind `ferry status`.
+ * hydrator/backfill/hyd_backfill.c — the backfill scheduler (its live
+ * numbers, behind `ferry status`, are hyd_backfill_numbers.c).
  *
  * One thread, started once the mount is up. A run is a series of passes:
  *   census   every distinct chunk id of the catalog is checked against the
@@ -59,20 +59,13 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/backfill/hyd_backfill_internal.h"
+#include "hydrator/backfill/hyd_backfill_priv.h"
 
 #define WINDOW_DEFAULT 512u
 #define WINDOW_BYTES_DEFAULT (64ull << 20)
 #define STEP_CHUNKS 256u
-#define TICK_MS 250u
-#define RATE_SAMPLES 16u /* 4 s of samples at TICK_MS */
-#define RATE_WINDOW_NS 2000000000ull
-#define PERSIST_NS 5000000000ull /* wire_bytes to the store meta */
-#define LOG_NS 10000000000ull	 /* a progress line */
-#define STALL_NS 5000000000ull
 #define BACKOFF_FIRST_MS 1000u
 #define BACKOFF_MAX_MS 30000u
-#define OPENED_RING 16u
 #define PROBE_WINDOW 4u
 #define YIELD_NS 10000000L /* 10 ms naps while someone browses */
 #define YIELD_EVERY 256u   /* census rows between browse checks */
@@ -86,58 +79,6 @@
  * catalog (hyd_backfill_switch) and begins again. */
 #define STOP_END 1
 #define STOP_SWITCH 2
-
-struct hyd_backfill {
-	struct hyd_backfill_config cfg;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int stop; /* atomic, STOP_*; the file walk polls it too */
-	/* under lock: a catalog to switch to (taken by the thread, which
-	 * leaves the one it let go of in old_cat) */
-	cat_reader *next_cat, *old_cat;
-	hyd_manifest *next_manifest;
-	uint64_t switches;
-
-	/* under lock */
-	uint64_t outstanding, outstanding_bytes;
-	uint64_t submitted, failed;
-	uint64_t failed_pass;
-	int nospc;
-	int probing; /* after a full disk: a small window until a put works */
-	int backing_off;
-	int complete;
-	uint64_t last_progress_ns;
-	uint64_t chunks_total, chunks_stored, bytes_total, bytes_stored;
-	uint64_t manifests_total, manifests_missing;
-	uint64_t passes;
-	char last_error[256];
-	uint64_t opened[OPENED_RING];
-	unsigned opened_n;
-	uint64_t s_ns[RATE_SAMPLES], s_wire[RATE_SAMPLES];
-	unsigned s_n, s_head;
-	enum hyd_state logged_state;
-
-	uint64_t wire_base; /* "wire_bytes" of earlier runs */
-	uint64_t start_ns;
-
-	/* scheduler thread only */
-	struct hyd_bf_files files;
-	uint8_t *done;
-	/* pending inos whose manifest was not local at the last census,
-	 * ascending: their chunks are counted as the pass meets them */
-	uint64_t *fresh;
-	size_t nfresh, capfresh;
-	int manifests_waiting; /* a segment not hashed yet: no more
-				* manifest fetches this pass */
-	int seg_failed_set;
-	uint64_t seg_failed; /* its files are skipped this pass */
-	uint64_t changed_pass, changed_last; /* files the source changed */
-	uint64_t next_sample_ns, next_persist_ns, next_log_ns;
-	uint64_t persisted;
-	pthread_t th;
-	int started;
-	int finished; /* hyd_backfill_stop ran: the fetcher may be gone */
-};
 
 static int stopped(hyd_backfill *bf)
 {
@@ -186,130 +127,6 @@ static void on_done(void *arg, const struct hyd_flight *fl, int result)
 	pthread_mutex_unlock(&bf->lock);
 }
 
-/* ------------------------------------------------------------------ */
-/* rates, persistence, progress lines (scheduler thread)              */
-/* ------------------------------------------------------------------ */
-
-static void persist_wire(hyd_backfill *bf, uint64_t wire_run)
-{
-	char buf[32];
-	int r;
-
-	if (!bf->cfg.store || wire_run == bf->persisted)
-		return;
-	snprintf(buf, sizeof(buf), "%" PRIu64, bf->wire_base + wire_run);
-	r = hyd_store_meta_set(bf->cfg.store, "wire_bytes", buf);
-	if (r == 0)
-		bf->persisted = wire_run;
-}
-
-/* The state and its error; lock held. */
-static enum hyd_state state_locked(hyd_backfill *bf,
-				   const struct hyd_fetch_stats *fs, char *err,
-				   size_t cap)
-{
-	uint64_t now = base_now_ns();
-
-	err[0] = '\0';
-	if (!bf->cfg.enabled)
-		return HYD_STATE_BROWSING;
-	if (bf->complete)
-		return HYD_STATE_COMPLETE;
-	if (bf->nospc || bf->backing_off) {
-		snprintf(err, cap, "%s",
-			 bf->last_error[0] ? bf->last_error : fs->last_error);
-		return HYD_STATE_STALLED;
-	}
-	if (bf->outstanding && now - bf->last_progress_ns > STALL_NS &&
-	    fs->last_error_ns > bf->last_progress_ns) {
-		snprintf(err, cap, "%s", fs->last_error);
-		return HYD_STATE_STALLED;
-	}
-	if (fs->last_error[0])
-		snprintf(err, cap, "%s", fs->last_error);
-	return HYD_STATE_BACKFILLING;
-}
-
-static double rate_now_locked(hyd_backfill *bf)
-{
-	unsigned i, last, k;
-	uint64_t dt;
-
-	if (bf->s_n < 2)
-		return 0;
-	last = (bf->s_head + RATE_SAMPLES - 1) % RATE_SAMPLES;
-	/* The oldest sample not older than the window. */
-	for (k = bf->s_n; k > 1; k--) {
-		i = (bf->s_head + RATE_SAMPLES - k) % RATE_SAMPLES;
-		if (bf->s_ns[last] - bf->s_ns[i] <=
-		    RATE_WINDOW_NS + TICK_MS * 1000000ull)
-			break;
-	}
-	dt = bf->s_ns[last] - bf->s_ns[i];
-	if (k < 2 || dt == 0)
-		return 0;
-	return (double)(bf->s_wire[last] - bf->s_wire[i]) * 1e9 / (double)dt;
-}
-
-static void log_progress(hyd_backfill *bf, const struct hyd_fetch_stats *fs)
-{
-	char err[256], man[64] = "";
-	enum hyd_state s;
-	double rate;
-
-	pthread_mutex_lock(&bf->lock);
-	s = state_locked(bf, fs, err, sizeof(err));
-	rate = rate_now_locked(bf);
-	/* Local of all pending manifests, as of the last census. */
-	if (bf->manifests_total)
-		snprintf(man, sizeof(man), " manifests=%" PRIu64 "/%" PRIu64,
-			 bf->manifests_total - bf->manifests_missing,
-			 bf->manifests_total);
-	base_info("backfill state=%s chunks=%" PRIu64 "/%" PRIu64
-		  " bytes=%" PRIu64 "/%" PRIu64 "%s queued=%" PRIu64
-		  " wire_bytes=%" PRIu64 " rate=%.0f chunks_fetched=%" PRIu64
-		  " batches=%" PRIu64 " retries=%" PRIu64 " mismatches=%" PRIu64
-		  " failures=%" PRIu64 " last_error=\"%s\"",
-		  hyd_state_name(s), bf->chunks_stored, bf->chunks_total,
-		  bf->bytes_stored, bf->bytes_total, man, bf->outstanding,
-		  bf->wire_base + fs->wire_bytes, rate, fs->chunks, fs->batches,
-		  fs->retries, fs->mismatches, fs->failures, err);
-	bf->logged_state = s;
-	pthread_mutex_unlock(&bf->lock);
-}
-
-/* Housekeeping, called often by the scheduler thread (lock not held). */
-static void tick(hyd_backfill *bf)
-{
-	struct hyd_fetch_stats fs;
-	uint64_t now = base_now_ns();
-	char err[256];
-	int changed;
-
-	if (now < bf->next_sample_ns)
-		return;
-	bf->next_sample_ns = now + TICK_MS * 1000000ull;
-	hyd_fetch_stats(bf->cfg.fetch, &fs);
-	pthread_mutex_lock(&bf->lock);
-	bf->s_ns[bf->s_head] = now;
-	bf->s_wire[bf->s_head] = fs.wire_bytes;
-	bf->s_head = (bf->s_head + 1) % RATE_SAMPLES;
-	if (bf->s_n < RATE_SAMPLES)
-		bf->s_n++;
-	changed = state_locked(bf, &fs, err, sizeof(err)) != bf->logged_state;
-	pthread_mutex_unlock(&bf->lock);
-	if (now >= bf->next_persist_ns) {
-		bf->next_persist_ns = now + PERSIST_NS;
-		persist_wire(bf, fs.wire_bytes);
-	}
-	if (bf->cfg.log_progress &&
-	    (changed ||
-	     (now >= bf->next_log_ns && !bf->complete && bf->cfg.enabled))) {
-		bf->next_log_ns = now + LOG_NS;
-		log_progress(bf, &fs);
-	}
-}
-
 /* Wait on the condvar for at most ms; lock held. */
 static void wait_locked(hyd_backfill *bf, unsigned ms)
 {
@@ -331,7 +148,7 @@ static void nap(hyd_backfill *bf, unsigned ms)
 	uint64_t until = base_now_ns() + (uint64_t)ms * 1000000ull;
 
 	while (!stopped(bf) && base_now_ns() < until) {
-		tick(bf);
+		hyd_bf__tick(bf);
 		pthread_mutex_lock(&bf->lock);
 		if (!stopped(bf))
 			wait_locked(bf, TICK_MS);
@@ -360,7 +177,7 @@ static int census_one(void *ctx, uint64_t ino, const struct cat_chunk *c)
 		cs->bytes_stored += c->len;
 	}
 	if (++cs->seen % 4096 == 0)
-		tick(cs->bf);
+		hyd_bf__tick(cs->bf);
 	if (cs->seen % YIELD_EVERY == 0)
 		yield_to_browsing(cs->bf);
 	return stopped(cs->bf) ? 1 : 0;
@@ -488,7 +305,7 @@ static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c, int fresh)
 	pthread_mutex_lock(&bf->lock);
 	while (!stopped(bf) && !bf->nospc && window_full(bf, c->len)) {
 		pthread_mutex_unlock(&bf->lock);
-		tick(bf);
+		hyd_bf__tick(bf);
 		pthread_mutex_lock(&bf->lock);
 		if (window_full(bf, c->len))
 			wait_locked(bf, TICK_MS);
@@ -578,12 +395,12 @@ static int file_manifest(hyd_backfill *bf, uint64_t ino)
 	if (bf->manifests_waiting ||
 	    (bf->seg_failed_set && bf->seg_failed == seg))
 		return 1;
-	tick(bf);
+	hyd_bf__tick(bf);
 	r = hyd_manifest_segment(
 	    bf->cfg.manifest, bf->cfg.cat, seg,
 	    base_now_ns() + (uint64_t)bf->cfg.manifest_wait_ms * 1000000ull,
 	    &bf->stop, &files);
-	tick(bf);
+	hyd_bf__tick(bf);
 	if (r == 0) {
 		base_debug("backfill manifests segment=%" PRIu64 " files=%zu",
 			   seg, files);
@@ -645,7 +462,7 @@ static int submit_pack(hyd_backfill *bf, struct hyd_pack_obj *obj, int fresh)
 	/* The whole pack at once: it may pass window_bytes by one pack. */
 	while (!stopped(bf) && !bf->nospc && window_full(bf, 1)) {
 		pthread_mutex_unlock(&bf->lock);
-		tick(bf);
+		hyd_bf__tick(bf);
 		pthread_mutex_lock(&bf->lock);
 		if (window_full(bf, 1))
 			wait_locked(bf, TICK_MS);
@@ -886,7 +703,7 @@ static void drain(hyd_backfill *bf)
 	pthread_mutex_lock(&bf->lock);
 	while (!stopped(bf) && bf->outstanding) {
 		pthread_mutex_unlock(&bf->lock);
-		tick(bf);
+		hyd_bf__tick(bf);
 		pthread_mutex_lock(&bf->lock);
 		if (bf->outstanding)
 			wait_locked(bf, TICK_MS);
@@ -1013,7 +830,7 @@ static void backfill_run(hyd_backfill *bf)
 			/* The state line at once, not at the next tick: it
 			 * is the moment the cache became complete. */
 			bf->next_sample_ns = 0;
-			tick(bf);
+			hyd_bf__tick(bf);
 			if (bf->changed_last)
 				base_warn("backfill complete without files "
 					  "whose source changed before their "
@@ -1183,7 +1000,7 @@ void hyd_backfill_stop(hyd_backfill *bf)
 		bf->started = 0;
 	}
 	hyd_fetch_stats(bf->cfg.fetch, &fs);
-	persist_wire(bf, fs.wire_bytes);
+	hyd_bf__persist_wire(bf, fs.wire_bytes);
 }
 
 void hyd_backfill_free(hyd_backfill *bf)
@@ -1264,85 +1081,4 @@ void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino)
 void hyd_backfill_on_open(void *arg, uint64_t ino)
 {
 	hyd_backfill_note_open(arg, ino);
-}
-
-void hyd_backfill_stats(hyd_backfill *bf, struct hyd_backfill_stats *ret)
-{
-	struct hyd_fetch_stats fs;
-	double el;
-
-	hyd_fetch_stats(bf->cfg.fetch, &fs);
-	memset(ret, 0, sizeof(*ret));
-	el = (double)(base_now_ns() - bf->start_ns) / 1e9;
-	pthread_mutex_lock(&bf->lock);
-	ret->state =
-	    state_locked(bf, &fs, ret->last_error, sizeof(ret->last_error));
-	ret->chunks_total = bf->chunks_total;
-	ret->chunks_stored = bf->chunks_stored;
-	ret->bytes_total = bf->bytes_total;
-	ret->bytes_stored = bf->bytes_stored;
-	ret->manifests_total = bf->manifests_total;
-	ret->manifests_missing = bf->manifests_missing;
-	ret->queued = bf->outstanding;
-	ret->submitted = bf->submitted;
-	ret->failed = bf->failed;
-	ret->passes = bf->passes;
-	ret->rate_now = rate_now_locked(bf);
-	pthread_mutex_unlock(&bf->lock);
-	ret->wire_total = bf->wire_base + fs.wire_bytes;
-	ret->elapsed_s = el;
-	ret->rate_avg = el > 0 ? (double)fs.wire_bytes / el : 0;
-}
-
-void hyd_backfill_live(void *arg, struct hyd_status *st)
-{
-	hyd_backfill *bf = arg;
-	struct hyd_backfill_stats bs;
-	struct hyd_fetch_stats fs;
-	uint64_t left;
-	double rate;
-
-	hyd_backfill_stats(bf, &bs);
-	hyd_fetch_stats(bf->cfg.fetch, &fs);
-	st->state = bs.state;
-	/* What the cache says wins over a census that may be older; with
-	 * manifests still missing its chunk totals are not the whole. */
-	if (st->chunks_total && st->chunks_stored >= st->chunks_total &&
-	    st->manifests_local >= st->manifests_total &&
-	    bs.state != HYD_STATE_STALLED)
-		st->state = HYD_STATE_COMPLETE;
-	/* Complete means a census just found every chunk stored, and its
-	 * counts are exact; the cache's numbers may be from a little
-	 * earlier (before the last manifests were local, even): the census
-	 * wins, so a complete answer never shows chunks missing (files only
-	 * when none lacks a manifest for good: those are never hydrated). */
-	if (bs.state == HYD_STATE_COMPLETE && bs.chunks_total) {
-		st->chunks_total = st->chunks_stored = bs.chunks_total;
-		st->unique_bytes_total = st->unique_bytes_stored =
-		    bs.bytes_total;
-		st->manifests_local = st->manifests_total;
-		if (!st->manifests_changed) {
-			st->files_hydrated = st->files_total;
-			st->bytes_hydrated = st->bytes_total;
-		}
-	}
-	snprintf(st->last_error, sizeof(st->last_error), "%s", bs.last_error);
-	st->pid = (long)getpid();
-	st->wire_bytes = bs.wire_total;
-	st->mismatches = fs.mismatches;
-	st->retries = fs.retries;
-	st->failures = fs.failures;
-	st->rate_now = bs.rate_now;
-	st->rate_avg = bs.rate_avg;
-	st->elapsed_s = bs.elapsed_s;
-	left = st->unique_bytes_total > st->unique_bytes_stored
-		   ? st->unique_bytes_total - st->unique_bytes_stored
-		   : 0;
-	rate = bs.rate_now > 0 ? bs.rate_now : bs.rate_avg;
-	if (!left || st->state == HYD_STATE_COMPLETE)
-		st->eta_s = 0;
-	else if (rate > 0 && st->state == HYD_STATE_BACKFILLING)
-		st->eta_s = (int64_t)((double)left / rate + 0.5);
-	else
-		st->eta_s = -1;
 }

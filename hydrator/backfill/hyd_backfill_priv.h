@@ -1,0 +1,82 @@
+/*
+ * hydrator/backfill/hyd_backfill_priv.h — the backfill's own pieces,
+ * shared by its files: hyd_backfill.c (the scheduler thread: census,
+ * passes, switches) and hyd_backfill_numbers.c (state, rate, progress
+ * lines, status). Nothing outside hydrator/backfill includes this.
+ */
+#ifndef FERRY_HYD_BACKFILL_PRIV_H
+#define FERRY_HYD_BACKFILL_PRIV_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "hydrator/backfill/hyd_backfill_internal.h"
+
+#define TICK_MS 250u
+#define RATE_SAMPLES 16u /* 4 s of samples at TICK_MS */
+#define RATE_WINDOW_NS 2000000000ull
+#define PERSIST_NS 5000000000ull /* wire_bytes to the store meta */
+#define LOG_NS 10000000000ull	 /* a progress line */
+#define STALL_NS 5000000000ull
+#define OPENED_RING 16u
+
+struct hyd_backfill {
+	struct hyd_backfill_config cfg;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int stop; /* atomic, STOP_*; the file walk polls it too */
+	/* under lock: a catalog to switch to (taken by the thread, which
+	 * leaves the one it let go of in old_cat) */
+	cat_reader *next_cat, *old_cat;
+	hyd_manifest *next_manifest;
+	uint64_t switches;
+
+	/* under lock */
+	uint64_t outstanding, outstanding_bytes;
+	uint64_t submitted, failed;
+	uint64_t failed_pass;
+	int nospc;
+	int probing; /* after a full disk: a small window until a put works */
+	int backing_off;
+	int complete;
+	uint64_t last_progress_ns;
+	uint64_t chunks_total, chunks_stored, bytes_total, bytes_stored;
+	uint64_t manifests_total, manifests_missing;
+	uint64_t passes;
+	char last_error[256];
+	uint64_t opened[OPENED_RING];
+	unsigned opened_n;
+	uint64_t s_ns[RATE_SAMPLES], s_wire[RATE_SAMPLES];
+	unsigned s_n, s_head;
+	enum hyd_state logged_state;
+
+	uint64_t wire_base; /* "wire_bytes" of earlier runs */
+	uint64_t start_ns;
+
+	/* scheduler thread only */
+	struct hyd_bf_files files;
+	uint8_t *done;
+	/* pending inos whose manifest was not local at the last census,
+	 * ascending: their chunks are counted as the pass meets them */
+	uint64_t *fresh;
+	size_t nfresh, capfresh;
+	int manifests_waiting; /* a segment not hashed yet: no more
+				* manifest fetches this pass */
+	int seg_failed_set;
+	uint64_t seg_failed; /* its files are skipped this pass */
+	uint64_t changed_pass, changed_last; /* files the source changed */
+	uint64_t next_sample_ns, next_persist_ns, next_log_ns;
+	uint64_t persisted;
+	pthread_t th;
+	int started;
+	int finished; /* hyd_backfill_stop ran: the fetcher may be gone */
+};
+
+/* hyd_backfill_numbers.c. Housekeeping, called often by the scheduler
+ * thread (lock not held): a rate sample, the wire bytes persisted every
+ * PERSIST_NS, a progress line on a state change or every LOG_NS. */
+void hyd_bf__tick(hyd_backfill *bf);
+/* The store meta's "wire_bytes": earlier runs' plus wire_run. */
+void hyd_bf__persist_wire(hyd_backfill *bf, uint64_t wire_run);
+
+#endif
