@@ -143,23 +143,18 @@ def medium_targets(rows, rate, add):
         add("medium %s: %s complete vs own wire bytes / link rate" % (rate, NAMES[appr]),
             ratio(full, wire * 8 / bps if wire else None), 1.25, "le",
             "completion / (wire bytes * 8 / %s)" % rate)
-    local = get(lo, "rsync_local", "full_s")
-    add("medium loopback: ferry mount complete vs local rsync -aHX copy",
-        ratio(get(lo, "ferry_mount", "full_s"), local), 1.0, "le",
-        "mount start -> backfill complete / rsync -aHX TREE/ DEST/ on this machine")
-    add("medium loopback: ferry sync vs local rsync -aHX copy",
-        ratio(get(lo, "ferry_sync", "full_s"), local), 1.2, "le",
-        "ferry sync to an empty DEST / rsync -aHX TREE/ DEST/ on this machine")
     # ferry ends durable (the store's groups are fdatasynced before they
     # count; ferry sync ends with a syncfs of DEST), rsync does not: the
-    # same two ratios against rsync followed by sync(1).
-    durable = get(lo, "rsync_local", "synced_s")
-    add("medium loopback, both durable: ferry mount complete vs local rsync -aHX + sync",
-        ratio(get(lo, "ferry_mount", "full_s"), durable), 1.0, "le",
-        "as above / (rsync -aHX TREE/ DEST/; sync)")
-    add("medium loopback, both durable: ferry sync vs local rsync -aHX + sync",
-        ratio(get(lo, "ferry_sync", "full_s"), durable), 1.2, "le",
-        "as above / (rsync -aHX TREE/ DEST/; sync)")
+    # same two ratios also against rsync followed by sync(1).
+    for what, key, copy in (("", "full_s", "local rsync -aHX copy"),
+                            (", both durable", "synced_s", "local rsync -aHX + sync")):
+        local = get(lo, "rsync_local", key)
+        add("medium loopback%s: ferry mount complete vs %s" % (what, copy),
+            ratio(get(lo, "ferry_mount", "full_s"), local), 1.0, "le",
+            "mount start -> backfill complete / (%s) on this machine" % copy)
+        add("medium loopback%s: ferry sync vs %s" % (what, copy),
+            ratio(get(lo, "ferry_sync", "full_s"), local), 1.2, "le",
+            "ferry sync to an empty DEST / (%s) on this machine" % copy)
     warm = get(lo, "ferry_tar", "warm_mbps")
     add("medium loopback: warm tar of the complete mount, GB/s",
         warm / 1000 if warm is not None else None, 1.0, "ge",

@@ -24,7 +24,7 @@
  * out means the writer is busy with something else (directories, a
  * manifest, a slow disk) or does not follow this order: the oldest entry
  * goes then, and no put waits again until the writer next takes an entry
- * (so a writer that never follows costs one wait, not one per chunk).
+ * (a writer that has stopped taking costs one wait, not one per chunk).
  * The hand-off is only ever a shortcut; the store stays the record.
  */
 #include <errno.h>
@@ -164,60 +164,52 @@ static int drop_stale_locked(struct hyd_sync_handoff *h, struct gone *g)
 	return any;
 }
 
-/* Room for len, waiting for the writer while it follows: lock held,
- * 0 when there is room, 1 when the caller must let go of g first. */
-static int wait_room_locked(struct hyd_sync_handoff *h, struct gone *g,
-			    uint32_t len, int *waited_out)
+/* Room for len (lock held; let go of while releasing a full g): stale
+ * entries go first; then, if may_wait and the writer follows, one wait
+ * of up to wait_ns for it to take one; then the oldest go (the writer
+ * reads them from the store if it still needs them). */
+static void make_room_locked(struct hyd_sync_handoff *h, struct gone *g,
+			     uint32_t len, int may_wait)
 {
 	uint64_t t = 0;
 
-	while (!*waited_out) {
-		if (h->closed || !full_locked(h, len))
-			return 0;
-		if (g->n == RELEASE_BATCH)
-			return 1;
+	while (!h->closed && full_locked(h, len)) {
+		if (g->n == RELEASE_BATCH) {
+			pthread_mutex_unlock(&h->lock);
+			release_all(h, g);
+			pthread_mutex_lock(&h->lock);
+			continue;
+		}
 		if (drop_stale_locked(h, g))
 			continue;
-		if (h->idle || !h->wait_ns) {
-			*waited_out = 1;
-			break;
-		}
-		if (!t) {
-			t = base_now_ns() + h->wait_ns;
-			h->st.waited++;
-		}
-		if (base_cond_wait_until(&h->room, &h->lock, t) == ETIMEDOUT) {
-			*waited_out = 1;
+		if (may_wait && !h->idle && h->wait_ns) {
+			if (!t) {
+				t = base_now_ns() + h->wait_ns;
+				h->st.waited++;
+			}
+			if (base_cond_wait_until(&h->room, &h->lock, t) !=
+			    ETIMEDOUT)
+				continue;
 			h->idle = 1;
 			h->st.timeouts++;
-			break;
+			may_wait = 0;
+			continue;
 		}
-	}
-	if (h->closed || !full_locked(h, len))
-		return 0;
-	/* The oldest go (the writer reads them from the store if it still
-	 * needs them). */
-	while (!h->closed && full_locked(h, len) && g->n < RELEASE_BATCH) {
 		g->v[g->n++] =
 		    unlink_locked(h, (uint32_t)(h->head & (SLOTS - 1)));
 		h->st.dropped++;
 	}
-	return !h->closed && full_locked(h, len);
 }
 
 void hyd_sync__handoff_put(struct hyd_sync_handoff *h, struct hyd_flight *fl,
 			   uint64_t ino, uint64_t off)
 {
 	struct gone g = {.n = 0};
-	int waited_out = !ino; /* no place in the order: no waiting */
 	uint32_t i;
 
 	pthread_mutex_lock(&h->lock);
-	while (wait_room_locked(h, &g, fl->raw_len, &waited_out)) {
-		pthread_mutex_unlock(&h->lock);
-		release_all(h, &g);
-		pthread_mutex_lock(&h->lock);
-	}
+	/* An entry with no place in the order (ino 0) never waits. */
+	make_room_locked(h, &g, fl->raw_len, ino != 0);
 	if (h->closed) {
 		pthread_mutex_unlock(&h->lock);
 		release_all(h, &g);

@@ -502,7 +502,7 @@ static void test_first_sync(void **state)
 	 * page cache (before anything here reads it back). A tmpfs keeps
 	 * its pages whatever one asks. */
 	pathf(p, sizeof(p), "%s/big", f->dest);
-	in = tsup_resident(p, 0, 0, &pages);
+	in = tsup_resident(p, &pages);
 	assert_int_equal(pages, (2u << 20) / 4096);
 	if (statfs(p, &sf) == 0 && sf.f_type == TMPFS_MAGIC)
 		fprintf(stderr, "DEST is a tmpfs: drop-behind not checked\n");
@@ -527,7 +527,7 @@ static void test_drop_behind(void **state)
 
 	sync_with(f, "keep", "FERRY_DROP_BEHIND", "0", dest, &r);
 	pathf(p, sizeof(p), "%s/big", dest);
-	in = tsup_resident(p, 0, 0, &pages);
+	in = tsup_resident(p, &pages);
 	assert_true(in * 2 >= pages);
 	assert_true(cmp_tree(f->src, dest) > 20);
 }

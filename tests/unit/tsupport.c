@@ -106,10 +106,9 @@ uint64_t tsup_splitmix64(uint64_t *state)
 	return z ^ (z >> 31);
 }
 
-size_t tsup_resident(const char *path, uint64_t off, uint64_t len,
-		     size_t *ret_pages)
+size_t tsup_resident(const char *path, size_t *ret_pages)
 {
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n, i, in = 0;
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n, i, in = 0, len;
 	unsigned char *vec;
 	struct stat st;
 	void *map;
@@ -117,11 +116,9 @@ size_t tsup_resident(const char *path, uint64_t off, uint64_t len,
 
 	assert_true(fd >= 0);
 	assert_int_equal(fstat(fd, &st), 0);
-	off -= off % pg;
-	if (len == 0 || off + len > (uint64_t)st.st_size)
-		len = (uint64_t)st.st_size - off;
-	assert_true(len > 0);
-	map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
+	assert_true(st.st_size > 0);
+	len = (size_t)st.st_size;
+	map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
 	assert_true(map != MAP_FAILED);
 	n = (len + pg - 1) / pg;
 	vec = malloc(n);

@@ -38,10 +38,9 @@ void tsup_write_file(const char *path, const void *buf, size_t len);
  * put a '\0' at [*ret_len]); *ret_len is its size. Free with free(). */
 void *tsup_read_file(const char *path, size_t *ret_len);
 
-/* Pages of [off, off + len) of path in the page cache (mincore), and in
- * *ret_pages how many pages that range has; len 0: to the end. */
-size_t tsup_resident(const char *path, uint64_t off, uint64_t len,
-		     size_t *ret_pages);
+/* Pages of path in the page cache (mincore), and in *ret_pages how many
+ * pages it has. */
+size_t tsup_resident(const char *path, size_t *ret_pages);
 
 /* splitmix64: a fixed, portable stream of 64-bit test values. */
 uint64_t tsup_splitmix64(uint64_t *state);
