@@ -79,6 +79,7 @@ struct repl_conn {
 	unsigned writes;   /* writes in flight */
 	uint8_t addr[16];  /* the client's address (IPv4-mapped: IPv4) */
 	unsigned addr_len; /* 4, 16, or 0 when unknown */
+	int same_host;	   /* the client is on this host (repl_peer.c) */
 	uv_shutdown_t shut;
 	struct repl_tls_conn *tls; /* NULL: plain HTTP */
 	int tls_pumping;	   /* in tls_pump */
@@ -621,6 +622,11 @@ static void conn_addr_init(struct repl_conn *c)
 			c->addr_len = 16;
 		}
 	}
+	len = (int)sizeof(ss);
+	if (uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&ss, &len) < 0)
+		len = 0;
+	c->same_host = repl_peer_same_host(
+	    c->addr, c->addr_len, len ? (const struct sockaddr *)&ss : NULL);
 }
 
 static const char *conn_addr_str(const struct repl_conn *c, char *buf,
@@ -1219,6 +1225,11 @@ void repl_http_abort(struct repl_req *req)
 		req->srv->metrics.errors[REPL_ERR_ABORTED]++;
 		conn_close(req->conn);
 	}
+}
+
+int repl_http_peer_same_host(const struct repl_req *req)
+{
+	return req->conn->same_host;
 }
 
 int repl_http_peer_loopback(const struct repl_req *req)

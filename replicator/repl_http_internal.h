@@ -142,6 +142,22 @@ void repl_http_abort(struct repl_req *req);
  * ::1, or an IPv4-mapped 127.x), else 0. */
 int repl_http_peer_loopback(const struct repl_req *req);
 
+/* 1 when req's client connected from this host (repl_peer_same_host,
+ * decided once per connection), else 0. */
+int repl_http_peer_same_host(const struct repl_req *req);
+
+/* -- peers (repl_peer.c) -- */
+
+struct sockaddr;
+
+/* 1 when addr (len 4: IPv4, 16: IPv6; an IPv4-mapped address given as
+ * IPv4) is one of this host's: loopback, equal to local (the address the
+ * client connected to; may be NULL), or held by an interface of this
+ * network namespace. 0 otherwise, and when the interfaces cannot be
+ * listed. */
+int repl_peer_same_host(const uint8_t *addr, unsigned len,
+			const struct sockaddr *local);
+
 /* -- routes (repl_routes.c) -- */
 
 /* Answer the request at the head of its connection's queue. */

@@ -572,6 +572,7 @@ struct batch {
 	 * and the answer is immutable. */
 	int pack;
 	uint64_t gen, first, part;
+	enum frame_policy policy; /* how its frames are made */
 	int vrc;
 	size_t bad;
 	size_t next_launch, next_write, writes;
@@ -596,8 +597,7 @@ static void batch_slot_work(uv_work_t *w)
 {
 	struct batch_slot *s = w->data;
 
-	repl_chunk_load(s->b->ns, s->b->req->srv->policy, &s->b->ids[s->idx],
-			&s->res);
+	repl_chunk_load(s->b->ns, s->b->policy, &s->b->ids[s->idx], &s->res);
 }
 
 static void batch_slot_done(uv_work_t *w, int status)
@@ -808,6 +808,7 @@ static struct batch *batch_new(struct repl_req *req, struct repl_ns *ns)
 	req->on_free = batch_free;
 	b->req = req;
 	b->ns = ns;
+	b->policy = req->srv->policy;
 	b->vw.data = b;
 	return b;
 }
@@ -851,6 +852,12 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 		return;
 	}
 	memcpy(b->ids, req->body, b->n * sizeof(*b->ids));
+	/* A batch is a POST nobody caches, so its framing may suit the
+	 * client: lz4 for one on this host (repl_peer.c), where the copy
+	 * waits for zstd's CPU and no wire is saved. GET chunk and pack
+	 * answers are immutable and the same for everyone. */
+	if (b->policy == FRAME_POLICY_AUTO && repl_http_peer_same_host(req))
+		b->policy = FRAME_POLICY_LZ4;
 	batch_queue(req, b);
 }
 

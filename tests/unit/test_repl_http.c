@@ -24,7 +24,9 @@
  * connections are checked through the TLS records as well.
  */
 #include <errno.h>
+#include <ifaddrs.h>
 #include <limits.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -1272,8 +1274,59 @@ static void test_wrong_scheme(void **state)
 	cl_close(c);
 }
 
+/* -- which clients are on this host (repl_peer.c) -- */
+
+static void test_peer_same_host(void **state)
+{
+	static const uint8_t lo4[4] = {127, 0, 0, 1}, lo4b[4] = {127, 9, 8, 7};
+	static const uint8_t lo6[16] = {[15] = 1};
+	static const uint8_t doc4[4] = {192, 0, 2, 77}; /* TEST-NET-1 */
+	static const uint8_t doc6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 5};
+	struct sockaddr_in local = {.sin_family = AF_INET};
+	struct sockaddr_in6 mapped = {.sin6_family = AF_INET6};
+	struct ifaddrs *ifs, *i;
+	int seen = 0;
+
+	(void)state;
+	assert_int_equal(repl_peer_same_host(lo4, 4, NULL), 1);
+	assert_int_equal(repl_peer_same_host(lo4b, 4, NULL), 1);
+	assert_int_equal(repl_peer_same_host(lo6, 16, NULL), 1);
+	/* no interface here has a documentation address */
+	assert_int_equal(repl_peer_same_host(doc4, 4, NULL), 0);
+	assert_int_equal(repl_peer_same_host(doc6, 16, NULL), 0);
+	assert_int_equal(repl_peer_same_host(doc4, 0, NULL), 0);
+	/* ... unless the client connected to that very address */
+	memcpy(&local.sin_addr, doc4, 4);
+	assert_int_equal(
+	    repl_peer_same_host(doc4, 4, (const struct sockaddr *)&local), 1);
+	memcpy(mapped.sin6_addr.s6_addr + 10, "\xff\xff", 2);
+	memcpy(mapped.sin6_addr.s6_addr + 12, doc4, 4);
+	assert_int_equal(
+	    repl_peer_same_host(doc4, 4, (const struct sockaddr *)&mapped), 1);
+	local.sin_addr.s_addr ^= htonl(1);
+	assert_int_equal(
+	    repl_peer_same_host(doc4, 4, (const struct sockaddr *)&local), 0);
+	/* every IPv4 address an interface here has is this host's */
+	assert_int_equal(getifaddrs(&ifs), 0);
+	for (i = ifs; i; i = i->ifa_next) {
+		const struct sockaddr_in *a = (const void *)i->ifa_addr;
+
+		if (!a || a->sin_family != AF_INET)
+			continue;
+		assert_int_equal(
+		    repl_peer_same_host((const uint8_t *)&a->sin_addr, 4, NULL),
+		    1);
+		seen++;
+	}
+	freeifaddrs(ifs);
+	assert_true(seen > 0); /* lo at least */
+}
+
 int main(void)
 {
+	const struct CMUnitTest peers[] = {
+	    cmocka_unit_test(test_peer_same_host),
+	};
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_get_head),
 	    cmocka_unit_test(test_get_catalog),
@@ -1300,6 +1353,8 @@ int main(void)
 	base_log_init("test_repl_http", BASE_LOG_INFO);
 	/* a client that closes first must not kill the test with SIGPIPE */
 	signal(SIGPIPE, SIG_IGN);
+	if (cmocka_run_group_tests_name("peers", peers, NULL, NULL) != 0)
+		return 1;
 	if (cmocka_run_group_tests_name("plain HTTP", tests, group_setup,
 					group_teardown) != 0)
 		return 1;
