@@ -26,23 +26,14 @@ sys.exit("the read succeeded")
 PY
 }
 [ -x "$FERRY" ] || die "ferry not built"
-command -v ip >/dev/null || skip "ip (iproute2) missing"
 NS_A="ferry-src-$$"; NS_B="ferry-dst-$$"
-ip netns add "$NS_A" 2>/dev/null || skip "cannot create network namespaces here"
-ip netns add "$NS_B"
 # After common.sh's cleanup, even when it found a problem.
 e2e_after_cleanup() {
 	ip netns del "$NS_A" 2>/dev/null
 	ip netns del "$NS_B" 2>/dev/null
 }
-VA="fva$$"; VB="fvb$$"
-ip link add "$VA" type veth peer name "$VB"
-ip link set "$VA" netns "$NS_A"
-ip link set "$VB" netns "$NS_B"
-ip -n "$NS_A" addr add 10.231.0.1/24 dev "$VA"
-ip -n "$NS_B" addr add 10.231.0.2/24 dev "$VB"
-ip -n "$NS_A" link set "$VA" up; ip -n "$NS_A" link set lo up
-ip -n "$NS_B" link set "$VB" up; ip -n "$NS_B" link set lo up
+ns_link "$NS_A" 10.231.0.1 "$NS_B" 10.231.0.2
+VB="fvb$$" # ns_link's end of the veth in NS_B
 
 mk_bulk_tree "$T/src" 32
 # nsenter into the namespace's network only (not ip netns exec), so the

@@ -5,24 +5,16 @@
 # is what such a copy waits for. A client across a link (here a veth
 # between two network namespaces this test creates) gets zstd. GET chunk
 # answers are immutable and the same for both; --codec zstd is obeyed for
-# both. Every frame decodes to the chunk it names.
+# both. Each batch frame follows the id it answers and gives that chunk's
+# length; a `ferry sync` from either side (which verifies every chunk's
+# SHA-256) makes the source's tree.
 . "$(dirname "$0")/lib/common.sh"
-command -v ip >/dev/null || skip "ip (iproute2) missing"
 NS_A="ferry-csrc-$$"; NS_B="ferry-cdst-$$"
-ip netns add "$NS_A" 2>/dev/null || skip "cannot create network namespaces here"
-ip netns add "$NS_B"
 e2e_after_cleanup() {
 	ip netns del "$NS_A" 2>/dev/null
 	ip netns del "$NS_B" 2>/dev/null
 }
-VA="fca$$"; VB="fcb$$"
-ip link add "$VA" type veth peer name "$VB"
-ip link set "$VA" netns "$NS_A"
-ip link set "$VB" netns "$NS_B"
-ip -n "$NS_A" addr add 10.232.0.1/24 dev "$VA"
-ip -n "$NS_B" addr add 10.232.0.2/24 dev "$VB"
-ip -n "$NS_A" link set "$VA" up; ip -n "$NS_A" link set lo up
-ip -n "$NS_B" link set "$VB" up; ip -n "$NS_B" link set lo up
+ns_link "$NS_A" 10.232.0.1 "$NS_B" 10.232.0.2
 
 # A chunk every codec shrinks: text that repeats.
 mkdir -p "$T/src"

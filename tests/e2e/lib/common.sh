@@ -295,6 +295,25 @@ wait_status() {
 	return 1
 }
 
+# ns_link NS_A ADDR_A NS_B ADDR_B — two network namespaces of this test
+# joined by a veth pair (ADDR_* given without a prefix: both get /24),
+# each with its loopback up (the veth ends: fva$$ in NS_A, fvb$$ in
+# NS_B); skips when namespaces cannot be made here.
+# A test that calls it defines e2e_after_cleanup to delete both.
+ns_link() {
+	local va="fva$$" vb="fvb$$"
+	command -v ip >/dev/null || skip "ip (iproute2) missing"
+	ip netns add "$1" 2>/dev/null || skip "cannot create network namespaces here"
+	ip netns add "$3" || die "ip netns add $3"
+	ip link add "$va" type veth peer name "$vb" || die "cannot make a veth pair"
+	ip link set "$va" netns "$1"
+	ip link set "$vb" netns "$3"
+	ip -n "$1" addr add "$2/24" dev "$va"
+	ip -n "$3" addr add "$4/24" dev "$vb"
+	ip -n "$1" link set "$va" up; ip -n "$1" link set lo up
+	ip -n "$3" link set "$vb" up; ip -n "$3" link set lo up
+}
+
 # A source tree of N MiB of incompressible data in files of mixed sizes,
 # plus some shared content: enough to take a few seconds to hydrate.
 mk_bulk_tree() { # DIR MIB
