@@ -908,7 +908,7 @@ static int serve(struct mount *m)
 	struct hyd_fetch_stats st;
 	struct watch w = {.se = m->se, .fetch = m->fetch, .fs = &m->fs};
 	pthread_t wth;
-	int r, watching;
+	int r, watching, cond_ok;
 
 	r = hyd_fetch_start(m->fetch);
 	if (r < 0) {
@@ -947,9 +947,9 @@ static int serve(struct mount *m)
 	fuse_loop_cfg_set_idle_threads(cfg, FUSE_IDLE_THREADS);
 	fuse_loop_cfg_set_max_threads(cfg, FUSE_MAX_THREADS);
 	pthread_mutex_init(&w.lock, NULL);
-	base_cond_init(&w.cond);
 	/* Without the watcher SIGTERM still works, only slower. */
-	watching = watch_start(&w, &wth) == 0;
+	cond_ok = base_cond_init(&w.cond) == 0;
+	watching = cond_ok && watch_start(&w, &wth) == 0;
 	/* Without it the next small files are read on demand only. */
 	if (hyd_push_start(&m->fs.push, &m->fs, m->se) < 0)
 		base_warn("cannot start the thread that pushes small files "
@@ -958,7 +958,8 @@ static int serve(struct mount *m)
 	hyd_push_stop(&m->fs.push);
 	if (watching)
 		watch_stop(&w, wth);
-	pthread_cond_destroy(&w.cond);
+	if (cond_ok)
+		pthread_cond_destroy(&w.cond);
 	pthread_mutex_destroy(&w.lock);
 	fuse_loop_cfg_destroy(cfg);
 	fuse_remove_signal_handlers(m->se);

@@ -951,8 +951,11 @@ int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret)
 		bf->cfg.window_bytes = WINDOW_BYTES_DEFAULT;
 	if (!bf->cfg.manifest_wait_ms)
 		bf->cfg.manifest_wait_ms = MANIFEST_WAIT_MS_DEFAULT;
+	if (base_cond_init(&bf->cond) < 0) {
+		free(bf);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&bf->lock, NULL);
-	base_cond_init(&bf->cond);
 	if (cfg->store && hyd_store_meta_get(cfg->store, "wire_bytes", buf,
 					     sizeof(buf)) == 0) {
 		if (base_parse_u64(buf, 0, UINT64_MAX, &v) == 0)

@@ -581,13 +581,13 @@ static int flight_run(hyd_manifest *m, cat_reader *r, enum mf_kind kind,
 		fl = flight_find(m, kind, key);
 		if (!fl) {
 			fl = calloc(1, sizeof(*fl));
-			if (!fl) {
+			if (!fl || base_cond_init(&fl->cond) < 0) {
 				pthread_mutex_unlock(&m->mu);
+				free(fl);
 				return -ENOMEM;
 			}
 			fl->kind = kind;
 			fl->key = key;
-			base_cond_init(&fl->cond);
 			fl->next = m->flights;
 			m->flights = fl;
 			pthread_mutex_unlock(&m->mu);

@@ -492,14 +492,13 @@ int hyd_follow_new(const struct hyd_follow_config *cfg, hyd_follow **ret)
 		f->cfg.keep = 1;
 	f->base_url = strdup(cfg->base_url);
 	f->cache_dir = strdup(cfg->cache_dir);
-	if (!f->base_url || !f->cache_dir) {
+	if (!f->base_url || !f->cache_dir || base_cond_init(&f->cv) < 0) {
 		free(f->base_url);
 		free(f->cache_dir);
 		free(f);
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&f->mu, NULL);
-	base_cond_init(&f->cv);
 	f->bf_cat = cfg->bf_cat;
 	{
 		const char *e = getenv("FERRY_TEST_SWITCH_DELAY_MS");
