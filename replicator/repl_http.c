@@ -1234,11 +1234,6 @@ int repl_http_peer_same_host(const struct repl_req *req)
 
 int repl_http_peer_loopback(const struct repl_req *req)
 {
-	static const uint8_t v6_loopback[16] = {[15] = 1};
-	const struct repl_conn *c = req->conn;
-
 	/* conn_addr_init stores an IPv4-mapped address as IPv4 */
-	if (c->addr_len == 4)
-		return c->addr[0] == 127;
-	return c->addr_len == 16 && !memcmp(c->addr, v6_loopback, 16);
+	return repl_peer_loopback(req->conn->addr, req->conn->addr_len);
 }

@@ -150,6 +150,10 @@ int repl_http_peer_same_host(const struct repl_req *req);
 
 struct sockaddr;
 
+/* 1 when addr (len 4: IPv4, 16: IPv6) is a loopback address
+ * (127.0.0.0/8, ::1), else 0. */
+int repl_peer_loopback(const uint8_t *addr, unsigned len);
+
 /* 1 when addr (len 4: IPv4, 16: IPv6; an IPv4-mapped address given as
  * IPv4) is one of this host's: loopback, equal to local (the address the
  * client connected to; may be NULL), or held by an interface of this

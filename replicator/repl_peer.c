@@ -4,8 +4,8 @@
  * A client that connects from one of this host's own addresses reaches us
  * through memory, not a link: there is no wire to save, and zstd's CPU
  * (about 1 GB/s a core on compressible chunks) is what the copy waits for.
- * The routes then frame its chunks with lz4 when the codec policy is auto
- * (repl_routes_policy). "This host" is the network namespace the
+ * The routes then frame its batches with lz4 when the codec policy is
+ * auto (route_batch in repl_routes.c). "This host" is the network namespace the
  * replicator runs in: a loopback address, the address the client
  * connected to, or any address an interface here has.
  */
@@ -39,16 +39,22 @@ static int same_addr(const struct sockaddr *sa, const uint8_t *addr,
 	return 0;
 }
 
+int repl_peer_loopback(const uint8_t *addr, unsigned len)
+{
+	static const uint8_t v6_loopback[16] = {[15] = 1};
+
+	if (len == 4)
+		return addr[0] == 127;
+	return len == 16 && !memcmp(addr, v6_loopback, 16);
+}
+
 int repl_peer_same_host(const uint8_t *addr, unsigned len,
 			const struct sockaddr *local)
 {
-	static const uint8_t v6_loopback[16] = {[15] = 1};
 	struct ifaddrs *ifs, *i;
 	int found = 0;
 
-	if (len == 4 && addr[0] == 127)
-		return 1;
-	if (len == 16 && !memcmp(addr, v6_loopback, 16))
+	if (repl_peer_loopback(addr, len))
 		return 1;
 	if (len != 4 && len != 16)
 		return 0;
