@@ -350,6 +350,9 @@ struct hyd_sync_result {
 	/* of them, written from memory as the fetching pass verified them
 	 * (not read back from the store, which decodes and hashes again) */
 	uint64_t chunks_handed;
+	/* put in the hand-off and pushed out before the writer took them:
+	 * it was full and no room came in time (or the put may not wait) */
+	uint64_t chunks_dropped;
 	uint64_t wire_bytes;	/* this run */
 	uint64_t logical_bytes; /* regular file bytes in the tree */
 	uint64_t unique_bytes;	/* raw bytes of distinct chunks */

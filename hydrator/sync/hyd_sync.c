@@ -1106,6 +1106,7 @@ static int run(struct sync *s)
 
 		hyd_sync__handoff_stats(s->handoff, &hs);
 		s->res->chunks_handed = hs.taken;
+		s->res->chunks_dropped = hs.dropped;
 		base_debug("sync hand-off put=%" PRIu64 " taken=%" PRIu64
 			   " dropped=%" PRIu64 " stale=%" PRIu64
 			   " waited=%" PRIu64 " timeouts=%" PRIu64,
