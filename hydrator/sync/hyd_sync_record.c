@@ -43,7 +43,8 @@ static int64_t ns_of(const struct timespec *ts)
 
 /* A chain of SHA-256s, one per batch of rows: d = H(d || rows), which
  * needs no more memory than one batch for a manifest of any length. */
-int hyd_sync__digest_rows(uint8_t d[32], const struct cat_chunk *cs, size_t k)
+int hyd_sync__digest_rows(uint8_t d[HYD_SYNC_DIGEST_LEN],
+			  const struct cat_chunk *cs, size_t k)
 {
 	enum { ROW = 8 + 4 + CHUNK_ID_LEN };
 	uint8_t buf[CHUNK_ID_LEN + HYD_SYNC_DIGEST_ROWS * ROW];
@@ -67,7 +68,7 @@ int hyd_sync__digest_rows(uint8_t d[32], const struct cat_chunk *cs, size_t k)
 }
 
 int hyd_sync__manifest_digest(cat_reader *cat, uint64_t ino, uint64_t size,
-			      uint8_t out[32])
+			      uint8_t out[HYD_SYNC_DIGEST_LEN])
 {
 	struct cat_chunk cs[HYD_SYNC_DIGEST_ROWS];
 	uint64_t off = 0;
