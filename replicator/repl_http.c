@@ -29,6 +29,7 @@
  * address from holding everything.
  */
 #include <arpa/inet.h>
+#include <linux/sockios.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -36,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <time.h>
 
 #include <jansson.h>
@@ -75,11 +77,12 @@ struct repl_conn {
 	/* what it waits for (conn_wait) began at this loop time: accept, a
 	 * request's first byte, the last answer queued or write done */
 	uint64_t since_ms;
-	uint64_t answered; /* requests answered */
-	unsigned writes;   /* writes in flight */
-	uint8_t addr[16];  /* the client's address (IPv4-mapped: IPv4) */
-	unsigned addr_len; /* 4, 16, or 0 when unknown */
-	int same_host;	   /* the client is on this host (repl_peer.c) */
+	uint64_t answered;	 /* requests answered */
+	unsigned writes;	 /* writes in flight */
+	uint8_t addr[16];	 /* the client's address (IPv4-mapped: IPv4) */
+	unsigned addr_len;	 /* 4, 16, or 0 when unknown */
+	int same_host;		 /* the client is on this host (repl_peer.c) */
+	struct repl_adapt adapt; /* batch codec by backlog (repl_adapt.c) */
 	uv_shutdown_t shut;
 	struct repl_tls_conn *tls; /* NULL: plain HTTP */
 	int tls_pumping;	   /* in tls_pump */
@@ -627,6 +630,7 @@ static void conn_addr_init(struct repl_conn *c)
 		len = 0;
 	c->same_host = repl_peer_same_host(
 	    c->addr, c->addr_len, len ? (const struct sockaddr *)&ss : NULL);
+	repl_adapt_init(&c->adapt);
 }
 
 static const char *conn_addr_str(const struct repl_conn *c, char *buf,
@@ -1230,6 +1234,27 @@ void repl_http_abort(struct repl_req *req)
 int repl_http_peer_same_host(const struct repl_req *req)
 {
 	return req->conn->same_host;
+}
+
+int repl_http_adapt_lz4(const struct repl_req *req)
+{
+	return req->conn->adapt.lz4;
+}
+
+void repl_http_adapt_note(struct repl_req *req)
+{
+	struct repl_conn *c = req->conn;
+	size_t unsent =
+	    uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
+	uv_os_fd_t fd;
+	int n;
+
+	/* The socket's bytes not yet sent (TCP: SIOCOUTQNSD); a socket
+	 * that cannot tell counts its libuv queue only. */
+	if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0 &&
+	    ioctl(fd, SIOCOUTQNSD, &n) == 0 && n > 0)
+		unsent += (size_t)n;
+	repl_adapt_note(&c->adapt, unsent);
 }
 
 int repl_http_peer_loopback(const struct repl_req *req)

@@ -162,6 +162,33 @@ int repl_peer_loopback(const uint8_t *addr, unsigned len);
 int repl_peer_same_host(const uint8_t *addr, unsigned len,
 			const struct sockaddr *local);
 
+/* -- codec by how a connection drains (repl_adapt.c) -- */
+
+#define REPL_ADAPT_ONE 1024
+
+/* A connection's recent backlog: the average, 0..REPL_ADAPT_ONE, of
+ * "bytes were still waiting to be sent" over the frames launched. */
+struct repl_adapt {
+	int backlog;
+	int lz4; /* the current choice */
+};
+
+/* Start at zstd (a full backlog). */
+void repl_adapt_init(struct repl_adapt *a);
+
+/* Note that a batch frame is being handed to its connection while unsent
+ * bytes (the socket's not yet sent plus libuv's queue) wait there; then
+ * a->lz4 is 1 when the frames made next should be lz4, 0 when they should
+ * keep --codec auto's zstd. */
+void repl_adapt_note(struct repl_adapt *a, size_t unsent);
+
+/* repl_adapt_note for req's connection, with its unsent bytes now. */
+void repl_http_adapt_note(struct repl_req *req);
+
+/* 1 when the next batch frame for req's connection should be lz4 (the
+ * link keeps up with zstd's pace: repl_adapt.c), else 0. */
+int repl_http_adapt_lz4(const struct repl_req *req);
+
 /* -- routes (repl_routes.c) -- */
 
 /* Answer the request at the head of its connection's queue. */

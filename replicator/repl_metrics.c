@@ -224,6 +224,14 @@ static uint64_t ns_frame_bytes(const struct repl_ns *ns)
 {
 	return ns->stats.frame_bytes_served;
 }
+static uint64_t ns_lz4_frames(const struct repl_ns *ns)
+{
+	return ns->stats.lz4_frames_served;
+}
+static uint64_t ns_zstd_frames(const struct repl_ns *ns)
+{
+	return ns->stats.zstd_frames_served;
+}
 static uint64_t ns_manifests(const struct repl_ns *ns)
 {
 	return ns->stats.manifests_served;
@@ -302,6 +310,10 @@ static void render_ns(struct base_prom *p, const struct repl_server *srv)
 	per_ns(p, srv, "ferry_replicator_frame_bytes_served_total", "counter",
 	       "Bytes of the chunks' frames as sent (compressed).",
 	       ns_frame_bytes);
+	per_ns(p, srv, "ferry_replicator_lz4_frames_served_total", "counter",
+	       "Of the chunks sent, those framed with lz4.", ns_lz4_frames);
+	per_ns(p, srv, "ferry_replicator_zstd_frames_served_total", "counter",
+	       "Of the chunks sent, those framed with zstd.", ns_zstd_frames);
 	per_ns(p, srv, "ferry_replicator_manifests_served_total", "counter",
 	       "Manifest and manifest segment answers sent.", ns_manifests);
 	per_ns(p, srv, "ferry_replicator_mismatches_total", "counter",

@@ -124,17 +124,34 @@ static const char *switched_at(const struct repl_ns *ns, char *buf, size_t n)
 	return buf;
 }
 
+/* Count a chunk's frame as sent. */
+static void stats_served(struct repl_ns *ns, const struct repl_chunk_res *res)
+{
+	uint8_t codec = res->frame_len > 4 ? res->frame[4] : FRAME_RAW;
+
+	ns->stats.chunks_served++;
+	ns->stats.chunk_bytes_served += res->raw_len;
+	ns->stats.frame_bytes_served += res->frame_len;
+	if (codec == FRAME_LZ4)
+		ns->stats.lz4_frames_served++;
+	else if (codec != FRAME_RAW)
+		ns->stats.zstd_frames_served++;
+}
+
 static void route_stats(struct repl_req *req, struct repl_ns *ns)
 {
 	char body[1024], when[32];
 	/* json_int_t is 64-bit signed: no counter gets near its limit */
 	json_t *o = json_pack(
-	    "{sIsssIsbsIsIsIsIsIso}", "generation", (json_int_t)ns->generation,
-	    "switched_at", switched_at(ns, when, sizeof(when)), "rescans",
+	    "{sIsssIsbsIsIsIsIsIsIsIso}", "generation",
+	    (json_int_t)ns->generation, "switched_at",
+	    switched_at(ns, when, sizeof(when)), "rescans",
 	    (json_int_t)ns->rescans, "rescanning", ns->scan_running, "requests",
 	    (json_int_t)ns->stats.requests, "chunks_served",
 	    (json_int_t)ns->stats.chunks_served, "chunk_bytes_served",
-	    (json_int_t)ns->stats.chunk_bytes_served, "mismatches",
+	    (json_int_t)ns->stats.chunk_bytes_served, "lz4_frames_served",
+	    (json_int_t)ns->stats.lz4_frames_served, "zstd_frames_served",
+	    (json_int_t)ns->stats.zstd_frames_served, "mismatches",
 	    (json_int_t)ns->stats.mismatches, "manifests_served",
 	    (json_int_t)ns->stats.manifests_served, "hashing",
 	    hashing_json(ns));
@@ -509,11 +526,8 @@ static void chunk_done(uv_work_t *w, int status)
 			   req->head_only ? 0 : j->res.frame_len, NULL, 0, NULL,
 			   NULL) < 0)
 		goto out;
-	if (!req->head_only) {
-		j->ns->stats.chunks_served++;
-		j->ns->stats.chunk_bytes_served += j->res.raw_len;
-		j->ns->stats.frame_bytes_served += j->res.frame_len;
-	}
+	if (!req->head_only)
+		stats_served(j->ns, &j->res);
 	repl_http_done(req);
 out:
 	repl_req_unref(req);
@@ -559,6 +573,7 @@ struct batch_slot {
 	struct batch *b;
 	size_t idx;
 	int ready;
+	enum frame_policy policy; /* this frame's */
 	struct repl_chunk_res res;
 };
 
@@ -573,6 +588,7 @@ struct batch {
 	int pack;
 	uint64_t gen, first, part;
 	enum frame_policy policy; /* how its frames are made */
+	int adapt; /* auto, across a link: lz4 when the link keeps up */
 	int vrc;
 	size_t bad;
 	size_t next_launch, next_write, writes;
@@ -597,7 +613,7 @@ static void batch_slot_work(uv_work_t *w)
 {
 	struct batch_slot *s = w->data;
 
-	repl_chunk_load(s->b->ns, s->b->policy, &s->b->ids[s->idx], &s->res);
+	repl_chunk_load(s->b->ns, s->policy, &s->b->ids[s->idx], &s->res);
 }
 
 static void batch_slot_done(uv_work_t *w, int status)
@@ -645,6 +661,10 @@ static int batch_write_slot(struct batch *b, struct batch_slot *s)
 		repl_http_abort(req);
 		return -1;
 	}
+	/* What the link did with the frames before this one (not the
+	 * first: before it the client was between requests). */
+	if (b->adapt && b->next_write > 0)
+		repl_http_adapt_note(req);
 	if (req->chunked)
 		plen = (size_t)snprintf(pre, sizeof(pre), "%zx\r\n",
 					CHUNK_ID_LEN + s->res.frame_len);
@@ -656,9 +676,7 @@ static int batch_write_slot(struct batch *b, struct batch_slot *s)
 			   batch_written, frame) < 0)
 		return -1;
 	b->writes++;
-	b->ns->stats.chunks_served++;
-	b->ns->stats.chunk_bytes_served += s->res.raw_len;
-	b->ns->stats.frame_bytes_served += s->res.frame_len;
+	stats_served(b->ns, &s->res);
 	s->res.frame = NULL; /* now the write's */
 	repl_chunk_res_fini(&s->res);
 	s->ready = 0;
@@ -681,6 +699,9 @@ static void batch_pump(struct batch *b)
 			s->b = b;
 			s->idx = b->next_launch++;
 			s->ready = 0;
+			s->policy = b->adapt && repl_http_adapt_lz4(req)
+					? FRAME_POLICY_LZ4
+					: b->policy;
 			s->w.data = s;
 			repl_req_ref(req);
 			if (uv_queue_work(&req->srv->loop, &s->w,
@@ -858,6 +879,8 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 	 * answers are immutable and the same for everyone. */
 	if (b->policy == FRAME_POLICY_AUTO && repl_http_peer_same_host(req))
 		b->policy = FRAME_POLICY_LZ4;
+	else if (b->policy == FRAME_POLICY_AUTO)
+		b->adapt = 1;
 	batch_queue(req, b);
 }
 

@@ -45,6 +45,8 @@ struct repl_stats {
 	uint64_t chunks_served;
 	uint64_t chunk_bytes_served; /* raw chunk bytes, before framing */
 	uint64_t frame_bytes_served; /* the frames of those, as sent */
+	uint64_t lz4_frames_served;  /* of those frames, lz4 */
+	uint64_t zstd_frames_served; /* and zstd (over planes or not) */
 	uint64_t mismatches;
 	uint64_t manifests_served; /* manifest and segment bodies */
 };

@@ -1110,10 +1110,11 @@ static json_int_t stat_of(const json_t *o, const char *key)
 static json_t *get_stats(const struct fixture *f)
 {
 	static const char *const keys[] = {
-	    "generation",    "requests",
-	    "chunks_served", "chunk_bytes_served",
-	    "mismatches",    "manifests_served",
-	    "rescans"};
+	    "generation",	 "requests",
+	    "chunks_served",	 "chunk_bytes_served",
+	    "mismatches",	 "manifests_served",
+	    "rescans",		 "lz4_frames_served",
+	    "zstd_frames_served"};
 	json_error_t jerr;
 	struct resp r;
 	json_t *o;
@@ -1128,8 +1129,8 @@ static json_t *get_stats(const struct fixture *f)
 		fail_msg("stats not JSON (%s): %s", jerr.text, (char *)r.body);
 	/* the counters, when the generation was switched to, whether a
 	 * rescan runs, and the hashing object */
-	assert_int_equal(json_object_size(o), 10);
-	for (size_t i = 0; i < 7; i++)
+	assert_int_equal(json_object_size(o), 12);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		stat_of(o, keys[i]);
 	assert_true(json_is_string(json_object_get(o, "switched_at")));
 	assert_int_equal(
@@ -1160,6 +1161,11 @@ static void test_stats(void **state)
 	assert_int_equal(stat_of(b, "chunk_bytes_served") -
 			     stat_of(a, "chunk_bytes_served"),
 			 (json_int_t)strlen(HELLO));
+	/* too short to shrink: a raw frame, neither lz4 nor zstd */
+	assert_int_equal(stat_of(b, "lz4_frames_served"),
+			 stat_of(a, "lz4_frames_served"));
+	assert_int_equal(stat_of(b, "zstd_frames_served"),
+			 stat_of(a, "zstd_frames_served"));
 	json_decref(a);
 	json_decref(b);
 }
@@ -1322,10 +1328,58 @@ static void test_peer_same_host(void **state)
 	assert_true(seen > 0); /* lo at least */
 }
 
+/* -- the batch codec by how a connection drains (repl_adapt.c) -- */
+
+/* n notes of unsent bytes each; the choice after them. */
+static int adapt_notes(struct repl_adapt *a, int n, size_t unsent)
+{
+	while (n-- > 0)
+		repl_adapt_note(a, unsent);
+	return a->lz4;
+}
+
+static void test_adapt(void **state)
+{
+	struct repl_adapt a;
+	int n;
+
+	(void)state;
+	repl_adapt_init(&a);
+	assert_int_equal(a.lz4, 0); /* zstd from the first frame */
+	/* a socket that stays full keeps zstd */
+	assert_int_equal(adapt_notes(&a, 100, 1u << 20), 0);
+	/* a few empty moments do not flip it ... */
+	assert_int_equal(adapt_notes(&a, 3, 0), 0);
+	/* ... nor do bytes below a frame's tail */
+	repl_adapt_init(&a);
+	for (n = 0; n < 100 && !a.lz4; n++)
+		repl_adapt_note(&a, 4096);
+	assert_true(a.lz4);
+	assert_in_range(n, 5, 40);
+	/* a drained socket held: lz4, and one full moment keeps it */
+	assert_int_equal(adapt_notes(&a, 100, 0), 1);
+	assert_int_equal(adapt_notes(&a, 1, 1u << 20), 1);
+	/* a backlog that lasts brings zstd back within a few frames */
+	for (n = 0; n < 100 && a.lz4; n++)
+		repl_adapt_note(&a, 1u << 20);
+	assert_false(a.lz4);
+	assert_in_range(n, 2, 20);
+	/* full one time in three sits inside the band: the choice stays as
+	 * it was, either way (no flapping) */
+	for (n = 0; n < 300; n++)
+		repl_adapt_note(&a, n % 3 ? 0 : 1u << 20);
+	assert_int_equal(a.lz4, 0);
+	assert_int_equal(adapt_notes(&a, 100, 0), 1);
+	for (n = 0; n < 300; n++)
+		repl_adapt_note(&a, n % 3 ? 0 : 1u << 20);
+	assert_int_equal(a.lz4, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest peers[] = {
 	    cmocka_unit_test(test_peer_same_host),
+	    cmocka_unit_test(test_adapt),
 	};
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_get_head),
