@@ -29,9 +29,9 @@
  * address from holding everything.
  */
 #include <arpa/inet.h>
-#include <linux/sockios.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/sockios.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

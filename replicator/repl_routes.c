@@ -127,14 +127,18 @@ static const char *switched_at(const struct repl_ns *ns, char *buf, size_t n)
 /* Count a chunk's frame as sent. */
 static void stats_served(struct repl_ns *ns, const struct repl_chunk_res *res)
 {
-	uint8_t codec = res->frame_len > 4 ? res->frame[4] : FRAME_RAW;
+	struct frame_info fi;
 
 	ns->stats.chunks_served++;
 	ns->stats.chunk_bytes_served += res->raw_len;
 	ns->stats.frame_bytes_served += res->frame_len;
-	if (codec == FRAME_LZ4)
+	if (frame_header_parse(res->frame, res->frame_len, CHUNK_MAX_LIMIT,
+			       &fi) < 0 ||
+	    fi.codec == FRAME_RAW)
+		return;
+	if (fi.codec == FRAME_LZ4)
 		ns->stats.lz4_frames_served++;
-	else if (codec != FRAME_RAW)
+	else
 		ns->stats.zstd_frames_served++;
 }
 

@@ -27,11 +27,6 @@ PY
 }
 [ -x "$FERRY" ] || die "ferry not built"
 NS_A="ferry-src-$$"; NS_B="ferry-dst-$$"
-# After common.sh's cleanup, even when it found a problem.
-e2e_after_cleanup() {
-	ip netns del "$NS_A" 2>/dev/null
-	ip netns del "$NS_B" 2>/dev/null
-}
 ns_link "$NS_A" 10.231.0.1 "$NS_B" 10.231.0.2
 VB="fvb$$" # ns_link's end of the veth in NS_B
 

@@ -10,10 +10,6 @@
 # SHA-256) makes the source's tree.
 . "$(dirname "$0")/lib/common.sh"
 NS_A="ferry-csrc-$$"; NS_B="ferry-cdst-$$"
-e2e_after_cleanup() {
-	ip netns del "$NS_A" 2>/dev/null
-	ip netns del "$NS_B" 2>/dev/null
-}
 ns_link "$NS_A" 10.232.0.1 "$NS_B" 10.232.0.2
 
 # A chunk every codec shrinks: text that repeats.

@@ -10,10 +10,6 @@
 # length, and /stats counts the same.
 . "$(dirname "$0")/lib/common.sh"
 NS_A="ferry-lsrc-$$"; NS_B="ferry-ldst-$$"
-e2e_after_cleanup() {
-	ip netns del "$NS_A" 2>/dev/null
-	ip netns del "$NS_B" 2>/dev/null
-}
 ns_link "$NS_A" 10.233.0.1 "$NS_B" 10.233.0.2
 
 # 12 MiB of text every codec shrinks (words drawn from a made-up

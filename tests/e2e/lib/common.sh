@@ -42,6 +42,7 @@ need_fuse() {
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/ferry-e2e.XXXXXX")
 REPL_PID=""
+E2E_NETNS="" # network namespaces to delete (ns_link)
 MOUNTS=()
 
 # Sanitizer reports of every process started from here on (the options
@@ -147,8 +148,10 @@ cleanup() {
 	done < <(find "$T" -mindepth 2 -maxdepth 3 -name hydrator.log -type f -print0 2>/dev/null)
 	sanitizer_clean || bad=1
 	[ -n "${KEEP_TMP:-}" ] || rm -rf "$T"
-	# A test's own teardown (network namespaces...), whatever was found.
+	# A test's own teardown, whatever was found; then the network
+	# namespaces ns_link made (after the daemons in them have stopped).
 	if declare -F e2e_after_cleanup >/dev/null; then e2e_after_cleanup; fi
+	for f in $E2E_NETNS; do ip netns del "$f" 2>/dev/null; done
 	[ $bad = 0 ] || exit 1
 }
 trap cleanup EXIT
@@ -299,12 +302,14 @@ wait_status() {
 # joined by a veth pair (ADDR_* given without a prefix: both get /24),
 # each with its loopback up (the veth ends: fva$$ in NS_A, fvb$$ in
 # NS_B); skips when namespaces cannot be made here.
-# A test that calls it defines e2e_after_cleanup to delete both.
+# The cleanup deletes both (and with them the veth).
 ns_link() {
 	local va="fva$$" vb="fvb$$"
 	command -v ip >/dev/null || skip "ip (iproute2) missing"
 	ip netns add "$1" 2>/dev/null || skip "cannot create network namespaces here"
+	E2E_NETNS="$E2E_NETNS $1"
 	ip netns add "$3" || die "ip netns add $3"
+	E2E_NETNS="$E2E_NETNS $3"
 	ip link add "$va" type veth peer name "$vb" || die "cannot make a veth pair"
 	ip link set "$va" netns "$1"
 	ip link set "$vb" netns "$3"
