@@ -7,14 +7,22 @@
 # address), after `sync`, a drop of the page cache, TREE read back and
 # 2 s, into a directory of its own (kept until the end: ext4 scans
 # recently freed inodes when files are created within a minute of a big
-# delete). The replicator (the first BINDIR's) hashes TREE first.
+# delete). The replicator (the first BINDIR's) hashes TREE first; with
+# REPL_EACH=1 each build's runs are served by that build's replicator
+# (restarted on the same state, for a before/after of the serving side).
 #
 # Prints one line a run: where, build, seconds, the sync's own elapsed,
-# user and system CPU seconds and peak RSS KiB (GNU time), and "Chunks
-# written from memory" / "Chunks fetched" from --stats.
+# user and system CPU seconds and peak RSS KiB (GNU time), "Chunks
+# written from memory" / "Chunks fetched" and "Wire bytes received" from
+# --stats, and the replicator's CPU seconds during the run.
 #
-# Knobs: RATE [1gbit], ONLY [link|loop], SHARED (the bench kit: wan.sh),
-# WORK [build/bench/work/sync_ab].
+# With WHAT=mount each run is a mount instead, timed from the
+# ferry-hydrator command until its log says backfill state=complete (as
+# bench/medium.sh does), then unmounted; the line then has the hydrator's
+# wire bytes (ferry status) and the replicator's CPU.
+#
+# Knobs: RATE [1gbit], ONLY [link|loop], REPL_EACH [0], WHAT [sync|mount],
+# SHARED (the bench kit: wan.sh), WORK [build/bench/work/sync_ab].
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,15 +49,49 @@ settle() {
 
 mkdir -p "$W/dst"
 "$WAN" up "$RATE" >&2 || exit 1
+# start_repl BINDIR: that build's replicator on the state, hashed
+start_repl() {
+	if [ -n "${REPL_PID:-}" ]; then
+		kill "$REPL_PID"
+		wait "$REPL_PID" 2>/dev/null
+	fi
+	: >"$W/repl.log"
+	$NSS "$1/ferry-replicator" -l "$SRC_IP:$PORT" -s "$W/state" tree="$TREE" >"$W/repl.log" 2>&1 &
+	REPL_PID=$!
+	REPL_BIN=$1
+	for i in $(seq 1 1200); do
+		grep -q ' ready' "$W/repl.log" && break
+		sleep 0.05
+	done
+	until_hashed "$NSL" "$URL" 1200 >/dev/null
+}
+# its CPU seconds so far (/proc/PID/stat utime + stime, in clock ticks)
+repl_cpu() { awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz}' "/proc/$REPL_PID/stat"; }
+# mount_run NS BINDIR CACHE: mount to backfill complete (MOUNT_S, or NA
+# after 300 s), MOUNT_WIRE from the cache; unmounted, cache removed.
+mount_run() {
+	local ns=$1 b=$2 cache=$3 t0 i pid
+	mkdir -p "$W/mnt"
+	t0=$(now)
+	$ns "$b/ferry-hydrator" -c "$cache" "$URL" "$W/mnt" || { MOUNT_S=NA MOUNT_WIRE=NA; return; }
+	MNT_ACTIVE=$W/mnt
+	MOUNT_S=NA
+	for i in $(seq 1 6000); do
+		if grep -q 'backfill state=complete' "$cache/hydrator.log" 2>/dev/null; then
+			MOUNT_S=$(dt "$t0" "$(now)")
+			break
+		fi
+		sleep 0.05
+	done
+	MOUNT_WIRE=$("$b/ferry" status "$cache" --json |
+		python3 -c "import json,sys; print(json.load(sys.stdin).get('wire_bytes'))")
+	pid=$(pgrep -f "ferry-hydrator -c $cache " | head -1)
+	umount_wait "$W/mnt" "$pid"
+	rm -rf "$cache"
+}
 set -- $BINS
 rm -rf "$W/state"
-$NSS "$1/ferry-replicator" -l "$SRC_IP:$PORT" -s "$W/state" tree="$TREE" >"$W/repl.log" 2>&1 &
-REPL_PID=$!
-for i in $(seq 1 1200); do
-	grep -q ' ready' "$W/repl.log" && break
-	sleep 0.05
-done
-until_hashed "$NSL" "$URL" 1200 >/dev/null
+start_repl "$1"
 n=0
 for r in $(seq 1 "$ROUNDS"); do
 	for b in $BINS; do
@@ -58,15 +100,26 @@ for r in $(seq 1 "$ROUNDS"); do
 			n=$((n + 1))
 			ns=$NSD
 			[ "$where" = loop ] && ns=$NSL
+			[ "${REPL_EACH:-0}" = 1 ] && [ "$REPL_BIN" != "$b" ] && start_repl "$b"
 			settle
+			c0=$(repl_cpu)
+			if [ "${WHAT:-sync}" = mount ]; then
+				mount_run "$ns" "$b" "$W/dst/cache.$n"
+				echo "$where $b $MOUNT_S wire=$MOUNT_WIRE" \
+					"repl_cpu=$(python3 -c "print('%.2f' % ($(repl_cpu) - $c0))")"
+				continue
+			fi
 			t0=$(now)
 			$ns /usr/bin/time -f "%e %U %S %M" -o "$W/time.$n" "$b/ferry" sync --stats \
 				-c "$W/dst/cache.$n" "$URL" "$W/dst/tree.$n" >"$W/sync.$n.log" 2>&1
 			t1=$(now)
+			c1=$(repl_cpu)
 			rm -rf "$W/dst/cache.$n"
 			echo "$where $b $(dt "$t0" "$t1") time=$(cat "$W/time.$n" | tr ' ' ,)" \
 				"memory=$(awk -F': ' '/^Chunks written from memory/ {print $2}' "$W/sync.$n.log")" \
-				"fetched=$(awk -F': ' '/^Chunks fetched/ {print $2}' "$W/sync.$n.log")"
+				"fetched=$(awk -F': ' '/^Chunks fetched/ {print $2}' "$W/sync.$n.log")" \
+				"wire=$(awk -F': ' '/^Wire bytes received/ {print $2+0}' "$W/sync.$n.log")" \
+				"repl_cpu=$(python3 -c "print('%.2f' % ($c1 - $c0))")"
 		done
 	done
 done
