@@ -879,8 +879,10 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 	memcpy(b->ids, req->body, b->n * sizeof(*b->ids));
 	/* A batch is a POST nobody caches, so its framing may suit the
 	 * client: lz4 for one on this host (repl_peer.c), where the copy
-	 * waits for zstd's CPU and no wire is saved. GET chunk and pack
-	 * answers are immutable and the same for everyone. */
+	 * waits for zstd's CPU and no wire is saved; for one across a link,
+	 * lz4 or zstd frame by frame as the link keeps up (repl_adapt.c).
+	 * GET chunk and pack answers are immutable and the same for
+	 * everyone. */
 	if (b->policy == FRAME_POLICY_AUTO && repl_http_peer_same_host(req))
 		b->policy = FRAME_POLICY_LZ4;
 	else if (b->policy == FRAME_POLICY_AUTO)
