@@ -109,22 +109,6 @@ start_replicator() {
 	log "$(grep ' ready' "$MW/repl.log") hashing=$st"
 }
 
-# complete_at LOG: epoch seconds of the first state=complete line, waiting
-# up to 20 minutes for it.
-complete_at() {
-	local logf=$1 i line
-	for i in $(seq 1 12000); do
-		line=$(grep -m1 'backfill state=complete' "$logf" 2>/dev/null) && break
-		sleep 0.1
-	done
-	[ -n "$line" ] || { echo NA; return 1; }
-	date -d "${line%% *}" +%s.%N
-}
-
-pid_of_cache() { # the daemon serving CACHE (its pid file; pgrep for older builds)
-	cat "$1/hydrator.pid" 2>/dev/null || pgrep -f "ferry-hydrator.* -c $1 " | head -n1
-}
-
 
 # mount_complete LABEL RUN NS: fresh cache, mount, wait for complete.
 mount_complete() {

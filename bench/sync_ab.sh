@@ -67,26 +67,20 @@ start_repl() {
 }
 # its CPU seconds so far (/proc/PID/stat utime + stime, in clock ticks)
 repl_cpu() { awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz}' "/proc/$REPL_PID/stat"; }
-# mount_run NS BINDIR CACHE: mount to backfill complete (MOUNT_S, or NA
-# after 300 s), MOUNT_WIRE from the cache; unmounted, cache removed.
+# mount_run NS BINDIR CACHE: mount to backfill complete (MOUNT_S, the
+# time of the log's state=complete line, or NA), MOUNT_WIRE from the
+# cache; unmounted, cache removed.
 mount_run() {
-	local ns=$1 b=$2 cache=$3 t0 i pid
+	local ns=$1 b=$2 cache=$3 t0 t1
 	mkdir -p "$W/mnt"
 	t0=$(now)
 	$ns "$b/ferry-hydrator" -c "$cache" "$URL" "$W/mnt" || { MOUNT_S=NA MOUNT_WIRE=NA; return; }
 	MNT_ACTIVE=$W/mnt
 	MOUNT_S=NA
-	for i in $(seq 1 6000); do
-		if grep -q 'backfill state=complete' "$cache/hydrator.log" 2>/dev/null; then
-			MOUNT_S=$(dt "$t0" "$(now)")
-			break
-		fi
-		sleep 0.05
-	done
+	t1=$(complete_at "$cache/hydrator.log") && MOUNT_S=$(dt "$t0" "$t1")
 	MOUNT_WIRE=$("$b/ferry" status "$cache" --json |
 		python3 -c "import json,sys; print(json.load(sys.stdin).get('wire_bytes'))")
-	pid=$(pgrep -f "ferry-hydrator -c $cache " | head -1)
-	umount_wait "$W/mnt" "$pid"
+	umount_wait "$W/mnt" "$(pid_of_cache "$cache")"
 	rm -rf "$cache"
 }
 set -- $BINS
