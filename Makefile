@@ -72,7 +72,7 @@ LIBS = $(PKG_LIBS) -lm
 
 # Sources: each folder is a static library; *_main.c files are programs.
 CAT_SRC  := $(sort $(wildcard catalog/*.c catalog/base/*.c))
-REPL_SRC := $(sort $(filter-out replicator/repl_main.c,$(wildcard replicator/*.c)))
+REPL_SRC := $(sort $(wildcard replicator/*/*.c))
 HYD_SRC  := $(sort $(wildcard hydrator/*/*.c))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))

@@ -23,11 +23,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HYD_VERSION "0.1.0"
-#ifndef FERRY_VERSION
-#define FERRY_VERSION HYD_VERSION
-#endif
-
 #define HYD_URL_MAX 2048u     /* bytes in a base URL */
 #define HYD_TOKEN_MAX 256u    /* bytes of a bearer token */
 #define HYD_TRUST_PUB_LEN 32u /* a raw Ed25519 public key (catalog.h's) */

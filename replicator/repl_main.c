@@ -16,11 +16,10 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
-#include "replicator/replicator.h"
-#include "replicator/repl_auth_internal.h"
-#include "replicator/repl_nslist_internal.h"
-#include "replicator/repl_publish_internal.h"
-#include "replicator/repl_server_internal.h"
+#include "replicator/publish/repl_publish.h"
+#include "replicator/serve/repl_auth.h"
+#include "replicator/serve/repl_nslist.h"
+#include "replicator/serve/repl_serve.h"
 
 #define PROG "ferry-replicator"
 #define DEFAULT_LISTEN "127.0.0.1:8700"
@@ -170,7 +169,7 @@ static char *default_state_dir(void)
 		return strdup(ROOT_STATE_DIR);
 	if (!home || home[0] != '/')
 		return NULL;
-	return repl__path_fmt("%s/.local/state/ferry-replicator", home);
+	return base_path_fmt("%s/.local/state/ferry-replicator", home);
 }
 
 static int parse_codec(const char *s, enum frame_policy *ret)
@@ -435,7 +434,7 @@ static int parse_options(int argc, char **argv, struct cli *c)
 			print_usage();
 			return 0;
 		case 'V':
-			printf(PROG " %s\n", REPL_VERSION);
+			printf(PROG " %s\n", FERRY_VERSION);
 			return 0;
 		default:
 			base_opt_error(opt, argv);
@@ -560,11 +559,11 @@ static int check_serving(struct repl_server_opts *o)
 	return -1;
 }
 
-/* Serve until a signal ends it: 0, or 1 (repl_server_init has logged
+/* Serve until a signal ends it: 0, or 1 (repl_server_new has logged
  * why it failed). */
 static int serve(struct repl_server_opts *o)
 {
-	struct repl_server srv;
+	struct repl_server *srv;
 	int rc = 1;
 
 	raise_nofile();
@@ -572,11 +571,11 @@ static int serve(struct repl_server_opts *o)
 	signal(SIGPIPE, SIG_IGN);
 	/* One pool thread goes to scanning; keep enough for chunk reads. */
 	setenv("UV_THREADPOOL_SIZE", "8", 0);
-	if (repl_server_init(&srv, o) == 0) {
-		repl_server_run(&srv);
+	if (repl_server_new(o, &srv) == 0) {
+		repl_server_run(srv);
+		repl_server_free(srv);
 		rc = 0;
 	}
-	repl_server_fini(&srv);
 	return rc;
 }
 

@@ -40,6 +40,10 @@ struct sqlite3;
 struct sqlite3_stmt;
 struct json_t;
 
+/* The project's version: --version of every program, and the
+ * User-Agent and Server headers. */
+#define FERRY_VERSION "0.1.0"
+
 #define BASE_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 /* ------------------------------------------------------------------ */
@@ -279,6 +283,10 @@ int base_file_write_atomic(const char *path, const void *data, size_t len,
  * untouched). */
 int base_file_write_new(const char *path, const void *data, size_t len,
 			mode_t mode);
+
+/* A path (or any short string) built printf-style into a malloc'd buffer
+ * the caller frees: NULL on allocation failure or a bad format. */
+char *base_path_fmt(const char *fmt, ...) BASE_PRINTF(1, 2);
 
 /* mkdir -p: create path and missing parents with mode. 0 when path is a
  * directory afterwards; -ENOTDIR when it exists as something else. */

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "catalog/catalog.h"
-#include "replicator/repl_server_internal.h"
+#include "replicator/serve/repl_serve_priv.h"
 #include "tests/fuzz/fuzz_verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

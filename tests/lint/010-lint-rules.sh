@@ -49,8 +49,20 @@ plant "a header another room keeps to itself" \
 	'hydrator/read/hyd_read.c:.*hyd_fetch_loop_internal.h is internal to room hydrator/fetch' \
 	hydrator/read/hyd_read.c '#include "hydrator/fetch/hyd_fetch_loop_internal.h"'
 plant "replicator including the hydrator" \
-	'replicator/repl_chunk.c:.*may not include room hydrator' \
-	replicator/repl_chunk.c '#include "hydrator/hydrator.h"'
+	'replicator/serve/repl_chunk_pool.c:.*may not include room hydrator' \
+	replicator/serve/repl_chunk_pool.c '#include "hydrator/hydrator.h"'
+plant "a replicator room including one above it (source -> serve)" \
+	'replicator/source/repl_scan.c:.*may not include room replicator/serve' \
+	replicator/source/repl_scan.c '#include "replicator/serve/repl_serve.h"'
+plant "a replicator room including one above it (publish -> serve)" \
+	'replicator/publish/repl_static.c:.*may not include room replicator/serve' \
+	replicator/publish/repl_static.c '#include "replicator/serve/repl_auth.h"'
+plant "a replicator room's private header from another room" \
+	'replicator/publish/repl_pack.c:.*repl_scan_priv.h is internal to room replicator/source' \
+	replicator/publish/repl_pack.c '#include "replicator/source/repl_scan_priv.h"'
+plant "tools reaching into the replicator past replicator.h" \
+	'tools/ferry_token.c:.*may not include room replicator/serve' \
+	tools/ferry_token.c '#include "replicator/serve/repl_serve.h"'
 plant "tools reaching an internal room" \
 	'tools/ferry_sync.c:.*may not include room hydrator/store' \
 	tools/ferry_sync.c '#include "hydrator/store/hyd_store_internal.h"'
@@ -64,8 +76,8 @@ plant "a file in no room" \
 	'hydrator/newroom/hyd_new.c: in no room' \
 	hydrator/newroom/hyd_new.c '#include "catalog/catalog.h"'
 plant "a banned function" \
-	'replicator/repl_chunk.c uses a banned function' \
-	replicator/repl_chunk.c 'static void f(char *b) { sprintf(b, "x"); }'
+	'replicator/serve/repl_chunk_pool.c uses a banned function' \
+	replicator/serve/repl_chunk_pool.c 'static void f(char *b) { sprintf(b, "x"); }'
 plant "a line clang-format would change" \
 	'format: catalog/cat_kind.c' \
 	catalog/cat_kind.c 'int  lint_badly_formatted ( void ) ;'

@@ -25,7 +25,7 @@
 #include <sqlite3.h>
 
 #include "catalog/catalog.h"
-#include "replicator/replicator.h"
+#include "replicator/publish/repl_publish.h"
 #include "tsupport.h"
 
 struct fx {

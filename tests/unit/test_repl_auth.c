@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_repl_auth.c — the replicator's bearer tokens
- * (replicator/repl_auth.c): the tokens file parser (comments, blank
+ * (replicator/serve/repl_auth.c): the tokens file parser (comments, blank
  * lines, CRLF, several tokens per namespace, and every malformed line
  * refused with its number), loading from a file (missing, too large),
  * the check of an Authorization value (scheme, blanks, several headers,
@@ -30,7 +30,7 @@
 
 #include "catalog/base/base.h"
 #include "replicator/replicator.h"
-#include "replicator/repl_auth_internal.h"
+#include "replicator/serve/repl_auth.h"
 #include "tsupport.h"
 
 /* -- CRYPTO_memcmp, counted -- */

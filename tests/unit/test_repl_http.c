@@ -51,8 +51,8 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "replicator/repl_http_internal.h"
-#include "replicator/repl_server_internal.h"
+#include "replicator/serve/repl_http_priv.h"
+#include "replicator/serve/repl_serve_priv.h"
 #include "tsupport.h"
 
 #define IMMUTABLE "public, max-age=31536000, immutable"

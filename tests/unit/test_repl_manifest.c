@@ -32,7 +32,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "replicator/repl_server_internal.h"
+#include "replicator/serve/repl_serve_priv.h"
 #include "tsupport.h"
 
 #define NFILES 8

@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_repl_nslist.c — the namespaces the replicator is given
- * (replicator/repl_nslist.c): NAME=DIR arguments, the lines of a
+ * (replicator/serve/repl_nslist.c): NAME=DIR arguments, the lines of a
  * --namespaces file (comments, blank lines, blanks around a line, CRLF,
  * a DIR with '=' and blanks inside), every malformed line refused with
  * its number and the list left as it was, a name given twice (in the
@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "replicator/repl_nslist_internal.h"
+#include "replicator/serve/repl_nslist.h"
 #include "tsupport.h"
 
 static int parse(struct repl_ns_list *l, const char *text, char *err,

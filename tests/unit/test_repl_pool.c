@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_repl_pool.c — the idle sweep's side of a namespace's
- * worker pool (replicator/repl_chunk.c): repl_chunk_pool_take_idle takes
+ * worker pool (replicator/serve/repl_chunk.c): repl_chunk_pool_take_idle takes
  * nothing while a context came back less than the idle time ago, takes
  * the whole pool (leaving it empty) once it is idle, and nothing from an
  * empty pool; repl_chunk_workers_free frees what it took (the ASan build
@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "catalog/base/base.h"
-#include "replicator/repl_server_internal.h"
+#include "replicator/serve/repl_serve_priv.h"
 
 #define SEC 1000000000ull
 

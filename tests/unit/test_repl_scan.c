@@ -30,10 +30,10 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "replicator/replicator.h"
-#include "replicator/repl_publish_internal.h"
-#include "replicator/repl_scan_internal.h"
-#include "replicator/repl_srcindex_internal.h"
+#include "replicator/publish/repl_publish.h"
+#include "replicator/publish/repl_publish.h"
+#include "replicator/source/repl_scan_priv.h"
+#include "replicator/source/repl_srcindex.h"
 #include "tsupport.h"
 
 #define BIG_LEN (1024u * 1024u)

@@ -1,8 +1,8 @@
 /*
  * tests/unit/test_repl_sign.c — the source's side of signed generations
- * (replicator/repl_sign.c through repl_generation_build): each published
- * generation has its statement beside the catalog before HEAD names it,
- * naming the namespace, the generation, its parent and the digest of its
+ * (replicator/publish/repl_sign.c through repl_generation_build): each
+ * published generation has its statement beside the catalog before HEAD names
+ * it, naming the namespace, the generation, its parent and the digest of its
  * catalog's rows, verifiable with the key's public half; an unchanged
  * rescan keeps HEAD's statement, or signs it anew for another key (an
  * unsigned state dir gets its HEAD signed); statements are pruned with
@@ -22,8 +22,8 @@
 #include <cmocka.h>
 
 #include "catalog/catalog.h"
-#include "replicator/repl_publish_internal.h"
-#include "replicator/replicator.h"
+#include "replicator/publish/repl_publish.h"
+#include "replicator/publish/repl_publish.h"
 #include "tsupport.h"
 
 struct fx {
@@ -86,7 +86,7 @@ static uint64_t build(struct fx *f, const struct cat_sign_key *k)
 static int stmt_of(struct fx *f, uint64_t gen, const uint8_t *pub,
 		   struct cat_stmt *s, chunk_id *ret_sum)
 {
-	char *path = repl__sig_path(f->ns, gen);
+	char *path = repl_sig_path(f->ns, gen);
 	size_t n = 0;
 	void *buf;
 	int r;
@@ -113,7 +113,7 @@ static void test_signed_generations(void **state)
 	assert_string_equal(s.ns, "data");
 	assert_int_equal(s.generation, 1);
 	assert_int_equal(s.parent, 0);
-	cat = repl__catalog_path(f->ns, 1);
+	cat = repl_catalog_path(f->ns, 1);
 	assert_int_equal(cat_digest(cat, digest), 0);
 	free(cat);
 	assert_string_equal(s.digest, digest);
@@ -133,16 +133,16 @@ static void test_signed_generations(void **state)
 	assert_int_equal(build(f, &f->k2), 2);
 	assert_int_equal(stmt_of(f, 2, f->k2.pub, &s, NULL), 0);
 	assert_int_equal(s.parent, 1);
-	cat = repl__catalog_path(f->ns, 2);
+	cat = repl_catalog_path(f->ns, 2);
 	assert_int_equal(cat_digest(cat, digest), 0);
 	free(cat);
 	assert_string_equal(s.digest, digest);
 	/* pruned with its generation */
 	assert_int_equal(repl_generations_prune(f->ns, 2, 1, NULL), 0);
-	sig = repl__sig_path(f->ns, 1);
+	sig = repl_sig_path(f->ns, 1);
 	assert_int_equal(access(sig, F_OK), -1);
 	free(sig);
-	sig = repl__sig_path(f->ns, 2);
+	sig = repl_sig_path(f->ns, 2);
 	assert_int_equal(access(sig, F_OK), 0);
 	free(sig);
 }
@@ -153,7 +153,7 @@ static void test_unsigned(void **state)
 	char *sig;
 
 	assert_int_equal(build(f, NULL), 1);
-	sig = repl__sig_path(f->ns, 1);
+	sig = repl_sig_path(f->ns, 1);
 	assert_int_equal(access(sig, F_OK), -1);
 	/* a state dir published unsigned: its HEAD signed at the next start */
 	assert_int_equal(build(f, &f->k), 1);

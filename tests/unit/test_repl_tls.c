@@ -29,7 +29,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "replicator/repl_tls_internal.h"
+#include "replicator/serve/repl_tls_priv.h"
 #include "tsupport.h"
 
 #define DAY 86400L

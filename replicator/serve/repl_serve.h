@@ -1,0 +1,92 @@
+/*
+ * replicator/serve/repl_serve.h — the serve room's face: the running
+ * replicator as ferry-replicator starts it. One libuv loop serves every
+ * namespace over HTTP/1.1 (TLS with --tls-cert), scans and rescans them on
+ * a worker, hashes pending files in the background and reads chunks from
+ * the source on the thread pool (repl_serve_priv.h has the server's
+ * insides; tokens are repl_auth.h, the namespaces list repl_nslist.h).
+ */
+#ifndef FERRY_REPL_SERVE_H
+#define FERRY_REPL_SERVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+
+/* Who may GET /metrics (--metrics). */
+enum repl_metrics_access {
+	REPL_METRICS_AUTO = 0, /* LOOPBACK with --tokens, else OPEN */
+	REPL_METRICS_OPEN,     /* anyone who can connect */
+	REPL_METRICS_LOOPBACK, /* clients on 127.0.0.0/8 or ::1 only */
+	REPL_METRICS_OFF,      /* 404 */
+};
+
+/* Parse a --metrics word (open, loopback, off). 0 or -EINVAL. */
+int repl_metrics_access_parse(const char *s, enum repl_metrics_access *ret);
+
+/* Connection limits' defaults (ferry-replicator(1), LIMITS). */
+#define REPL_HEADER_TIMEOUT_DEFAULT_S 20u
+#define REPL_IDLE_TIMEOUT_DEFAULT_S 60u
+#define REPL_MAX_CONNS_DEFAULT 4096u
+#define REPL_PER_ADDR_DEFAULT 128u
+
+/* Generations kept when --keep-generations is not given. */
+#define REPL_KEEP_GENS_DEFAULT 3u
+
+/* Options the program hands to the server. */
+struct repl_server_opts {
+	const char *listen; /* HOST:PORT */
+	const char *state_dir;
+	enum frame_policy policy;
+	unsigned scan_threads;	    /* repl_scan_opts.threads */
+	int hash_first;		    /* --hash-before-publish */
+	unsigned hash_delay_ms;	    /* test hook: FERRY_HASH_DELAY_MS */
+	unsigned rescan_interval_s; /* --rescan-interval; 0: off */
+	unsigned keep_gens;	    /* --keep-generations; 0: the default */
+	/* --tls-cert, --tls-key (both or neither) and --client-ca */
+	const char *tls_cert, *tls_key, *tls_client_ca;
+	/* --header-timeout, --idle-timeout (seconds), --max-conns,
+	 * --max-conns-per-addr; 0: the default (per_addr: -1 for none) */
+	unsigned header_timeout_s, idle_timeout_s;
+	size_t max_conns;
+	long per_addr;
+	const char *tokens_path;	  /* --tokens FILE; NULL: none */
+	const char *sign_key;		  /* --sign-key FILE; NULL: unsigned */
+	enum repl_metrics_access metrics; /* --metrics; AUTO: the default */
+	/* Test hook (unit tests): called on a hashing thread once a file is
+	 * open, before its bytes are read (repl_hasher_opts.opened). */
+	void (*hash_opened)(void *ctx, const char *path);
+	void *hash_opened_ctx;
+	/* the namespaces to start with: the first n_args came as NAME=DIR
+	 * arguments, the rest from ns_file (--namespaces; NULL: none) */
+	size_t n_ns, n_args;
+	const char *const *ns_names;
+	const char *const *ns_dirs;
+	const char *ns_file;
+};
+
+/* Split a --listen address HOST:PORT ("[v6]:PORT" for IPv6) into host
+ * (cap bytes, at most REPL_LISTEN_HOST_MAX) and port, without resolving
+ * the host. -EINVAL when it is malformed: a usage error, told apart from
+ * a host that does not resolve or a port that is taken (start-up). */
+#define REPL_LISTEN_HOST_MAX 256
+int repl_listen_split(const char *s, char *host, size_t cap,
+		      uint16_t *ret_port);
+
+struct repl_server;
+
+/* Set up a server: the loop, the namespaces, bind and listen. Every
+ * failure is logged here, as one error line with its context (the caller
+ * only exits). Returns 0 with *ret set, or -errno (*ret NULL). */
+int repl_server_new(const struct repl_server_opts *o, struct repl_server **ret);
+
+/* Scan the namespaces one after the other and serve until SIGINT/SIGTERM;
+ * SIGHUP and the rescan interval scan them again. Returns 0 after a clean
+ * shutdown. */
+int repl_server_run(struct repl_server *srv);
+
+/* Free a server after run (NULL: no-op). */
+void repl_server_free(struct repl_server *srv);
+
+#endif
