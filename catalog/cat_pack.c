@@ -25,7 +25,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "catalog/cat_reader_internal.h"
+#include "catalog/cat_reader_priv.h"
 
 #define FILES_SQL                                                              \
 	"SELECT ino,size FROM inode WHERE ino BETWEEN ?1 AND ?2 AND kind=?3"   \

@@ -25,7 +25,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/base/base.h"
-#include "catalog/cat_reader_internal.h"
+#include "catalog/cat_reader_priv.h"
 
 /* Largest single value SQLite will hand us. Names, targets and xattr values
  * are all far below; anything bigger is a hostile row (SQLITE_TOOBIG). */

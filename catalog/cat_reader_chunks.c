@@ -19,7 +19,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "catalog/cat_reader_internal.h"
+#include "catalog/cat_reader_priv.h"
 
 /* The same range query over the overlay's rows. */
 #define M_RANGE_SQL                                                            \

@@ -5,7 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "tools/ferry_internal.h"
+#include "tools/ferry_priv.h"
 
 void ferry_fmt_hms(int64_t s, char *buf, size_t cap)
 {

@@ -10,7 +10,7 @@
 
 #include "catalog/base/base.h"
 #include "hydrator/hydrator.h"
-#include "tools/ferry_internal.h"
+#include "tools/ferry_priv.h"
 
 static void usage(FILE *f)
 {

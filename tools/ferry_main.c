@@ -7,7 +7,7 @@
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/hydrator.h"
-#include "tools/ferry_internal.h"
+#include "tools/ferry_priv.h"
 
 static void usage(FILE *f)
 {

@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "catalog/base/base.h"
-#include "tools/ferry_internal.h"
+#include "tools/ferry_priv.h"
 
 int ferry_opts_parse(int argc, char **argv, struct ferry_opts *o)
 {

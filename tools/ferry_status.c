@@ -31,7 +31,7 @@
 
 #include "catalog/base/base.h"
 #include "hydrator/hydrator.h"
-#include "tools/ferry_internal.h"
+#include "tools/ferry_priv.h"
 
 #define PROG "ferry status"
 #define STATUS_JSON_CAP 32768 /* > any hyd_status_json line */

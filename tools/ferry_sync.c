@@ -24,7 +24,7 @@
 
 #include "catalog/base/base.h"
 #include "hydrator/hydrator.h"
-#include "tools/ferry_internal.h"
+#include "tools/ferry_priv.h"
 
 /* rsync's exit codes */
 #define RERR_SYNTAX 1

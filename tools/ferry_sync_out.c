@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "catalog/base/base.h"
-#include "tools/ferry_internal.h"
+#include "tools/ferry_priv.h"
 
 static double now_s(void)
 {

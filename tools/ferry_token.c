@@ -12,7 +12,7 @@
 
 #include "catalog/base/base.h"
 #include "replicator/replicator.h"
-#include "tools/ferry_internal.h"
+#include "tools/ferry_priv.h"
 
 static void usage(FILE *f)
 {

@@ -4,7 +4,8 @@
 Every #include of every C file under ROOT (default: the checkout this
 script is in) must be allowed by the table: a header of the file's own
 room, a "face" header of a room its row lists, a library its row lists,
-or a standard header. Prints one line per violation, naming the file, the
+or a standard header. And every header's name says its tier: a face
+never ends in _priv.h, a header its room keeps to itself always does. Prints one line per violation, naming the file, the
 line, the include and the rule, and exits 1 if there was any; else prints
 one "ok" line and exits 0. tools/lint.sh runs it with the other checks.
 """
@@ -56,6 +57,24 @@ def room_of(rel, rooms):
     must be listed; a new folder is a new room and needs its own row."""
     d = os.path.dirname(rel)
     return d if d in rooms else None
+
+
+def check_tier(rel, room, rooms, faces):
+    """A header's name tells its tier: a room's face (listed on its "face"
+    line) never ends in _priv.h, and every other header of a room does,
+    so a reader knows from the name alone whether other rooms may include
+    it. Rooms open to everything ("*": the tests) are left alone."""
+    if not rel.endswith(".h") or "*" in rooms[room][0]:
+        return []
+    name = os.path.basename(rel)
+    face = name in faces.get(room, set())
+    if face and name.endswith("_priv.h"):
+        return ["%s: a face of room %s, so its name may not end in _priv.h"
+                % (rel, room)]
+    if not face and not name.endswith("_priv.h"):
+        return ["%s: not a face of room %s (rooms.txt), so its name must "
+                "end in _priv.h" % (rel, room)]
+    return []
 
 
 def check_file(root, rel, room, rooms, faces):
@@ -122,6 +141,7 @@ def main():
                     bad.append("%s: in no room of tools/rooms.txt" % rel)
                     continue
                 seen += 1
+                bad += check_tier(rel, room, rooms, faces)
                 bad += check_file(root, rel, room, rooms, faces)
     for b in bad:
         print("lint: " + b, file=sys.stderr)

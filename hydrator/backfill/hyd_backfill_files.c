@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hydrator/backfill/hyd_backfill_internal.h"
+#include "hydrator/backfill/hyd_backfill.h"
 
 #define PAGE 512u /* directory entries per cat_readdir call */
 

@@ -10,7 +10,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "hydrator/backfill/hyd_backfill_internal.h"
+#include "hydrator/backfill/hyd_backfill.h"
 
 #define TICK_MS 250u
 #define RATE_SAMPLES 16u /* 4 s of samples at TICK_MS */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hydrator/fetch/hyd_batch_internal.h"
+#include "hydrator/fetch/hyd_batch_priv.h"
 
 #define HEAD_LEN (CHUNK_ID_LEN + FRAME_HDR_LEN)
 

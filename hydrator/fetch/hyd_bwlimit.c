@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hydrator/fetch/hyd_bwlimit_internal.h"
+#include "hydrator/fetch/hyd_bwlimit.h"
 
 #define BURST_MIN 16384.0
 #define BURST_SECONDS 0.05

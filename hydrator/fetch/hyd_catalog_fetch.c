@@ -9,7 +9,7 @@
  * cached catalogs came from, so an unreachable server can be stood in for
  * by the newest of them, and only by them.
  *
- * With --trust-key (hyd_trust_internal.h) a generation is taken only
+ * With --trust-key (hyd_trust_priv.h) a generation is taken only
  * with its signed statement (GET BASE/signature/GEN), checked before a
  * byte of the catalog is fetched; the catalog, whole or rebuilt from a
  * delta, must then have the digest the statement names before it is
@@ -37,9 +37,9 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_curl_internal.h"
-#include "hydrator/fetch/hyd_catalog_internal.h"
-#include "hydrator/fetch/hyd_trust_internal.h"
+#include "hydrator/fetch/hyd_curl_priv.h"
+#include "hydrator/fetch/hyd_catalog.h"
+#include "hydrator/fetch/hyd_trust_priv.h"
 #include "hydrator/hydrator.h"
 
 #define HYD_ERRBODY_MAX 2048	 /* bytes of an error body kept for detail */

@@ -21,7 +21,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_curl_internal.h"
+#include "hydrator/fetch/hyd_curl_priv.h"
 #include "hydrator/hydrator.h"
 
 /* Characters of a token: RFC 6750's b64token. */

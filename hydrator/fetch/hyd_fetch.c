@@ -35,8 +35,8 @@
 #include <uv.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_curl_internal.h"
-#include "hydrator/fetch/hyd_fetch_loop_internal.h"
+#include "hydrator/fetch/hyd_curl_priv.h"
+#include "hydrator/fetch/hyd_fetch_loop_priv.h"
 #include "hydrator/hydrator.h"
 
 #define HYD_BACKOFF_FIRST_MS 100u

@@ -31,7 +31,7 @@
 #include <strings.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_fetch_loop_internal.h"
+#include "hydrator/fetch/hyd_fetch_loop_priv.h"
 
 /* Most bytes of an error body we read (and drop) before giving up. */
 #define HYD_BATCH_ERRBODY_MAX 65536u

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/fetch/hyd_fetch.h"
 
 #define HYD_FLIGHT_BUCKETS 1024u
 

@@ -28,7 +28,7 @@
 #include <sys/socket.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_fetch_loop_internal.h"
+#include "hydrator/fetch/hyd_fetch_loop_priv.h"
 #include "hydrator/hydrator.h"
 
 #define PACE_RETRY_MS 20u /* look again this soon while held */

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_fetch_loop_internal.h"
+#include "hydrator/fetch/hyd_fetch_loop_priv.h"
 
 #define PACK_TRIES 3u
 

@@ -13,7 +13,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_curl_internal.h"
+#include "hydrator/fetch/hyd_curl_priv.h"
 #include "hydrator/hydrator.h"
 
 /* Fetch one part; absent parts come back as NULL. */

@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "hydrator/fetch/hyd_catalog_internal.h"
+#include "hydrator/fetch/hyd_catalog.h"
 
 int hyd_head_parse(const char *buf, size_t len, uint64_t *ret_gen)
 {

@@ -1,6 +1,6 @@
 /*
  * hydrator/fetch/hyd_manifest.c — fetching the manifests of pending files
- * (hyd_manifest_internal.h): blocking GETs through pooled curl easy
+ * (hyd_manifest.h): blocking GETs through pooled curl easy
  * handles (a handle keeps its connection alive for the next request),
  * retried until the caller's deadline, one request per file or segment at
  * a time in the process (single flight), bodies stored through
@@ -31,10 +31,10 @@
 #include <curl/curl.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_curl_internal.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
-#include "hydrator/fetch/hyd_manifest_internal.h"
-#include "hydrator/fetch/hyd_trust_internal.h"
+#include "hydrator/fetch/hyd_curl_priv.h"
+#include "hydrator/fetch/hyd_fetch.h"
+#include "hydrator/fetch/hyd_manifest.h"
+#include "hydrator/fetch/hyd_trust_priv.h"
 
 #define POOL_MAX 8u /* idle handles kept (each with its connection) */
 #define CONNECT_TIMEOUT_MS_DEFAULT 5000L

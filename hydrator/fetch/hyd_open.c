@@ -1,7 +1,7 @@
 /*
  * hydrator/fetch/hyd_open.c — the start-up the mount and `ferry sync`
  * share: URL, cache directory, chunk store, catalog (see
- * hyd_open_internal.h). Every failure is logged here, once, in the words
+ * hyd_open.h). Every failure is logged here, once, in the words
  * a user needs, because this is the one place that knows both what was
  * being opened and why it failed.
  */
@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_catalog_internal.h"
-#include "hydrator/fetch/hyd_open_internal.h"
+#include "hydrator/fetch/hyd_catalog.h"
+#include "hydrator/fetch/hyd_open.h"
 
 int hyd_open_url(struct hyd_open *o, const char *url)
 {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/fetch/hyd_fetch.h"
 
 void hyd_pack_obj_ref(struct hyd_pack_obj *o)
 {

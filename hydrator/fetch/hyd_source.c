@@ -12,8 +12,8 @@
 #include <jansson.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_curl_internal.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/fetch/hyd_curl_priv.h"
+#include "hydrator/fetch/hyd_fetch.h"
 #include "hydrator/hydrator.h"
 
 #define SOURCE_BODY_MAX 65536u

@@ -1,6 +1,6 @@
 /*
  * hydrator/fetch/hyd_trust.c — the destination's side of signed
- * generations (see hyd_trust_internal.h): a statement checked against the
+ * generations (see hyd_trust_priv.h): a statement checked against the
  * trusted key, the URL's namespace, the generation asked for and the
  * highest one seen; the statements and that generation kept in the
  * cache. The catalog download (hyd_catalog_fetch.c) calls these before it
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_trust_internal.h"
+#include "hydrator/fetch/hyd_trust_priv.h"
 
 _Static_assert(HYD_TRUST_PUB_LEN == CAT_SIGN_PUB_LEN,
 	       "--trust-key holds a raw Ed25519 public key");

@@ -1,6 +1,6 @@
 /*
  * hydrator/follow/hyd_follow.c — the thread that keeps a mount on the
- * source's newest generation (see hyd_follow_internal.h).
+ * source's newest generation (see hyd_follow.h).
  *
  * Order of one switch, and why:
  *   1. the catalog goes into the cache first (durable, checked), so a
@@ -36,9 +36,9 @@
 #include <time.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_catalog_internal.h"
-#include "hydrator/fetch/hyd_open_internal.h"
-#include "hydrator/follow/hyd_follow_internal.h"
+#include "hydrator/fetch/hyd_catalog.h"
+#include "hydrator/fetch/hyd_open.h"
+#include "hydrator/follow/hyd_follow.h"
 
 #define GC_WAIT_DEFAULT_MS 600000u
 /* Between two warnings of the same failure to reach the server. */

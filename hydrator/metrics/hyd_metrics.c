@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/metrics/hyd_metrics_internal.h"
+#include "hydrator/metrics/hyd_metrics.h"
 
 #define LOAD(p) __atomic_load_n(p, __ATOMIC_RELAXED)
 

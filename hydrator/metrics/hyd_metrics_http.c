@@ -27,7 +27,7 @@
 #include <uv.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/metrics/hyd_metrics_internal.h"
+#include "hydrator/metrics/hyd_metrics.h"
 
 #define METRICS_HEAD_MAX 8192u
 #define METRICS_URL_MAX 1024u

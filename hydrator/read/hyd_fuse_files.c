@@ -22,7 +22,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "hydrator/read/hyd_fuse_internal.h"
+#include "hydrator/read/hyd_fuse.h"
 
 static size_t set_of(uint64_t ino)
 {

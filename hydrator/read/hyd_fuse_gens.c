@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hydrator/read/hyd_fuse_internal.h"
+#include "hydrator/read/hyd_fuse.h"
 
 void hyd_fs_gens_init(struct hyd_fs *fs, struct hyd_gen *first)
 {

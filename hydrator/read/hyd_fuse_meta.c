@@ -16,7 +16,7 @@
 #include <sys/statvfs.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/read/hyd_fuse_internal.h"
+#include "hydrator/read/hyd_fuse.h"
 
 /* d_ino for ".." when the parent is not known (the catalog has no parent
  * pointers); the same value libfuse's high-level API uses. */

@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/read/hyd_fuse_internal.h"
+#include "hydrator/read/hyd_fuse.h"
 
 static size_t slot_of(uint64_t ino)
 {

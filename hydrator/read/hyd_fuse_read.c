@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/read/hyd_fuse_internal.h"
+#include "hydrator/read/hyd_fuse.h"
 
 /* Segments one reply may carry: writev takes at most UIO_MAXIOV (1024)
  * vectors, and libfuse adds one for the reply header. */

@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/read/hyd_read_internal.h"
+#include "hydrator/read/hyd_read.h"
 
 #define HYD_READ_BATCH 256u
 /* Waiters give the fetcher this long past the deadline to report its own

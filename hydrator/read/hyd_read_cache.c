@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hydrator/read/hyd_read_internal.h"
+#include "hydrator/read/hyd_read.h"
 
 enum slot_state {
 	SLOT_EMPTY = 0,

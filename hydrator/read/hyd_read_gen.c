@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/read/hyd_read_internal.h"
+#include "hydrator/read/hyd_read.h"
 
 int hyd_gen_new(cat_reader *cat, cat_overlay *ov, hyd_manifest *manifest,
 		const char *catpath, const char *ovpath, struct hyd_gen **ret)

@@ -28,8 +28,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "hydrator/metrics/hyd_metrics_internal.h"
-#include "hydrator/s3/hyd_s3_conn_internal.h"
+#include "hydrator/metrics/hyd_metrics.h"
+#include "hydrator/s3/hyd_s3_conn_priv.h"
 
 #define S3_CONNS_MAX 64u
 #define S3_IDLE_S 60 /* a connection waiting for a request */

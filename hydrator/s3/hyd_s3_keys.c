@@ -10,7 +10,7 @@
 
 #include <openssl/crypto.h>
 
-#include "hydrator/s3/hyd_s3_internal.h"
+#include "hydrator/s3/hyd_s3.h"
 
 #define KEYS_LINE_MAX 1024
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hydrator/s3/hyd_s3_internal.h"
+#include "hydrator/s3/hyd_s3.h"
 
 #define LIST_DEPTH_MAX 256
 

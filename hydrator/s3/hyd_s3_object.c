@@ -26,7 +26,7 @@
 
 #include <openssl/evp.h>
 
-#include "hydrator/s3/hyd_s3_conn_internal.h"
+#include "hydrator/s3/hyd_s3_conn_priv.h"
 
 #define S3_STEP (1u << 20)
 #define S3_ETAG_ROWS 256u

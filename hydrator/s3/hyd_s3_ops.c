@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hydrator/s3/hyd_s3_conn_internal.h"
+#include "hydrator/s3/hyd_s3_conn_priv.h"
 
 #define S3_XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_KEY_MAX 4096u

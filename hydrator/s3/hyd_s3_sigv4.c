@@ -20,7 +20,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "hydrator/s3/hyd_s3_internal.h"
+#include "hydrator/s3/hyd_s3.h"
 
 #define SIG_QUERY_PARAMS_MAX 64u
 

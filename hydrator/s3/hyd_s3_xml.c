@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hydrator/s3/hyd_s3_internal.h"
+#include "hydrator/s3/hyd_s3.h"
 
 void hyd_s3_xml_add(struct base_buf *b, const char *s)
 {

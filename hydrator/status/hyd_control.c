@@ -24,7 +24,7 @@
  * (a directory or socket whose mode someone widened, a descriptor passed
  * on) still tells another user nothing; such a client gets an error line.
  *
- * Protocol (hyd_control_internal.h): one request line, one reply line, close.
+ * Protocol (hyd_control.h): one request line, one reply line, close.
  *   "status"  -> hyd_status_json of the live status
  *   "gc"      -> the numbers of a garbage collection of the store, run
  *                by the mount between two switches (hyd_gc)
@@ -50,7 +50,7 @@
 #include <jansson.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/status/hyd_control_internal.h"
+#include "hydrator/status/hyd_control.h"
 
 #define CONTROL_CLIENT_MS 2000 /* one client's whole exchange */
 #define CONTROL_REQ_MAX 256    /* bytes of a request line */

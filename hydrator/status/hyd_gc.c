@@ -20,8 +20,8 @@
 #include <jansson.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/status/hyd_control_internal.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/status/hyd_control.h"
+#include "hydrator/store/hyd_store.h"
 
 /* How long a client waits for the mount's collection: a scan of the
  * store's index and of the catalogs' chunk rows. */

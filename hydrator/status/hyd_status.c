@@ -40,7 +40,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "hydrator/status/hyd_control_internal.h"
+#include "hydrator/status/hyd_control.h"
 
 #define STATUS_PATH_MAX 4200 /* CACHEDIR plus a file name in it */
 #define STATUS_QUERY_TIMEOUT_MS 2000

@@ -33,7 +33,7 @@
 #include <jansson.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/status/hyd_control_internal.h"
+#include "hydrator/status/hyd_control.h"
 
 #define STATUS_DOUBLE_MAX 9.0e15 /* reals are clamped to this */
 

@@ -14,7 +14,7 @@
 
 #include "catalog/base/base.h"
 #include "hydrator/hydrator.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/store/hyd_store.h"
 
 uint64_t hyd_cache_catalog_gen(const char *name)
 {

@@ -18,7 +18,7 @@
 #include <sqlite3.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/store/hyd_store.h"
 
 #define HYD_FD_CACHE 32	  /* read fds kept open on packs */
 #define HYD_READER_POOL 8 /* idle get contexts kept for reuse */

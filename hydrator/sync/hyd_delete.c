@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/sync/hyd_sync_internal.h"
+#include "hydrator/sync/hyd_sync_priv.h"
 
 #define NAMES_MIN 16
 

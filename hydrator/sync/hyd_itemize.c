@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
-#include "hydrator/sync/hyd_sync_internal.h"
+#include "hydrator/sync/hyd_sync_priv.h"
 
 char hyd_item_type(int kind)
 {

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/sync/hyd_mat_internal.h"
+#include "hydrator/sync/hyd_mat_priv.h"
 
 #define HYD_BEHIND_FDS 256u /* ranges (each a dup'd fd) queued at most */
 

@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
-#include "hydrator/fetch/hyd_manifest_internal.h"
-#include "hydrator/sync/hyd_mat_internal.h"
+#include "hydrator/fetch/hyd_fetch.h"
+#include "hydrator/fetch/hyd_manifest.h"
+#include "hydrator/sync/hyd_mat_priv.h"
 
 /* manifest rows per cat_chunks_range call: the digest's batches */
 #define RANGE_BATCH HYD_SYNC_DIGEST_ROWS

@@ -54,10 +54,10 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
-#include "hydrator/fetch/hyd_manifest_internal.h"
-#include "hydrator/sync/hyd_mat_internal.h"
-#include "hydrator/sync/hyd_sync_internal.h"
+#include "hydrator/fetch/hyd_fetch.h"
+#include "hydrator/fetch/hyd_manifest.h"
+#include "hydrator/sync/hyd_mat_priv.h"
+#include "hydrator/sync/hyd_sync_priv.h"
 
 #define BATCH 128u	     /* catalog entries read per readdir call */
 #define TICK_NS 200000000ull /* progress at most 5 times a second */

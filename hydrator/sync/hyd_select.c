@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hydrator/sync/hyd_sync_internal.h"
+#include "hydrator/sync/hyd_sync_priv.h"
 
 int hyd_sync__resolve(cat_reader *cat, const char *sub, uint64_t *ret_ino)
 {

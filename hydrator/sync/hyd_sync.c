@@ -57,11 +57,11 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_catalog_internal.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
-#include "hydrator/fetch/hyd_manifest_internal.h"
-#include "hydrator/fetch/hyd_open_internal.h"
-#include "hydrator/sync/hyd_sync_internal.h"
+#include "hydrator/fetch/hyd_catalog.h"
+#include "hydrator/fetch/hyd_fetch.h"
+#include "hydrator/fetch/hyd_manifest.h"
+#include "hydrator/fetch/hyd_open.h"
+#include "hydrator/sync/hyd_sync_priv.h"
 
 #define JOBS_DEFAULT 8u
 #define TIMEOUT_DEFAULT_S 30L

@@ -34,8 +34,8 @@
 #include <time.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
-#include "hydrator/sync/hyd_sync_internal.h"
+#include "hydrator/fetch/hyd_fetch.h"
+#include "hydrator/sync/hyd_sync_priv.h"
 
 #define SLOTS 8192u    /* entries; a power of two */
 #define BUCKETS 16384u /* hash heads; a power of two */

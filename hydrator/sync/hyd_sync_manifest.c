@@ -1,6 +1,6 @@
 /*
  * hydrator/sync/hyd_sync_manifest.c — the manifest thread of `ferry sync`
- * (hyd_sync_internal.h): the pending manifests of a format 2 catalog, made
+ * (hyd_sync_priv.h): the pending manifests of a format 2 catalog, made
  * local segment by segment in ino order while the fetching pass streams
  * the chunks of the manifests already there, so a sync consumes manifests
  * as the source publishes them instead of waiting for all.
@@ -21,8 +21,8 @@
 #include <string.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_manifest_internal.h"
-#include "hydrator/sync/hyd_sync_internal.h"
+#include "hydrator/fetch/hyd_manifest.h"
+#include "hydrator/sync/hyd_sync_priv.h"
 
 #define WAIT_LOG_NS 30000000000ull
 

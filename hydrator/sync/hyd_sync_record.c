@@ -28,7 +28,7 @@
 #include <sqlite3.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/sync/hyd_sync_internal.h"
+#include "hydrator/sync/hyd_sync_priv.h"
 
 struct hyd_sync_rec {
 	sqlite3 *db;

@@ -33,7 +33,7 @@
 #include <sqlite3.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/sync/hyd_sync_internal.h"
+#include "hydrator/sync/hyd_sync_priv.h"
 
 #define HYD_PACK_MAX 99999999u
 

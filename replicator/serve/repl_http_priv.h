@@ -15,8 +15,8 @@
  * away, `dead` is set and the route's callbacks only drop what they hold.
  * Everything here runs on the loop thread.
  */
-#ifndef FERRY_REPL_HTTP_INTERNAL_H
-#define FERRY_REPL_HTTP_INTERNAL_H
+#ifndef FERRY_REPL_HTTP_PRIV_H
+#define FERRY_REPL_HTTP_PRIV_H
 
 #include <stddef.h>
 #include <stdint.h>

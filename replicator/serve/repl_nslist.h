@@ -16,8 +16,8 @@
  * No libuv in here, no thread of its own: every call works on the
  * caller's list, on the caller's thread.
  */
-#ifndef FERRY_REPL_NSLIST_INTERNAL_H
-#define FERRY_REPL_NSLIST_INTERNAL_H
+#ifndef FERRY_REPL_NSLIST_H
+#define FERRY_REPL_NSLIST_H
 
 #include <stddef.h>
 

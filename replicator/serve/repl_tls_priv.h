@@ -23,8 +23,8 @@
  * Threads: one thread at a time per object (the loop thread). Errors:
  * -errno, with a one-line reason in why when asked.
  */
-#ifndef FERRY_REPL_TLS_INTERNAL_H
-#define FERRY_REPL_TLS_INTERNAL_H
+#ifndef FERRY_REPL_TLS_PRIV_H
+#define FERRY_REPL_TLS_PRIV_H
 
 #include <stddef.h>
 #include <sys/types.h>

@@ -15,8 +15,8 @@
  * Threads: `threads` workers, each with its own read windows; one SQLite
  * connection, under the hasher's lock. The calls below are for any thread.
  */
-#ifndef FERRY_REPL_HASHER_INTERNAL_H
-#define FERRY_REPL_HASHER_INTERNAL_H
+#ifndef FERRY_REPL_HASHER_H
+#define FERRY_REPL_HASHER_H
 
 #include <stdint.h>
 

@@ -30,8 +30,8 @@
  * Format 1 (no ident table) and 2 (no deferred manifests) are still
  * served; 1 offers no reuse.
  */
-#ifndef FERRY_REPL_SRCINDEX_INTERNAL_H
-#define FERRY_REPL_SRCINDEX_INTERNAL_H
+#ifndef FERRY_REPL_SRCINDEX_H
+#define FERRY_REPL_SRCINDEX_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -31,7 +31,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/store/hyd_store.h"
 
 /* Async puts not yet told, and the first failure. */
 struct pending {

@@ -40,7 +40,7 @@
 #include <string.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_batch_internal.h"
+#include "hydrator/fetch/hyd_batch_priv.h"
 #include "tests/fuzz/fuzz_verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hydrator/fetch/hyd_catalog_internal.h"
+#include "hydrator/fetch/hyd_catalog.h"
 #include "tests/fuzz/fuzz_verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

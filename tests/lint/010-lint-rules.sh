@@ -44,10 +44,10 @@ ok "untouched copy passes"
 
 plant "a room including one it may not (store -> fetch)" \
 	'hydrator/store/hyd_store.c:.*may not include room hydrator/fetch' \
-	hydrator/store/hyd_store.c '#include "hydrator/fetch/hyd_fetch_internal.h"'
+	hydrator/store/hyd_store.c '#include "hydrator/fetch/hyd_fetch.h"'
 plant "a header another room keeps to itself" \
-	'hydrator/read/hyd_read.c:.*hyd_fetch_loop_internal.h is internal to room hydrator/fetch' \
-	hydrator/read/hyd_read.c '#include "hydrator/fetch/hyd_fetch_loop_internal.h"'
+	'hydrator/read/hyd_read.c:.*hyd_fetch_loop_priv.h is internal to room hydrator/fetch' \
+	hydrator/read/hyd_read.c '#include "hydrator/fetch/hyd_fetch_loop_priv.h"'
 plant "replicator including the hydrator" \
 	'replicator/serve/repl_chunk_pool.c:.*may not include room hydrator' \
 	replicator/serve/repl_chunk_pool.c '#include "hydrator/hydrator.h"'
@@ -65,7 +65,7 @@ plant "tools reaching into the replicator past replicator.h" \
 	tools/ferry_token.c '#include "replicator/serve/repl_serve.h"'
 plant "tools reaching an internal room" \
 	'tools/ferry_sync.c:.*may not include room hydrator/store' \
-	tools/ferry_sync.c '#include "hydrator/store/hyd_store_internal.h"'
+	tools/ferry_sync.c '#include "hydrator/store/hyd_store.h"'
 plant "a library the room may not use (libuv in catalog/)" \
 	'catalog/cat_frame.c:.*room catalog may not use uv' \
 	catalog/cat_frame.c '#include <uv.h>'
@@ -75,6 +75,12 @@ plant "FUSE outside the read room" \
 plant "a file in no room" \
 	'hydrator/newroom/hyd_new.c: in no room' \
 	hydrator/newroom/hyd_new.c '#include "catalog/catalog.h"'
+plant "a room's own header named like a face" \
+	'hydrator/fetch/hyd_extra.h: not a face of room hydrator/fetch.*must end in _priv.h' \
+	hydrator/fetch/hyd_extra.h '#include "catalog/catalog.h"'
+plant "a face named like a room's own header" \
+	'hydrator/store/hyd_store_priv.h: a face of room hydrator/store, so its name may not end in _priv.h' \
+	tools/rooms.txt 'face hydrator/store    hyd_store.h hyd_store_priv.h'
 plant "a banned function" \
 	'replicator/serve/repl_chunk_pool.c uses a banned function' \
 	replicator/serve/repl_chunk_pool.c 'static void f(char *b) { sprintf(b, "x"); }'

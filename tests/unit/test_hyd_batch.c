@@ -20,8 +20,8 @@
 #include <cmocka.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_batch_internal.h"
-#include "hydrator/fetch/hyd_bwlimit_internal.h"
+#include "hydrator/fetch/hyd_batch_priv.h"
+#include "hydrator/fetch/hyd_bwlimit.h"
 
 #define N 5
 

@@ -28,7 +28,7 @@
 #include <zstd.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_catalog_internal.h"
+#include "hydrator/fetch/hyd_catalog.h"
 #include "tsupport.h"
 
 struct server {

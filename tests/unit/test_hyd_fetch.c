@@ -31,8 +31,8 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/fetch/hyd_fetch.h"
+#include "hydrator/store/hyd_store.h"
 #include "hydrator/hydrator.h"
 #include "tsupport.h"
 

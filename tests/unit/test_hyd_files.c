@@ -26,7 +26,7 @@
 #include <cmocka.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/read/hyd_fuse_internal.h"
+#include "hydrator/read/hyd_fuse.h"
 #include "tsupport.h"
 
 #define N_FILES 6000u /* > HYD_FILES_SLOTS */

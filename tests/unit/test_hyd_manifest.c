@@ -52,14 +52,14 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "hydrator/backfill/hyd_backfill_internal.h"
-#include "hydrator/fetch/hyd_catalog_internal.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
-#include "hydrator/fetch/hyd_manifest_internal.h"
-#include "hydrator/fetch/hyd_open_internal.h"
+#include "hydrator/backfill/hyd_backfill.h"
+#include "hydrator/fetch/hyd_catalog.h"
+#include "hydrator/fetch/hyd_fetch.h"
+#include "hydrator/fetch/hyd_manifest.h"
+#include "hydrator/fetch/hyd_open.h"
 #include "hydrator/hydrator.h"
-#include "hydrator/read/hyd_read_internal.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/read/hyd_read.h"
+#include "hydrator/store/hyd_store.h"
 #include "tsupport.h"
 
 #define SEC 1000000000ull

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/metrics/hyd_metrics_internal.h"
+#include "hydrator/metrics/hyd_metrics.h"
 
 static void test_listen_split(void **state)
 {

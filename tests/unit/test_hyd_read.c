@@ -28,7 +28,7 @@
 #include <sqlite3.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/read/hyd_read_internal.h"
+#include "hydrator/read/hyd_read.h"
 #include "tsupport.h"
 
 #define FILE_INO 2u

@@ -22,7 +22,7 @@
 #include <openssl/evp.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/s3/hyd_s3_internal.h"
+#include "hydrator/s3/hyd_s3.h"
 #include "tests/unit/tsupport.h"
 
 #define EMPTY_SHA                                                              \

@@ -36,8 +36,8 @@
 #include <cmocka.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/status/hyd_control_internal.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/status/hyd_control.h"
+#include "hydrator/store/hyd_store.h"
 #include "tsupport.h"
 
 #define TEST_URL "http://127.0.0.1:8700/v1/demo"

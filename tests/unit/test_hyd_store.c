@@ -24,7 +24,7 @@
 #include <sqlite3.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/store/hyd_store.h"
 #include "tsupport.h"
 
 struct fx {

@@ -47,8 +47,8 @@
 #include <curl/curl.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/store/hyd_store_internal.h"
-#include "hydrator/sync/hyd_sync_internal.h"
+#include "hydrator/store/hyd_store.h"
+#include "hydrator/sync/hyd_sync_priv.h"
 #include "hydrator/hydrator.h"
 #include "tsupport.h"
 

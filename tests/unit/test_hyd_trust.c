@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_trust_internal.h"
+#include "hydrator/fetch/hyd_trust_priv.h"
 #include "hydrator/hydrator.h"
 #include "tsupport.h"
 

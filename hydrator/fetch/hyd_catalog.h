@@ -1,5 +1,5 @@
 /*
- * hydrator/fetch/hyd_catalog_internal.h — getting the catalog to the
+ * hydrator/fetch/hyd_catalog.h — getting the catalog to the
  * destination.
  *
  * GET BASE/HEAD gives the current generation; GET BASE/catalog/GEN gives the
@@ -9,8 +9,8 @@
  * and renamed to CACHEDIR/catalogs/GEN.db. Blocking (curl easy): call it
  * before the event loop starts, never from a loop or FUSE callback.
  */
-#ifndef FERRY_HYD_CATALOG_INTERNAL_H
-#define FERRY_HYD_CATALOG_INTERNAL_H
+#ifndef FERRY_HYD_CATALOG_H
+#define FERRY_HYD_CATALOG_H
 
 #include <stddef.h>
 #include <stdint.h>

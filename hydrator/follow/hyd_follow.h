@@ -1,5 +1,5 @@
 /*
- * hydrator/follow/hyd_follow_internal.h — a mount that follows its
+ * hydrator/follow/hyd_follow.h — a mount that follows its
  * source: new generations switched to in place.
  *
  * A thread of its own asks the server's HEAD every poll_s seconds (and
@@ -23,16 +23,16 @@
  * and what a collection does (crash-safe in the store); a kill -9 at any
  * moment leaves a cache that mounts generation N or N+1, whole.
  */
-#ifndef FERRY_HYD_FOLLOW_INTERNAL_H
-#define FERRY_HYD_FOLLOW_INTERNAL_H
+#ifndef FERRY_HYD_FOLLOW_H
+#define FERRY_HYD_FOLLOW_H
 
 #include <stdint.h>
 
 #include <fuse_lowlevel.h>
 
-#include "hydrator/backfill/hyd_backfill_internal.h"
-#include "hydrator/read/hyd_fuse_internal.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/backfill/hyd_backfill.h"
+#include "hydrator/read/hyd_fuse.h"
+#include "hydrator/store/hyd_store.h"
 
 typedef struct hyd_follow hyd_follow;
 

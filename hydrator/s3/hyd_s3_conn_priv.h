@@ -1,12 +1,12 @@
 /*
- * hydrator/s3/hyd_s3_conn_internal.h — what the server's files share: the
+ * hydrator/s3/hyd_s3_conn_priv.h — what the server's files share: the
  * server, one connection, and the answers a request handler sends
  * (hyd_s3_http.c). A connection is served by one thread of its own, which
  * blocks in the read path like a FUSE worker does; nothing else touches
  * it. Each send returns 0 or -errno (the connection is then closed).
  */
-#ifndef FERRY_HYD_S3_CONN_INTERNAL_H
-#define FERRY_HYD_S3_CONN_INTERNAL_H
+#ifndef FERRY_HYD_S3_CONN_PRIV_H
+#define FERRY_HYD_S3_CONN_PRIV_H
 
 #include <pthread.h>
 #include <stddef.h>
@@ -15,7 +15,7 @@
 
 #include <http_parser.h>
 
-#include "hydrator/s3/hyd_s3_internal.h"
+#include "hydrator/s3/hyd_s3.h"
 
 #define HYD_S3_HEAD_MAX 16384u /* request line and headers */
 

@@ -1,5 +1,5 @@
 /*
- * hydrator/read/hyd_read_internal.h — serving file bytes: the read path and its
+ * hydrator/read/hyd_read.h — serving file bytes: the read path and its
  * small cache of decoded chunks.
  *
  * The read path (hyd_read.c) turns [off, off+len) of a regular file into
@@ -10,8 +10,8 @@
  * are submitted first, then waited for, so they travel in parallel). Every
  * byte it returns has passed chunk_id_verify. Nothing here knows FUSE.
  */
-#ifndef FERRY_HYD_READ_INTERNAL_H
-#define FERRY_HYD_READ_INTERNAL_H
+#ifndef FERRY_HYD_READ_H
+#define FERRY_HYD_READ_H
 
 #include <pthread.h>
 #include <stddef.h>
@@ -19,9 +19,9 @@
 #include <sys/uio.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
-#include "hydrator/fetch/hyd_manifest_internal.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/fetch/hyd_fetch.h"
+#include "hydrator/fetch/hyd_manifest.h"
+#include "hydrator/store/hyd_store.h"
 
 /* ---- decoded-chunk cache (hyd_read_cache.c); any thread ---- */
 

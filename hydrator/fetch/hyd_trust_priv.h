@@ -1,5 +1,5 @@
 /*
- * hydrator/fetch/hyd_trust_internal.h — signed generations on the
+ * hydrator/fetch/hyd_trust_priv.h — signed generations on the
  * destination (--trust-key, struct hyd_creds): checking a generation's
  * signed statement before its catalog is installed, and what the cache
  * keeps of them. Not a face: for the catalog download and the manifest
@@ -13,8 +13,8 @@
  *            whatever signs it (temp + rename, fsynced).
  * Blocking file I/O; any thread.
  */
-#ifndef FERRY_HYD_TRUST_INTERNAL_H
-#define FERRY_HYD_TRUST_INTERNAL_H
+#ifndef FERRY_HYD_TRUST_PRIV_H
+#define FERRY_HYD_TRUST_PRIV_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * hydrator/sync/hyd_sync_internal.h — what `ferry sync` and `ferry verify`
+ * hydrator/sync/hyd_sync_priv.h — what `ferry sync` and `ferry verify`
  * share inside hydrator/: the tree writer (hyd_materialize.c), the per-chunk
  * content check of a file on disk, and the refusal of a DEST that lies in
  * a ferry mount.
@@ -9,8 +9,8 @@
  * here touches the network: bytes come from the store (hyd_store_get,
  * which verifies every chunk) and from files on disk.
  */
-#ifndef FERRY_HYD_SYNC_INTERNAL_H
-#define FERRY_HYD_SYNC_INTERNAL_H
+#ifndef FERRY_HYD_SYNC_PRIV_H
+#define FERRY_HYD_SYNC_PRIV_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -19,7 +19,7 @@
 #include <sys/types.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/store/hyd_store.h"
 #include "hydrator/hydrator.h"
 
 /* FUSE's statfs f_type; every FUSE mount reports it. */

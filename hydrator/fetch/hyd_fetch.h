@@ -1,5 +1,5 @@
 /*
- * hydrator/fetch/hyd_fetch_internal.h — getting missing chunks over HTTP.
+ * hydrator/fetch/hyd_fetch.h — getting missing chunks over HTTP.
  *
  * Two parts:
  *   - the single-flight table (hyd_fetch_flight.c): one hyd_flight per chunk
@@ -25,8 +25,8 @@
  * -EPROTO an unexpected HTTP answer, -ECANCELED / -ESHUTDOWN the fetcher is
  * stopping, -ENOMEM, -EIO.
  */
-#ifndef FERRY_HYD_FETCH_INTERNAL_H
-#define FERRY_HYD_FETCH_INTERNAL_H
+#ifndef FERRY_HYD_FETCH_H
+#define FERRY_HYD_FETCH_H
 
 #include <pthread.h>
 #include <stddef.h>
@@ -34,7 +34,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/store/hyd_store.h"
 
 /* Request classes, most urgent first. The loop always starts the most
  * urgent queued flight; backfill (a later class) only gets what is left. */

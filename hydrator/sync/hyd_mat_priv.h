@@ -1,15 +1,15 @@
 /*
- * hydrator/sync/hyd_mat_internal.h — what the tree writer's files share
+ * hydrator/sync/hyd_mat_priv.h — what the tree writer's files share
  * (hyd_materialize.c walks the catalog and writes entries and metadata;
  * hyd_mat_content.c puts verified chunk bytes into regular files). Private
  * to hydrator/sync.
  */
-#ifndef FERRY_HYD_MAT_INTERNAL_H
-#define FERRY_HYD_MAT_INTERNAL_H
+#ifndef FERRY_HYD_MAT_PRIV_H
+#define FERRY_HYD_MAT_PRIV_H
 
 #include <stdint.h>
 
-#include "hydrator/sync/hyd_sync_internal.h"
+#include "hydrator/sync/hyd_sync_priv.h"
 
 /* ---- dropping behind the writer (hyd_mat_behind.c) ---- */
 

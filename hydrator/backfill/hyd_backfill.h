@@ -1,5 +1,5 @@
 /*
- * hydrator/backfill/hyd_backfill_internal.h — background hydration of a mount.
+ * hydrator/backfill/hyd_backfill.h — background hydration of a mount.
  *
  * Once mounted, one scheduler thread walks the catalog and asks the
  * fetcher (at HYD_PRIO_BACKFILL, so always after demand reads and
@@ -22,16 +22,16 @@
  * backs off (capped) and tries again by itself, so it resumes when the
  * link or the space returns.
  */
-#ifndef FERRY_HYD_BACKFILL_INTERNAL_H
-#define FERRY_HYD_BACKFILL_INTERNAL_H
+#ifndef FERRY_HYD_BACKFILL_H
+#define FERRY_HYD_BACKFILL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
-#include "hydrator/fetch/hyd_manifest_internal.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/fetch/hyd_fetch.h"
+#include "hydrator/fetch/hyd_manifest.h"
+#include "hydrator/store/hyd_store.h"
 #include "hydrator/hydrator.h"
 
 typedef struct hyd_backfill hyd_backfill;

@@ -1,5 +1,5 @@
 /*
- * hydrator/s3/hyd_s3_internal.h — ferry-hydrator --s3-listen HOST:PORT:
+ * hydrator/s3/hyd_s3.h — ferry-hydrator --s3-listen HOST:PORT:
  * a read-only S3-compatible API over the mounted namespace (docs/s3.md).
  *
  * The bucket is the namespace name; keys are the paths of the tree's
@@ -16,8 +16,8 @@
  *   hyd_s3_ops.c     routing one request to an operation
  *   hyd_s3_http.c    the server: accept thread, one thread per connection
  */
-#ifndef FERRY_HYD_S3_INTERNAL_H
-#define FERRY_HYD_S3_INTERNAL_H
+#ifndef FERRY_HYD_S3_H
+#define FERRY_HYD_S3_H
 
 #include <pthread.h>
 #include <stddef.h>
@@ -25,7 +25,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "hydrator/read/hyd_fuse_internal.h"
+#include "hydrator/read/hyd_fuse.h"
 
 /* Bodies and canonical requests are built in a struct base_buf. */
 

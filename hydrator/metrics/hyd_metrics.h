@@ -1,5 +1,5 @@
 /*
- * hydrator/metrics/hyd_metrics_internal.h — ferry-hydrator
+ * hydrator/metrics/hyd_metrics.h — ferry-hydrator
  * --metrics-listen HOST:PORT: GET /metrics in the Prometheus text format
  * (docs/metrics.md lists every metric).
  *
@@ -13,16 +13,16 @@
  * the control socket's status (hyd_control_status: the same numbers
  * `ferry status` shows).
  */
-#ifndef FERRY_HYD_METRICS_INTERNAL_H
-#define FERRY_HYD_METRICS_INTERNAL_H
+#ifndef FERRY_HYD_METRICS_H
+#define FERRY_HYD_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "catalog/base/base.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
-#include "hydrator/read/hyd_read_internal.h"
-#include "hydrator/status/hyd_control_internal.h"
+#include "hydrator/fetch/hyd_fetch.h"
+#include "hydrator/read/hyd_read.h"
+#include "hydrator/status/hyd_control.h"
 
 typedef struct hyd_metrics hyd_metrics;
 

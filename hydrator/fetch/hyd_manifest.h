@@ -1,5 +1,5 @@
 /*
- * hydrator/fetch/hyd_manifest_internal.h — manifests of pending files
+ * hydrator/fetch/hyd_manifest.h — manifests of pending files
  * (catalog format 2), fetched after the catalog.
  *
  * A format 2 catalog may list regular files as pending: their chunk
@@ -29,8 +29,8 @@
  * answer without a signature by creds' trust key (--trust-key; nothing is
  * stored, not retried).
  */
-#ifndef FERRY_HYD_MANIFEST_INTERNAL_H
-#define FERRY_HYD_MANIFEST_INTERNAL_H
+#ifndef FERRY_HYD_MANIFEST_H
+#define FERRY_HYD_MANIFEST_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -38,7 +38,7 @@
 #include "catalog/catalog.h"
 #include "hydrator/hydrator.h"
 
-struct hyd_mount_counts; /* hyd_fetch_internal.h */
+struct hyd_mount_counts; /* hyd_fetch.h */
 
 /* Inos per segment of GET BASE/manifests/GEN/SEG. */
 #define HYD_MANIFEST_SEG_INOS 1024u

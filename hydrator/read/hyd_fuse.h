@@ -1,5 +1,5 @@
 /*
- * hydrator/read/hyd_fuse_internal.h — the FUSE low-level filesystem.
+ * hydrator/read/hyd_fuse.h — the FUSE low-level filesystem.
  *
  * Catalog inode numbers are FUSE inode numbers (root 1), so every metadata
  * operation is one indexed catalog query, answered from the catalog alone.
@@ -11,8 +11,8 @@
  *   hyd_fuse_read.c  open, read, release, opendir, releasedir
  * The session's userdata is a struct hyd_fs.
  */
-#ifndef FERRY_HYD_FUSE_INTERNAL_H
-#define FERRY_HYD_FUSE_INTERNAL_H
+#ifndef FERRY_HYD_FUSE_H
+#define FERRY_HYD_FUSE_H
 
 #include <pthread.h>
 #include <sys/stat.h>
@@ -20,7 +20,7 @@
 #include <fuse_lowlevel.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/read/hyd_read_internal.h"
+#include "hydrator/read/hyd_read.h"
 
 /* Entries and attributes never change within a generation. */
 #define HYD_FUSE_TIMEOUT_S 86400.0

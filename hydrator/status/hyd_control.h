@@ -1,5 +1,5 @@
 /*
- * hydrator/status/hyd_control_internal.h — the hydrator's control socket.
+ * hydrator/status/hyd_control.h — the hydrator's control socket.
  *
  * A running hydrator listens on CACHEDIR/control.sock (AF_UNIX, stream,
  * mode 0600). A client connects, writes one line ("status\n") and reads
@@ -7,8 +7,8 @@
  * closes. Served by a small thread of its own (blocking accept/poll), so it
  * neither touches the fetch loop nor a FUSE worker.
  */
-#ifndef FERRY_HYD_CONTROL_INTERNAL_H
-#define FERRY_HYD_CONTROL_INTERNAL_H
+#ifndef FERRY_HYD_CONTROL_H
+#define FERRY_HYD_CONTROL_H
 
 #include "hydrator/hydrator.h"
 

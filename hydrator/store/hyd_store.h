@@ -1,11 +1,11 @@
 /*
- * hydrator/store/hyd_store_internal.h — the destination chunk store.
+ * hydrator/store/hyd_store.h — the destination chunk store.
  *
  * A CACHEDIR holds:
  *   lock             flock()ed exclusively by the one hydrator using it
  *   state.db         SQLite (WAL): chunk index and small key/value meta
  *   packs/NNNNNNNN.pack  append-only files of frames (catalog.h frame format)
- *   catalogs/GEN.db  downloaded, checked catalogs (see hyd_catalog_internal.h)
+ *   catalogs/GEN.db  downloaded, checked catalogs (see hyd_catalog.h)
  *
  * Crash safety: a frame is written and fdatasync()ed before the index row
  * that points at it commits (for a group of puts at once), so the index
@@ -15,8 +15,8 @@
  *
  * All functions are safe to call from any thread.
  */
-#ifndef FERRY_HYD_STORE_INTERNAL_H
-#define FERRY_HYD_STORE_INTERNAL_H
+#ifndef FERRY_HYD_STORE_H
+#define FERRY_HYD_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * hydrator/fetch/hyd_open_internal.h — opening a cache directory for one
+ * hydrator/fetch/hyd_open.h — opening a cache directory for one
  * URL: the start-up the mount (hyd_main.c) and `ferry sync` (sync/) share.
  *
  * In order: the URL is checked and split into base and namespace name; the
@@ -12,15 +12,15 @@
  * what failed and returns -errno, so a caller only stops. Blocking; before any
  * thread or event loop starts.
  */
-#ifndef FERRY_HYD_OPEN_INTERNAL_H
-#define FERRY_HYD_OPEN_INTERNAL_H
+#ifndef FERRY_HYD_OPEN_H
+#define FERRY_HYD_OPEN_H
 
 #include <limits.h>
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/hydrator.h"
-#include "hydrator/store/hyd_store_internal.h"
+#include "hydrator/store/hyd_store.h"
 
 struct hyd_open {
 	char base[HYD_URL_MAX + 1];	 /* normalized base URL */

@@ -1,13 +1,13 @@
 /*
- * hydrator/fetch/hyd_bwlimit_internal.h — --bwlimit: the rate syntax and the
+ * hydrator/fetch/hyd_bwlimit.h — --bwlimit: the rate syntax and the
  * token bucket the fetcher's loop uses to cap the wire rate.
  *
  * Pure code (no curl, no libuv, no clock of its own: callers pass
  * CLOCK_MONOTONIC nanoseconds), so the arithmetic is unit-tested alone.
  * A bucket is used by one thread (the fetch loop).
  */
-#ifndef FERRY_HYD_BWLIMIT_INTERNAL_H
-#define FERRY_HYD_BWLIMIT_INTERNAL_H
+#ifndef FERRY_HYD_BWLIMIT_H
+#define FERRY_HYD_BWLIMIT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,10 +1,10 @@
 /*
- * tools/ferry_internal.h — the subcommands of the `ferry` command. Each
+ * tools/ferry_priv.h — the subcommands of the `ferry` command. Each
  * takes the arguments after its own name (argv[0] is the subcommand) and
  * returns the process exit status. tools/ uses public headers only.
  */
-#ifndef FERRY_TOOLS_INTERNAL_H
-#define FERRY_TOOLS_INTERNAL_H
+#ifndef FERRY_FERRY_PRIV_H
+#define FERRY_FERRY_PRIV_H
 
 #include <getopt.h>
 #include <pthread.h>

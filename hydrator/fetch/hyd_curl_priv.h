@@ -1,10 +1,10 @@
 /*
- * hydrator/fetch/hyd_curl_internal.h — the options every blocking GET of
+ * hydrator/fetch/hyd_curl_priv.h — the options every blocking GET of
  * the fetch room sets on a curl easy handle (catalog, manifests, source
  * stats), in one place. Not a face: for this room's files only.
  */
-#ifndef FERRY_HYD_CURL_INTERNAL_H
-#define FERRY_HYD_CURL_INTERNAL_H
+#ifndef FERRY_HYD_CURL_PRIV_H
+#define FERRY_HYD_CURL_PRIV_H
 
 #include <curl/curl.h>
 

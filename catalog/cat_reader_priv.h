@@ -1,11 +1,11 @@
 /*
- * catalog/cat_reader_internal.h — what the two halves of the catalog
+ * catalog/cat_reader_priv.h — what the two halves of the catalog
  * reader share: cat_reader.c (open, checks, inodes, names, xattrs) and
  * cat_reader_chunks.c (manifests: the catalog's own chunk rows, pending
  * files and the destination's manifest overlay). Not for other rooms.
  */
-#ifndef FERRY_CAT_READER_INTERNAL_H
-#define FERRY_CAT_READER_INTERNAL_H
+#ifndef FERRY_CAT_READER_PRIV_H
+#define FERRY_CAT_READER_PRIV_H
 
 #include <pthread.h>
 #include <stdint.h>

@@ -1,13 +1,13 @@
 /*
- * hydrator/fetch/hyd_fetch_loop_internal.h — the fetcher's own structures,
+ * hydrator/fetch/hyd_fetch_loop_priv.h — the fetcher's own structures,
  * shared by its files and by nothing else: hyd_fetch.c        loop, sockets,
  * timers, single GETs, public API hyd_fetch_batch.c  POST BASE/chunks transfers
  * and their frame works hyd_fetch_pace.c   token bucket, backfill hold, stall
  * watchdog Every field under "loop thread only" is touched by the fetch loop
  * thread alone (and by hyd_fetch_start before that thread exists).
  */
-#ifndef FERRY_HYD_FETCH_LOOP_INTERNAL_H
-#define FERRY_HYD_FETCH_LOOP_INTERNAL_H
+#ifndef FERRY_HYD_FETCH_LOOP_PRIV_H
+#define FERRY_HYD_FETCH_LOOP_PRIV_H
 
 #include <pthread.h>
 #include <stddef.h>
@@ -16,9 +16,9 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "hydrator/fetch/hyd_batch_internal.h"
-#include "hydrator/fetch/hyd_bwlimit_internal.h"
-#include "hydrator/fetch/hyd_fetch_internal.h"
+#include "hydrator/fetch/hyd_batch_priv.h"
+#include "hydrator/fetch/hyd_bwlimit.h"
+#include "hydrator/fetch/hyd_fetch.h"
 
 #define HYD_CODER_POOL 16u
 /* A transfer moving less than LOW_SPEED bytes/s for LOW_TIME s is stalled. */
