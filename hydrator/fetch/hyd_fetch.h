@@ -267,7 +267,7 @@ size_t hyd_flights_next_pack(struct hyd_flights *t, enum hyd_prio prio,
 			     const struct hyd_pack_obj *obj,
 			     struct hyd_flight **ret);
 
-/* Pack objects (hyd_pack.c). */
+/* Pack objects (hyd_pack_list.c). */
 void hyd_pack_obj_ref(struct hyd_pack_obj *o);
 void hyd_pack_obj_unref(struct hyd_pack_obj *o);
 /* Part `part` of pack p of generation gen, with the whole list from cat

@@ -1,7 +1,7 @@
 /*
  * hydrator/fetch/hyd_fetch_batch.c — backfill's transfers: one POST BASE/chunks
  * carries up to batch_max flights (or batch_bytes of raw data), and the
- * answer is parsed as it streams in (hyd_batch.c). Each frame that
+ * answer is parsed as it streams in (hyd_batch_parse.c). Each frame that
  * completes becomes a frame work: decode, verify, publish, store, in the
  * libuv pool — never on the loop — exactly as a single GET's frame.
  *

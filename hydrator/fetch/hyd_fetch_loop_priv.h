@@ -16,7 +16,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "hydrator/fetch/hyd_batch_priv.h"
+#include "hydrator/fetch/hyd_batch_parse_priv.h"
 #include "hydrator/fetch/hyd_bwlimit.h"
 #include "hydrator/fetch/hyd_fetch.h"
 

@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_batch.c — fuzz the batch answer parser (hydrator/
- * hyd_batch.c) with arbitrary bodies.
+ * hyd_batch_parse.c) with arbitrary bodies.
  *
  * Input layout (so a fuzzer can reach past the id check):
  *   byte 0          bits 0-2: n - 1, how many ids were asked for (1..8);
@@ -40,7 +40,7 @@
 #include <string.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_batch_priv.h"
+#include "hydrator/fetch/hyd_batch_parse_priv.h"
 #include "tests/fuzz/fuzz_verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,5 +1,6 @@
 /*
- * tests/unit/test_hyd_batch.c — the batch answer parser (hyd_batch.c), the
+ * tests/unit/test_hyd_batch.c — the batch answer parser (hyd_batch_parse.c),
+ * the
  * --bwlimit rate syntax and the token bucket (hyd_bwlimit.c). All pure:
  * no server, no clock.
  *
@@ -20,7 +21,7 @@
 #include <cmocka.h>
 
 #include "catalog/catalog.h"
-#include "hydrator/fetch/hyd_batch_priv.h"
+#include "hydrator/fetch/hyd_batch_parse_priv.h"
 #include "hydrator/fetch/hyd_bwlimit.h"
 
 #define N 5

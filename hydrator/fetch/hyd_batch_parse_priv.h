@@ -1,5 +1,6 @@
 /*
- * hydrator/fetch/hyd_batch_priv.h — the streaming parser of a batch answer.
+ * hydrator/fetch/hyd_batch_parse_priv.h — the streaming parser of a batch
+ * answer.
  *
  * POST BASE/chunks with n ids (docs/protocol.md) answers 200 and then, for
  * each id in request order, the 32 raw id bytes followed by that chunk's
@@ -13,8 +14,8 @@
  * raw_len must be the catalog's length of that chunk. Memory is bounded by
  * one frame (<= frame_bound(max_raw)) at a time.
  */
-#ifndef FERRY_HYD_BATCH_PRIV_H
-#define FERRY_HYD_BATCH_PRIV_H
+#ifndef FERRY_HYD_BATCH_PARSE_PRIV_H
+#define FERRY_HYD_BATCH_PARSE_PRIV_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /*
- * hydrator/fetch/hyd_batch.c — streaming parser of a POST BASE/chunks answer:
- * (id, frame) pairs in request order, in pieces of any size.
+ * hydrator/fetch/hyd_batch_parse.c — streaming parser of a POST BASE/chunks
+ * answer: (id, frame) pairs in request order, in pieces of any size.
  *
  * Two phases per entry: the fixed 48-byte head (id + frame header) is
  * gathered in a small array, checked, and only then is a buffer of exactly
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hydrator/fetch/hyd_batch_priv.h"
+#include "hydrator/fetch/hyd_batch_parse_priv.h"
 
 #define HEAD_LEN (CHUNK_ID_LEN + FRAME_HDR_LEN)
 

@@ -1,5 +1,5 @@
 /*
- * hydrator/fetch/hyd_pack.c — pack objects on the hydrator's side: the
+ * hydrator/fetch/hyd_pack_list.c — pack objects on the hydrator's side: the
  * URL and whole chunk list of one pack (catalog.h, cat_pack), worked out
  * from the mount's catalog and its manifests exactly as the replicator
  * works them out, so the answer parses entry by entry against the list.

@@ -1,5 +1,5 @@
 /*
- * hydrator/store/hyd_cache.c — the catalogs a cache directory keeps:
+ * hydrator/store/hyd_cache_catalogs.c — the catalogs a cache directory keeps:
  * CACHEDIR/catalogs/GEN.db, one per generation fetched, named by its
  * decimal number, and beside a catalog with pending files its manifest
  * overlay GEN.overlay.db. The catalog download writes them, the mount and sync
