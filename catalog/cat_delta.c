@@ -179,22 +179,6 @@ static const char *const BUILD[] = {
     "SELECT ino FROM b.pending",
 };
 
-static int attach(sqlite3 *db, const char *path, const char *as)
-{
-	sqlite3_stmt *st = NULL;
-	char sql[64];
-	int rc;
-
-	snprintf(sql, sizeof(sql), "ATTACH ?1 AS %s", as);
-	rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : base_sqlite_errno(db, rc, "attach");
-}
-
 static int dmeta_put(sqlite3 *db, const char *key, const char *text,
 		     int64_t num)
 {
@@ -248,9 +232,9 @@ int cat_delta_build(const char *from_path, const char *to_path,
 	if (r == 0)
 		r = exec(db, "PRAGMA synchronous = OFF");
 	if (r == 0)
-		r = attach(db, from_path, "a");
+		r = base_sqlite_attach(db, from_path, "a");
 	if (r == 0)
-		r = attach(db, to_path, "b");
+		r = base_sqlite_attach(db, to_path, "b");
 	if (r == 0)
 		r = exec(db, "BEGIN");
 	for (size_t i = 0; r == 0 && i < sizeof(BUILD) / sizeof(*BUILD); i++)
@@ -377,7 +361,7 @@ int cat_delta_apply_want(const char *from_path, const char *delta_path,
 	if (r == 0)
 		r = exec(db, "PRAGMA journal_mode = OFF");
 	if (r == 0)
-		r = attach(db, delta_path, "d");
+		r = base_sqlite_attach(db, delta_path, "d");
 	/* Whatever does not read as our delta is a bad one. */
 	if (r == 0 &&
 	    (dmeta_text(db, "format", fmt, sizeof(fmt)) < 0 ||

@@ -68,22 +68,6 @@ static const char *const DIFF_SETUP[] = {
 	" AND ino NOT IN (SELECT ino FROM (SELECT * FROM b.inode"              \
 	"  EXCEPT SELECT * FROM a.inode)) ORDER BY ino"
 
-static int attach(sqlite3 *db, const char *path, const char *as)
-{
-	sqlite3_stmt *st = NULL;
-	char sql[64];
-	int rc;
-
-	snprintf(sql, sizeof(sql), "ATTACH ?1 AS %s", as);
-	rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : base_sqlite_errno(db, rc, "attach");
-}
-
 /* Run sql and call each_row(st) for every row; stops at a non-zero
  * return of each_row, which is returned. */
 static int each(sqlite3 *db, const char *sql,
@@ -109,6 +93,7 @@ static int each(sqlite3 *db, const char *sql,
 struct diff_ctx {
 	cat_diff_cb cb;
 	void *ctx;
+	enum cat_diff_kind kind; /* of the rows row_ino reports */
 };
 
 static int row_name(sqlite3_stmt *st, void *arg)
@@ -127,10 +112,12 @@ static int row_name(sqlite3_stmt *st, void *arg)
 	return d->cb(d->ctx, &it);
 }
 
-static int row_dir(sqlite3_stmt *st, void *arg)
+/* A row whose first column is an inode number that changed as d->kind
+ * says (a directory's entries, an inode gone, its xattrs). */
+static int row_ino(sqlite3_stmt *st, void *arg)
 {
 	struct diff_ctx *d = arg;
-	struct cat_diff_item it = {.kind = CAT_DIFF_DIR};
+	struct cat_diff_item it = {.kind = d->kind};
 	int64_t ino = sqlite3_column_int64(st, 0);
 
 	if (ino < 1)
@@ -152,30 +139,6 @@ static int row_inode(sqlite3_stmt *st, void *arg)
 	    (sqlite3_column_int64(st, 2) != sqlite3_column_int64(st, 4) ||
 	     sqlite3_column_int64(st, 3) != sqlite3_column_int64(st, 5)))
 		it.kind = CAT_DIFF_DATA;
-	return d->cb(d->ctx, &it);
-}
-
-static int row_gone(sqlite3_stmt *st, void *arg)
-{
-	struct diff_ctx *d = arg;
-	struct cat_diff_item it = {.kind = CAT_DIFF_GONE};
-	int64_t ino = sqlite3_column_int64(st, 0);
-
-	if (ino < 1)
-		return 0;
-	it.ino = (uint64_t)ino;
-	return d->cb(d->ctx, &it);
-}
-
-static int row_xattr(sqlite3_stmt *st, void *arg)
-{
-	struct diff_ctx *d = arg;
-	struct cat_diff_item it = {.kind = CAT_DIFF_ATTR};
-	int64_t ino = sqlite3_column_int64(st, 0);
-
-	if (ino < 1)
-		return 0;
-	it.ino = (uint64_t)ino;
 	return d->cb(d->ctx, &it);
 }
 
@@ -201,22 +164,25 @@ int cat_diff(const char *old_path, const char *new_path, cat_diff_cb cb,
 		sqlite3_close(db);
 		return r;
 	}
-	r = attach(db, old_path, "a");
+	r = base_sqlite_attach(db, old_path, "a");
 	if (r == 0)
-		r = attach(db, new_path, "b");
+		r = base_sqlite_attach(db, new_path, "b");
 	for (size_t i = 0;
 	     r == 0 && i < sizeof(DIFF_SETUP) / sizeof(*DIFF_SETUP); i++)
 		r = base_sqlite_exec(db, DIFF_SETUP[i], "diff");
 	if (r == 0)
 		r = each(db, SQL_NAMES, row_name, &d);
+	d.kind = CAT_DIFF_DIR;
 	if (r == 0)
-		r = each(db, SQL_DIRS, row_dir, &d);
+		r = each(db, SQL_DIRS, row_ino, &d);
 	if (r == 0)
 		r = each(db, SQL_INODES, row_inode, &d);
+	d.kind = CAT_DIFF_ATTR;
 	if (r == 0)
-		r = each(db, SQL_XATTRS, row_xattr, &d);
+		r = each(db, SQL_XATTRS, row_ino, &d);
+	d.kind = CAT_DIFF_GONE;
 	if (r == 0)
-		r = each(db, SQL_GONE, row_gone, &d);
+		r = each(db, SQL_GONE, row_ino, &d);
 	sqlite3_close(db);
 	return r;
 }

@@ -887,18 +887,8 @@ static void live_status(void *arg, struct hyd_status *st)
 static int gc_now(void *arg, struct hyd_gc_result *ret)
 {
 	struct mount *m = arg;
-	struct hyd_store_gc_result res;
-	int r = hyd_follow_gc(m->follow, 0, &res);
 
-	if (r == 0) {
-		ret->catalogs = res.catalogs;
-		ret->live = res.live;
-		ret->dropped = res.dropped;
-		ret->dropped_bytes = res.dropped_bytes;
-		ret->kept = res.kept;
-		ret->elapsed_s = res.elapsed_s;
-	}
-	return r;
+	return hyd_follow_gc(m->follow, 0, ret);
 }
 
 /* Threads, then the FUSE loop until unmount or SIGTERM. */

@@ -206,6 +206,11 @@ int base_sqlite_uri(const char *path, const char *query, char **ret_uri);
 /* Run fixed SQL (no parameters). 0 or -errno (base_sqlite_errno). */
 int base_sqlite_exec(struct sqlite3 *db, const char *sql, const char *what);
 
+/* ATTACH the database file at path as schema `as` (a fixed SQL name the
+ * caller writes, never input: it is pasted into the statement; the path
+ * is bound). 0 or -errno. */
+int base_sqlite_attach(struct sqlite3 *db, const char *path, const char *as);
+
 /* Prepare one statement for repeated use (SQLITE_PREPARE_PERSISTENT).
  * 0 or -errno; *ret_st is NULL on failure. */
 int base_sqlite_prepare(struct sqlite3 *db, const char *sql,
@@ -287,6 +292,17 @@ int base_file_write_new(const char *path, const void *data, size_t len,
 /* A path (or any short string) built printf-style into a malloc'd buffer
  * the caller frees: NULL on allocation failure or a bad format. */
 char *base_path_fmt(const char *fmt, ...) BASE_PRINTF(1, 2);
+
+/* A relative path that grows and shrinks as a walk goes down and up. */
+struct base_path {
+	char *b; /* NUL-terminated once pushed to; free() it */
+	size_t len, cap;
+};
+/* Append "/name" (just "name" when empty); *ret_old is what
+ * base_path_pop takes to undo it. 0 or -ENOMEM (p unchanged). */
+int base_path_push(struct base_path *p, const char *name, size_t len,
+		   size_t *ret_old);
+void base_path_pop(struct base_path *p, size_t old);
 
 /* mkdir -p: create path and missing parents with mode. 0 when path is a
  * directory afterwards; -ENOTDIR when it exists as something else. */

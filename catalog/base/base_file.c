@@ -72,6 +72,39 @@ char *base_path_fmt(const char *fmt, ...)
 	return p;
 }
 
+int base_path_push(struct base_path *p, const char *name, size_t len,
+		   size_t *ret_old)
+{
+	size_t need = p->len + 1 + len + 1;
+	char *nb;
+
+	*ret_old = p->len;
+	if (need > p->cap) {
+		size_t cap = p->cap ? p->cap : 256;
+
+		while (cap < need)
+			cap *= 2;
+		nb = realloc(p->b, cap);
+		if (!nb)
+			return -ENOMEM;
+		p->b = nb;
+		p->cap = cap;
+	}
+	if (p->len)
+		p->b[p->len++] = '/';
+	memcpy(p->b + p->len, name, len);
+	p->len += len;
+	p->b[p->len] = '\0';
+	return 0;
+}
+
+void base_path_pop(struct base_path *p, size_t old)
+{
+	p->len = old;
+	if (p->b)
+		p->b[old] = '\0';
+}
+
 int base_mkdir_p(const char *path, mode_t mode)
 {
 	char *p = strdup(path);

@@ -157,3 +157,21 @@ void base_sqlite_finalize(sqlite3_stmt **st)
 		*st = NULL;
 	}
 }
+
+int base_sqlite_attach(sqlite3 *db, const char *path, const char *as)
+{
+	sqlite3_stmt *st = NULL;
+	char sql[64];
+	int rc;
+
+	if (snprintf(sql, sizeof(sql), "ATTACH ?1 AS %s", as) >=
+	    (int)sizeof(sql))
+		return -EINVAL;
+	rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : base_sqlite_errno(db, rc, "attach");
+}

@@ -958,8 +958,15 @@ static int set_result(const struct hyd_cf *f, uint64_t gen, int from_cache,
 
 /* The connect timeout, and curl's global state (the caller's
  * curl_global_cleanup balances it). */
-static int cf_begin(struct hyd_cf *f, long connect_timeout_s)
+static int cf_begin(struct hyd_cf *f, const char *base_url,
+		    const struct hyd_creds *creds, long connect_timeout_s,
+		    char *errbuf, size_t errcap)
 {
+	memset(f, 0, sizeof(*f));
+	f->base = base_url;
+	f->creds = creds;
+	f->errbuf = errbuf;
+	f->errcap = errcap;
 	f->connect_timeout_s = connect_timeout_s > 0
 				   ? connect_timeout_s
 				   : HYD_CONNECT_TIMEOUT_DEFAULT;
@@ -970,15 +977,21 @@ static int cf_begin(struct hyd_cf *f, long connect_timeout_s)
 	return 0;
 }
 
+/* What cf_begin and the calls after it set up, undone. */
+static void cf_end(struct hyd_cf *f)
+{
+	curl_easy_cleanup(f->h);
+	curl_free(f->base_norm);
+	curl_url_cleanup(f->url);
+	curl_global_cleanup();
+}
+
 int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 		      const struct hyd_creds *creds, long connect_timeout_s,
 		      struct hyd_catalog_result *ret, char *errbuf,
 		      size_t errcap)
 {
-	struct hyd_cf f = {.base = base_url,
-			   .creds = creds,
-			   .errbuf = errbuf,
-			   .errcap = errcap};
+	struct hyd_cf f;
 	int trust = hyd_trust_on(creds);
 	uint64_t gen = 0, cached;
 	char name[32], path[4200];
@@ -990,7 +1003,7 @@ int hyd_catalog_fetch(const char *base_url, const char *cache_dir,
 	if (!base_url || !cache_dir || !ret)
 		return -EINVAL;
 	memset(ret, 0, sizeof(*ret));
-	r = cf_begin(&f, connect_timeout_s);
+	r = cf_begin(&f, base_url, creds, connect_timeout_s, errbuf, errcap);
 	if (r < 0)
 		return r;
 	r = cf_setup(&f, cache_dir);
@@ -1085,10 +1098,7 @@ fallback:
 out:
 	ret->requests = f.requests;
 	ret->bytes = f.bytes;
-	curl_easy_cleanup(f.h);
-	curl_free(f.base_norm);
-	curl_url_cleanup(f.url);
-	curl_global_cleanup();
+	cf_end(&f);
 	return r;
 }
 
@@ -1109,10 +1119,7 @@ int hyd_catalog_update(const char *base_url, const char *cache_dir,
 		       struct hyd_catalog_result *ret, char *errbuf,
 		       size_t errcap)
 {
-	struct hyd_cf f = {.base = base_url,
-			   .creds = creds,
-			   .errbuf = errbuf,
-			   .errcap = errcap};
+	struct hyd_cf f;
 	int trust = hyd_trust_on(creds);
 	uint64_t gen = 0;
 	char name[32], path[4200];
@@ -1124,7 +1131,7 @@ int hyd_catalog_update(const char *base_url, const char *cache_dir,
 	if (!base_url || !cache_dir || !ret || !have)
 		return -EINVAL;
 	memset(ret, 0, sizeof(*ret));
-	r = cf_begin(&f, connect_timeout_s);
+	r = cf_begin(&f, base_url, creds, connect_timeout_s, errbuf, errcap);
 	if (r < 0)
 		return r;
 	r = cf_setup(&f, cache_dir);
@@ -1172,10 +1179,7 @@ int hyd_catalog_update(const char *base_url, const char *cache_dir,
 out:
 	ret->requests = f.requests;
 	ret->bytes = f.bytes;
-	curl_easy_cleanup(f.h);
-	curl_free(f.base_norm);
-	curl_url_cleanup(f.url);
-	curl_global_cleanup();
+	cf_end(&f);
 	return r;
 }
 
@@ -1183,16 +1187,13 @@ int hyd_catalog_head(const char *base_url, const struct hyd_creds *creds,
 		     long connect_timeout_s, uint64_t *ret_gen, char *errbuf,
 		     size_t errcap)
 {
-	struct hyd_cf f = {.base = base_url,
-			   .creds = creds,
-			   .errbuf = errbuf,
-			   .errcap = errcap};
+	struct hyd_cf f;
 	CURLcode cc = CURLE_OK;
 	int r;
 
 	if (errbuf && errcap)
 		errbuf[0] = '\0';
-	r = cf_begin(&f, connect_timeout_s);
+	r = cf_begin(&f, base_url, creds, connect_timeout_s, errbuf, errcap);
 	if (r < 0)
 		return r;
 	r = cf_parse_base(&f);
@@ -1216,9 +1217,6 @@ int hyd_catalog_head(const char *base_url, const struct hyd_creds *creds,
 	}
 	if (r == 0)
 		r = cf_head(&f, ret_gen);
-	curl_easy_cleanup(f.h);
-	curl_free(f.base_norm);
-	curl_url_cleanup(f.url);
-	curl_global_cleanup();
+	cf_end(&f);
 	return r;
 }

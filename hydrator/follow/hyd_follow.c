@@ -46,7 +46,7 @@
 
 struct gc_job {
 	int want, done, rc;
-	struct hyd_store_gc_result res;
+	struct hyd_gc_result res;
 };
 
 struct hyd_follow {
@@ -267,8 +267,7 @@ static void record_switch(struct hyd_follow *f, uint64_t gen, int64_t at_ns)
 	(void)hyd_store_meta_set(f->cfg.store, "switched_at", buf);
 }
 
-static void run_gc(struct hyd_follow *f, struct hyd_store_gc_result *res,
-		   int *ret_rc)
+static void run_gc(struct hyd_follow *f, struct hyd_gc_result *res, int *ret_rc)
 {
 	int r = hyd_store_gc(f->cfg.store, res);
 
@@ -417,7 +416,7 @@ static void follow_once(struct hyd_follow *f)
 	}
 	g = NULL; /* the mount's now */
 	if (dropped)
-		run_gc(f, &(struct hyd_store_gc_result){0}, NULL);
+		run_gc(f, &(struct hyd_gc_result){0}, NULL);
 out:
 	inval_free(&l);
 	cat_reader_close(bf_cat);
@@ -447,7 +446,7 @@ static void *follow_main(void *arg)
 {
 	struct hyd_follow *f = arg;
 	uint64_t period = (uint64_t)f->cfg.poll_s * 1000000000ull, next;
-	struct hyd_store_gc_result res;
+	struct hyd_gc_result res;
 	int poke, gc, rc;
 
 	next = period ? base_now_ns() + period : 0;
@@ -577,8 +576,7 @@ void hyd_follow_info(hyd_follow *f, uint64_t *ret_gen, int64_t *ret_switched_ns)
 	pthread_mutex_unlock(&f->mu);
 }
 
-int hyd_follow_gc(hyd_follow *f, unsigned timeout_ms,
-		  struct hyd_store_gc_result *ret)
+int hyd_follow_gc(hyd_follow *f, unsigned timeout_ms, struct hyd_gc_result *ret)
 {
 	uint64_t until =
 	    base_now_ns() +

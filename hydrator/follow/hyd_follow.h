@@ -86,6 +86,6 @@ void hyd_follow_info(hyd_follow *f, uint64_t *ret_gen,
  * (stopping), or the collection's -errno. Any thread but the
  * follower's. */
 int hyd_follow_gc(hyd_follow *f, unsigned timeout_ms,
-		  struct hyd_store_gc_result *ret);
+		  struct hyd_gc_result *ret);
 
 #endif

@@ -144,7 +144,6 @@ static int gc_online(const char *cache_dir, struct hyd_gc_result *ret)
 
 int hyd_gc(const char *cache_dir, struct hyd_gc_result *ret)
 {
-	struct hyd_store_gc_result res;
 	char probe[4200];
 	hyd_store *s = NULL;
 	struct stat st;
@@ -177,18 +176,12 @@ int hyd_gc(const char *cache_dir, struct hyd_gc_result *ret)
 			     "cannot open the cache's store dir=%s", cache_dir);
 		return r;
 	}
-	r = hyd_store_gc(s, &res);
+	r = hyd_store_gc(s, ret); /* by_daemon stays 0 */
 	hyd_store_close(s);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r,
 			     "garbage collection failed dir=%s", cache_dir);
 		return r;
 	}
-	ret->catalogs = res.catalogs;
-	ret->live = res.live;
-	ret->dropped = res.dropped;
-	ret->dropped_bytes = res.dropped_bytes;
-	ret->kept = res.kept;
-	ret->elapsed_s = res.elapsed_s;
 	return 0;
 }

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "catalog/catalog.h"
+#include "hydrator/hydrator.h"
 
 typedef struct hyd_store hyd_store;
 
@@ -97,15 +98,6 @@ struct hyd_store_stats {
 int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
 
 /* Garbage collection (hyd_store_gc.c). */
-struct hyd_store_gc_result {
-	uint64_t catalogs;	/* catalog files whose chunks were kept */
-	uint64_t live;		/* distinct chunk ids they name */
-	uint64_t dropped;	/* index rows removed */
-	uint64_t dropped_bytes; /* frame bytes given back (holes punched) */
-	uint64_t kept;		/* index rows left */
-	double elapsed_s;
-};
-
 /* Drop every chunk that no catalog in DIR/catalogs names (its chunk rows
  * and the manifests of its overlay, GEN.overlay.db): their index rows go
  * and the space of their frames is given back to the file system (holes
@@ -121,7 +113,8 @@ struct hyd_store_gc_result {
  * scan of the store's index and of the catalogs' chunk rows. Returns 0,
  * -ENOMEM, -EIO, -EBADMSG (a file in catalogs/ that is not a catalog:
  * nothing is dropped then). */
-int hyd_store_gc(hyd_store *s, struct hyd_store_gc_result *ret);
+/* ret: hydrator.h's result (by_daemon is left 0). */
+int hyd_store_gc(hyd_store *s, struct hyd_gc_result *ret);
 
 /* The meta key backfill sets once the store holds every chunk of a
  * catalog (its value names the catalog and its totals), so a mount of a

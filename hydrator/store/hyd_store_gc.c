@@ -304,7 +304,7 @@ static void remove_empty_packs(hyd_store *s, const uint8_t *touched,
 
 /* Mark into a connection of its own, then sweep through the store's. */
 static int gc_run(hyd_store *s, sqlite3 *db, const struct gc_files *fl,
-		  struct hyd_store_gc_result *ret)
+		  struct hyd_gc_result *ret)
 {
 	sqlite3_stmt *st = NULL;
 	struct gc_row *v = NULL;
@@ -388,7 +388,7 @@ static int gc_run(hyd_store *s, sqlite3 *db, const struct gc_files *fl,
 	return r;
 }
 
-int hyd_store_gc(hyd_store *s, struct hyd_store_gc_result *ret)
+int hyd_store_gc(hyd_store *s, struct hyd_gc_result *ret)
 {
 	struct gc_files fl = {0};
 	uint64_t t0 = base_now_ns();

@@ -52,7 +52,7 @@ int hyd_mat__behind_fini(struct hyd_behind *b);
 struct walk {
 	struct hyd_mat *m;
 	int rootfd;
-	struct hyd_pathbuf path; /* relative to DEST, "" at the root */
+	struct base_path path; /* relative to DEST, "" at the root */
 	struct hyd_inomap links;
 	uint8_t *buf; /* max_raw bytes */
 	/* data holds the verified bytes of buf_id (a run of one id, e.g. a

@@ -73,39 +73,6 @@ struct dir_walk {
 
 /* ---- small helpers ---- */
 
-int hyd_sync__path_push(struct hyd_pathbuf *p, const char *name, size_t len,
-			size_t *ret_old)
-{
-	size_t need = p->len + 1 + len + 1;
-	char *nb;
-
-	*ret_old = p->len;
-	if (need > p->cap) {
-		size_t cap = p->cap ? p->cap : 256;
-
-		while (cap < need)
-			cap *= 2;
-		nb = realloc(p->b, cap);
-		if (!nb)
-			return -ENOMEM;
-		p->b = nb;
-		p->cap = cap;
-	}
-	if (p->len)
-		p->b[p->len++] = '/';
-	memcpy(p->b + p->len, name, len);
-	p->len += len;
-	p->b[p->len] = '\0';
-	return 0;
-}
-
-void hyd_sync__path_pop(struct hyd_pathbuf *p, size_t old)
-{
-	p->len = old;
-	if (p->b)
-		p->b[old] = '\0';
-}
-
 /* One line naming the entry at the current path (the logger shows bytes
  * that are not UTF-8 as \\xNN); the entry is counted as failed. err may be
  * 0 (the why says it all). */
@@ -938,7 +905,7 @@ int hyd_sync__batch_cb(void *ctx, const void *name, size_t len,
 	return b->n == b->cap ? 1 : 0;
 }
 
-int hyd_sync__dir_each(cat_reader *cat, uint64_t dir, struct hyd_pathbuf *path,
+int hyd_sync__dir_each(cat_reader *cat, uint64_t dir, struct base_path *path,
 		       hyd_dir_each_fn fn, void *arg)
 {
 	struct hyd_dirbatch b = {.cap = BATCH};
@@ -958,13 +925,13 @@ int hyd_sync__dir_each(cat_reader *cat, uint64_t dir, struct hyd_pathbuf *path,
 		for (i = 0; i < b.n; i++) {
 			int c;
 
-			if (hyd_sync__path_push(path, b.e[i].name, b.e[i].len,
-						&old)) {
+			if (base_path_push(path, b.e[i].name, b.e[i].len,
+					   &old)) {
 				err = -ENOMEM;
 				continue;
 			}
 			c = fn(arg, &b.e[i]);
-			hyd_sync__path_pop(path, old);
+			base_path_pop(path, old);
 			if (c < 0) {
 				r = c;
 				goto out;
@@ -1086,8 +1053,7 @@ static void delete_pass(struct walk *w, const struct cat_inode *root)
 		delete_dir(w, w->rootfd, root, 0);
 		return;
 	}
-	if (hyd_sync__path_push(&w->path, m->root_name, strlen(m->root_name),
-				&old))
+	if (base_path_push(&w->path, m->root_name, strlen(m->root_name), &old))
 		return;
 	fd = hyd_filter_excluded(m->filter, w->path.b, 1, 0)
 		 ? -1
@@ -1097,7 +1063,7 @@ static void delete_pass(struct walk *w, const struct cat_inode *root)
 		delete_dir(w, fd, root, 0);
 		close(fd);
 	}
-	hyd_sync__path_pop(&w->path, old);
+	base_path_pop(&w->path, old);
 }
 
 /* Everything below the open directory fd, then the directory's own
@@ -1170,7 +1136,7 @@ static void sync_root(struct walk *w, const struct cat_inode *root)
 	len = strlen(w->m->root_name);
 	e = calloc(1, sizeof(*e));
 	if (!e || len > CAT_NAME_MAX ||
-	    hyd_sync__path_push(&w->path, w->m->root_name, len, &old)) {
+	    base_path_push(&w->path, w->m->root_name, len, &old)) {
 		free(e);
 		report(w, "out of memory", -ENOMEM);
 		return;
@@ -1180,7 +1146,7 @@ static void sync_root(struct walk *w, const struct cat_inode *root)
 	memcpy(e->name, w->m->root_name, len + 1);
 	if (!hyd_filter_excluded(w->m->filter, w->path.b, 1, 0))
 		sync_entry(w, w->rootfd, e, 0);
-	hyd_sync__path_pop(&w->path, old);
+	base_path_pop(&w->path, old);
 	free(e);
 }
 
@@ -1211,8 +1177,7 @@ int hyd_sync__materialize(struct hyd_mat *m)
 			r = -errno;
 	}
 	w.buf = malloc(m->max_raw ? m->max_raw : 1);
-	if (r == 0 &&
-	    (!w.buf || hyd_sync__path_push(&w.path, "", 0, &(size_t){0})))
+	if (r == 0 && (!w.buf || base_path_push(&w.path, "", 0, &(size_t){0})))
 		r = -ENOMEM;
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r,

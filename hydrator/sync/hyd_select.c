@@ -80,7 +80,7 @@ void hyd_sync__sel_free(struct hyd_sync_sel *s)
 struct sel_walk {
 	cat_reader *cat;
 	const hyd_filter *f;
-	struct hyd_pathbuf *path;
+	struct base_path *path;
 	unsigned depth;
 	struct hyd_sync_sel *s;
 };
@@ -115,16 +115,15 @@ static int walk(struct sel_walk *w, uint64_t dir)
 int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
 		     const hyd_filter *f, struct hyd_sync_sel *ret)
 {
-	struct hyd_pathbuf path = {0};
+	struct base_path path = {0};
 	size_t old;
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
 	ret->active = 1;
-	r = hyd_sync__path_push(&path, "", 0, &old);
+	r = base_path_push(&path, "", 0, &old);
 	if (r == 0 && root_name)
-		r = hyd_sync__path_push(&path, root_name, strlen(root_name),
-					&old);
+		r = base_path_push(&path, root_name, strlen(root_name), &old);
 	if (r == 0 && !(root_name && hyd_filter_excluded(f, path.b, 1, 0))) {
 		struct sel_walk w = {cat, f, &path, 0, ret};
 

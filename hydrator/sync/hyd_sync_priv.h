@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/store/hyd_store.h"
 #include "hydrator/hydrator.h"
@@ -234,16 +235,6 @@ struct hyd_inomap_ent *hyd_inomap_add(struct hyd_inomap *m, uint64_t ino);
 /* Free the table and every rel. */
 void hyd_inomap_fini(struct hyd_inomap *m);
 
-/* A growing path relative to DEST, for messages and hard-link targets. */
-struct hyd_pathbuf {
-	char *b; /* NUL-terminated; free() it */
-	size_t len, cap;
-};
-/* Append "/name" (just "name" when empty); *ret_old restores it. */
-int hyd_sync__path_push(struct hyd_pathbuf *p, const char *name, size_t len,
-			size_t *ret_old);
-void hyd_sync__path_pop(struct hyd_pathbuf *p, size_t old);
-
 /* ---- rsync's itemized changes (hyd_itemize.c) ---- */
 
 #define HYD_ITEM_LEN 12 /* "YXcstpoguax" and its NUL */
@@ -370,7 +361,7 @@ int hyd_sync__batch_cb(void *ctx, const void *name, size_t len,
  * and is returned; a name path cannot take is skipped and -ENOMEM
  * returned at the end. 0, or -errno (the catalog read failed). */
 typedef int (*hyd_dir_each_fn)(void *arg, const struct hyd_dirent_copy *e);
-int hyd_sync__dir_each(cat_reader *cat, uint64_t dir, struct hyd_pathbuf *path,
+int hyd_sync__dir_each(cat_reader *cat, uint64_t dir, struct base_path *path,
 		       hyd_dir_each_fn fn, void *arg);
 
 #endif

@@ -198,7 +198,7 @@ out:
 struct vtree {
 	cat_reader *cat;
 	const char *dest;
-	struct hyd_pathbuf path;
+	struct base_path path;
 	struct hyd_inomap links;
 	uint8_t *buf;
 	uint32_t max_raw;

@@ -77,8 +77,7 @@ struct scan {
 	uint8_t *reused;
 	uint64_t cur_ino; /* inode whose manifest is being flushed */
 	struct link_map links;
-	char *path; /* relative path of the current entry */
-	size_t plen, pcap;
+	struct base_path path; /* relative path of the current entry */
 	struct repl_scan_shared sh;
 	int hook_lock_ready;
 	struct repl_file_reader fr;  /* the walker's own */
@@ -187,45 +186,12 @@ static void link_free(struct link_map *lm)
 	memset(lm, 0, sizeof(*lm));
 }
 
-static int path_push(struct scan *s, const char *name, size_t len,
-		     size_t *ret_old)
-{
-	size_t need = s->plen + 1 + len + 1;
-
-	if (need > s->pcap) {
-		size_t nc = s->pcap ? s->pcap : 256;
-		char *np;
-
-		while (nc < need)
-			nc *= 2;
-		np = realloc(s->path, nc);
-		if (!np)
-			return -ENOMEM;
-		s->path = np;
-		s->pcap = nc;
-	}
-	*ret_old = s->plen;
-	if (s->plen)
-		s->path[s->plen++] = '/';
-	memcpy(s->path + s->plen, name, len);
-	s->plen += len;
-	s->path[s->plen] = '\0';
-	return 0;
-}
-
-static void path_pop(struct scan *s, size_t old)
-{
-	s->plen = old;
-	if (s->path)
-		s->path[old] = '\0';
-}
-
 static void warn(struct scan *s, int err, const char *why)
 {
 	s->st->left_out++;
 	if (s->o->warn)
-		s->o->warn(s->o->ctx, s->path ? s->path : "", s->plen, err,
-			   why);
+		s->o->warn(s->o->ctx, s->path.b ? s->path.b : "", s->path.len,
+			   err, why);
 }
 
 static int cancelled(const struct scan *s)
@@ -345,8 +311,8 @@ static int scan_reg(struct scan *s, struct repl_file_job *j, uint64_t *ret_ino)
 	if (r < 0)
 		return r;
 	if (s->sw) {
-		r = repl_srcindex_add_file(s->sw, s->cur_ino, s->path, s->plen,
-					   (uint64_t)j->st.st_dev,
+		r = repl_srcindex_add_file(s->sw, s->cur_ino, s->path.b,
+					   s->path.len, (uint64_t)j->st.st_dev,
 					   (uint64_t)j->st.st_ino);
 		if (r == 0 && j->pending) {
 			struct repl_src_todo t = {
@@ -501,7 +467,7 @@ static int scan_entry(struct scan *s, int dfd, const char *name,
 
 	*ret_ino = 0;
 	*ret_is_dir = 0;
-	r = path_push(s, name, len, &old);
+	r = base_path_push(&s->path, name, len, &old);
 	if (r < 0)
 		return r;
 	if (cat_name_check(name, len) < 0) {
@@ -558,7 +524,7 @@ done:
 	if (j == &local)
 		repl_file_job_fini(&local);
 out:
-	path_pop(s, old);
+	base_path_pop(&s->path, old);
 	return r;
 }
 
@@ -950,7 +916,7 @@ out:
 	repl_xattrs_clear(&s.xa);
 	link_free(&s.links);
 	free(s.reused);
-	free(s.path);
+	free(s.path.b);
 	free(spill);
 	if (rootfd >= 0)
 		close(rootfd);

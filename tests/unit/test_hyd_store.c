@@ -1133,7 +1133,7 @@ static void test_gc(void **state)
 {
 	struct fx *fx = *state;
 	struct tchunk c[4];
-	struct hyd_store_gc_result res;
+	struct hyd_gc_result res;
 	const int cat_a[] = {0}, ov_a[] = {3};
 	hyd_store *s = NULL;
 	char buf[64], p[256];
