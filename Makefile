@@ -71,7 +71,7 @@ ALL_LDFLAGS = -pthread $(SAN_LDFLAGS) $(LDFLAGS)
 LIBS = $(PKG_LIBS) -lm
 
 # Sources: each folder is a static library; *_main.c files are programs.
-CAT_SRC  := $(sort $(wildcard catalog/*.c catalog/base/*.c))
+CAT_SRC  := $(sort $(wildcard catalog/*.c catalog/base/*.c catalog/httpd/*.c))
 REPL_SRC := $(sort $(wildcard replicator/*/*.c))
 HYD_SRC  := $(sort $(wildcard hydrator/*/*.c))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))

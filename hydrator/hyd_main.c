@@ -38,6 +38,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
+#include "catalog/httpd/httpd.h"
 #include "hydrator/backfill/hyd_backfill.h"
 #include "hydrator/fetch/hyd_bwlimit.h"
 #include "hydrator/fetch/hyd_fetch.h"
@@ -229,7 +230,7 @@ static int parse_o(const char *arg, struct opts *o)
  * listener, and anonymous access on loopback alone. 0 or -1 (logged). */
 static int check_s3_opts(const struct opts *o)
 {
-	char host[256];
+	char host[HTTPD_HOST_MAX];
 	uint16_t port;
 
 	if (o->s3_keys && !o->s3_listen) {
@@ -238,8 +239,7 @@ static int check_s3_opts(const struct opts *o)
 	}
 	if (!o->s3_listen)
 		return 0;
-	if (hyd_metrics_listen_split(o->s3_listen, host, sizeof(host), &port) <
-	    0) {
+	if (httpd_listen_split(o->s3_listen, host, sizeof(host), &port) < 0) {
 		base_error("--s3-listen wants HOST:PORT (e.g. "
 			   "127.0.0.1:9000), not '%s'",
 			   o->s3_listen);
@@ -325,11 +325,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			printf(PROG " " FERRY_VERSION "\n");
 			return 1;
 		case OPT_METRICS_LISTEN: {
-			char host[256];
+			char host[HTTPD_HOST_MAX];
 			uint16_t port;
 
-			if (hyd_metrics_listen_split(optarg, host, sizeof(host),
-						     &port) < 0) {
+			if (httpd_listen_split(optarg, host, sizeof(host),
+					       &port) < 0) {
 				base_error("--metrics-listen wants HOST:PORT "
 					   "(e.g. 127.0.0.1:9851), not '%s'",
 					   optarg);

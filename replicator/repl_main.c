@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
+#include "catalog/httpd/httpd.h"
 #include "replicator/publish/repl_publish.h"
 #include "replicator/serve/repl_auth.h"
 #include "replicator/serve/repl_nslist.h"
@@ -447,10 +448,10 @@ static int parse_options(int argc, char **argv, struct cli *c)
 /* The option pairs and the address. -1 to go on, else 2 (said). */
 static int check_options(const struct repl_server_opts *o)
 {
-	char host[REPL_LISTEN_HOST_MAX];
+	char host[HTTPD_HOST_MAX];
 	uint16_t port;
 
-	if (repl_listen_split(o->listen, host, sizeof(host), &port) < 0)
+	if (httpd_listen_split(o->listen, host, sizeof(host), &port) < 0)
 		return usage_error("bad --listen address '%s': expected "
 				   "HOST:PORT",
 				   o->listen);

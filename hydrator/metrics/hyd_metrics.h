@@ -3,15 +3,15 @@
  * --metrics-listen HOST:PORT: GET /metrics in the Prometheus text format
  * (docs/metrics.md lists every metric).
  *
- * A thread of its own runs a libuv loop with a tiny HTTP/1.1 server
- * (http_parser): one request per connection, GET or HEAD /metrics only,
- * a bounded head, a deadline per connection, a cap on connections. It
- * has no authentication: bind it to loopback (or a network only the
- * monitoring can reach). Neither the fetch loop nor a FUSE thread ever
- * waits on a scrape: the numbers are relaxed atomics read where they are
- * (hyd_fetch_stats, struct hyd_read_counts, struct hyd_mount_counts) and
- * the control socket's status (hyd_control_status: the same numbers
- * `ferry status` shows).
+ * A thread of its own runs a libuv loop with the shared HTTP engine
+ * (catalog/httpd/): one request per connection, GET or HEAD /metrics
+ * only, a bounded head, a deadline per connection, a cap on connections
+ * (HTTPD_LIMITS_METRICS). It has no authentication: bind it to loopback
+ * (or a network only the monitoring can reach). Neither the fetch loop nor a
+ * FUSE thread ever waits on a scrape: the numbers are relaxed atomics read
+ * where they are (hyd_fetch_stats, struct hyd_read_counts, struct
+ * hyd_mount_counts) and the control socket's status (hyd_control_status: the
+ * same numbers `ferry status` shows).
  */
 #ifndef FERRY_HYD_METRICS_H
 #define FERRY_HYD_METRICS_H
@@ -41,16 +41,11 @@ struct hyd_metrics_src {
  * the cache (hyd_control_status). */
 void hyd_metrics_render(const struct hyd_metrics_src *src, struct base_prom *p);
 
-/* Check a --metrics-listen value, HOST:PORT ("[v6]:PORT" for IPv6), and
- * split it: host (NUL-terminated, at most cap-1 bytes) and port. 0, or
- * -EINVAL (malformed: a usage error). Does not resolve the host. */
-int hyd_metrics_listen_split(const char *s, char *host, size_t cap,
-			     uint16_t *ret_port);
-
-/* Bind and listen on listen (HOST:PORT; HOST a numeric address or a name
- * that resolves), then start the thread. Call after any fork. Returns 0,
- * -EINVAL, -EADDRINUSE, -EADDRNOTAVAIL, -ENOMEM, -errno; logs the
- * failure with the address. */
+/* Bind and listen on listen (HOST:PORT, httpd_listen_split's rule; HOST
+ * a numeric address or a name that resolves; port 0: any free one, which
+ * the log line names), then start the thread. Call after any fork.
+ * Returns 0, -EINVAL, -EADDRINUSE, -EADDRNOTAVAIL, -ENOMEM, -errno; logs
+ * the failure with the address. */
 int hyd_metrics_start(const char *listen, const struct hyd_metrics_src *src,
 		      hyd_metrics **ret);
 

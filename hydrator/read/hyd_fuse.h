@@ -147,8 +147,7 @@ void hyd_fuse_tune_readahead(struct hyd_fs *fs);
  * the session starts, fini after it ended. */
 void hyd_fs_gens_init(struct hyd_fs *fs, struct hyd_gen *first);
 void hyd_fs_gens_fini(struct hyd_fs *fs);
-/* The current generation, pinned (hyd_gen_unref when done). Any thread. */
-struct hyd_gen *hyd_fs_gen(struct hyd_fs *fs);
+/* hyd_fs_gen, the current generation: hyd_read.h (the FUSE-free face). */
 /* The generation that answers for ino, pinned: the current one when it
  * has ino (or when no older kept one has it), else the newest older one
  * that does. With ret_in, *ret_r is the cat_getattr of ino in the one

@@ -17,7 +17,9 @@
  * evicted. The table holds one reference per slot; a read takes its own,
  * so an evicted state lives on until its last read ends. Every reader of
  * an inode shares one state: the stream detector then sees their requests
- * together, which costs read-ahead, never correctness.
+ * together, which costs read-ahead, never correctness. Views of the tree
+ * without FUSE (S3) take their states from the same table
+ * (hyd_fs_file_get, in hyd_read.h).
  */
 #include <errno.h>
 #include <string.h>
@@ -149,4 +151,15 @@ int hyd_files_get(struct hyd_files *t, struct hyd_fs *fs, uint64_t ino,
 	*ret = of; /* the reference hyd_read_open_new gave us */
 	*ret_new = 1;
 	return 0;
+}
+
+int hyd_fs_file_get(struct hyd_fs *fs, uint64_t ino, struct hyd_read_open **ret,
+		    int *ret_new)
+{
+	return hyd_files_get(&fs->files, fs, ino, ret, ret_new);
+}
+
+const struct hyd_read_ctx *hyd_fs_read_ctx(const struct hyd_fs *fs)
+{
+	return &fs->rd;
 }

@@ -233,4 +233,30 @@ void hyd_read_iov_release(const struct hyd_read_ctx *rc,
 void hyd_read_ahead(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 		    uint64_t off, size_t len);
 
+/* ---- the mount's tree, without FUSE (hyd_fuse_gens.c,
+ * hyd_fuse_files.c); any thread ---- */
+
+/* The filesystem a mount serves: its generations, its table of open-file
+ * states and its read context. hyd_fuse.h has its insides, for the FUSE
+ * operations; another view of the same tree (the S3 server) reaches it
+ * through these calls alone, so it reads what the mount reads, shares
+ * its open-file states and needs no FUSE header. */
+struct hyd_fs;
+
+/* The current generation, pinned (hyd_gen_unref when done). */
+struct hyd_gen *hyd_fs_gen(struct hyd_fs *fs);
+
+/* The mount's read context: store, fetcher, decoded-chunk cache,
+ * deadline, counters (its cat and manifest are NULL: each open-file
+ * state reads its own generation's). */
+const struct hyd_read_ctx *hyd_fs_read_ctx(const struct hyd_fs *fs);
+
+/* Regular file ino's open-file state in the mount's table, with a
+ * reference for the caller (hyd_read_open_unref), made from the
+ * generation that answers for ino when the table has none (*ret_new = 1
+ * then). -EISDIR or -EINVAL for an inode that is not a regular file,
+ * else the catalog's error or -ENOMEM. */
+int hyd_fs_file_get(struct hyd_fs *fs, uint64_t ino, struct hyd_read_open **ret,
+		    int *ret_new);
+
 #endif

@@ -4,8 +4,9 @@
  *
  * The bucket is the namespace name; keys are the paths of the tree's
  * regular files. Objects are read through the mount's own read path
- * (hyd_files_get + hyd_read_open_iov): a chunk fetched for an S3 client
- * is verified and stored once, and the mount then finds it stored.
+ * (hyd_fs_file_get + hyd_read_open_iov, the read room's FUSE-free face
+ * hyd_read.h): a chunk fetched for an S3 client is verified and stored
+ * once, and the mount then finds it stored.
  *
  * The pieces:
  *   hyd_s3_xml.c     XML escaping, URI encoding, S3's error body, dates
@@ -14,7 +15,9 @@
  *   hyd_s3_list.c    ListObjects(V2) paging over sorted keys, tree walk
  *   hyd_s3_object.c  key -> file, ETag, Range, streaming a body
  *   hyd_s3_ops.c     routing one request to an operation
- *   hyd_s3_http.c    the server: accept thread, one thread per connection
+ *   hyd_s3_http.c    the server: accept thread, one thread per connection,
+ *                    on catalog/httpd's listener, reader, limits and
+ *                    response writer
  */
 #ifndef FERRY_HYD_S3_H
 #define FERRY_HYD_S3_H
@@ -25,7 +28,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
-#include "hydrator/read/hyd_fuse.h"
+#include "hydrator/read/hyd_read.h"
 
 /* Bodies and canonical requests are built in a struct base_buf. */
 
@@ -224,12 +227,13 @@ struct hyd_s3_src {
 };
 
 /* 1 when host (a numeric address or a name) resolves to loopback
- * addresses only, else 0. */
+ * addresses only, else 0 (httpd_host_loopback). */
 int hyd_s3_host_is_loopback(const char *host);
 
-/* Bind and listen on listen (HOST:PORT), start the server thread. Returns
- * 0, -EINVAL (malformed, or no keys and HOST not loopback), -errno of
- * bind; logged. */
+/* Bind and listen on listen (HOST:PORT, httpd_listen_split's rule; port
+ * 0: any free one, which the log line names), start the server thread.
+ * Returns 0, -EINVAL (malformed, or no keys and HOST not loopback),
+ * -errno of bind; logged. */
 int hyd_s3_start(const char *listen, const struct hyd_s3_src *src,
 		 hyd_s3 **ret);
 /* Stop accepting, end every connection, join, free. NULL is a no-op. */

@@ -13,15 +13,13 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include <http_parser.h>
-
+#include "catalog/httpd/httpd.h"
 #include "hydrator/s3/hyd_s3.h"
-
-#define HYD_S3_HEAD_MAX 16384u /* request line and headers */
 
 struct hyd_s3 {
 	struct hyd_s3_src src;
-	int lfd; /* listening socket */
+	struct httpd_limits lim; /* HTTPD_LIMITS_S3 */
+	int lfd;		 /* listening socket */
 	pthread_t th;
 	int started;
 	pthread_mutex_t mu;
@@ -31,29 +29,24 @@ struct hyd_s3 {
 	int stop;		   /* under mu */
 	uint64_t reqs;		   /* __atomic: request ids */
 	struct hyd_s3_list_cache lists;
-	char listen[128];
 };
 
 struct hyd_s3_conn {
 	struct hyd_s3 *s;
 	int fd;
 	struct hyd_s3_conn *prev, *next; /* s->conns, under s->mu */
-	http_parser parser;
-	/* the request head, each piece NUL-terminated */
-	char arena[HYD_S3_HEAD_MAX + HYD_S3_HDRS_MAX * 2 + 4];
-	size_t alen;
-	int piece; /* 0 none, 1 url, 2 header name, 3 header value */
-	size_t url_off, name_off[HYD_S3_HDRS_MAX], value_off[HYD_S3_HDRS_MAX];
-	size_t nhdr;
-	int fail; /* the head is too big or malformed */
-	int done; /* the message is complete */
+	struct httpd_reader *rd;	 /* the shared request reader */
+	/* the request being answered: its HTTP/1.x and whether the
+	 * connection stays open after (the answer's head says so) */
+	int http_minor, keep_alive;
 	char request_id[24];
 	char rbuf[8192];
-	size_t rlen; /* unparsed bytes in rbuf */
+	size_t roff, rlen; /* unparsed bytes in rbuf */
 };
 
-/* The status line, the common headers (Content-Length, x-amz-request-id,
- * Date, Server) and extra (each line ending in \r\n; may be ""). */
+/* The head (httpd_head_format: status line, Server, Date, Content-Type,
+ * Content-Length, Connection) with x-amz-request-id and extra (each line
+ * ending in \r\n; may be ""). */
 int hyd_s3__send_head(struct hyd_s3_conn *c, int status, const char *ctype,
 		      uint64_t length, const char *extra);
 /* Every byte of iov[0..n). */

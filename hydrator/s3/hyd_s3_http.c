@@ -1,25 +1,31 @@
 /*
  * hydrator/s3/hyd_s3_http.c — the server behind --s3-listen: an accept
- * thread and one thread per connection (at most S3_CONNS_MAX), each
- * reading requests with http_parser (keep-alive), handing them to
- * hyd_s3__serve, and writing the answers with blocking sends.
+ * thread and one thread per connection (at most HTTPD_LIMITS_S3's
+ * max_conns), each reading requests with the shared request reader
+ * (keep-alive, the limits of HTTPD_LIMITS_S3), handing them to
+ * hyd_s3__serve, and writing the answers, heads made by the shared
+ * response writer, with blocking sends.
  *
- * Why threads and not a libuv loop like the metrics server: every S3
- * request does blocking work (catalog queries, and object reads that wait
- * for chunks from the fetcher, as FUSE workers do), and a GetObject
- * streams up to gigabytes at the client's pace. A thread per connection
- * keeps each of them off everybody else's path, with bounded memory: a
- * connection holds its head buffer and one read step of an object.
+ * Why threads and not the libuv engine the replicator and the metrics
+ * server share (catalog/httpd/): every S3 request does blocking work
+ * (catalog queries, and object reads that wait for chunks from the
+ * fetcher, as FUSE workers do), and a GetObject streams up to gigabytes
+ * at the client's pace. On an event loop each of those would have to be
+ * turned into callbacks and worker jobs, or stall every other connection
+ * of the loop; a thread per connection keeps each of them off everybody
+ * else's path, with bounded memory: a connection holds its reader's head
+ * and one read step of an object. The timeouts are the engine's, kept
+ * here with poll: idle_ms for a request to begin (and for a send to make
+ * progress), header_ms for the rest of it once it has.
  *
  * Stopping: the listening socket is shut down (accept returns), then every
- * connection's socket (its blocked recv or send returns), and hyd_s3_stop
- * waits until the last connection thread is gone.
+ * connection's socket (its blocked poll, recv or send returns), and
+ * hyd_s3_stop waits until the last connection thread is gone.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,41 +34,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "hydrator/metrics/hyd_metrics.h"
 #include "hydrator/s3/hyd_s3_conn_priv.h"
 
-#define S3_CONNS_MAX 64u
-#define S3_IDLE_S 60 /* a connection waiting for a request */
-#define S3_SEND_S 60 /* a send that makes no progress */
 #define S3_BACKLOG 64
-
-static const char *reason(int status)
-{
-	switch (status) {
-	case 200:
-		return "OK";
-	case 206:
-		return "Partial Content";
-	case 400:
-		return "Bad Request";
-	case 403:
-		return "Forbidden";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 416:
-		return "Range Not Satisfiable";
-	case 431:
-		return "Request Header Fields Too Large";
-	case 501:
-		return "Not Implemented";
-	case 503:
-		return "Service Unavailable";
-	default:
-		return "Internal Server Error";
-	}
-}
 
 int hyd_s3__send_iov(struct hyd_s3_conn *c, struct iovec *iov, size_t n)
 {
@@ -92,19 +66,25 @@ int hyd_s3__send_iov(struct hyd_s3_conn *c, struct iovec *iov, size_t n)
 int hyd_s3__send_head(struct hyd_s3_conn *c, int status, const char *ctype,
 		      uint64_t length, const char *extra)
 {
-	char head[1536], date[40];
+	char head[2048], lines[1536];
+	struct httpd_head h = {
+	    .status = status,
+	    .server = HTTPD_SERVER_HYDRATOR,
+	    .ctype = ctype,
+	    .length = (int64_t)length,
+	    .extra = lines,
+	    .http_minor = c->http_minor,
+	    .keep_alive = c->keep_alive,
+	};
 	struct iovec iov;
 	int n;
 
-	hyd_s3_http_date(base_wall_ns() / 1000000000, date);
-	n = snprintf(head, sizeof(head),
-		     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
-		     "Content-Length: %llu\r\nDate: %s\r\n"
-		     "x-amz-request-id: %s\r\nServer: ferry-hydrator\r\n"
-		     "%s\r\n",
-		     status, reason(status), ctype, (unsigned long long)length,
-		     date, c->request_id, extra);
-	if (n < 0 || (size_t)n >= sizeof(head))
+	n = snprintf(lines, sizeof(lines), "x-amz-request-id: %s\r\n%s",
+		     c->request_id, extra);
+	if (n < 0 || (size_t)n >= sizeof(lines))
+		return -ENAMETOOLONG;
+	n = httpd_head_format(&h, head, sizeof(head));
+	if (n < 0)
 		return -ENAMETOOLONG;
 	iov.iov_base = head;
 	iov.iov_len = (size_t)n;
@@ -141,151 +121,117 @@ int hyd_s3__send_error(struct hyd_s3_conn *c, int status, const char *code,
 	return r;
 }
 
-/* -- http_parser callbacks: the head into the arena -- */
-
-/* Append at to the arena as part of a piece of kind k. */
-static int arena_put(http_parser *hp, int k, const char *at, size_t len)
-{
-	struct hyd_s3_conn *c = hp->data;
-
-	if (c->piece != k) {
-		if (c->piece != 0)
-			c->arena[c->alen++] = '\0';
-		if (k == 2) {
-			if (c->nhdr == HYD_S3_HDRS_MAX) {
-				c->fail = 431;
-				return -1;
-			}
-			c->name_off[c->nhdr++] = c->alen;
-		} else if (k == 3) {
-			c->value_off[c->nhdr - 1] = c->alen;
-		} else {
-			c->url_off = c->alen;
-		}
-		c->piece = k;
-	}
-	/* the arena has room for the head and every NUL */
-	if (c->alen + len + 1 > sizeof(c->arena) - HYD_S3_HDRS_MAX * 2 ||
-	    c->alen + len > HYD_S3_HEAD_MAX) {
-		c->fail = 431;
-		return -1;
-	}
-	memcpy(c->arena + c->alen, at, len);
-	c->alen += len;
-	return 0;
-}
-
-static int cb_url(http_parser *hp, const char *at, size_t len)
-{
-	return arena_put(hp, 1, at, len);
-}
-
-static int cb_field(http_parser *hp, const char *at, size_t len)
-{
-	return arena_put(hp, 2, at, len);
-}
-
-static int cb_value(http_parser *hp, const char *at, size_t len)
-{
-	struct hyd_s3_conn *c = hp->data;
-
-	if (c->piece != 3 && c->piece != 2)
-		return -1;
-	return arena_put(hp, 3, at, len);
-}
-
-static int cb_headers_complete(http_parser *hp)
-{
-	struct hyd_s3_conn *c = hp->data;
-
-	c->arena[c->alen++] = '\0';
-	c->piece = 0;
-	return 0;
-}
-
-static int cb_message_complete(http_parser *hp)
-{
-	struct hyd_s3_conn *c = hp->data;
-
-	c->done = 1;
-	http_parser_pause(hp, 1);
-	return 0;
-}
-
-static const http_parser_settings SETTINGS = {
-    .on_url = cb_url,
-    .on_header_field = cb_field,
-    .on_header_value = cb_value,
-    .on_headers_complete = cb_headers_complete,
-    .on_message_complete = cb_message_complete,
-};
-
-/* The parsed head as a request (pointers into the arena). */
+/* The parsed head as a request: pointers into the reader, which keeps
+ * them until the next request begins. */
 static void req_build(struct hyd_s3_conn *c, struct hyd_s3_req *rq)
 {
-	char *url = c->arena + c->url_off, *q;
-	size_t i;
+	struct httpd_msg m;
+	char *q;
+	size_t i, vlen, nlen;
 
 	memset(rq, 0, sizeof(*rq));
-	rq->method = http_method_str((enum http_method)c->parser.method);
-	q = strchr(url, '?');
+	httpd_reader_msg(c->rd, &m);
+	rq->method = m.method_name;
+	c->http_minor = m.http_minor;
+	q = strchr(m.url, '?');
 	if (q)
 		*q++ = '\0';
-	rq->path = url;
-	rq->query = q ? q : url + strlen(url);
-	for (i = 0; i < c->nhdr; i++) {
-		char *p;
-
-		rq->hdr[i].name = c->arena + c->name_off[i];
-		rq->hdr[i].value =
-		    c->value_off[i] ? c->arena + c->value_off[i] : (char *)"";
-		for (p = rq->hdr[i].name; *p; p++)
-			if (*p >= 'A' && *p <= 'Z')
-				*p = (char)(*p - 'A' + 'a');
-	}
-	rq->nhdr = c->nhdr;
+	rq->path = m.url;
+	rq->query = q ? q : m.url + strlen(m.url);
+	/* the reader refuses more lines than HTTPD_LIMITS_S3 allows */
+	for (i = 0; i < m.nfields && i < HYD_S3_HDRS_MAX; i++)
+		httpd_reader_field(c->rd, i, &rq->hdr[i].name, &nlen,
+				   &rq->hdr[i].value, &vlen);
+	rq->nhdr = i;
 }
 
-/* Read and parse until a request is complete. 0, or -errno / -EPROTO
- * (c->fail may then say which answer to give). */
-static int conn_read_request(struct hyd_s3_conn *c)
+/* Wait until fd has bytes, until deadline (base_now_ns). 0, -ETIMEDOUT,
+ * or -errno. */
+static int wait_readable(int fd, uint64_t deadline)
 {
-	http_parser_init(&c->parser, HTTP_REQUEST);
-	c->parser.data = c;
-	c->alen = 0;
-	c->piece = 0;
-	c->nhdr = 0;
-	c->url_off = 0;
-	memset(c->value_off, 0, sizeof(c->value_off));
-	c->fail = 0;
-	c->done = 0;
-	for (;;) {
-		size_t used;
-		ssize_t n;
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 
-		if (c->rlen > 0) {
-			used = http_parser_execute(&c->parser, &SETTINGS,
-						   c->rbuf, c->rlen);
-			if (c->done) {
-				/* keep what belongs to the next request */
-				memmove(c->rbuf, c->rbuf + used,
-					c->rlen - used);
-				c->rlen -= used;
+	for (;;) {
+		uint64_t now = base_now_ns();
+		int r;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)((deadline - now + 999999) / 1000000));
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* Read until a request is complete; its head into rq. 0, -EPROTO (the
+ * reader refused it: httpd_reader_fail says what to answer), or -errno
+ * (the client went away or took too long: nothing to answer). */
+static int conn_read_request(struct hyd_s3_conn *c, struct hyd_s3_req *rq)
+{
+	const struct httpd_limits *lim = &c->s->lim;
+	uint64_t deadline = base_now_ns() + lim->idle_ms * 1000000ull;
+
+	for (;;) {
+		ssize_t n;
+		int r;
+
+		while (c->rlen > 0) {
+			int was_busy = httpd_reader_busy(c->rd);
+			enum httpd_rd ev;
+			size_t used;
+
+			ev = httpd_reader_feed(c->rd, c->rbuf + c->roff,
+					       c->rlen, &used);
+			c->roff += used;
+			c->rlen -= used;
+			/* a request began: the rest of it within header_ms */
+			if (!was_busy &&
+			    (httpd_reader_busy(c->rd) || ev != HTTPD_RD_MORE))
+				deadline =
+				    base_now_ns() + lim->header_ms * 1000000ull;
+			if (ev == HTTPD_RD_HEAD) {
+				req_build(c, rq);
+			} else if (ev == HTTPD_RD_END) {
+				c->keep_alive = httpd_reader_keep_alive(c->rd);
 				return 0;
-			}
-			if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK) {
-				if (!c->fail)
-					c->fail = 400;
+			} else if (ev == HTTPD_RD_FAIL) {
 				return -EPROTO;
+			} else if (ev == HTTPD_RD_MORE && used == 0) {
+				break;
 			}
-			c->rlen = 0;
+			/* HTTPD_RD_BODY: no body is kept (no writes) */
 		}
+		c->roff = c->rlen = 0;
+		r = wait_readable(c->fd, deadline);
+		if (r < 0)
+			return r;
 		n = recv(c->fd, c->rbuf, sizeof(c->rbuf), 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			return n < 0 ? -errno : -ECONNRESET;
 		c->rlen = (size_t)n;
+	}
+}
+
+/* The S3 error code of a request the reader refused. */
+static const char *fail_code(int status)
+{
+	switch (status) {
+	case 405:
+		return "MethodNotAllowed";
+	case 413:
+		return "EntityTooLarge";
+	case 414:
+		return "InvalidURI";
+	case 431:
+		return "RequestHeaderSectionTooLarge";
+	case 500:
+		return "InternalError";
+	default:
+		return "InvalidRequest";
 	}
 }
 
@@ -296,24 +242,21 @@ static void conn_serve(struct hyd_s3_conn *c)
 	for (;;) {
 		uint64_t id =
 		    __atomic_add_fetch(&c->s->reqs, 1, __ATOMIC_RELAXED);
-		int keep;
+		const char *detail;
+		int r, st;
 
 		snprintf(c->request_id, sizeof(c->request_id), "%016llX",
 			 (unsigned long long)id);
-		if (conn_read_request(c) < 0) {
-			if (c->fail)
-				hyd_s3__send_error(
-				    c, c->fail,
-				    c->fail == 431
-					? "RequestHeaderSectionTooLarge"
-					: "InvalidRequest",
-				    "cannot parse the request", "", 0);
-			return;
+		c->http_minor = 1;
+		c->keep_alive = 0;
+		r = conn_read_request(c, &rq);
+		if (r == -EPROTO) {
+			st = httpd_reader_fail(c->rd, &detail);
+			hyd_s3__send_error(c, st, fail_code(st), detail, "", 0);
 		}
-		keep = http_should_keep_alive(&c->parser);
-		http_parser_pause(&c->parser, 0);
-		req_build(c, &rq);
-		if (hyd_s3__serve(c, &rq) < 0 || !keep)
+		if (r < 0)
+			return;
+		if (hyd_s3__serve(c, &rq) < 0 || !c->keep_alive)
 			return;
 	}
 }
@@ -341,6 +284,7 @@ static void *conn_thread(void *p)
 	conn_serve(c);
 	conn_unlink(c);
 	close(c->fd);
+	httpd_reader_free(c->rd);
 	free(c);
 	return NULL;
 }
@@ -349,30 +293,34 @@ static void *conn_thread(void *p)
  * many or the server is stopping. */
 static void conn_start(struct hyd_s3 *s, int fd)
 {
-	struct timeval idle = {.tv_sec = S3_IDLE_S};
-	struct timeval snd = {.tv_sec = S3_SEND_S};
+	/* an answer the client does not read: the idle timeout, as the
+	 * engine's "answer not read" */
+	struct timeval snd = {.tv_sec = (time_t)(s->lim.idle_ms / 1000),
+			      .tv_usec =
+				  (suseconds_t)(s->lim.idle_ms % 1000 * 1000)};
 	struct hyd_s3_conn *c;
 	pthread_attr_t attr;
 	pthread_t th;
 	int one = 1, sndbuf = 4 << 20;
 
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof(snd));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* a whole read step fits: the sender hands over 1 MiB at a time */
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	c = calloc(1, sizeof(*c));
-	if (!c) {
+	if (!c || httpd_reader_new(&s->lim, &c->rd) < 0) {
+		free(c);
 		close(fd);
 		return;
 	}
 	c->s = s;
 	c->fd = fd;
 	pthread_mutex_lock(&s->mu);
-	if (s->stop || s->n_conns >= S3_CONNS_MAX) {
+	if (s->stop || s->n_conns >= s->lim.max_conns) {
 		pthread_mutex_unlock(&s->mu);
 		base_debug("s3: connection refused conns=%zu", s->n_conns);
 		close(fd);
+		httpd_reader_free(c->rd);
 		free(c);
 		return;
 	}
@@ -387,6 +335,7 @@ static void conn_start(struct hyd_s3 *s, int fd)
 		pthread_mutex_unlock(&s->mu);
 		conn_unlink(c);
 		close(fd);
+		httpd_reader_free(c->rd);
 		free(c);
 	} else {
 		pthread_mutex_unlock(&s->mu);
@@ -421,84 +370,51 @@ static void *accept_thread(void *p)
 
 int hyd_s3_host_is_loopback(const char *host)
 {
-	struct addrinfo hints, *res = NULL, *a;
-	int lo = 1;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	if (getaddrinfo(host, NULL, &hints, &res) != 0)
-		return 0;
-	for (a = res; a; a = a->ai_next) {
-		if (a->ai_family == AF_INET) {
-			const struct sockaddr_in *in = (const void *)a->ai_addr;
-
-			if ((ntohl(in->sin_addr.s_addr) >> 24) != 127)
-				lo = 0;
-		} else if (a->ai_family == AF_INET6) {
-			const struct sockaddr_in6 *in6 =
-			    (const void *)a->ai_addr;
-
-			if (!IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
-				lo = 0;
-		} else {
-			lo = 0;
-		}
-	}
-	freeaddrinfo(res);
-	return lo;
+	return httpd_host_loopback(host);
 }
 
-/* A listening socket on host:port. fd or -errno. */
-static int s3_bind(const char *host, uint16_t port)
+/* The listening socket of listen_addr and its name with the port bound
+ * (port 0 asked for any). 0 or -errno (logged). */
+static int s3_listen(struct hyd_s3 *s, const char *listen_addr, char *name,
+		     size_t cap)
 {
-	struct addrinfo hints, *res = NULL;
-	char ps[8];
-	int fd, one = 1, r;
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	int r = httpd_listen_resolve(listen_addr, &sa);
 
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
-	snprintf(ps, sizeof(ps), "%u", (unsigned)port);
-	if (getaddrinfo(host, ps, &hints, &res) != 0)
-		return -EADDRNOTAVAIL;
-	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
+	if (r == 0)
+		r = s->lfd = httpd_listen_socket(&sa, S3_BACKLOG);
+	if (r >= 0 && getsockname(s->lfd, (struct sockaddr *)&sa, &len) < 0)
 		r = -errno;
-		goto out;
+	if (r >= 0)
+		r = httpd_listen_name(listen_addr, (const struct sockaddr *)&sa,
+				      name, cap);
+	if (r < 0) {
+		base_log_err(BASE_LOG_ERROR, r, "cannot serve S3 listen=%s",
+			     listen_addr);
+		if (s->lfd >= 0)
+			close(s->lfd);
+		s->lfd = -1;
 	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
-	    listen(fd, S3_BACKLOG) < 0) {
-		r = -errno;
-		close(fd);
-		goto out;
-	}
-	r = fd;
-out:
-	freeaddrinfo(res);
-	return r;
+	return r < 0 ? r : 0;
 }
 
 int hyd_s3_start(const char *listen_addr, const struct hyd_s3_src *src,
 		 hyd_s3 **ret)
 {
-	char host[256];
+	char host[HTTPD_HOST_MAX], name[HTTPD_HOST_MAX + 16];
 	uint16_t port;
 	sigset_t all, old;
 	hyd_s3 *s;
 	int r;
 
 	*ret = NULL;
-	/* the same HOST:PORT rule as --metrics-listen */
-	if (hyd_metrics_listen_split(listen_addr, host, sizeof(host), &port) <
-	    0) {
+	if (httpd_listen_split(listen_addr, host, sizeof(host), &port) < 0) {
 		base_error("--s3-listen wants HOST:PORT, not '%s'",
 			   listen_addr);
 		return -EINVAL;
 	}
-	if (!src->keys && !hyd_s3_host_is_loopback(host)) {
+	if (!src->keys && !httpd_host_loopback(host)) {
 		base_error("--s3-listen %s is not a loopback address: give "
 			   "--s3-keys FILE (anonymous access is for loopback "
 			   "only)",
@@ -509,17 +425,14 @@ int hyd_s3_start(const char *listen_addr, const struct hyd_s3_src *src,
 	if (!s)
 		return -ENOMEM;
 	s->src = *src;
-	snprintf(s->listen, sizeof(s->listen), "%s", listen_addr);
+	s->lim = HTTPD_LIMITS_S3;
+	s->lfd = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	hyd_s3_list_cache_init(&s->lists);
-	s->lfd = s3_bind(host, port);
-	if (s->lfd < 0) {
-		r = s->lfd;
-		base_log_err(BASE_LOG_ERROR, r, "cannot serve S3 listen=%s",
-			     listen_addr);
+	r = s3_listen(s, listen_addr, name, sizeof(name));
+	if (r < 0)
 		goto fail;
-	}
 	/* signals stay with the main thread (FUSE's handlers); the
 	 * connection threads inherit this mask */
 	sigfillset(&all);
@@ -532,8 +445,8 @@ int hyd_s3_start(const char *listen_addr, const struct hyd_s3_src *src,
 		goto fail;
 	}
 	s->started = 1;
-	base_info("serving S3 url=http://%s/%s auth=%s", listen_addr,
-		  src->bucket, src->keys ? "sigv4" : "anonymous");
+	base_info("serving S3 url=http://%s/%s auth=%s", name, src->bucket,
+		  src->keys ? "sigv4" : "anonymous");
 	*ret = s;
 	return 0;
 fail:

@@ -4,7 +4,7 @@
  * body streamed through the mount's read path.
  *
  * The bytes come from hyd_read_open_iov on the mount's own open-file
- * state (hyd_files_get), so a chunk not stored yet is fetched by the one
+ * state (hyd_fs_file_get), so a chunk not stored yet is fetched by the one
  * fetcher, verified, and stored once, exactly as for a FUSE read; the
  * mount then finds it stored. The body goes out in steps of S3_STEP bytes
  * with the read path's readahead after each, so memory stays bounded
@@ -104,14 +104,15 @@ out:
  * one-byte read through the read path does that, with its deadline). */
 static int etag_get(struct hyd_fs *fs, struct hyd_read_open *of, char out[48])
 {
-	cat_reader *cat = of->gen ? of->gen->cat : fs->rd.cat;
+	const struct hyd_read_ctx *rd = hyd_fs_read_ctx(fs);
+	cat_reader *cat = of->gen ? of->gen->cat : rd->cat;
 	int r = etag_of(cat, of, out);
 
 	if (r == -EAGAIN) {
 		struct hyd_read_iov rv = {0};
 
-		r = hyd_read_open_iov(&fs->rd, of, 0, 1, &rv);
-		hyd_read_iov_release(&fs->rd, &rv);
+		r = hyd_read_open_iov(rd, of, 0, 1, &rv);
+		hyd_read_iov_release(rd, &rv);
 		if (r == 0)
 			r = etag_of(cat, of, out);
 	}
@@ -281,7 +282,7 @@ static int stream_send(struct hyd_s3_conn *c, struct stream *st)
 static int send_body(struct hyd_s3_conn *c, struct hyd_read_open *of,
 		     uint64_t off, uint64_t len)
 {
-	struct stream st = {.rd = &c->s->src.fs->rd,
+	struct stream st = {.rd = hyd_fs_read_ctx(c->s->src.fs),
 			    .of = of,
 			    .off = off,
 			    .len = len,
@@ -335,7 +336,7 @@ int hyd_s3__object(struct hyd_s3_conn *c, const struct hyd_s3_req *rq,
 	r = key_lookup(g->cat, key, &in);
 	hyd_gen_unref(g);
 	if (r == 0)
-		r = hyd_files_get(&fs->files, fs, in.ino, &of, &isnew);
+		r = hyd_fs_file_get(fs, in.ino, &of, &isnew);
 	if (r == -ENOENT || r == -EISDIR || r == -EINVAL)
 		return hyd_s3__send_error(c, 404, "NoSuchKey",
 					  "the key does not exist", resource,

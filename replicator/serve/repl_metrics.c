@@ -1,7 +1,7 @@
 /*
  * replicator/serve/repl_metrics.c — GET /metrics: the replicator's counters in
- * the Prometheus text format (base_prom.c), and the few calls the HTTP
- * layer makes to count (repl_metrics_priv.h).
+ * the Prometheus text format (base_prom.c), and the few calls the engine's
+ * hooks make to count (repl_metrics_priv.h, repl_http.c).
  *
  * Who may read it (--metrics): the per-namespace series name every
  * namespace and what was served from it, so with --tokens (tenants that
@@ -58,11 +58,11 @@ static const char *const ERR_NAMES[REPL_ERR_N] = {
     [REPL_ERR_ABORTED] = "aborted",
 };
 
-static const char *const LIMIT_NAMES[REPL_LIM_N] = {
-    [REPL_LIM_PER_ADDR] = "per_addr",	  [REPL_LIM_CAP_WAIT] = "cap_wait",
-    [REPL_LIM_EVICTED] = "evicted",	  [REPL_LIM_NO_FDS] = "no_fds",
-    [REPL_LIM_HEADER] = "header_timeout", [REPL_LIM_IDLE] = "idle_timeout",
-    [REPL_LIM_UNREAD] = "answer_unread",
+static const char *const LIMIT_NAMES[HTTPD_LIM_N] = {
+    [HTTPD_LIM_PER_ADDR] = "per_addr",	   [HTTPD_LIM_CAP_WAIT] = "cap_wait",
+    [HTTPD_LIM_EVICTED] = "evicted",	   [HTTPD_LIM_NO_FDS] = "no_fds",
+    [HTTPD_LIM_HEADER] = "header_timeout", [HTTPD_LIM_IDLE] = "idle_timeout",
+    [HTTPD_LIM_UNREAD] = "answer_unread",
 };
 
 static const char *const CLASS_NAMES[REPL_STATUS_CLASSES] = {
@@ -94,18 +94,17 @@ int repl_metrics_access_parse(const char *s, enum repl_metrics_access *ret)
 
 void repl_metrics_first_byte(struct repl_req *req)
 {
-	struct repl_metrics *m = &req->srv->metrics;
-	int cls = req->status / 100 - 1;
+	struct repl_metrics *m = &((struct repl_server *)req->h.ctx)->metrics;
+	int cls = req->h.status / 100 - 1;
 	uint64_t now = uv_hrtime();
 
-	req->counted = 1;
 	if (cls < 0 || cls >= REPL_STATUS_CLASSES)
 		cls = REPL_STATUS_CLASSES - 1;
 	if (req->kind < 0 || req->kind >= REPL_RK_N)
 		req->kind = REPL_RK_OTHER;
 	m->requests[req->kind][cls]++;
-	base_hist_observe_ns(&m->ttfb, req->head_ns && now > req->head_ns
-					   ? now - req->head_ns
+	base_hist_observe_ns(&m->ttfb, req->h.head_ns && now > req->h.head_ns
+					   ? now - req->h.head_ns
 					   : 0);
 }
 
@@ -164,7 +163,7 @@ static void render_http(struct base_prom *p, const struct repl_server *srv)
 	base_prom_family(p, "ferry_replicator_connections_open", "gauge",
 			 "Client connections open now.");
 	base_prom_u64(p, "ferry_replicator_connections_open", NULL, 0,
-		      srv->n_conns);
+		      httpd_server_conns(srv->http));
 	base_prom_family(p, "ferry_replicator_connections_accepted_total",
 			 "counter", "Client connections accepted.");
 	base_prom_u64(p, "ferry_replicator_connections_accepted_total", NULL, 0,
@@ -173,7 +172,7 @@ static void render_http(struct base_prom *p, const struct repl_server *srv)
 			 "counter",
 			 "Connections refused, closed or kept waiting by a "
 			 "limit, by reason.");
-	for (i = 0; i < REPL_LIM_N; i++) {
+	for (i = 0; i < HTTPD_LIM_N; i++) {
 		l[0] = (struct base_prom_label){"reason", LIMIT_NAMES[i]};
 		base_prom_u64(p, "ferry_replicator_connections_limited_total",
 			      l, 1, m->conns_limited[i]);
@@ -328,21 +327,21 @@ void repl_route_metrics(struct repl_req *req)
 	struct base_prom p;
 
 	if (srv->metrics.access == REPL_METRICS_OFF) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"/metrics is off (--metrics off)");
 		return;
 	}
 	if (srv->metrics.access == REPL_METRICS_LOOPBACK &&
-	    !repl_http_peer_loopback(req)) {
-		repl_http_error(req, 403, "forbidden", NULL,
+	    !httpd_req_peer_loopback(&req->h)) {
+		httpd_req_error(&req->h, 403, "forbidden", NULL,
 				"/metrics answers loopback clients only "
 				"(--metrics)");
 		return;
 	}
-	if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
-		repl_http_error(
-		    req, 405, "method_not_allowed", "Allow: GET, HEAD\r\n",
-		    "%s is not allowed here", http_method_str(req->method));
+	if (req->h.method != HTTPD_GET && req->h.method != HTTPD_HEAD) {
+		httpd_req_error(&req->h, 405, "method_not_allowed",
+				"Allow: GET, HEAD\r\n",
+				"%s is not allowed here", req->h.method_name);
 		return;
 	}
 	base_prom_init(&p);
@@ -350,11 +349,11 @@ void repl_route_metrics(struct repl_req *req)
 	render_ns(&p, srv);
 	if (p.out.err) {
 		base_prom_fini(&p);
-		repl_http_error(req, 500, "internal", NULL,
+		httpd_req_error(&req->h, 500, "internal", NULL,
 				"cannot build the metrics");
 		return;
 	}
-	repl_http_respond(req, 200, BASE_PROM_CTYPE,
+	httpd_req_respond(&req->h, 200, BASE_PROM_CTYPE,
 			  "Cache-Control: no-cache\r\n", p.out.buf, p.out.len);
 	base_prom_fini(&p);
 }

@@ -4,8 +4,9 @@
  * in docs/metrics.md).
  *
  * Threads: every counter here is touched on the loop thread only (the
- * places that count — accept, the sweep, the first write of an answer,
- * repl_http_error, the routes' after-work callbacks — all run there), so
+ * places that count — the engine's hooks at accept, the sweep, the first
+ * write of an answer and an error answer (repl_http.c), the routes'
+ * after-work callbacks — all run there), so
  * they are plain integers: no lock, no atomic on the hot path. Per
  * namespace numbers are not kept here: the scrape reads each namespace's
  * own (struct repl_stats, its generation, its hasher) from the namespaces
@@ -18,6 +19,7 @@
 #include <stdint.h>
 
 #include "catalog/base/base.h"
+#include "catalog/httpd/httpd.h"
 #include "replicator/serve/repl_serve.h"
 
 struct repl_req;
@@ -42,8 +44,8 @@ enum repl_route_kind {
 
 /* Why an answer was an error or was cut: the "kind" label of
  * ferry_replicator_errors_total. The first ones are the error codes of
- * docs/protocol.md (repl_http_error's code); ABORTED is a response cut
- * mid-body (repl_http_abort). */
+ * docs/protocol.md (httpd_req_error's code); ABORTED is a response cut
+ * mid-body (httpd_req_abort). */
 enum repl_err_kind {
 	REPL_ERR_BAD_REQUEST = 0,
 	REPL_ERR_UNAUTHORIZED,
@@ -61,18 +63,6 @@ enum repl_err_kind {
 	REPL_ERR_N
 };
 
-/* Connections refused or closed by a limit: the "reason" label. */
-enum repl_limit_kind {
-	REPL_LIM_PER_ADDR = 0, /* refused: the address is at its cap */
-	REPL_LIM_CAP_WAIT,     /* at the cap, none to close: accepting paused */
-	REPL_LIM_EVICTED,      /* closed to make room (cap or no fds) */
-	REPL_LIM_NO_FDS,       /* accept failed: out of file descriptors */
-	REPL_LIM_HEADER,       /* closed: header timeout */
-	REPL_LIM_IDLE,	       /* closed: idle timeout */
-	REPL_LIM_UNREAD,       /* closed: the answer was not read */
-	REPL_LIM_N
-};
-
 #define REPL_STATUS_CLASSES 5 /* 1xx .. 5xx */
 
 struct repl_metrics {
@@ -82,7 +72,7 @@ struct repl_metrics {
 	uint64_t response_bytes; /* heads and bodies handed to connections */
 	uint64_t errors[REPL_ERR_N];
 	uint64_t conns_accepted;
-	uint64_t conns_limited[REPL_LIM_N];
+	uint64_t conns_limited[HTTPD_LIM_N]; /* by enum httpd_limit */
 };
 
 /* Zero the counters, set up the histogram; access AUTO is resolved from
@@ -94,7 +84,7 @@ void repl_metrics_init(struct repl_metrics *m, enum repl_metrics_access access,
  * the request (route kind, status class) and its time to first byte. */
 void repl_metrics_first_byte(struct repl_req *req);
 
-/* An error answer with this protocol code (repl_http_error's). */
+/* An error answer with this protocol code (httpd_req_error's). */
 void repl_metrics_error_code(struct repl_server *srv, const char *code);
 
 /* GET /metrics: the access rule, then the text. Loop thread. */

@@ -47,10 +47,10 @@ static void sig_done(uv_work_t *w, int status)
 	struct sig_job *j = w->data;
 	struct repl_req *req = j->req;
 
-	if (req->dead || status < 0)
+	if (req->h.dead || status < 0)
 		goto out;
 	if (j->err == -ENOENT) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"no signature of generation %" PRIu64
 				" (the replicator signs with --sign-key)",
 				j->gen);
@@ -59,14 +59,15 @@ static void sig_done(uv_work_t *w, int status)
 	if (j->err < 0) {
 		base_log_err(BASE_LOG_ERROR, j->err,
 			     "cannot read a signature path=\"%s\"", j->path);
-		repl_http_error(req, 500, "internal", NULL,
+		httpd_req_error(&req->h, 500, "internal", NULL,
 				"cannot read the signature: %s",
 				strerror(-j->err));
 		goto out;
 	}
-	repl_http_respond(req, 200, "text/plain", IMMUTABLE, j->buf, j->len);
+	httpd_req_respond(&req->h, 200, "text/plain", IMMUTABLE, j->buf,
+			  j->len);
 out:
-	repl_req_unref(req);
+	httpd_req_unref(&req->h);
 }
 
 void repl_route_signature(struct repl_req *req, struct repl_ns *ns,
@@ -79,7 +80,8 @@ void repl_route_signature(struct repl_req *req, struct repl_ns *ns,
 		return;
 	j = calloc(1, sizeof(*j));
 	if (!j) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		httpd_req_error(&req->h, 500, "internal", NULL,
+				"out of memory");
 		return;
 	}
 	j->req = req;
@@ -88,14 +90,15 @@ void repl_route_signature(struct repl_req *req, struct repl_ns *ns,
 	req->route = j;
 	req->on_free = sig_job_free;
 	if (!j->path) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		httpd_req_error(&req->h, 500, "internal", NULL,
+				"out of memory");
 		return;
 	}
 	j->w.data = j;
-	repl_req_ref(req);
+	httpd_req_ref(&req->h);
 	if (uv_queue_work(&req->srv->loop, &j->w, sig_work, sig_done) < 0) {
-		repl_req_unref(req);
-		repl_http_error(req, 500, "internal", NULL,
+		httpd_req_unref(&req->h);
+		httpd_req_error(&req->h, 500, "internal", NULL,
 				"cannot queue work");
 	}
 }

@@ -74,8 +74,8 @@ static void route_head(struct repl_req *req, struct repl_ns *ns)
 	char body[32];
 	int n = snprintf(body, sizeof(body), "%" PRIu64 "\n", ns->generation);
 
-	repl_http_respond(req, 200, "text/plain", "Cache-Control: no-cache\r\n",
-			  body, (size_t)n);
+	httpd_req_respond(&req->h, 200, "text/plain",
+			  "Cache-Control: no-cache\r\n", body, (size_t)n);
 }
 
 /* Source hashing, for /stats: state "none" (nothing was deferred),
@@ -163,12 +163,12 @@ static void route_stats(struct repl_req *req, struct repl_ns *ns)
 
 	json_decref(o);
 	if (n < 0) {
-		repl_http_error(req, 500, "internal", NULL,
+		httpd_req_error(&req->h, 500, "internal", NULL,
 				"cannot build the counters");
 		return;
 	}
 	body[n++] = '\n';
-	repl_http_respond(req, 200, "application/json",
+	httpd_req_respond(&req->h, 200, "application/json",
 			  "Cache-Control: no-cache\r\n", body, (size_t)n);
 }
 
@@ -224,11 +224,12 @@ static void cat_open_work(uv_work_t *w)
 
 static void cat_read_next(struct repl_req *req);
 
-static void cat_written(struct repl_req *req, void *arg, int status)
+static void cat_written(struct httpd_req *h, void *arg, int status)
 {
+	struct repl_req *req = repl_req_of(h);
 	struct cat_job *j = arg;
 
-	if (status < 0 || req->dead || req->done)
+	if (status < 0 || req->h.dead || req->h.done)
 		return;
 	if (j->off < j->size)
 		cat_read_next(req);
@@ -241,7 +242,7 @@ static void cat_on_read(uv_fs_t *fs)
 	ssize_t n = fs->result;
 
 	uv_fs_req_cleanup(fs);
-	if (req->dead)
+	if (req->h.dead)
 		goto out;
 	if (n <= 0) {
 		/* a published catalog never shrinks; the length promised in
@@ -255,17 +256,17 @@ static void cat_on_read(uv_fs_t *fs)
 			base_error("catalog read failed path=\"%s\" "
 				   "offset=%" PRIu64 " why=\"unexpected end\"",
 				   j->path, j->off);
-		repl_http_abort(req);
+		httpd_req_abort(&req->h);
 		goto out;
 	}
 	j->off += (uint64_t)n;
-	if (repl_http_send(req, NULL, 0, j->buf, (size_t)n, NULL, 0,
-			   cat_written, j) < 0)
+	if (httpd_req_send(&req->h, NULL, 0, j->buf, (size_t)n, cat_written,
+			   j) < 0)
 		goto out;
 	if (j->off >= j->size)
-		repl_http_done(req);
+		httpd_req_done(&req->h);
 out:
-	repl_req_unref(req);
+	httpd_req_unref(&req->h);
 }
 
 static void cat_read_next(struct repl_req *req)
@@ -276,11 +277,11 @@ static void cat_read_next(struct repl_req *req)
 							     : CAT_READ_BUF);
 
 	j->fs.data = j;
-	repl_req_ref(req);
+	httpd_req_ref(&req->h);
 	if (uv_fs_read(&req->srv->loop, &j->fs, j->fd, &b, 1, (int64_t)j->off,
 		       cat_on_read) < 0) {
-		repl_req_unref(req);
-		repl_http_abort(req);
+		httpd_req_unref(&req->h);
+		httpd_req_abort(&req->h);
 	}
 }
 
@@ -288,13 +289,12 @@ static void cat_opened(uv_work_t *w, int status)
 {
 	struct cat_job *j = w->data;
 	struct repl_req *req = j->req;
-	char head[1024], extra[256];
-	int n;
+	char extra[256];
 
-	if (req->dead || status < 0)
+	if (req->h.dead || status < 0)
 		goto out;
 	if (j->err == -ENOENT) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				j->from
 				    ? "no catalog of one of these "
 				      "generations any more"
@@ -304,30 +304,30 @@ static void cat_opened(uv_work_t *w, int status)
 	if (j->err < 0) {
 		base_log_err(BASE_LOG_ERROR, j->err,
 			     "cannot open the catalog path=\"%s\"", j->path);
-		repl_http_error(req, 500, "internal", NULL,
+		httpd_req_error(&req->h, 500, "internal", NULL,
 				"cannot open the catalog: %s",
 				strerror(-j->err));
 		goto out;
 	}
 	snprintf(extra, sizeof(extra), "ETag: \"%s\"\r\n%s", j->sha,
 		 req->srv->immutable);
-	n = repl_http_head(req, 200, "application/zstd", (int64_t)j->size,
-			   extra, head, sizeof(head));
-	if (n < 0 || repl_http_send(req, head, (size_t)n, NULL, 0, NULL, 0,
-				    NULL, NULL) < 0)
+	/* the head now, the bytes as they are read */
+	if (httpd_req_head(&req->h, 200, "application/zstd", (int64_t)j->size,
+			   extra) < 0 ||
+	    httpd_req_send(&req->h, NULL, 0, NULL, 0, NULL, NULL) < 0)
 		goto out;
-	if (req->head_only || j->size == 0) {
-		repl_http_done(req);
+	if (req->h.head_only || j->size == 0) {
+		httpd_req_done(&req->h);
 		goto out;
 	}
 	j->buf = malloc(CAT_READ_BUF);
 	if (!j->buf) {
-		repl_http_abort(req);
+		httpd_req_abort(&req->h);
 		goto out;
 	}
 	cat_read_next(req);
 out:
-	repl_req_unref(req);
+	httpd_req_unref(&req->h);
 }
 
 /* A job for req; NULL after answering 500. */
@@ -336,7 +336,8 @@ static struct cat_job *cat_job_new(struct repl_req *req)
 	struct cat_job *j = calloc(1, sizeof(*j));
 
 	if (!j) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		httpd_req_error(&req->h, 500, "internal", NULL,
+				"out of memory");
 		return NULL;
 	}
 	j->fd = -1;
@@ -350,15 +351,16 @@ static void cat_job_start(struct repl_req *req, struct cat_job *j)
 	req->route = j;
 	req->on_free = cat_job_free;
 	if (!j->path) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		httpd_req_error(&req->h, 500, "internal", NULL,
+				"out of memory");
 		return;
 	}
 	j->w.data = j;
-	repl_req_ref(req);
+	httpd_req_ref(&req->h);
 	if (uv_queue_work(&req->srv->loop, &j->w, cat_open_work, cat_opened) <
 	    0) {
-		repl_req_unref(req);
-		repl_http_error(req, 500, "internal", NULL,
+		httpd_req_unref(&req->h);
+		httpd_req_error(&req->h, 500, "internal", NULL,
 				"cannot queue work");
 	}
 }
@@ -379,7 +381,7 @@ static void route_delta(struct repl_req *req, struct repl_ns *ns,
 	bl = slash ? len - al - 1 : 0;
 	if (!slash || al == 0 || bl == 0 || al >= sizeof(a) ||
 	    bl >= sizeof(b) || arg[0] == '0' || slash[1] == '0') {
-		repl_http_error(req, 400, "bad_request", NULL,
+		httpd_req_error(&req->h, 400, "bad_request", NULL,
 				"expected delta/FROM/TO");
 		return;
 	}
@@ -389,12 +391,12 @@ static void route_delta(struct repl_req *req, struct repl_ns *ns,
 	b[bl] = '\0';
 	if (base_parse_u64(a, 1, INT64_MAX, &from) < 0 ||
 	    base_parse_u64(b, 1, INT64_MAX, &to) < 0 || from >= to) {
-		repl_http_error(req, 400, "bad_request", NULL,
+		httpd_req_error(&req->h, 400, "bad_request", NULL,
 				"expected delta/FROM/TO with FROM < TO");
 		return;
 	}
 	if (to > ns->generation) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"unknown generation %" PRIu64, to);
 		return;
 	}
@@ -415,7 +417,7 @@ int repl_route_gen_arg(struct repl_req *req, const struct repl_ns *ns,
 
 	/* canonical decimal only: one URL per answer, for caches */
 	if (len < 1 || len > 20 || arg[0] < '1' || arg[0] > '9') {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"unknown generation '%.*s'",
 				(int)(len > 40 ? 40 : len), arg);
 		return -1;
@@ -423,7 +425,7 @@ int repl_route_gen_arg(struct repl_req *req, const struct repl_ns *ns,
 	memcpy(num, arg, len);
 	num[len] = '\0';
 	if (base_parse_u64(num, 1, ns->generation, ret_gen) < 0) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"unknown generation '%s'", num);
 		return -1;
 	}
@@ -487,21 +489,20 @@ static void chunk_done(uv_work_t *w, int status)
 {
 	struct chunk_job *j = w->data;
 	struct repl_req *req = j->req;
-	char hex[CHUNK_ID_HEX_LEN + 1], head[1024], extra[256];
-	int n;
+	char hex[CHUNK_ID_HEX_LEN + 1], extra[256];
 
-	if (req->dead || status < 0)
+	if (req->h.dead || status < 0)
 		goto out;
 	chunk_id_to_hex(&j->id, hex);
 	if (j->res.err == -ENOENT) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"unknown chunk ID %s", hex);
 		goto out;
 	}
 	if (j->res.err == -EBADMSG) {
 		log_mismatch(j->ns, &j->id, j->res.path);
-		/* the raw name: repl_http_error shows it as JSON can */
-		repl_http_error(req, 409, "changed", NULL,
+		/* the raw name: the JSON error body shows it as JSON can */
+		httpd_req_error(&req->h, 409, "changed", NULL,
 				"chunk ID of %s no longer matches its source",
 				j->res.path ? j->res.path : "?");
 		goto out;
@@ -510,31 +511,26 @@ static void chunk_done(uv_work_t *w, int status)
 		base_log_err(BASE_LOG_ERROR, j->res.err,
 			     "cannot serve a chunk ns=%s chunk=%s", j->ns->name,
 			     hex);
-		repl_http_error(req, 500, "internal", NULL,
+		httpd_req_error(&req->h, 500, "internal", NULL,
 				"reading chunk %s: %s", hex,
 				strerror(-j->res.err));
 		goto out;
 	}
 	snprintf(extra, sizeof(extra), "ETag: \"%s\"\r\n%s", hex,
 		 req->srv->immutable);
-	n = repl_http_head(req, 200, "application/octet-stream",
-			   (int64_t)j->res.frame_len, extra, head,
-			   sizeof(head));
-	if (n < 0) {
-		repl_http_abort(req);
-		goto out;
-	}
 	/* the frame stays with the job until the request is freed, which is
 	 * after its writes complete */
-	if (repl_http_send(req, head, (size_t)n, j->res.frame,
-			   req->head_only ? 0 : j->res.frame_len, NULL, 0, NULL,
+	if (httpd_req_head(&req->h, 200, "application/octet-stream",
+			   (int64_t)j->res.frame_len, extra) < 0 ||
+	    httpd_req_send(&req->h, NULL, 0, j->res.frame,
+			   req->h.head_only ? 0 : j->res.frame_len, NULL,
 			   NULL) < 0)
 		goto out;
-	if (!req->head_only)
+	if (!req->h.head_only)
 		stats_served(j->ns, &j->res);
-	repl_http_done(req);
+	httpd_req_done(&req->h);
 out:
-	repl_req_unref(req);
+	httpd_req_unref(&req->h);
 }
 
 static void route_chunk(struct repl_req *req, struct repl_ns *ns,
@@ -544,13 +540,14 @@ static void route_chunk(struct repl_req *req, struct repl_ns *ns,
 	chunk_id id;
 
 	if (chunk_id_from_hex(arg, len, &id) < 0) {
-		repl_http_error(req, 400, "bad_request", NULL,
+		httpd_req_error(&req->h, 400, "bad_request", NULL,
 				"a chunk ID is 64 hex digits");
 		return;
 	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		httpd_req_error(&req->h, 500, "internal", NULL,
+				"out of memory");
 		return;
 	}
 	j->id = id;
@@ -560,10 +557,10 @@ static void route_chunk(struct repl_req *req, struct repl_ns *ns,
 	j->w.data = j;
 	req->route = j;
 	req->on_free = chunk_job_free;
-	repl_req_ref(req);
+	httpd_req_ref(&req->h);
 	if (uv_queue_work(&req->srv->loop, &j->w, chunk_work, chunk_done) < 0) {
-		repl_req_unref(req);
-		repl_http_error(req, 500, "internal", NULL,
+		httpd_req_unref(&req->h);
+		httpd_req_error(&req->h, 500, "internal", NULL,
 				"cannot queue work");
 	}
 }
@@ -628,18 +625,19 @@ static void batch_slot_done(uv_work_t *w, int status)
 	s->ready = 1;
 	if (status < 0 && !s->res.err)
 		s->res.err = -ECANCELED;
-	if (!req->dead)
+	if (!req->h.dead)
 		batch_pump(s->b);
-	repl_req_unref(req);
+	httpd_req_unref(&req->h);
 }
 
-static void batch_written(struct repl_req *req, void *arg, int status)
+static void batch_written(struct httpd_req *h, void *arg, int status)
 {
+	struct repl_req *req = repl_req_of(h);
 	struct batch *b = req->route;
 
 	free(arg); /* the frame */
 	b->writes--;
-	if (status >= 0 && !req->dead)
+	if (status >= 0 && !req->h.dead)
 		batch_pump(b);
 }
 
@@ -648,8 +646,7 @@ static void batch_written(struct repl_req *req, void *arg, int status)
 static int batch_write_slot(struct batch *b, struct batch_slot *s)
 {
 	struct repl_req *req = b->req;
-	char pre[32 + CHUNK_ID_LEN], hex[CHUNK_ID_HEX_LEN + 1];
-	size_t plen = 0;
+	char hex[CHUNK_ID_HEX_LEN + 1];
 	uint8_t *frame;
 
 	if (s->res.err) {
@@ -662,22 +659,18 @@ static int batch_write_slot(struct batch *b, struct batch_slot *s)
 			base_log_err(BASE_LOG_ERROR, s->res.err,
 				     "batch response cut ns=%s chunk=%s",
 				     b->ns->name, hex);
-		repl_http_abort(req);
+		httpd_req_abort(&req->h);
 		return -1;
 	}
 	/* What the link did with the frames before this one (not the
 	 * first: before it the client was between requests). */
 	if (b->adapt && b->next_write > 0)
 		repl_http_adapt_note(req);
-	if (req->chunked)
-		plen = (size_t)snprintf(pre, sizeof(pre), "%zx\r\n",
-					CHUNK_ID_LEN + s->res.frame_len);
-	memcpy(pre + plen, b->ids[s->idx].b, CHUNK_ID_LEN);
-	plen += CHUNK_ID_LEN;
+	/* each entry: the id, then its frame (the engine frames the body:
+	 * chunked, or up to the close for HTTP/1.0) */
 	frame = s->res.frame;
-	if (repl_http_send(req, pre, plen, frame, s->res.frame_len,
-			   req->chunked ? "\r\n" : NULL, req->chunked ? 2 : 0,
-			   batch_written, frame) < 0)
+	if (httpd_req_send(&req->h, b->ids[s->idx].b, CHUNK_ID_LEN, frame,
+			   s->res.frame_len, batch_written, frame) < 0)
 		return -1;
 	b->writes++;
 	stats_served(b->ns, &s->res);
@@ -692,7 +685,7 @@ static void batch_pump(struct batch *b)
 	struct repl_req *req = b->req;
 	int progress = 1;
 
-	while (progress && !b->ended && !req->dead) {
+	while (progress && !b->ended && !req->h.dead) {
 		progress = 0;
 		while (b->next_launch < b->n &&
 		       b->next_launch - b->next_write < BATCH_WINDOW &&
@@ -707,12 +700,12 @@ static void batch_pump(struct batch *b)
 					? FRAME_POLICY_LZ4
 					: b->policy;
 			s->w.data = s;
-			repl_req_ref(req);
+			httpd_req_ref(&req->h);
 			if (uv_queue_work(&req->srv->loop, &s->w,
 					  batch_slot_work,
 					  batch_slot_done) < 0) {
-				repl_req_unref(req);
-				repl_http_abort(req);
+				httpd_req_unref(&req->h);
+				httpd_req_abort(&req->h);
 				return;
 			}
 		}
@@ -727,12 +720,9 @@ static void batch_pump(struct batch *b)
 			progress = 1;
 		}
 	}
-	if (!b->ended && !req->dead && b->next_write == b->n) {
+	if (!b->ended && !req->h.dead && b->next_write == b->n) {
 		b->ended = 1;
-		if (!req->chunked ||
-		    repl_http_send(req, "0\r\n\r\n", 5, NULL, 0, NULL, 0, NULL,
-				   NULL) == 0)
-			repl_http_done(req);
+		httpd_req_done(&req->h);
 	}
 }
 
@@ -762,13 +752,12 @@ static void batch_checked(uv_work_t *w, int status)
 {
 	struct batch *b = w->data;
 	struct repl_req *req = b->req;
-	char hex[CHUNK_ID_HEX_LEN + 1], head[1024];
-	int n;
+	char hex[CHUNK_ID_HEX_LEN + 1], extra[256];
 
-	if (req->dead || status < 0)
+	if (req->h.dead || status < 0)
 		goto out;
 	if (b->pack && b->vrc == -EAGAIN) {
-		repl_http_error(req, 503, "hashing",
+		httpd_req_error(&req->h, 503, "hashing",
 				"Retry-After: 1\r\nCache-Control: no-store\r\n",
 				"a file of pack %" PRIu64 "/%" PRIu64
 				"/%" PRIu64 " is still being hashed",
@@ -776,14 +765,14 @@ static void batch_checked(uv_work_t *w, int status)
 		goto out;
 	}
 	if (b->pack && b->vrc == -ENOENT) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"no pack %" PRIu64 "/%" PRIu64 "/%" PRIu64,
 				b->gen, b->first, b->part);
 		goto out;
 	}
 	if (b->vrc == 1) {
 		chunk_id_to_hex(&b->ids[b->bad], hex);
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"unknown chunk ID %s (id %zu of the batch)",
 				hex, b->bad);
 		goto out;
@@ -792,31 +781,26 @@ static void batch_checked(uv_work_t *w, int status)
 		base_log_err(BASE_LOG_ERROR, b->vrc,
 			     "source index lookup failed ns=%s ids=%zu",
 			     b->ns->name, b->n);
-		repl_http_error(req, 500, "internal", NULL,
+		httpd_req_error(&req->h, 500, "internal", NULL,
 				"source index lookup failed: %s",
 				strerror(-b->vrc));
 		goto out;
 	}
-	if (b->pack) {
-		char extra[256];
-
+	if (b->pack)
 		snprintf(extra, sizeof(extra),
 			 "%sETag: \"p-%" PRIu64 "-%" PRIu64 "-%" PRIu64
 			 "\"\r\n",
 			 req->srv->immutable, b->gen, b->first, b->part);
-		n = repl_http_head(req, 200, "application/octet-stream", -1,
-				   extra, head, sizeof(head));
-	} else {
-		n = repl_http_head(req, 200, "application/octet-stream", -1,
-				   "Cache-Control: no-store\r\n", head,
-				   sizeof(head));
-	}
-	if (n < 0 || repl_http_send(req, head, (size_t)n, NULL, 0, NULL, 0,
-				    NULL, NULL) < 0)
+	else
+		snprintf(extra, sizeof(extra), "Cache-Control: no-store\r\n");
+	/* the head now, each frame as it is ready */
+	if (httpd_req_head(&req->h, 200, "application/octet-stream", -1,
+			   extra) < 0 ||
+	    httpd_req_send(&req->h, NULL, 0, NULL, 0, NULL, NULL) < 0)
 		goto out;
 	batch_pump(b);
 out:
-	repl_req_unref(req);
+	httpd_req_unref(&req->h);
 }
 
 /* A batch for req (the request owns it from here), or NULL with the
@@ -826,7 +810,8 @@ static struct batch *batch_new(struct repl_req *req, struct repl_ns *ns)
 	struct batch *b = calloc(1, sizeof(*b));
 
 	if (!b) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		httpd_req_error(&req->h, 500, "internal", NULL,
+				"out of memory");
 		return NULL;
 	}
 	req->route = b;
@@ -841,11 +826,11 @@ static struct batch *batch_new(struct repl_req *req, struct repl_ns *ns)
 /* Look the batch's ids up (a pack: make its list first) on a worker. */
 static void batch_queue(struct repl_req *req, struct batch *b)
 {
-	repl_req_ref(req);
+	httpd_req_ref(&req->h);
 	if (uv_queue_work(&req->srv->loop, &b->vw, batch_check_work,
 			  batch_checked) < 0) {
-		repl_req_unref(req);
-		repl_http_error(req, 500, "internal", NULL,
+		httpd_req_unref(&req->h);
+		httpd_req_error(&req->h, 500, "internal", NULL,
 				"cannot queue work");
 	}
 }
@@ -854,15 +839,15 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 {
 	struct batch *b;
 
-	if (req->body_len == 0 || req->body_len % CHUNK_ID_LEN != 0) {
-		repl_http_error(req, 400, "bad_request", NULL,
+	if (req->h.body_len == 0 || req->h.body_len % CHUNK_ID_LEN != 0) {
+		httpd_req_error(&req->h, 400, "bad_request", NULL,
 				"body must be 1..%u chunk ids of 32 bytes each "
 				"(got %zu bytes)",
-				REPL_BATCH_MAX, req->body_len);
+				REPL_BATCH_MAX, req->h.body_len);
 		return;
 	}
-	if (req->body_len > REPL_BODY_MAX) {
-		repl_http_error(req, 413, "too_large", NULL,
+	if (req->h.body_len > REPL_BODY_MAX) {
+		httpd_req_error(&req->h, 413, "too_large", NULL,
 				"at most %u chunk ids per batch",
 				REPL_BATCH_MAX);
 		return;
@@ -870,20 +855,21 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 	b = batch_new(req, ns);
 	if (!b)
 		return;
-	b->n = req->body_len / CHUNK_ID_LEN;
+	b->n = req->h.body_len / CHUNK_ID_LEN;
 	b->ids = malloc(b->n * sizeof(*b->ids));
 	if (!b->ids) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		httpd_req_error(&req->h, 500, "internal", NULL,
+				"out of memory");
 		return;
 	}
-	memcpy(b->ids, req->body, b->n * sizeof(*b->ids));
+	memcpy(b->ids, req->h.body, b->n * sizeof(*b->ids));
 	/* A batch is a POST nobody caches, so its framing may suit the
-	 * client: lz4 for one on this host (repl_peer.c), where the copy
+	 * client: lz4 for one on this host (httpd_peer.c), where the copy
 	 * waits for zstd's CPU and no wire is saved; for one across a link,
 	 * lz4 or zstd frame by frame as the link keeps up (repl_adapt.c).
 	 * GET chunk and pack answers are immutable and the same for
 	 * everyone. */
-	if (b->policy == FRAME_POLICY_AUTO && repl_http_peer_same_host(req))
+	if (b->policy == FRAME_POLICY_AUTO && httpd_req_peer_same_host(&req->h))
 		b->policy = FRAME_POLICY_LZ4;
 	else if (b->policy == FRAME_POLICY_AUTO)
 		b->adapt = 1;
@@ -930,7 +916,7 @@ static void route_pack(struct repl_req *req, struct repl_ns *ns,
 	batch_queue(req, b);
 	return;
 bad:
-	repl_http_error(req, 404, "not_found", NULL,
+	httpd_req_error(&req->h, 404, "not_found", NULL,
 			"expected pack/GEN/INO/PART, not '%.*s'",
 			(int)(len > 80 ? 80 : len), arg);
 }
@@ -953,15 +939,15 @@ static int auth_check(struct repl_req *req, const char *name, size_t len)
 	if (a == REPL_AUTH_OK)
 		return 0;
 	if (a == REPL_AUTH_MISSING)
-		repl_http_error(
-		    req, 401, "unauthorized",
+		httpd_req_error(
+		    &req->h, 401, "unauthorized",
 		    "WWW-Authenticate: Bearer realm=\"ferry\"\r\n",
 		    "namespace '%.*s' needs a token (Authorization: "
 		    "Bearer; --token-file)",
 		    shown, name);
 	else
-		repl_http_error(
-		    req, 401, "unauthorized",
+		httpd_req_error(
+		    &req->h, 401, "unauthorized",
 		    "WWW-Authenticate: Bearer realm=\"ferry\", "
 		    "error=\"invalid_token\"\r\n",
 		    "the token given is not valid for namespace '%.*s'", shown,
@@ -1029,34 +1015,31 @@ static int route_of(const char *rest, size_t len, enum route *ret,
 
 void repl_routes_dispatch(struct repl_req *req)
 {
-	struct http_parser_url u;
 	struct repl_ns *ns;
 	const char *path, *slash, *arg = NULL;
 	size_t plen, nlen, arg_len = 0;
 	enum route r = R_HEAD;
 	int get_like, known;
 
-	if (req->fail_status) {
-		repl_http_error(
-		    req, req->fail_status, code_for(req->fail_status), NULL,
-		    "%s", req->fail_detail ? req->fail_detail : "bad request");
+	if (req->h.fail_status) {
+		httpd_req_error(&req->h, req->h.fail_status,
+				code_for(req->h.fail_status), NULL, "%s",
+				req->h.fail_detail ? req->h.fail_detail
+						   : "bad request");
 		return;
 	}
-	http_parser_url_init(&u);
-	if (http_parser_parse_url(req->url, req->url_len, 0, &u) != 0 ||
-	    !(u.field_set & (1u << UF_PATH))) {
-		repl_http_error(req, 400, "bad_request", NULL, "malformed URL");
+	if (httpd_url_path(req->h.url, req->h.url_len, &path, &plen) < 0) {
+		httpd_req_error(&req->h, 400, "bad_request", NULL,
+				"malformed URL");
 		return;
 	}
-	path = req->url + u.field_data[UF_PATH].off;
-	plen = u.field_data[UF_PATH].len;
 	if (plen == 8 && memcmp(path, "/metrics", 8) == 0) {
 		req->kind = REPL_RK_METRICS;
 		repl_route_metrics(req);
 		return;
 	}
 	if (plen < 4 || memcmp(path, "/v1/", 4) != 0) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"unknown path '%.*s'",
 				(int)(plen > 200 ? 200 : plen), path);
 		return;
@@ -1074,7 +1057,7 @@ void repl_routes_dispatch(struct repl_req *req)
 		return;
 	ns = repl_server_ns(req->srv, path, nlen);
 	if (!ns) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"unknown namespace '%.*s'",
 				(int)(nlen > 80 ? 80 : nlen), path);
 		return;
@@ -1084,21 +1067,21 @@ void repl_routes_dispatch(struct repl_req *req)
 	repl_ns_ref(ns);
 	ns->stats.requests++;
 	if (!known) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"unknown path '/v1/%.*s'",
 				(int)(plen > 200 ? 200 : plen), path);
 		return;
 	}
-	get_like = req->method == HTTP_GET || req->method == HTTP_HEAD;
-	if (r == R_CHUNKS ? req->method != HTTP_POST : !get_like) {
-		repl_http_error(
-		    req, 405, "method_not_allowed",
-		    r == R_CHUNKS ? "Allow: POST\r\n" : "Allow: GET, HEAD\r\n",
-		    "%s is not allowed here", http_method_str(req->method));
+	get_like = req->h.method == HTTPD_GET || req->h.method == HTTPD_HEAD;
+	if (r == R_CHUNKS ? req->h.method != HTTPD_POST : !get_like) {
+		httpd_req_error(&req->h, 405, "method_not_allowed",
+				r == R_CHUNKS ? "Allow: POST\r\n"
+					      : "Allow: GET, HEAD\r\n",
+				"%s is not allowed here", req->h.method_name);
 		return;
 	}
 	if (ns->state != REPL_NS_READY) {
-		repl_http_error(req, 503, "not_ready", "Retry-After: 5\r\n",
+		httpd_req_error(&req->h, 503, "not_ready", "Retry-After: 5\r\n",
 				ns->state == REPL_NS_FAILED
 				    ? "namespace '%s' failed to scan"
 				    : "namespace '%s' is still being scanned",

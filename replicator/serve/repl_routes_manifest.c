@@ -115,9 +115,9 @@ static void man_queue(struct man_wait *m)
 	m->w.data = m;
 	if (uv_queue_work(&m->req->srv->loop, &m->w, man_work, man_done) < 0) {
 		m->in_work = 0;
-		repl_http_error(m->req, 500, "internal", NULL,
+		httpd_req_error(&m->req->h, 500, "internal", NULL,
 				"cannot queue work");
-		repl_req_unref(m->req);
+		httpd_req_unref(&m->req->h);
 	}
 }
 
@@ -136,8 +136,7 @@ static void on_timer(uv_timer_t *t)
 static void send_body(struct man_wait *m)
 {
 	struct repl_req *req = m->req;
-	char head[768], extra[512];
-	int n;
+	char extra[512];
 
 	snprintf(extra, sizeof(extra),
 		 "ETag: \"%s-%" PRIu64 "-%" PRIu64 "\"\r\n%s%s%s%s",
@@ -145,20 +144,15 @@ static void send_body(struct man_wait *m)
 		 m->segment ? m->first / SEGMENT_INOS : m->first,
 		 req->srv->immutable, m->sig[0] ? "Ferry-Signature: " : "",
 		 m->sig, m->sig[0] ? "\r\n" : "");
-	n = repl_http_head(req, 200, "application/x-ferry-manifests",
-			   (int64_t)m->body.n, extra, head, sizeof(head));
-	if (n < 0) {
-		repl_http_abort(req);
-		return;
-	}
 	/* the body stays with the job until the request is freed */
-	if (repl_http_send(req, head, (size_t)n, m->body.p,
-			   req->head_only ? 0 : m->body.n, NULL, 0, NULL,
-			   NULL) < 0)
+	if (httpd_req_head(&req->h, 200, "application/x-ferry-manifests",
+			   (int64_t)m->body.n, extra) < 0 ||
+	    httpd_req_send(&req->h, NULL, 0, m->body.p,
+			   req->h.head_only ? 0 : m->body.n, NULL, NULL) < 0)
 		return;
-	if (!req->head_only)
+	if (!req->h.head_only)
 		m->ns->stats.manifests_served++;
-	repl_http_done(req);
+	httpd_req_done(&req->h);
 }
 
 /* Wait for the hasher: 1 when m waits (keeps its reference), 0 when the
@@ -201,28 +195,28 @@ static void man_done(uv_work_t *w, int status)
 	struct repl_req *req = m->req;
 
 	m->in_work = 0;
-	if (req->dead || status < 0)
+	if (req->h.dead || status < 0)
 		goto out;
 	if (m->rc == 0) {
 		send_body(m);
 	} else if (m->rc == -ENOENT && m->segment) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"no generation %" PRIu64 " of namespace '%s'",
 				m->gen, m->ns->name);
 	} else if (m->rc == -ENOENT) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"no pending file %" PRIu64
 				" in generation %" PRIu64 " of namespace '%s'",
 				m->first, m->gen, m->ns->name);
 	} else if (m->rc == -EAGAIN && m->gen != m->served) {
-		repl_http_error(req, 410, "superseded", NULL,
+		httpd_req_error(&req->h, 410, "superseded", NULL,
 				"generation %" PRIu64
 				" is no longer hashed; HEAD is %" PRIu64,
 				m->gen, m->served);
 	} else if (m->rc == -EAGAIN) {
 		if (wait_more(m))
 			return;
-		repl_http_error(req, 503, "hashing", NOT_READY,
+		httpd_req_error(&req->h, 503, "hashing", NOT_READY,
 				"%s %" PRIu64 " is still being hashed",
 				m->segment ? "segment" : "file",
 				m->segment ? m->first / SEGMENT_INOS
@@ -232,19 +226,19 @@ static void man_done(uv_work_t *w, int status)
 		    BASE_LOG_ERROR, m->rc,
 		    "cannot serve a manifest ns=%s generation=%" PRIu64,
 		    m->ns->name, m->gen);
-		repl_http_error(req, 500, "internal", NULL,
+		httpd_req_error(&req->h, 500, "internal", NULL,
 				"reading a manifest: %s", strerror(-m->rc));
 	}
 out:
-	repl_req_unref(req);
+	httpd_req_unref(&req->h);
 }
 
 /* "?...wait=S..." of the URL: seconds, 0 when absent. -EINVAL when
  * malformed or above the limit. */
 static int wait_of(const struct repl_req *req, uint64_t *ret)
 {
-	const char *q = memchr(req->url, '?', req->url_len);
-	const char *end = req->url + req->url_len;
+	const char *q = memchr(req->h.url, '?', req->h.url_len);
+	const char *end = req->h.url + req->h.url_len;
 
 	*ret = 0;
 	while (q && q < end) {
@@ -299,25 +293,26 @@ void repl_route_manifest(struct repl_req *req, struct repl_ns *ns,
 
 	if (two_numbers(arg, len, &gen, &n) < 0 ||
 	    (segment ? n > (uint64_t)INT64_MAX / SEGMENT_INOS : n < 1)) {
-		repl_http_error(req, 400, "bad_request", NULL,
+		httpd_req_error(&req->h, 400, "bad_request", NULL,
 				segment ? "expected manifests/GEN/SEG"
 					: "expected manifest/GEN/INO");
 		return;
 	}
 	if (wait_of(req, &wait) < 0) {
-		repl_http_error(req, 400, "bad_request", NULL,
+		httpd_req_error(&req->h, 400, "bad_request", NULL,
 				"wait is 0 to %u seconds", WAIT_MAX_S);
 		return;
 	}
 	if (gen > ns->generation) {
-		repl_http_error(req, 404, "not_found", NULL,
+		httpd_req_error(&req->h, 404, "not_found", NULL,
 				"no generation %" PRIu64 " of namespace '%s'",
 				gen, ns->name);
 		return;
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
-		repl_http_error(req, 500, "internal", NULL, "out of memory");
+		httpd_req_error(&req->h, 500, "internal", NULL,
+				"out of memory");
 		return;
 	}
 	m->req = req;
@@ -330,7 +325,7 @@ void repl_route_manifest(struct repl_req *req, struct repl_ns *ns,
 	m->deadline_ns = base_now_ns() + wait * 1000000000ull;
 	req->route = m;
 	req->on_free = man_free;
-	repl_req_ref(req);
+	httpd_req_ref(&req->h);
 	man_queue(m);
 }
 
@@ -343,8 +338,8 @@ void repl_manifest_wake(struct repl_ns *ns)
 		list = m->next;
 		m->listed = 0;
 		m->next = NULL;
-		if (m->req->dead) {
-			repl_req_unref(m->req);
+		if (m->req->h.dead) {
+			httpd_req_unref(&m->req->h);
 			continue;
 		}
 		man_queue(m);
@@ -361,6 +356,6 @@ void repl_manifest_waiters_close(struct repl_ns *ns)
 		m->next = NULL;
 		if (m->timer_init)
 			uv_timer_stop(&m->timer);
-		repl_req_unref(m->req);
+		httpd_req_unref(&m->req->h);
 	}
 }

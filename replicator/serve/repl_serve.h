@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "catalog/catalog.h"
+#include "catalog/httpd/httpd.h"
 
 /* Who may GET /metrics (--metrics). */
 enum repl_metrics_access {
@@ -25,18 +26,21 @@ enum repl_metrics_access {
 /* Parse a --metrics word (open, loopback, off). 0 or -EINVAL. */
 int repl_metrics_access_parse(const char *s, enum repl_metrics_access *ret);
 
-/* Connection limits' defaults (ferry-replicator(1), LIMITS). */
-#define REPL_HEADER_TIMEOUT_DEFAULT_S 20u
-#define REPL_IDLE_TIMEOUT_DEFAULT_S 60u
-#define REPL_MAX_CONNS_DEFAULT 4096u
-#define REPL_PER_ADDR_DEFAULT 128u
+/* Connection limits' defaults (ferry-replicator(1), LIMITS): the
+ * shared layer's table of every server's limits has them. */
+#define REPL_HEADER_TIMEOUT_DEFAULT_S                                          \
+	((unsigned)(HTTPD_LIMITS_REPLICATOR.header_ms / 1000))
+#define REPL_IDLE_TIMEOUT_DEFAULT_S                                            \
+	((unsigned)(HTTPD_LIMITS_REPLICATOR.idle_ms / 1000))
+#define REPL_MAX_CONNS_DEFAULT ((unsigned)HTTPD_LIMITS_REPLICATOR.max_conns)
+#define REPL_PER_ADDR_DEFAULT ((unsigned)HTTPD_LIMITS_REPLICATOR.per_addr)
 
 /* Generations kept when --keep-generations is not given. */
 #define REPL_KEEP_GENS_DEFAULT 3u
 
 /* Options the program hands to the server. */
 struct repl_server_opts {
-	const char *listen; /* HOST:PORT */
+	const char *listen; /* HOST:PORT (httpd_listen_split's rule) */
 	const char *state_dir;
 	enum frame_policy policy;
 	unsigned scan_threads;	    /* repl_scan_opts.threads */
@@ -65,14 +69,6 @@ struct repl_server_opts {
 	const char *const *ns_dirs;
 	const char *ns_file;
 };
-
-/* Split a --listen address HOST:PORT ("[v6]:PORT" for IPv6) into host
- * (cap bytes, at most REPL_LISTEN_HOST_MAX) and port, without resolving
- * the host. -EINVAL when it is malformed: a usage error, told apart from
- * a host that does not resolve or a port that is taken (start-up). */
-#define REPL_LISTEN_HOST_MAX 256
-int repl_listen_split(const char *s, char *host, size_t cap,
-		      uint16_t *ret_port);
 
 struct repl_server;
 

@@ -28,6 +28,7 @@
 
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
+#include "catalog/httpd/httpd.h"
 #include "replicator/publish/repl_publish.h"
 #include "replicator/serve/repl_serve.h"
 #include "replicator/source/repl_hasher.h"
@@ -35,9 +36,7 @@
 #include "replicator/serve/repl_metrics_priv.h"
 #include "replicator/source/repl_srcindex.h"
 
-struct repl_conn;
 struct repl_req;
-struct repl_tls;
 struct man_wait;
 
 /* Counters of one namespace (loop thread only); GET /v1/NS/stats. */
@@ -101,24 +100,11 @@ struct repl_ns {
 	atomic_int cancel; /* stops its scan: removal, shutdown */
 };
 
-/* Connection limits (repl_http.c; ferry-replicator(1), LIMITS). */
-struct repl_limits {
-	uint64_t header_ms; /* a request head (and body) within this */
-	uint64_t idle_ms;   /* nothing asked, or an answer unread, this long */
-	size_t max_conns;   /* open connections in all */
-	size_t per_addr;    /* open connections per client address; 0: any */
-};
-
-/* Refused or evicted connections since the last log line about them:
- * one warning per kind every REPL_LIMIT_LOG_MS at most. */
-struct repl_limit_log {
-	uint64_t n;
-	uint64_t last_ms;
-};
-
 struct repl_server {
 	uv_loop_t loop;
-	uv_tcp_t listener;
+	/* the HTTP engine (catalog/httpd/, repl_http.c): the listener, the
+	 * connections and their limits; NULL once closed */
+	struct httpd_server *http;
 	uv_signal_t sig_int, sig_term, sig_hup;
 	uv_timer_t rescan_timer;
 	uv_timer_t pool_sweep; /* idle worker contexts (repl_ns.c) */
@@ -147,16 +133,10 @@ struct repl_server {
 	int signing;
 	atomic_int cancel; /* set on shutdown; scans poll it */
 	int stopping;
-	struct repl_conn *conns;
-	size_t n_conns;
-	char listen_str[128];
-	struct repl_tls *tls; /* NULL: plain HTTP (repl_tls_priv.h) */
-	/* connection limits and their sweeper (repl_http.c) */
-	struct repl_limits limits;
-	uv_timer_t sweep;
-	int sweep_ready, sweep_on;
-	int accept_paused; /* at the cap, none to close: libuv holds one */
-	struct repl_limit_log log_addr, log_full, log_evict;
+	char listen_str[HTTPD_HOST_MAX + 16]; /* with the port bound */
+	struct httpd_tls *tls;		      /* NULL: plain HTTP */
+	/* connection limits (ferry-replicator(1), LIMITS) */
+	struct httpd_limits limits;
 	/* --tokens: the tokens file's path and its digests (NULL: no
 	 * tokens, every namespace is open); replaced whole on SIGHUP */
 	char *tokens_path;

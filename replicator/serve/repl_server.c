@@ -10,10 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <arpa/inet.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +18,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "catalog/httpd/httpd.h"
 #include "replicator/serve/repl_auth.h"
 #include "replicator/source/repl_hasher.h"
 #include "replicator/serve/repl_http_priv.h"
 #include "replicator/publish/repl_publish.h"
 #include "replicator/serve/repl_serve_priv.h"
-#include "replicator/serve/repl_tls_priv.h"
 
 static void on_signal(uv_signal_t *s, int signum)
 {
@@ -43,86 +40,21 @@ static void on_signal(uv_signal_t *s, int signum)
 		/* the loop ends when its last handle closes */
 		repl_ns_close_async(srv->ns[i]);
 	}
-	uv_close((uv_handle_t *)&srv->listener, NULL);
 	uv_close((uv_handle_t *)&srv->sig_int, NULL);
 	uv_close((uv_handle_t *)&srv->sig_term, NULL);
 	repl_rescan_close(srv);
 	repl_pool_sweep_close(srv);
-	repl_http_close_all(srv);
-}
-
-int repl_listen_split(const char *s, char *host, size_t cap, uint16_t *ret_port)
-{
-	const char *colon = strrchr(s, ':');
-	uint64_t port;
-	size_t hl;
-
-	if (!colon || colon == s)
-		return -EINVAL;
-	hl = (size_t)(colon - s);
-	if (s[0] == '[') {
-		if (hl < 3 || s[hl - 1] != ']')
-			return -EINVAL;
-		s++;
-		hl -= 2;
-	}
-	if (hl >= cap)
-		return -EINVAL;
-	memcpy(host, s, hl);
-	host[hl] = '\0';
-	if (base_parse_u64(colon + 1, 0, 65535, &port) < 0)
-		return -EINVAL;
-	*ret_port = (uint16_t)port;
-	return 0;
-}
-
-/* HOST:PORT or [V6]:PORT into a sockaddr (numeric or resolvable host). */
-static int parse_listen(const char *s, struct sockaddr_storage *ret)
-{
-	char host[REPL_LISTEN_HOST_MAX];
-	struct addrinfo hints = {0}, *ai = NULL;
-	uint16_t port;
-
-	if (repl_listen_split(s, host, sizeof(host), &port) < 0)
-		return -EINVAL;
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE;
-	if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai)
-		return -EADDRNOTAVAIL;
-	memset(ret, 0, sizeof(*ret));
-	memcpy(ret, ai->ai_addr, ai->ai_addrlen);
-	freeaddrinfo(ai);
-	if (ret->ss_family == AF_INET)
-		((struct sockaddr_in *)ret)->sin_port = htons(port);
-	else if (ret->ss_family == AF_INET6)
-		((struct sockaddr_in6 *)ret)->sin6_port = htons(port);
-	else
-		return -EINVAL;
-	return 0;
-}
-
-/* 1 for an address only this machine reaches (127/8, ::1, v4-mapped
- * 127/8); 0.0.0.0 and :: listen on every interface. */
-static int is_loopback(const struct sockaddr_storage *sa)
-{
-	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-
-	if (sa->ss_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)sa)
-				  ->sin_addr.s_addr) >>
-			24) == 127;
-	if (IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr))
-		return 1;
-	return IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) &&
-	       s6->sin6_addr.s6_addr[12] == 127;
+	/* the listener and every connection; it frees itself as the loop
+	 * lets its handles go */
+	httpd_server_close(srv->http);
+	srv->http = NULL;
 }
 
 /* --tls-cert/--tls-key: loaded before listening, so a bad file fails the
  * start; one line says what is served. */
 static int tls_init(struct repl_server *srv, const struct repl_server_opts *o)
 {
-	struct repl_tls_opts to = {
+	struct httpd_tls_opts to = {
 	    .cert = o->tls_cert,
 	    .key = o->tls_key,
 	    .client_ca = o->tls_client_ca,
@@ -132,12 +64,12 @@ static int tls_init(struct repl_server *srv, const struct repl_server_opts *o)
 
 	if (!o->tls_cert)
 		return 0;
-	r = repl_tls_new(&to, &srv->tls, why, sizeof(why));
+	r = httpd_tls_new(&to, &srv->tls, why, sizeof(why));
 	if (r < 0) {
 		base_error("cannot set up TLS: %s", why);
 		return r;
 	}
-	if (repl_tls_describe(srv->tls, desc, sizeof(desc)))
+	if (httpd_tls_describe(srv->tls, desc, sizeof(desc)))
 		base_warn("tls certificate outside its validity period cert=%s "
 			  "%s",
 			  o->tls_cert, desc);
@@ -154,13 +86,13 @@ void repl_server_tls_reload(struct repl_server *srv)
 
 	if (!srv->tls)
 		return;
-	if (repl_tls_reload(srv->tls, why, sizeof(why)) < 0) {
+	if (httpd_tls_reload(srv->tls, why, sizeof(why)) < 0) {
 		base_error("tls reload failed, the certificate in use stays: "
 			   "%s",
 			   why);
 		return;
 	}
-	if (repl_tls_describe(srv->tls, desc, sizeof(desc)))
+	if (httpd_tls_describe(srv->tls, desc, sizeof(desc)))
 		base_warn("tls certificate reloaded, outside its validity "
 			  "period %s",
 			  desc);
@@ -221,24 +153,24 @@ int repl_server_tokens_load(struct repl_server *srv, int reload)
 	return 0;
 }
 
-/* The connection limits from the options, the cap fitted to the open
- * files limit (which main raised to its hard limit). */
+/* The connection limits: the defaults (HTTPD_LIMITS_REPLICATOR) and the
+ * options, the cap fitted to the open files limit (which main raised to
+ * its hard limit). */
 static void limits_init(struct repl_server *srv,
 			const struct repl_server_opts *o)
 {
-	struct repl_limits *l = &srv->limits;
+	struct httpd_limits *l = &srv->limits;
 	struct rlimit rl;
 
-	l->header_ms =
-	    1000ull * (o->header_timeout_s ? o->header_timeout_s
-					   : REPL_HEADER_TIMEOUT_DEFAULT_S);
-	l->idle_ms =
-	    1000ull * (o->idle_timeout_s ? o->idle_timeout_s
-					 : REPL_IDLE_TIMEOUT_DEFAULT_S);
-	l->max_conns = o->max_conns ? o->max_conns : REPL_MAX_CONNS_DEFAULT;
-	l->per_addr = o->per_addr < 0	 ? 0
-		      : o->per_addr == 0 ? REPL_PER_ADDR_DEFAULT
-					 : (size_t)o->per_addr;
+	*l = HTTPD_LIMITS_REPLICATOR;
+	if (o->header_timeout_s)
+		l->header_ms = 1000ull * o->header_timeout_s;
+	if (o->idle_timeout_s)
+		l->idle_ms = 1000ull * o->idle_timeout_s;
+	if (o->max_conns)
+		l->max_conns = o->max_conns;
+	if (o->per_addr)
+		l->per_addr = o->per_addr < 0 ? 0 : (size_t)o->per_addr;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
 	    rl.rlim_cur != RLIM_INFINITY) {
 		size_t fit = rl.rlim_cur > 2 * FD_RESERVE
@@ -347,7 +279,6 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 		return -EIO;
 	}
 	srv->loop.data = srv;
-	repl_http_init(srv);
 	r = ns_args_init(srv, o);
 	if (r < 0)
 		return r;
@@ -367,7 +298,7 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 		if (r < 0)
 			return r;
 	}
-	r = parse_listen(o->listen, &sa);
+	r = httpd_listen_resolve(o->listen, &sa);
 	if (r < 0) {
 		base_error("cannot listen address=%s why=\"%s\"", o->listen,
 			   r == -EINVAL ? "expected HOST:PORT"
@@ -377,22 +308,22 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	r = tls_init(srv, o);
 	if (r < 0)
 		return r;
-	if (!srv->tls && !is_loopback(&sa))
-		base_warn("serving plain HTTP on a non-loopback address "
-			  "address=%s: anyone on the path reads every byte "
-			  "(give --tls-cert and --tls-key)",
-			  o->listen);
-	uv_tcp_init(&srv->loop, &srv->listener);
-	srv->listener.data = srv;
-	r = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&sa, 0);
-	if (r == 0)
-		r = uv_listen((uv_stream_t *)&srv->listener, 511,
-			      repl_http_on_connection);
+	r = repl_http_start(srv, (const struct sockaddr *)&sa);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r, "cannot listen address=%s",
 			     o->listen);
 		return -EADDRINUSE;
 	}
+	/* port 0 asked for any: say which one it is */
+	if (httpd_server_bound(srv->http, &sa) == 0)
+		(void)httpd_listen_name(o->listen, (const struct sockaddr *)&sa,
+					srv->listen_str,
+					sizeof(srv->listen_str));
+	if (!srv->tls && !httpd_sockaddr_loopback((const struct sockaddr *)&sa))
+		base_warn("serving plain HTTP on a non-loopback address "
+			  "address=%s: anyone on the path reads every byte "
+			  "(give --tls-cert and --tls-key)",
+			  srv->listen_str);
 	uv_signal_init(&srv->loop, &srv->sig_int);
 	uv_signal_init(&srv->loop, &srv->sig_term);
 	srv->sig_int.data = srv->sig_term.data = srv;
@@ -432,7 +363,10 @@ void repl_server_fini(struct repl_server *srv)
 	if (srv->loop.data) {
 		atomic_store(&srv->cancel, 1);
 		srv->stopping = 1;
-		repl_http_close_all(srv);
+		/* before the walk below: its handles close with their own
+		 * callbacks, which free it */
+		httpd_server_close(srv->http);
+		srv->http = NULL;
 		for (i = 0; i < srv->n_ns; i++)
 			repl_ns_close_async(srv->ns[i]);
 		uv_walk(&srv->loop, close_walk, NULL);
@@ -447,7 +381,7 @@ void repl_server_fini(struct repl_server *srv)
 	free(srv->state_dir);
 	free(srv->ns_file);
 	repl_ns_list_fini(&srv->ns_args);
-	repl_tls_free(srv->tls);
+	httpd_tls_free(srv->tls);
 	repl_tokens_free(srv->tokens);
 	free(srv->tokens_path);
 	cat_sign_key_wipe(&srv->sign_key);

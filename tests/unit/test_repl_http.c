@@ -1031,7 +1031,7 @@ static void test_too_large(void **state)
 static void test_uri_too_long(void **state)
 {
 	struct fixture *f = *state;
-	size_t len = REPL_URL_MAX + 100;
+	size_t len = HTTPD_LIMITS_REPLICATOR.url_max + 100;
 	char *req = malloc(len + 64);
 
 	assert_non_null(req);
@@ -1046,7 +1046,7 @@ static void test_uri_too_long(void **state)
 static void test_headers_too_large(void **state)
 {
 	struct fixture *f = *state;
-	size_t len = REPL_HEADERS_MAX + 100, n;
+	size_t len = HTTPD_LIMITS_REPLICATOR.head_max + 100, n;
 	char *req = malloc(len + 128);
 
 	assert_non_null(req);
@@ -1280,7 +1280,7 @@ static void test_wrong_scheme(void **state)
 	cl_close(c);
 }
 
-/* -- which clients are on this host (repl_peer.c) -- */
+/* -- which clients are on this host (catalog/httpd/httpd_peer.c) -- */
 
 static void test_peer_same_host(void **state)
 {
@@ -1294,24 +1294,24 @@ static void test_peer_same_host(void **state)
 	int seen = 0;
 
 	(void)state;
-	assert_int_equal(repl_peer_same_host(lo4, 4, NULL), 1);
-	assert_int_equal(repl_peer_same_host(lo4b, 4, NULL), 1);
-	assert_int_equal(repl_peer_same_host(lo6, 16, NULL), 1);
+	assert_int_equal(httpd_addr_same_host(lo4, 4, NULL), 1);
+	assert_int_equal(httpd_addr_same_host(lo4b, 4, NULL), 1);
+	assert_int_equal(httpd_addr_same_host(lo6, 16, NULL), 1);
 	/* no interface here has a documentation address */
-	assert_int_equal(repl_peer_same_host(doc4, 4, NULL), 0);
-	assert_int_equal(repl_peer_same_host(doc6, 16, NULL), 0);
-	assert_int_equal(repl_peer_same_host(doc4, 0, NULL), 0);
+	assert_int_equal(httpd_addr_same_host(doc4, 4, NULL), 0);
+	assert_int_equal(httpd_addr_same_host(doc6, 16, NULL), 0);
+	assert_int_equal(httpd_addr_same_host(doc4, 0, NULL), 0);
 	/* ... unless the client connected to that very address */
 	memcpy(&local.sin_addr, doc4, 4);
 	assert_int_equal(
-	    repl_peer_same_host(doc4, 4, (const struct sockaddr *)&local), 1);
+	    httpd_addr_same_host(doc4, 4, (const struct sockaddr *)&local), 1);
 	memcpy(mapped.sin6_addr.s6_addr + 10, "\xff\xff", 2);
 	memcpy(mapped.sin6_addr.s6_addr + 12, doc4, 4);
 	assert_int_equal(
-	    repl_peer_same_host(doc4, 4, (const struct sockaddr *)&mapped), 1);
+	    httpd_addr_same_host(doc4, 4, (const struct sockaddr *)&mapped), 1);
 	local.sin_addr.s_addr ^= htonl(1);
 	assert_int_equal(
-	    repl_peer_same_host(doc4, 4, (const struct sockaddr *)&local), 0);
+	    httpd_addr_same_host(doc4, 4, (const struct sockaddr *)&local), 0);
 	/* every IPv4 address an interface here has is this host's */
 	assert_int_equal(getifaddrs(&ifs), 0);
 	for (i = ifs; i; i = i->ifa_next) {
@@ -1319,9 +1319,9 @@ static void test_peer_same_host(void **state)
 
 		if (!a || a->sin_family != AF_INET)
 			continue;
-		assert_int_equal(
-		    repl_peer_same_host((const uint8_t *)&a->sin_addr, 4, NULL),
-		    1);
+		assert_int_equal(httpd_addr_same_host(
+				     (const uint8_t *)&a->sin_addr, 4, NULL),
+				 1);
 		seen++;
 	}
 	freeifaddrs(ifs);

@@ -1,6 +1,6 @@
 /*
- * tests/unit/test_repl_tls.c — the replicator's TLS layer (repl_tls.c) on
- * its own: a server repl_tls_conn and an OpenSSL client joined by memory
+ * tests/unit/test_repl_tls.c — the replicator's TLS (catalog/httpd/httpd_tls.c)
+ * on its own: a server httpd_tls_conn and an OpenSSL client joined by memory
  * (each side's records handed to the other by the test), certificates
  * made by the test (tsup_cert_make: a CA, servers, an expired one,
  * clients of this CA and of another).
@@ -29,7 +29,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "replicator/serve/repl_tls_priv.h"
+#include "catalog/httpd/httpd_tls_priv.h"
 #include "tsupport.h"
 
 #define DAY 86400L
@@ -120,7 +120,7 @@ struct pair {
 	SSL_CTX *cctx;
 	SSL *cli;
 	BIO *cin, *cout; /* the client's, owned by cli */
-	struct repl_tls_conn *srv;
+	struct httpd_tls_conn *srv;
 	int srv_err; /* the server's read result once it failed */
 	char plain[4096];
 	size_t plain_len; /* what the server read */
@@ -157,7 +157,7 @@ static SSL_CTX *client_ctx(const char *ca, const char *cert, const char *key,
 	return ctx;
 }
 
-static void pair_open(struct pair *p, struct repl_tls *t, SSL_CTX *cctx)
+static void pair_open(struct pair *p, struct httpd_tls *t, SSL_CTX *cctx)
 {
 	memset(p, 0, sizeof(*p));
 	p->cctx = cctx;
@@ -172,7 +172,7 @@ static void pair_open(struct pair *p, struct repl_tls *t, SSL_CTX *cctx)
 	SSL_set_bio(p->cli, p->cin, p->cout);
 	SSL_set_connect_state(p->cli);
 	assert_int_equal(SSL_set1_host(p->cli, "127.0.0.1"), 1);
-	p->srv = repl_tls_conn_new(t);
+	p->srv = httpd_tls_conn_new(t);
 	assert_non_null(p->srv);
 }
 
@@ -180,7 +180,7 @@ static void pair_close(struct pair *p)
 {
 	SSL_free(p->cli);
 	SSL_CTX_free(p->cctx);
-	repl_tls_conn_free(p->srv);
+	httpd_tls_conn_free(p->srv);
 }
 
 /* The server's records to the client. */
@@ -189,7 +189,7 @@ static void srv_to_cli(struct pair *p)
 	char *b;
 	size_t n;
 
-	assert_int_equal(repl_tls_conn_take(p->srv, &b, &n), 0);
+	assert_int_equal(httpd_tls_conn_take(p->srv, &b, &n), 0);
 	if (n)
 		assert_int_equal(BIO_write(p->cin, b, (int)n), (int)n);
 	free(b);
@@ -203,11 +203,11 @@ static void cli_to_srv(struct pair *p)
 	ssize_t r;
 
 	while ((n = BIO_read(p->cout, b, sizeof(b))) > 0)
-		assert_int_equal(repl_tls_conn_feed(p->srv, b, (size_t)n), 0);
+		assert_int_equal(httpd_tls_conn_feed(p->srv, b, (size_t)n), 0);
 	if (p->srv_err)
 		return;
-	r = repl_tls_conn_read(p->srv, p->plain + p->plain_len,
-			       sizeof(p->plain) - p->plain_len);
+	r = httpd_tls_conn_read(p->srv, p->plain + p->plain_len,
+				sizeof(p->plain) - p->plain_len);
 	if (r < 0)
 		p->srv_err = (int)r;
 	else
@@ -253,18 +253,18 @@ static void peer_cn(struct pair *p, char *buf, size_t cap)
 	X509_free(x);
 }
 
-static struct repl_tls *tls_new(struct certs *c, int cert, int key, int ca)
+static struct httpd_tls *tls_new(struct certs *c, int cert, int key, int ca)
 {
-	struct repl_tls_opts o = {
+	struct httpd_tls_opts o = {
 	    .cert = c->p[cert],
 	    .key = c->p[key],
 	    .client_ca = ca >= 0 ? c->p[ca] : NULL,
 	};
-	struct repl_tls *t = NULL;
+	struct httpd_tls *t = NULL;
 	char why[512];
 
-	if (repl_tls_new(&o, &t, why, sizeof(why)) < 0)
-		fail_msg("repl_tls_new: %s", why);
+	if (httpd_tls_new(&o, &t, why, sizeof(why)) < 0)
+		fail_msg("httpd_tls_new: %s", why);
 	return t;
 }
 
@@ -284,7 +284,7 @@ static void assert_aead_ecdhe(SSL *s)
 static void test_tls13_both_ways(void **state)
 {
 	struct certs *c = *state;
-	struct repl_tls *t = tls_new(c, P_SRV, P_SRV_KEY, -1);
+	struct httpd_tls *t = tls_new(c, P_SRV, P_SRV_KEY, -1);
 	struct pair p;
 	size_t big = 1u << 20, got = 0, i;
 	uint8_t *out = tsup_random_bytes(big, 7), *in = malloc(big);
@@ -301,8 +301,8 @@ static void test_tls13_both_ways(void **state)
 	/* a megabyte out: every byte comes back through the records */
 	for (i = 0; i < big; i += 100000)
 		assert_int_equal(
-		    repl_tls_conn_write(p.srv, out + i,
-					big - i < 100000 ? big - i : 100000),
+		    httpd_tls_conn_write(p.srv, out + i,
+					 big - i < 100000 ? big - i : 100000),
 		    0);
 	srv_to_cli(&p);
 	while (got < big) {
@@ -312,9 +312,9 @@ static void test_tls13_both_ways(void **state)
 		got += (size_t)n;
 	}
 	assert_memory_equal(in, out, big);
-	assert_int_equal(repl_tls_conn_why(p.srv)[0], '\0');
+	assert_int_equal(httpd_tls_conn_why(p.srv)[0], '\0');
 	pair_close(&p);
-	repl_tls_free(t);
+	httpd_tls_free(t);
 	free(in);
 	free(out);
 }
@@ -322,7 +322,7 @@ static void test_tls13_both_ways(void **state)
 static void test_tls12_aead(void **state)
 {
 	struct certs *c = *state;
-	struct repl_tls *t = tls_new(c, P_SRV, P_SRV_KEY, -1);
+	struct httpd_tls *t = tls_new(c, P_SRV, P_SRV_KEY, -1);
 	struct pair p;
 
 	pair_open(&p, t,
@@ -331,14 +331,14 @@ static void test_tls12_aead(void **state)
 	assert_int_equal(SSL_version(p.cli), TLS1_2_VERSION);
 	assert_aead_ecdhe(p.cli);
 	pair_close(&p);
-	repl_tls_free(t);
+	httpd_tls_free(t);
 }
 
 static void test_old_refused(void **state)
 {
 	struct certs *c = *state;
 	/* an RSA key, so that a static RSA exchange would be possible */
-	struct repl_tls *t = tls_new(c, P_RSA, P_RSA_KEY, -1);
+	struct httpd_tls *t = tls_new(c, P_RSA, P_RSA_KEY, -1);
 	/* TLS 1.1; TLS 1.2 with CBC (not AEAD); with AES-GCM over a static
 	 * RSA exchange (no forward secrecy) */
 	static const struct {
@@ -366,24 +366,24 @@ static void test_old_refused(void **state)
 				     offers[i].ciphers));
 		assert_int_equal(pair_talk(&p), -EPROTO);
 		assert_false(SSL_is_init_finished(p.cli));
-		assert_true(repl_tls_conn_why(p.srv)[0] != '\0');
+		assert_true(httpd_tls_conn_why(p.srv)[0] != '\0');
 		/* nothing goes out after the failure */
-		assert_int_equal(repl_tls_conn_write(p.srv, "x", 1), -EPROTO);
+		assert_int_equal(httpd_tls_conn_write(p.srv, "x", 1), -EPROTO);
 		pair_close(&p);
 	}
-	repl_tls_free(t);
+	httpd_tls_free(t);
 }
 
 static void test_client_ca(void **state)
 {
 	struct certs *c = *state;
-	struct repl_tls *t = tls_new(c, P_SRV, P_SRV_KEY, P_CA);
+	struct httpd_tls *t = tls_new(c, P_SRV, P_SRV_KEY, P_CA);
 	struct pair p;
 
 	/* none: TLS 1.3 says so after the client's Finished */
 	pair_open(&p, t, client_ctx(c->p[P_CA], NULL, NULL, 0, NULL));
 	assert_int_equal(pair_talk(&p), -EPROTO);
-	assert_non_null(strstr(repl_tls_conn_why(p.srv), "certificate"));
+	assert_non_null(strstr(httpd_tls_conn_why(p.srv), "certificate"));
 	/* the alert reaches the client */
 	assert_true(SSL_read(p.cli, p.plain, 1) <= 0);
 	assert_int_equal(SSL_get_error(p.cli, -1), SSL_ERROR_SSL);
@@ -410,13 +410,13 @@ static void test_client_ca(void **state)
 			     TLS1_2_VERSION, NULL));
 	assert_int_equal(pair_talk(&p), 0);
 	pair_close(&p);
-	repl_tls_free(t);
+	httpd_tls_free(t);
 }
 
 static void test_reload(void **state)
 {
 	struct certs *c = *state;
-	struct repl_tls *t;
+	struct httpd_tls *t;
 	struct pair before, after, kept;
 	char cn[64], why[512];
 
@@ -427,7 +427,7 @@ static void test_reload(void **state)
 	pair_open(&before, t, client_ctx(c->p[P_CA], NULL, NULL, 0, NULL));
 	copy_file(c->p[P_SRV2], c->p[P_CUR]);
 	copy_file(c->p[P_SRV2_KEY], c->p[P_CUR_KEY]);
-	assert_int_equal(repl_tls_reload(t, why, sizeof(why)), 0);
+	assert_int_equal(httpd_tls_reload(t, why, sizeof(why)), 0);
 	pair_open(&after, t, client_ctx(c->p[P_CA], NULL, NULL, 0, NULL));
 	assert_int_equal(pair_talk(&after), 0);
 	peer_cn(&after, cn, sizeof(cn));
@@ -437,20 +437,20 @@ static void test_reload(void **state)
 	assert_string_equal(cn, "first");
 	/* a bad file: an error naming it, and "second" stays */
 	tsup_write_file(c->p[P_CUR], "not a certificate\n", 18);
-	assert_int_equal(repl_tls_reload(t, why, sizeof(why)), -EINVAL);
+	assert_int_equal(httpd_tls_reload(t, why, sizeof(why)), -EINVAL);
 	assert_non_null(strstr(why, c->p[P_CUR]));
 	/* a key of another certificate */
 	copy_file(c->p[P_SRV], c->p[P_CUR]);
 	copy_file(c->p[P_SRV2_KEY], c->p[P_CUR_KEY]);
-	assert_int_equal(repl_tls_reload(t, why, sizeof(why)), -EINVAL);
+	assert_int_equal(httpd_tls_reload(t, why, sizeof(why)), -EINVAL);
 	assert_non_null(strstr(why, "does not match"));
 	pair_open(&kept, t, client_ctx(c->p[P_CA], NULL, NULL, 0, NULL));
 	assert_int_equal(pair_talk(&kept), 0);
 	peer_cn(&kept, cn, sizeof(cn));
 	assert_string_equal(cn, "second");
 	/* the connections outlive the object they were made from */
-	repl_tls_free(t);
-	assert_int_equal(repl_tls_conn_write(before.srv, "pong", 4), 0);
+	httpd_tls_free(t);
+	assert_int_equal(httpd_tls_conn_write(before.srv, "pong", 4), 0);
 	srv_to_cli(&before);
 	assert_int_equal(SSL_read(before.cli, cn, sizeof(cn)), 4);
 	pair_close(&before);
@@ -461,54 +461,54 @@ static void test_reload(void **state)
 static void test_bad_files(void **state)
 {
 	struct certs *c = *state;
-	struct repl_tls_opts o = {.cert = c->p[P_SRV], .key = c->p[P_SRV_KEY]};
-	struct repl_tls *t = NULL;
+	struct httpd_tls_opts o = {.cert = c->p[P_SRV], .key = c->p[P_SRV_KEY]};
+	struct httpd_tls *t = NULL;
 	char why[512], missing[160];
 
 	snprintf(missing, sizeof(missing), "%s/none.pem", c->dir);
 	o.cert = missing;
-	assert_int_equal(repl_tls_new(&o, &t, why, sizeof(why)), -EINVAL);
+	assert_int_equal(httpd_tls_new(&o, &t, why, sizeof(why)), -EINVAL);
 	assert_null(t);
 	assert_non_null(strstr(why, "cannot read the certificate"));
 	assert_non_null(strstr(why, missing));
 	o.cert = c->p[P_SRV];
 	o.key = c->p[P_SRV2_KEY];
-	assert_int_equal(repl_tls_new(&o, &t, why, sizeof(why)), -EINVAL);
+	assert_int_equal(httpd_tls_new(&o, &t, why, sizeof(why)), -EINVAL);
 	assert_non_null(strstr(why, "does not match"));
 	o.key = c->p[P_SRV_KEY];
 	o.client_ca = c->p[P_SRV_KEY]; /* a key is no CA */
-	assert_int_equal(repl_tls_new(&o, &t, why, sizeof(why)), -EINVAL);
+	assert_int_equal(httpd_tls_new(&o, &t, why, sizeof(why)), -EINVAL);
 	assert_non_null(strstr(why, "client CA"));
 	o.client_ca = missing;
-	assert_int_equal(repl_tls_new(&o, &t, why, sizeof(why)), -EINVAL);
+	assert_int_equal(httpd_tls_new(&o, &t, why, sizeof(why)), -EINVAL);
 	assert_non_null(strstr(why, "cannot read the client CA"));
 }
 
 static void test_plain_http(void **state)
 {
 	struct certs *c = *state;
-	struct repl_tls *t = tls_new(c, P_SRV, P_SRV_KEY, -1);
-	struct repl_tls_conn *tc = repl_tls_conn_new(t);
+	struct httpd_tls *t = tls_new(c, P_SRV, P_SRV_KEY, -1);
+	struct httpd_tls_conn *tc = httpd_tls_conn_new(t);
 	static const char req[] = "GET /v1/ns/HEAD HTTP/1.1\r\nHost: x\r\n\r\n";
 	char buf[256], *out;
 	size_t n;
 
 	assert_non_null(tc);
-	assert_int_equal(repl_tls_conn_feed(tc, req, sizeof(req) - 1), 0);
-	assert_int_equal(repl_tls_conn_read(tc, buf, sizeof(buf)),
+	assert_int_equal(httpd_tls_conn_feed(tc, req, sizeof(req) - 1), 0);
+	assert_int_equal(httpd_tls_conn_read(tc, buf, sizeof(buf)),
 			 -ENOPROTOOPT);
 	/* no alert to send: the caller may answer in the clear */
-	assert_int_equal(repl_tls_conn_take(tc, &out, &n), 0);
+	assert_int_equal(httpd_tls_conn_take(tc, &out, &n), 0);
 	assert_int_equal(n, 0);
 	assert_null(out);
-	repl_tls_conn_free(tc);
-	repl_tls_free(t);
+	httpd_tls_conn_free(tc);
+	httpd_tls_free(t);
 }
 
 static void test_close_notify(void **state)
 {
 	struct certs *c = *state;
-	struct repl_tls *t = tls_new(c, P_SRV, P_SRV_KEY, -1);
+	struct httpd_tls *t = tls_new(c, P_SRV, P_SRV_KEY, -1);
 	struct pair p;
 	char b[16];
 
@@ -520,29 +520,29 @@ static void test_close_notify(void **state)
 	cli_to_srv(&p);
 	assert_int_equal(p.plain_len, 8);
 	assert_memory_equal(p.plain + 4, "last", 4);
-	assert_int_equal(repl_tls_conn_read(p.srv, b, sizeof(b)), -ESHUTDOWN);
+	assert_int_equal(httpd_tls_conn_read(p.srv, b, sizeof(b)), -ESHUTDOWN);
 	/* the server still answers, then says close_notify */
-	assert_int_equal(repl_tls_conn_write(p.srv, "bye", 3), 0);
-	repl_tls_conn_shutdown(p.srv);
+	assert_int_equal(httpd_tls_conn_write(p.srv, "bye", 3), 0);
+	httpd_tls_conn_shutdown(p.srv);
 	srv_to_cli(&p);
 	assert_int_equal(SSL_read(p.cli, b, sizeof(b)), 3);
 	assert_int_equal(SSL_read(p.cli, b, sizeof(b)), 0);
 	assert_int_equal(SSL_get_error(p.cli, 0), SSL_ERROR_ZERO_RETURN);
 	pair_close(&p);
-	repl_tls_free(t);
+	httpd_tls_free(t);
 }
 
 static void test_describe(void **state)
 {
 	struct certs *c = *state;
-	struct repl_tls *t = tls_new(c, P_SRV, P_SRV_KEY, -1);
-	struct repl_tls *e = tls_new(c, P_EXP, P_EXP_KEY, -1);
+	struct httpd_tls *t = tls_new(c, P_SRV, P_SRV_KEY, -1);
+	struct httpd_tls *e = tls_new(c, P_EXP, P_EXP_KEY, -1);
 	struct pair p;
 	char d[384];
 
-	assert_int_equal(repl_tls_describe(t, d, sizeof(d)), 0);
+	assert_int_equal(httpd_tls_describe(t, d, sizeof(d)), 0);
 	assert_non_null(strstr(d, "subject=\"CN=first\" not_after=20"));
-	assert_int_equal(repl_tls_describe(e, d, sizeof(d)), 1);
+	assert_int_equal(httpd_tls_describe(e, d, sizeof(d)), 1);
 	assert_non_null(strstr(d, "CN=expired"));
 	/* served as it is: refusing it is the client's call */
 	pair_open(&p, e, client_ctx(NULL, NULL, NULL, 0, NULL));
@@ -553,8 +553,8 @@ static void test_describe(void **state)
 	assert_int_equal(SSL_get_verify_result(p.cli),
 			 X509_V_ERR_CERT_HAS_EXPIRED);
 	pair_close(&p);
-	repl_tls_free(t);
-	repl_tls_free(e);
+	httpd_tls_free(t);
+	httpd_tls_free(e);
 }
 
 int main(void)

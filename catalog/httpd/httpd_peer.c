@@ -1,20 +1,24 @@
 /*
- * replicator/serve/repl_peer.c — is a client on this host?
+ * catalog/httpd/httpd_peer.c — who a client is: on a loopback address (the
+ * replicator's --metrics loopback), on this host at all.
  *
  * A client that connects from one of this host's own addresses reaches us
  * through memory, not a link: there is no wire to save, and zstd's CPU
  * (about 1 GB/s a core on compressible chunks) is what the copy waits for.
- * The routes then frame its batches with lz4 when the codec policy is
- * auto (route_batch in repl_routes.c). "This host" is the network namespace the
- * replicator runs in: a loopback address, the address the client
- * connected to, or any address an interface here has.
+ * The replicator's routes then frame its batches with lz4 when the codec
+ * policy is auto (route_batch in replicator/serve/repl_routes.c). "This
+ * host" is the network namespace the server runs in: a loopback address,
+ * the address the client connected to, or any address an interface here
+ * has.
  */
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
-#include "replicator/serve/repl_http_priv.h"
+#include "catalog/httpd/httpd_priv.h"
 
 /* addr (4 or 16 bytes, IPv4-mapped already made IPv4) as found in sa, an
  * address of this host; 0 when sa is of another family or differs. */
@@ -39,7 +43,7 @@ static int same_addr(const struct sockaddr *sa, const uint8_t *addr,
 	return 0;
 }
 
-int repl_peer_loopback(const uint8_t *addr, unsigned len)
+int httpd_addr_loopback(const uint8_t *addr, unsigned len)
 {
 	static const uint8_t v6_loopback[16] = {[15] = 1};
 
@@ -48,13 +52,13 @@ int repl_peer_loopback(const uint8_t *addr, unsigned len)
 	return len == 16 && !memcmp(addr, v6_loopback, 16);
 }
 
-int repl_peer_same_host(const uint8_t *addr, unsigned len,
-			const struct sockaddr *local)
+int httpd_addr_same_host(const uint8_t *addr, unsigned len,
+			 const struct sockaddr *local)
 {
 	struct ifaddrs *ifs, *i;
 	int found = 0;
 
-	if (repl_peer_loopback(addr, len))
+	if (httpd_addr_loopback(addr, len))
 		return 1;
 	if (len != 4 && len != 16)
 		return 0;
@@ -66,4 +70,12 @@ int repl_peer_same_host(const uint8_t *addr, unsigned len,
 		found = same_addr(i->ifa_addr, addr, len);
 	freeifaddrs(ifs);
 	return found;
+}
+
+const char *httpd_peer_str(const struct httpd_peer *p, char *buf, size_t cap)
+{
+	if (!p->addr_len || !inet_ntop(p->addr_len == 4 ? AF_INET : AF_INET6,
+				       p->addr, buf, (socklen_t)cap))
+		snprintf(buf, cap, "unknown");
+	return buf;
 }

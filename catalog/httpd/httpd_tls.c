@@ -1,14 +1,15 @@
 /*
- * replicator/serve/repl_tls.c — TLS for the replicator's connections, with
- * OpenSSL over in-memory BIOs per connection (the interface and its rules
- * are in repl_tls_priv.h).
+ * catalog/httpd/httpd_tls.c — TLS for the engine's connections (the
+ * replicator's --tls-cert), with OpenSSL over in-memory BIOs per
+ * connection (the rules are in httpd.h, a connection's side in
+ * httpd_tls_priv.h).
  *
  * In-memory BIOs keep TLS out of the socket I/O: libuv reads and writes
  * the socket as for plain HTTP, and OpenSSL only turns bytes into bytes.
- * In: a memory BIO, holding at most what one uv_read brought (the HTTP
- * layer stops reading while it has plaintext left to parse). Out: a sink
+ * In: a memory BIO, holding at most what one uv_read brought (the
+ * connection stops reading while it has plaintext left to parse). Out: a sink
  * BIO of ours that appends OpenSSL's records to a plain buffer, which
- * repl_tls_conn_take hands over as it is: the records are copied once,
+ * httpd_tls_conn_take hands over as it is: the records are copied once,
  * from OpenSSL's write buffer into the one uv_write sends, and nothing
  * stays allocated between writes (a memory BIO would copy twice and keep
  * its largest size for good).
@@ -26,7 +27,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "replicator/serve/repl_tls_priv.h"
+#include "catalog/httpd/httpd_tls_priv.h"
 
 /* TLS 1.2: ECDHE (forward secrecy) with AEAD only; the server's order, so
  * AES-GCM goes first where both ends have it, ChaCha20 when the client
@@ -43,12 +44,12 @@ static const char TLS13_SUITES[] = "TLS_AES_128_GCM_SHA256:"
  * certificates OpenSSL refuses to resume otherwise). */
 static const unsigned char SID_CTX[] = "ferry-replicator";
 
-struct repl_tls {
+struct httpd_tls {
 	SSL_CTX *ctx; /* for new connections */
 	char *cert, *key, *client_ca;
 };
 
-struct repl_tls_conn {
+struct httpd_tls_conn {
 	SSL *ssl;
 	BIO *in, *out;	  /* owned by ssl */
 	BIO_METHOD *sink; /* out's methods, freed after ssl */
@@ -100,7 +101,7 @@ static int readable(const char *what, const char *path, char *why, size_t cap)
 	return -EINVAL;
 }
 
-static int ctx_build(const struct repl_tls *t, SSL_CTX **ret, char *why,
+static int ctx_build(const struct httpd_tls *t, SSL_CTX **ret, char *why,
 		     size_t cap)
 {
 	STACK_OF(X509_NAME) *names = NULL;
@@ -173,7 +174,7 @@ out:
 	return r;
 }
 
-void repl_tls_free(struct repl_tls *t)
+void httpd_tls_free(struct httpd_tls *t)
 {
 	if (!t)
 		return;
@@ -184,10 +185,10 @@ void repl_tls_free(struct repl_tls *t)
 	free(t);
 }
 
-int repl_tls_new(const struct repl_tls_opts *o, struct repl_tls **ret,
-		 char *why, size_t cap)
+int httpd_tls_new(const struct httpd_tls_opts *o, struct httpd_tls **ret,
+		  char *why, size_t cap)
 {
-	struct repl_tls *t = calloc(1, sizeof(*t));
+	struct httpd_tls *t = calloc(1, sizeof(*t));
 	int r;
 
 	*ret = NULL;
@@ -200,18 +201,18 @@ int repl_tls_new(const struct repl_tls_opts *o, struct repl_tls **ret,
 		goto oom;
 	r = ctx_build(t, &t->ctx, why, cap);
 	if (r < 0) {
-		repl_tls_free(t);
+		httpd_tls_free(t);
 		return r;
 	}
 	*ret = t;
 	return 0;
 oom:
-	repl_tls_free(t);
+	httpd_tls_free(t);
 	snprintf(why, cap, "out of memory");
 	return -ENOMEM;
 }
 
-int repl_tls_reload(struct repl_tls *t, char *why, size_t cap)
+int httpd_tls_reload(struct httpd_tls *t, char *why, size_t cap)
 {
 	SSL_CTX *ctx;
 	int r = ctx_build(t, &ctx, why, cap);
@@ -224,7 +225,7 @@ int repl_tls_reload(struct repl_tls *t, char *why, size_t cap)
 	return 0;
 }
 
-int repl_tls_describe(const struct repl_tls *t, char *buf, size_t cap)
+int httpd_tls_describe(const struct httpd_tls *t, char *buf, size_t cap)
 {
 	X509 *x = SSL_CTX_get0_certificate(t->ctx);
 	char subject[256] = "", until[32] = "?";
@@ -253,7 +254,7 @@ int repl_tls_describe(const struct repl_tls *t, char *buf, size_t cap)
 }
 
 /* Room for n more bytes in tc->pend. */
-static int pend_reserve(struct repl_tls_conn *tc, size_t n)
+static int pend_reserve(struct httpd_tls_conn *tc, size_t n)
 {
 	size_t cap = tc->pend_cap;
 	char *p;
@@ -275,7 +276,7 @@ static int pend_reserve(struct repl_tls_conn *tc, size_t n)
 /* The out BIO: every record OpenSSL writes is appended to tc->pend. */
 static int sink_write(BIO *b, const char *in, int inl)
 {
-	struct repl_tls_conn *tc = BIO_get_data(b);
+	struct httpd_tls_conn *tc = BIO_get_data(b);
 
 	BIO_clear_retry_flags(b);
 	if (inl <= 0)
@@ -302,15 +303,15 @@ static int sink_create(BIO *b)
 	return 1;
 }
 
-struct repl_tls_conn *repl_tls_conn_new(struct repl_tls *t)
+struct httpd_tls_conn *httpd_tls_conn_new(struct httpd_tls *t)
 {
-	struct repl_tls_conn *tc = calloc(1, sizeof(*tc));
+	struct httpd_tls_conn *tc = calloc(1, sizeof(*tc));
 
 	if (!tc)
 		return NULL;
 	tc->ssl = SSL_new(t->ctx);
 	tc->in = BIO_new(BIO_s_mem());
-	/* a method per connection: it outlives any repl_tls object */
+	/* a method per connection: it outlives any httpd_tls object */
 	tc->sink = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK,
 				"ferry records out");
 	if (tc->sink && (BIO_meth_set_write(tc->sink, sink_write) != 1 ||
@@ -337,7 +338,7 @@ struct repl_tls_conn *repl_tls_conn_new(struct repl_tls *t)
 	return tc;
 }
 
-void repl_tls_conn_free(struct repl_tls_conn *tc)
+void httpd_tls_conn_free(struct httpd_tls_conn *tc)
 {
 	if (!tc)
 		return;
@@ -347,7 +348,7 @@ void repl_tls_conn_free(struct repl_tls_conn *tc)
 	free(tc);
 }
 
-int repl_tls_conn_feed(struct repl_tls_conn *tc, const void *p, size_t len)
+int httpd_tls_conn_feed(struct httpd_tls_conn *tc, const void *p, size_t len)
 {
 	if (len > INT_MAX)
 		return -EINVAL;
@@ -358,7 +359,7 @@ int repl_tls_conn_feed(struct repl_tls_conn *tc, const void *p, size_t len)
 	return 0;
 }
 
-static void conn_failed(struct repl_tls_conn *tc)
+static void conn_failed(struct httpd_tls_conn *tc)
 {
 	unsigned long e = ERR_peek_last_error();
 
@@ -368,7 +369,7 @@ static void conn_failed(struct repl_tls_conn *tc)
 	ssl_reason(tc->why, sizeof(tc->why));
 }
 
-ssize_t repl_tls_conn_read(struct repl_tls_conn *tc, void *buf, size_t cap)
+ssize_t httpd_tls_conn_read(struct httpd_tls_conn *tc, void *buf, size_t cap)
 {
 	size_t got = 0, n;
 	int r;
@@ -400,7 +401,7 @@ ssize_t repl_tls_conn_read(struct repl_tls_conn *tc, void *buf, size_t cap)
 	return tc->peer_done ? -ESHUTDOWN : 0;
 }
 
-int repl_tls_conn_write(struct repl_tls_conn *tc, const void *p, size_t len)
+int httpd_tls_conn_write(struct httpd_tls_conn *tc, const void *p, size_t len)
 {
 	const char *b = p;
 	size_t n;
@@ -421,7 +422,7 @@ int repl_tls_conn_write(struct repl_tls_conn *tc, const void *p, size_t len)
 	return 0;
 }
 
-void repl_tls_conn_shutdown(struct repl_tls_conn *tc)
+void httpd_tls_conn_shutdown(struct httpd_tls_conn *tc)
 {
 	if (tc->failed || !SSL_is_init_finished(tc->ssl))
 		return;
@@ -430,7 +431,7 @@ void repl_tls_conn_shutdown(struct repl_tls_conn *tc)
 	ERR_clear_error();
 }
 
-int repl_tls_conn_reserve(struct repl_tls_conn *tc, size_t len)
+int httpd_tls_conn_reserve(struct httpd_tls_conn *tc, size_t len)
 {
 	/* A record carries at most 16 KiB and adds at most 29 bytes (TLS
 	 * 1.2 AES-GCM: header, explicit nonce, tag); 64 per record, and a
@@ -438,7 +439,7 @@ int repl_tls_conn_reserve(struct repl_tls_conn *tc, size_t len)
 	return pend_reserve(tc, len + (len / 16384 + 8) * 64);
 }
 
-int repl_tls_conn_take(struct repl_tls_conn *tc, char **ret, size_t *ret_len)
+int httpd_tls_conn_take(struct httpd_tls_conn *tc, char **ret, size_t *ret_len)
 {
 	*ret = NULL;
 	*ret_len = 0;
@@ -452,7 +453,7 @@ int repl_tls_conn_take(struct repl_tls_conn *tc, char **ret, size_t *ret_len)
 	return 0;
 }
 
-const char *repl_tls_conn_why(const struct repl_tls_conn *tc)
+const char *httpd_tls_conn_why(const struct httpd_tls_conn *tc)
 {
 	return tc->why;
 }

@@ -1,0 +1,267 @@
+/*
+ * catalog/httpd/httpd_server.c — the engine's server: the listener, accept
+ * within the limits, the sweep of connections past their timeouts, room
+ * made at the cap, and the server's own life.
+ *
+ * Fairness: what a connection waits for decides what may end it. One the
+ * server is answering (a request queued, a write in flight) is never
+ * closed for room; one waiting for its client (no request yet, a head
+ * still coming, idle between requests) may be: its wait began at
+ * since_ms, and a sweep every HTTPD_SWEEP_MS closes it when that wait
+ * passes the header or idle timeout. When the connection cap is reached
+ * (or accept runs out of file descriptors) the connection that has waited
+ * longest for its client, at least HTTPD_EVICT_GRACE_MS, makes room for
+ * the next one, so idle or trickling connections, however many, cannot
+ * keep a client that asks out. The grace lets every connection accepted
+ * have its request read before it can be pushed out: without it a flood
+ * of connects (the kernel's backlog holds hundreds) would push out
+ * everything accepted in the same loop turn, a real client's too. When
+ * no connection is eligible, accepting pauses (libuv keeps the one it
+ * took and stops polling the listener; the kernel's backlog holds the
+ * rest) until the sweep finds room. The per-address cap keeps one
+ * address from holding everything.
+ *
+ * Life: the server is reference counted (its owner, the listener and the
+ * sweep timer until their close callbacks, each connection until it is
+ * freed, which is after its last request), so whoever closes it only
+ * runs the loop until everything let go.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog/httpd/httpd_priv.h"
+
+#define HTTPD_SWEEP_MS 250u
+#define HTTPD_EVICT_GRACE_MS 500u
+#define HTTPD_LIMIT_LOG_MS 10000u
+
+void httpd_server_unref(struct httpd_server *s)
+{
+	if (--s->refs == 0)
+		free(s);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	httpd_server_unref(h->data);
+}
+
+/* The connection that has waited longest for its client, at least
+ * HTTPD_EVICT_GRACE_MS, or NULL when there is none (every one is being
+ * answered or began its wait just now). Among equal waits the one
+ * accepted first (the list is newest first). A linear walk: it runs only
+ * at the cap. */
+static struct httpd_conn *oldest_waiting(struct httpd_server *s)
+{
+	uint64_t now = uv_now(s->loop);
+	struct httpd_conn *o, *best = NULL;
+	enum httpd_wait w;
+
+	for (o = s->conns; o; o = o->next) {
+		w = httpd_conn_wait(o);
+		if (o->closing ||
+		    (w != HTTPD_WAIT_HEAD && w != HTTPD_WAIT_IDLE) ||
+		    now - o->since_ms < HTTPD_EVICT_GRACE_MS)
+			continue;
+		if (!best || o->since_ms <= best->since_ms)
+			best = o;
+	}
+	return best;
+}
+
+/* One warning per kind and HTTPD_LIMIT_LOG_MS: a flood of refusals must
+ * not become a flood of log lines. */
+void httpd_server_limit(struct httpd_server *s, enum httpd_limit kind,
+			const char *what, const char *why,
+			const struct httpd_conn *c)
+{
+	uint64_t now = uv_now(s->loop);
+	struct httpd_limit_log *l = kind == HTTPD_LIM_PER_ADDR	? &s->log_addr
+				    : kind == HTTPD_LIM_EVICTED ? &s->log_evict
+								: &s->log_full;
+	char addr[64];
+
+	if (s->o.hooks.limited)
+		s->o.hooks.limited(s->o.ctx, kind);
+	l->n++;
+	if (l->last_ms && now - l->last_ms < HTTPD_LIMIT_LOG_MS)
+		return;
+	base_warn("%s why=\"%s\" addr=%s count=%" PRIu64 " conns=%zu%s%s", what,
+		  why, c ? httpd_peer_str(&c->peer, addr, sizeof(addr)) : "-",
+		  l->n, s->n_conns, s->o.tag ? " server=" : "",
+		  s->o.tag ? s->o.tag : "");
+	l->last_ms = now ? now : 1;
+	l->n = 0;
+}
+
+int httpd_server_evict(struct httpd_server *s, const char *why)
+{
+	struct httpd_conn *v = oldest_waiting(s);
+	char addr[64];
+
+	if (!v)
+		return -EBUSY;
+	httpd_server_limit(s, HTTPD_LIM_EVICTED,
+			   "connection closed to make room", why, v);
+	base_debug("connection closed to make room addr=%s waited_ms=%" PRIu64,
+		   httpd_peer_str(&v->peer, addr, sizeof(addr)),
+		   uv_now(s->loop) - v->since_ms);
+	httpd_conn_close(v);
+	return 0;
+}
+
+static void on_connection(uv_stream_t *ls, int status);
+
+static void on_sweep(uv_timer_t *t)
+{
+	struct httpd_server *s = t->data;
+	uint64_t now = uv_now(s->loop), limit;
+	struct httpd_conn *c, *n;
+	char addr[64];
+	const char *why;
+	enum httpd_limit kind;
+
+	for (c = s->conns; c; c = n) {
+		n = c->next; /* closing c unlinks c alone */
+		switch (httpd_conn_wait(c)) {
+		case HTTPD_WAIT_SERVER:
+			continue;
+		case HTTPD_WAIT_HEAD:
+			limit = s->lim.header_ms;
+			why = "header timeout";
+			kind = HTTPD_LIM_HEADER;
+			break;
+		case HTTPD_WAIT_IDLE:
+			limit = s->lim.idle_ms;
+			why = "idle timeout";
+			kind = HTTPD_LIM_IDLE;
+			break;
+		default:
+			limit = s->lim.idle_ms;
+			why = "answer not read";
+			kind = HTTPD_LIM_UNREAD;
+			break;
+		}
+		if (now - c->since_ms < limit)
+			continue;
+		base_debug("connection closed why=\"%s\" addr=%s", why,
+			   httpd_peer_str(&c->peer, addr, sizeof(addr)));
+		if (s->o.hooks.limited)
+			s->o.hooks.limited(s->o.ctx, kind);
+		httpd_conn_close(c);
+	}
+	/* accepting paused at the cap: go on once there is room */
+	if (s->accept_paused && !s->closing &&
+	    (s->n_conns < s->lim.max_conns || oldest_waiting(s))) {
+		s->accept_paused = 0;
+		on_connection((uv_stream_t *)&s->listener, 0);
+	}
+	if (!s->conns && !s->accept_paused) {
+		uv_timer_stop(t);
+		s->sweep_on = 0;
+	}
+}
+
+void httpd_server_sweep_on(struct httpd_server *s)
+{
+	if (s->sweep_on || s->closing)
+		return;
+	s->sweep_on = 1;
+	uv_timer_start(&s->sweep, on_sweep, HTTPD_SWEEP_MS, HTTPD_SWEEP_MS);
+}
+
+static void on_connection(uv_stream_t *ls, int status)
+{
+	struct httpd_server *s = ls->data;
+
+	if (status == UV_EMFILE || status == UV_ENFILE) {
+		/* libuv has refused what was waiting (its reserve-fd trick);
+		 * give the next client a descriptor */
+		httpd_server_limit(s, HTTPD_LIM_NO_FDS, "connections refused",
+				   "out of file descriptors", NULL);
+		httpd_server_evict(s, "out of file descriptors");
+		return;
+	}
+	if (status < 0 || s->closing)
+		return;
+	if (s->n_conns >= s->lim.max_conns && !oldest_waiting(s)) {
+		/* not accepted: libuv holds it and stops polling the listener
+		 * until the sweep calls here again */
+		s->accept_paused = 1;
+		httpd_server_limit(s, HTTPD_LIM_CAP_WAIT, "connections wait",
+				   "connection cap, none idle long enough",
+				   NULL);
+		httpd_server_sweep_on(s);
+		return;
+	}
+	httpd_conn_accept(s);
+}
+
+int httpd_server_new(const struct httpd_server_opts *o,
+		     struct httpd_server **ret)
+{
+	struct httpd_server *s;
+
+	*ret = NULL;
+	if (!o->loop || !o->limits || !o->dispatch ||
+	    o->req_size < sizeof(struct httpd_req))
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->loop = o->loop;
+	s->o = *o;
+	s->lim = *o->limits;
+	s->o.limits = &s->lim;
+	if (s->lim.pipeline < 1)
+		s->lim.pipeline = 1;
+	if (s->lim.max_conns < 1)
+		s->lim.max_conns = 1;
+	uv_tcp_init(s->loop, &s->listener);
+	s->listener.data = s;
+	uv_timer_init(s->loop, &s->sweep);
+	s->sweep.data = s;
+	s->refs = 3; /* the owner's, the listener's, the timer's */
+	*ret = s;
+	return 0;
+}
+
+int httpd_server_listen(struct httpd_server *s, const struct sockaddr *sa,
+			int backlog)
+{
+	int r = uv_tcp_bind(&s->listener, sa, 0);
+
+	if (r == 0)
+		r = uv_listen((uv_stream_t *)&s->listener, backlog,
+			      on_connection);
+	return r;
+}
+
+int httpd_server_bound(const struct httpd_server *s,
+		       struct sockaddr_storage *ret)
+{
+	int len = (int)sizeof(*ret);
+
+	memset(ret, 0, sizeof(*ret));
+	return uv_tcp_getsockname(&s->listener, (struct sockaddr *)ret, &len);
+}
+
+size_t httpd_server_conns(const struct httpd_server *s)
+{
+	return s ? s->n_conns : 0;
+}
+
+void httpd_server_close(struct httpd_server *s)
+{
+	if (!s || s->closing)
+		return;
+	s->closing = 1;
+	s->accept_paused = 0;
+	while (s->conns)
+		httpd_conn_close(s->conns);
+	uv_close((uv_handle_t *)&s->listener, on_handle_closed);
+	uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
+	httpd_server_unref(s);
+}
