@@ -95,7 +95,7 @@ BENCH_PROGS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
 all: $(PROGS)
 
-tests: $(PROGS) $(UNITS) $(FUZZERS) $(BENCH_PROGS)
+tests: $(PROGS) $(UNITS) $(FUZZERS) $(BENCH_PROGS) $(B)/bench/rttproxy
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -152,6 +152,10 @@ fuzz: deps-fuzz
 $(B)/bench/%: $(B)/tests/bench/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(ALL_LIBS) $(LIBS)
+# make bench's round-trip injector (bench/rttproxy.c): libc only.
+$(B)/bench/rttproxy: bench/rttproxy.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE $(OPT) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $<
 $(B)/tests/fuzz_driver/fuzz_replay.o: tests/fuzz_driver/fuzz_replay.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -196,7 +200,7 @@ NEED_ROOT = @[ "$$(id -u)" = 0 ] || { echo "make $@ needs root: network namespac
 bench:
 	$(NEED_ROOT)
 	$(MAKE) deps-bench
-	$(MAKE) VARIANT=release all
+	$(MAKE) VARIANT=release all build/release/bench/rttproxy
 	bench/run.sh build/release
 
 bench-micro:
