@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # bench/cache.sh BUILD_DIR — many hydrators behind one regional HTTP cache
-# (issue 12; docs/performance.md "A regional cache"). The shared kit's
-# small tree (gen_dataset.py --scale small) at the source; the link
-# (wan.sh, CACHE_RATE, default 200mbit) between the source's namespace and
-# the region's; in the region, nginx with examples/nginx/ferry-cache.conf.
+# (issue 12; docs/performance.md "A regional cache"). The bench's small
+# tree (bench/gen_tree.py --scale small) at the source; the link
+# (bench/link.sh, CACHE_RATE, default 200mbit) between the source's
+# namespace and the region's; in the region, nginx with
+# examples/nginx/ferry-cache.conf.
 #
 #   direct    one hydrator straight to the replicator over the link (the
 #             default: POST batches), mount -> backfill complete
@@ -20,12 +21,11 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:?usage: bench/cache.sh BUILD_DIR}" && pwd)
-SHARED=$(cd "${SHARED:-$ROOT/../shared/bench}" && pwd)
 RATE=${CACHE_RATE:-200mbit}
 N=${CACHE_CLIENTS:-4}
 W=$ROOT/build/bench/work/cache
 export NS_SRC=fc-src NS_DST=fc-dst IF_SRC=fc-s IF_DST=fc-d IP_SRC=10.98.0.1 IP_DST=10.98.0.2
-WAN=$SHARED/wan.sh
+LINK=$ROOT/bench/link.sh
 NSS="nsenter --net=/run/netns/$NS_SRC"
 NSD="nsenter --net=/run/netns/$NS_DST"
 PORT=7073
@@ -44,16 +44,16 @@ cleanup() {
 	[ -n "$NGX_PID" ] && kill -QUIT "$NGX_PID" 2>/dev/null
 	[ -n "$REPL_PID" ] && kill "$REPL_PID" 2>/dev/null
 	wait 2>/dev/null
-	"$WAN" down >/dev/null 2>&1
+	"$LINK" down >/dev/null 2>&1
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$W"
 TREE=$W/tree
-[ -d "$TREE" ] || python3 "$SHARED/gen_dataset.py" "$TREE" --scale small >/dev/null || exit 1
+[ -d "$TREE" ] || python3 "$ROOT/bench/gen_tree.py" "$TREE" --scale small >/dev/null || exit 1
 rm -rf "$W/state" "$W"/c* "$W"/m* "$W/nginx"
-"$WAN" up "$RATE" >/dev/null || exit 1
+"$LINK" up "$RATE" >/dev/null || exit 1
 $NSS "$REPL" -l "$IP_SRC:$PORT" -s "$W/state" "tree=$TREE" >"$W/repl.log" 2>&1 &
 REPL_PID=$!
 for _ in $(seq 1 600); do grep -q ' ready' "$W/repl.log" && break; sleep 0.1; done

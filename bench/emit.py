@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """emit.py APPROACH RATE RUN KEY=VALUE... -> one JSON object on stdout.
 
-The same record shape as the shared run_anchors.sh writes, so the report can
-put ferry's runs and the peers' runs in one table. A value that parses as
+The same record shape bench/peers.sh writes (it uses this too), so the
+report can put ferry's runs and the peers' runs in one table. A value that parses as
 JSON is stored as JSON, "NA" or "" as null, anything else as a string.
 """
 import json

@@ -1,10 +1,10 @@
 # bench/lib.sh — what bench/run.sh and bench/medium.sh share. Sourced;
-# the caller sets WAN (the shared kit's wan.sh) first. The EXIT trap
+# the caller sets LINK (bench/link.sh) first. The EXIT trap
 # unmounts MNT_ACTIVE, stops PROXY_PID, REPL_PID and REPL_TLS_PID and
 # takes the link down, whatever ends the script.
 now() { date +%s.%N; }
 dt() { python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
-wire() { local s; s=$($WAN stats); echo $((${s% *} + ${s#* })); }
+wire() { local s; s=$("$LINK" stats); echo $((${s% *} + ${s#* })); }
 
 # umount_wait MNT PID: unmount (lazily if busy) and wait up to 10 s for
 # the daemon PID to exit.
@@ -50,7 +50,7 @@ bench_cleanup() {
 	[ -n "$REPL_PID" ] && kill "$REPL_PID" 2>/dev/null
 	[ -n "$REPL_TLS_PID" ] && kill "$REPL_TLS_PID" 2>/dev/null
 	wait 2>/dev/null
-	"$WAN" down >/dev/null 2>&1
+	"$LINK" down >/dev/null 2>&1
 }
 trap bench_cleanup EXIT
 trap 'exit 130' INT TERM

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# bench/medium.sh BUILD_DIR — the medium tree (gen_dataset.py --scale
-# medium: ~2.5 GB, ~21,000 entries, 13 files of ~137 MB and ~17,000 under
-# 64 KiB) on a fast link and on no link at all. Called by bench/run.sh
+# bench/medium.sh BUILD_DIR — the medium tree (bench/gen_tree.py --scale
+# medium: ~2.5 GB, ~21,000 entries, 12 shards of ~134 MB, a 66 MB
+# optimizer file and ~17,000 files under 64 KiB) on a fast link and on no
+# link at all. Called by bench/run.sh
 # (MEDIUM=1, the default); runs on its own as well.
 #
-#   medium-RATE       rsync -aHX (run_anchors.sh), ferry mount -> backfill
+#   medium-RATE       rsync -aHX (bench/peers.sh), ferry mount -> backfill
 #                     complete, ferry sync; all over the same shaped veth
-#                     (wan.sh, RATE = MEDIUM_RATE, default 1gbit)
+#                     (link.sh, RATE = MEDIUM_RATE, default 1gbit)
 #   medium-loopback   the same without the link: clients in the source's
 #                     network namespace, talking to its own address (the
 #                     kernel routes that over lo). rsync -aHX is a local
@@ -23,12 +24,11 @@
 # and 2 s (settle, below). Records go to RES (bench/emit.py); the peers'
 # runs are copied there with the rate relabelled.
 #
-# Knobs: MEDIUM_RATE [1gbit], MEDIUM_RUNS [1], SHARED, BENCH_OUT (as run.sh).
+# Knobs: MEDIUM_RATE [1gbit], MEDIUM_RUNS [1], BENCH_OUT (as run.sh).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:?usage: bench/medium.sh BUILD_DIR}" && pwd)
-SHARED=$(cd "${SHARED:-$ROOT/../shared/bench}" && pwd)
 OUT=${BENCH_OUT:-$ROOT/build/bench}
 RES=${RES:-$OUT/results.jsonl}
 RATE=${MEDIUM_RATE:-1gbit}
@@ -36,13 +36,14 @@ RUNS=${MEDIUM_RUNS:-1}
 MW=$ROOT/build/bench/work/medium
 SRC_IP=10.99.0.1
 PORT=7072
-# The link's namespaces and veth ends (wan.sh reads the same variables;
+# The link's namespaces and veth ends (link.sh reads the same variables;
 # other names let a run share the machine with someone else's)
 export NS_SRC=${NS_SRC:-src} NS_DST=${NS_DST:-dst} IF_SRC=${IF_SRC:-fb-src} IF_DST=${IF_DST:-fb-dst}
 NSS="ip netns exec $NS_SRC"
 NSD="nsenter --net=/run/netns/$NS_DST"
-NSL="nsenter --net=/run/netns/src"
-WAN=$SHARED/wan.sh
+NSL="nsenter --net=/run/netns/$NS_SRC"
+LINK=$ROOT/bench/link.sh
+LIB="python3 $ROOT/bench/peers_lib.py"
 TREECMP="python3 $ROOT/tests/e2e/lib/treecmp.py"
 URL=http://$SRC_IP:$PORT/v1/tree
 
@@ -54,9 +55,9 @@ emit() { python3 "$ROOT/bench/emit.py" "$@" >>"$RES"; }
 # of the step before (GBs of files and packs) must not land on this one's
 # fdatasyncs, and the page cache starts empty but for the source tree
 # (read back) and any DIR given. Without the drop each step filled memory
-# this VM had not touched yet, which costs the first write of every page
-# (LIMITS.md: ~400 MB/s): runs got 30-50% slower the later they came, the
-# more so the more bytes they wrote.
+# this VM had not touched yet, which costs the first write of every page:
+# runs got 30-50% slower the later they came, the more so the more bytes
+# they wrote.
 settle() { # [DIR...]
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
@@ -74,14 +75,14 @@ fresh_dir() { # VAR NAME: VAR=$MW/dst/NAME.SEQ (not in a subshell: SEQ counts)
 }
 
 
-# --- rsync -aHX over the link, by the shared harness (it also makes the
-# dataset, with the manifests its verdicts use).
+# --- rsync -aHX over the link, by bench/peers.sh (it also makes the
+# tree, with the manifests its verdicts use).
 peers() {
-	log "rsync -aHX at $RATE (run_anchors.sh, $RUNS run(s))"
+	log "rsync -aHX at $RATE (bench/peers.sh, $RUNS run(s))"
 	rm -rf "$OUT/medium-peers"
-	WORKDIR=$MW RES=$OUT/medium-peers RATES=$RATE RUNS=$RUNS RTT_MS=0 SCALE=medium \
-		APPROACHES=rsync_hx bash "$SHARED/run_anchors.sh" >"$OUT/medium-peers.table" ||
-		log "run_anchors.sh failed (see $OUT/medium-peers.table)"
+	WORKDIR=$MW RES=$OUT/medium-peers RATES=$RATE RUNS=$RUNS RTT_MS=0 SCALE=medium FILES= SEED=1 MUTATE=0 \
+		APPROACHES=rsync_hx bash "$ROOT/bench/peers.sh" "$B" >"$OUT/medium-peers.table" ||
+		log "bench/peers.sh failed (see $OUT/medium-peers.table)"
 	[ -f "$OUT/medium-peers/results.jsonl" ] &&
 		python3 -c "
 import json, sys
@@ -158,7 +159,7 @@ warm_tar() {
 	n2=$(tar -C "$mnt" -cf - . | wc -c)
 	hot=$(dt "$t0" "$(now)")
 	if $TREECMP --content "$TREE" "$mnt" >"$MW/treecmp.out" 2>&1; then STRICT=true; else STRICT=false; fi
-	VERDICT=$(python3 "$SHARED/benchlib.py" compare "$MW/src/tree.manifest.json" "$mnt")
+	VERDICT=$($LIB compare "$MW/src/tree.manifest.json" "$mnt")
 	emit ferry_tar medium-loopback "$run" warm_s="$warm" hot_s="$hot" tar_bytes="$n1" \
 		warm_mbps="$(python3 -c "print('%.1f' % ($n1 / 1e6 / $warm))")" \
 		hot_mbps="$(python3 -c "print('%.1f' % ($n2 / 1e6 / $hot))")" strict_ok="$STRICT"
@@ -181,7 +182,7 @@ sync_run() {
 	[ "$label" = medium-loopback ] && wb=$("$B/bin/ferry" status "$cache" --json |
 		python3 -c "import json,sys; print(json.load(sys.stdin).get('wire_bytes') or 'NA')")
 	if $TREECMP --content "$TREE" "$dest" >"$MW/treecmp.out" 2>&1; then strict=true; else strict=false; fi
-	verdict=$(python3 "$SHARED/benchlib.py" compare "$MW/src/tree.manifest.json" "$dest")
+	verdict=$($LIB compare "$MW/src/tree.manifest.json" "$dest")
 	emit ferry_sync "$label" "$run" rc=$rc full_s="$(dt "$t0" "$t1")" wire_bytes="$wb" \
 		tree_bytes="$TREE_BYTES" peak_rss_kb="$(tail -n1 "$MW/sync.rss" | tr -dc 0-9)" \
 		verdict="$verdict" strict_ok="$strict"
@@ -199,7 +200,7 @@ rsync_local() {
 	t2=$(now)
 	emit rsync_local medium-loopback "$run" full_s="$(dt "$t0" "$t1")" \
 		synced_s="$(dt "$t0" "$t2")" tree_bytes="$TREE_BYTES" \
-		verdict="$(python3 "$SHARED/benchlib.py" compare "$MW/src/tree.manifest.json" "$dest")"
+		verdict="$($LIB compare "$MW/src/tree.manifest.json" "$dest")"
 	log "rsync -aHX local copy #$run: $(dt "$t0" "$t1")s (with sync $(dt "$t0" "$t2")s)"
 }
 
@@ -208,7 +209,7 @@ rm -rf "$MW/dst"
 sync
 peers
 mkdir -p "$MW/dst"
-"$WAN" up "$RATE" >&2 || exit 1
+"$LINK" up "$RATE" >&2 || exit 1
 start_replicator
 for run in $(seq 1 "$RUNS"); do
 	mount_complete "medium-$RATE" "$run" "$NSD"
@@ -220,5 +221,5 @@ done
 kill "$REPL_PID" 2>/dev/null
 wait "$REPL_PID" 2>/dev/null
 REPL_PID=
-"$WAN" down >&2
+"$LINK" down >&2
 rm -rf "$MW/dst"

@@ -4,9 +4,9 @@
   micro_gen.py rand  FILE MIB SEED   incompressible bytes (AES-CTR keystream
                                      from `openssl enc`, else os.urandom)
   micro_gen.py fp16  FILE MIB SEED   fp16-like weights: low byte uniform, high
-                                     byte sign/exponent skewed as in
-                                     /work/shared/bench/gen_dataset.py, so
-                                     zstd-1 saves ~10-15% and lz4 nothing
+                                     byte a sign and a skewed exponent (as
+                                     the checkpoints of bench/gen_tree.py),
+                                     so zstd-1 saves ~10-15% and lz4 nothing
   micro_gen.py tree  DIR NDIRS NFILES NLINKS
                                      metadata-only tree: NDIRS dirs of NFILES
                                      empty files each, plus NLINKS symlinks in

@@ -5,7 +5,8 @@
 
 RESULTS.tsv has one line per metric, tab-separated:
   name, unit, limit, op, target, samples, load, note
-limit is this machine's measured limit (../shared/bench/LIMITS.md) or empty;
+limit is this machine's measured limit (bench/LIMITS.md, measured by
+bench/limits.sh) or empty;
 op is ">=" or "<=" when there is a target, empty for a reference-only or
 informational number; samples are the space-separated runs (the value is
 their median); load is the 1-minute load average when they were taken.

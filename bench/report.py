@@ -2,7 +2,7 @@
 """report.py --out DIR --rate RATE RESULTS.jsonl...
 
 Turn the runs of `make bench` (ferry's results.jsonl and the peers'
-results.jsonl from run_anchors.sh) into:
+results.jsonl from bench/peers.sh) into:
   DIR/bench.md    the table (median of runs) and the targets with PASS/MISS
   DIR/bench.json  the same as data
   DIR/bench.png   time-to-browse and time-to-complete per tool and link
@@ -61,7 +61,7 @@ def rate_bps(rate):
 
 
 def correct_of(r):
-    """exact / content / DIFF, as the shared harness labels its runs; ferry
+    """exact / content / DIFF, as bench/peers.sh labels its runs; ferry
     runs must also pass the stricter treecmp to be called exact."""
     if "correct" in r and r["correct"] is not None and "strict_ok" not in r:
         return r["correct"]

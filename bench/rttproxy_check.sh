@@ -248,7 +248,7 @@ for ns in $A $Z; do ip -n $ns link set lo up; done
 ip -n $A link set rtpa up
 ip -n $Z link set rtpb up
 
-shape() {  # shape RATE|none: tbf on both ends, burst as bench's wan.sh
+shape() {  # shape RATE|none: tbf on both ends, burst as bench/link.sh's
 	local bps burst
 	$NA tc qdisc del dev rtpa root 2>/dev/null || true
 	$NZ tc qdisc del dev rtpb root 2>/dev/null || true

@@ -2,18 +2,24 @@
 # bench/run.sh BUILD_DIR — `make bench`: ferry side by side with rsync,
 # rclone and casync on the same data over the same shaped link.
 #
-# Needs root (network namespaces, tbf, FUSE mounts). Everything lands in
-# build/bench/: work/ (dataset, caches, mounts, logs), results.jsonl (one
-# JSON object per ferry run), peers-rtt*/results.jsonl (the peers' runs),
-# bench.json (medians, targets, PASS/MISS), bench.md (the table) and
-# bench.png (time-to-browse and time-to-complete per tool and link).
+# Needs root (network namespaces, tbf, FUSE mounts). Everything it uses is
+# in bench/: the tree (gen_tree.py, small scale, seed 1), the link
+# (link.sh), the peers (peers.sh), the round trips (rttproxy, built by
+# make into BUILD_DIR/bench/). Everything lands in build/bench/: work/
+# (tree, caches, mounts, logs), results.jsonl (one JSON object per ferry
+# run), peers-rtt*/results.jsonl (the peers' runs), bench.json (medians,
+# targets, PASS/MISS), bench.md (the table) and bench.png (time-to-browse
+# and time-to-complete per tool and link). At the end bench.md is also
+# appended to docs/results-log.md under a dated heading with the commit,
+# so every make bench leaves its record.
 #
 # Knobs (environment):
-#   RATE [200mbit]        link rate (wan.sh / tbf syntax)
-#   RTTS ["0 20"]         round-trip times to test, ms (20 ms via delayproxy.py)
+#   RATE [200mbit]        link rate (link.sh / tbf syntax)
+#   RTTS ["0 20"]         round-trip times to test, ms (other than 0 via
+#                         BUILD_DIR/bench/rttproxy in the client's namespace)
 #   RUNS [3]              runs per approach at 0 ms RTT (the median is reported)
 #   RTT_RUNS [1]          runs per approach at the other RTTs
-#   PEERS ["rsync_hx rclone_mount casync_mount"]  run_anchors.sh approaches;
+#   PEERS ["rsync_hx rclone_mount casync_mount"]  bench/peers.sh approaches;
 #                         "" skips the peers (their last results are reused)
 #   FERRY ["ferry_start ferry_mount ferry_sync ferry_mount_tls"]  ferry
 #                         approaches; ferry_start times from the
@@ -41,13 +47,12 @@
 #   HYD_OPTS [""]         extra ferry-hydrator options (e.g. "--jobs 8")
 #   SYNC_OPTS [""]        extra ferry sync options
 #   BENCH_OUT [build/bench]  where results go (e.g. to keep a baseline)
-#   SHARED [../shared/bench]  the shared bench kit (gen_dataset.py, wan.sh,
-#                         benchlib.py, delayproxy.py, run_anchors.sh)
+#   RESULTS_LOG [docs/results-log.md]  where the dated record goes ("" for
+#                         none)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:?usage: bench/run.sh BUILD_DIR}" && pwd)
-SHARED=$(cd "${SHARED:-$ROOT/../shared/bench}" && pwd)
 OUT=${BENCH_OUT:-$ROOT/build/bench}
 WORK=$ROOT/build/bench/work
 RATE=${RATE:-200mbit}
@@ -63,13 +68,14 @@ PORT=7070
 PROXY_PORT=7071
 PORT_TLS=7072
 PROXY_PORT_TLS=7073
-# The link's namespaces and veth ends (wan.sh reads the same variables;
+# The link's namespaces and veth ends (link.sh reads the same variables;
 # other names let a run share the machine with someone else's)
 export NS_SRC=${NS_SRC:-src} NS_DST=${NS_DST:-dst} IF_SRC=${IF_SRC:-fb-src} IF_DST=${IF_DST:-fb-dst}
 NSS="ip netns exec $NS_SRC"
 NSD="nsenter --net=/run/netns/$NS_DST"
-WAN=$SHARED/wan.sh
-LIB="python3 $SHARED/benchlib.py"
+LINK=$ROOT/bench/link.sh
+LIB="python3 $ROOT/bench/peers_lib.py"
+RTTPROXY=$B/bench/rttproxy
 TREECMP="python3 $ROOT/tests/e2e/lib/treecmp.py"
 RES=$OUT/results.jsonl
 
@@ -78,42 +84,35 @@ log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 . "$ROOT/bench/lib.sh"
 
 if [ "$(id -u)" != 0 ]; then
-	echo "make bench needs root: it creates network namespaces and a shaped veth link (wan.sh) and mounts FUSE file systems. Run it as root." >&2
+	echo "make bench needs root: it creates network namespaces and a shaped veth link (bench/link.sh) and mounts FUSE file systems. Run it as root." >&2
 	exit 2
 fi
 tools="rsync nsenter ip tc python3 fusermount3 /usr/bin/time openssl curl"
 # the peers' own tools and the chart only when the peers run
-[ -n "$PEERS" ] && tools="$tools rclone casync nginx gnuplot"
+[ -n "$PEERS" ] && tools="$tools rclone casync nginx zstd gnuplot"
 for t in $tools; do
 	command -v "$t" >/dev/null || { echo "make bench: '$t' is missing (make bench installs the bench packages; see BENCH_PKGS in the Makefile)" >&2; exit 2; }
 done
-for f in gen_dataset.py wan.sh benchlib.py delayproxy.py run_anchors.sh; do
-	[ -f "$SHARED/$f" ] || { echo "make bench: $SHARED/$f is missing (set SHARED=DIR to the shared bench kit)" >&2; exit 2; }
+for rtt in $RTTS; do
+	[ "$rtt" = 0 ] || [ -x "$RTTPROXY" ] ||
+		{ echo "make bench: $RTTPROXY is missing (RTTS=\"$RTTS\" needs it); make bench builds it (make build/release/bench/rttproxy)" >&2; exit 2; }
 done
 for p in ferry-replicator ferry-hydrator ferry; do
 	[ -x "$B/bin/$p" ] || { echo "make bench: $B/bin/$p is missing; build first (make all)" >&2; exit 2; }
 done
 
 mkdir -p "$OUT" "$WORK/run" "$WORK/mnt" "$WORK/dst"
+STARTED=$(date -u '+%Y-%m-%d %H:%M')
 RUN=$WORK/run
 
 
 # ---------------------------------------------------------------- dataset
-# The same dataset, stamp and manifests run_anchors.sh makes, so both sides
-# of the comparison read the very same tree (and run_anchors.sh reuses it).
+# The tree, its 5%-changed twin and their manifests, made by peers.sh (so
+# both sides of the comparison read the very same tree, and the peers'
+# runs reuse it): gen_tree.py --scale small --seed 1, made again only
+# when that changes.
 prepare_dataset() {
-	local stamp="scale=small files= seed=1 mutate=5"
-	mkdir -p "$WORK/src"
-	if [ "$(cat "$WORK/src/STAMP" 2>/dev/null)" != "$stamp" ]; then
-		log "generating the dataset (gen_dataset.py --scale small --seed 1)"
-		rm -rf "$WORK/src/tree" "$WORK/src/treemut" "$WORK/src/cas"
-		python3 "$SHARED/gen_dataset.py" "$WORK/src/tree" --scale small --seed 1 >&2 || exit 1
-		cp -a "$WORK/src/tree" "$WORK/src/treemut"
-		python3 "$SHARED/gen_dataset.py" "$WORK/src/treemut" --mutate 5 --seed 1 >&2 || exit 1
-		$LIB manifest "$WORK/src/tree" "$WORK/src/tree.manifest.json" >"$WORK/src/tree.summary.json" || exit 1
-		$LIB manifest "$WORK/src/treemut" "$WORK/src/treemut.manifest.json" >/dev/null || exit 1
-		echo "$stamp" >"$WORK/src/STAMP"
-	fi
+	WORKDIR=$WORK SCALE=small FILES= SEED=1 MUTATE=5 bash "$ROOT/bench/peers.sh" --prepare || exit 1
 	TREE=$WORK/src/tree
 	TREE_BYTES=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['bytes'])" "$WORK/src/tree.summary.json")
 	LARGE_REL=checkpoints/llm-7b-sim/v3/$(ls "$TREE/checkpoints/llm-7b-sim/v3" | grep 'safetensors$' | sort | tail -n1)
@@ -129,11 +128,12 @@ run_peers() {
 	for rtt in $RTTS; do
 		runs=$RUNS
 		[ "$rtt" = 0 ] || runs=$RTT_RUNS
-		log "peers ($PEERS) at $RATE, ${rtt} ms RTT, $runs run(s): run_anchors.sh"
+		log "peers ($PEERS) at $RATE, ${rtt} ms RTT, $runs run(s): bench/peers.sh"
 		rm -rf "$OUT/peers-rtt$rtt"
 		WORKDIR=$WORK RES=$OUT/peers-rtt$rtt RATES=$RATE RUNS=$runs RTT_MS=$rtt \
-			APPROACHES="$PEERS" bash "$SHARED/run_anchors.sh" >"$OUT/peers-rtt$rtt.table" ||
-			log "run_anchors.sh failed at ${rtt} ms RTT (see $OUT/peers-rtt$rtt.table)"
+			SCALE=small FILES= SEED=1 MUTATE=5 APPROACHES="$PEERS" \
+			bash "$ROOT/bench/peers.sh" "$B" >"$OUT/peers-rtt$rtt.table" ||
+			log "bench/peers.sh failed at ${rtt} ms RTT (see $OUT/peers-rtt$rtt.table)"
 	done
 }
 
@@ -195,18 +195,27 @@ start_replicator_tls() {
 	exit 1
 }
 
-start_proxy() {  # RTT_MS: client traffic through delayproxy.py in the dst netns
-	local rtt=$1 half
+# start_proxy RTT_MS: with RTT_MS > 0 the clients reach both replicators
+# through rttproxy (RTT_MS / 2 each way) in the dst netns; back once it
+# says ready for both.
+start_proxy() {
+	local rtt=$1 half i
 	if [ "$rtt" = 0 ]; then
 		URL=http://$SRC_IP:$PORT/v1/tree
 		URL_TLS=https://$SRC_IP:$PORT_TLS/v1/tree
 		return
 	fi
-	half=$(python3 -c "import sys; print(float(sys.argv[1]) / 2)" "$rtt")
-	$NSD python3 "$SHARED/delayproxy.py" "127.0.0.1:$PROXY_PORT" "$SRC_IP:$PORT" "$half" \
-		"127.0.0.1:$PROXY_PORT_TLS" "$SRC_IP:$PORT_TLS" >"$RUN/delayproxy.log" 2>&1 &
+	half=$(python3 -c "import sys; print('%g' % (float(sys.argv[1]) / 2))" "$rtt")
+	: >"$RUN/rttproxy.log"
+	$NSD "$RTTPROXY" "127.0.0.1:$PROXY_PORT" "$SRC_IP:$PORT" "$half" \
+		"127.0.0.1:$PROXY_PORT_TLS" "$SRC_IP:$PORT_TLS" >"$RUN/rttproxy.log" 2>&1 &
 	PROXY_PID=$!
-	sleep 1
+	for i in $(seq 1 100); do
+		[ "$(grep -c '^rttproxy: ready' "$RUN/rttproxy.log")" -ge 2 ] && break
+		kill -0 "$PROXY_PID" 2>/dev/null || { log "rttproxy exited: $(cat "$RUN/rttproxy.log")"; exit 1; }
+		sleep 0.05
+	done
+	[ "$(grep -c '^rttproxy: ready' "$RUN/rttproxy.log")" -ge 2 ] || { log "rttproxy not ready after 5 s"; exit 1; }
 	URL=http://127.0.0.1:$PROXY_PORT/v1/tree
 	URL_TLS=https://127.0.0.1:$PROXY_PORT_TLS/v1/tree
 }
@@ -254,7 +263,7 @@ first_byte() {  # REL -> FB (s from mount start, mount included), FBW (wire byte
 	hyd_umount "$cache" "$mnt"
 }
 
-# verdicts DIR: benchlib's verdict (the peers' "correct" column) and the
+# verdicts DIR: peers_lib.py's verdict (the peers' "correct" column) and the
 # stricter treecmp (ns mtimes, owners, nlink, xattrs, hard-link structure,
 # bytes) against the source tree itself.
 verdicts() {
@@ -407,7 +416,7 @@ run_ferry() {
 		label=$RATE
 		[ "$rtt" = 0 ] || label=$RATE+rtt${rtt}ms
 		log "ferry ($FERRY) at $label, $runs run(s)"
-		"$WAN" up "$RATE" >&2 || exit 1
+		"$LINK" up "$RATE" >&2 || exit 1
 		start_replicator
 		case " $FERRY " in *" ferry_mount_tls "*) start_replicator_tls ;; esac
 		start_proxy "$rtt"
@@ -417,7 +426,7 @@ run_ferry() {
 			done
 		done
 		stop_servers
-		"$WAN" down >&2
+		"$LINK" down >&2
 	done
 }
 
@@ -427,18 +436,18 @@ prepare_tls
 [ -n "$PEERS" ] && run_peers
 run_ferry
 if [ "${UPDATE:-1}" = 1 ]; then
-	SHARED=$SHARED BENCH_OUT=$OUT RES=$RES RATE=$RATE bash "$ROOT/bench/update.sh" "$B" ||
+	BENCH_OUT=$OUT RES=$RES RATE=$RATE bash "$ROOT/bench/update.sh" "$B" ||
 		log "bench/update.sh failed"
 fi
 MEDIUM_RATE=${MEDIUM_RATE:-1gbit}
 if [ "${MEDIUM:-1}" = 1 ]; then
-	SHARED=$SHARED BENCH_OUT=$OUT RES=$RES MEDIUM_RATE=$MEDIUM_RATE bash "$ROOT/bench/medium.sh" "$B" ||
+	BENCH_OUT=$OUT RES=$RES MEDIUM_RATE=$MEDIUM_RATE bash "$ROOT/bench/medium.sh" "$B" ||
 		log "bench/medium.sh failed"
 fi
 if [ "${REGION:-1}" = 1 ]; then
 	RES=$RES bash "$ROOT/bench/s3.sh" "$B" >"$OUT/s3.table" ||
 		log "bench/s3.sh failed"
-	SHARED=$SHARED RES=$RES bash "$ROOT/bench/cache.sh" "$B" >"$OUT/cache.table" ||
+	RES=$RES bash "$ROOT/bench/cache.sh" "$B" >"$OUT/cache.table" ||
 		log "bench/cache.sh failed"
 fi
 {
@@ -448,8 +457,28 @@ fi
 	"$B/bin/ferry" --version 2>&1 | head -1
 	rsync --version | head -1
 	rclone version 2>/dev/null | head -1
-	echo "casync $(casync --version 2>/dev/null)"
+	casync --version 2>/dev/null | head -n 1
 	openssl version
 } >"$OUT/versions.txt"
 python3 "$ROOT/bench/report.py" --out "$OUT" --rate "$RATE" --medium-rate "$MEDIUM_RATE" \
-	"$RES" "$OUT"/peers-rtt*/results.jsonl
+	"$RES" "$OUT"/peers-rtt*/results.jsonl || exit 1
+
+# The dated record: bench.md under a heading with the time and the commit
+# (and what was reduced, when something was), appended to the results log.
+LOGF=${RESULTS_LOG-$ROOT/docs/results-log.md}
+if [ -n "$LOGF" ] && [ -s "$OUT/bench.md" ]; then
+	[ -f "$LOGF" ] || echo "# make bench results" >"$LOGF"
+	sha=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+	dirty=
+	[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && dirty=", uncommitted changes on top"
+	{
+		echo
+		echo "## $STARTED UTC — make bench, commit $sha"
+		echo
+		echo "RATE=$RATE RTTS=\"$RTTS\" RUNS=$RUNS RTT_RUNS=$RTT_RUNS PEERS=\"$PEERS\"" \
+			"UPDATE=${UPDATE:-1} MEDIUM=${MEDIUM:-1} REGION=${REGION:-1}; $(nproc) cores, $(uname -r)$dirty."
+		echo
+		cat "$OUT/bench.md"
+	} >>"$LOGF"
+	log "appended the table to $LOGF"
+fi

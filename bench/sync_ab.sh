@@ -22,7 +22,8 @@
 # wire bytes (ferry status) and the replicator's CPU.
 #
 # Knobs: RATE [1gbit], ONLY [link|loop], REPL_EACH [0], WHAT [sync|mount],
-# SHARED (the bench kit: wan.sh), WORK [build/bench/work/sync_ab].
+# WORK [build/bench/work/sync_ab], NS_SRC NS_DST IF_SRC IF_DST (the
+# link's names, bench/link.sh).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,14 +31,14 @@ TREE=$(cd "${1:?usage: bench/sync_ab.sh TREE \"BINDIR...\" [ROUNDS]}" && pwd)
 BINS=${2:?usage: bench/sync_ab.sh TREE \"BINDIR...\" [ROUNDS]}
 ROUNDS=${3:-2}
 RATE=${RATE:-1gbit}
-SHARED=$(cd "${SHARED:-$ROOT/../shared/bench}" && pwd)
-WAN=$SHARED/wan.sh
+LINK=$ROOT/bench/link.sh
 W=${WORK:-$ROOT/build/bench/work/sync_ab}
 SRC_IP=10.99.0.1 PORT=7073
 URL=http://$SRC_IP:$PORT/v1/tree
-NSS="ip netns exec src"
-NSD="nsenter --net=/run/netns/dst"
-NSL="nsenter --net=/run/netns/src"
+export NS_SRC=${NS_SRC:-src} NS_DST=${NS_DST:-dst} IF_SRC=${IF_SRC:-fb-src} IF_DST=${IF_DST:-fb-dst}
+NSS="ip netns exec $NS_SRC"
+NSD="nsenter --net=/run/netns/$NS_DST"
+NSL="nsenter --net=/run/netns/$NS_SRC"
 # now, dt, and the EXIT trap (stops REPL_PID, takes the link down)
 . "$ROOT/bench/lib.sh"
 settle() {
@@ -48,7 +49,7 @@ settle() {
 }
 
 mkdir -p "$W/dst"
-"$WAN" up "$RATE" >&2 || exit 1
+"$LINK" up "$RATE" >&2 || exit 1
 # start_repl BINDIR: that build's replicator on the state, hashed
 start_repl() {
 	if [ -n "${REPL_PID:-}" ]; then

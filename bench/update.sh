@@ -6,7 +6,7 @@
 # The bench tree (the small one of make bench) is copied to a working
 # source; rsync -aHX (from an rsync daemon) and ferry sync (from
 # ferry-replicator) each make a first copy over the shaped link. Then the
-# source changes once for both: gen_dataset.py --mutate 5 (5% of the
+# source changes once for both: gen_tree.py --mutate 5 (5% of the
 # files changed in place) and bench/update_mutate.py (1% deleted, 1% new,
 # one directory renamed). The replicator rescans (SIGHUP: its time is
 # rescan_s, and hash_s until the changed files are hashed), and each tool
@@ -23,13 +23,12 @@
 # plus the new generation's compressed catalog.
 #
 # Knobs: UPDATE_RATE [RATE or 200mbit], UPDATE_TREE [the bench tree; any
-# gen_dataset.py tree, e.g. a medium one, for how the cost grows], SHARED,
+# gen_tree.py tree, e.g. a medium one, for how the cost grows],
 # BENCH_OUT (as run.sh).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:?usage: bench/update.sh BUILD_DIR}" && pwd)
-SHARED=$(cd "${SHARED:-$ROOT/../shared/bench}" && pwd)
 OUT=${BENCH_OUT:-$ROOT/build/bench}
 RES=${RES:-$OUT/results.jsonl}
 RATE=${UPDATE_RATE:-${RATE:-200mbit}}
@@ -37,13 +36,13 @@ WORK=$ROOT/build/bench/work
 UW=$WORK/update
 SRC_IP=10.99.0.1
 PORT=7073
-# The link's namespaces and veth ends (wan.sh reads the same variables;
+# The link's namespaces and veth ends (link.sh reads the same variables;
 # other names let a run share the machine with someone else's)
 export NS_SRC=${NS_SRC:-src} NS_DST=${NS_DST:-dst} IF_SRC=${IF_SRC:-fb-src} IF_DST=${IF_DST:-fb-dst}
 NSS="ip netns exec $NS_SRC"
 NSD="nsenter --net=/run/netns/$NS_DST"
-NSL="nsenter --net=/run/netns/src"
-WAN=$SHARED/wan.sh
+NSL="nsenter --net=/run/netns/$NS_SRC"
+LINK=$ROOT/bench/link.sh
 TREECMP="python3 $ROOT/tests/e2e/lib/treecmp.py"
 URL=http://$SRC_IP:$PORT/v1/w
 LABEL=update-$RATE
@@ -70,12 +69,12 @@ TREE=${UPDATE_TREE:-$WORK/src/tree}
 if [ ! -d "$TREE" ]; then
 	log "generating the bench tree"
 	mkdir -p "$WORK/src"
-	python3 "$SHARED/gen_dataset.py" "$TREE" --scale small --seed 1 >&2 || exit 1
+	python3 "$ROOT/bench/gen_tree.py" "$TREE" --scale small --seed 1 >&2 || exit 1
 fi
 rm -rf "$UW"
 mkdir -p "$UW"
 cp -a "$TREE" "$UW/src"
-"$WAN" up "$RATE" >&2 || exit 1
+"$LINK" up "$RATE" >&2 || exit 1
 
 cat >"$UW/rsyncd.conf" <<EOF
 use chroot = no
@@ -112,7 +111,7 @@ for i in $(seq 1 6000); do [ "$(mstatus)" = "complete 1" ] && break; sleep 0.1; 
 mrest0=$(sqlite3 "$UW/mcache/state.db" "select coalesce(sum(frame_len),0) from chunk" 2>/dev/null || echo 0)
 
 log "changing the source: 5% in place, 1% deleted, 1% new, a directory renamed"
-python3 "$SHARED/gen_dataset.py" "$UW/src" --mutate 5 --seed 1 >&2
+python3 "$ROOT/bench/gen_tree.py" "$UW/src" --mutate 5 --seed 1 >&2
 python3 "$ROOT/bench/update_mutate.py" "$UW/src" >&2
 mw0=$(wire)
 t0=$(now)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """update_mutate.py DIR — the rest of the "5% changed" step of bench/update.sh.
 
-gen_dataset.py --mutate 5 changes 5% of the regular files in place; this
+gen_tree.py --mutate 5 changes 5% of the regular files in place; this
 adds, deterministically (seed 7): 1% of the files deleted, 1% new files
 (4-200 KiB, half text, half random) in existing directories, and one
 directory renamed (the first one under dataset/). Prints what it did.
