@@ -465,7 +465,7 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 	snprintf(lines[k++], 512, "wire           %s received (average %s)", a,
 		 b);
 	fmt_bytes(st->rest_bytes, a, sizeof(a));
-	snprintf(lines[k++], 512, "at rest        %s in packs", a);
+	snprintf(lines[k++], 512, "at rest        %s in volumes", a);
 	fmt_bytes(st->bytes_total > st->unique_bytes_total
 		      ? st->bytes_total - st->unique_bytes_total
 		      : 0,

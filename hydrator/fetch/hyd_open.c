@@ -51,7 +51,7 @@ int hyd_open_cache_dir(struct hyd_open *o, const char *given)
 	}
 	/* base_mkdir_p says -ENOTDIR when path exists as something else. */
 	r = base_mkdir_p(path, 0700);
-	/* Absolute: a daemon chdirs to / and the store opens new packs by
+	/* Absolute: a daemon chdirs to / and the store opens new volumes by
 	 * path for as long as it runs. */
 	if (r == 0 && !realpath(path, o->cache))
 		r = -errno;

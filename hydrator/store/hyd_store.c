@@ -1,8 +1,8 @@
 /*
- * hydrator/store/hyd_store.c — the destination chunk store: packs plus an
+ * hydrator/store/hyd_store.c — the destination chunk store: volumes plus an
  * index.
  *
- * Frames rest in CACHEDIR/packs/NNNNNNNN.pack, appended and never rewritten;
+ * Frames rest in CACHEDIR/volumes/NNNNNNNN.vol, appended and never rewritten;
  * CACHEDIR/state.db (SQLite, WAL) maps a chunk id to where its frame lies.
  * Every frame is written and fdatasync()ed before its row commits
  * (hyd_store_put.c, which does it for groups of concurrent puts at once),
@@ -14,8 +14,13 @@
  * readers are neither stalled behind a group's fdatasync nor behind each
  * other's I/O.
  *
- * Test hook: FERRY_PACK_ROLL_BYTES (a decimal byte count, read at open)
- * overrides HYD_PACK_ROLL_BYTES so tests can roll packs after a few frames.
+ * A cache from before volumes had packs (CACHEDIR/packs/NNNNNNNN.pack and
+ * a `pack` column): open moves it over in place, index then files
+ * (store_migrate, store_files_migrate), crash-safe at every step.
+ *
+ * Test hook: FERRY_VOLUME_ROLL_BYTES (a decimal byte count, read at open;
+ * FERRY_PACK_ROLL_BYTES, its former name, when it is not set) overrides
+ * HYD_VOL_ROLL_BYTES so tests can roll volumes after a few frames.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,25 +40,25 @@
 #include "catalog/base/base.h"
 #include "hydrator/store/hyd_store_priv.h"
 
-#define HYD_STORE_SCHEMA 3 /* PRAGMA user_version of a current state.db */
+#define HYD_STORE_SCHEMA 4 /* PRAGMA user_version of a current state.db */
 #define HYD_READER_KEEP (1u << 20) /* larger frame buffers are not kept */
 #define HYD_META_VALUE_MAX 65536
 
-int hyd_store__pack_name(uint32_t pack, char *buf, size_t cap)
+int hyd_store__vol_name(uint32_t vol, char *buf, size_t cap)
 {
-	int n = snprintf(buf, cap, "%08u.pack", pack);
+	int n = snprintf(buf, cap, "%08u.vol", vol);
 
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
-/* Pack number from a file name "NNNNNNNN.pack" (exactly 8 digits), 0 if the
- * name is anything else (pack 0 is never used). */
-static uint32_t pack_parse(const char *name)
+/* The number of a file named NNNNNNNN then ext (exactly 8 digits), 0 if
+ * the name is anything else (number 0 is never used). */
+static uint32_t name_num(const char *name, const char *ext)
 {
 	uint32_t v = 0;
 	size_t i;
 
-	if (strlen(name) != 13 || strcmp(name + 8, ".pack") != 0)
+	if (strlen(name) != 8 + strlen(ext) || strcmp(name + 8, ext) != 0)
 		return 0;
 	for (i = 0; i < 8; i++) {
 		if (name[i] < '0' || name[i] > '9')
@@ -61,6 +66,12 @@ static uint32_t pack_parse(const char *name)
 		v = v * 10 + (uint32_t)(name[i] - '0');
 	}
 	return v;
+}
+
+/* Volume number from a file name "NNNNNNNN.vol", 0 if it is no volume. */
+static uint32_t vol_parse(const char *name)
+{
+	return name_num(name, ".vol");
 }
 
 /* Take dir/lock exclusively and write our pid into it, so whoever finds it
@@ -106,8 +117,9 @@ static const char *const hyd_store_migrations[HYD_STORE_SCHEMA] = {
     "  frame_len INTEGER NOT NULL,"
     "  raw_len INTEGER NOT NULL,"
     "  codec INTEGER NOT NULL) WITHOUT ROWID;"
-    /* By pack: finds a pack's indexed end at open, and lets fsck and a
-     * future compactor walk one pack's frames in order. */
+    /* By volume (called "pack" until schema 4): finds a volume's indexed
+     * end at open, and lets fsck and a future compactor walk one volume's
+     * frames in order. */
     "CREATE INDEX chunk_pack ON chunk(pack, off);"
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
     /* 1 -> 2: XXH3-64 of each frame as written, so a read checks that
@@ -119,6 +131,16 @@ static const char *const hyd_store_migrations[HYD_STORE_SCHEMA] = {
     "CREATE TABLE IF NOT EXISTS gc_free(pack INTEGER NOT NULL,"
     " off INTEGER NOT NULL,"
     " len INTEGER NOT NULL, PRIMARY KEY(pack, off)) WITHOUT ROWID;",
+    /* 3 -> 4: the store's files are volumes now ("pack" is the
+     * protocol's word for what --cacheable fetches): the column that
+     * names a frame's file is renamed in both tables. Only the schema's
+     * text changes, no row is rewritten. The index keeps its name
+     * chunk_pack (its column follows the rename): a new name would mean
+     * building it again, over a second per million chunks at the first
+     * open. The files are renamed after this step commits
+     * (store_files_migrate). */
+    "ALTER TABLE chunk RENAME COLUMN pack TO vol;"
+    "ALTER TABLE gc_free RENAME COLUMN pack TO vol;",
 };
 
 /* One integer from a one-off query; arg, if not NULL, is bound to ?1. */
@@ -154,6 +176,14 @@ static int store_migrate(hyd_store *s)
 	/* A newer ferry wrote it: its rows may mean what we cannot know. */
 	if (v > HYD_STORE_SCHEMA)
 		return -EPROTO;
+	if (v == HYD_STORE_SCHEMA)
+		return 0;
+	/* Each step durable when it commits (not only in order, as NORMAL
+	 * makes it): the files are renamed after step 3 -> 4, and from then
+	 * on an older ferry must find a state.db it refuses. */
+	rc = sqlite3_exec(s->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return base_sqlite_errno(s->db, rc, "migration");
 	for (; v < HYD_STORE_SCHEMA; v++) {
 		/* Each step and its version bump commit together, so a crash
 		 * mid-migration reruns the whole step. */
@@ -174,7 +204,9 @@ static int store_migrate(hyd_store *s)
 			return r;
 		}
 	}
-	return 0;
+	rc = sqlite3_exec(s->db, "PRAGMA synchronous = NORMAL", NULL, NULL,
+			  NULL);
+	return rc == SQLITE_OK ? 0 : base_sqlite_errno(s->db, rc, "migration");
 }
 
 static int store_db_open(hyd_store *s)
@@ -191,12 +223,12 @@ static int store_db_open(hyd_store *s)
 		sqlite3_stmt **st;
 		const char *sql;
 	} stmts[] = {
-	    {&s->st_find, "SELECT pack, off, frame_len, raw_len, codec, xxh"
+	    {&s->st_find, "SELECT vol, off, frame_len, raw_len, codec, xxh"
 			  " FROM chunk WHERE id = ?1"},
-	    {&s->st_insert, "INSERT INTO chunk(id, pack, off, frame_len,"
+	    {&s->st_insert, "INSERT INTO chunk(id, vol, off, frame_len,"
 			    " raw_len, codec, xxh)"
 			    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
-	    {&s->st_drop, "DELETE FROM chunk WHERE id = ?1 AND pack = ?2"
+	    {&s->st_drop, "DELETE FROM chunk WHERE id = ?1 AND vol = ?2"
 			  " AND off = ?3"},
 	    {&s->st_meta_get, "SELECT value FROM meta WHERE key = ?1"},
 	    {&s->st_meta_set, "INSERT INTO meta(key, value) VALUES(?1, ?2)"
@@ -252,9 +284,9 @@ static int store_db_open(hyd_store *s)
 	return r;
 }
 
-/* Largest pack number among the files in packs/ (0 if none), and how many
- * pack files there are. */
-static int packs_scan(hyd_store *s, uint32_t *ret_hi, uint64_t *ret_n)
+/* Largest volume number among the files in volumes/ (0 if none), and how many
+ * volume files there are. */
+static int vols_scan(hyd_store *s, uint32_t *ret_hi, uint64_t *ret_n)
 {
 	struct dirent *de;
 	DIR *d;
@@ -262,7 +294,7 @@ static int packs_scan(hyd_store *s, uint32_t *ret_hi, uint64_t *ret_n)
 
 	*ret_hi = 0;
 	*ret_n = 0;
-	fd = dup(s->packs_fd);
+	fd = dup(s->vols_fd);
 	if (fd < 0)
 		return -errno;
 	d = fdopendir(fd);
@@ -271,7 +303,7 @@ static int packs_scan(hyd_store *s, uint32_t *ret_hi, uint64_t *ret_n)
 		return -errno;
 	}
 	while ((de = readdir(d)) != NULL) {
-		uint32_t p = pack_parse(de->d_name);
+		uint32_t p = vol_parse(de->d_name);
 
 		if (p == 0)
 			continue;
@@ -284,19 +316,19 @@ static int packs_scan(hyd_store *s, uint32_t *ret_hi, uint64_t *ret_n)
 }
 
 /*
- * Crash recovery: make the newest pack end where its last indexed frame
- * ends. Why this is safe, and why the newest pack is the only one to check:
+ * Crash recovery: make the newest volume end where its last indexed frame
+ * ends. Why this is safe, and why the newest volume is the only one to check:
  *  - A row commits only after its frame is fdatasync()ed, so every row
  *    points at durable, whole bytes; bytes past the furthest indexed end
  *    belong to no row (a put that died between write and commit, or a row
  *    lost with power under synchronous=NORMAL) and may go.
- *  - Frames are appended only to the newest pack; a pack is never written
- *    again once a newer one exists. An older pack can hold dead bytes
+ *  - Frames are appended only to the newest volume; a volume is never written
+ *    again once a newer one exists. An older volume can hold dead bytes
  *    (above, or a row dropped as corrupt) but they are never appended to,
  *    never read, and never confused with a frame, so leaving them is safe.
- *  - The current pack is max(newest file, newest indexed pack), and the next
- *    frame goes at max(file size, indexed end): a new frame never overlaps
- *    an indexed one even if files were damaged behind our back.
+ *  - The current volume is max(newest file, newest indexed volume), and the
+ * next frame goes at max(file size, indexed end): a new frame never overlaps an
+ * indexed one even if files were damaged behind our back.
  *  - Nobody else writes: we hold the lock, and nothing was written yet.
  */
 static int store_recover(hyd_store *s)
@@ -304,35 +336,34 @@ static int store_recover(hyd_store *s)
 	char name[32];
 	uint32_t hi_file;
 	uint64_t n_files, size = 0;
-	int64_t hi_idx = 0, end_idx = 0, pack;
+	int64_t hi_idx = 0, end_idx = 0, vol;
 	struct stat sb;
 	int r;
 
-	r = packs_scan(s, &hi_file, &n_files);
+	r = vols_scan(s, &hi_file, &n_files);
 	if (r < 0)
 		return r;
-	s->st.packs = n_files;
-	r = db_int(s, "SELECT COALESCE(MAX(pack), 0) FROM chunk", NULL,
-		   &hi_idx);
+	s->st.vols = n_files;
+	r = db_int(s, "SELECT COALESCE(MAX(vol), 0) FROM chunk", NULL, &hi_idx);
 	if (r < 0)
 		return r;
-	if (hi_idx < 0 || hi_idx > HYD_PACK_MAX)
+	if (hi_idx < 0 || hi_idx > HYD_VOL_MAX)
 		return -EIO;
-	s->cur_pack = hi_file > (uint32_t)hi_idx ? hi_file : (uint32_t)hi_idx;
-	if (s->cur_pack == 0)
+	s->cur_vol = hi_file > (uint32_t)hi_idx ? hi_file : (uint32_t)hi_idx;
+	if (s->cur_vol == 0)
 		return 0;
-	pack = s->cur_pack;
+	vol = s->cur_vol;
 	r = db_int(s,
 		   "SELECT COALESCE(MAX(off + frame_len), 0) FROM chunk"
-		   " WHERE pack = ?1",
-		   &pack, &end_idx);
+		   " WHERE vol = ?1",
+		   &vol, &end_idx);
 	if (r < 0)
 		return r;
-	if (s->cur_pack == hi_file) {
-		r = hyd_store__pack_name(s->cur_pack, name, sizeof(name));
+	if (s->cur_vol == hi_file) {
+		r = hyd_store__vol_name(s->cur_vol, name, sizeof(name));
 		if (r < 0)
 			return r;
-		s->cur_fd = openat(s->packs_fd, name, O_WRONLY | O_CLOEXEC);
+		s->cur_fd = openat(s->vols_fd, name, O_WRONLY | O_CLOEXEC);
 		if (s->cur_fd < 0 || fstat(s->cur_fd, &sb) < 0)
 			return -errno;
 		size = (uint64_t)sb.st_size;
@@ -340,9 +371,9 @@ static int store_recover(hyd_store *s)
 			/* A crash between a frame's write and its index row:
 			 * bytes nothing points at. */
 			base_warn(
-			    "dropping unindexed pack tail dir=%s pack=%u "
+			    "dropping unindexed volume tail dir=%s vol=%u "
 			    "bytes=%llu",
-			    s->dir, s->cur_pack,
+			    s->dir, s->cur_vol,
 			    (unsigned long long)(size - (uint64_t)end_idx));
 			if (ftruncate(s->cur_fd, (off_t)end_idx) < 0 ||
 			    fsync(s->cur_fd) < 0)
@@ -354,40 +385,171 @@ static int store_recover(hyd_store *s)
 	return 0;
 }
 
-/* Create packs/ and catalogs/ and keep an fd on packs/. */
-static int store_subdirs(hyd_store *s)
+/* renameat2(RENAME_NOREPLACE), or where the file system cannot (EINVAL):
+ * a check, then rename (we hold the store's lock). 0 or -errno; -EEXIST
+ * when `to` exists. */
+static int rename_noreplace(int dfd, const char *from, const char *to)
 {
-	static const char *const sub[] = {"packs", "catalogs"};
-	char p[4096];
+	struct stat sb;
+
+	if (renameat2(dfd, from, dfd, to, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	if (fstatat(dfd, to, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+		return -EEXIST;
+	if (errno != ENOENT)
+		return -errno;
+	return renameat(dfd, from, dfd, to) == 0 ? 0 : -errno;
+}
+
+/* One pass over packs/: rename each NNNNNNNN.pack to NNNNNNNN.vol. Counts
+ * the renames in *ret_n. */
+static int packs_rename_pass(hyd_store *s, int pfd, unsigned *ret_n)
+{
+	char name[32];
+	struct dirent *de;
+	DIR *d;
+	int fd, r = 0;
+
+	fd = dup(pfd);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while (r == 0 && (de = readdir(d)) != NULL) {
+		uint32_t n = name_num(de->d_name, ".pack");
+
+		if (n == 0)
+			continue;
+		r = hyd_store__vol_name(n, name, sizeof(name));
+		if (r == 0)
+			r = rename_noreplace(pfd, de->d_name, name);
+		if (r == -EEXIST)
+			base_error("the store holds volume %u under two "
+				   "names, packs/%s and packs/%s: move the one "
+				   "that is not this cache's out dir=%s",
+				   n, de->d_name, name, s->dir);
+		if (r == 0)
+			(*ret_n)++;
+	}
+	closedir(d);
+	return r;
+}
+
+/*
+ * The store's files were called packs until schema 4: CACHEDIR/packs/
+ * NNNNNNNN.pack. A cache made then is moved to CACHEDIR/volumes/
+ * NNNNNNNN.vol here, at open, holding the lock, after store_migrate:
+ *   1. every packs/N.pack is renamed packs/N.vol;
+ *   2. packs/ is fsynced: the new names are durable;
+ *   3. packs/ is renamed volumes/;
+ *   4. CACHEDIR is fsynced.
+ * A crash anywhere leaves a state the next open finishes:
+ *  - before or during 1: packs/ holds N.pack and N.vol files (a rename
+ *    is atomic: each file has one of its names); the next open renames
+ *    what is left, whichever names a power loss brought back;
+ *  - between 2 and 4: packs/ holds N.vol files only (or, after 3,
+ *    volumes/ does, unless power loss undid the directory rename): the
+ *    next open renames the directory, or finds nothing to do.
+ * Nothing else reads packs/ meanwhile (vols_fd is opened afterwards), so
+ * which name a file has then does not matter.
+ * The index goes first (schema 3 -> 4, made durable by store_migrate):
+ * a crash between the two steps leaves a schema 4 index over packs/,
+ * which this finishes; the reverse order would leave, for a while, an
+ * index that an older ferry accepts over files it cannot find (it would
+ * drop their rows as lost). Downgrading is not supported, but this way an
+ * older ferry refuses the cache (schema) instead of emptying it.
+ * packs/ and volumes/ never both exist by this code's doing. When they do
+ * (a copy, a restore, a hand), the store refuses to guess which one the
+ * index means, with one exception: an empty packs/, which an older ferry
+ * makes before it refuses a newer state.db, is removed.
+ */
+static int store_files_migrate(hyd_store *s, int dfd)
+{
+	unsigned total = 0, n;
+	struct stat sb;
+	int pfd, r;
+
+	if (fstatat(dfd, "packs", &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstatat(dfd, "volumes", &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (unlinkat(dfd, "packs", AT_REMOVEDIR) == 0)
+			return fsync(dfd) == 0 ? 0 : -errno;
+		if (errno != ENOTEMPTY && errno != EEXIST)
+			return -errno;
+		base_error("the cache holds both packs/ (the store's volumes "
+			   "under their former name) and volumes/: refusing "
+			   "to guess which one its index means; move the one "
+			   "that is not this cache's out dir=%s",
+			   s->dir);
+		return -EEXIST;
+	} else if (errno != ENOENT) {
+		return -errno;
+	}
+	pfd = openat(dfd, "packs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	/* Until a pass renames nothing: renaming entries while a readdir
+	 * walks the directory may make it skip some. */
+	do {
+		n = 0;
+		r = packs_rename_pass(s, pfd, &n);
+		total += n;
+	} while (r == 0 && n > 0);
+	if (r == 0 && fsync(pfd) < 0)
+		r = -errno;
+	close(pfd);
+	if (r == 0)
+		r = rename_noreplace(dfd, "packs", "volumes");
+	if (r == 0 && fsync(dfd) < 0)
+		r = -errno;
+	if (r == 0)
+		base_info("store files renamed packs/NNNNNNNN.pack -> "
+			  "volumes/NNNNNNNN.vol dir=%s files=%u",
+			  s->dir, total);
+	return r;
+}
+
+/* Create volumes/ and catalogs/ (making a new one durable) and keep an fd
+ * on volumes/. */
+static int store_subdirs(hyd_store *s, int dfd)
+{
+	static const char *const sub[] = {"volumes", "catalogs"};
 	size_t i;
-	int n;
+	int made = 0;
 
 	for (i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
-		n = snprintf(p, sizeof(p), "%s/%s", s->dir, sub[i]);
-		if (n < 0 || (size_t)n >= sizeof(p))
-			return -ENAMETOOLONG;
-		if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		if (mkdirat(dfd, sub[i], 0700) == 0)
+			made = 1;
+		else if (errno != EEXIST)
 			return -errno;
-		if (i == 0) {
-			s->packs_fd =
-			    open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			if (s->packs_fd < 0)
-				return -errno;
-		}
 	}
-	return 0;
+	if (made && fsync(dfd) < 0)
+		return -errno;
+	s->vols_fd = openat(dfd, "volumes", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return s->vols_fd < 0 ? -errno : 0;
 }
 
 static uint64_t roll_bytes_from_env(void)
 {
-	const char *e = getenv("FERRY_PACK_ROLL_BYTES");
+	/* The former name too, so scripts written for it keep working. */
+	const char *name = "FERRY_VOLUME_ROLL_BYTES";
+	const char *e = getenv(name);
 	uint64_t v;
 
+	if (!e || !*e) {
+		name = "FERRY_PACK_ROLL_BYTES";
+		e = getenv(name);
+	}
 	if (!e || !*e)
-		return HYD_PACK_ROLL_BYTES;
-	if (base_parse_u64(e, 1, HYD_PACK_ROLL_BYTES * 16, &v) < 0) {
-		base_warn("ignoring FERRY_PACK_ROLL_BYTES=%s", e);
-		return HYD_PACK_ROLL_BYTES;
+		return HYD_VOL_ROLL_BYTES;
+	if (base_parse_u64(e, 1, HYD_VOL_ROLL_BYTES * 16, &v) < 0) {
+		base_warn("ignoring %s=%s", name, e);
+		return HYD_VOL_ROLL_BYTES;
 	}
 	return v;
 }
@@ -396,7 +558,7 @@ int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
 {
 	hyd_store *s = NULL;
 	size_t i;
-	int r;
+	int dfd, r;
 
 	if (!dir || !*dir || !ret_s)
 		return -EINVAL;
@@ -404,7 +566,7 @@ int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->lock_fd = s->packs_fd = s->cur_fd = -1;
+	s->lock_fd = s->vols_fd = s->cur_fd = -1;
 	for (i = 0; i < HYD_FD_CACHE; i++)
 		s->fds[i].fd = -1;
 	pthread_mutex_init(&s->mu, NULL);
@@ -426,11 +588,21 @@ int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
 		r = store_lock(s);
 	if (r < 0)
 		goto out;
-	/* Only now, holding the lock, touch anything else in the dir. */
-	r = store_subdirs(s);
+	/* Only now, holding the lock, touch anything else in the dir: the
+	 * index (migrated first), then the files (a cache from before
+	 * volumes moves to them: store_files_migrate). */
+	r = store_db_open(s);
 	if (r < 0)
 		goto out;
-	r = store_db_open(s);
+	dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = store_files_migrate(s, dfd);
+	if (r == 0)
+		r = store_subdirs(s, dfd);
+	close(dfd);
 	if (r == 0)
 		r = store_recover(s);
 	/* A collection a crash cut short: its frames go before anything is
@@ -472,8 +644,8 @@ void hyd_store_close(hyd_store *s)
 		free(s->readers[i]);
 	}
 	hyd_store__put_fini(s);
-	if (s->packs_fd >= 0)
-		close(s->packs_fd);
+	if (s->vols_fd >= 0)
+		close(s->vols_fd);
 	/* Closing the last fd on the lock file releases the flock. */
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
@@ -531,7 +703,7 @@ int hyd_store__find_locked(hyd_store *s, const chunk_id *id,
 	sqlite3_bind_blob(st, 1, id->b, CHUNK_ID_LEN, SQLITE_STATIC);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
-		int64_t pack = sqlite3_column_int64(st, 0);
+		int64_t vol = sqlite3_column_int64(st, 0);
 		int64_t off = sqlite3_column_int64(st, 1);
 		int64_t flen = sqlite3_column_int64(st, 2);
 		int64_t rlen = sqlite3_column_int64(st, 3);
@@ -540,12 +712,12 @@ int hyd_store__find_locked(hyd_store *s, const chunk_id *id,
 		r = 1;
 		/* Rows are ours, but a damaged state.db must not turn into a
 		 * huge allocation or a negative offset. */
-		if (pack <= 0 || pack > HYD_PACK_MAX || off < 0 ||
+		if (vol <= 0 || vol > HYD_VOL_MAX || off < 0 ||
 		    flen < FRAME_HDR_LEN || flen > UINT32_MAX || rlen <= 0 ||
 		    rlen > UINT32_MAX || codec < 0 || codec > UINT8_MAX)
 			r = -EIO;
 		else if (ret) {
-			ret->pack = (uint32_t)pack;
+			ret->vol = (uint32_t)vol;
 			ret->off = (uint64_t)off;
 			ret->frame_len = (uint32_t)flen;
 			ret->raw_len = (uint32_t)rlen;
@@ -578,20 +750,20 @@ int hyd_store_has(hyd_store *s, const chunk_id *id)
 	return r;
 }
 
-/* A read fd on pack, from the cache when possible. *ret_slot is -1 when
+/* A read fd on volume vol, from the cache when possible. *ret_slot is -1 when
  * the fd is not cached (every slot busy): release closes it then. */
-static int fd_acquire_locked(hyd_store *s, uint32_t pack, int *ret_slot,
+static int fd_acquire_locked(hyd_store *s, uint32_t vol, int *ret_slot,
 			     int *ret_fd)
 {
-	struct hyd_pack_fd *victim = NULL;
+	struct hyd_vol_fd *victim = NULL;
 	char name[32];
 	size_t i;
 	int fd, r;
 
 	for (i = 0; i < HYD_FD_CACHE; i++) {
-		struct hyd_pack_fd *f = &s->fds[i];
+		struct hyd_vol_fd *f = &s->fds[i];
 
-		if (f->fd >= 0 && f->pack == pack) {
+		if (f->fd >= 0 && f->vol == vol) {
 			f->refs++;
 			f->used = ++s->fd_clock;
 			*ret_slot = (int)i;
@@ -603,10 +775,10 @@ static int fd_acquire_locked(hyd_store *s, uint32_t pack, int *ret_slot,
 		     (victim->fd >= 0 && f->used < victim->used)))
 			victim = f;
 	}
-	r = hyd_store__pack_name(pack, name, sizeof(name));
+	r = hyd_store__vol_name(vol, name, sizeof(name));
 	if (r < 0)
 		return r;
-	fd = openat(s->packs_fd, name, O_RDONLY | O_CLOEXEC);
+	fd = openat(s->vols_fd, name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	*ret_fd = fd;
@@ -615,7 +787,7 @@ static int fd_acquire_locked(hyd_store *s, uint32_t pack, int *ret_slot,
 		return 0;
 	if (victim->fd >= 0)
 		close(victim->fd);
-	victim->pack = pack;
+	victim->vol = vol;
 	victim->fd = fd;
 	victim->refs = 1;
 	victim->used = ++s->fd_clock;
@@ -680,7 +852,7 @@ static void drop_locked(hyd_store *s, const chunk_id *id,
 	rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_blob(st, 1, id->b, CHUNK_ID_LEN, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, loc->pack);
+		sqlite3_bind_int64(st, 2, loc->vol);
 		sqlite3_bind_int64(st, 3, (int64_t)loc->off);
 		rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
 		sqlite3_reset(st);
@@ -710,9 +882,9 @@ static void drop_locked(hyd_store *s, const chunk_id *id,
 	s->st.raw_bytes -= loc->raw_len;
 	s->st.stored_bytes -= loc->frame_len;
 	chunk_id_to_hex(id, hex);
-	base_warn("corrupt frame dropped from the store chunk=%s pack=%u "
+	base_warn("corrupt frame dropped from the store chunk=%s vol=%u "
 		  "off=%llu dir=%s",
-		  hex, loc->pack, (unsigned long long)loc->off, s->dir);
+		  hex, loc->vol, (unsigned long long)loc->off, s->dir);
 }
 
 /* The checksum a row keeps of its frame: XXH3-64 of the payload seeded
@@ -777,7 +949,8 @@ static int frame_read(const struct hyd_loc *loc, int fd,
 		n = raw_frame_pread(fd, hdr, out, loc->raw_len, loc->off);
 		if (n < 0)
 			return (int)n;
-		/* A frame cut short: the pack lost bytes the index promised. */
+		/* A frame cut short: the volume lost bytes the index promised.
+		 */
 		if ((size_t)n < loc->frame_len)
 			return -EBADMSG;
 		/* The same checks frame_decode makes of a raw frame. */
@@ -855,8 +1028,8 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 		r = -ENOBUFS;
 	} else if (r > 0) {
 		rd = reader_take_locked(s);
-		r = rd ? fd_acquire_locked(s, loc.pack, &slot, &fd) : -ENOMEM;
-		/* The index names a pack that is gone: the frame is lost. */
+		r = rd ? fd_acquire_locked(s, loc.vol, &slot, &fd) : -ENOMEM;
+		/* The index names a volume that is gone: the frame is lost. */
 		if (r == -ENOENT)
 			r = -EBADMSG;
 		found = 1;

@@ -4,12 +4,14 @@
  * A CACHEDIR holds:
  *   lock             flock()ed exclusively by the one hydrator using it
  *   state.db         SQLite (WAL): chunk index and small key/value meta
- *   packs/NNNNNNNN.pack  append-only files of frames (catalog.h frame format)
+ *   volumes/NNNNNNNN.vol  the store's volumes: append-only files of frames
+ *                    (catalog.h frame format); packs/NNNNNNNN.pack until
+ *                    schema 4
  *   catalogs/GEN.db  downloaded, checked catalogs (see hyd_catalog.h)
  *
  * Crash safety: a frame is written and fdatasync()ed before the index row
  * that points at it commits (for a group of puts at once), so the index
- * never points at garbage; at open, pack bytes beyond the furthest indexed
+ * never points at garbage; at open, volume bytes beyond the furthest indexed
  * frame are truncated: a crash loses at most the groups not committed.
  * Each distinct chunk id is stored once.
  *
@@ -26,16 +28,22 @@
 
 typedef struct hyd_store hyd_store;
 
-/* Packs roll at this size. */
-#define HYD_PACK_ROLL_BYTES (256ull * 1024 * 1024)
+/* Volumes roll at this size. */
+#define HYD_VOL_ROLL_BYTES (256ull * 1024 * 1024)
 
 /* Open (creating if needed) the store in dir. Takes the exclusive lock on
  * dir/lock: -EBUSY when another process holds it. max_raw bounds the
- * raw_len of any frame read back (the catalog's max chunk size).
+ * raw_len of any frame read back (the catalog's max chunk size). A cache
+ * from before volumes (packs/NNNNNNNN.pack, schema 3 or older) is moved
+ * to them in place, crash-safe: a crash at any point is finished by the
+ * next open.
  * Returns 0, -EBUSY, -ENOTDIR, -EACCES, -EPROTO (state.db was written by
  * a newer ferry: schema above this build's), -EBADMSG (state.db is not a
- * database or is damaged), -EIO, -ENOMEM. Logs nothing but a pack tail it
- * truncated (a warning); the caller names the directory. */
+ * database or is damaged), -EEXIST (a half-moved cache this cannot
+ * finish: packs/ with files beside volumes/, or a volume under both
+ * names; logged as an error), -EIO, -ENOMEM. Logs nothing else but a volume
+ * tail it truncated (a warning) and a move from packs/ (info); the caller
+ * names the directory. */
 int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s);
 
 /* Write the calling process's pid into dir/lock, so a refused second
@@ -65,7 +73,7 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 		  size_t *ret_len);
 
 /* Store one frame whose decoded bytes the caller has already verified
- * against id. Appends to the current pack; puts from several threads at
+ * against id. Appends to the current volume; puts from several threads at
  * once are made durable together: one fdatasync, then one transaction of
  * their index rows (group commit). Returns once this frame's row is
  * committed: 0 when stored, 1 when id was already stored or on its way
@@ -90,10 +98,10 @@ struct hyd_store_stats {
 	uint64_t chunks;       /* distinct chunks stored */
 	uint64_t raw_bytes;    /* sum of their raw lengths */
 	uint64_t stored_bytes; /* sum of their frame lengths (at rest) */
-	uint64_t packs;	       /* pack files */
+	uint64_t vols;	       /* volume files */
 	/* since open: */
 	uint64_t groups; /* index transactions of puts (group commit) */
-	uint64_t syncs;	 /* fdatasync()s of packs for puts */
+	uint64_t syncs;	 /* fdatasync()s of volumes for puts */
 };
 int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
 
@@ -101,7 +109,7 @@ int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
 /* Drop every chunk that no catalog in DIR/catalogs names (its chunk rows
  * and the manifests of its overlay, GEN.overlay.db): their index rows go
  * and the space of their frames is given back to the file system (holes
- * punched in the packs; a pack left with no chunk at all is removed).
+ * punched in the volumes; a volume left with no chunk at all is removed).
  * Crash-safe: rows are removed in the transaction that records their
  * frames as free, and the frames are punched only after it committed; a
  * crash in between is finished at the next open, before anything is

@@ -8,11 +8,11 @@
  * Sweep: the index rows whose id is not there are removed in batches on
  * the store's own connection, each batch in one transaction that also
  * records their frames in gc_free; after it commits the frames are punched
- * out of their packs (fallocate PUNCH_HOLE: the offsets of the other
+ * out of their volumes (fallocate PUNCH_HOLE: the offsets of the other
  * frames stay, the blocks go back to the file system), then their gc_free
  * rows go. A crash after the commit leaves gc_free rows that the next open
  * punches before anything is appended (hyd_store__gc_recover), so a
- * region is never punched after something new was written there. A pack
+ * region is never punched after something new was written there. A volume
  * older than the one being appended to that keeps no chunk at all is
  * removed. The complete mark stays: a dropped chunk is in no catalog.
  *
@@ -36,7 +36,7 @@
 
 struct gc_row {
 	chunk_id id;
-	uint32_t pack, frame_len, raw_len;
+	uint32_t vol, frame_len, raw_len;
 	uint64_t off;
 };
 
@@ -144,7 +144,7 @@ static int sweep_batch(hyd_store *s, struct gc_row *v, size_t n,
 
 		sqlite3_bind_blob(st, 1, v[i].id.b, CHUNK_ID_LEN,
 				  SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, v[i].pack);
+		sqlite3_bind_int64(st, 2, v[i].vol);
 		sqlite3_bind_int64(st, 3, (int64_t)v[i].off);
 		rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
 		sqlite3_reset(st);
@@ -154,7 +154,7 @@ static int sweep_batch(hyd_store *s, struct gc_row *v, size_t n,
 			v[i].frame_len = 0;
 			continue;
 		}
-		sqlite3_bind_int64(ins, 1, v[i].pack);
+		sqlite3_bind_int64(ins, 1, v[i].vol);
 		sqlite3_bind_int64(ins, 2, (int64_t)v[i].off);
 		sqlite3_bind_int64(ins, 3, v[i].frame_len);
 		rc =
@@ -186,24 +186,24 @@ static int sweep_batch(hyd_store *s, struct gc_row *v, size_t n,
 	return 0;
 }
 
-/* Punch [off, off+len) out of pack; a file system that cannot punch
+/* Punch [off, off+len) out of volume vol; a file system that cannot punch
  * keeps the bytes (dead, never read again). */
-static void punch(hyd_store *s, uint32_t pack, uint64_t off, uint64_t len)
+static void punch(hyd_store *s, uint32_t vol, uint64_t off, uint64_t len)
 {
 	char name[32];
 	int fd;
 
-	if (hyd_store__pack_name(pack, name, sizeof(name)) < 0)
+	if (hyd_store__vol_name(vol, name, sizeof(name)) < 0)
 		return;
-	fd = openat(s->packs_fd, name, O_WRONLY | O_CLOEXEC);
+	fd = openat(s->vols_fd, name, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)off, (off_t)len) < 0 &&
 	    errno != EOPNOTSUPP)
 		base_log_err(BASE_LOG_DEBUG, -errno,
-			     "cannot punch a dead frame out dir=%s pack=%u",
-			     s->dir, pack);
+			     "cannot punch a dead frame out dir=%s vol=%u",
+			     s->dir, vol);
 	close(fd);
 }
 
@@ -218,7 +218,7 @@ static int punch_free(hyd_store *s)
 
 	pthread_mutex_lock(&s->mu);
 	hyd_store__read_end_locked(s);
-	rc = sqlite3_prepare_v2(s->db, "SELECT pack, off, len FROM gc_free", -1,
+	rc = sqlite3_prepare_v2(s->db, "SELECT vol, off, len FROM gc_free", -1,
 				&st, NULL);
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (n == cap) {
@@ -232,7 +232,7 @@ static int punch_free(hyd_store *s)
 			}
 			v = nv;
 		}
-		v[n].pack = (uint32_t)sqlite3_column_int64(st, 0);
+		v[n].vol = (uint32_t)sqlite3_column_int64(st, 0);
 		v[n].off = (uint64_t)sqlite3_column_int64(st, 1);
 		v[n].frame_len = (uint32_t)sqlite3_column_int64(st, 2);
 		n++;
@@ -243,8 +243,8 @@ static int punch_free(hyd_store *s)
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&s->mu);
 	for (size_t i = 0; r == 0 && i < n; i++)
-		if (v[i].pack > 0 && v[i].pack <= HYD_PACK_MAX)
-			punch(s, v[i].pack, v[i].off, v[i].frame_len);
+		if (v[i].vol > 0 && v[i].vol <= HYD_VOL_MAX)
+			punch(s, v[i].vol, v[i].off, v[i].frame_len);
 	free(v);
 	if (r < 0 || n == 0)
 		return r;
@@ -259,17 +259,16 @@ int hyd_store__gc_recover(hyd_store *s)
 	return punch_free(s);
 }
 
-/* Packs below the one being appended to that no row points into any
+/* Volumes below the one being appended to that no row points into any
  * more: removed (their cached read fds closed first). */
-static void remove_empty_packs(hyd_store *s, const uint8_t *touched,
-			       uint32_t hi)
+static void remove_empty_vols(hyd_store *s, const uint8_t *touched, uint32_t hi)
 {
 	uint32_t cur;
 	char name[32];
 	int64_t one;
 
 	pthread_mutex_lock(&s->wmu);
-	cur = s->cur_pack;
+	cur = s->cur_vol;
 	pthread_mutex_unlock(&s->wmu);
 	for (uint32_t p = 1; p <= hi && p < cur; p++) {
 		sqlite3_stmt *st = NULL;
@@ -279,7 +278,7 @@ static void remove_empty_packs(hyd_store *s, const uint8_t *touched,
 			continue;
 		pthread_mutex_lock(&s->mu);
 		rc = sqlite3_prepare_v2(s->db,
-					"SELECT 1 FROM chunk WHERE pack = ?1 "
+					"SELECT 1 FROM chunk WHERE vol = ?1 "
 					"LIMIT 1",
 					-1, &st, NULL);
 		if (rc == SQLITE_OK)
@@ -288,15 +287,15 @@ static void remove_empty_packs(hyd_store *s, const uint8_t *touched,
 		one = rc == SQLITE_ROW;
 		sqlite3_finalize(st);
 		if (rc == SQLITE_DONE && !one &&
-		    hyd_store__pack_name(p, name, sizeof(name)) == 0) {
+		    hyd_store__vol_name(p, name, sizeof(name)) == 0) {
 			for (size_t i = 0; i < HYD_FD_CACHE; i++)
-				if (s->fds[i].fd >= 0 && s->fds[i].pack == p &&
+				if (s->fds[i].fd >= 0 && s->fds[i].vol == p &&
 				    s->fds[i].refs == 0) {
 					close(s->fds[i].fd);
 					s->fds[i].fd = -1;
 				}
-			if (unlinkat(s->packs_fd, name, 0) == 0 && s->st.packs)
-				s->st.packs--;
+			if (unlinkat(s->vols_fd, name, 0) == 0 && s->st.vols)
+				s->st.vols--;
 		}
 		pthread_mutex_unlock(&s->mu);
 	}
@@ -333,35 +332,35 @@ static int gc_run(hyd_store *s, sqlite3 *db, const struct gc_files *fl,
 	sqlite3_finalize(st);
 	ret->live = (uint64_t)cnt;
 	v = malloc(GC_BATCH * sizeof(*v));
-	touched = calloc(HYD_PACK_MAX / 8 + 1, 1);
+	touched = calloc(HYD_VOL_MAX / 8 + 1, 1);
 	if (!v || !touched) {
 		free(v);
 		free(touched);
 		return -ENOMEM;
 	}
 	rc = sqlite3_prepare_v2(db,
-				"SELECT id, pack, off, frame_len, raw_len "
+				"SELECT id, vol, off, frame_len, raw_len "
 				"FROM main.chunk WHERE id NOT IN "
 				"(SELECT id FROM temp.live)",
 				-1, &st, NULL);
 	while (r == 0 && rc == SQLITE_OK) {
 		rc = sqlite3_step(st);
 		if (rc == SQLITE_ROW) {
-			int64_t pack = sqlite3_column_int64(st, 1);
+			int64_t vol = sqlite3_column_int64(st, 1);
 
 			rc = SQLITE_OK;
 			if (sqlite3_column_bytes(st, 0) != CHUNK_ID_LEN ||
-			    pack <= 0 || pack > HYD_PACK_MAX)
+			    vol <= 0 || vol > HYD_VOL_MAX)
 				continue; /* not a row we wrote */
 			memcpy(v[n].id.b, sqlite3_column_blob(st, 0),
 			       CHUNK_ID_LEN);
-			v[n].pack = (uint32_t)pack;
+			v[n].vol = (uint32_t)vol;
 			v[n].off = (uint64_t)sqlite3_column_int64(st, 2);
 			v[n].frame_len = (uint32_t)sqlite3_column_int64(st, 3);
 			v[n].raw_len = (uint32_t)sqlite3_column_int64(st, 4);
-			touched[pack / 8] |= (uint8_t)(1u << (pack % 8));
-			if ((uint32_t)pack > hi)
-				hi = (uint32_t)pack;
+			touched[vol / 8] |= (uint8_t)(1u << (vol % 8));
+			if ((uint32_t)vol > hi)
+				hi = (uint32_t)vol;
 			if (++n < GC_BATCH)
 				continue;
 		} else if (rc != SQLITE_DONE) {
@@ -382,7 +381,7 @@ static int gc_run(hyd_store *s, sqlite3 *db, const struct gc_files *fl,
 	}
 	sqlite3_finalize(st);
 	if (r == 0)
-		remove_empty_packs(s, touched, hi);
+		remove_empty_vols(s, touched, hi);
 	free(v);
 	free(touched);
 	return r;

@@ -4,7 +4,7 @@
  * hyd_store_put.c (appending frames, group commit). Nothing outside
  * hydrator/store includes this.
  *
- * Locking. `wmu` serializes appends (the current pack and its end) and
+ * Locking. `wmu` serializes appends (the current volume and its end) and
  * the groups of puts waiting to be made durable; `mu` serializes SQLite,
  * the read-fd cache, the reader pool and the counters. Lock order is wmu,
  * then mu. Neither is held across an fdatasync.
@@ -20,18 +20,18 @@
 #include "catalog/catalog.h"
 #include "hydrator/store/hyd_store.h"
 
-#define HYD_FD_CACHE 32	  /* read fds kept open on packs */
+#define HYD_FD_CACHE 32	  /* read fds kept open on volumes */
 #define HYD_READER_POOL 8 /* idle get contexts kept for reuse */
 /* The largest number "%08u" keeps at 8 digits. */
-#define HYD_PACK_MAX 99999999u
+#define HYD_VOL_MAX 99999999u
 /* An open group this large makes async puts wait for the sync in
  * progress: the bound on frames appended and not yet durable. */
 #define HYD_GROUP_BYTES (32u << 20)
 
-/* One cached read-only fd on a pack. refs > 0 while a get preads it, so it
+/* One cached read-only fd on a volume. refs > 0 while a get preads it, so it
  * is never closed (and its number never reused) under a reader. */
-struct hyd_pack_fd {
-	uint32_t pack;
+struct hyd_vol_fd {
+	uint32_t vol;
 	int fd; /* -1: slot empty */
 	unsigned refs;
 	uint64_t used; /* LRU clock */
@@ -39,7 +39,7 @@ struct hyd_pack_fd {
 
 /* Where a chunk's frame rests: one index row. */
 struct hyd_loc {
-	uint32_t pack;
+	uint32_t vol;
 	uint64_t off;
 	uint32_t frame_len;
 	uint32_t raw_len;
@@ -58,7 +58,7 @@ struct hyd_store_reader {
 
 struct hyd_group; /* hyd_store_put.c */
 
-/* A write fd on a pack that rolled over while a group still had frames
+/* A write fd on a volume that rolled over while a group still had frames
  * in it: closed once group `seq` is durable. */
 struct hyd_retired_fd {
 	int fd;
@@ -68,7 +68,7 @@ struct hyd_retired_fd {
 struct hyd_store {
 	char *dir;
 	int lock_fd;
-	int packs_fd; /* dir/packs, for openat and for fsync after a create */
+	int vols_fd; /* dir/volumes, for openat and for fsync after a create */
 	uint32_t max_raw; /* __atomic: read by gets without a lock */
 	uint64_t roll_bytes;
 
@@ -76,15 +76,15 @@ struct hyd_store {
 	sqlite3 *db;
 	sqlite3_stmt *st_find, *st_insert, *st_drop, *st_meta_get, *st_meta_set;
 	int in_read; /* a read transaction is open on db (the read session) */
-	struct hyd_pack_fd fds[HYD_FD_CACHE];
+	struct hyd_vol_fd fds[HYD_FD_CACHE];
 	uint64_t fd_clock;
 	struct hyd_store_reader *readers[HYD_READER_POOL];
 	size_t n_readers;
 	struct hyd_store_stats st;
 
 	pthread_mutex_t wmu; /* guards the append state below */
-	uint32_t cur_pack;   /* 0: no pack yet */
-	int cur_fd;	     /* write fd on cur_pack, -1 until needed */
+	uint32_t cur_vol;    /* 0: no volume yet */
+	int cur_fd;	     /* write fd on cur_vol, -1 until needed */
 	uint64_t cur_end;    /* where the next frame goes */
 	/* group commit (hyd_store_put.c) */
 	pthread_cond_t gcv; /* a group became durable (or failed) */
@@ -102,7 +102,7 @@ struct hyd_store {
 };
 
 /* hyd_store.c */
-int hyd_store__pack_name(uint32_t pack, char *buf, size_t cap);
+int hyd_store__vol_name(uint32_t vol, char *buf, size_t cap);
 /* Look id up in the index. 1 with *ret filled (if ret), 0 when absent,
  * -errno. Under mu. */
 /* The read session: lookups share one read transaction, begun by the

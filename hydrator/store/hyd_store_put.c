@@ -1,11 +1,11 @@
 /*
  * hydrator/store/hyd_store_put.c — appending frames, with group commit.
  *
- * A put appends its frame to the current pack (under wmu: a pwrite, no
+ * A put appends its frame to the current volume (under wmu: a pwrite, no
  * sync) and joins the open group. One thread of the store's own, the
  * syncer, makes groups durable: whenever a group is open and none is being
  * synced it takes the open group (later puts start the next one), drops
- * wmu, fdatasync()s every pack fd the group wrote, then inserts all of the
+ * wmu, fdatasync()s every volume fd the group wrote, then inserts all of the
  * group's index rows in one SQLite transaction, and tells the group's
  * puts. So the rule stays what it was for one put: every frame is durable
  * before the row that points at it commits.
@@ -28,7 +28,7 @@
  * or commit fails every put of the group; their bytes stay as dead space,
  * never written over (a row's outcome may be unknown).
  *
- * A pack that rolls over while a group still has frames in it keeps its
+ * A volume that rolls over while a group still has frames in it keeps its
  * write fd until that group is durable (s->retired), so the syncer never
  * syncs a closed or reused fd.
  *
@@ -76,7 +76,7 @@ struct hyd_group {
 	size_t n, cap;
 	uint64_t filter[GROUP_FILTER_BITS / 64]; /* ids held, by hash */
 	uint64_t bytes;				 /* frame bytes appended */
-	int *fds; /* pack fds this group wrote, each once */
+	int *fds; /* volume fds this group wrote, each once */
 	size_t n_fds, cap_fds;
 	struct hyd_put_cb *cbs;
 	size_t n_cbs, cap_cbs;
@@ -247,7 +247,7 @@ static struct hyd_group *group_holding(hyd_store *s, const chunk_id *id)
 	return NULL;
 }
 
-/* Keep the write fd of a pack that rolled until the groups that wrote it
+/* Keep the write fd of a volume that rolled until the groups that wrote it
  * are durable; close it now when none did. Under wmu. */
 static int retire_fd(hyd_store *s, int fd)
 {
@@ -289,41 +289,41 @@ static void retired_close(hyd_store *s, uint64_t done)
 	s->n_retired = k;
 }
 
-/* Make cur_fd the pack the next frame_len bytes go to, rolling to a new
- * pack when the current one would pass the roll size. Under wmu. */
-static int pack_prepare(hyd_store *s, size_t frame_len)
+/* Make cur_fd the volume the next frame_len bytes go to, rolling to a new
+ * volume when the current one would pass the roll size. Under wmu. */
+static int vol_prepare(hyd_store *s, size_t frame_len)
 {
 	char name[32];
 	struct stat sb;
-	uint32_t pack = s->cur_pack;
+	uint32_t vol = s->cur_vol;
 	int fd, r;
 
-	if (pack == 0 ||
+	if (vol == 0 ||
 	    (s->cur_end > 0 && s->cur_end + frame_len > s->roll_bytes))
-		pack++;
+		vol++;
 	else if (s->cur_fd >= 0)
 		return 0;
-	if (pack > HYD_PACK_MAX)
+	if (vol > HYD_VOL_MAX)
 		return -ENOSPC;
-	r = hyd_store__pack_name(pack, name, sizeof(name));
+	r = hyd_store__vol_name(vol, name, sizeof(name));
 	if (r < 0)
 		return r;
-	fd = openat(s->packs_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	fd = openat(s->vols_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	/* The new name must be durable before any row names the pack:
+	/* The new name must be durable before any row names the volume:
 	 * fdatasync of the file does not persist its directory entry. */
-	if (fstat(fd, &sb) < 0 || fsync(s->packs_fd) < 0) {
+	if (fstat(fd, &sb) < 0 || fsync(s->vols_fd) < 0) {
 		r = -errno;
 		close(fd);
 		return r;
 	}
-	if (pack != s->cur_pack) {
+	if (vol != s->cur_vol) {
 		/* A leftover file of that number is unindexed (it is newer
-		 * than any indexed pack): append after its bytes. */
+		 * than any indexed volume): append after its bytes. */
 		s->cur_end = (uint64_t)sb.st_size;
 		pthread_mutex_lock(&s->mu);
-		s->st.packs++;
+		s->st.vols++;
 		pthread_mutex_unlock(&s->mu);
 	} else if ((uint64_t)sb.st_size > s->cur_end) {
 		s->cur_end = (uint64_t)sb.st_size;
@@ -336,7 +336,7 @@ static int pack_prepare(hyd_store *s, size_t frame_len)
 		}
 	}
 	s->cur_fd = fd;
-	s->cur_pack = pack;
+	s->cur_vol = vol;
 	return 0;
 }
 
@@ -355,7 +355,7 @@ static int insert_group_locked(hyd_store *s, const struct hyd_group *g)
 		const struct hyd_put_ent *e = &g->v[i];
 
 		sqlite3_bind_blob(st, 1, e->id.b, CHUNK_ID_LEN, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, e->loc.pack);
+		sqlite3_bind_int64(st, 2, e->loc.vol);
 		sqlite3_bind_int64(st, 3, (int64_t)e->loc.off);
 		sqlite3_bind_int64(st, 4, e->loc.frame_len);
 		sqlite3_bind_int64(st, 5, e->loc.raw_len);
@@ -494,10 +494,10 @@ static int append(hyd_store *s, struct hyd_put_ent *e, const void *frame,
 
 	r = syncer_ensure(s);
 	if (r == 0)
-		r = pack_prepare(s, frame_len);
+		r = vol_prepare(s, frame_len);
 	if (r < 0)
 		return r;
-	e->loc.pack = s->cur_pack;
+	e->loc.vol = s->cur_vol;
 	e->loc.off = s->cur_end;
 	e->loc.frame_len = (uint32_t)frame_len;
 	e->loc.raw_len = fi->raw_len;

@@ -3,11 +3,14 @@
  * check a materialized tree against its catalog.
  *
  * Cache: state.db is opened read-only, without the store's lock, and every
- * indexed frame is read back from its pack, decoded and hashed here. So it
+ * indexed frame is read back from its volume, decoded and hashed here. So it
  * works while a hydrator (or a sync) runs on the cache: WAL readers do not
  * block the writer, and indexed frames are immutable. It only reports;
  * nothing is dropped or repaired. The next read of a corrupt chunk through
  * the store (the mount, or `ferry sync`) drops its row and fetches it again.
+ * A cache the store has not opened since volumes were called packs
+ * (packs/NNNNNNNN.pack, a `pack` column; the store's open moves it, and
+ * this takes no lock to do so) is read as it is, half-moved ones too.
  *
  * Tree: a walk of the catalog from the root, each entry looked up in DEST
  * with fstatat(AT_SYMLINK_NOFOLLOW) relative to directory fds opened with
@@ -35,21 +38,23 @@
 #include "catalog/base/base.h"
 #include "hydrator/sync/hyd_sync_priv.h"
 
-#define HYD_PACK_MAX 99999999u
+#define HYD_VOL_MAX 99999999u
 
 /* ---- the store ---- */
 
 struct vcache {
 	const char *dir;
-	int packs_fd;
-	uint32_t cur_pack;
+	const char *sub; /* "volumes", or "packs" (a cache not moved yet) */
+	const char *ext; /* of the file open as cur_fd: ".vol" or ".pack" */
+	int vols_fd;
+	uint32_t cur_vol;
 	int cur_fd;
 	uint8_t *frame, *raw;
 	frame_coder *coder;
 	uint64_t bad;
 };
 
-static void cache_bad(struct vcache *v, const uint8_t *id, int64_t pack,
+static void cache_bad(struct vcache *v, const uint8_t *id, int64_t vol,
 		      int64_t off, const char *why)
 {
 	char hex[CHUNK_ID_HEX_LEN + 1] = "?";
@@ -59,9 +64,8 @@ static void cache_bad(struct vcache *v, const uint8_t *id, int64_t pack,
 		memcpy(cid.b, id, CHUNK_ID_LEN);
 		chunk_id_to_hex(&cid, hex);
 	}
-	base_error("%s chunk=%s pack=packs/%08" PRId64 ".pack off=%" PRId64
-		   " dir=%s",
-		   why, hex, pack, off, v->dir);
+	base_error("%s chunk=%s vol=%s/%08" PRId64 "%s off=%" PRId64 " dir=%s",
+		   why, hex, v->sub, vol, v->ext, off, v->dir);
 	v->bad++;
 }
 
@@ -69,7 +73,7 @@ static void cache_bad(struct vcache *v, const uint8_t *id, int64_t pack,
 static void cache_row(struct vcache *v, sqlite3_stmt *st)
 {
 	const uint8_t *id = sqlite3_column_blob(st, 0);
-	int64_t pack = sqlite3_column_int64(st, 1);
+	int64_t vol = sqlite3_column_int64(st, 1);
 	int64_t off = sqlite3_column_int64(st, 2);
 	int64_t flen = sqlite3_column_int64(st, 3);
 	int64_t rlen = sqlite3_column_int64(st, 4);
@@ -78,53 +82,69 @@ static void cache_row(struct vcache *v, sqlite3_stmt *st)
 	size_t got = 0, raw_len = 0;
 	chunk_id cid;
 
-	if (!id || sqlite3_column_bytes(st, 0) != CHUNK_ID_LEN || pack <= 0 ||
-	    pack > HYD_PACK_MAX || off < 0 || flen < FRAME_HDR_LEN ||
+	if (!id || sqlite3_column_bytes(st, 0) != CHUNK_ID_LEN || vol <= 0 ||
+	    vol > HYD_VOL_MAX || off < 0 || flen < FRAME_HDR_LEN ||
 	    (uint64_t)flen > frame_bound(CHUNK_MAX_LIMIT) || rlen <= 0 ||
 	    rlen > CHUNK_MAX_LIMIT) {
 		cache_bad(v,
 			  id && sqlite3_column_bytes(st, 0) == CHUNK_ID_LEN
 			      ? id
 			      : NULL,
-			  pack, off, "bad index row");
+			  vol, off, "bad index row");
 		return;
 	}
 	memcpy(cid.b, id, CHUNK_ID_LEN);
-	if ((uint32_t)pack != v->cur_pack) {
+	if ((uint32_t)vol != v->cur_vol) {
 		if (v->cur_fd >= 0)
 			close(v->cur_fd);
-		snprintf(name, sizeof(name), "%08u.pack", (unsigned)pack);
-		v->cur_fd = openat(v->packs_fd, name, O_RDONLY | O_CLOEXEC);
-		v->cur_pack = (uint32_t)pack;
+		v->ext = ".vol";
+		snprintf(name, sizeof(name), "%08u.vol", (unsigned)vol);
+		v->cur_fd = openat(v->vols_fd, name, O_RDONLY | O_CLOEXEC);
+		/* In packs/, a file the store has not renamed yet. */
+		if (v->cur_fd < 0 && errno == ENOENT &&
+		    !strcmp(v->sub, "packs")) {
+			snprintf(name, sizeof(name), "%08u.pack",
+				 (unsigned)vol);
+			v->cur_fd =
+			    openat(v->vols_fd, name, O_RDONLY | O_CLOEXEC);
+			if (v->cur_fd >= 0)
+				v->ext = ".pack";
+		}
+		v->cur_vol = (uint32_t)vol;
 	}
 	if (v->cur_fd < 0) {
-		cache_bad(v, id, pack, off, "pack file missing");
+		cache_bad(v, id, vol, off, "volume file missing");
 		return;
 	}
 	if (base_pread_full(v->cur_fd, v->frame, (size_t)flen, (uint64_t)off,
 			    &got) < 0 ||
 	    got != (size_t)flen) {
-		cache_bad(v, id, pack, off, "frame cut short");
+		cache_bad(v, id, vol, off, "frame cut short");
 		return;
 	}
 	if (frame_header_parse(v->frame, got, CHUNK_MAX_LIMIT, &fi) < 0 ||
 	    fi.frame_len != (size_t)flen || fi.raw_len != (uint64_t)rlen) {
-		cache_bad(v, id, pack, off, "bad frame header");
+		cache_bad(v, id, vol, off, "bad frame header");
 		return;
 	}
 	if (frame_decode(v->coder, v->frame, got, CHUNK_MAX_LIMIT, v->raw,
 			 CHUNK_MAX_LIMIT, &raw_len) < 0 ||
 	    raw_len != (size_t)rlen) {
-		cache_bad(v, id, pack, off, "frame does not decode");
+		cache_bad(v, id, vol, off, "frame does not decode");
 		return;
 	}
 	if (chunk_id_verify(&cid, v->raw, raw_len) != 0)
-		cache_bad(v, id, pack, off, "SHA-256 mismatch");
+		cache_bad(v, id, vol, off, "SHA-256 mismatch");
 }
 
 int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked)
 {
-	struct vcache v = {.dir = cache_dir, .packs_fd = -1, .cur_fd = -1};
+	struct vcache v = {.dir = cache_dir,
+			   .sub = "volumes",
+			   .ext = ".vol",
+			   .vols_fd = -1,
+			   .cur_fd = -1};
+	int64_t schema = 0;
 	char path[4096];
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
@@ -147,19 +167,40 @@ int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked)
 	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_busy_timeout(db, 5000);
-		rc = sqlite3_prepare_v2(db,
-					"SELECT id, pack, off, frame_len, "
-					"raw_len FROM chunk ORDER BY pack, off",
-					-1, &st, NULL);
+		rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st,
+					NULL);
 	}
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			schema = sqlite3_column_int64(st, 0);
+			rc = SQLITE_OK;
+		}
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	/* Schema 4 renamed the column pack to vol (hyd_store.c). */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(
+		    db,
+		    schema >= 4 ? "SELECT id, vol, off, frame_len, raw_len "
+				  "FROM chunk ORDER BY vol, off"
+				: "SELECT id, pack, off, frame_len, raw_len "
+				  "FROM chunk ORDER BY pack, off",
+		    -1, &st, NULL);
 	if (rc != SQLITE_OK) {
 		r = base_sqlite_errno(db, rc, "verify open");
 		base_log_err(BASE_LOG_ERROR, r, "cannot read state.db dir=%s",
 			     cache_dir);
 		goto out;
 	}
-	snprintf(path, sizeof(path), "%s/packs", cache_dir);
-	v.packs_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/volumes", cache_dir);
+	v.vols_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (v.vols_fd < 0 && errno == ENOENT) {
+		v.sub = "packs";
+		snprintf(path, sizeof(path), "%s/packs", cache_dir);
+		v.vols_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
 	v.frame = malloc(frame_bound(CHUNK_MAX_LIMIT));
 	v.raw = malloc(CHUNK_MAX_LIMIT);
 	v.coder = frame_coder_new();
@@ -185,8 +226,8 @@ out:
 	sqlite3_close(db);
 	if (v.cur_fd >= 0)
 		close(v.cur_fd);
-	if (v.packs_fd >= 0)
-		close(v.packs_fd);
+	if (v.vols_fd >= 0)
+		close(v.vols_fd);
 	frame_coder_free(v.coder);
 	free(v.frame);
 	free(v.raw);

@@ -8,7 +8,9 @@
 #  (b) reading every file gives the source's bytes;
 #  (c) identical content is fetched once and stored once;
 #  (d) with the replicator stopped, a remount on the same cache serves what
-#      was read;
+#      was read, the cache first turned back into the layout of a ferry
+#      from before volumes (packs/NNNNNNNN.pack, column pack, schema 3),
+#      which the remount moves to volumes/ in place;
 #  (f) a never-fetched file fails with EIO within a bounded time.
 # Background backfill is off here (--no-backfill): this test is about the
 # demand path; 040-060 cover backfill.
@@ -73,21 +75,29 @@ log "distinct chunks read: $want (+ up to $extra of changed.bin), stored: $store
 [ "$stored" -ge "$want" ] && [ "$stored" -le $((want + extra)) ] ||
 	die "(c) store holds $stored chunks, expected $want..$((want + extra)) distinct"
 [ "$served" = "$stored" ] || die "(c) replicator served $served chunks for $stored distinct: some were fetched twice"
-packs=$(cat "$T"/cache/packs/*.pack | wc -c)
+vols=$(cat "$T"/cache/volumes/*.vol | wc -c)
 framed=$(sql "$T/cache/state.db" "select sum(frame_len) from chunk")
-[ "$packs" = "$framed" ] || die "(c) packs hold $packs bytes, index accounts for $framed"
+[ "$vols" = "$framed" ] || die "(c) volumes hold $vols bytes, index accounts for $framed"
 a=$(sql "$CAT" "select group_concat(hex(id)) from (select id from chunk c join dirent d on d.ino=c.ino where d.name=cast('same.bin' as blob) order by off)")
 b=$(sql "$CAT" "select group_concat(hex(id)) from (select id from chunk c join dirent d on d.ino=c.ino where d.name=cast('same-copy.bin' as blob) order by off)")
 [ -n "$a" ] && [ "$a" = "$b" ] || die "(c) identical files do not share chunk ids"
-ok "(c) identical content fetched once and stored once ($stored chunks, $packs bytes at rest)"
+ok "(c) identical content fetched once and stored once ($stored chunks, $vols bytes at rest)"
 
 # (d) replicator gone; remount on the same cache serves what was read.
 stop_repl || die "replicator did not shut down cleanly"
 umount_hyd "$M"
+nvols=$(ls "$T"/cache/volumes | wc -l)
+for f in "$T"/cache/volumes/*.vol; do mv "$f" "${f%.vol}.pack"; done
+mv "$T/cache/volumes" "$T/cache/packs"
+sqlite3 "$T/cache/state.db" "alter table chunk rename column vol to pack; alter table gc_free rename column vol to pack; pragma user_version = 3"
 mount_hyd "$URL" "$M" --timeout 3 --no-backfill
+[ ! -e "$T/cache/packs" ] && [ "$(ls "$T"/cache/volumes/*.vol | wc -l)" = "$nvols" ] &&
+	[ "$(sql "$T/cache/state.db" "pragma user_version")" = 4 ] &&
+	[ "$(sql "$T/cache/state.db" "select sum(frame_len) from chunk where vol > 0")" = "$framed" ] ||
+	{ ls -la "$T/cache" "$T"/cache/*/; die "(d) the cache from before volumes was not moved"; }
 python3 "$E2E_LIB/treecmp.py" --content --exclude changed.bin --exclude unread.bin \
 	"$T/src" "$M" >"$T/cmp-d.txt" || { cat "$T/cmp-d.txt"; die "(d) cached remount differs"; }
-ok "(d) with the replicator stopped, the remount serves everything read"
+ok "(d) with the replicator stopped, the remount of the cache, moved from packs/ to volumes/ ($nvols files), serves everything read"
 
 # (f) never-fetched chunks with the replicator stopped: EIO, bounded time.
 t0=$(date +%s)

@@ -55,7 +55,7 @@ echo "$out" | grep -q ' 0 chunks dropped .*(by the running hydrator)' || die "fe
 [ "$(stored)" = "$(gen_ids 1 2)" ] || die "store holds $(stored) chunks, generations 1 and 2 have $(gen_ids 1 2)"
 ok "generations 1 and 2 kept: ferry gc (by the mount) drops nothing; the store holds both ($(stored) chunks)"
 
-packs_before=$(du -k -s "$C/packs" | cut -f1)
+vols_before=$(du -k -s "$C/volumes" | cut -f1)
 next_gen 3
 for i in $(seq 1 100); do grep -q 'store collected' "$hlog" && break; sleep 0.1; done
 line=$(grep 'store collected' "$hlog" | tail -n 1)
@@ -63,10 +63,10 @@ line=$(grep 'store collected' "$hlog" | tail -n 1)
 [ ! -e "$C/catalogs/1.db" ] || die "generation 1's catalog is still in the cache"
 want=$(gen_ids 2 3)
 [ "$(stored)" = "$want" ] || die "store holds $(stored) chunks, generations 2 and 3 have $want ($line)"
-packs_after=$(du -k -s "$C/packs" | cut -f1)
+vols_after=$(du -k -s "$C/volumes" | cut -f1)
 # generation 3 added 6 MiB, generation 1's 6 MiB went
-[ "$packs_after" -lt $((packs_before + 3000)) ] || die "packs grew from $packs_before KiB to $packs_after KiB: the space was not given back"
-ok "generation 3 in, 1 out: the store keeps exactly 2's and 3's chunks ($want), packs $packs_before -> $packs_after KiB ($line)"
+[ "$vols_after" -lt $((vols_before + 3000)) ] || die "volumes grew from $vols_before KiB to $vols_after KiB: the space was not given back"
+ok "generation 3 in, 1 out: the store keeps exactly 2's and 3's chunks ($want), volumes $vols_before -> $vols_after KiB ($line)"
 
 umount_hyd "$M"
 want=$(gen_ids 3)

@@ -9,7 +9,9 @@
 #      stderr, exit 1; --catalog FILE is the same; exit 2 on bad usage,
 #      1 for a path that is neither a cache nor given a catalog;
 #  (c) ferry verify CACHEDIR re-hashes the store: 0 when sound; one byte
-#      flipped in a pack is a mismatch, exit 1;
+#      flipped in a volume is a mismatch, exit 1, and still is in a cache
+#      laid out as before volumes (packs/NNNNNNNN.pack, column pack), which
+#      verify reads as it is (only the store's open moves it);
 #  (d) ferry status --watch refreshes until complete and then exits 0 by
 #      itself (JSON lines, the last "complete"), and ends on SIGINT (exit
 #      0) on a mount that never completes; ferry status MOUNTPOINT and
@@ -111,16 +113,24 @@ verify "$T/scache"
 stored=$(sql "$T/scache/state.db" "select count(*) from chunk")
 grep -q " $stored chunks checked" "$T/v.out" || die "(c) not every chunk checked: $(cat "$T/v.out") ($stored stored)"
 # one byte inside the payload of the largest frame
-read -r pack off len < <(sqlite3 -separator ' ' "$T/scache/state.db" "select pack, off, frame_len from chunk order by frame_len desc limit 1")
-pf=$(printf '%s/packs/%08d.pack' "$T/scache" "$pack")
-[ -f "$pf" ] || die "(c) no pack file $pf"
+read -r vol off len < <(sqlite3 -separator ' ' "$T/scache/state.db" "select vol, off, frame_len from chunk order by frame_len desc limit 1")
+pf=$(printf '%s/volumes/%08d.vol' "$T/scache" "$vol")
+[ -f "$pf" ] || die "(c) no volume file $pf"
 python3 - "$pf" $((off + len / 2)) <<'PY'
 import sys
 f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x40])); f.close()
 PY
 verify "$T/scache"
 [ "$RC" = 1 ] && grep -q ' 1 mismatch$' "$T/v.out" || { cat "$T/v.out" "$T/v.err"; die "(c) a flipped byte: exit $RC"; }
-ok "(c) verify CACHEDIR: $stored chunks, 0 mismatches; a flipped byte in a pack: 1 mismatch, exit 1"
+grep -q "vol=volumes/$(printf %08d "$vol").vol " "$T/v.err" || die "(c) the mismatch does not name its volume: $(cat "$T/v.err")"
+# the same cache in the layout from before volumes
+for f in "$T"/scache/volumes/*.vol; do mv "$f" "${f%.vol}.pack"; done
+mv "$T/scache/volumes" "$T/scache/packs"
+sqlite3 "$T/scache/state.db" "alter table chunk rename column vol to pack; alter table gc_free rename column vol to pack; pragma user_version = 3"
+verify "$T/scache"
+[ "$RC" = 1 ] && grep -q " $stored chunks checked, 1 mismatch$" "$T/v.out" || { cat "$T/v.out" "$T/v.err"; die "(c) the old layout: exit $RC"; }
+grep -q "vol=packs/$(printf %08d "$vol").pack " "$T/v.err" || die "(c) old layout: the mismatch does not name its pack file: $(cat "$T/v.err")"
+ok "(c) verify CACHEDIR: $stored chunks, 0 mismatches; a flipped byte in a volume: 1 mismatch, exit 1; the same in a cache from before volumes"
 
 # (d) ferry status --watch until complete, on a mount that backfills
 rm -rf "$T/cache"

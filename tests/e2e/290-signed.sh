@@ -231,8 +231,8 @@ no_catalog() {
 }
 # snapshot CACHE — the cache's catalogs and store, as bytes.
 snapshot() {
-	(cd "$1" && find catalogs packs -type f -print0 | sort -z | xargs -0 sha256sum
-		sqlite3 state.db 'select hex(id), pack, off from chunk order by id')
+	(cd "$1" && find catalogs volumes -type f -print0 | sort -z | xargs -0 sha256sum
+		sqlite3 state.db 'select hex(id), vol, off from chunk order by id')
 }
 PUB="$K/sign.pub"
 

@@ -545,31 +545,31 @@ static void test_read_ahead(void **state)
 	hyd_read_open_unref(of);
 }
 
-/* Flip a byte of chunk i's frame in its pack. */
+/* Flip a byte of chunk i's frame in its volume. */
 static void corrupt(struct fx *fx, unsigned i)
 {
 	char p[128];
 	sqlite3 *db;
 	sqlite3_stmt *st;
-	int64_t pack, off, flen;
+	int64_t vol, off, flen;
 
 	snprintf(p, sizeof(p), "%s/cache/state.db", fx->dir);
 	assert_int_equal(sqlite3_open_v2(p, &db, SQLITE_OPEN_READONLY, NULL),
 			 SQLITE_OK);
 	assert_int_equal(sqlite3_prepare_v2(db,
-					    "SELECT pack, off, frame_len FROM"
+					    "SELECT vol, off, frame_len FROM"
 					    " chunk WHERE id = ?1",
 					    -1, &st, NULL),
 			 SQLITE_OK);
 	sqlite3_bind_blob(st, 1, fx->rows[i].id.b, CHUNK_ID_LEN, SQLITE_STATIC);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	pack = sqlite3_column_int64(st, 0);
+	vol = sqlite3_column_int64(st, 0);
 	off = sqlite3_column_int64(st, 1);
 	flen = sqlite3_column_int64(st, 2);
 	sqlite3_finalize(st);
 	sqlite3_close(db);
-	snprintf(p, sizeof(p), "%s/cache/packs/%08u.pack", fx->dir,
-		 (unsigned)pack);
+	snprintf(p, sizeof(p), "%s/cache/volumes/%08u.vol", fx->dir,
+		 (unsigned)vol);
 	/* the payload's last byte */
 	tsup_flip_byte(p, (uint64_t)(off + flen - 1), 0x40);
 }

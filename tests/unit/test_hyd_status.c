@@ -3,7 +3,7 @@
  * and the control socket.
  *
  * Every test gets a temp CACHEDIR laid out like the hydrator's
- * (catalogs/1.db, catalogs/url, state.db + packs through hyd_store). The
+ * (catalogs/1.db, catalogs/url, state.db + volumes through hyd_store). The
  * catalog has four regular files over three chunk ids A, B, C (two ids
  * shared), one empty file, a symlink and a directory, so "hydrated" and
  * "dedup" have exact expected numbers at every step. The control tests talk

@@ -1,10 +1,11 @@
 /*
- * tests/unit/test_hyd_store.c — the hydrator's chunk store (packs + index).
+ * tests/unit/test_hyd_store.c — the hydrator's chunk store (volumes + index).
  *
  * Every test gets a fresh temp CACHEDIR. Frames are built with frame_encode,
- * ids with chunk_id_compute, and the on-disk pack is poked directly to play
+ * ids with chunk_id_compute, and the on-disk volume is poked directly to play
  * crashes (a garbage tail) and bit rot (a flipped byte).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -57,6 +58,7 @@ static int teardown(void **state)
 
 	tsup_rm_rf(fx->dir);
 	free(fx);
+	unsetenv("FERRY_VOLUME_ROLL_BYTES");
 	unsetenv("FERRY_PACK_ROLL_BYTES");
 	unsetenv("FERRY_STORE_SYNC_DELAY_MS");
 	return 0;
@@ -164,8 +166,8 @@ static void test_roundtrip_codecs(void **state)
 	assert_int_equal(st.raw_bytes, 3 * 20000);
 	assert_int_equal(st.stored_bytes,
 			 c[0].frame_len + c[1].frame_len + c[2].frame_len);
-	assert_int_equal(st.packs, 1);
-	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"),
+	assert_int_equal(st.vols, 1);
+	assert_int_equal(file_size(fx->dir, "volumes/00000001.vol"),
 			 (off_t)st.stored_bytes);
 	hyd_store_close(s);
 	for (i = 0; i < 3; i++)
@@ -183,11 +185,11 @@ static void test_put_idempotent(void **state)
 	tchunk_make(&c, 7, 5000, 0, FRAME_POLICY_AUTO);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	assert_int_equal(hyd_store_put(s, &c.id, c.frame, c.frame_len), 0);
-	size = file_size(fx->dir, "packs/00000001.pack");
+	size = file_size(fx->dir, "volumes/00000001.vol");
 	assert_int_equal(size, (off_t)c.frame_len);
 	assert_int_equal(hyd_store_put(s, &c.id, c.frame, c.frame_len), 1);
 	assert_int_equal(hyd_store_put(s, &c.id, c.frame, c.frame_len), 1);
-	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"), size);
+	assert_int_equal(file_size(fx->dir, "volumes/00000001.vol"), size);
 	assert_int_equal(hyd_store_stats(s, &st), 0);
 	assert_int_equal(st.chunks, 1);
 	assert_int_equal(st.stored_bytes, c.frame_len);
@@ -249,7 +251,7 @@ static void test_reopen(void **state)
 	assert_int_equal(st2.chunks, st1.chunks);
 	assert_int_equal(st2.raw_bytes, st1.raw_bytes);
 	assert_int_equal(st2.stored_bytes, st1.stored_bytes);
-	assert_int_equal(st2.packs, st1.packs);
+	assert_int_equal(st2.vols, st1.vols);
 	assert_int_equal(st2.groups, 0);
 	assert_int_equal(st2.syncs, 0);
 	for (i = 0; i < 10; i++) {
@@ -316,7 +318,7 @@ static void test_not_a_dir(void **state)
 	hyd_store_close(s);
 }
 
-static void append_garbage(const char *dir, const char *pack, size_t n)
+static void append_garbage(const char *dir, const char *vol, size_t n)
 {
 	char p[256];
 	uint8_t *g = malloc(n);
@@ -324,7 +326,7 @@ static void append_garbage(const char *dir, const char *pack, size_t n)
 
 	assert_non_null(g);
 	fill(g, n, 99, 0);
-	snprintf(p, sizeof(p), "%s/packs/%s", dir, pack);
+	snprintf(p, sizeof(p), "%s/volumes/%s", dir, vol);
 	fd = open(p, O_WRONLY | O_APPEND | O_CREAT, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, g, n), (ssize_t)n);
@@ -333,7 +335,7 @@ static void append_garbage(const char *dir, const char *pack, size_t n)
 }
 
 /* Make n test chunks (seeds seed.., len bytes, every other one text) and
- * store the first keep in a fresh open; the size of pack 1 after. */
+ * store the first keep in a fresh open; the size of volume 1 after. */
 static off_t store_first(struct fx *fx, struct tchunk *c, size_t n, size_t keep,
 			 uint32_t seed, size_t len)
 {
@@ -348,7 +350,7 @@ static off_t store_first(struct fx *fx, struct tchunk *c, size_t n, size_t keep,
 		assert_int_equal(
 		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
 	hyd_store_close(s);
-	return file_size(fx->dir, "packs/00000001.pack");
+	return file_size(fx->dir, "volumes/00000001.vol");
 }
 
 static void test_crash_tail(void **state)
@@ -363,9 +365,9 @@ static void test_crash_tail(void **state)
 
 	/* A put that died after its write but before its row leaves a tail
 	 * the index does not know. */
-	append_garbage(fx->dir, "00000001.pack", 777);
+	append_garbage(fx->dir, "00000001.vol", 777);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
-	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"), good);
+	assert_int_equal(file_size(fx->dir, "volumes/00000001.vol"), good);
 	for (i = 0; i < 3; i++)
 		check_get(s, &c[i]);
 	for (i = 3; i < 5; i++)
@@ -378,14 +380,14 @@ static void test_crash_tail(void **state)
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	for (i = 0; i < 5; i++)
 		check_get(s, &c[i]);
-	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"),
+	assert_int_equal(file_size(fx->dir, "volumes/00000001.vol"),
 			 good + (off_t)c[3].frame_len + (off_t)c[4].frame_len);
 	hyd_store_close(s);
 	for (i = 0; i < 5; i++)
 		tchunk_free(&c[i]);
 }
 
-/* A crash right after a roll: the newest pack holds only a tail. */
+/* A crash right after a roll: the newest volume holds only a tail. */
 static void test_crash_after_roll(void **state)
 {
 	struct fx *fx = *state;
@@ -400,17 +402,17 @@ static void test_crash_after_roll(void **state)
 	assert_int_equal(hyd_store_put(s, &c[0].id, c[0].frame, c[0].frame_len),
 			 0);
 	hyd_store_close(s);
-	one = file_size(fx->dir, "packs/00000001.pack");
-	append_garbage(fx->dir, "00000002.pack", 500);
+	one = file_size(fx->dir, "volumes/00000001.vol");
+	append_garbage(fx->dir, "00000002.vol", 500);
 
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
-	assert_int_equal(file_size(fx->dir, "packs/00000002.pack"), 0);
+	assert_int_equal(file_size(fx->dir, "volumes/00000002.vol"), 0);
 	assert_int_equal(hyd_store_stats(s, &st), 0);
-	assert_int_equal(st.packs, 2);
+	assert_int_equal(st.vols, 2);
 	assert_int_equal(hyd_store_put(s, &c[1].id, c[1].frame, c[1].frame_len),
 			 0);
-	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"), one);
-	assert_int_equal(file_size(fx->dir, "packs/00000002.pack"),
+	assert_int_equal(file_size(fx->dir, "volumes/00000001.vol"), one);
+	assert_int_equal(file_size(fx->dir, "volumes/00000002.vol"),
 			 (off_t)c[1].frame_len);
 	hyd_store_close(s);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
@@ -441,11 +443,11 @@ static void test_newer_schema(void **state)
 	assert_null(s);
 }
 
-static void flip_byte(const char *dir, const char *pack, off_t off)
+static void flip_byte(const char *dir, const char *vol, off_t off)
 {
 	char p[256];
 
-	snprintf(p, sizeof(p), "%s/packs/%s", dir, pack);
+	snprintf(p, sizeof(p), "%s/volumes/%s", dir, vol);
 	tsup_flip_byte(p, (uint64_t)off, 0x5a);
 }
 
@@ -479,7 +481,7 @@ static void test_corruption(void **state)
 	 * compressed one its decoding or its hash. */
 	off = 0;
 	for (i = 0; i < 3; i++) {
-		flip_byte(fx->dir, "00000001.pack",
+		flip_byte(fx->dir, "00000001.vol",
 			  off + FRAME_HDR_LEN + (off_t)c[i].frame_len / 3);
 		off += (off_t)c[i].frame_len;
 	}
@@ -523,6 +525,55 @@ static void db_exec(const char *dir, const char *sql)
 	sqlite3_close(db);
 }
 
+/* Rename DIR/SUB/NNNNNNNN.FROM to .TO: every one, or (odd) only those of
+ * odd number; to NULL: only count them. How many. */
+static int rename_ext(const char *dir, const char *sub, const char *from,
+		      const char *to, int odd)
+{
+	char p[256], a[600], b[600];
+	struct dirent *de;
+	size_t fl = strlen(from);
+	int n = 0;
+	DIR *d;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, sub);
+	d = opendir(p);
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		unsigned num;
+
+		if (strlen(de->d_name) != 8 + fl ||
+		    strcmp(de->d_name + 8, from) != 0 ||
+		    sscanf(de->d_name, "%8u", &num) != 1 ||
+		    (odd && num % 2 == 0))
+			continue;
+		n++;
+		if (!to)
+			continue;
+		snprintf(a, sizeof(a), "%s/%s", p, de->d_name);
+		snprintf(b, sizeof(b), "%s/%08u%s", p, num, to);
+		assert_int_equal(rename(a, b), 0);
+	}
+	closedir(d);
+	return n;
+}
+
+/* Turn the store in dir back into what a ferry from before volumes made
+ * (packs/NNNNNNNN.pack, the column `pack` in chunk and gc_free), then run
+ * sql (which sets the schema it plays). */
+static void to_packs_layout(const char *dir, const char *sql)
+{
+	char a[256], b[256];
+
+	rename_ext(dir, "volumes", ".vol", ".pack", 0);
+	snprintf(a, sizeof(a), "%s/volumes", dir);
+	snprintf(b, sizeof(b), "%s/packs", dir);
+	assert_int_equal(rename(a, b), 0);
+	db_exec(dir, "ALTER TABLE chunk RENAME COLUMN vol TO pack;"
+		     "ALTER TABLE gc_free RENAME COLUMN vol TO pack;");
+	db_exec(dir, sql);
+}
+
 /* Reads check a frame by the XXH3-64 its row keeps: a row whose checksum
  * does not match intact frame bytes is refused (so the check really runs)
  * and dropped; a row from schema 1 (no checksum) is checked by SHA-256. */
@@ -555,15 +606,16 @@ static void test_frame_checksum(void **state)
 
 	/* Back to schema 1: the column goes, the migration brings it back
 	 * empty, and those rows are read through SHA-256. */
-	db_exec(fx->dir, "ALTER TABLE chunk DROP COLUMN xxh;"
-			 "PRAGMA user_version = 1");
+	to_packs_layout(fx->dir, "DROP TABLE gc_free;"
+				 "ALTER TABLE chunk DROP COLUMN xxh;"
+				 "PRAGMA user_version = 1");
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	for (i = 0; i < 2; i++)
 		check_get(s, &c[i]);
 	hyd_store_close(s);
 	db_exec(fx->dir, "UPDATE chunk SET xxh = NULL");
 	/* The raw frame of c[0] was stored again above, after 2 frames. */
-	flip_byte(fx->dir, "00000001.pack",
+	flip_byte(fx->dir, "00000001.vol",
 		  (off_t)(c[0].frame_len + c[1].frame_len) + FRAME_HDR_LEN + 5);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	assert_int_equal(hyd_store_get(s, &c[0].id, out, 8000, &got), -EBADMSG);
@@ -584,7 +636,7 @@ static void test_header_corruption(void **state)
 	tchunk_make(&c, 400, sizeof(out), 0, FRAME_POLICY_RAW);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	assert_int_equal(hyd_store_put(s, &c.id, c.frame, c.frame_len), 0);
-	flip_byte(fx->dir, "00000001.pack", 9); /* raw_len */
+	flip_byte(fx->dir, "00000001.vol", 9); /* raw_len */
 	assert_int_equal(hyd_store_get(s, &c.id, out, sizeof(out), &got),
 			 -EBADMSG);
 	assert_int_equal(hyd_store_get(s, &c.id, out, sizeof(out), &got),
@@ -593,20 +645,20 @@ static void test_header_corruption(void **state)
 	tchunk_free(&c);
 }
 
-static int count_packs(const char *dir)
+static int count_vols(const char *dir)
 {
 	char name[32];
 	int n = 0;
 
 	for (;;) {
-		snprintf(name, sizeof(name), "packs/%08d.pack", n + 1);
+		snprintf(name, sizeof(name), "volumes/%08d.vol", n + 1);
 		if (file_size(dir, name) < 0)
 			return n;
 		n++;
 	}
 }
 
-static void test_pack_roll(void **state)
+static void test_vol_roll(void **state)
 {
 	struct fx *fx = *state;
 	struct hyd_store_stats st;
@@ -617,7 +669,7 @@ static void test_pack_roll(void **state)
 	int n;
 
 	/* Documented test hook: roll after 4 KiB instead of 256 MiB. */
-	setenv("FERRY_PACK_ROLL_BYTES", "4096", 1);
+	setenv("FERRY_VOLUME_ROLL_BYTES", "4096", 1);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	for (i = 0; i < 20; i++) {
 		tchunk_make(&c[i], (uint32_t)(500 + i), 1500, 0,
@@ -625,24 +677,26 @@ static void test_pack_roll(void **state)
 		assert_int_equal(
 		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
 	}
-	/* 1516-byte frames, two per 4 KiB pack. */
-	n = count_packs(fx->dir);
+	/* 1516-byte frames, two per 4 KiB volume. */
+	n = count_vols(fx->dir);
 	assert_int_equal(n, 10);
 	assert_int_equal(hyd_store_stats(s, &st), 0);
-	assert_int_equal(st.packs, (uint64_t)n);
+	assert_int_equal(st.vols, (uint64_t)n);
 	for (i = 1; i <= (size_t)n; i++) {
-		snprintf(name, sizeof(name), "packs/%08zu.pack", i);
+		snprintf(name, sizeof(name), "volumes/%08zu.vol", i);
 		assert_true(file_size(fx->dir, name) <= 4096);
 	}
 	for (i = 0; i < 20; i++)
 		check_get(s, &c[i]);
 	hyd_store_close(s);
 
-	/* A frame larger than the roll size gets a pack of its own. */
+	/* A frame larger than the roll size gets a volume of its own. The
+	 * hook's former name still works. */
+	unsetenv("FERRY_VOLUME_ROLL_BYTES");
 	setenv("FERRY_PACK_ROLL_BYTES", "1000", 1);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	assert_int_equal(hyd_store_stats(s, &st), 0);
-	assert_int_equal(st.packs, 10);
+	assert_int_equal(st.vols, 10);
 	for (i = 0; i < 20; i++)
 		check_get(s, &c[i]);
 	{
@@ -652,7 +706,7 @@ static void test_pack_roll(void **state)
 		assert_int_equal(
 		    hyd_store_put(s, &big.id, big.frame, big.frame_len), 0);
 		check_get(s, &big);
-		assert_int_equal(count_packs(fx->dir), 11);
+		assert_int_equal(count_vols(fx->dir), 11);
 		tchunk_free(&big);
 	}
 	hyd_store_close(s);
@@ -758,8 +812,8 @@ static void test_threads(void **state)
 
 /* Group commit: with each group's sync slowed (the test hook), the puts
  * of 8 threads that arrive during one sync share the next: far fewer
- * fdatasyncs and transactions than puts. Packs roll every few frames, so
- * groups span two packs (their old write fd is kept until they are
+ * fdatasyncs and transactions than puts. Volumes roll every few frames, so
+ * groups span two volumes (their old write fd is kept until they are
  * durable). Every chunk is stored once and reads back after a reopen. */
 #define GC_THREADS 8
 #define GC_PER 12
@@ -798,7 +852,7 @@ static void test_group_commit(void **state)
 		tchunk_make(&c[i], (uint32_t)(900 + i), 3000, i % 2,
 			    FRAME_POLICY_AUTO);
 	setenv("FERRY_STORE_SYNC_DELAY_MS", "15", 1);
-	setenv("FERRY_PACK_ROLL_BYTES", "20000", 1);
+	setenv("FERRY_VOLUME_ROLL_BYTES", "20000", 1);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	for (i = 0; i < GC_THREADS; i++) {
 		a[i] = (struct gc_arg){.s = s, .c = &c[i * GC_PER]};
@@ -811,14 +865,14 @@ static void test_group_commit(void **state)
 	}
 	assert_int_equal(hyd_store_stats(s, &st), 0);
 	assert_int_equal(st.chunks, n);
-	assert_true(st.packs > 2);
+	assert_true(st.vols > 2);
 	/* 96 puts; a group is whatever arrived during the last 15 ms sync */
 	assert_true(st.groups <= (uint64_t)n / 3);
 	assert_true(st.syncs >= st.groups && st.syncs <= 2 * st.groups);
-	print_message("%d puts: %llu groups, %llu fdatasyncs, %llu packs\n", n,
-		      (unsigned long long)st.groups,
+	print_message("%d puts: %llu groups, %llu fdatasyncs, %llu volumes\n",
+		      n, (unsigned long long)st.groups,
 		      (unsigned long long)st.syncs,
-		      (unsigned long long)st.packs);
+		      (unsigned long long)st.vols);
 	for (i = 0; i < n; i++)
 		assert_int_equal(
 		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 1);
@@ -833,7 +887,7 @@ static void test_group_commit(void **state)
 }
 
 /* The parent's side of a kill mid-group: once the child pid has written
- * c[3..6] after the committed c[0..2] (the pack is `want` bytes), kill it;
+ * c[3..6] after the committed c[0..2] (the volume is `want` bytes), kill it;
  * the reopened store holds the three, dropped the tail (`good` bytes) and
  * takes the four again. Frees c. */
 static void kill_mid_check(struct fx *fx, struct tchunk *c, pid_t pid,
@@ -843,15 +897,15 @@ static void kill_mid_check(struct fx *fx, struct tchunk *c, pid_t pid,
 	int i, status;
 
 	for (i = 0;
-	     i < 1000 && file_size(fx->dir, "packs/00000001.pack") < want; i++)
+	     i < 1000 && file_size(fx->dir, "volumes/00000001.vol") < want; i++)
 		usleep(10000);
-	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"), want);
+	assert_int_equal(file_size(fx->dir, "volumes/00000001.vol"), want);
 	assert_int_equal(kill(pid, SIGKILL), 0);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
-	assert_int_equal(file_size(fx->dir, "packs/00000001.pack"), good);
+	assert_int_equal(file_size(fx->dir, "volumes/00000001.vol"), good);
 	for (i = 0; i < 3; i++)
 		check_get(s, &c[i]);
 	for (i = 3; i < 7; i++) {
@@ -868,7 +922,7 @@ static void kill_mid_check(struct fx *fx, struct tchunk *c, pid_t pid,
 
 /* kill -9 in the middle of a group: a child stores three chunks, then
  * four threads put four more with each group's sync held back; once all
- * four frames are in the pack (written, not durable, not indexed), the
+ * four frames are in the volume (written, not durable, not indexed), the
  * child dies. The reopened store has the three, drops the unindexed tail,
  * and takes the four again. */
 static void test_kill_mid_group(void **state)
@@ -1119,13 +1173,13 @@ static blkcnt_t blocks_of(const char *dir, const char *name)
 	char p[256];
 	struct stat sb;
 
-	snprintf(p, sizeof(p), "%s/packs/%s", dir, name);
+	snprintf(p, sizeof(p), "%s/volumes/%s", dir, name);
 	assert_int_equal(stat(p, &sb), 0);
 	return sb.st_blocks;
 }
 
 /* Collection drops exactly the chunks no catalog in catalogs/ names (an
- * overlay's manifests count), punches their frames out, removes a pack
+ * overlay's manifests count), punches their frames out, removes a volume
  * left empty (not the one being appended to), keeps the complete mark;
  * a file in catalogs/ that is not a catalog stops it before anything
  * goes. */
@@ -1140,8 +1194,8 @@ static void test_gc(void **state)
 	blkcnt_t before;
 	size_t i;
 
-	/* One chunk a pack: c[1] and c[2] alone in packs 2 and 3. */
-	setenv("FERRY_PACK_ROLL_BYTES", "100000", 1);
+	/* One chunk a volume: c[1] and c[2] alone in volumes 2 and 3. */
+	setenv("FERRY_VOLUME_ROLL_BYTES", "100000", 1);
 	for (i = 0; i < 4; i++)
 		tchunk_make(&c[i], 500 + (uint32_t)i, 120000, 0,
 			    FRAME_POLICY_RAW);
@@ -1163,7 +1217,7 @@ static void test_gc(void **state)
 		assert_int_equal(hyd_store_has(s, &c[i].id), 1);
 	unlink(p);
 
-	before = blocks_of(fx->dir, "00000002.pack");
+	before = blocks_of(fx->dir, "00000002.vol");
 	assert_int_equal(hyd_store_gc(s, &res), 0);
 	assert_int_equal(res.catalogs, 2);
 	assert_int_equal(res.dropped, 2);
@@ -1175,11 +1229,11 @@ static void test_gc(void **state)
 	assert_int_equal(hyd_store_has(s, &c[3].id), 1);
 	check_get(s, &c[0]);
 	check_get(s, &c[3]);
-	/* pack 2 held only c[1], and pack 4 (c[3]) is the newest: pack 2 and
-	 * 3 are gone */
+	/* volume 2 held only c[1], and volume 4 (c[3]) is the newest: volume 2
+	 * and 3 are gone */
 	assert_true(before > 0);
-	assert_int_equal(file_size(fx->dir, "packs/00000002.pack"), -1);
-	assert_int_equal(file_size(fx->dir, "packs/00000003.pack"), -1);
+	assert_int_equal(file_size(fx->dir, "volumes/00000002.vol"), -1);
+	assert_int_equal(file_size(fx->dir, "volumes/00000003.vol"), -1);
 	assert_int_equal(
 	    hyd_store_meta_get(s, HYD_STORE_META_COMPLETE, buf, sizeof(buf)),
 	    0);
@@ -1217,13 +1271,13 @@ static void test_gc_crash(void **state)
 	/* what the sweep's transaction leaves: c[1]'s row gone, its frame
 	 * in gc_free */
 	snprintf(sql, sizeof(sql),
-		 "INSERT INTO gc_free SELECT pack, off, frame_len FROM chunk "
+		 "INSERT INTO gc_free SELECT vol, off, frame_len FROM chunk "
 		 "WHERE off = %zu; DELETE FROM chunk WHERE off = %zu",
 		 c[0].frame_len, c[0].frame_len);
 	db_exec(fx->dir, sql);
-	before = blocks_of(fx->dir, "00000001.pack");
+	before = blocks_of(fx->dir, "00000001.vol");
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
-	after = blocks_of(fx->dir, "00000001.pack");
+	after = blocks_of(fx->dir, "00000001.vol");
 	/* 200,000 bytes punched: at least 190,000 of them in whole blocks */
 	assert_true((before - after) * 512 >= 190000);
 	check_get(s, &c[0]);
@@ -1232,10 +1286,213 @@ static void test_gc_crash(void **state)
 	hyd_store_close(s);
 	/* and gc_free is empty: a second open punches nothing */
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
-	assert_int_equal(blocks_of(fx->dir, "00000001.pack"), after);
+	assert_int_equal(blocks_of(fx->dir, "00000001.vol"), after);
 	check_get(s, &c[2]);
 	hyd_store_close(s);
 	for (i = 0; i < 3; i++)
+		tchunk_free(&c[i]);
+}
+
+/* ---- caches from before volumes (packs/NNNNNNNN.pack, column pack) ---- */
+
+static int64_t db_int(const char *dir, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	sqlite3 *db = NULL;
+	int64_t v = -1;
+	char p[128];
+
+	snprintf(p, sizeof(p), "%s/state.db", dir);
+	assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+static int exists(const char *dir, const char *name)
+{
+	struct stat sb;
+	char p[256];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return lstat(p, &sb) == 0;
+}
+
+#define MG_N 12
+
+static void mg_chunks(struct tchunk *c)
+{
+	for (int i = 0; i < MG_N; i++)
+		tchunk_make(&c[i], 1500 + (uint32_t)i, 6000, i % 2,
+			    i % 3 ? FRAME_POLICY_AUTO : FRAME_POLICY_RAW);
+}
+
+/* Store c[0..MG_N) in a new store at dir, in several volumes (rolled at
+ * 20000 bytes: 3 frames each); how many volumes. */
+static int mg_store(const char *dir, struct tchunk *c)
+{
+	struct hyd_store_stats st;
+	hyd_store *s = NULL;
+
+	setenv("FERRY_VOLUME_ROLL_BYTES", "20000", 1);
+	assert_int_equal(hyd_store_open(dir, 0, &s), 0);
+	for (int i = 0; i < MG_N; i++)
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
+	assert_int_equal(hyd_store_stats(s, &st), 0);
+	hyd_store_close(s);
+	assert_true(st.vols >= 3);
+	return (int)st.vols;
+}
+
+/* The store at dir is in the volumes layout (no packs/, every volume
+ * NNNNNNNN.vol, schema 4 with the column vol, nothing left in gc_free)
+ * and every chunk of c reads back. */
+static void mg_check(const char *dir, struct tchunk *c)
+{
+	struct hyd_store_stats st;
+	hyd_store *s = NULL;
+
+	assert_int_equal(hyd_store_open(dir, 0, &s), 0);
+	assert_false(exists(dir, "packs"));
+	assert_int_equal(rename_ext(dir, "volumes", ".pack", NULL, 0), 0);
+	assert_int_equal(hyd_store_stats(s, &st), 0);
+	assert_int_equal(st.chunks, MG_N);
+	assert_true(st.vols >= 3);
+	assert_int_equal(count_vols(dir), (int)st.vols);
+	assert_int_equal(rename_ext(dir, "volumes", ".vol", NULL, 0),
+			 (int)st.vols);
+	for (int i = 0; i < MG_N; i++)
+		check_get(s, &c[i]);
+	hyd_store_close(s);
+	assert_int_equal(db_int(dir, "PRAGMA user_version"), 4);
+	assert_int_equal(db_int(dir, "SELECT COUNT(vol) FROM chunk"), MG_N);
+	assert_int_equal(db_int(dir, "SELECT COUNT(vol) FROM gc_free"), 0);
+}
+
+/* A cache made before volumes: its files and index are moved over at
+ * open, every chunk reads back from the new names, and a collection the
+ * old layout had cut short (a gc_free row naming a pack) is finished. */
+static void test_migrate_from_packs(void **state)
+{
+	struct fx *fx = *state;
+	struct tchunk c[MG_N];
+	hyd_store *s = NULL;
+	int nvols;
+
+	mg_chunks(c);
+	nvols = mg_store(fx->dir, c);
+	/* c[0] is the first frame of pack 1: its row went, its frame is in
+	 * gc_free, as a collection cut short leaves them. */
+	to_packs_layout(fx->dir,
+			"INSERT INTO gc_free SELECT pack, off, frame_len"
+			" FROM chunk WHERE pack = 1 AND off = 0;"
+			"DELETE FROM chunk WHERE pack = 1 AND off = 0;"
+			"PRAGMA user_version = 3");
+	assert_false(exists(fx->dir, "volumes"));
+	assert_int_equal(rename_ext(fx->dir, "packs", ".pack", NULL, 0), nvols);
+	assert_true(exists(fx->dir, "packs/00000001.pack"));
+
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	assert_false(exists(fx->dir, "packs"));
+	assert_true(exists(fx->dir, "volumes/00000001.vol"));
+	assert_int_equal(count_vols(fx->dir), nvols);
+	assert_int_equal(hyd_store_has(s, &c[0].id), 0);
+	for (int i = 1; i < MG_N; i++)
+		check_get(s, &c[i]);
+	/* appends go on in the newest volume, under its new name */
+	assert_int_equal(hyd_store_put(s, &c[0].id, c[0].frame, c[0].frame_len),
+			 0);
+	check_get(s, &c[0]);
+	hyd_store_close(s);
+	mg_check(fx->dir, c);
+	for (int i = 0; i < MG_N; i++)
+		tchunk_free(&c[i]);
+}
+
+/* A crash at each point of the move leaves what the next open finishes:
+ * the index moved or not, none, some or all of the files renamed, the
+ * directory not yet. (The index not moved with files renamed is not a
+ * state the store leaves, it moves the index first, but the two steps do
+ * not depend on each other.) */
+static void test_migrate_crash(void **state)
+{
+	static const struct {
+		int index_moved;
+		int renamed; /* 0 none, 1 the odd ones, 2 all */
+	} cases[] = {{0, 0}, {1, 0}, {1, 1}, {1, 2}, {0, 1}};
+	struct fx *fx = *state;
+	struct tchunk c[MG_N];
+	char dir[128];
+
+	mg_chunks(c);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		int nvols, n;
+
+		snprintf(dir, sizeof(dir), "%s/c%zu", fx->dir, k);
+		nvols = mg_store(dir, c);
+		to_packs_layout(dir, "PRAGMA user_version = 3");
+		if (cases[k].index_moved)
+			db_exec(dir,
+				"ALTER TABLE chunk RENAME COLUMN pack TO vol;"
+				"ALTER TABLE gc_free RENAME COLUMN pack TO vol;"
+				"PRAGMA user_version = 4");
+		n = cases[k].renamed ? rename_ext(dir, "packs", ".pack", ".vol",
+						  cases[k].renamed == 1)
+				     : 0;
+		if (cases[k].renamed == 1)
+			assert_true(n > 0 && n < nvols);
+		assert_int_equal(rename_ext(dir, "packs", ".pack", NULL, 0) +
+				     rename_ext(dir, "packs", ".vol", NULL, 0),
+				 nvols);
+		mg_check(dir, c);
+		/* and once moved, an open finds nothing to do */
+		mg_check(dir, c);
+	}
+	for (int i = 0; i < MG_N; i++)
+		tchunk_free(&c[i]);
+}
+
+/* What the store will not guess: packs/ with files beside volumes/, and a
+ * volume under both names. The open fails (the index is moved by then,
+ * the files stay where they are); once the stray one is gone the next
+ * open finishes the move. An empty packs/ beside volumes/ (an older ferry
+ * makes one before it refuses a newer state.db) is removed. */
+static void test_migrate_refuse(void **state)
+{
+	struct fx *fx = *state;
+	struct tchunk c[MG_N];
+	hyd_store *s = NULL;
+	char a[256], b[256];
+	int nvols;
+
+	mg_chunks(c);
+	nvols = mg_store(fx->dir, c);
+	to_packs_layout(fx->dir, "PRAGMA user_version = 3");
+	snprintf(a, sizeof(a), "%s/volumes", fx->dir);
+	assert_int_equal(mkdir(a, 0700), 0);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), -EEXIST);
+	assert_null(s);
+	assert_int_equal(rename_ext(fx->dir, "packs", ".pack", NULL, 0), nvols);
+	assert_int_equal(rmdir(a), 0);
+
+	snprintf(a, sizeof(a), "%s/packs/00000002.pack", fx->dir);
+	snprintf(b, sizeof(b), "%s/packs/00000002.vol", fx->dir);
+	assert_int_equal(link(a, b), 0);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), -EEXIST);
+	assert_true(exists(fx->dir, "packs/00000002.pack"));
+	assert_true(exists(fx->dir, "packs/00000002.vol"));
+	assert_false(exists(fx->dir, "volumes"));
+	assert_int_equal(unlink(b), 0);
+	mg_check(fx->dir, c);
+
+	snprintf(a, sizeof(a), "%s/packs", fx->dir);
+	assert_int_equal(mkdir(a, 0700), 0);
+	mg_check(fx->dir, c);
+	for (int i = 0; i < MG_N; i++)
 		tchunk_free(&c[i]);
 }
 
@@ -1259,7 +1516,7 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_frame_checksum, setup,
 					    teardown),
-	    cmocka_unit_test_setup_teardown(test_pack_roll, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_vol_roll, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_meta, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
@@ -1271,6 +1528,12 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gc_crash, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kill_mid_async_group, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate_from_packs, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate_crash, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate_refuse, setup,
 					    teardown),
 	};
 

@@ -15,7 +15,7 @@
  * (same size and mtime) are exactly the two rewritten; a symlink planted
  * where a directory belongs is replaced without anything appearing at its
  * target; crash leftovers are removed; a locked cache is refused; verify
- * finds a corrupted file and a flipped pack byte, which the next sync
+ * finds a corrupted file and a flipped volume byte, which the next sync
  * heals by fetching that chunk again; the mount check reads a
  * fake mountinfo (a real ferry mount is tests/e2e/080-sync.sh's job); a
  * file whose source changed after the scan (409) is the one entry failed;
@@ -752,7 +752,7 @@ static void test_verify_cache_flip(void **state)
 	int fd;
 
 	assert_int_equal(hyd_verify_cache(f->cache, &before), 0);
-	pathf(p, sizeof(p), "%s/packs/00000001.pack", f->cache);
+	pathf(p, sizeof(p), "%s/volumes/00000001.vol", f->cache);
 	fd = open(p, O_RDWR);
 	assert_true(fd >= 0);
 	/* Inside the first frame's payload (the header is 16 bytes). */
