@@ -118,6 +118,7 @@ struct mount {
 	struct fuse_session *se;
 	int mounted;
 	int pid_written;
+	int prefetch; /* manifests in bulk (not with --no-backfill) */
 	struct hyd_fs fs;
 };
 
@@ -145,9 +146,11 @@ static void usage(FILE *out)
 	    "                        user_allow_other in /etc/fuse.conf)\n"
 	    "      --timeout SECONDS give up a read after this long without\n"
 	    "                        its data (EIO); default %ld\n"
-	    "  -j, --jobs N          parallel HTTP transfers; default %ld.\n"
-	    "                        Backfill batches use at most N-1 of\n"
-	    "                        them: the last is kept for reads\n"
+	    "  -j, --jobs N          parallel backfill transfers; default "
+	    "%ld.\n"
+	    "                        Reads and their readahead have as many\n"
+	    "                        of their own (at least 16), which\n"
+	    "                        backfill never takes\n"
 	    "      --connections N   the same as --jobs\n"
 	    "      --no-backfill     fetch only what is read (and its\n"
 	    "                        readahead), nothing in the background\n"
@@ -512,10 +515,10 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		fc.base_url = m->op.base;
 		fc.store = m->op.store;
 		fc.max_raw = max_raw;
-		/* --jobs 1 still keeps a transfer for reads beside the one
-		 * backfill batch. */
-		fc.connections = o->jobs > 1 ? (unsigned)o->jobs : 2;
-		bg = o->jobs > 1 ? (uint64_t)o->jobs - 1 : 1;
+		/* --jobs is backfill's; reads have a lane of their own
+		 * (hyd_fetch: read_connections, at least as many). */
+		fc.connections = (unsigned)o->jobs;
+		bg = (uint64_t)o->jobs;
 		if (o->bwlimit && bg > o->bwlimit / BWLIMIT_PER_BATCH_CONN + 1)
 			bg = o->bwlimit / BWLIMIT_PER_BATCH_CONN + 1;
 		fc.bg_connections = (unsigned)bg;
@@ -555,6 +558,7 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		bc.manifest = g->manifest;
 		bc.max_raw = max_raw;
 		bc.enabled = !o->no_backfill;
+		m->prefetch = !o->no_backfill;
 		/* Enough to keep every batch transfer busy with the next
 		 * batch ready behind it. */
 		bc.window = (unsigned)(bg * 64 * 2 < 128 ? 128 : bg * 64 * 2);
@@ -577,6 +581,7 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		    .fs = &m->fs,
 		    .se = m->se,
 		    .bf = m->bf,
+		    .prefetch = m->prefetch,
 		    .bf_cat = bf_cat,
 		    .creds = &o->creds,
 		    .poll_s = (unsigned)o->poll_s,
@@ -892,6 +897,25 @@ static int gc_now(void *arg, struct hyd_gc_result *ret)
 }
 
 /* Threads, then the FUSE loop until unmount or SIGTERM. */
+/* Pending files: their manifests in bulk from now on, so a job does not
+ * wait a round trip per file before its chunks can be asked for. Without
+ * it reads still fetch each file's own: a warning, not an end. */
+static void prefetch_manifests(struct mount *m)
+{
+	struct hyd_gen *g;
+	int r = 0;
+
+	pthread_mutex_lock(&m->fs.gen_mu);
+	g = m->fs.ngens ? m->fs.gens[0] : NULL;
+	if (g && g->manifest && m->prefetch)
+		r = hyd_manifest_prefetch(g->manifest, g->cat, 0);
+	pthread_mutex_unlock(&m->fs.gen_mu);
+	if (r < 0)
+		base_log_err(BASE_LOG_WARN, r,
+			     "no manifest prefetch: manifests come file by "
+			     "file");
+}
+
 static int serve(struct mount *m)
 {
 	struct fuse_loop_config *cfg;
@@ -905,6 +929,7 @@ static int serve(struct mount *m)
 		base_log_err(BASE_LOG_ERROR, r, "cannot start the fetcher");
 		return -1;
 	}
+	prefetch_manifests(m);
 	r = hyd_backfill_start(m->bf);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r, "cannot start backfill");

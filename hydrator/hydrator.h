@@ -188,12 +188,17 @@ struct hyd_status {
 	 * manifests_local == manifests_total the chunk totals leave the
 	 * missing manifests' chunks out, and the state is not complete. */
 	uint64_t manifests_total, manifests_local, manifests_changed;
-	uint64_t rest_bytes;			/* frame bytes in packs */
+	uint64_t rest_bytes;			/* frame bytes in volumes */
 	uint64_t wire_bytes;			/* bytes received, all runs */
 	uint64_t mismatches, retries, failures; /* this run (0 offline) */
 	double rate_now, rate_avg;		/* wire bytes/s (0 offline) */
 	int64_t eta_s;				/* -1 unknown */
 	double elapsed_s;			/* this run (0 offline) */
+	/* The link as the running hydrator's requests see it (0 unknown
+	 * or offline): the least time from a request sent to its first
+	 * byte lately, and the most bytes a second it received lately;
+	 * what sizes a sequential reader's readahead window. */
+	double link_rtt_ms, link_rate;
 };
 
 /* Fill *ret from a cache directory's files alone (catalog + state.db, read
@@ -232,8 +237,9 @@ int hyd_source_hashing(const char *base_url, const struct hyd_creds *creds,
  * manifests_local, manifests_changed, rest_bytes, wire_bytes,
  * dedup_savings_bytes (bytes_total - unique_bytes_total),
  * compression_savings_bytes (unique_bytes_stored - rest_bytes),
- * mismatches, retries, failures, rate_now, rate_avg, eta_s, elapsed_s.
- * Counters are integers (at most INT64_MAX), the three doubles reals with
+ * mismatches, retries, failures, rate_now, rate_avg, eta_s, elapsed_s,
+ * link_rtt_ms, link_rate.
+ * Counters are integers (at most INT64_MAX), the doubles reals with
  * 3 decimals, url and last_error strings made by base_json_bytes (valid
  * UTF-8 unchanged, other bytes as the text \xNN). Written through jansson
  * (base_json_line) into buf, NUL-terminated. Returns the length, or

@@ -8,9 +8,11 @@
  *            after a crash only what is missing is ever asked for; nothing
  *            missing means COMPLETE;
  *   pass     files in order — the directories of recently opened files
- *            first, then the rest in catalog (inode) order, which is the
- *            scan's depth-first order and so the order in which a
- *            sequential reader (tar, cp -r, rsync) visits them — and for each,
+ *            first (also between the steps of a big file), then the rest
+ *            smallest first in size classes, each in catalog (inode)
+ *            order, which is the scan's depth-first order and so the
+ *            order in which a sequential reader (tar, cp -r, rsync)
+ *            visits them — and for each,
  *            its chunks not yet stored are submitted at HYD_PRIO_BACKFILL
  *            with no deadline (the fetcher retries transient failures by
  *            itself, capped backoff), at most `window` flights and
@@ -557,6 +559,8 @@ static int do_file_packs(hyd_backfill *bf, size_t idx)
 	return 0;
 }
 
+static int drain_opened(hyd_backfill *bf);
+
 /* Every missing chunk of file idx. */
 static int do_file(hyd_backfill *bf, size_t idx)
 {
@@ -607,8 +611,29 @@ static int do_file(hyd_backfill *bf, size_t idx)
 				return r;
 		}
 		off = cs[n - 1].off + cs[n - 1].len;
+		/* A big file takes a while: what a job just opened goes
+		 * first (not from inside an opened directory's own). */
+		if (!bf->in_opened && off < fi->size) {
+			r = drain_opened(bf);
+			if (r < 0)
+				return r;
+		}
 	}
 	return 0;
+}
+
+static int do_opened(hyd_backfill *bf);
+
+/* Every directory opened since: their files now. */
+static int drain_opened(hyd_backfill *bf)
+{
+	int r;
+
+	bf->in_opened = 1;
+	while ((r = do_opened(bf)) > 0)
+		;
+	bf->in_opened = 0;
+	return r;
 }
 
 /* A directory someone opened a file in: its files now, smallest first. */
@@ -670,30 +695,42 @@ static int sweep_manifests(hyd_backfill *bf)
 	return 0;
 }
 
+/* A pass goes through the files smallest first, in size classes (each in
+ * catalog order, the scan's depth-first order): a file read on demand
+ * costs a round trip whatever its size, so across a WAN the small ones
+ * are where reading ahead saves the most time per byte moved, and a job
+ * that walks a tree of small files (imports, a data set's samples) finds
+ * them there; a big file read on demand streams at the link's rate once
+ * its window has grown. */
+static const uint64_t PASS_CLASSES[] = {16u << 10, 256u << 10, 4u << 20,
+					UINT64_MAX};
+
 static int run_pass(hyd_backfill *bf)
 {
-	size_t k = 0, idx;
+	size_t k, idx, c;
 	int r;
 
 	memset(bf->done, 0, (bf->files.n + 7) / 8);
 	bf->manifests_waiting = 0;
 	bf->seg_failed_set = 0;
 	bf->changed_pass = 0;
-	while (k < bf->files.n) {
-		if (stopped(bf))
-			return -ECANCELED;
-		r = do_opened(bf);
-		if (r < 0)
-			return r;
-		if (r > 0)
-			continue;
-		idx = k++;
-		if (is_done(bf, idx))
-			continue;
-		yield_to_browsing(bf);
-		r = do_file(bf, idx);
-		if (r < 0)
-			return r;
+	for (c = 0; c < sizeof(PASS_CLASSES) / sizeof(*PASS_CLASSES); c++) {
+		k = 0;
+		while (k < bf->files.n) {
+			if (stopped(bf))
+				return -ECANCELED;
+			r = drain_opened(bf);
+			if (r < 0)
+				return r;
+			idx = k++;
+			if (is_done(bf, idx) ||
+			    bf->files.v[idx].size > PASS_CLASSES[c])
+				continue;
+			yield_to_browsing(bf);
+			r = do_file(bf, idx);
+			if (r < 0)
+				return r;
+		}
 	}
 	return sweep_manifests(bf);
 }

@@ -196,6 +196,13 @@ void hyd_backfill_live(void *arg, struct hyd_status *st)
 	snprintf(st->last_error, sizeof(st->last_error), "%s", bs.last_error);
 	st->pid = (long)getpid();
 	st->wire_bytes = bs.wire_total;
+	{
+		uint64_t link_rate, link_rtt;
+
+		hyd_fetch_link(bf->cfg.fetch, &link_rate, &link_rtt);
+		st->link_rate = (double)link_rate;
+		st->link_rtt_ms = (double)link_rtt / 1e6;
+	}
 	st->mismatches = fs.mismatches;
 	st->retries = fs.retries;
 	st->failures = fs.failures;

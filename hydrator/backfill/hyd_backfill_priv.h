@@ -46,6 +46,7 @@ struct hyd_backfill {
 	char last_error[256];
 	uint64_t opened[OPENED_RING];
 	unsigned opened_n;
+	int in_opened; /* the pass thread is doing opened directories */
 	uint64_t s_ns[RATE_SAMPLES], s_wire[RATE_SAMPLES];
 	unsigned s_n, s_head;
 	enum hyd_state logged_state;

@@ -108,9 +108,9 @@ void hyd_fetch__xfer_set(struct hyd_xfer *x, enum xfer_where w)
 	}
 	if (x->where == XFER_CURL && x->urgent) {
 		f->n_urgent--;
+		f->urgent_bytes -= x->want_bytes;
 		/* Backfill held for this one may go on. */
-		if (!f->n_urgent)
-			hyd_fetch__pace_kick(f);
+		hyd_fetch__pace_kick(f);
 	}
 	x->where = w;
 	if (w != XFER_CURL)
@@ -120,8 +120,10 @@ void hyd_fetch__xfer_set(struct hyd_xfer *x, enum xfer_where w)
 		if (x->bg)
 			f->n_bg++;
 	}
-	if (w == XFER_CURL && x->urgent)
+	if (w == XFER_CURL && x->urgent) {
 		f->n_urgent++;
+		f->urgent_bytes += x->want_bytes;
+	}
 	__atomic_store_n(&f->stats.active, (uint64_t)f->n_busy,
 			 __ATOMIC_RELAXED);
 }
@@ -201,6 +203,15 @@ uint64_t hyd_fetch__backoff_ms(hyd_fetch *f, unsigned attempts)
 	return delay_ms / 2 + rng_next(f) % (delay_ms / 2 + 1);
 }
 
+void hyd_fetch__note_transient(hyd_fetch *f)
+{
+	uint64_t ok = __atomic_load_n(&f->stats.last_ok_ns, __ATOMIC_RELAXED);
+
+	/* The first failure since the last chunk that got through. */
+	if (!f->down_since || ok > f->down_since)
+		f->down_since = base_now_ns();
+}
+
 /* A transient failure: try again after a jittered, capped exponential
  * backoff, unless that would pass the flight's deadline. */
 static void xfer_retry(struct hyd_xfer *x)
@@ -212,6 +223,7 @@ static void xfer_retry(struct hyd_xfer *x)
 	deadline = hyd_flights_deadline(&f->flights, x->fl);
 	delay_ms = hyd_fetch__backoff_ms(f, x->attempts);
 	x->attempts++;
+	hyd_fetch__note_transient(f);
 	if (f->shutting_down) {
 		xfer_end(x, -ECANCELED);
 		return;
@@ -564,9 +576,11 @@ static struct hyd_xfer *xfer_new(hyd_fetch *f, struct hyd_flight *fl)
 		return NULL;
 	x->fl = fl;
 	/* The class is fixed at start: a flight bumped to demand while
-	 * queued starts as demand. */
+	 * queued starts as demand. Readahead is a read too: backfill holds
+	 * for it, so a stream gets the link (hyd_fetch__gate). */
 	x->bg = fl->prio == HYD_PRIO_BACKFILL;
-	x->urgent = fl->prio == HYD_PRIO_DEMAND;
+	x->urgent = !x->bg;
+	x->want_bytes = fl->raw_len;
 	chunk_id_to_hex(&fl->id, hex);
 	ulen = strlen(f->base_url) + sizeof("/chunk/") + CHUNK_ID_HEX_LEN;
 	x->url = malloc(ulen);
@@ -600,15 +614,19 @@ static void start_single(hyd_fetch *f, struct hyd_flight *fl)
 	xfer_start(x);
 }
 
-/* Start queued flights, most urgent first, while connections are free.
- * Backfill-class work never takes more than bg_max transfers, so the last
- * ones are always there for a read that blocks. */
+/* Start queued flights, most urgent first, while their lane has room.
+ * Reads (demand and readahead) have read_max transfers of their own and
+ * backfill bg_max: backfill can never hold what a read needs. Backfill
+ * also starts nothing while a read waits for a transfer, so it only ever
+ * takes what reads leave. Several queued chunks of one read class go in
+ * one POST BASE/chunks (as backfill's do): a stream's window is a few
+ * requests, not one per chunk. */
 void hyd_fetch__pump(hyd_fetch *f)
 {
 	struct hyd_flight *fl;
 	int top, nobatch;
 
-	while (!f->shutting_down && f->n_busy < f->connections) {
+	while (!f->shutting_down) {
 		top = hyd_flights_top(&f->flights, &nobatch);
 		if (top < 0)
 			break;
@@ -622,7 +640,22 @@ void hyd_fetch__pump(hyd_fetch *f)
 					continue;
 			} else if (!nobatch && !f->batch_off &&
 				   f->batch_max > 1) {
-				if (!hyd_fetch__batch_launch(f))
+				if (!hyd_fetch__batch_launch(f,
+							     HYD_PRIO_BACKFILL))
+					break;
+				continue;
+			}
+		} else {
+			if (f->n_busy - f->n_bg >= f->read_max)
+				break;
+			/* A lone chunk goes as a GET (cacheable, and
+			 * nothing to gather); --cacheable never POSTs. */
+			if (!nobatch && !f->batch_off && !f->cacheable &&
+			    f->batch_max > 1 &&
+			    hyd_flights_queued_prio(&f->flights,
+						    (enum hyd_prio)top) > 1) {
+				if (!hyd_fetch__batch_launch(
+					f, (enum hyd_prio)top))
 					break;
 				continue;
 			}
@@ -653,6 +686,8 @@ static void check_multi_info(hyd_fetch *f)
 		curl_multi_remove_handle(f->multi, easy);
 		if (x) {
 			hyd_fetch__xfer_set(x, XFER_IDLE);
+			if (res == CURLE_OK)
+				hyd_fetch__link_sample(f, easy);
 			xfer_done(x, res);
 		}
 	}
@@ -929,14 +964,22 @@ int hyd_fetch_new(const struct hyd_fetch_config *cfg, hyd_fetch **ret)
 	f->store = cfg->store;
 	f->max_raw = cfg->max_raw;
 	f->connections = cfg->connections;
+	f->read_max = cfg->read_connections ? cfg->read_connections
+					    : HYD_READ_CONNS_DEFAULT;
+	if (f->read_max < cfg->connections)
+		f->read_max = cfg->connections;
+	f->read_batch_bytes = cfg->read_batch_bytes
+				  ? cfg->read_batch_bytes
+				  : HYD_READ_BATCH_BYTES_DEFAULT;
 	f->connect_timeout_ms =
 	    cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
 	f->rng = base_now_ns() | 1;
 	/* The last transfer is never backfill's (unless there is only one:
 	 * then backfill may use it, and demand still goes first in pump). */
-	f->bg_max = f->connections > 1 ? f->connections - 1 : 1;
+	f->bg_max = f->connections;
 	if (cfg->bg_connections && cfg->bg_connections < f->bg_max)
 		f->bg_max = cfg->bg_connections;
+	f->connections = f->bg_max + f->read_max;
 	f->batch_max = cfg->batch_max ? cfg->batch_max : HYD_BATCH_MAX_DEFAULT;
 	f->cacheable = cfg->cacheable;
 	if (f->batch_max > HYD_BATCH_MAX_IDS)
@@ -1134,6 +1177,17 @@ int hyd_fetch_submit_after(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 		return -EINVAL;
 	return hyd_flights_join_after(&f->flights, id, raw_len, prio,
 				      deadline_ns, watched, stamp, ret);
+}
+
+void hyd_fetch_note_read(hyd_fetch *f)
+{
+	uint64_t now = base_now_ns();
+
+	/* One relaxed store a millisecond at most: reads come by the
+	 * thousand a second. */
+	if (now >
+	    __atomic_load_n(&f->read_at_ns, __ATOMIC_RELAXED) + 1000000ull)
+		__atomic_store_n(&f->read_at_ns, now, __ATOMIC_RELAXED);
 }
 
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns)

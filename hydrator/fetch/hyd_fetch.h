@@ -73,7 +73,11 @@ struct hyd_flight {
 	enum hyd_flight_state state;
 	int result;	      /* 0 or -errno, final once DONE */
 	unsigned refs;	      /* waiters + the fetch itself */
-	uint64_t deadline_ns; /* CLOCK_MONOTONIC; the latest of all joiners */
+	uint64_t deadline_ns; /* CLOCK_MONOTONIC; the latest of all joiners,
+			       * moved on by the time it waited in a queue:
+			       * a timeout counts from when it is sent */
+	uint64_t queued_at;   /* base_now_ns it (last) entered a queue */
+	uint64_t queued_ns;   /* time it spent queued before that */
 	uint8_t *raw;	      /* verified bytes (owned) once VERIFIED */
 	pthread_cond_t cond;  /* broadcast on VERIFIED and DONE */
 	int in_table;
@@ -98,6 +102,7 @@ struct hyd_flights {
 	size_t nbuckets; /* power of two */
 	size_t count;	 /* flights in the table */
 	struct hyd_flight *qhead[HYD_PRIO_N], *qtail[HYD_PRIO_N];
+	size_t nqueued[HYD_PRIO_N];
 	size_t queued;
 	int open; /* joins are refused while 0 */
 	/* Called with the lock held whenever a flight is queued, so the loop's
@@ -154,9 +159,12 @@ void hyd_flights_verified(struct hyd_flights *t, struct hyd_flight *fl,
 void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,
 			int result);
 
-/* Wait until fl is VERIFIED or DONE, or until deadline_ns (monotonic).
- * Returns 0 (fl->raw holds fl->raw_len verified bytes), the flight's
- * -errno, or -ETIMEDOUT. */
+/* Wait until fl is VERIFIED or DONE, or until deadline_ns (monotonic)
+ * moved on by the time fl waited in a queue for a transfer: a timeout
+ * counts from when the request is sent, not from when it was asked for
+ * (while the link is up; hyd_flights_expire ends what waits behind a
+ * link that is down). Returns 0 (fl->raw holds fl->raw_len verified
+ * bytes), the flight's -errno, or -ETIMEDOUT. */
 int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
 		     uint64_t deadline_ns);
 
@@ -278,6 +286,15 @@ int hyd_pack_obj_make(const char *base_url, uint64_t gen, cat_reader *cat,
 		      const struct cat_pack *p, uint64_t part,
 		      struct hyd_pack_obj **ret);
 
+/* Loop side, while the link is down: end with -ETIMEDOUT every queued
+ * demand or readahead flight whose deadline, counting its time in the
+ * queue, has passed (queue time only stops counting while requests can be
+ * sent). Returns how many. */
+size_t hyd_flights_expire(struct hyd_flights *t, uint64_t now_ns);
+
+/* Queued flights of prio (a snapshot). */
+size_t hyd_flights_queued_prio(struct hyd_flights *t, enum hyd_prio prio);
+
 /* Number of QUEUED flights. */
 size_t hyd_flights_queued(struct hyd_flights *t);
 
@@ -297,16 +314,28 @@ struct hyd_fetch_config {
 				  * hold; default and cap connections - 1
 				  * (at least 1): the last one is always
 				  * left for demand reads */
-	unsigned batch_max;	 /* flights per POST BASE/chunks, default 64,
-				  * 1 turns batching off */
-	uint64_t batch_bytes;	 /* raw bytes per batch, default 8 MiB */
-	int cacheable;		 /* --cacheable: backfill flights submitted in
-				  * packs go as GET BASE/pack/..., the rest as
-				  * single GETs; no POST */
-	uint64_t bwlimit;	 /* wire bytes/s for everything, 0 = none */
+	/* Transfers demand reads and readahead may hold, beside
+	 * backfill's (0: HYD_READ_CONNS_DEFAULT, at least connections):
+	 * backfill can never take them, so a read never waits for a
+	 * backfill batch to end. */
+	unsigned read_connections;
+	/* Raw bytes per demand or readahead batch (0: default 2 MiB):
+	 * small enough that a read is not stuck behind other reads'
+	 * chunks, big enough that a stream's window is a few requests. */
+	uint64_t read_batch_bytes;
+	unsigned batch_max;   /* flights per POST BASE/chunks, default 64,
+			       * 1 turns batching off */
+	uint64_t batch_bytes; /* raw bytes per batch, default 8 MiB */
+	int cacheable;	      /* --cacheable: backfill flights submitted in
+			       * packs go as GET BASE/pack/..., the rest as
+			       * single GETs; no POST */
+	uint64_t bwlimit;     /* wire bytes/s for everything, 0 = none */
 	const struct hyd_creds *creds; /* CAs, client cert, token; borrowed
 					* until hyd_fetch_free; NULL: none */
 };
+
+#define HYD_READ_CONNS_DEFAULT 16u
+#define HYD_READ_BATCH_BYTES_DEFAULT (2u << 20)
 
 /* Counters; read with hyd_fetch_stats (relaxed atomics: a snapshot). */
 struct hyd_fetch_stats {
@@ -384,6 +413,11 @@ int hyd_fetch_submit(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 		     enum hyd_prio prio, uint64_t deadline_ns,
 		     struct hyd_flight **ret);
 
+/* A reader read (a FUSE read, served or not): for the next second, the
+ * metadata requests around it are a job's, and backfill does not hold
+ * for them (hyd_fetch_hold_background). Any thread; cheap. */
+void hyd_fetch_note_read(hyd_fetch *f);
+
 /* Wait for a submitted flight; see hyd_flights_wait. Blocks: never call
  * from the loop thread. */
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
@@ -404,6 +438,12 @@ int hyd_fetch_submit_pack(hyd_fetch *f, struct hyd_pack_obj *obj,
 /* 1 when backfill should ask in packs: --cacheable, and the server has
  * not shown it has none. Any thread. */
 int hyd_fetch_packs(const hyd_fetch *f);
+/* The link as this fetcher's requests see it: *ret_rate the most body
+ * bytes a second it received lately (0 before it received any), *ret_rtt
+ * the least time from a request sent to its first byte lately (ns; 0 when
+ * not known yet). For sizing a stream's window to the bandwidth-delay
+ * product. Any thread; a snapshot. */
+void hyd_fetch_link(const hyd_fetch *f, uint64_t *ret_rate, uint64_t *ret_rtt);
 /* The base URL the fetcher was made with ("http://host:port/v1/NAME"). */
 const char *hyd_fetch_base_url(const hyd_fetch *f);
 

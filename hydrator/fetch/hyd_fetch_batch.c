@@ -350,6 +350,7 @@ static void batch_retry(struct hyd_xfer *x)
 
 	delay_ms = hyd_fetch__backoff_ms(f, x->attempts);
 	x->attempts++;
+	hyd_fetch__note_transient(f);
 	if (f->shutting_down) {
 		hyd_fetch__batch_end(x, -ECANCELED);
 		return;
@@ -479,16 +480,18 @@ static struct curl_slist *batch_headers(void)
 	return h2;
 }
 
-int hyd_fetch__batch_launch(hyd_fetch *f)
+int hyd_fetch__batch_launch(hyd_fetch *f, enum hyd_prio prio)
 {
+	int bg = prio == HYD_PRIO_BACKFILL;
 	struct hyd_flight *fls[HYD_BATCH_MAX_IDS];
 	struct hyd_batch_xfer *bx = NULL;
 	struct curl_slist *hdrs = NULL;
 	struct hyd_xfer *x = NULL;
 	size_t n, i;
 
-	n = hyd_flights_next_batch(&f->flights, HYD_PRIO_BACKFILL, f->batch_max,
-				   f->batch_bytes, fls);
+	n = hyd_flights_next_batch(&f->flights, prio, f->batch_max,
+				   bg ? f->batch_bytes : f->read_batch_bytes,
+				   fls);
 	if (!n)
 		return 0;
 	x = hyd_fetch__xfer_alloc(f);
@@ -505,7 +508,10 @@ int hyd_fetch__batch_launch(hyd_fetch *f)
 		goto nomem;
 	memcpy(bx->fls, fls, n * sizeof(*fls));
 	bx->n = n;
-	x->bg = 1;
+	x->bg = bg;
+	x->urgent = !bg;
+	for (i = 0; i < n; i++)
+		x->want_bytes += fls[i]->raw_len;
 	/* curl borrows the header list: it is freed with the transfer,
 	 * after curl_easy_cleanup (hyd_fetch__batch_free). */
 	curl_easy_setopt(x->easy, CURLOPT_URL, x->url);

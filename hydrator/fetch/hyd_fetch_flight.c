@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "catalog/base/base.h"
 #include "hydrator/fetch/hyd_fetch.h"
 
 #define HYD_FLIGHT_BUCKETS 1024u
@@ -65,10 +66,17 @@ void hyd_flights_open(struct hyd_flights *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 static void queue_push(struct hyd_flights *t, struct hyd_flight *fl)
 {
 	enum hyd_prio p = fl->prio;
 
+	fl->queued_at = base_now_ns();
+	t->nqueued[p]++;
 	fl->qnext = NULL;
 	fl->qprev = t->qtail[p];
 	if (t->qtail[p])
@@ -79,10 +87,17 @@ static void queue_push(struct hyd_flights *t, struct hyd_flight *fl)
 	t->queued++;
 }
 
+/* Out of its queue: the time it waited there does not count against its
+ * deadline (a timeout runs from when the request is sent). */
 static void queue_unlink(struct hyd_flights *t, struct hyd_flight *fl)
 {
 	enum hyd_prio p = fl->prio;
+	uint64_t now = base_now_ns(), stint;
 
+	stint = now > fl->queued_at ? now - fl->queued_at : 0;
+	fl->queued_ns += stint;
+	fl->deadline_ns = sat_add(fl->deadline_ns, stint);
+	t->nqueued[p]--;
 	if (fl->qprev)
 		fl->qprev->qnext = fl->qnext;
 	else
@@ -349,19 +364,44 @@ void hyd_flights_finish(struct hyd_flights *t, struct hyd_flight *fl,
 		flight_free(fl);
 }
 
+/* A queued flight is looked at again this often: it may have been sent
+ * (its queue time then stops growing) without a broadcast. */
+#define HYD_QUEUED_RECHECK_NS 1000000000ull
+
+/* The time fl spent in queues so far (lock held). */
+static uint64_t queued_so_far(const struct hyd_flight *fl, uint64_t now)
+{
+	uint64_t q = fl->queued_ns;
+
+	if (fl->state == HYD_FLIGHT_QUEUED && now > fl->queued_at)
+		q += now - fl->queued_at;
+	return q;
+}
+
 int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
 		     uint64_t deadline_ns)
 {
+	uint64_t now, q0, eff, until;
 	int r;
 
 	pthread_mutex_lock(&t->lock);
+	/* Only the queue time from now on moves this waiter's deadline:
+	 * what the flight waited before (a backfill flight this read
+	 * joined) was not this read's. */
+	q0 = queued_so_far(fl, base_now_ns());
 	while (fl->state != HYD_FLIGHT_VERIFIED &&
 	       fl->state != HYD_FLIGHT_DONE) {
-		r = base_cond_wait_until(&fl->cond, &t->lock, deadline_ns);
-		if (r == ETIMEDOUT) {
+		now = base_now_ns();
+		eff = sat_add(deadline_ns, queued_so_far(fl, now) - q0);
+		if (now >= eff) {
 			r = -ETIMEDOUT;
 			goto out;
 		}
+		until = eff;
+		if (fl->state == HYD_FLIGHT_QUEUED &&
+		    until - now > HYD_QUEUED_RECHECK_NS)
+			until = now + HYD_QUEUED_RECHECK_NS;
+		base_cond_wait_until(&fl->cond, &t->lock, until);
 	}
 	r = fl->result;
 	if (r == 0 && !fl->raw)
@@ -619,6 +659,42 @@ size_t hyd_flights_next_pack(struct hyd_flights *t, enum hyd_prio prio,
 		ret[n++] = fl;
 	}
 out:
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+size_t hyd_flights_expire(struct hyd_flights *t, uint64_t now_ns)
+{
+	struct hyd_flight *fl, *next;
+	size_t n = 0;
+	int p, do_free;
+
+	pthread_mutex_lock(&t->lock);
+	for (p = HYD_PRIO_DEMAND; p <= HYD_PRIO_READAHEAD; p++) {
+		for (fl = t->qhead[p]; fl; fl = next) {
+			next = fl->qnext;
+			/* deadline_ns less the queue time it was credited:
+			 * the deadline as joined, counting the queue */
+			if (fl->deadline_ns >= HYD_DEADLINE_NONE ||
+			    fl->deadline_ns - fl->queued_ns > now_ns)
+				continue;
+			flight_end_locked(t, fl, -ETIMEDOUT);
+			release_locked(t, fl, &do_free); /* the fetch's */
+			if (do_free)
+				flight_free(fl);
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+size_t hyd_flights_queued_prio(struct hyd_flights *t, enum hyd_prio prio)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->lock);
+	n = prio < HYD_PRIO_N ? t->nqueued[prio] : 0;
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }

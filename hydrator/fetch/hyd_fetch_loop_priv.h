@@ -74,6 +74,7 @@ struct hyd_xfer {
 	enum xfer_where where;
 	int bg;		     /* backfill class: counts against bg_max */
 	int urgent;	     /* demand/readahead: backfill yields to it */
+	uint64_t want_bytes; /* raw bytes it asks for (urgent_bytes) */
 	unsigned paused;     /* HYD_PAUSE_* while curl holds it paused */
 	uint64_t last_rx_ns; /* last byte in (or start, or unpause) */
 	unsigned requests;   /* HTTP requests made for this transfer */
@@ -104,8 +105,10 @@ struct hyd_fetch {
 	char *batch_url;
 	hyd_store *store;
 	uint32_t max_raw;
-	unsigned connections;
+	unsigned connections; /* bg_max + read_max: curl's per-host cap */
 	unsigned bg_max;
+	unsigned read_max; /* demand and readahead transfers */
+	uint64_t read_batch_bytes;
 	unsigned batch_max;
 	uint64_t batch_bytes;
 	uint64_t bwlimit;
@@ -115,6 +118,7 @@ struct hyd_fetch {
 	struct hyd_flights flights;
 	struct hyd_fetch_stats stats; /* relaxed atomics; not last_error */
 	uint64_t browse_until_ns; /* atomic; see hyd_fetch_hold_background */
+	uint64_t read_at_ns;	  /* atomic; see hyd_fetch_note_read */
 	pthread_mutex_t err_lock; /* guards stats.last_error */
 
 	pthread_mutex_t coder_lock; /* frame coders for the pool threads */
@@ -140,12 +144,15 @@ struct hyd_fetch {
 	CURLM *multi;
 	struct hyd_poll *polls;
 	struct hyd_xfer *xfers;
-	unsigned n_busy;   /* transfers in XFER_CURL or XFER_RETRY */
-	unsigned n_bg;	   /* of those, backfill class */
-	unsigned n_urgent; /* urgent transfers in XFER_CURL */
-	int batch_off;	   /* the server cannot do batches: GETs only */
-	int cacheable;	   /* backfill by packs (GET), never a POST */
-	int pack_off;	   /* the server has no packs: single GETs */
+	unsigned n_busy;       /* transfers in XFER_CURL or XFER_RETRY */
+	unsigned n_bg;	       /* of those, backfill class */
+	unsigned n_urgent;     /* urgent transfers in XFER_CURL */
+	uint64_t urgent_bytes; /* their want_bytes: what reads have on the
+				* wire (backfill holds past a share of the
+				* link's bandwidth-delay product) */
+	int batch_off;	       /* the server cannot do batches: GETs only */
+	int cacheable;	       /* backfill by packs (GET), never a POST */
+	int pack_off;	       /* the server has no packs: single GETs */
 	struct hyd_bucket bucket;
 	int pace_armed;
 	struct hyd_fwork *fq_head,
@@ -154,6 +161,21 @@ struct hyd_fetch {
 	unsigned fw_running; /* frame works in the pool */
 	unsigned fw_max;     /* most frame works in the pool at once */
 	uint64_t rng;	     /* xorshift state for backoff jitter */
+	/* base_now_ns since when no request gets through (a flight ended
+	 * with -ETIMEDOUT after transient failures, and nothing verified
+	 * since); 0 while the link is up. Queue time counts against a
+	 * read's deadline only then (hyd_flights_expire). */
+	uint64_t down_since;
+	/* The link as the requests see it (hyd_fetch_link): round trip = the
+	 * least time from a request sent to its first byte, over this and
+	 * the last LINK_EPOCH; rate = the most body bytes a second over the
+	 * last LINK_RATE_TICKS ticks. Written here, read anywhere. */
+	uint64_t rtt_cur, rtt_prev, rtt_epoch_ns; /* loop only */
+	uint64_t rtt_ns;			  /* __atomic */
+	uint64_t rate_ring[8];			  /* loop only */
+	unsigned rate_pos;			  /* loop only */
+	uint64_t rate_last_bytes, rate_last_ns;	  /* loop only */
+	uint64_t rate_bps;			  /* __atomic, bytes/s */
 	int shutting_down;
 	int cleaning; /* inside curl_multi_cleanup */
 	int closed;
@@ -178,6 +200,14 @@ void hyd_fetch__xfer_free(struct hyd_xfer *x);
  * with jitter, in ms. */
 uint64_t hyd_fetch__backoff_ms(hyd_fetch *f, unsigned attempts);
 void hyd_fetch__arm_retry_timer(hyd_fetch *f);
+/* A transfer got its whole answer: its time to first byte is a round
+ * trip sample. Loop thread. */
+void hyd_fetch__link_sample(hyd_fetch *f, CURL *easy);
+/* Once a tick: the body bytes since the last one are a rate sample. */
+void hyd_fetch__link_tick(hyd_fetch *f, uint64_t now);
+/* A transient failure (no connection, reset, 5xx): the link may be down
+ * (f->down_since). Loop thread. */
+void hyd_fetch__note_transient(hyd_fetch *f);
 /* Remember a failure for status (one line). Any thread. */
 void hyd_fetch__note_error(hyd_fetch *f, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -193,10 +223,11 @@ int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
 			  char *why, size_t whycap);
 
 /* -- hyd_fetch_batch.c -- */
-/* Start one batch of up to batch_max queued backfill flights. Returns 1
- * when a transfer was started (or flights were dealt with), 0 when none
- * was queued. */
-int hyd_fetch__batch_launch(hyd_fetch *f);
+/* Start one batch of up to batch_max queued flights of prio (backfill:
+ * batch_bytes of them, counted against bg_max; demand or readahead:
+ * read_batch_bytes, urgent). Returns 1 when a transfer was started (or
+ * flights were dealt with), 0 when none was queued. */
+int hyd_fetch__batch_launch(hyd_fetch *f, enum hyd_prio prio);
 void hyd_fetch__batch_start(struct hyd_xfer *x);
 void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res);
 /* End the batch: every undelivered flight finishes with rc. */

@@ -34,6 +34,8 @@
 #define PACE_RETRY_MS 20u /* look again this soon while held */
 #define TICK_MS 1000u
 #define FW_BACKLOG 64u /* batch frames waiting for verification */
+/* Failing this long with no chunk through, the link counts as down. */
+#define DOWN_AFTER_NS 2000000000ull
 #define STALL_NS ((uint64_t)HYD_LOW_SPEED_TIME_S * 1000000000ull)
 #define RCVBUF_MIN (32u * 1024u)
 #define RCVBUF_MAX (4u * 1024u * 1024u)
@@ -70,15 +72,44 @@ void hyd_fetch__pace_init(hyd_fetch *f)
 	uv_timer_start(&f->tick_timer, on_tick, TICK_MS, TICK_MS);
 }
 
+/* Backfill holds while reads have more than this on the wire: half the
+ * link's bandwidth-delay product (as measured), at least HOLD_MIN_BYTES,
+ * HOLD_UNKNOWN_BYTES until it is measured. Reads that are bound by round
+ * trips (a few chunks each, many readers) leave the link mostly idle, and
+ * backfill filling it is what makes their next reads hits; a stream whose
+ * window fills the link gets it to itself. */
+#define HOLD_MIN_BYTES (1ull << 20)
+#define HOLD_UNKNOWN_BYTES (4ull << 20)
+/* Browsing holds backfill only while no job reads: a read in the last
+ * second says the lookups are a job's, which needs the backfill. */
+#define READ_RECENT_NS 1000000000ull
+
+static uint64_t hold_bytes(const hyd_fetch *f)
+{
+	uint64_t rate = __atomic_load_n(&f->rate_bps, __ATOMIC_RELAXED);
+	uint64_t rtt = __atomic_load_n(&f->rtt_ns, __ATOMIC_RELAXED), b;
+
+	if (!rate || !rtt)
+		return HOLD_UNKNOWN_BYTES;
+	b = rate > UINT64_MAX / rtt ? UINT64_MAX : rate * rtt / 2000000000ull;
+	return b > HOLD_MIN_BYTES ? b : HOLD_MIN_BYTES;
+}
+
 /* The reasons that still hold x back. */
 static unsigned pause_reasons(hyd_fetch *f, const struct hyd_xfer *x)
 {
+	uint64_t now;
 	unsigned why = 0;
 
-	if (x->bg &&
-	    (f->n_urgent || base_now_ns() < __atomic_load_n(&f->browse_until_ns,
-							    __ATOMIC_RELAXED)))
-		why |= HYD_PAUSE_HOLD;
+	if (x->bg) {
+		now = base_now_ns();
+		if (f->urgent_bytes > hold_bytes(f) ||
+		    (now < __atomic_load_n(&f->browse_until_ns,
+					   __ATOMIC_RELAXED) &&
+		     now > __atomic_load_n(&f->read_at_ns, __ATOMIC_RELAXED) +
+			       READ_RECENT_NS))
+			why |= HYD_PAUSE_HOLD;
+	}
 	if (x->bx && f->fq_len + f->fw_running >= FW_BACKLOG)
 		why |= HYD_PAUSE_WORK;
 	if (f->bwlimit && !hyd_bucket_ready(&f->bucket))
@@ -201,6 +232,14 @@ static void on_tick(uv_timer_t *t)
 
 	if (f->shutting_down)
 		return;
+	hyd_fetch__link_tick(f, now);
+	/* While nothing gets through, time in the queue counts: reads
+	 * waiting there for a link that is down get their EIO on time. */
+	if (f->down_since &&
+	    __atomic_load_n(&f->stats.last_ok_ns, __ATOMIC_RELAXED) <
+		f->down_since &&
+	    now - f->down_since >= DOWN_AFTER_NS)
+		STAT_ADD(f, failures, hyd_flights_expire(&f->flights, now));
 	for (x = f->xfers; x; x = next) {
 		next = x->next;
 		if (!x->bx || x->where != XFER_CURL || x->paused ||
@@ -233,4 +272,60 @@ int hyd_fetch__sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
 	v = (int)want;
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
 	return CURL_SOCKOPT_OK;
+}
+
+/* A round trip sample is the least of two epochs, so one slow answer
+ * (a server reading a cold disk) never counts, and a changed path is
+ * learnt within two epochs. */
+#define LINK_EPOCH_NS 10000000000ull
+#define LINK_RATE_TICKS 8u
+
+void hyd_fetch__link_sample(hyd_fetch *f, CURL *easy)
+{
+	curl_off_t pre = 0, first = 0;
+	uint64_t ns, now = base_now_ns(), best;
+
+	if (curl_easy_getinfo(easy, CURLINFO_PRETRANSFER_TIME_T, &pre) !=
+		CURLE_OK ||
+	    curl_easy_getinfo(easy, CURLINFO_STARTTRANSFER_TIME_T, &first) !=
+		CURLE_OK ||
+	    first <= pre)
+		return;
+	ns = (uint64_t)(first - pre) * 1000ull;
+	if (now - f->rtt_epoch_ns >= LINK_EPOCH_NS) {
+		f->rtt_prev = f->rtt_cur;
+		f->rtt_cur = 0;
+		f->rtt_epoch_ns = now;
+	}
+	if (!f->rtt_cur || ns < f->rtt_cur)
+		f->rtt_cur = ns;
+	best = f->rtt_cur;
+	if (f->rtt_prev && f->rtt_prev < best)
+		best = f->rtt_prev;
+	__atomic_store_n(&f->rtt_ns, best, __ATOMIC_RELAXED);
+}
+
+void hyd_fetch__link_tick(hyd_fetch *f, uint64_t now)
+{
+	uint64_t bytes =
+	    __atomic_load_n(&f->stats.wire_bytes, __ATOMIC_RELAXED);
+	uint64_t dt = now - f->rate_last_ns, best = 0;
+	unsigned i;
+
+	if (f->rate_last_ns && dt > 0) {
+		f->rate_ring[f->rate_pos++ % LINK_RATE_TICKS] =
+		    (bytes - f->rate_last_bytes) * 1000000000ull / dt;
+		for (i = 0; i < LINK_RATE_TICKS; i++)
+			if (f->rate_ring[i] > best)
+				best = f->rate_ring[i];
+		__atomic_store_n(&f->rate_bps, best, __ATOMIC_RELAXED);
+	}
+	f->rate_last_bytes = bytes;
+	f->rate_last_ns = now;
+}
+
+void hyd_fetch_link(const hyd_fetch *f, uint64_t *ret_rate, uint64_t *ret_rtt)
+{
+	*ret_rate = __atomic_load_n(&f->rate_bps, __ATOMIC_RELAXED);
+	*ret_rtt = __atomic_load_n(&f->rtt_ns, __ATOMIC_RELAXED);
 }

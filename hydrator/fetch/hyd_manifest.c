@@ -34,6 +34,7 @@
 #include "hydrator/fetch/hyd_curl_priv.h"
 #include "hydrator/fetch/hyd_fetch.h"
 #include "hydrator/fetch/hyd_manifest.h"
+#include "hydrator/fetch/hyd_manifest_bulk_priv.h"
 #include "hydrator/fetch/hyd_trust_priv.h"
 
 #define POOL_MAX 8u /* idle handles kept (each with its connection) */
@@ -99,6 +100,7 @@ struct hyd_manifest {
 	unsigned npool;
 	struct hyd_manifest_stats st;
 	struct hyd_mount_counts *counts; /* borrowed; may be NULL */
+	struct hyd_mbulk *bulk;		 /* the prefetch (__atomic) */
 };
 
 static int cancelled(hyd_manifest *m, const int *stop)
@@ -733,6 +735,8 @@ void hyd_manifest_free(hyd_manifest *m)
 {
 	if (!m)
 		return;
+	/* Its requests run through m: stopped first. */
+	hyd_mbulk_stop(m->bulk);
 	while (m->npool)
 		handle_free(m->pool[--m->npool]);
 	pthread_mutex_destroy(&m->mu);
@@ -756,4 +760,37 @@ void hyd_manifest_stats(hyd_manifest *m, struct hyd_manifest_stats *ret)
 	ret->files = __atomic_load_n(&m->st.files, __ATOMIC_RELAXED);
 	ret->bytes = __atomic_load_n(&m->st.bytes, __ATOMIC_RELAXED);
 	ret->failures = __atomic_load_n(&m->st.failures, __ATOMIC_RELAXED);
+}
+
+int hyd_manifest_prefetch(hyd_manifest *m, cat_reader *r, unsigned threads)
+{
+	struct hyd_mbulk *b = NULL;
+	int e;
+
+	if (__atomic_load_n(&m->bulk, __ATOMIC_ACQUIRE))
+		return 0;
+	e = hyd_mbulk_start(m, r, threads, &b);
+	if (e < 0)
+		return e;
+	__atomic_store_n(&m->bulk, b, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void hyd_manifest_want(hyd_manifest *m, uint64_t ino)
+{
+	if (m)
+		hyd_mbulk_want(__atomic_load_n(&m->bulk, __ATOMIC_ACQUIRE),
+			       ino);
+}
+
+void hyd_manifest_prefetch_progress(hyd_manifest *m, uint64_t *ret_segments,
+				    uint64_t *ret_files, int *ret_running)
+{
+	struct hyd_mbulk *b =
+	    m ? __atomic_load_n(&m->bulk, __ATOMIC_ACQUIRE) : NULL;
+
+	*ret_segments = *ret_files = 0;
+	*ret_running = 0;
+	if (b)
+		hyd_mbulk_progress(b, ret_segments, ret_files, ret_running);
 }

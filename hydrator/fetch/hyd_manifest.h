@@ -120,4 +120,29 @@ int hyd_manifest_segment(hyd_manifest *m, cat_reader *r, uint64_t seg,
 			 uint64_t deadline_ns, const int *stop,
 			 size_t *ret_files);
 
+/* Requests the bulk prefetch keeps in flight unless told otherwise. */
+#define HYD_MANIFEST_PREFETCH_THREADS 8u
+
+/*
+ * From now on, fetch every manifest r's overlay lacks in the background,
+ * a segment (1,024 inos) per request, threads requests at a time (0: the
+ * default), in ino order but those hyd_manifest_want named first; it
+ * ends when none is missing, at hyd_manifest_cancel or at
+ * hyd_manifest_free (which stops it first). Reads need not wait for it:
+ * a file whose manifest is not local yet is still fetched alone. r is
+ * borrowed until hyd_manifest_free. A second call is a no-op. Returns 0,
+ * -ENOMEM, -errno of pthread_create.
+ */
+int hyd_manifest_prefetch(hyd_manifest *m, cat_reader *r, unsigned threads);
+
+/* ino's segment goes next in the prefetch (a directory is being listed,
+ * a file looked up or opened). Cheap; any thread; a no-op without a
+ * prefetch or once it ended. */
+void hyd_manifest_want(hyd_manifest *m, uint64_t ino);
+
+/* The prefetch's progress: segments and files it made local, and whether
+ * it still runs (all 0 without one). */
+void hyd_manifest_prefetch_progress(hyd_manifest *m, uint64_t *ret_segments,
+				    uint64_t *ret_files, int *ret_running);
+
 #endif

@@ -398,6 +398,13 @@ static void follow_once(struct hyd_follow *f)
 		  cur->generation, g->generation, l.names, l.dirs, l.inodes,
 		  l.ngone, dropped, (double)(t0 - t_in) / 1e6,
 		  (double)(base_now_ns() - t0) / 1e6);
+	/* The new generation's pending manifests in bulk, as at mount
+	 * (not without backfill: nothing in the background then). */
+	if (f->cfg.bf && f->cfg.prefetch && g->manifest &&
+	    hyd_manifest_prefetch(g->manifest, g->cat, 0) < 0)
+		base_warn("no manifest prefetch for generation %" PRIu64
+			  ": manifests come file by file",
+			  g->generation);
 	if (f->cfg.bf && bf_cat) {
 		r = hyd_backfill_switch(f->cfg.bf, bf_cat, g->manifest,
 					&old_bf);

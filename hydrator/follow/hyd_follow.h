@@ -43,6 +43,7 @@ struct hyd_follow_config {
 	struct hyd_fs *fs;	 /* borrowed: the mount's generations */
 	struct fuse_session *se; /* borrowed: for the kernel's caches */
 	hyd_backfill *bf;	 /* borrowed; may be NULL */
+	int prefetch; /* a new generation's manifests in bulk (with bf) */
 	/* Backfill's own reader of the current catalog: the follower owns
 	 * it from now on (closed when replaced, or at free). May be NULL. */
 	cat_reader *bf_cat;

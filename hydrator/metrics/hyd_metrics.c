@@ -81,6 +81,21 @@ static void render_fetch(const struct hyd_metrics_src *src, struct base_prom *p)
 	    "Chunk fetches waiting for a transfer.", fs.queued);
 	one(p, "ferry_hydrator_fetch_active", "gauge",
 	    "Chunk transfers running or backing off.", fs.active);
+	if (src->fetch) {
+		uint64_t rate, rtt;
+
+		hyd_fetch_link(src->fetch, &rate, &rtt);
+		base_prom_family(p, "ferry_hydrator_link_rtt_seconds", "gauge",
+				 "The least time from a request sent to its "
+				 "first byte lately (0: not measured yet).");
+		base_prom_double(p, "ferry_hydrator_link_rtt_seconds", NULL, 0,
+				 (double)rtt / 1e9);
+		one(p, "ferry_hydrator_link_rate_bytes", "gauge",
+		    "The most body bytes a second received lately (what a "
+		    "stream's readahead window is sized by, with the round "
+		    "trip).",
+		    rate);
+	}
 	err[0] = fs.failures;
 	err[1] = fs.mismatches;
 	err[2] = fs.retries;

@@ -169,6 +169,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else {
 		fill_entry(fs, &in, &e);
 		fuse_reply_entry(req, &e);
+		/* A file looked up is about to be opened: its chunk list
+		 * goes next in the manifest prefetch. */
+		if (in.kind == CAT_REG && g->manifest)
+			hyd_manifest_want(g->manifest, in.ino);
 	}
 	hyd_gen_unref(g);
 }
@@ -200,6 +204,7 @@ struct readdir_ctx {
 	size_t size, used;
 	int plus;
 	uint64_t dir;
+	hyd_manifest *manifest; /* the listing generation's, or NULL */
 	char name[CAT_NAME_MAX + 1];
 };
 
@@ -245,6 +250,9 @@ static int readdir_cb(void *ctx, const void *name, size_t name_len,
 	if (c->plus && in->kind == CAT_REG && in->size > 0 &&
 	    in->size <= HYD_PUSH_FILE_MAX)
 		hyd_push_note(&c->fs->push, in->ino, c->dir, pos);
+	/* A directory being listed: its files' chunk lists next. */
+	if (c->manifest && in->kind == CAT_REG)
+		hyd_manifest_want(c->manifest, in->ino);
 	return 0;
 }
 
@@ -274,6 +282,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		r = -ENOTDIR;
 		goto out;
 	}
+	c.manifest = g->manifest;
 	if (off < 1 && readdir_add(&c, ".", &self, 1))
 		goto reply;
 	if (off < 2) {

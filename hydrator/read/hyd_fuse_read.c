@@ -215,6 +215,9 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	/* A job reads: its lookups are not someone browsing. */
+	if (fs->rd.fetch)
+		hyd_fetch_note_read(fs->rd.fetch);
 	if (of) {
 		hyd_read_open_ref(of);
 	} else {

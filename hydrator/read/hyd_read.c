@@ -18,8 +18,10 @@
  * the open file's stream is answered, the chunks just past it that are
  * stored are decoded into the cache, so the next requests only copy and
  * the decoding for one request overlaps the kernel's handling of another
- * on the other core; the ones not stored are asked for at readahead
- * priority. A miss looks in the store once: the flight stamp taken before
+ * on the other core; the ones of the whole window (hyd_stream.c: it grows
+ * with the stream up to the link's bandwidth-delay product) that are not
+ * stored are asked for at readahead priority, which the fetcher sends in
+ * batches. A miss looks in the store once: the flight stamp taken before
  * the look tells the submit whether to look again.
  *
  * A pending file of a format 2 catalog has its manifest in the overlay
@@ -41,8 +43,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/statvfs.h>
+
 #include "catalog/base/base.h"
 #include "hydrator/read/hyd_read.h"
+#include "hydrator/read/hyd_stream_priv.h"
 
 #define HYD_READ_BATCH 256u
 /* Waiters give the fetcher this long past the deadline to report its own
@@ -415,6 +420,9 @@ static int manifest_rows(const struct hyd_read_ctx *rc,
 	*ret_why = "bad chunk manifest";
 	r = rows_once(rc, of, ino, cur, end, cs, cap, ret_n);
 	if (r == -EAGAIN && man) {
+		/* Its neighbours' come next in the prefetch; this one's
+		 * alone now, as the first byte needs it. */
+		hyd_manifest_want(man, ino);
 		r = hyd_manifest_file(man, cat, ino, deadline, NULL);
 		if (r < 0) {
 			*ret_why =
@@ -559,6 +567,7 @@ int hyd_read_open_new(struct hyd_gen *gen, uint64_t ino, uint64_t size,
 	of->gen = gen;
 	if (gen)
 		hyd_gen_ref(gen);
+	hyd_stream_init(&of->st);
 	pthread_mutex_init(&of->mu, NULL);
 	*ret = of;
 	return 0;
@@ -579,47 +588,26 @@ void hyd_read_open_unref(struct hyd_read_open *of)
 	free(of);
 }
 
-/* Claim the read-ahead range for a read of [off, end): [*ret_a, *ret_b)
- * when the read continues the open file's stream, else 0. This is the one
- * stream detector of the hydrator. Kernel requests of one sequential
- * reader run in parallel and finish out of order, so a read counts as
- * sequential when it starts anywhere from the ahead distance behind the
- * stream's furthest end up to that end; anything else is a jump and starts
- * a new stream there. */
-static int ahead_plan(struct hyd_read_open *of, uint64_t off, uint64_t end,
-		      uint64_t *ret_a, uint64_t *ret_b)
+/* The window's cap now: twice what the link holds in flight, as the
+ * fetcher measures it, within a quarter of the cache's free space. */
+static uint64_t ahead_cap(const struct hyd_read_ctx *rc)
 {
-	uint64_t a, b;
+	uint64_t rate = 0, rtt = 0, room = UINT64_MAX;
+	struct statvfs sv;
 
-	pthread_mutex_lock(&of->mu);
-	if (off > of->hi || off + HYD_READ_AHEAD_BYTES < of->hi) {
-		/* A jump: a new stream starts here, read ahead from its
-		 * next read on. */
-		of->hi = end;
-		of->ahead_end = end;
-		pthread_mutex_unlock(&of->mu);
-		return 0;
-	}
-	if (end > of->hi)
-		of->hi = end;
-	a = of->ahead_end > of->hi ? of->ahead_end : of->hi;
-	b = of->hi + HYD_READ_AHEAD_BYTES;
-	if (b > of->size)
-		b = of->size;
-	if (a < b)
-		of->ahead_end = b;
-	pthread_mutex_unlock(&of->mu);
-	*ret_a = a;
-	*ret_b = b;
-	return a < b;
+	if (rc->fetch)
+		hyd_fetch_link(rc->fetch, &rate, &rtt);
+	if (rc->store && statvfs(hyd_store_dir(rc->store), &sv) == 0)
+		room = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return hyd_stream_cap(rate, rtt, room);
 }
 
-/* One chunk ahead of a stream: decoded into the cache when stored, else
- * asked for at readahead priority. The store is asked once either way (the
- * cache's load is that look; with no cache slot free, hyd_store_has is).
- * 0 to go on, -errno to end the run. */
+/* One chunk just ahead of a stream: decoded into the cache when stored,
+ * else asked for at readahead priority. The store is asked once either
+ * way (the cache's load is that look; with no cache slot free,
+ * hyd_store_has is). 0 to go on, -errno to end the run. */
 static int ahead_one(const struct hyd_read_ctx *rc, const struct cat_chunk *c,
-		     uint64_t *deadline)
+		     int decode, uint64_t *deadline)
 {
 	struct hyd_flight *fl;
 	uint32_t stamp;
@@ -630,9 +618,10 @@ static int ahead_one(const struct hyd_read_ctx *rc, const struct cat_chunk *c,
 	if (chunk_id_is_hole(&c->id))
 		return 0; /* nothing to get ahead of */
 	stamp = rc->fetch ? hyd_fetch_stamp(rc->fetch, &c->id) : 0;
-	r = rc->cache ? hyd_read_cache_prefetch(rc->cache, &c->id, c->len,
-						load_from_store, (void *)rc)
-		      : -EBUSY;
+	r = decode && rc->cache
+		? hyd_read_cache_prefetch(rc->cache, &c->id, c->len,
+					  load_from_store, (void *)rc)
+		: -EBUSY;
 	if (r == -EBUSY && rc->store) {
 		r = hyd_store_has(rc->store, &c->id);
 		r = r == 1 ? 0 : r == 0 ? -ENOENT : r;
@@ -655,32 +644,69 @@ static int ahead_one(const struct hyd_read_ctx *rc, const struct cat_chunk *c,
 	return 0;
 }
 
-void hyd_read_ahead(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
-		    uint64_t off, size_t len)
+/* Every chunk overlapping [a, b) ahead of the stream (decode: into the
+ * cache too). The rows come from the catalog directly, not the open
+ * file's window, which the reader's own reads keep where they are; a
+ * manifest not local yet is the next read's to fetch. */
+static void ahead_range(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
+			uint64_t a, uint64_t b, int decode, uint64_t *deadline)
 {
+	cat_reader *cat = of->gen ? of->gen->cat : rc->cat;
 	struct cat_chunk cs[HYD_AHEAD_ROWS];
-	uint64_t a = 0, b = 0, deadline = 0;
-	const char *why;
 	size_t n = 0, i;
 
-	if (!len || off >= of->size)
-		return;
-	if (!ahead_plan(of, off, off + len, &a, &b))
-		return;
 	while (a < b) {
-		/* The read before this one made the manifest local; should it
-		 * not be, the fetch gets the read's own timeout. */
-		if (!deadline)
-			deadline = base_now_ns() + rc->timeout_ns;
-		if (manifest_rows(rc, of, of->ino, a, b, cs, HYD_AHEAD_ROWS, &n,
-				  deadline, &why) < 0 ||
-		    !n)
+		if (decode) {
+			const char *why;
+
+			/* The read before this one made the manifest local;
+			 * should it not be, the fetch gets the read's own
+			 * timeout. */
+			if (!*deadline)
+				*deadline = base_now_ns() + rc->timeout_ns;
+			if (manifest_rows(rc, of, of->ino, a, b, cs,
+					  HYD_AHEAD_ROWS, &n, *deadline,
+					  &why) < 0)
+				return;
+		} else if (cat_chunks_range(cat, of->ino, a, b - a, cs,
+					    HYD_AHEAD_ROWS, &n) < 0) {
+			return;
+		}
+		if (!n)
 			return;
 		/* The first row may start before a: decoded already, or
 		 * wanted by a read in progress; both are skipped cheaply. */
 		for (i = 0; i < n; i++)
-			if (ahead_one(rc, &cs[i], &deadline) < 0)
+			if (ahead_one(rc, &cs[i], decode, deadline) < 0)
 				return;
 		a = cs[n - 1].off + cs[n - 1].len;
+	}
+}
+
+void hyd_read_ahead(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
+		    uint64_t off, size_t len)
+{
+	struct hyd_stream_ahead h;
+	uint64_t deadline = 0, cap;
+	int go;
+
+	if (!len || off >= of->size)
+		return;
+	cap = ahead_cap(rc);
+	/* This is the one stream detector of the hydrator (hyd_stream.c). */
+	pthread_mutex_lock(&of->mu);
+	go = hyd_stream_note(&of->st, off, off + len, of->size, cap, &h);
+	pthread_mutex_unlock(&of->mu);
+	if (!go)
+		return;
+	/* What the next reads copy first, then the rest of the window: the
+	 * chunks the store lacks go on the wire, in batches. */
+	if (h.da < h.db)
+		ahead_range(rc, of, h.da, h.db, 1, &deadline);
+	if (h.a < h.b) {
+		if (h.da < h.db && h.a < h.db)
+			h.a = h.db; /* done just above */
+		if (h.a < h.b)
+			ahead_range(rc, of, h.a, h.b, 0, &deadline);
 	}
 }

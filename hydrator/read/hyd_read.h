@@ -149,14 +149,22 @@ struct hyd_read_ctx {
 	struct hyd_read_counts *counts; /* borrowed; NULL: not counted */
 };
 
-/* Chunks decoded ahead of a sequential reader, past the end of its read. */
-#define HYD_READ_AHEAD_BYTES (1u << 20)
+/* One sequential reader's readahead (hyd_stream.c, hyd_stream_priv.h):
+ * the window it keeps asked for ahead of it grows with the stream, up to
+ * the link's bandwidth-delay product. */
+struct hyd_stream {
+	uint64_t hi;	     /* the furthest end of a read in the stream */
+	uint64_t ahead_end;  /* chunks up to here were asked for */
+	uint64_t decode_end; /* and up to here decoded into memory */
+	uint64_t window;     /* bytes to keep asked for past hi */
+	uint64_t grown_at;   /* hi when the window last doubled */
+};
 /* Manifest rows an open file keeps (about 8 MiB of file at 64 KiB). */
 #define HYD_READ_WINDOW 128u
 
 /* What the read path keeps per open file: a window of its chunk manifest,
  * so a read does not query the catalog again for rows it already has, and
- * the stream position for decode-ahead. Guarded by its own mutex; reads of
+ * its stream for readahead. Guarded by its own mutex; reads of
  * one open file may run on several FUSE threads at once. */
 struct hyd_read_open {
 	uint64_t ino, size;
@@ -168,8 +176,7 @@ struct hyd_read_open {
 	pthread_mutex_t mu;
 	struct cat_chunk *win; /* NULL until the first read */
 	size_t win_n;	       /* rows in win: contiguous, in offset order */
-	uint64_t hi;	       /* the furthest end of a read in the stream */
-	uint64_t ahead_end;    /* decode-ahead is claimed up to here */
+	struct hyd_stream st;  /* the readahead of its sequential reader */
 };
 
 /* A new open-file state for regular file ino of size bytes in generation
@@ -223,13 +230,15 @@ void hyd_read_iov_release(const struct hyd_read_ctx *rc,
 
 /* Readahead, owned here alone. After a read of [off, off+len) of of was
  * answered: when it continues the open file's sequential stream (one
- * detector; kernel requests that finish out of order still count), each
- * chunk of the next HYD_READ_AHEAD_BYTES not claimed yet is decoded and
- * verified into the cache when stored, so the reads that follow only copy,
- * or else asked for from the fetcher at HYD_PRIO_READAHEAD (deadline
- * rc->timeout_ns), so it is on the wire before the reader gets there. The
- * store is asked once per chunk. Costs the caller the decode time: call it
- * after replying. */
+ * detector, hyd_stream.c; kernel requests that finish out of order and
+ * the page faults of a mapping still count), the stored chunks of the
+ * next HYD_STREAM_DECODE bytes not claimed yet are decoded and verified
+ * into the cache, so the reads that follow only copy, and every chunk of
+ * the stream's window (growing with the stream up to twice the link's
+ * bandwidth-delay product, hyd_fetch_link) that the store lacks is asked
+ * for at HYD_PRIO_READAHEAD (deadline rc->timeout_ns from its send), so
+ * it is on the wire before the reader gets there. The store is asked once
+ * per chunk. Costs the caller the decode time: call it after replying. */
 void hyd_read_ahead(const struct hyd_read_ctx *rc, struct hyd_read_open *of,
 		    uint64_t off, size_t len);
 

@@ -14,8 +14,9 @@
  * (or a NUL) becomes the four characters \xNN, as in a log line, so the
  * output is always valid JSON. Counters are JSON integers, which jansson keeps
  * in an int64: a count above INT64_MAX, which no cache reaches, is written as
- * INT64_MAX. rate_now, rate_avg and elapsed_s are reals rounded to 3
- * decimals; jansson writes numbers without the locale's decimal point.
+ * INT64_MAX. rate_now, rate_avg, elapsed_s, link_rtt_ms and link_rate are reals
+ * rounded to 3 decimals; jansson writes numbers without the locale's decimal
+ * point.
  *
  * `ferry status --json` prints the same line with the source's hashing
  * added (hyd_status_json_source): the replicator's state word goes through
@@ -97,6 +98,8 @@ static const struct status_field status_fields[] = {
     SF(rate_avg, F_REAL),
     SF(eta_s, F_I64),
     SF(elapsed_s, F_REAL),
+    SF(link_rtt_ms, F_REAL),
+    SF(link_rate, F_REAL),
 };
 #define STATUS_FIELDS (sizeof(status_fields) / sizeof(status_fields[0]))
 

@@ -153,7 +153,11 @@ static hyd_fetch *fetcher(const char *base, hyd_store *store)
 	c.base_url = base;
 	c.store = store;
 	c.max_raw = MAX_RAW;
-	c.connections = 4;
+	/* python's http.server listens with a backlog of 5: more
+	 * connections at once than that get resets (and retries), which
+	 * the counts below would see. Two for backfill, two for reads. */
+	c.connections = 2;
+	c.read_connections = 2;
 	c.connect_timeout_ms = 1000;
 	assert_int_equal(hyd_fetch_new(&c, &f), 0);
 	assert_int_equal(hyd_fetch_start(f), 0);
@@ -290,14 +294,15 @@ static void test_flights_wake_and_rejoin(void **state)
 	hyd_flights_open(&t);
 	assert_int_equal(hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, far, &a),
 			 1);
-	/* Nothing lands: a wait with a short deadline times out. */
+	/* Sent (popped), nothing lands: a wait with a short deadline times
+	 * out. */
+	assert_ptr_equal(hyd_flights_next(&t), a);
 	assert_int_equal(hyd_flights_wait(&t, a, base_now_ns() + SEC / 50),
 			 -ETIMEDOUT);
 	w.t = &t;
 	w.fl = a;
 	w.r = 1;
 	assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
-	assert_ptr_equal(hyd_flights_next(&t), a);
 	usleep(20000);
 	hyd_flights_verified(&t, a, raw);
 	pthread_join(th, NULL);
@@ -320,6 +325,117 @@ static void test_flights_wake_and_rejoin(void **state)
 	assert_ptr_equal(hyd_flights_next(&t), a2);
 	hyd_flights_finish(&t, a2, -ECANCELED);
 	hyd_flights_release(&t, a2);
+	hyd_flights_close(&t, -ECANCELED);
+	hyd_flights_fini(&t);
+}
+
+struct late_verify {
+	struct hyd_flights *t;
+	struct hyd_flight *fl;
+	unsigned queued_ms, sent_ms; /* time in the queue, then on the wire */
+};
+
+/* The loop's part, late: the flight waits in the queue (all transfers
+ * busy), then is sent, then lands. */
+static void *late_verify_thread(void *p)
+{
+	struct late_verify *lv = p;
+	uint8_t *raw = malloc(4);
+
+	usleep(lv->queued_ms * 1000u);
+	assert_ptr_equal(hyd_flights_next(lv->t), lv->fl);
+	usleep(lv->sent_ms * 1000u);
+	memcpy(raw, "wxyz", 4);
+	hyd_flights_verified(lv->t, lv->fl, raw);
+	hyd_flights_finish(lv->t, lv->fl, 0);
+	return NULL;
+}
+
+/* A timeout counts from when the request is sent: a read whose flight
+ * waited in the queue longer than its whole timeout still gets its bytes
+ * when they come within the timeout of the send; and the flight's own
+ * deadline (which the fetcher retries by) moves on by the queue time. */
+static void test_flights_timeout_from_send(void **state)
+{
+	struct hyd_flights t;
+	struct hyd_flight *a, *b;
+	struct late_verify lv;
+	pthread_t th;
+	chunk_id ia = mk_id(0x61), ib = mk_id(0x62);
+	uint64_t t0 = base_now_ns(), timeout = 300 * 1000000ull;
+
+	(void)state;
+	assert_int_equal(hyd_flights_init(&t, NULL, NULL), 0);
+	hyd_flights_open(&t);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ia, 4, HYD_PRIO_DEMAND, t0 + timeout, &a), 1);
+	lv = (struct late_verify){
+	    .t = &t, .fl = a, .queued_ms = 900, .sent_ms = 100};
+	assert_int_equal(pthread_create(&th, NULL, late_verify_thread, &lv), 0);
+	/* Three timeouts in the queue, then a tenth of a second on the
+	 * wire: no -ETIMEDOUT. */
+	assert_int_equal(hyd_flights_wait(&t, a, t0 + timeout), 0);
+	assert_memory_equal(a->raw, "wxyz", 4);
+	assert_true(base_now_ns() - t0 >= 900 * 1000000ull);
+	pthread_join(th, NULL);
+	/* Its deadline moved on by the time it was queued. */
+	assert_true(a->deadline_ns >= t0 + timeout + 800 * 1000000ull);
+	hyd_flights_release(&t, a);
+	/* Sent at once and then nothing: the timeout runs. */
+	t0 = base_now_ns();
+	assert_int_equal(
+	    hyd_flights_join(&t, &ib, 4, HYD_PRIO_DEMAND, t0 + timeout, &b), 1);
+	assert_ptr_equal(hyd_flights_next(&t), b);
+	assert_int_equal(hyd_flights_wait(&t, b, t0 + timeout), -ETIMEDOUT);
+	assert_true(base_now_ns() - t0 < 3 * timeout);
+	hyd_flights_finish(&t, b, -ECANCELED);
+	hyd_flights_release(&t, b);
+	hyd_flights_close(&t, -ECANCELED);
+	hyd_flights_fini(&t);
+}
+
+/* While the link is down, queue time counts again: hyd_flights_expire
+ * ends the queued reads whose deadline passed, and only those (not
+ * backfill's, not a read with time left, not one on the wire). */
+static void test_flights_expire(void **state)
+{
+	struct hyd_flights t;
+	struct hyd_flight *old, *young, *bg, *sent;
+	chunk_id i1 = mk_id(0x71), i2 = mk_id(0x72), i3 = mk_id(0x73),
+		 i4 = mk_id(0x74);
+	uint64_t now = base_now_ns();
+
+	(void)state;
+	assert_int_equal(hyd_flights_init(&t, NULL, NULL), 0);
+	hyd_flights_open(&t);
+	assert_int_equal(hyd_flights_join(&t, &i4, 4, HYD_PRIO_DEMAND,
+					  now + SEC / 10, &sent),
+			 1);
+	assert_ptr_equal(hyd_flights_next(&t), sent);
+	assert_int_equal(hyd_flights_join(&t, &i1, 4, HYD_PRIO_READAHEAD,
+					  now + SEC / 10, &old),
+			 1);
+	assert_int_equal(hyd_flights_join(&t, &i2, 4, HYD_PRIO_DEMAND,
+					  now + 60 * SEC, &young),
+			 1);
+	assert_int_equal(hyd_flights_join(&t, &i3, 4, HYD_PRIO_BACKFILL,
+					  HYD_DEADLINE_NONE, &bg),
+			 1);
+	usleep(200000);
+	assert_int_equal(hyd_flights_expire(&t, base_now_ns()), 1);
+	assert_int_equal(hyd_flights_wait(&t, old, now), -ETIMEDOUT);
+	assert_int_equal(old->state, HYD_FLIGHT_DONE);
+	assert_int_equal(young->state, HYD_FLIGHT_QUEUED);
+	assert_int_equal(bg->state, HYD_FLIGHT_QUEUED);
+	assert_int_equal(sent->state, HYD_FLIGHT_ACTIVE);
+	assert_int_equal(hyd_flights_queued(&t), 2);
+	assert_int_equal(hyd_flights_queued_prio(&t, HYD_PRIO_DEMAND), 1);
+	assert_int_equal(hyd_flights_queued_prio(&t, HYD_PRIO_BACKFILL), 1);
+	hyd_flights_finish(&t, sent, -ECANCELED);
+	hyd_flights_release(&t, old);
+	hyd_flights_release(&t, young);
+	hyd_flights_release(&t, bg);
+	hyd_flights_release(&t, sent);
 	hyd_flights_close(&t, -ECANCELED);
 	hyd_flights_fini(&t);
 }
@@ -556,6 +672,140 @@ static void test_fetch_outage_bounded(void **state)
 	assert_int_equal(st.failures, N);
 	assert_true(st.retries >= 2);
 	hyd_fetch_free(f);
+}
+
+/* A server for the lane test: files under DIR as http.server serves
+ * them, except that a chunk with a DIR/v1/ns/chunk/HEX.hang beside it is
+ * never answered (the request hangs until the client goes). */
+static const char HANG_SERVER[] =
+    "import http.server, os, sys, time\n"
+    "d = sys.argv[1]\n"
+    "class H(http.server.SimpleHTTPRequestHandler):\n"
+    "    def __init__(s, *a, **k): super().__init__(*a, directory=d, **k)\n"
+    "    def log_message(s, *a): pass\n"
+    "    def do_GET(s):\n"
+    "        if os.path.exists(d + s.path + '.hang'):\n"
+    "            time.sleep(60)\n"
+    "            return\n"
+    "        return super().do_GET()\n"
+    "class S(http.server.ThreadingHTTPServer):\n"
+    "    request_queue_size = 64\n"
+    "    daemon_threads = True\n"
+    "srv = S(('127.0.0.1', 0), H)\n"
+    "print('port', srv.server_address[1], flush=True)\n"
+    "srv.serve_forever()\n";
+
+/* Start HANG_SERVER over srv.dir; its base URL into base. */
+static pid_t hang_server_start(char *base, size_t cap)
+{
+	char buf[128] = "";
+	int pfd[2], port = 0;
+	struct pollfd pp;
+	size_t len = 0;
+	ssize_t n;
+	pid_t pid;
+
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	if (pid == 0) {
+		dup2(pfd[1], STDOUT_FILENO);
+		close(pfd[0]);
+		close(pfd[1]);
+		execlp("python3", "python3", "-u", "-c", HANG_SERVER, srv.dir,
+		       (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	pp.fd = pfd[0];
+	pp.events = POLLIN;
+	/* The line may come in pieces; python may be slow to start on a
+	 * loaded machine. */
+	while (len < sizeof(buf) - 1 && !strchr(buf, '\n') &&
+	       poll(&pp, 1, 30000) > 0) {
+		n = read(pfd[0], buf + len, sizeof(buf) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		buf[len] = '\0';
+	}
+	close(pfd[0]);
+	if (!strncmp(buf, "port ", 5))
+		port = (int)strtol(buf + 5, NULL, 10);
+	assert_true(port > 0);
+	snprintf(base, cap, "http://127.0.0.1:%d/v1/ns", port);
+	return pid;
+}
+
+/* Reads keep their share of transfers while backfill is saturated: with
+ * every backfill transfer stuck on a server that does not answer (and
+ * more backfill queued behind them), demand reads still go out at once,
+ * on transfers of their own, and complete. */
+static void test_fetch_reads_keep_share(void **state)
+{
+	enum { NB = 12, ND = 6 };
+	struct hyd_fetch_config c;
+	struct hyd_fetch_stats st;
+	struct hyd_flight *bg[NB];
+	uint8_t *raw[ND];
+	chunk_id bid[NB], did[ND];
+	char base[128], hex[CHUNK_ID_HEX_LEN + 1], path[300];
+	uint64_t t0;
+	hyd_fetch *f = NULL;
+	pid_t pid;
+	int i;
+
+	(void)state;
+	for (i = 0; i < NB; i++) {
+		uint8_t *b = tsup_random_bytes(3000, 900 + (uint64_t)i);
+
+		put_chunk(b, 3000, NULL, &bid[i]);
+		chunk_id_to_hex(&bid[i], hex);
+		snprintf(path, sizeof(path), "%s/v1/ns/chunk/%s.hang", srv.dir,
+			 hex);
+		tsup_write_file(path, "", 0);
+		free(b);
+	}
+	for (i = 0; i < ND; i++) {
+		raw[i] = tsup_random_bytes(4000, 950 + (uint64_t)i);
+		put_chunk(raw[i], 4000, NULL, &did[i]);
+	}
+	pid = hang_server_start(base, sizeof(base));
+	memset(&c, 0, sizeof(c));
+	c.base_url = base;
+	c.max_raw = MAX_RAW;
+	c.connections = 3; /* backfill's: all of them will hang */
+	c.read_connections = 2;
+	c.batch_max = 1; /* GETs, as this server has no POST */
+	c.connect_timeout_ms = 1000;
+	assert_int_equal(hyd_fetch_new(&c, &f), 0);
+	assert_int_equal(hyd_fetch_start(f), 0);
+	for (i = 0; i < NB; i++)
+		assert_int_equal(hyd_fetch_submit(f, &bid[i], 3000,
+						  HYD_PRIO_BACKFILL,
+						  HYD_DEADLINE_NONE, &bg[i]),
+				 1);
+	/* Backfill holds every transfer of its own before the reads come. */
+	for (i = 0; i < 100; i++) {
+		hyd_fetch_stats(f, &st);
+		if (st.active >= 3)
+			break;
+		usleep(20000);
+	}
+	assert_int_equal(st.active, 3);
+	t0 = base_now_ns();
+	for (i = 0; i < ND; i++)
+		assert_int_equal(fetch_one(f, &did[i], raw[i], 4000, 5 * SEC),
+				 0);
+	/* Well within the timeout: they never waited for backfill. */
+	assert_true(base_now_ns() - t0 < 4 * SEC);
+	hyd_fetch_stats(f, &st);
+	assert_int_equal(st.chunks, ND);
+	for (i = 0; i < NB; i++)
+		hyd_fetch_release(f, bg[i]);
+	hyd_fetch_free(f);
+	for (i = 0; i < ND; i++)
+		free(raw[i]);
+	assert_int_equal(tsup_stop_server(pid, "the hanging server"), 0);
 }
 
 static void test_fetch_stores(void **state)
@@ -898,6 +1148,8 @@ int main(void)
 	const struct CMUnitTest table[] = {
 	    cmocka_unit_test(test_flights_join_and_order),
 	    cmocka_unit_test(test_flights_wake_and_rejoin),
+	    cmocka_unit_test(test_flights_timeout_from_send),
+	    cmocka_unit_test(test_flights_expire),
 	    cmocka_unit_test(test_flights_checked_join),
 	    cmocka_unit_test(test_flights_pack),
 	    cmocka_unit_test(test_hold_background),
@@ -912,6 +1164,7 @@ int main(void)
 	    cmocka_unit_test(test_fetch_server_down),
 	    cmocka_unit_test(test_fetch_outage_bounded),
 	    cmocka_unit_test(test_fetch_stores),
+	    cmocka_unit_test(test_fetch_reads_keep_share),
 	    cmocka_unit_test(test_source_hashing),
 	    cmocka_unit_test(test_fetch_stop_in_flight),
 	    cmocka_unit_test(test_token_file),

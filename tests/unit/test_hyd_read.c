@@ -29,6 +29,7 @@
 
 #include "catalog/catalog.h"
 #include "hydrator/read/hyd_read.h"
+#include "hydrator/read/hyd_stream_priv.h"
 #include "tsupport.h"
 
 #define FILE_INO 2u
@@ -533,10 +534,10 @@ static void test_read_ahead(void **state)
 	i = chunk_at(fx, jump + step) + 2;
 	assert_false(cached(fx, i));
 	/* The next read continues it: the chunks of the next
-	 * HYD_READ_AHEAD_BYTES past it are decoded and verified. */
+	 * HYD_STREAM_DECODE past it are decoded and verified. */
 	check_iov(fx, of, jump + step, step);
 	hyd_read_ahead(&fx->rc, of, jump + step, step);
-	last = chunk_at(fx, jump + 2 * step + HYD_READ_AHEAD_BYTES - 1);
+	last = chunk_at(fx, jump + 2 * step + HYD_STREAM_DECODE - 1);
 	for (i = chunk_at(fx, jump + 2 * step); i <= last; i++)
 		assert_true(cached(fx, i));
 	/* And no further. */

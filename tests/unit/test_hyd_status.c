@@ -365,6 +365,8 @@ static void sample(struct hyd_status *st)
 	st->rate_avg = 0.125;
 	st->eta_s = -1;
 	st->elapsed_s = 86400.001;
+	st->link_rtt_ms = 50.25;
+	st->link_rate = 125000000.0;
 }
 
 static void assert_status_equal(const struct hyd_status *a,
@@ -392,6 +394,8 @@ static void assert_status_equal(const struct hyd_status *a,
 	assert_true(fabs(a->rate_avg - b->rate_avg) < 0.0005);
 	assert_true(a->eta_s == b->eta_s);
 	assert_true(fabs(a->elapsed_s - b->elapsed_s) < 0.0005);
+	assert_true(fabs(a->link_rtt_ms - b->link_rtt_ms) < 0.0005);
+	assert_true(fabs(a->link_rate - b->link_rate) < 0.0005);
 }
 
 /* ferry status --json: the same line plus source_hashing, null when the
@@ -468,7 +472,9 @@ static void test_json_round_trip(void **state)
 				    "9223372036854775707,"));
 	assert_non_null(strstr(buf, "\"compression_savings_bytes\":-10,"));
 	assert_non_null(strstr(buf, "\"rate_now\":1234.5,\"rate_avg\":0.125,"
-				    "\"eta_s\":-1,\"elapsed_s\":86400.001}"));
+				    "\"eta_s\":-1,\"elapsed_s\":86400.001,"
+				    "\"link_rtt_ms\":50.25,\"link_rate\":"
+				    "125000000.0}"));
 	assert_null(strchr(buf, '\n'));
 	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
 	assert_status_equal(&a, &b);
