@@ -18,15 +18,19 @@ B ?= build/$(VARIANT)
 PREFIX ?= /usr/local
 
 # Every library comes through pkg-config, except http-parser, whose Debian
-# package ships no .pc file; it is linked as -lhttp_parser.
-PKGS := libuv liburing libcurl sqlite3 liblz4 libzstd fuse3 libssl libcrypto libxxhash jansson cmocka
+# package ships no .pc file; it is linked as -lhttp_parser. Each program
+# links what it uses (README, "Why each dependency"); the tests link all.
+REPL_PKGS := libuv sqlite3 liblz4 libzstd libssl libcrypto jansson
+HYD_PKGS  := libuv libcurl sqlite3 liblz4 libzstd fuse3 libssl libcrypto libxxhash jansson
+TOOL_PKGS := libuv libcurl sqlite3 liblz4 libzstd libcrypto libxxhash jansson
+PKGS := $(sort $(REPL_PKGS) $(HYD_PKGS) $(TOOL_PKGS) cmocka)
 
 # Debian packages the build, the tests and the demo need
 # (python3-prometheus-client: tests/e2e/310-metrics.sh parses /metrics;
 # awscli, s3cmd, python3-boto3: tests/e2e/320-s3.sh's S3 clients;
 # nginx-light, varnish: tests/e2e/330 and 340 serve a published store
 # and cache through a real nginx and Varnish).
-DEB_PKGS := gcc make pkg-config libuv1-dev liburing-dev libcurl4-openssl-dev \
+DEB_PKGS := gcc make pkg-config libuv1-dev libcurl4-openssl-dev \
 	libsqlite3-dev liblz4-dev libzstd-dev libfuse3-dev fuse3 libssl-dev \
 	libcmocka-dev libhttp-parser-dev libxxhash-dev libjansson-dev attr sqlite3 curl \
 	python3 python3-prometheus-client rsync clang-format openssl \
@@ -63,6 +67,9 @@ endif
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser
+REPL_LIBS = $(shell pkg-config --libs $(REPL_PKGS) 2>/dev/null) -lhttp_parser -lm
+HYD_LIBS = $(shell pkg-config --libs $(HYD_PKGS) 2>/dev/null) -lhttp_parser -lm
+TOOL_LIBS = $(shell pkg-config --libs $(TOOL_PKGS) 2>/dev/null) -lm
 
 CFLAGS ?=
 LDFLAGS ?=
@@ -113,15 +120,15 @@ $(HYD_LIB): $(call obj,$(HYD_SRC))
 
 $(B)/bin/ferry-replicator: $(call obj,replicator/repl_main.c) $(REPL_LIB) $(CAT_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(REPL_LIBS)
 $(B)/bin/ferry-hydrator: $(call obj,hydrator/hyd_main.c) $(HYD_LIB) $(CAT_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(HYD_LIBS)
 
 TOOLS_SRC := $(sort $(wildcard tools/*.c))
 $(B)/bin/ferry: $(call obj,$(TOOLS_SRC)) $(HYD_LIB) $(REPL_LIB) $(CAT_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(TOOL_LIBS)
 
 # Unit tests link every library; each is one cmocka program.
 $(B)/tests/%: $(B)/tests/unit/%.o $(TSUP_OBJ) $(ALL_LIBS)

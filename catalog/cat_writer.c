@@ -5,7 +5,8 @@
  * with every durability knob off: until the final rename nobody can see the
  * file, so a crash just leaves a stale temp file that the next open
  * replaces. Durability comes at commit: COMMIT, close, fsync the file,
- * rename it into place, fsync the directory (STYLE.md "Durable writes").
+ * rename it into place, fsync the directory: a crash leaves the old file
+ * or the new one, never half of either.
  *
  * Every row is checked here with the same rules the reader applies, so a
  * catalog we publish never fails our own reader.

@@ -25,7 +25,6 @@ LIBS = {
     "zstd": re.compile(r"^zstd(_errors)?\.h$|^zdict\.h$"),
     "lz4": re.compile(r"^lz4(hc|frame)?\.h$"),
     "xxhash": re.compile(r"^xxhash\.h$"),
-    "uring": re.compile(r"^liburing(/|\.h$)"),
     "cmocka": re.compile(r"^cmocka\.h$"),
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
