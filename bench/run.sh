@@ -44,6 +44,14 @@
 #                         hydrators behind one nginx proxy_cache at
 #                         CACHE_RATE [200mbit]); their tables go to
 #                         s3.table and cache.table
+#   TTS [1]               also the time-to-serve rows across a WAN
+#                         (bench/tts.sh: a model load, a data-loader
+#                         epoch, an import-like walk and a 2 GiB cat on a
+#                         cold mount against rsync of the subtree then
+#                         the job, at 1 Gbit/s with 20, 50 and 100 ms and
+#                         10 Gbit/s with 50 ms; TTS_MATRIX overrides its
+#                         MATRIX); its table goes to tts.md, appended to
+#                         bench.md
 #   HYD_OPTS [""]         extra ferry-hydrator options (e.g. "--jobs 8")
 #   SYNC_OPTS [""]        extra ferry sync options
 #   BENCH_OUT [build/bench]  where results go (e.g. to keep a baseline)
@@ -450,6 +458,12 @@ if [ "${REGION:-1}" = 1 ]; then
 	RES=$RES bash "$ROOT/bench/cache.sh" "$B" >"$OUT/cache.table" ||
 		log "bench/cache.sh failed"
 fi
+if [ "${TTS:-1}" = 1 ]; then
+	# its own link (namespaces and addresses of its own)
+	OUT=$OUT MATRIX=${TTS_MATRIX:-${MATRIX:-}} NS_SRC=tts-src NS_DST=tts-dst \
+		IF_SRC=tts-s IF_DST=tts-d bash "$ROOT/bench/tts.sh" "$B" ||
+		log "bench/tts.sh failed"
+fi
 {
 	echo "date: $(date -u +%FT%TZ)"
 	uname -sr
@@ -462,6 +476,14 @@ fi
 } >"$OUT/versions.txt"
 python3 "$ROOT/bench/report.py" --out "$OUT" --rate "$RATE" --medium-rate "$MEDIUM_RATE" \
 	"$RES" "$OUT"/peers-rtt*/results.jsonl || exit 1
+if [ "${TTS:-1}" = 1 ] && [ -s "$OUT/tts.md" ]; then
+	{
+		echo
+		echo "### Time to serve across a WAN (bench/tts.sh)"
+		echo
+		cat "$OUT/tts.md"
+	} >>"$OUT/bench.md"
+fi
 
 # The dated record: bench.md under a heading with the time and the commit
 # (and what was reduced, when something was), appended to the results log.
@@ -476,7 +498,7 @@ if [ -n "$LOGF" ] && [ -s "$OUT/bench.md" ]; then
 		echo "## $STARTED UTC — make bench, commit $sha"
 		echo
 		echo "RATE=$RATE RTTS=\"$RTTS\" RUNS=$RUNS RTT_RUNS=$RTT_RUNS PEERS=\"$PEERS\"" \
-			"UPDATE=${UPDATE:-1} MEDIUM=${MEDIUM:-1} REGION=${REGION:-1}; $(nproc) cores, $(uname -r)$dirty."
+			"UPDATE=${UPDATE:-1} MEDIUM=${MEDIUM:-1} REGION=${REGION:-1} TTS=${TTS:-1}; $(nproc) cores, $(uname -r)$dirty."
 		echo
 		cat "$OUT/bench.md"
 	} >>"$LOGF"

@@ -560,9 +560,11 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		bc.enabled = !o->no_backfill;
 		m->prefetch = !o->no_backfill;
 		/* Enough to keep every batch transfer busy with the next
-		 * batch ready behind it. */
-		bc.window = (unsigned)(bg * 64 * 2 < 128 ? 128 : bg * 64 * 2);
-		bc.window_bytes = bg * (16ull << 20);
+		 * batch ready behind it: up to 1,024 chunks each (small
+		 * files: a batch of 64 of them is a round trip for 300 KB),
+		 * and on a long fat link up to 64 MiB each (hyd_fetch). */
+		bc.window = (unsigned)(bg * 1024 * 2);
+		bc.window_bytes = bg * (64ull << 20);
 		bc.log_progress = 1;
 		r = hyd_backfill_new(&bc, &m->bf);
 	}

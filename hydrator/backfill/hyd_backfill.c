@@ -8,8 +8,9 @@
  *            after a crash only what is missing is ever asked for; nothing
  *            missing means COMPLETE;
  *   pass     files in order — the directories of recently opened files
- *            first (also between the steps of a big file), then the rest
- *            smallest first in size classes, each in catalog (inode)
+ *            first (also between the steps of a big file), at a priority
+ *            of their own ahead of the rest, then the rest smallest first
+ *            by size class (powers of two), each class in catalog (inode)
  *            order, which is the scan's depth-first order and so the
  *            order in which a sequential reader (tar, cp -r, rsync)
  *            visits them — and for each,
@@ -282,10 +283,16 @@ static void count_fresh(hyd_backfill *bf, uint32_t len, int stored)
 static int window_full(hyd_backfill *bf, uint32_t len)
 {
 	uint64_t n = bf->probing ? PROBE_WINDOW : bf->cfg.window;
+	uint64_t bytes = bf->cfg.window_bytes;
 
+	/* What follows a job must not wait for the bulk ahead of it to
+	 * land: it may go a window past it (and goes first). */
+	if (bf->in_opened && !bf->probing) {
+		n *= 2;
+		bytes *= 2;
+	}
 	return bf->outstanding >= n ||
-	       (bf->outstanding &&
-		bf->outstanding_bytes + len > bf->cfg.window_bytes);
+	       (bf->outstanding && bf->outstanding_bytes + len > bytes);
 }
 
 /* Ask for one chunk unless stored, once the window has room. fresh: it
@@ -324,9 +331,12 @@ static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c, int fresh)
 	/* The wait for a window can be long; a read may have fetched and
 	 * stored the chunk meanwhile: the checked join looks once more, in
 	 * one step with finding no flight. */
+	/* An opened directory's files go ahead of the rest of the backfill
+	 * (and move up what of them is queued already). */
 	r = hyd_fetch_submit_checked(bf->cfg.fetch, &c->id, c->len,
-				     HYD_PRIO_BACKFILL, HYD_DEADLINE_NONE, 1,
-				     &fl);
+				     bf->in_opened ? HYD_PRIO_NEAR
+						   : HYD_PRIO_BACKFILL,
+				     HYD_DEADLINE_NONE, 1, &fl);
 	if (r == 2) {
 		pthread_mutex_lock(&bf->lock);
 		bf->outstanding--;
@@ -394,7 +404,7 @@ static int file_manifest(hyd_backfill *bf, uint64_t ino)
 				"there is no manifest fetcher");
 		return 1;
 	}
-	if (bf->manifests_waiting ||
+	if (seg >= bf->waiting_seg ||
 	    (bf->seg_failed_set && bf->seg_failed == seg))
 		return 1;
 	hyd_bf__tick(bf);
@@ -412,8 +422,11 @@ static int file_manifest(hyd_backfill *bf, uint64_t ino)
 		return r;
 	if (r == -EAGAIN) {
 		/* Hashed in ino order: the next segments are not ready
-		 * either. Files with local manifests go on. */
+		 * either (earlier ones may be: the pass goes by size, not
+		 * by ino). Files with local manifests go on. */
 		bf->manifests_waiting = 1;
+		if (seg < bf->waiting_seg)
+			bf->waiting_seg = seg;
 		return 1;
 	}
 	bf->seg_failed_set = 1;
@@ -695,44 +708,107 @@ static int sweep_manifests(hyd_backfill *bf)
 	return 0;
 }
 
-/* A pass goes through the files smallest first, in size classes (each in
- * catalog order, the scan's depth-first order): a file read on demand
- * costs a round trip whatever its size, so across a WAN the small ones
- * are where reading ahead saves the most time per byte moved, and a job
- * that walks a tree of small files (imports, a data set's samples) finds
- * them there; a big file read on demand streams at the link's rate once
- * its window has grown. */
-static const uint64_t PASS_CLASSES[] = {16u << 10, 256u << 10, 4u << 20,
-					UINT64_MAX};
+/* A pass goes through the files smallest first, by size class (powers of
+ * two; each class in catalog order, the scan's depth-first order): a file
+ * read on demand costs a round trip whatever its size, so across a WAN the
+ * small ones are where reading ahead saves the most time per byte moved,
+ * and a job that walks a tree of small files (imports, a data set's
+ * samples) finds them there; a big file read on demand streams at the
+ * link's rate once its window has grown. */
+/* 1 when file idx's manifest is still to come from the bulk prefetch
+ * (pending, not local, and the prefetch still runs): the pass goes on with
+ * files it can fetch now and comes back to this one once its segment is
+ * in, instead of waiting for that segment while others are ready. */
+static int manifest_coming(hyd_backfill *bf, size_t idx)
+{
+	uint64_t segs, files;
+	int running;
 
+	if (!bf->cfg.manifest)
+		return 0;
+	/* The cheap look first: once the prefetch ended, nothing is. */
+	hyd_manifest_prefetch_progress(bf->cfg.manifest, &segs, &files,
+				       &running);
+	return running &&
+	       cat_manifest_state(bf->cfg.cat, bf->files.v[idx].ino) ==
+		   CAT_MANIFEST_MISSING;
+}
+
+/* The files set aside for their manifests whose manifest is in now (all
+ * of them, waiting as needed, when all is set): in the order they were
+ * set aside, which is the pass's. */
+static int do_deferred(hyd_backfill *bf, size_t *def, size_t *ndef, int all)
+{
+	size_t i, k = 0;
+	int r;
+
+	for (i = 0; i < *ndef; i++) {
+		if (!all && manifest_coming(bf, def[i])) {
+			def[k++] = def[i];
+			continue;
+		}
+		if (is_done(bf, def[i]))
+			continue;
+		r = do_file(bf, def[i]);
+		if (r < 0) {
+			memmove(def + k, def + i + 1,
+				(*ndef - i - 1) * sizeof(*def));
+			*ndef = k + *ndef - i - 1;
+			return r;
+		}
+	}
+	*ndef = k;
+	return 0;
+}
+
+/* A pass goes through the files smallest first, by size class (powers of
+ * two; each class in catalog order, the scan's depth-first order): a file
+ * read on demand costs a round trip whatever its size, so across a WAN the
+ * small ones are where reading ahead saves the most time per byte moved,
+ * and a job that walks a tree of small files (imports, a data set's
+ * samples) finds them there; a big file read on demand streams at the
+ * link's rate once its window has grown. */
 static int run_pass(hyd_backfill *bf)
 {
-	size_t k, idx, c;
-	int r;
+	size_t k, idx, ndef = 0, *def;
+	int r = 0;
 
 	memset(bf->done, 0, (bf->files.n + 7) / 8);
 	bf->manifests_waiting = 0;
+	bf->waiting_seg = UINT64_MAX;
 	bf->seg_failed_set = 0;
 	bf->changed_pass = 0;
-	for (c = 0; c < sizeof(PASS_CLASSES) / sizeof(*PASS_CLASSES); c++) {
-		k = 0;
-		while (k < bf->files.n) {
-			if (stopped(bf))
-				return -ECANCELED;
-			r = drain_opened(bf);
-			if (r < 0)
-				return r;
-			idx = k++;
-			if (is_done(bf, idx) ||
-			    bf->files.v[idx].size > PASS_CLASSES[c])
-				continue;
-			yield_to_browsing(bf);
-			r = do_file(bf, idx);
-			if (r < 0)
-				return r;
+	def = malloc((bf->files.n ? bf->files.n : 1) * sizeof(*def));
+	if (!def)
+		return -ENOMEM;
+	for (k = 0; k < bf->files.n; k++) {
+		if (stopped(bf)) {
+			r = -ECANCELED;
+			goto out;
 		}
+		r = drain_opened(bf);
+		if (r == 0 && ndef && (k % 64) == 0)
+			r = do_deferred(bf, def, &ndef, 0);
+		if (r < 0)
+			goto out;
+		idx = bf->files.by_size[k];
+		if (is_done(bf, idx))
+			continue;
+		if (manifest_coming(bf, idx)) {
+			def[ndef++] = idx;
+			continue;
+		}
+		yield_to_browsing(bf);
+		r = do_file(bf, idx);
+		if (r < 0)
+			goto out;
 	}
-	return sweep_manifests(bf);
+	r = do_deferred(bf, def, &ndef, 1);
+	if (r == 0)
+		r = sweep_manifests(bf);
+out:
+	free(def);
+	return r;
 }
 
 static void drain(hyd_backfill *bf)

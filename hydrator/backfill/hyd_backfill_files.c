@@ -156,6 +156,31 @@ static int walk_dir(cat_reader *cat, struct walk *w, const int *stop)
 	return 0;
 }
 
+/* The size class of a file: 0 for empty, else ceil(log2(size)). */
+static unsigned size_class(uint64_t size)
+{
+	return size <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(size - 1);
+}
+
+/* by_size: every file, smaller size classes first (powers of two), and
+ * within a class in ino order: a counting sort, one pass to count and one
+ * to place, whatever the number of files. */
+static int size_order(struct hyd_bf_files *t)
+{
+	size_t start[66] = {0}, i;
+
+	t->by_size = malloc((t->n ? t->n : 1) * sizeof(*t->by_size));
+	if (!t->by_size)
+		return -ENOMEM;
+	for (i = 0; i < t->n; i++)
+		start[size_class(t->v[i].size) + 1]++;
+	for (i = 1; i < 66; i++)
+		start[i] += start[i - 1];
+	for (i = 0; i < t->n; i++)
+		t->by_size[start[size_class(t->v[i].size)]++] = (uint32_t)i;
+	return 0;
+}
+
 int hyd_bf__files_build(cat_reader *cat, const int *stop,
 			struct hyd_bf_files *ret)
 {
@@ -198,6 +223,8 @@ int hyd_bf__files_build(cat_reader *cat, const int *stop,
 	ret->n = j;
 	w.files = NULL;
 	r = make_index(ret, &ret->by_parent);
+	if (r == 0)
+		r = size_order(ret);
 out:
 	free(w.files);
 	if (r < 0)
@@ -209,6 +236,7 @@ void hyd_bf__files_free(struct hyd_bf_files *t)
 {
 	free(t->v);
 	free(t->by_parent);
+	free(t->by_size);
 	memset(t, 0, sizeof(*t));
 }
 

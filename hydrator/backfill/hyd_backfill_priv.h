@@ -61,8 +61,11 @@ struct hyd_backfill {
 	 * ascending: their chunks are counted as the pass meets them */
 	uint64_t *fresh;
 	size_t nfresh, capfresh;
-	int manifests_waiting; /* a segment not hashed yet: no more
-				* manifest fetches this pass */
+	uint64_t waiting_seg;  /* the first segment not hashed yet this pass:
+				* its files and later ones wait (UINT64_MAX:
+				* none) */
+	int manifests_waiting; /* a segment not hashed yet: no sweep of
+				* the missing manifests this pass */
 	int seg_failed_set;
 	uint64_t seg_failed; /* its files are skipped this pass */
 	uint64_t changed_pass, changed_last; /* files the source changed */

@@ -42,7 +42,10 @@
 #define HYD_BACKOFF_FIRST_MS 100u
 #define HYD_BACKOFF_MAX_MS 2000u
 #define HYD_MISMATCH_TRIES 2u /* the first fetch and one retry */
-#define HYD_BATCH_MAX_DEFAULT 64u
+/* Chunks per batch: the protocol's bound. Bytes bound a batch of big
+ * chunks; small files' chunks would otherwise make a batch a round trip
+ * for a few hundred KB. */
+#define HYD_BATCH_MAX_DEFAULT 1024u
 #define HYD_BATCH_BYTES_DEFAULT (8ull << 20)
 
 static void xfer_start(struct hyd_xfer *x);
@@ -578,7 +581,7 @@ static struct hyd_xfer *xfer_new(hyd_fetch *f, struct hyd_flight *fl)
 	/* The class is fixed at start: a flight bumped to demand while
 	 * queued starts as demand. Readahead is a read too: backfill holds
 	 * for it, so a stream gets the link (hyd_fetch__gate). */
-	x->bg = fl->prio == HYD_PRIO_BACKFILL;
+	x->bg = fl->prio >= HYD_PRIO_NEAR;
 	x->urgent = !x->bg;
 	x->want_bytes = fl->raw_len;
 	chunk_id_to_hex(&fl->id, hex);
@@ -621,6 +624,32 @@ static void start_single(hyd_fetch *f, struct hyd_flight *fl)
  * takes what reads leave. Several queued chunks of one read class go in
  * one POST BASE/chunks (as backfill's do): a stream's window is a few
  * requests, not one per chunk. */
+static void on_gather(uv_timer_t *t)
+{
+	hyd_fetch__pump(t->loop->data);
+}
+
+/* A backfill batch waits up to GATHER_NS for its flights to gather while
+ * only a few are queued: the scheduler submits them one by one, and a
+ * batch launched at the first would carry a handful of small files where
+ * it could carry a thousand, for the same round trip. */
+#define GATHER_NS 2000000ull
+
+static int gather_more(hyd_fetch *f, enum hyd_prio prio)
+{
+	uint64_t age;
+
+	if (hyd_flights_queued_prio(&f->flights, prio) >= f->batch_max / 8)
+		return 0;
+	age = hyd_flights_head_age(&f->flights, prio, base_now_ns());
+	if (age >= GATHER_NS)
+		return 0;
+	if (!f->closed)
+		uv_timer_start(&f->gather_timer, on_gather,
+			       (GATHER_NS - age + 999999ull) / 1000000ull, 0);
+	return 1;
+}
+
 void hyd_fetch__pump(hyd_fetch *f)
 {
 	struct hyd_flight *fl;
@@ -630,18 +659,20 @@ void hyd_fetch__pump(hyd_fetch *f)
 		top = hyd_flights_top(&f->flights, &nobatch);
 		if (top < 0)
 			break;
-		if (top == HYD_PRIO_BACKFILL) {
+		if (top >= HYD_PRIO_NEAR) {
 			if (f->n_bg >= f->bg_max)
 				break;
 			/* --cacheable: packs, or single GETs; never POST. */
 			if (f->cacheable) {
-				if (!nobatch && !f->pack_off &&
-				    hyd_fetch__pack_launch(f))
+				if (top == HYD_PRIO_BACKFILL && !nobatch &&
+				    !f->pack_off && hyd_fetch__pack_launch(f))
 					continue;
 			} else if (!nobatch && !f->batch_off &&
 				   f->batch_max > 1) {
-				if (!hyd_fetch__batch_launch(f,
-							     HYD_PRIO_BACKFILL))
+				if (gather_more(f, (enum hyd_prio)top))
+					break;
+				if (!hyd_fetch__batch_launch(
+					f, (enum hyd_prio)top))
 					break;
 				continue;
 			}
@@ -848,9 +879,10 @@ static int on_socket(CURL *easy, curl_socket_t s, int action, void *userp,
 static void close_handles(hyd_fetch *f)
 {
 	uv_handle_t *hs[] = {
-	    (uv_handle_t *)&f->async,	   (uv_handle_t *)&f->stored_async,
-	    (uv_handle_t *)&f->curl_timer, (uv_handle_t *)&f->retry_timer,
-	    (uv_handle_t *)&f->pace_timer, (uv_handle_t *)&f->tick_timer,
+	    (uv_handle_t *)&f->async,	     (uv_handle_t *)&f->stored_async,
+	    (uv_handle_t *)&f->curl_timer,   (uv_handle_t *)&f->retry_timer,
+	    (uv_handle_t *)&f->pace_timer,   (uv_handle_t *)&f->tick_timer,
+	    (uv_handle_t *)&f->gather_timer,
 	};
 	size_t i;
 
@@ -896,6 +928,7 @@ static void begin_shutdown(hyd_fetch *f)
 	uv_timer_stop(&f->retry_timer);
 	uv_timer_stop(&f->pace_timer);
 	uv_timer_stop(&f->tick_timer);
+	uv_timer_stop(&f->gather_timer);
 	hyd_fetch__maybe_close(f);
 }
 
@@ -1037,6 +1070,7 @@ int hyd_fetch_start(hyd_fetch *f)
 	uv_async_init(&f->loop, &f->stored_async, on_stored);
 	uv_timer_init(&f->loop, &f->curl_timer);
 	uv_timer_init(&f->loop, &f->retry_timer);
+	uv_timer_init(&f->loop, &f->gather_timer);
 	hyd_fetch__pace_init(f);
 	f->multi = curl_multi_init();
 	if (!f->multi) {

@@ -41,8 +41,11 @@
 enum hyd_prio {
 	HYD_PRIO_DEMAND = 0,	/* a read() is blocked on it */
 	HYD_PRIO_READAHEAD = 1, /* likely to be read soon */
-	HYD_PRIO_BACKFILL = 2,	/* hydrate everything, in the background */
-	HYD_PRIO_N = 3,
+	HYD_PRIO_NEAR = 2,	/* backfill that follows a job: the files
+				 * around what it opened (backfill's lane,
+				 * ahead of the rest) */
+	HYD_PRIO_BACKFILL = 3,	/* hydrate everything, in the background */
+	HYD_PRIO_N = 4,
 };
 
 enum hyd_flight_state {
@@ -292,6 +295,10 @@ int hyd_pack_obj_make(const char *base_url, uint64_t gen, cat_reader *cat,
  * sent). Returns how many. */
 size_t hyd_flights_expire(struct hyd_flights *t, uint64_t now_ns);
 
+/* How long the head of prio's queue has waited there (0: none). */
+uint64_t hyd_flights_head_age(struct hyd_flights *t, enum hyd_prio prio,
+			      uint64_t now_ns);
+
 /* Queued flights of prio (a snapshot). */
 size_t hyd_flights_queued_prio(struct hyd_flights *t, enum hyd_prio prio);
 
@@ -323,7 +330,7 @@ struct hyd_fetch_config {
 	 * small enough that a read is not stuck behind other reads'
 	 * chunks, big enough that a stream's window is a few requests. */
 	uint64_t read_batch_bytes;
-	unsigned batch_max;   /* flights per POST BASE/chunks, default 64,
+	unsigned batch_max;   /* flights per POST BASE/chunks, default 1024,
 			       * 1 turns batching off */
 	uint64_t batch_bytes; /* raw bytes per batch, default 8 MiB */
 	int cacheable;	      /* --cacheable: backfill flights submitted in

@@ -480,9 +480,27 @@ static struct curl_slist *batch_headers(void)
 	return h2;
 }
 
+/* A backfill batch's bytes: at least batch_bytes, and on a long fat link
+ * the bandwidth-delay product (as measured), so each transfer spends most
+ * of its time moving bytes, not waiting a round trip for the first; never
+ * under --bwlimit, whose batch_bytes keeps the server close behind the
+ * bucket. */
+static uint64_t bg_batch_bytes(const hyd_fetch *f)
+{
+	uint64_t rate = __atomic_load_n(&f->rate_bps, __ATOMIC_RELAXED);
+	uint64_t rtt = __atomic_load_n(&f->rtt_ns, __ATOMIC_RELAXED), bdp;
+
+	if (f->bwlimit || !rate || !rtt || rate > UINT64_MAX / rtt)
+		return f->batch_bytes;
+	bdp = rate * rtt / 1000000000ull;
+	if (bdp > HYD_BATCH_BYTES_MAX)
+		bdp = HYD_BATCH_BYTES_MAX;
+	return bdp > f->batch_bytes ? bdp : f->batch_bytes;
+}
+
 int hyd_fetch__batch_launch(hyd_fetch *f, enum hyd_prio prio)
 {
-	int bg = prio == HYD_PRIO_BACKFILL;
+	int bg = prio >= HYD_PRIO_NEAR;
 	struct hyd_flight *fls[HYD_BATCH_MAX_IDS];
 	struct hyd_batch_xfer *bx = NULL;
 	struct curl_slist *hdrs = NULL;
@@ -490,7 +508,7 @@ int hyd_fetch__batch_launch(hyd_fetch *f, enum hyd_prio prio)
 	size_t n, i;
 
 	n = hyd_flights_next_batch(&f->flights, prio, f->batch_max,
-				   bg ? f->batch_bytes : f->read_batch_bytes,
+				   bg ? bg_batch_bytes(f) : f->read_batch_bytes,
 				   fls);
 	if (!n)
 		return 0;
@@ -523,6 +541,8 @@ int hyd_fetch__batch_launch(hyd_fetch *f, enum hyd_prio prio)
 	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS,
 			 f->connect_timeout_ms);
 	bx->hdrs = hdrs;
+	base_debug("batch prio=%d chunks=%zu bytes=%" PRIu64, (int)prio, n,
+		   x->want_bytes);
 	hyd_fetch__batch_start(x);
 	return 1;
 nomem:

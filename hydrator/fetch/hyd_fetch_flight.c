@@ -698,3 +698,16 @@ size_t hyd_flights_queued_prio(struct hyd_flights *t, enum hyd_prio prio)
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
+
+uint64_t hyd_flights_head_age(struct hyd_flights *t, enum hyd_prio prio,
+			      uint64_t now_ns)
+{
+	uint64_t age = 0;
+
+	pthread_mutex_lock(&t->lock);
+	if (prio < HYD_PRIO_N && t->qhead[prio] &&
+	    now_ns > t->qhead[prio]->queued_at)
+		age = now_ns - t->qhead[prio]->queued_at;
+	pthread_mutex_unlock(&t->lock);
+	return age;
+}

@@ -21,6 +21,8 @@
 #include "hydrator/fetch/hyd_fetch.h"
 
 #define HYD_CODER_POOL 16u
+/* The most raw bytes a batch asks for (1,024 chunks of 64 KiB). */
+#define HYD_BATCH_BYTES_MAX (64ull << 20)
 /* A transfer moving less than LOW_SPEED bytes/s for LOW_TIME s is stalled. */
 #define HYD_LOW_SPEED_BYTES 1024L
 #define HYD_LOW_SPEED_TIME_S 10L
@@ -139,8 +141,9 @@ struct hyd_fetch {
 	uv_async_t stored_async;
 	uv_timer_t curl_timer;
 	uv_timer_t retry_timer;
-	uv_timer_t pace_timer; /* bucket refills and unpausing */
-	uv_timer_t tick_timer; /* stall watchdog, once a second */
+	uv_timer_t pace_timer;	 /* bucket refills and unpausing */
+	uv_timer_t tick_timer;	 /* stall watchdog, once a second */
+	uv_timer_t gather_timer; /* a backfill batch waiting to fill */
 	CURLM *multi;
 	struct hyd_poll *polls;
 	struct hyd_xfer *xfers;
@@ -223,10 +226,10 @@ int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
 			  char *why, size_t whycap);
 
 /* -- hyd_fetch_batch.c -- */
-/* Start one batch of up to batch_max queued flights of prio (backfill:
- * batch_bytes of them, counted against bg_max; demand or readahead:
- * read_batch_bytes, urgent). Returns 1 when a transfer was started (or
- * flights were dealt with), 0 when none was queued. */
+/* Start one batch of up to batch_max queued flights of prio (near or
+ * backfill: batch_bytes of them or more, counted against bg_max; demand or
+ * readahead: read_batch_bytes, urgent). Returns 1 when a transfer was started
+ * (or flights were dealt with), 0 when none was queued. */
 int hyd_fetch__batch_launch(hyd_fetch *f, enum hyd_prio prio);
 void hyd_fetch__batch_start(struct hyd_xfer *x);
 void hyd_fetch__batch_done(struct hyd_xfer *x, CURLcode res);

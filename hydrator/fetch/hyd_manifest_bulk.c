@@ -151,7 +151,7 @@ static void *worker(void *p)
 	struct worker_arg *wa = p;
 	struct hyd_mbulk *b = wa->b;
 	unsigned w = wa->w;
-	uint64_t seg;
+	uint64_t seg, t0;
 	size_t files;
 	int r;
 
@@ -160,9 +160,13 @@ static void *worker(void *p)
 	while ((seg = take(b, w)) != UINT64_MAX) {
 		pthread_mutex_unlock(&b->mu);
 		files = 0;
-		r = hyd_manifest_segment(b->m, b->r, seg,
-					 base_now_ns() + SEG_DEADLINE_NS,
+		t0 = base_now_ns();
+		r = hyd_manifest_segment(b->m, b->r, seg, t0 + SEG_DEADLINE_NS,
 					 &b->stop, &files);
+		base_debug("manifest prefetch segment=%" PRIu64 " files=%zu "
+			   "ms=%.1f err=%s",
+			   seg, files, (double)(base_now_ns() - t0) / 1e6,
+			   r < 0 ? base_errname(r) : "0");
 		pthread_mutex_lock(&b->mu);
 		b->running[w] = UINT64_MAX;
 		if (r == 0) {
