@@ -583,6 +583,7 @@ static struct hyd_xfer *xfer_new(hyd_fetch *f, struct hyd_flight *fl)
 	 * for it, so a stream gets the link (hyd_fetch__gate). */
 	x->bg = fl->prio >= HYD_PRIO_NEAR;
 	x->urgent = !x->bg;
+	x->near = fl->prio == HYD_PRIO_NEAR;
 	x->want_bytes = fl->raw_len;
 	chunk_id_to_hex(&fl->id, hex);
 	ulen = strlen(f->base_url) + sizeof("/chunk/") + CHUNK_ID_HEX_LEN;

@@ -498,6 +498,23 @@ static uint64_t bg_batch_bytes(const hyd_fetch *f)
 	return bdp > f->batch_bytes ? bdp : f->batch_bytes;
 }
 
+/* A read batch's bytes: read_batch_bytes, or on a link whose
+ * bandwidth-delay product needs more than the read lane's transfers hold
+ * at that size, an eighth of it (up to 16 MiB), so that one stream's
+ * window fits on the lane. */
+static uint64_t read_batch_bytes(const hyd_fetch *f)
+{
+	uint64_t rate = __atomic_load_n(&f->rate_bps, __ATOMIC_RELAXED);
+	uint64_t rtt = __atomic_load_n(&f->rtt_ns, __ATOMIC_RELAXED), b;
+
+	if (!rate || !rtt || rate > UINT64_MAX / rtt)
+		return f->read_batch_bytes;
+	b = rate * rtt / 1000000000ull / 8;
+	if (b > (16ull << 20))
+		b = 16ull << 20;
+	return b > f->read_batch_bytes ? b : f->read_batch_bytes;
+}
+
 int hyd_fetch__batch_launch(hyd_fetch *f, enum hyd_prio prio)
 {
 	int bg = prio >= HYD_PRIO_NEAR;
@@ -508,7 +525,7 @@ int hyd_fetch__batch_launch(hyd_fetch *f, enum hyd_prio prio)
 	size_t n, i;
 
 	n = hyd_flights_next_batch(&f->flights, prio, f->batch_max,
-				   bg ? bg_batch_bytes(f) : f->read_batch_bytes,
+				   bg ? bg_batch_bytes(f) : read_batch_bytes(f),
 				   fls);
 	if (!n)
 		return 0;
@@ -528,6 +545,7 @@ int hyd_fetch__batch_launch(hyd_fetch *f, enum hyd_prio prio)
 	bx->n = n;
 	x->bg = bg;
 	x->urgent = !bg;
+	x->near = prio == HYD_PRIO_NEAR;
 	for (i = 0; i < n; i++)
 		x->want_bytes += fls[i]->raw_len;
 	/* curl borrows the header list: it is freed with the transfer,

@@ -76,6 +76,7 @@ struct hyd_xfer {
 	enum xfer_where where;
 	int bg;		     /* backfill class: counts against bg_max */
 	int urgent;	     /* demand/readahead: backfill yields to it */
+	int near;	     /* backfill that follows a job: never held */
 	uint64_t want_bytes; /* raw bytes it asks for (urgent_bytes) */
 	unsigned paused;     /* HYD_PAUSE_* while curl holds it paused */
 	uint64_t last_rx_ns; /* last byte in (or start, or unpause) */
@@ -175,7 +176,7 @@ struct hyd_fetch {
 	 * last LINK_RATE_TICKS ticks. Written here, read anywhere. */
 	uint64_t rtt_cur, rtt_prev, rtt_epoch_ns; /* loop only */
 	uint64_t rtt_ns;			  /* __atomic */
-	uint64_t rate_ring[8];			  /* loop only */
+	uint64_t rate_ring[32];			  /* loop only */
 	unsigned rate_pos;			  /* loop only */
 	uint64_t rate_last_bytes, rate_last_ns;	  /* loop only */
 	uint64_t rate_bps;			  /* __atomic, bytes/s */

@@ -32,7 +32,9 @@
 #include "hydrator/hydrator.h"
 
 #define PACE_RETRY_MS 20u /* look again this soon while held */
-#define TICK_MS 1000u
+/* The watchdog's and the link meter's tick: a rate sample each quarter
+ * second follows a stream whose window grows within a second. */
+#define TICK_MS 250u
 #define FW_BACKLOG 64u /* batch frames waiting for verification */
 /* Failing this long with no chunk through, the link counts as down. */
 #define DOWN_AFTER_NS 2000000000ull
@@ -101,7 +103,9 @@ static unsigned pause_reasons(hyd_fetch *f, const struct hyd_xfer *x)
 	uint64_t now;
 	unsigned why = 0;
 
-	if (x->bg) {
+	/* What follows the job (the files around what it opened) is the
+	 * job's too: it shares the link with the reads, it is not held. */
+	if (x->bg && !x->near) {
 		now = base_now_ns();
 		if (f->urgent_bytes > hold_bytes(f) ||
 		    (now < __atomic_load_n(&f->browse_until_ns,
@@ -278,7 +282,7 @@ int hyd_fetch__sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
  * (a server reading a cold disk) never counts, and a changed path is
  * learnt within two epochs. */
 #define LINK_EPOCH_NS 10000000000ull
-#define LINK_RATE_TICKS 8u
+#define LINK_RATE_TICKS 32u /* 8 s */
 
 void hyd_fetch__link_sample(hyd_fetch *f, CURL *easy)
 {

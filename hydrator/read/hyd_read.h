@@ -158,6 +158,7 @@ struct hyd_stream {
 	uint64_t decode_end; /* and up to here decoded into memory */
 	uint64_t window;     /* bytes to keep asked for past hi */
 	uint64_t grown_at;   /* hi when the window last doubled */
+	int started;	     /* a read was noted */
 };
 /* Manifest rows an open file keeps (about 8 MiB of file at 64 KiB). */
 #define HYD_READ_WINDOW 128u

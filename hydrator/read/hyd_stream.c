@@ -3,6 +3,13 @@
  * reader (hyd_stream_priv.h): grows while the stream goes on, up to the
  * link's bandwidth-delay product; a jump starts over.
  *
+ * What continues a stream: the kernel reads ahead of a reader by itself
+ * (up to the mount's read_ahead_kb, and a mapping's fault-around), with
+ * requests in parallel that arrive out of order, some ahead of the
+ * furthest one answered and some behind it; so anything within
+ * HYD_STREAM_SLACK (or the window, when larger) either way of the
+ * stream's furthest end continues it. A read farther away is a jump.
+ *
  * Why it grows: a fixed window of W bytes on a link with round trip R
  * moves at most W / R, whatever the link's rate (1 MiB at 50 ms is about
  * 20 MB/s). Why it starts small: most reads are of small files or at
@@ -23,18 +30,24 @@ void hyd_stream_init(struct hyd_stream *s)
 	s->window = HYD_STREAM_INIT;
 	s->grown_at = 0;
 	s->decode_end = 0;
+	s->started = 0;
 }
 
 int hyd_stream_note(struct hyd_stream *s, uint64_t off, uint64_t end,
 		    uint64_t size, uint64_t cap, struct hyd_stream_ahead *ret)
 {
-	uint64_t a, b, da, db;
+	uint64_t a, b, da, db, slack;
 
 	if (cap < HYD_STREAM_INIT)
 		cap = HYD_STREAM_INIT;
 	if (end <= off)
 		return 0;
-	if (off > s->hi || off + s->window < s->hi) {
+	slack = s->window > HYD_STREAM_SLACK ? s->window : HYD_STREAM_SLACK;
+	/* A file's first read continues its stream only from the start;
+	 * anywhere else it starts one there. */
+	if ((!s->started && off != 0) || off > s->hi + slack ||
+	    off + slack < s->hi) {
+		s->started = 1;
 		/* A jump: a new stream starts here; it asks ahead from its
 		 * next read on, once it shows it goes on. */
 		s->hi = end;
@@ -44,6 +57,7 @@ int hyd_stream_note(struct hyd_stream *s, uint64_t off, uint64_t end,
 		s->grown_at = end;
 		return 0;
 	}
+	s->started = 1;
 	if (end > s->hi)
 		s->hi = end;
 	/* A cap that fell (the link got slower, the disk fuller) takes
@@ -85,10 +99,10 @@ uint64_t hyd_stream_cap(uint64_t rate, uint64_t rtt_ns, uint64_t room)
 
 	if (!rate || !rtt_ns)
 		cap = HYD_STREAM_CAP_UNKNOWN;
-	else if (rate > HYD_STREAM_MAX / 2 * 1000000000ull / rtt_ns)
-		cap = HYD_STREAM_MAX; /* 2 * rate * rtt would pass it */
+	else if (rate > HYD_STREAM_MAX / 4 * 1000000000ull / rtt_ns)
+		cap = HYD_STREAM_MAX; /* 4 * rate * rtt would pass it */
 	else
-		cap = 2 * rate * rtt_ns / 1000000000ull;
+		cap = 4 * rate * rtt_ns / 1000000000ull;
 	if (room != UINT64_MAX && cap > room / 4)
 		cap = room / 4;
 	if (cap > HYD_STREAM_MAX)

@@ -8,10 +8,12 @@
  * the link's bandwidth-delay product (hyd_stream_cap), so a stream keeps
  * as many bytes on the wire as the link holds and no more. A read that
  * does not continue the stream (a jump) starts a new one at the initial
- * window. Kernel requests of one reader run in parallel and finish out
- * of order, and mmap faults of one mapping come as reads of the same open
- * file: a read that starts anywhere from the window behind the stream's
- * furthest end up to that end continues it.
+ * window. Kernel requests of one reader run in parallel and arrive out of
+ * order, some ahead of the furthest end the stream reached (the kernel's
+ * own readahead), some behind, and mmap faults of one mapping come as
+ * reads of the same open file: a read that starts within HYD_STREAM_SLACK
+ * (or the window, when larger) of the stream's furthest end, either way,
+ * continues it.
  *
  * Pure arithmetic, no lock of its own: the caller holds the open file's.
  */
@@ -24,6 +26,9 @@
 
 /* The first window of a stream, and the least cap. */
 #define HYD_STREAM_INIT (1ull << 20)
+/* How far from the stream's furthest end a read may start and still
+ * continue it (the kernel's own readahead runs up to a few MiB ahead). */
+#define HYD_STREAM_SLACK (8ull << 20)
 /* The most any window grows to, however fast and far the link. */
 #define HYD_STREAM_MAX (256ull << 20)
 /* Chunks decoded ahead into the cache (the rest of the window is only
@@ -52,9 +57,12 @@ int hyd_stream_note(struct hyd_stream *s, uint64_t off, uint64_t end,
 /* The cap of a window on a link of rate bytes/s and rtt_ns round trip
  * (0 when not measured yet: then the largest window a 1 Gbit/s link
  * with 100 ms wants), within room bytes of free space (UINT64_MAX: no
- * bound): twice the bandwidth-delay product, so the reader never drains
- * the window while the next bytes travel, clamped to
- * [HYD_STREAM_INIT, HYD_STREAM_MAX] and to a quarter of room. */
+ * bound): four times the bandwidth-delay product as measured, clamped to
+ * [HYD_STREAM_INIT, HYD_STREAM_MAX] and to a quarter of room. Twice it
+ * keeps the reader from draining the window while the next bytes
+ * travel; twice more lets a window that is what limits the rate (the
+ * rate measured is the rate the windows allowed) grow past it, so the
+ * window finds a fast link's product within a few round trips. */
 uint64_t hyd_stream_cap(uint64_t rate, uint64_t rtt_ns, uint64_t room);
 
 #endif

@@ -132,6 +132,36 @@ static void test_out_of_order(void **state)
 	assert_int_equal(s.hi, 8 * MIB);
 }
 
+/* The kernel's own readahead sends reads ahead of the furthest one
+ * answered, out of order: they continue the stream (and move it on),
+ * they do not start a new one. */
+static void test_kernel_readahead(void **state)
+{
+	struct hyd_stream s;
+	struct hyd_stream_ahead h;
+	uint64_t asked = 0, w;
+
+	(void)state;
+	hyd_stream_init(&s);
+	read_seq(&s, 0, 8 * MIB, 1ull << 40, 64 * MIB, &asked);
+	w = s.window;
+	assert_true(w > HYD_STREAM_INIT);
+	/* 5 MiB ahead of the stream's end, then the gap behind it. */
+	hyd_stream_note(&s, 13 * MIB, 14 * MIB, 1ull << 40, 64 * MIB, &h);
+	assert_int_equal(s.hi, 14 * MIB);
+	assert_true(s.window >= w);
+	hyd_stream_note(&s, 8 * MIB, 9 * MIB, 1ull << 40, 64 * MIB, &h);
+	assert_int_equal(s.hi, 14 * MIB);
+	assert_true(s.window >= w);
+	/* Past the slack: a jump. */
+	assert_int_equal(
+	    hyd_stream_note(&s, 14 * MIB + HYD_STREAM_SLACK + s.window + MIB,
+			    15 * MIB + HYD_STREAM_SLACK + s.window + MIB,
+			    1ull << 40, 64 * MIB, &h),
+	    0);
+	assert_int_equal(s.window, HYD_STREAM_INIT);
+}
+
 static void test_end_of_file(void **state)
 {
 	struct hyd_stream s;
@@ -150,13 +180,16 @@ static void test_end_of_file(void **state)
 static void test_cap(void **state)
 {
 	(void)state;
-	/* 1 Gbit/s at 50 ms: 6.25 MB in flight, twice that as the cap. */
+	/* 1 Gbit/s at 50 ms: 6.25 MB in flight, four times that as the
+	 * cap. */
 	assert_int_equal(hyd_stream_cap(125000000ull, 50000000ull, UINT64_MAX),
-			 12500000ull);
-	/* 10 Gbit/s at 100 ms wants 250 MB; the cap is 256 MiB. */
+			 25000000ull);
+	/* 10 Gbit/s at 50 ms wants 250 MB; at 100 ms more than the most. */
+	assert_int_equal(hyd_stream_cap(1250000000ull, 50000000ull, UINT64_MAX),
+			 250000000ull);
 	assert_int_equal(
 	    hyd_stream_cap(1250000000ull, 100000000ull, UINT64_MAX),
-	    250000000ull);
+	    HYD_STREAM_MAX);
 	assert_int_equal(
 	    hyd_stream_cap(12500000000ull, 150000000ull, UINT64_MAX),
 	    HYD_STREAM_MAX);
@@ -169,6 +202,8 @@ static void test_cap(void **state)
 	/* A disk nearly full bounds it. */
 	assert_int_equal(hyd_stream_cap(125000000ull, 50000000ull, 8 * MIB),
 			 2 * MIB);
+	assert_int_equal(hyd_stream_cap(125000000ull, 50000000ull, 40 * MIB),
+			 10 * MIB);
 	assert_int_equal(hyd_stream_cap(125000000ull, 50000000ull, MIB),
 			 HYD_STREAM_INIT);
 }
@@ -180,6 +215,7 @@ int main(void)
 	    cmocka_unit_test(test_growth_needs_reading),
 	    cmocka_unit_test(test_jump_resets),
 	    cmocka_unit_test(test_out_of_order),
+	    cmocka_unit_test(test_kernel_readahead),
 	    cmocka_unit_test(test_end_of_file),
 	    cmocka_unit_test(test_cap),
 	};
