@@ -431,6 +431,44 @@ void cat_reader_close(cat_reader *r);
 /* Copy of the meta read at open. */
 void cat_reader_meta(cat_reader *r, struct cat_meta *ret);
 
+/* -- the tree rule (cat_check.c; any thread, blocking) --
+ *
+ * A catalog's entries must form one tree rooted at CAT_ROOT_INO
+ * (docs/catalog.md, "The tree rule"): every dirent has integer keys and
+ * names an inode that exists, under a parent that is a directory; no
+ * entry names the root; a directory inode is named by at most one entry
+ * (hard links are for other kinds); and every directory is reached from
+ * the root. So no cycle, no entry back to an ancestor, no second parent,
+ * no orphan directory: a walk from the root meets each entry once.
+ * cat_reader_open does not check this (it would cost O(entries) on
+ * every open); whoever takes a catalog from elsewhere does, once. */
+
+/* Check r's tables against the rule: 0, or -EBADMSG with one line
+ * (no newline) in why[0..cap) naming what is wrong, e.g. "directory
+ * inode 5 is named by 2 entries (in directories 1 and 7): ...";
+ * -ENOMEM, -EIO. O(entries) with memory that does not grow with the
+ * catalog (SQLite's temporary b-trees); 0.3-0.6 s of CPU per million
+ * entries. */
+int cat_check_tree(cat_reader *r, char *why, size_t cap);
+
+/* The verdict kept beside a catalog that passed: PATH + this suffix, a
+ * line naming the file's device, inode, size, mtime and ctime, so any
+ * change to the file (or another file renamed to PATH) voids it. */
+#define CAT_CHECK_MARK_SUFFIX ".tree-ok"
+
+/* Write the marker for the file at path as it is now (durably,
+ * atomically). 0 or -errno. */
+int cat_check_remember(const char *path);
+/* 1 when path's marker matches the file as it is now, else 0. */
+int cat_check_remembered(const char *path);
+
+/* cat_reader_open, then cat_check_tree unless the file's marker says it
+ * passed; a pass writes the marker when remember is set (best effort).
+ * Errors as cat_reader_open and cat_check_tree (-EBADMSG with why set);
+ * on failure *ret_r is NULL. */
+int cat_reader_open_checked(const char *path, int remember, cat_reader **ret_r,
+			    char *why, size_t cap);
+
 /* The first ino a next generation may give a new entry: meta next_ino,
  * or (catalogs written without it) the largest ino + 1. 0 or -errno. */
 int cat_next_ino(cat_reader *r, uint64_t *ret);

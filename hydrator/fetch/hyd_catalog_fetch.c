@@ -4,10 +4,14 @@
  * GET BASE/HEAD names the current generation; GET BASE/catalog/GEN is the
  * zstd-compressed SQLite catalog, streamed through ZSTD_decompressStream
  * into CACHEDIR/catalogs/GEN.db.tmp under a size cap, fsynced, opened with
- * cat_reader_open to prove it is a ferry catalog of that generation, then
- * renamed into place. CACHEDIR/catalogs/url records which base URL the
- * cached catalogs came from, so an unreachable server can be stood in for
- * by the newest of them, and only by them.
+ * cat_reader_open to prove it is a ferry catalog of that generation,
+ * checked whole against the tree rule (cat_check_tree: a graph of
+ * directories would make every walk of it blow up), then renamed into
+ * place, and the check's pass remembered beside it (GEN.db.tree-ok,
+ * cat_check_remember) so that no later open pays for it again: it costs
+ * O(entries), 0.3-0.6 s per million. CACHEDIR/catalogs/url records
+ * which base URL the cached catalogs came from, so an unreachable server
+ * can be stood in for by the newest of them, and only by them.
  *
  * With --trust-key (hyd_trust_priv.h) a generation is taken only
  * with its signed statement (GET BASE/signature/GEN), checked before a
@@ -462,16 +466,18 @@ static void unlink_db_tmp(const char *tmp)
 	}
 }
 
-/* Is tmp a ferry catalog of generation gen? 0 or -EBADMSG (-ENOMEM,
- * -EPROTONOSUPPORT: one of a later format than this build reads). Its
- * meta into *ret_m. */
+/* Is tmp a ferry catalog of generation gen, its entries a tree? 0 or
+ * -EBADMSG (why says what breaks the tree rule, when that was it),
+ * -ENOMEM, -EPROTONOSUPPORT (one of a later format than this build
+ * reads). Its meta into *ret_m. */
 static int cf_check_catalog(const char *tmp, uint64_t gen,
-			    struct cat_meta *ret_m)
+			    struct cat_meta *ret_m, char *why, size_t cap)
 {
 	struct cat_meta m;
 	cat_reader *cr = NULL;
 	int r;
 
+	why[0] = '\0';
 	r = cat_reader_open(tmp, &cr);
 	if (r == -ENOMEM || r == -EPROTONOSUPPORT)
 		return r;
@@ -480,9 +486,14 @@ static int cf_check_catalog(const char *tmp, uint64_t gen,
 	if (r < 0)
 		return -EBADMSG;
 	cat_reader_meta(cr, &m);
+	/* Here, once, before the file is in the cache: every consumer
+	 * (mount, S3, sync, a follow's switch) opens it from there. */
+	r = m.generation == gen ? cat_check_tree(cr, why, cap) : -EBADMSG;
 	cat_reader_close(cr);
 	*ret_m = m;
-	return m.generation == gen ? 0 : -EBADMSG;
+	if (r == -ENOMEM)
+		return r;
+	return r < 0 ? -EBADMSG : 0;
 }
 
 /* The catalog at tmp (meta m) is the one f->stmt signs: its rows have the
@@ -643,7 +654,7 @@ static int cf_delta(struct hyd_cf *f, uint64_t base, uint64_t gen,
  * none), check and install catalogs/GEN.db. */
 static int cf_catalog(struct hyd_cf *f, uint64_t gen, uint64_t base)
 {
-	char rel[64], tmp[4210] = "", dst[4200];
+	char rel[64], tmp[4210] = "", dst[4200], why[256];
 	char *url = NULL;
 	struct cat_meta m;
 	int n, r, by_delta = 0;
@@ -668,7 +679,7 @@ static int cf_catalog(struct hyd_cf *f, uint64_t gen, uint64_t base)
 		r = cf_download(f, url, tmp);
 	if (r < 0)
 		goto out;
-	r = cf_check_catalog(tmp, gen, &m);
+	r = cf_check_catalog(tmp, gen, &m, why, sizeof(why));
 	if (r == -EPROTONOSUPPORT) {
 		cf_err(f,
 		       "%s: a ferry catalog of a later format than this "
@@ -677,7 +688,8 @@ static int cf_catalog(struct hyd_cf *f, uint64_t gen, uint64_t base)
 		goto out;
 	}
 	if (r < 0) {
-		cf_err(f, "%s: not a valid ferry catalog", url);
+		cf_err(f, "%s: not a valid ferry catalog%s%s", url,
+		       why[0] ? ": " : "", why);
 		goto out;
 	}
 	if (f->have_stmt) {
@@ -701,6 +713,13 @@ static int cf_catalog(struct hyd_cf *f, uint64_t gen, uint64_t base)
 		r = -EIO;
 		goto out;
 	}
+	/* Marked after the rename, which gives the file the ctime the
+	 * marker names. A marker that cannot be written costs one more
+	 * check at the next open, nothing else. */
+	n = cat_check_remember(dst);
+	if (n < 0)
+		base_debug("cannot remember the tree check path=%s%s err=%s",
+			   dst, CAT_CHECK_MARK_SUFFIX, strerror(-n));
 out:
 	/* On success only SQLite side files can be left; on failure all. */
 	if (tmp[0])
@@ -709,12 +728,15 @@ out:
 	return r;
 }
 
-/* 1 when name is a manifest overlay of a cached catalog or one of
- * SQLite's files beside it: "GEN.overlay.db", "-wal", "-shm". */
+/* 1 when name is a file that goes with cached catalog GEN.db: its
+ * manifest overlay or one of SQLite's files beside it ("GEN.overlay.db",
+ * "-wal", "-shm"), or the tree check's marker ("GEN.db.tree-ok", and
+ * the temp file a crash may leave of it). */
 static int is_overlay_name(const char *name)
 {
-	static const char *const sfx[] = {".overlay.db", ".overlay.db-wal",
-					  ".overlay.db-shm"};
+	static const char *const sfx[] = {
+	    ".overlay.db", ".overlay.db-wal", ".overlay.db-shm",
+	    ".db" CAT_CHECK_MARK_SUFFIX, ".db" CAT_CHECK_MARK_SUFFIX ".tmp"};
 	size_t digits = strspn(name, "0123456789");
 
 	if (digits == 0 || name[0] == '0')
@@ -726,7 +748,8 @@ static int is_overlay_name(const char *name)
 }
 
 /* Newest cached generation that stays (0: none). below > 0: delete
- * every cached catalog, and manifest overlay, of a generation below it:
+ * every cached catalog, and the files that go with it, of a generation
+ * below it:
  * UINT64_MAX when they came from another URL and must never stand in for
  * this one, or the generation just installed (the older ones served
  * their turn, the last as the delta's base; the cache's lock is held, so
@@ -925,6 +948,9 @@ static void cf_drop_cached(const struct hyd_cf *f, const char *path)
 		  path);
 	if (hyd_cache_overlay_path(path, ov, sizeof(ov)) == 0)
 		unlink_db_tmp(ov);
+	if (snprintf(ov, sizeof(ov), "%s%s", path, CAT_CHECK_MARK_SUFFIX) <
+	    (int)sizeof(ov))
+		unlink(ov);
 	unlink(path);
 	hyd_trust_forget(f->cat_dir, 0); /* its statement, if one was kept */
 }

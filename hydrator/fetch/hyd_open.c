@@ -168,10 +168,18 @@ static int open_overlay(struct hyd_open *o)
 
 int hyd_open_local(struct hyd_open *o)
 {
+	char why[256];
 	int r;
 
-	r = cat_reader_open(o->catpath, &o->cat);
-	if (r == -EBADMSG)
+	/* The tree rule (cat_check_tree) for every consumer of the cache:
+	 * a catalog the download installed passed it and is marked, so
+	 * this costs a stat; one put there otherwise (an older ferry, by
+	 * hand) is checked once here and marked. */
+	r = cat_reader_open_checked(o->catpath, 1, &o->cat, why, sizeof(why));
+	if (r == -EBADMSG && why[0])
+		base_error("not a valid ferry catalog: %s path=%s", why,
+			   o->catpath);
+	else if (r == -EBADMSG)
 		base_error("not a valid ferry catalog path=%s", o->catpath);
 	else if (r < 0)
 		base_log_err(BASE_LOG_ERROR, r,

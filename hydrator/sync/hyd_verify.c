@@ -460,15 +460,22 @@ int hyd_verify_tree(const char *dest, const char *catalog_path,
 	struct vtree v;
 	struct cat_meta meta;
 	struct cat_inode root;
+	char why[256] = "";
 	int fd = -1, r;
 
 	memset(&v, 0, sizeof(v));
 	v.dest = dest;
 	if (ret_checked)
 		*ret_checked = 0;
-	r = cat_reader_open(catalog_path, &v.cat);
+	/* the tree rule too (cat_check_tree), unless the cache's marker
+	 * says the file passed it */
+	r = cat_reader_open_checked(catalog_path, 0, &v.cat, why, sizeof(why));
 	if (r < 0) {
-		if (r == -EBADMSG)
+		if (r == -EBADMSG && why[0])
+			base_error(
+			    "not a valid ferry catalog path=%s why=\"%s\"",
+			    catalog_path, why);
+		else if (r == -EBADMSG)
 			base_error("not a valid ferry catalog path=%s",
 				   catalog_path);
 		else

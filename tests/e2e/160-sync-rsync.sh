@@ -111,7 +111,13 @@ ok "$n rule sets: the same trees as rsync"
 # Excluded entries in DEST are protected from --delete, unless
 # --delete-excluded; P protects too.
 mkdir -p "$T/rp" "$T/fp"
-for d in rp fp; do echo mine >"$T/$d/local.log"; echo mine >"$T/$d/other"; done
+# Each copy of these is the test's own write: one fixed mtime for both,
+# or two writes that straddle a clock tick differ before ferry runs.
+for d in rp fp; do
+	echo mine >"$T/$d/local.log"
+	echo mine >"$T/$d/other"
+	touch -d '2020-03-03 03:03:03.5' "$T/$d/local.log" "$T/$d/other"
+done
 rsync -aHX --delete --exclude '*.log' "$S/" "$T/rp/"
 "$FERRY" sync -q -c "$T/c" --delete --exclude '*.log' "$URL" "$T/fp" || die "sync --exclude --delete failed"
 [ -f "$T/fp/local.log" ] && [ ! -e "$T/fp/other" ] || die "--delete: excluded entry not protected, or extra entry kept"

@@ -4,9 +4,25 @@
  * everything the reader offers: getattr, readdir, lookup, readlink, xattrs,
  * chunk manifests. Nothing may crash, and whatever is handed out must obey
  * the reader's contract (safe names, bounded sizes, contiguous chunks).
- * Verdict (fuzz_verdict.h): accepted when cat_reader_open takes the file
- * and no call of the walk finds it corrupt (-EBADMSG, or a name readdir
- * lists that lookup does not find as the same inode).
+ * Before the walk, the tree rule every consumer applies once
+ * (cat_check_tree): it must end (a cycle cannot make it loop), and a
+ * refusal must come with one line saying why.
+ * Verdict (fuzz_verdict.h): accepted when cat_reader_open takes the file,
+ * cat_check_tree passes it, and no call of the walk finds it corrupt
+ * (-EBADMSG, or a name readdir lists that lookup does not find as the
+ * same inode). The walk runs on a refused tree too (two levels, bounded),
+ * for the reader's sake.
+ *
+ * Corpus (tests/fuzz/corpus/catalog): besides ok_small.db and its
+ * damaged copies, each bad_tree_* is ok_small.db (root: dir=4, file=2,
+ * link=3; dir 4: hard=2) with rows added by the sqlite3 CLI, one shape
+ * the tree rule refuses: root_twice (root lists a -> 1 and b -> 1),
+ * ancestor (dir 4 gets sub=5, and 5 gets up -> 4), dir_link (root gets
+ * dir2 -> 4), dangling (dir 4 gets ghost -> 99, no such inode), island
+ * (directories 5 and 6 naming each other, not reached from the root),
+ * under_file (an entry under regular file 2). ok_tree_file_links adds
+ * two more names of file 2; ok_tree_moved puts dir 4 under a new dir 5
+ * (a parent numbered above its child, as after a move).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -128,6 +144,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	corrupt = 0;
 	opened = cat_reader_open(path, &r) == 0;
 	if (opened) {
+		char why[256] = "";
+		int t = cat_check_tree(r, why, sizeof(why));
+
+		/* a refusal says why, in one line */
+		if (t == -EBADMSG && (!why[0] || strchr(why, '\n')))
+			abort();
+		if (t != 0)
+			corrupt = 1;
 		cat_reader_meta(r, &m);
 		if (chunk_params_check(&m.params) != 0)
 			abort();

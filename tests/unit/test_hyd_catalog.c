@@ -339,8 +339,9 @@ static void test_fetch(void **state)
 	snprintf(want, sizeof(want), "%s/catalogs/1.db", cache);
 	assert_string_equal(res.path, want);
 	check_catalog(res.path);
-	/* Only the catalog and the url record: no temp files. */
-	assert_int_equal(count_entries(cache), 2);
+	/* Only the catalog, its tree-check marker and the url record: no
+	 * temp files. */
+	assert_int_equal(count_entries(cache), 3);
 	snprintf(want, sizeof(want), "%s/catalogs/url", cache);
 	txt = tsup_read_file(want, &len);
 	txt[len] = '\0';
@@ -417,7 +418,7 @@ static void test_url_change(void **state)
 	assert_int_equal(sb1.st_nlink, 1); /* the old one was removed */
 	assert_int_equal(stat(res.path, &sb2), 0);
 	assert_int_not_equal(sb1.st_ino, sb2.st_ino); /* downloaded anew */
-	assert_int_equal(count_entries(cache), 2);
+	assert_int_equal(count_entries(cache), 3);
 	snprintf(p, sizeof(p), "%s/catalogs/url", cache);
 	txt = tsup_read_file(p, &len);
 	txt[len] = '\0';
