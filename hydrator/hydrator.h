@@ -366,8 +366,9 @@ struct hyd_sync_result {
 				* entries out */
 	int gave_up_err; /* -errno of the fetch that made the run give up on
 			  * the server (64 failures in a row), else 0 */
-	int dest_err;	 /* -ENOSPC, -EDQUOT or -EROFS when an entry failed
-			  * for that (DEST cannot take more), else 0 */
+	int dest_err;	 /* -ENOSPC, -EDQUOT or -EROFS when DEST or the
+			  * cache could not take more (an entry failed, or
+			  * verified chunks could not be stored), else 0 */
 };
 
 /* Call first in main, before any thread exists. Fetched frames are

@@ -62,6 +62,7 @@ struct ferry_sync_out {
 	int phase; /* -1 before the first call */
 	double t0;
 	uint64_t num0;
+	double pct_shown; /* the phase's last percentage: never less */
 	pthread_mutex_t lock;
 };
 void ferry_sync_progress(void *arg, const struct hyd_status *st);

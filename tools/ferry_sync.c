@@ -515,6 +515,10 @@ static int sync_once(struct args *a, struct ferry_sync_out *c,
 		return res->vanished == res->failed ? RERR_VANISHED
 						    : RERR_PARTIAL;
 	}
+	/* Every entry is in DEST, but the cache could not keep the chunks
+	 * (no space, read-only; said above): rsync's file I/O code. */
+	if (res->dest_err)
+		return RERR_FILEIO;
 	return 0;
 }
 

@@ -6,7 +6,11 @@
  * or --info=progress2 ask for it), one line rewritten with \r like `rsync
  * --info=progress2`: first while chunks are fetched (bytes are unique
  * chunk bytes stored), then while the tree is written (bytes are file
- * bytes checked or written). Items are whole lines on stdout: -i prints
+ * bytes checked or written). The percentage never goes down within a
+ * phase: while manifests of pending files are still arriving, each adds
+ * to the fetch total, so the line shows the bytes stored "of at least"
+ * the total known so far and no percentage (nor time to go) until the
+ * total is final. Items are whole lines on stdout: -i prints
  * rsync's itemized code and the path, -v the path of each entry created,
  * written or deleted ("deleting PATH"). The writer and the fetching
  * thread both call in, so every print holds one lock.
@@ -51,10 +55,14 @@ static void clear_line(struct ferry_sync_out *c)
 void ferry_sync_progress(void *arg, const struct hyd_status *st)
 {
 	struct ferry_sync_out *c = arg;
-	char done[32], rate[32], eta[32], man[64] = "";
+	char done[32], rate[32], eta[32], man[64] = "", of[48];
 	uint64_t num, den;
 	double pct, dt, r = 0;
 	int phase = st->state == HYD_STATE_BACKFILLING;
+	/* While manifests of pending files are still coming, each one adds
+	 * its chunks to the total: the total is only a lower bound, and a
+	 * percentage of it would go backwards. */
+	int growing = phase && st->manifests_local < st->manifests_total;
 
 	if (c->quiet || !(c->tty || c->progress))
 		return;
@@ -70,28 +78,48 @@ void ferry_sync_progress(void *arg, const struct hyd_status *st)
 		c->phase = phase;
 		c->t0 = now_s();
 		c->num0 = num;
+		c->pct_shown = 0;
 	}
 	dt = now_s() - c->t0;
 	if (dt > 0.2 && num >= c->num0)
 		r = (double)(num - c->num0) / dt;
 	pct = den ? 100.0 * (double)num / (double)den : 100.0;
+	if (pct > 100)
+		pct = 100;
+	/* Never backwards within a phase: the end-of-fetch recount (chunks
+	 * two manifests share were counted twice as they came) may lower the
+	 * share a little; the percentage holds until it is passed. */
+	if (pct < c->pct_shown)
+		pct = c->pct_shown;
 	ferry_human(num, done, sizeof(done));
 	ferry_human((uint64_t)r, rate, sizeof(rate));
-	ferry_fmt_hms(st->eta_s, eta, sizeof(eta));
+	/* no time to go against a total that still grows */
+	ferry_fmt_hms(growing ? -1 : st->eta_s, eta, sizeof(eta));
 	/* Pending files: how many manifests are here, while any is not (the
 	 * chunk total grows as they come). */
 	if (st->manifests_local < st->manifests_total)
 		snprintf(man, sizeof(man), " manifests=%" PRIu64 "/%" PRIu64,
 			 st->manifests_local, st->manifests_total);
-	if (phase)
+	if (growing) {
+		/* What is stored of what is known, and the total as at least
+		 * what is known: no percentage until the total is final. */
+		ferry_human(den, of, sizeof(of));
+		printf("\r%14s of at least %-9s %10s/s %10s  fetch "
+		       "chunks=%" PRIu64 "/%" PRIu64 "%s\033[K",
+		       done, of, rate, eta, st->chunks_stored, st->chunks_total,
+		       man);
+	} else if (phase) {
+		c->pct_shown = pct;
 		printf("\r%14s %3.0f%% %10s/s %10s  fetch chunks=%" PRIu64
 		       "/%" PRIu64 "%s\033[K",
-		       done, pct > 100 ? 100 : pct, rate, eta,
-		       st->chunks_stored, st->chunks_total, man);
-	else
-		printf(
-		    "\r%14s %3.0f%% %10s/s %10s  write files=%" PRIu64 "\033[K",
-		    done, pct > 100 ? 100 : pct, rate, eta, st->files_hydrated);
+		       done, pct, rate, eta, st->chunks_stored,
+		       st->chunks_total, man);
+	} else {
+		c->pct_shown = pct;
+		printf("\r%14s %3.0f%% %10s/s %10s  write files=%" PRIu64
+		       "\033[K",
+		       done, pct, rate, eta, st->files_hydrated);
+	}
 	fflush(stdout);
 	c->shown = 1;
 	pthread_mutex_unlock(&c->lock);

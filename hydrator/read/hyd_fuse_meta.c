@@ -3,8 +3,9 @@
  * lookup, getattr, readdir and readdirplus, readlink, getxattr, listxattr,
  * statfs, and the operations table.
  *
- * Everything here is answered from the catalog alone; no operation in this
- * file ever fetches file data, so `ls -lR`, `find` and `stat` work the
+ * Everything here is answered from the catalog alone (statfs also asks
+ * the cache directory's file system for its free space); no operation in
+ * this file ever fetches file data, so `ls -lR`, `find` and `stat` work the
  * moment the catalog is in. Replies carry long timeouts: a generation is
  * immutable, and a switch to the next tells the kernel what changed.
  */
@@ -393,19 +394,44 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	reply_xattr(req, ino, NULL, size);
 }
 
+/* statfs (df): used is the tree's size (its files' bytes, its inodes);
+ * available is what the cache directory's file system can still take,
+ * the only space that reading the mount consumes (chunks are stored
+ * there), in the mount's block size. Size is the sum of both, so df's
+ * Use% is the tree against the room left for it: a read-only mount no
+ * longer reads 100% full (which set off disk-full alerts), and an alert
+ * that does fire means the cache's file system is filling up. A cache
+ * directory that cannot be asked reports nothing available. */
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct hyd_gen *g = hyd_fs_gen(req_fs(req));
-	struct statvfs st;
+	struct hyd_fs *fs = req_fs(req);
+	struct hyd_gen *g = hyd_fs_gen(fs);
+	struct statvfs st, cache;
+	uint64_t used, files, avail = 0, favail = 0;
 
 	(void)ino;
+	used = (g->meta.bytes + HYD_STATFS_FRSIZE - 1) / HYD_STATFS_FRSIZE;
+	files = g->meta.inodes;
+	hyd_gen_unref(g);
+	if (fs->rd.store && statvfs(hyd_store_dir(fs->rd.store), &cache) == 0 &&
+	    cache.f_frsize > 0) {
+		/* f_bavail * f_frsize bytes, in HYD_STATFS_FRSIZE units,
+		 * without the product overflowing */
+		avail = (uint64_t)cache.f_bavail / HYD_STATFS_FRSIZE *
+			    cache.f_frsize +
+			(uint64_t)cache.f_bavail % HYD_STATFS_FRSIZE *
+			    cache.f_frsize / HYD_STATFS_FRSIZE;
+		favail = (uint64_t)cache.f_favail;
+	}
 	memset(&st, 0, sizeof(st));
 	st.f_bsize = HYD_FUSE_BLKSIZE;
 	st.f_frsize = HYD_STATFS_FRSIZE;
-	st.f_blocks = (fsblkcnt_t)((g->meta.bytes + HYD_STATFS_FRSIZE - 1) /
-				   HYD_STATFS_FRSIZE);
-	st.f_files = (fsfilcnt_t)g->meta.inodes;
-	hyd_gen_unref(g);
+	st.f_blocks = (fsblkcnt_t)(used + avail);
+	st.f_bfree = (fsblkcnt_t)avail;
+	st.f_bavail = (fsblkcnt_t)avail;
+	st.f_files = (fsfilcnt_t)(files + favail);
+	st.f_ffree = (fsfilcnt_t)favail;
+	st.f_favail = (fsfilcnt_t)favail;
 	st.f_namemax = CAT_NAME_MAX;
 	fuse_reply_statfs(req, &st);
 }

@@ -1,6 +1,7 @@
 /*
  * hydrator/s3/hyd_s3_xml.c — the encodings S3 speaks: XML character data
- * for keys in listings and errors, SigV4's URI encoding (also the
+ * for keys in listings and errors (a byte that is not UTF-8 shown as the
+ * text \xNN, as in ferry's logs), SigV4's URI encoding (also the
  * encoding-type=url form of listings), percent-decoding of paths and
  * queries, S3's error body, and the two date formats.
  */
@@ -13,13 +14,38 @@
 
 void hyd_s3_xml_add(struct base_buf *b, const char *s)
 {
-	const char *run = s;
+	const char *run = s, *end = s + strlen(s);
 
 	for (; *s; s++) {
 		unsigned char ch = (unsigned char)*s;
 		const char *rep = NULL;
 		char num[8];
+		size_t k;
 
+		/* A byte that is not part of valid UTF-8 cannot be XML text
+		 * (a parser stops there): it is written as the four
+		 * characters \xNN, the way every log line and JSON string of
+		 * ferry shows such a byte (base_text_escape). Valid UTF-8
+		 * passes whole. A key listed so names no object (a GET of it
+		 * is NoSuchKey); encoding-type=url keeps the bytes. */
+		if (ch >= 0x80) {
+			k = base_utf8_len((const unsigned char *)s,
+					  (size_t)(end - s));
+			/* U+FFFE and U+FFFF are UTF-8 but no XML character */
+			if (k == 3 && ch == 0xef &&
+			    (unsigned char)s[1] == 0xbf &&
+			    ((unsigned char)s[2] & 0xfe) == 0xbe)
+				k = 0;
+			if (k > 0) {
+				s += k - 1;
+				continue;
+			}
+			base_buf_add(b, run, (size_t)(s - run));
+			base_text_escape(num, sizeof(num), s, 1);
+			base_buf_str(b, num);
+			run = s + 1;
+			continue;
+		}
 		switch (ch) {
 		case '&':
 			rep = "&amp;";

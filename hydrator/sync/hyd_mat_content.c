@@ -199,6 +199,13 @@ static int handed(struct walk *w, uint64_t ino, const struct cat_chunk *c,
 	return 1;
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* Verified bytes of one chunk at w->data: the fetching pass's hand-off,
  * else into w->buf from the store; when the store lacks the chunk or
  * found its copy corrupt (and dropped it), the fetcher. */
@@ -247,6 +254,17 @@ static int chunk_get(struct walk *w, uint64_t ino, const struct cat_chunk *c,
 	dead = w->m->ndead ? bsearch(&key, w->m->dead, w->m->ndead, sizeof(key),
 				     hyd_sync__dead_cmp)
 			   : NULL;
+	/* The server refused a chunk of this file, or this chunk, because
+	 * the source changed since the scan (409): the file is lost for this
+	 * generation, and asking again would only hear the same. */
+	if (r == -ENOENT &&
+	    ((dead && dead->err == -ESTALE) ||
+	     (w->m->nstale && bsearch(&ino, w->m->stale, w->m->nstale,
+				      sizeof(ino), u64_cmp)))) {
+		*why = "the source file changed since the scan (the server "
+		       "refuses its chunks): not written";
+		return -ESTALE;
+	}
 	if (r == -ENOENT && dead) {
 		*why = "a chunk could not be fetched";
 		return dead->err;

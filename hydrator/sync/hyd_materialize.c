@@ -6,8 +6,10 @@
  * fd opened with O_DIRECTORY|O_NOFOLLOW, one level at a time, so neither a
  * symlink from the catalog nor one planted in DEST is ever followed out of
  * DEST; names are single components (the reader filters them, and they
- * are checked again here). File bytes come only from hyd_store_get (or a
- * fetch flight), both of which verify SHA-256 before handing bytes out.
+ * are checked again here; one it filters out is named on stderr and
+ * counted failed, never dropped in silence: hyd_unsafe.c). File bytes
+ * come only from hyd_store_get (or a fetch flight), both of which verify
+ * SHA-256 before handing bytes out.
  *
  * Pending files (catalog format 2): a file is written, or checked, only
  * once its manifest is local and checked (hyd_mat_content.c): while
@@ -78,7 +80,10 @@ struct dir_walk {
  * 0 (the why says it all). */
 static void report(struct walk *w, const char *why, int err)
 {
-	base_log_err(BASE_LOG_ERROR, err, "%s path=\"%s%s%s\"", why, w->m->dest,
+	/* ESTALE's text ("stale file handle") would mislead: the why says
+	 * the source changed. */
+	base_log_err(BASE_LOG_ERROR, err == -ESTALE ? 0 : err,
+		     "%s path=\"%s%s%s\"", why, w->m->dest,
 		     w->path.len ? "/" : "", w->path.len ? w->path.b : "");
 	w->m->res->failed++;
 	if (err == -ESTALE) /* the source changed under it (rsync's 24) */
@@ -1081,6 +1086,31 @@ static int sync_dir_entry(void *arg, const struct hyd_dirent_copy *e)
 	return 0;
 }
 
+/* The catalog's entries of directory dir (at the current path) whose
+ * names no directory can take: the reader skips them, so each is named
+ * here, one line with its directory and its bytes as the logger shows
+ * bytes (\\xNN), and counted as an entry that could not be reproduced. */
+static void report_unsafe(struct walk *w, uint64_t dir)
+{
+	char esc[4 * CAT_NAME_MAX + 8];
+	size_t first = 0, n, i, need;
+
+	n = hyd_sync__unsafe_of(w->m->unsafe, dir, &first);
+	for (i = first; i < first + n; i++) {
+		const struct hyd_sync_unsafe_ent *u = &w->m->unsafe->v[i];
+
+		need = base_text_escape(esc, sizeof(esc) - 3, u->name, u->len);
+		if (need >= sizeof(esc) - 3)
+			memcpy(esc + strlen(esc), "...", 4);
+		base_error("a name in the catalog is not a single path "
+			   "component: not written path=\"%s%s%s\" "
+			   "name=\"%s\"",
+			   w->m->dest, w->path.len ? "/" : "",
+			   w->path.len ? w->path.b : "", esc);
+		w->m->res->failed++;
+	}
+}
+
 static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 		     unsigned depth)
 {
@@ -1096,6 +1126,7 @@ static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 		fchmod(fd, (st.st_mode & 07777) | 0700);
 	if (fd >= 0 && !dry)
 		clean_temps(w, fd, dir->ino);
+	report_unsafe(w, dir->ino);
 	r = hyd_sync__dir_each(w->m->cat, dir->ino, &w->path, sync_dir_entry,
 			       &d);
 	if (r < 0)

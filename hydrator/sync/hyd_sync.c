@@ -24,9 +24,12 @@
  * 1 Gbit/s the window must also cover a group's sync. A failed chunk
  * is retried once after the pass; the files that need a chunk still
  * missing are named by the writer, which does not try such a chunk a
- * third time. After
- * HYD_SYNC_GIVE_UP failures in a row without one success the server is
- * taken as gone and fetching stops (each would wait out its timeout).
+ * third time. A chunk the server refuses because the source changed
+ * since the scan (409, -ESTALE) is final at once: not retried, the rest
+ * of its file is not asked for, and the writer names the file once.
+ * After HYD_SYNC_GIVE_UP failures in a row without one success the
+ * server is taken as gone and fetching stops (each would wait out its
+ * timeout).
  *
  * Pending files (catalog format 2): their manifests are consumed as the
  * source publishes them. A manifest thread (hyd_sync_manifest.c) makes
@@ -116,6 +119,10 @@ struct sync {
 	struct hyd_sync_mq *mq;
 	cat_reader *cat_mq, *cat_new;
 	uint64_t manifests_missing; /* at the counting pass */
+	/* Files whose manifest arrived and whose chunks the fetching pass
+	 * has counted into the totals (__atomic): until every missing one
+	 * is counted (or answered "changed"), the totals still grow. */
+	uint64_t manifests_counted;
 	int fresh; /* manifests arrived during the run: recount at the end */
 	uint64_t t0, timeout_ns;
 	int retrying; /* second pass over failed chunks */
@@ -128,9 +135,17 @@ struct sync {
 	uint64_t fetched_bytes; /* raw bytes fetched in this run */
 	struct want *failed;
 	size_t nfailed, capfailed;
-	struct hyd_sync_dead *dead; /* failed again on the retry */
+	struct hyd_sync_dead *dead; /* failed again on the retry, or 409 */
 	size_t ndead, capdead;
 	unsigned fail_streak;
+	/* Files a chunk of which the server refused because the source
+	 * changed since the scan (409): lost for this generation. The rest
+	 * of such a file's chunks is not asked for (the stream goes in ino
+	 * order, so stale_max is all it needs to look at), and the writer
+	 * names the file once. */
+	uint64_t *stale;
+	size_t nstale, capstale;
+	uint64_t stale_max;
 
 	/* progress: st is written by both threads, under lock */
 	pthread_mutex_t lock;
@@ -146,6 +161,7 @@ struct sync {
 	uint64_t root_ino;
 	const char *root_name;	 /* in sub: DEST/root_name; NULL: into DEST */
 	struct hyd_sync_sel sel; /* inactive: every file */
+	struct hyd_sync_unsafe unsafe; /* names the reader skips */
 };
 
 /* ---- DEST inside a ferry mount ---- */
@@ -215,11 +231,16 @@ static void status_fill(struct sync *s, int final)
 	if (hyd_store_stats(s->op.store, &ss) == 0)
 		s->st.rest_bytes = ss.stored_bytes;
 	s->st.wire_bytes = fs.wire_bytes;
-	/* While hydrating; hydrate_done and the end of run count them. */
+	/* While hydrating; hydrate_done and the end of run count them. A
+	 * manifest counts as local here once its chunks are in the totals
+	 * (or it is a "changed" answer, with none): so manifests_local ==
+	 * manifests_total says the totals are final (the progress line
+	 * shows a percentage only then). */
 	if (s->mq && s->st.state == HYD_STATE_BACKFILLING)
-		s->st.manifests_local = s->st.manifests_total -
-					s->manifests_missing +
-					hyd_sync__mq_answered(s->mq);
+		s->st.manifests_local =
+		    s->st.manifests_total - s->manifests_missing +
+		    hyd_sync__mq_changed(s->mq) +
+		    __atomic_load_n(&s->manifests_counted, __ATOMIC_RELAXED);
 	s->st.mismatches = fs.mismatches;
 	s->st.retries = fs.retries;
 	s->st.failures = fs.failures;
@@ -323,6 +344,36 @@ static int dead_add(struct sync *s, const chunk_id *id, int err)
 	return 0;
 }
 
+/* File ino lost a chunk to a 409 (the source changed since the scan). */
+static void stale_add(struct sync *s, uint64_t ino)
+{
+	uint64_t *v;
+
+	if (s->nstale && s->stale[s->nstale - 1] == ino)
+		return;
+	if (s->nstale == s->capstale) {
+		size_t cap = s->capstale ? s->capstale * 2 : 16;
+
+		v = realloc(s->stale, cap * sizeof(*v));
+		if (!v) {
+			base_error("out of memory");
+			return;
+		}
+		s->stale = v;
+		s->capstale = cap;
+	}
+	s->stale[s->nstale++] = ino;
+	if (ino > s->stale_max)
+		s->stale_max = ino;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static void note_failure(struct sync *s, const chunk_id *id, uint32_t len,
 			 int err)
 {
@@ -331,8 +382,22 @@ static void note_failure(struct sync *s, const chunk_id *id, uint32_t len,
 	chunk_id_to_hex(id, hex);
 	pthread_mutex_lock(&s->lock);
 	snprintf(s->st.last_error, sizeof(s->st.last_error), "chunk %s: %s",
-		 hex, strerror(-err));
+		 hex,
+		 err == -ESTALE ? "the source changed since the scan"
+				: strerror(-err));
 	pthread_mutex_unlock(&s->lock);
+	/* 409: the source file changed since the scan. The server answered
+	 * (no sign it is gone), and asking again cannot help: final at
+	 * once, not retried; the writer names the file, once. */
+	if (err == -ESTALE) {
+		base_debug("fetch refused: the source changed since the scan "
+			   "chunk=%s",
+			   hex);
+		if (dead_add(s, id, err) < 0)
+			base_error("out of memory");
+		s->fail_streak = 0;
+		return;
+	}
 	/* The first pass's failures are tried again; say them only at
 	 * debug level. The second pass's are final (the writer names the
 	 * files that needed them). */
@@ -364,6 +429,8 @@ static void reap_one(struct sync *s)
 	sl->fl = NULL;
 	if (r < 0) {
 		note_failure(s, &sl->id, sl->len, r);
+		if (r == -ESTALE && sl->ino)
+			stale_add(s, sl->ino);
 	} else {
 		s->fail_streak = 0;
 		s->fetched_bytes += sl->len;
@@ -688,8 +755,11 @@ static void take_new(struct sync *s, int wait)
 		if (s->gave_up)
 			hyd_sync__mq_stop(s->mq);
 		k = hyd_sync__mq_pop(s->mq, v, NEW_BATCH, wait);
-		for (i = 0; i < k; i++)
+		for (i = 0; i < k; i++) {
 			want_new_file(s, v[i]);
+			__atomic_add_fetch(&s->manifests_counted, 1,
+					   __ATOMIC_RELAXED);
+		}
 	} while (wait && k);
 }
 
@@ -705,6 +775,9 @@ static int fetch_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	/* Manifests that arrived meanwhile go in between (another reader:
 	 * this callback holds cat_fetch's lock). */
 	take_new(s, 0);
+	/* A file the server said changed: the rest of it is not asked for. */
+	if (s->stale_max && ino == s->stale_max)
+		return 0;
 	r = hyd_store_has(s->op.store, &c->id);
 	if (r < 0)
 		return r;
@@ -795,8 +868,12 @@ static int hydrate_fetch(struct sync *s)
 				want_chunk(s, 0, 0, &s->failed[i].id,
 					   s->failed[i].len);
 		drain(s);
-		qsort(s->dead, s->ndead, sizeof(*s->dead), hyd_sync__dead_cmp);
 	}
+	/* For the writer's bsearch: the retry's failures and the 409s. */
+	if (s->ndead)
+		qsort(s->dead, s->ndead, sizeof(*s->dead), hyd_sync__dead_cmp);
+	if (s->nstale)
+		qsort(s->stale, s->nstale, sizeof(*s->stale), u64_cmp);
 	/* Counted as they came, manifests that share chunks counted some
 	 * twice: the final numbers from one more count. */
 	if (s->fresh) {
@@ -871,9 +948,11 @@ static void sync_free(struct sync *s)
 	free(s->ring);
 	free(s->failed);
 	free(s->dead);
+	free(s->stale);
 	free(s->base);
 	free(s->sub);
 	hyd_sync__sel_free(&s->sel);
+	hyd_sync__unsafe_free(&s->unsafe);
 }
 
 /* The end of hydration, on whichever thread did it: the state, the
@@ -898,6 +977,8 @@ static void hydrate_done(struct sync *s)
 	m->manifest = s->gave_up ? NULL : s->manifest;
 	m->dead = s->dead;
 	m->ndead = s->ndead;
+	m->stale = s->stale;
+	m->nstale = s->nstale;
 	hyd_sync__handoff_close(s->handoff);
 	/* Release: the writer reads the fields above once it sees 0. */
 	__atomic_store_n(&m->hydrating, 0, __ATOMIC_RELEASE);
@@ -965,6 +1046,61 @@ static int split_url(struct sync *s)
 	return 0;
 }
 
+/* 1 when the catalog fetcher's line says the server was never heard
+ * from because connecting timed out (curl: "Failed to connect to H port
+ * P after N ms: Timeout was reached", or "Connection timed out after N
+ * milliseconds"), not because it refused or had no route. The fetcher
+ * folds both into -EHOSTUNREACH (what a cached catalog may stand in for);
+ * rsync's codes tell them apart: 35 and 10. */
+static int connect_timed_out(const char *line)
+{
+	if (strncmp(line, "cannot reach ", 13) || strstr(line, "Resolving"))
+		return 0;
+	return strstr(line, "Connection timed out") ||
+	       (strstr(line, "Failed to connect") &&
+		(strstr(line, "Timeout was reached") ||
+		 strstr(line, "timed out")));
+}
+
+/* hyd_open_catalog, keeping the fetcher's line to tell a connect that
+ * timed out (-ETIMEDOUT) from a server that refused or was unreachable
+ * (-EHOSTUNREACH). */
+static int open_catalog(struct sync *s)
+{
+	struct hyd_open *o = &s->op;
+	struct hyd_catalog_result res;
+	char err[1024];
+	int r;
+
+	memset(&res, 0, sizeof(res));
+	err[0] = '\0';
+	r = hyd_catalog_fetch(o->base, o->cache, o->creds, CONNECT_TIMEOUT_S,
+			      &res, err, sizeof(err));
+	o->cat_requests += res.requests;
+	o->cat_bytes += res.bytes;
+	if (r < 0) {
+		if (err[0])
+			base_error("%s", err);
+		else
+			base_log_err(BASE_LOG_ERROR, r,
+				     "cannot fetch the catalog url=%s",
+				     o->base);
+		return r == -EHOSTUNREACH && connect_timed_out(err) ? -ETIMEDOUT
+								    : r;
+	}
+	o->from_cache = res.from_cache;
+	if (res.from_cache)
+		base_warn("server unreachable: serving the cached catalog "
+			  "url=%s generation=%" PRIu64,
+			  o->base, res.generation);
+	if (strlen(res.path) >= sizeof(o->catpath)) {
+		base_error("catalog path too long path=%s", res.path);
+		return -ENAMETOOLONG;
+	}
+	memcpy(o->catpath, res.path, strlen(res.path) + 1);
+	return hyd_open_local(o);
+}
+
 /* The subtree's directory, and the files a subtree or the rules keep. */
 static int pick(struct sync *s)
 {
@@ -982,6 +1118,15 @@ static int pick(struct sync *s)
 		}
 		if (!s->sub_slash)
 			s->root_name = strrchr(s->sub, '/') + 1;
+	}
+	/* Entries the reader skips: the writer names them (never dropped in
+	 * silence). */
+	r = hyd_sync__unsafe_scan(s->op.catpath, &s->unsafe);
+	if (r < 0) {
+		base_log_err(BASE_LOG_ERROR, r,
+			     "cannot read the catalog's names path=%s",
+			     s->op.catpath);
+		return r;
 	}
 	if (!s->sub[0] && !hyd_filter_count(s->o->filter))
 		return 0;
@@ -1027,7 +1172,7 @@ static int run(struct sync *s)
 		r = hyd_open_store(&s->op);
 	s->op.creds = s->o->creds;
 	if (r == 0)
-		r = hyd_open_catalog(&s->op, CONNECT_TIMEOUT_S);
+		r = open_catalog(s);
 	if (r == 0)
 		r = pick(s);
 	if (r < 0)
@@ -1049,7 +1194,7 @@ static int run(struct sync *s)
 	s->st.state = HYD_STATE_BACKFILLING;
 	memset(&m, 0, sizeof(m));
 	s->mat = &m;
-	m.hydrating = 1; /* hydrate_done sets fetch, dead and ndead */
+	m.hydrating = 1; /* hydrate_done sets fetch, dead, stale, ... */
 	r = s->o->dry_run ? 0 : hydrate_count(s, offline);
 	if (r > 0) {
 		r = hyd_open_reader(&s->op, &s->cat_fetch);
@@ -1093,6 +1238,7 @@ static int run(struct sync *s)
 	m.cache_dir = s->op.cache;
 	m.root_ino = s->root_ino;
 	m.root_name = s->root_name;
+	m.unsafe = &s->unsafe;
 	r = hyd_sync__materialize(&m);
 	if (threaded) {
 		/* The writer may stop early (DEST unusable): the fetching pass
@@ -1123,10 +1269,20 @@ static int run(struct sync *s)
 		hyd_fetch_stats(s->fetch, &fs);
 		s->res->chunks_fetched = fs.chunks;
 		s->res->wire_bytes = fs.wire_bytes;
-		if (fs.store_errors)
-			base_error("verified chunks could not be stored (disk "
-				   "full?) chunks=%" PRIu64 " dir=%s",
-				   fs.store_errors, s->op.cache);
+		/* The cache could not keep what was verified: a rerun fetches
+		 * those chunks again, so the run is not whole even when DEST
+		 * is (exit 11: the cache cannot be written). */
+		if (fs.store_errors) {
+			int err = fs.last_store_err ? fs.last_store_err : -EIO;
+
+			/* the last put's errno, when the last one failed */
+			base_log_err(BASE_LOG_ERROR, fs.last_store_err,
+				     "verified chunks could not be stored in "
+				     "the cache chunks=%" PRIu64 " dir=%s",
+				     fs.store_errors, s->op.cache);
+			if (!s->res->dest_err)
+				s->res->dest_err = err;
+		}
 	}
 	if (hyd_store_stats(s->op.store, &ss) == 0)
 		s->res->rest_bytes = ss.stored_bytes;

@@ -41,6 +41,7 @@ struct hyd_sync_mq {
 	int done;
 
 	uint64_t answered, failed; /* __atomic */
+	uint64_t changed;	   /* __atomic: of answered, no manifest */
 };
 
 static int push(struct hyd_sync_mq *q, const uint64_t *inos, size_t k)
@@ -153,6 +154,9 @@ static void *mq_main(void *arg)
 			    st == CAT_MANIFEST_CHANGED)
 				__atomic_add_fetch(&q->answered, 1,
 						   __ATOMIC_RELAXED);
+			if (st == CAT_MANIFEST_CHANGED)
+				__atomic_add_fetch(&q->changed, 1,
+						   __ATOMIC_RELAXED);
 		}
 		r = push(q, got, ngot);
 		after = (seg + 1) * HYD_MANIFEST_SEG_INOS - 1;
@@ -221,6 +225,11 @@ size_t hyd_sync__mq_pop(struct hyd_sync_mq *q, uint64_t *v, size_t cap,
 uint64_t hyd_sync__mq_answered(struct hyd_sync_mq *q)
 {
 	return q ? __atomic_load_n(&q->answered, __ATOMIC_RELAXED) : 0;
+}
+
+uint64_t hyd_sync__mq_changed(struct hyd_sync_mq *q)
+{
+	return q ? __atomic_load_n(&q->changed, __ATOMIC_RELAXED) : 0;
 }
 
 uint64_t hyd_sync__mq_failed(struct hyd_sync_mq *q)

@@ -64,8 +64,11 @@ size_t hyd_sync__mq_pop(struct hyd_sync_mq *q, uint64_t *v, size_t cap,
 			int wait);
 
 /* Manifest answers the thread stored so far (manifests and
- * source-changed markers), and segments it gave up on. Any thread. */
+ * source-changed markers), of those the source-changed markers (files
+ * with no manifest: nothing to pop), and segments it gave up on. Any
+ * thread. */
 uint64_t hyd_sync__mq_answered(struct hyd_sync_mq *q);
+uint64_t hyd_sync__mq_changed(struct hyd_sync_mq *q);
 uint64_t hyd_sync__mq_failed(struct hyd_sync_mq *q);
 
 /* Ask the thread to stop soon (a fetch in progress ends within about a
@@ -74,6 +77,30 @@ void hyd_sync__mq_stop(struct hyd_sync_mq *q);
 
 /* Stop, join, free. NULL is a no-op. */
 void hyd_sync__mq_free(struct hyd_sync_mq *q);
+
+/* ---- names the reader never hands out (hyd_unsafe.c) ---- */
+
+/* A directory entry of the catalog whose name fails cat_name_check
+ * (empty, "." or "..", a '/' or a NUL in it, over CAT_NAME_MAX bytes).
+ * cat_readdir skips such an entry, so a walk alone would drop it without
+ * a word. */
+struct hyd_sync_unsafe_ent {
+	uint64_t parent; /* the catalog directory holding it */
+	uint8_t *name;	 /* len bytes, as the catalog has them (NUL too) */
+	size_t len;
+};
+struct hyd_sync_unsafe {
+	struct hyd_sync_unsafe_ent *v; /* sorted by (parent, pos) */
+	size_t n;
+};
+/* Every such entry of the catalog file at catpath (one scan of its
+ * dirent table). 0 or -errno; *ret is empty on failure. */
+int hyd_sync__unsafe_scan(const char *catpath, struct hyd_sync_unsafe *ret);
+/* How many of them directory dir holds (0: none), from u->v[*ret_first]
+ * on. u may be NULL. */
+size_t hyd_sync__unsafe_of(const struct hyd_sync_unsafe *u, uint64_t dir,
+			   size_t *ret_first);
+void hyd_sync__unsafe_free(struct hyd_sync_unsafe *u);
 
 /* ---- verified chunks handed to the writer (hyd_sync_handoff.c) ---- */
 
@@ -148,6 +175,12 @@ struct hyd_mat {
 	 * their files fail at once (borrowed; sorted; may be NULL). */
 	const struct hyd_sync_dead *dead;
 	size_t ndead;
+	/* Files a chunk of which the server refused because the source
+	 * changed since the scan (409), by ino (borrowed; sorted; may be
+	 * NULL): the rest of their chunks was not asked for; they fail at
+	 * once, named once. */
+	const uint64_t *stale;
+	size_t nstale;
 	/* rsync's options (hyd_sync_opts): the filter decides what is
 	 * written (paths relative to the transfer root, which are DEST's)
 	 * and what --delete may remove; dry_run changes nothing; item gets
@@ -170,12 +203,16 @@ struct hyd_mat {
 	/* Non-zero (read atomically) while the fetching pass still runs on
 	 * another thread: a chunk the store lacks, or a pending manifest not
 	 * local yet, is then waited for, not fetched. That pass sets fetch,
-	 * manifest, dead and ndead before it clears this (release), so they
-	 * are read only after seeing 0 (acquire). */
+	 * manifest, dead, ndead, stale and nstale before it clears this
+	 * (release), so they are read only after seeing 0 (acquire). */
 	int hydrating;
 	/* Verified chunks from the fetching pass (NULL: none); set before
 	 * the writer starts, freed after it ends. */
 	struct hyd_sync_handoff *handoff;
+	/* The catalog's entries with names no directory can take
+	 * (hyd_unsafe.c; borrowed, may be NULL): each one below a directory
+	 * the walk visits is named on stderr and counted failed. */
+	const struct hyd_sync_unsafe *unsafe;
 };
 
 /* Write the catalog's tree at m->dest (created when missing). Every entry

@@ -6,7 +6,8 @@
 # back to hash it, which is what shows this test can fail. A file of DEST
 # changed behind ferry's back, its size and mtime put back, is still found
 # and rewritten (its ctime moved), and a file changed at the source is
-# the only one fetched. A server killed mid-run ends the run with rsync's
+# the only one fetched; one changed after the scan (no rescan) is named
+# once, exit 24. A server killed mid-run ends the run with rsync's
 # 10 or 30, and a rerun once it is back completes the tree.
 . "$(dirname "$0")/lib/common.sh"
 . "$E2E_LIB/wait.sh"
@@ -62,6 +63,30 @@ written=$(awk -F': ' '/^Number of regular files written/ {print $2}' "$T/stats.t
 python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >"$T/treecmp.out" ||
 	{ cat "$T/treecmp.out"; die "tree differs after the change"; }
 ok "one file changed at the source: 1 file written, $fetched chunk(s) fetched"
+
+# A file changed at the source after the scan, and no rescan: the server
+# refuses its chunks (409). The run names it once (rsync prints one line
+# for such a file), asks for none of its chunks a second time, writes the
+# rest and exits 24 (vanished at the source).
+sv=$(find "$T/src" -type f -size +200k -size -400k | sort | head -n 1)
+[ -n "$sv" ] || die "no file of 200-400 KiB in the tree"
+srel=${sv#"$T/src/"}
+# every chunk of it changes: each one is refused
+head -c "$(stat -c %s "$sv")" /dev/urandom | dd of="$sv" conv=notrunc status=none
+rc=0
+"$FERRY" sync -c "$T/cache3" "$URL" "$T/dest3" >"$T/stale.out" 2>"$T/stale.err" || rc=$?
+[ "$rc" = 24 ] || { cat "$T/stale.err"; die "a file changed after the scan exits $rc, not 24"; }
+[ "$(grep -c "$srel" "$T/stale.err")" = 1 ] || { cat "$T/stale.err"; die "the changed file is not named exactly once"; }
+grep -q "error: the source file changed since the scan .*path=\"$T/dest3/$srel\"" "$T/stale.err" ||
+	{ cat "$T/stale.err"; die "the line naming the changed file does not say why"; }
+! grep -q 'Stale file handle' "$T/stale.err" || { cat "$T/stale.err"; die "ESTALE's misleading text is shown"; }
+twice=$(grep -o 'fetch failed chunk=[0-9a-f]*' "$T/stale.err" | sort | uniq -d | wc -l)
+[ "$twice" = 0 ] || { cat "$T/stale.err"; die "$twice chunk(s) of the changed file asked for twice"; }
+[ ! -e "$T/dest3/$srel" ] || die "the changed file was written"
+nsrc=$(find "$T/src" -type f | wc -l)
+ndst=$(find "$T/dest3" -type f | wc -l)
+[ "$ndst" = $((nsrc - 1)) ] || die "$ndst files written of $nsrc, not all but the changed one"
+ok "a file changed after the scan: named once, no chunk asked for twice, the rest written, exit 24"
 
 # The server goes away in the middle of a run: rsync's exit code 10, what
 # was fetched is kept, and a rerun once it is back completes the tree.

@@ -9,7 +9,10 @@
 # tree (1) and of a directory that is no cache (1); ferry sync of a
 # catalog that is not one (12) or of a later format (2, and the
 # hydrator's 1), into a DEST that cannot be written (11) and into a ferry
-# mount (1). 020 checks the start-up failures (1),
+# mount (1); a server that refuses the connection (10) and one whose
+# connect times out (35); a catalog holding names that are no single path component
+# ("..", "a/b", empty, a NUL): each named, exit 23. 020 checks the
+# start-up failures (1),
 # 110 ferry status, 160 and 170 ferry sync's 10, 20, 23, 24 and 30.
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
@@ -140,6 +143,45 @@ rc=$?
 [ "$rc" = 11 ] || die "sync onto a DEST that is a file exits $rc, not 11: $(cat "$T/err")"
 ok "ferry sync: a DEST that cannot be written exits 11"
 
+# A server that is not there: refused is 10 (rsync's socket I/O error); a
+# connect that times out is 35 (rsync's "timeout waiting for daemon
+# connection"). The timeout comes from a listener whose accept queue is
+# full, so the kernel drops further SYNs (tcp_abort_on_overflow 0, the
+# default) and the connect waits out ferry's 5 s.
+dead=$(free_port)
+code 10 "sync: connection refused" "$FERRY" sync -q -c "$T/sc8" "http://127.0.0.1:$dead/v1/n" "$T/d8"
+grep -q "cannot reach" "$T/err" || die "a refused connection does not say so: $(cat "$T/err")"
+if [ "$(cat /proc/sys/net/ipv4/tcp_abort_on_overflow 2>/dev/null)" = 0 ]; then
+	bport=$(free_port)
+	python3 - "$bport" >"$T/blackhole.out" 2>&1 <<'PY' &
+import socket, sys, time
+port = int(sys.argv[1])
+s = socket.socket()
+s.bind(("127.0.0.1", port))
+s.listen(0)
+fill = []
+for _ in range(3):  # the accept queue holds backlog + 1: full after these
+    c = socket.socket()
+    c.setblocking(False)
+    c.connect_ex(("127.0.0.1", port))
+    fill.append(c)
+time.sleep(0.5)
+print("ready", flush=True)
+time.sleep(120)
+PY
+	bpid=$!
+	for i in $(seq 1 50); do grep -q ready "$T/blackhole.out" && break; sleep 0.1; done
+	t0=$SECONDS
+	code 35 "sync: connect times out" "$FERRY" sync -q -c "$T/sc9" "http://127.0.0.1:$bport/v1/n" "$T/d9"
+	kill "$bpid"
+	wait "$bpid" 2>/dev/null
+	grep -qi "timeout\|timed out" "$T/err" || die "a connect that timed out does not say so: $(cat "$T/err")"
+	[ $((SECONDS - t0)) -lt 30 ] || die "the connect timeout took $((SECONDS - t0)) s"
+	ok "ferry sync: a refused connection exits 10, a connect that times out 35"
+else
+	ok "ferry sync: a refused connection exits 10 (tcp_abort_on_overflow is on: no connect timeout to make here)"
+fi
+
 # From a static server: a catalog that is not one (12), and one of a
 # later format than this build reads (ferry sync 2, the hydrator's
 # start-up failure 1).
@@ -169,9 +211,52 @@ rc=$?
 	{ kill "$spid"; die "sync of a later-format catalog exits $rc, not 2: $(cat "$T/err")"; }
 code 1 "hydrator: a later-format catalog" "$HYD" -c "$T/hc2" "http://127.0.0.1:$sport/v1/later" "$T/mnt"
 ! mountpoint -q "$T/mnt" || die "a later-format catalog was mounted"
+ok "ferry sync: a catalog that is not one exits 12, one of a later format 2; the hydrator refuses the latter with 1"
+
+# A catalog holding names no directory can take ("..", "a/b", empty, a
+# NUL): each is named on stderr (its directory, its bytes as \xNN) and
+# counts as an entry that could not be transferred (23); the rest is
+# written.
+# The catalog comes from a replicator of its own that hashes before it
+# publishes (the static copy serves no manifests).
+uport=$(free_port)
+"$REPL" -l "127.0.0.1:$uport" -s "$T/ust" --hash-before-publish "u=$T/src" >"$T/urepl.log" 2>&1 &
+upid=$!
+for i in $(seq 1 100); do grep -q ' ready' "$T/urepl.log" && break; sleep 0.1; done
+UURL="http://127.0.0.1:$uport/v1/u"
+U="$T/static/v1/u"
+mkdir -p "$U/catalog" "$U/chunk"
+curl -sf "$UURL/HEAD" >"$U/HEAD" || { kill "$spid" "$upid"; die "GET HEAD"; }
+ugen=$(cat "$U/HEAD")
+curl -sf "$UURL/catalog/$ugen" | zstd -dq >"$T/unsafe.db" || { kill "$spid" "$upid"; die "GET catalog"; }
+for id in $(sqlite3 "$T/unsafe.db" "select distinct lower(hex(id)) from chunk"); do
+	curl -sf "$UURL/chunk/$id" >"$U/chunk/$id" || { kill "$spid" "$upid"; die "GET chunk $id"; }
+done
+kill -TERM "$upid"
+wait "$upid" || { kill "$spid"; die "the second replicator did not exit 0 on SIGTERM"; }
+dino=$(sqlite3 "$T/unsafe.db" "select ino from dirent where parent=1 and name=cast('d' as blob)")
+fino=$(sqlite3 "$T/unsafe.db" "select ino from dirent where parent=$dino and name=cast('f' as blob)")
+[ -n "$dino" ] && [ -n "$fino" ] || die "no d/f in the catalog"
+sqlite3 "$T/unsafe.db" "insert into dirent values(1, 1000, X'2E2E', $fino);
+	insert into dirent values($dino, 1000, X'612F62', $fino);
+	insert into dirent values($dino, 1001, X'', $fino);
+	insert into dirent values($dino, 1002, X'7800FF79', $fino);" || die "cannot plant the names"
+zstd -q -c "$T/unsafe.db" >"$U/catalog/$ugen" || die "zstd failed"
+for dry in "" -n; do
+	"$FERRY" sync -q $dry -c "$T/sc7" "http://127.0.0.1:$sport/v1/u" "$T/dunsafe" 2>"$T/err"
+	rc=$?
+	[ "$rc" = 23 ] || { kill "$spid"; die "sync $dry of a catalog with unsafe names exits $rc, not 23: $(cat "$T/err")"; }
+	for want in "path=\"$T/dunsafe\" name=\"..\"" "path=\"$T/dunsafe/d\" name=\"a/b\"" \
+		"path=\"$T/dunsafe/d\" name=\"\"" "path=\"$T/dunsafe/d\" name=\"x\\x00\\xffy\""; do
+		[ "$(grep -cF "not a single path component: not written $want" "$T/err")" = 1 ] ||
+			{ kill "$spid"; cat "$T/err" >&2; die "sync $dry does not name the entry $want once"; }
+	done
+	grep -q '4 entries could not be reproduced' "$T/err" || { kill "$spid"; cat "$T/err" >&2; die "sync $dry does not count 4 failed entries"; }
+done
+cmp "$T/dunsafe/d/f" "$T/src/d/f" || { kill "$spid"; die "the safe entries were not written"; }
 kill "$spid"
 wait "$spid" 2>/dev/null
-ok "ferry sync: a catalog that is not one exits 12, one of a later format 2; the hydrator refuses the latter with 1"
+ok "ferry sync: names that are no single path component are each named (directory, bytes as \\xNN) and exit 23, dry run too"
 
 # DEST inside a ferry mount: refused with 1 (usage).
 mount_hyd "$URL" "$T/mnt" --no-backfill

@@ -9,7 +9,11 @@
 #      fails at once instead of waiting out its --timeout, the mount goes
 #      away, the pid file is removed; in the foreground (-f) it exits 0;
 #      and a SIGTERM in the middle of a backfill leaves a cache the next
-#      mount completes.
+#      mount completes;
+#  (d) df: used is the tree's size, available the cache directory's file
+#      system's free space (never 100% used);
+#  (e) a kill -9 costs at most the two store groups not yet durable and
+#      the transfers under way, fetched again by the next mount.
 . "$(dirname "$0")/lib/common.sh"
 . "$E2E_LIB/wait.sh"
 need_fuse
@@ -151,4 +155,75 @@ wait_status "$T/cache" state complete 120 || die "(c) the next mount did not com
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$M" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(c) tree differs"; }
 ok "(c) -f and SIGTERM mid-backfill: exit 0, unmounted, index intact; the next mount completes, tree exact"
 umount_hyd "$M"
+
+# (d) df on the mount: used is the tree's size, available what the cache
+# directory's file system can still take (positive: a read-only mount no
+# longer reads 100% full), size the two together; inodes alike.
+mount_hyd "$URL" "$M" --no-backfill
+read -r bsize blocks bfree bavail files ffree <<<"$(stat -f -c '%S %b %f %a %c %d' "$M")"
+read -r cbsize cavail cffree <<<"$(stat -f -c '%S %a %d' "$T/cache")"
+want_used=$(python3 - "$S" "$bsize" <<'PY'
+import os, sys
+seen, total = set(), 0
+for d, _, fs in os.walk(sys.argv[1]):
+    for f in fs:
+        st = os.lstat(os.path.join(d, f))
+        if st.st_ino not in seen and not os.path.islink(os.path.join(d, f)):
+            seen.add(st.st_ino)
+            total += st.st_size
+print((total + int(sys.argv[2]) - 1) // int(sys.argv[2]))
+PY
+)
+[ $((blocks - bfree)) = "$want_used" ] || die "(d) used blocks $((blocks - bfree)), not the tree's $want_used"
+[ "$bavail" -gt 0 ] && [ "$bavail" = "$bfree" ] || die "(d) available $bavail, free $bfree: not positive and equal"
+# the cache's free bytes, give or take what changed in between
+c=$((cavail * cbsize / bsize))
+diff=$((bavail > c ? bavail - c : c - bavail))
+[ "$diff" -le $((c / 20 + 16384)) ] || die "(d) available $bavail blocks, the cache's file system has $c free"
+[ "$ffree" -gt 0 ] && [ "$files" -gt "$ffree" ] || die "(d) inodes: $files total, $ffree free"
+pcent=$(df --output=pcent "$M" | tail -n 1 | tr -d ' %')
+ipcent=$(df --output=ipcent "$M" | tail -n 1 | tr -d ' %')
+[ "$pcent" -lt 100 ] && [ "$ipcent" -lt 100 ] || die "(d) df says ${pcent}% used, ${ipcent}% of inodes"
+umount_hyd "$M"
+ok "(d) df: used = the tree ($want_used blocks), available = the cache's free space ($bavail blocks), ${pcent}% used, ${ipcent}% of inodes"
+stop_repl || die "replicator did not exit 0 on SIGTERM"
+
+# (e) what a kill -9 costs (README, ferry-hydrator(1) Stopping): the
+# chunks verified but not yet durable, at most the two groups the store
+# commits at a time (about 32 MiB of frames each), besides the transfers
+# under way. Each group's sync is held 4 s (FERRY_STORE_SYNC_DELAY_MS),
+# so on loopback the whole 100 MiB tree would arrive long before anything
+# is durable if nothing bounded it; one connection (--jobs 1) bounds the
+# transfers under way. After the kill the replicator served more than the
+# store kept, by no more than 64 MiB and those transfers (16 MiB here);
+# the next mount fetches at most that again and completes. (Bytes are
+# the chunks' raw bytes: random data, stored as it came, so the frames
+# the groups count are the same size.)
+mk_bulk_tree "$T/big" 100
+REPL_OPTS=--hash-before-publish start_repl "$port" "k=$T/big"
+KURL="http://127.0.0.1:$port/v1/k"
+rm -rf "$T/cache"
+FERRY_STORE_SYNC_DELAY_MS=4000 mount_hyd "$KURL" "$M" --jobs 1
+pid=$(cat "$T/cache/hydrator.pid")
+wait_for 60 eval '[ "$(repl_stat "$port" k chunk_bytes_served)" -ge $((48 << 20)) ]' ||
+	die "(e) the backfill did not get going"
+sleep 2
+kill -9 "$pid"
+wait_exited "$pid" || die "(e) hydrator $pid still running after kill -9"
+fusermount3 -u "$M" 2>/dev/null || umount -l "$M"
+wait_repl_quiet "$port" || die "(e) the replicator kept connections of the killed hydrator open"
+served=$(repl_stat "$port" k chunk_bytes_served)
+kept=$(sqlite3 "$T/cache/state.db" "select ifnull(sum(raw_len), 0) from chunk")
+lost=$((served - kept))
+log "(e) killed: served $((served >> 20)) MiB, durable $((kept >> 20)) MiB, lost $((lost >> 20)) MiB"
+[ "$lost" -gt 0 ] || die "(e) a kill with groups held lost nothing: the test proves nothing"
+[ "$lost" -le $(((64 + 16) << 20)) ] || die "(e) a kill lost $((lost >> 20)) MiB, more than two groups and the transfers under way"
+mount_hyd "$KURL" "$M"
+wait_status "$T/cache" state complete 180 || die "(e) the next mount did not complete"
+total=$(sqlite3 "$T/cache/state.db" "select sum(raw_len) from chunk")
+again=$(($(repl_stat "$port" k chunk_bytes_served) - total))
+[ "$again" -le "$lost" ] || die "(e) fetched $((again >> 20)) MiB twice, more than the $((lost >> 20)) MiB the kill lost"
+python3 "$E2E_LIB/treecmp.py" --content "$T/big" "$M" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(e) tree differs"; }
+umount_hyd "$M"
+ok "(e) kill -9 with groups held: lost $((lost >> 20)) MiB (<= 2 x 32 MiB + transfers), fetched $((again >> 20)) MiB again, tree exact"
 stop_repl || die "replicator did not exit 0 on SIGTERM"

@@ -241,6 +241,18 @@ static void test_xml_escape(void **state)
 	hyd_s3_xml_add(&b, "plain/key.txt");
 	assert_string_equal(b.buf, "plain/key.txt");
 	base_buf_fini(&b);
+	/* Bytes that are not UTF-8 as the text \xNN (base_text_escape's
+	 * rule), so the listing stays well-formed XML; valid UTF-8 whole. */
+	hyd_s3_xml_add(&b, "caf\xe9/na\xc3\xafve/\xff\xfe&x/\xe2\x82");
+	assert_string_equal(b.buf, "caf\\xe9/na\xc3\xafve/\\xff\\xfe&amp;x/"
+				   "\\xe2\\x82");
+	base_buf_fini(&b);
+	/* overlong, a surrogate, U+FFFF (no XML character); U+10000 kept */
+	hyd_s3_xml_add(&b,
+		       "\xc0\xaf|\xed\xa0\x80|\xef\xbf\xbf|\xf0\x90\x80\x80");
+	assert_string_equal(b.buf, "\\xc0\\xaf|\\xed\\xa0\\x80|"
+				   "\\xef\\xbf\\xbf|\xf0\x90\x80\x80");
+	base_buf_fini(&b);
 	hyd_s3_xml_error(&b, "NoSuchKey", "gone", "/s/a&b", "01");
 	assert_non_null(strstr(b.buf, "<Error><Code>NoSuchKey</Code><Message>"
 				      "gone</Message><Resource>/s/a&amp;b"

@@ -19,7 +19,10 @@
  * heals by fetching that chunk again; the mount check reads a
  * fake mountinfo (a real ferry mount is tests/e2e/080-sync.sh's job); a
  * file whose source changed after the scan (409) is the one entry failed;
- * with the replicator stopped a sync from the complete cache still works.
+ * with the replicator stopped a sync from the complete cache still works;
+ * entries of that cached catalog whose names are no single path component
+ * ("..", "a/b", empty, a NUL), which the reader skips, are each named on
+ * stderr (directory and bytes as \xNN) and counted failed.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -45,6 +48,7 @@
 
 #include <cmocka.h>
 #include <curl/curl.h>
+#include <sqlite3.h>
 
 #include "catalog/catalog.h"
 #include "hydrator/store/hyd_store.h"
@@ -827,6 +831,80 @@ static void test_offline_from_cache(void **state)
 	cmp_tree(f->src, dest);
 }
 
+/* Run a sync with stderr into path (the writer's lines), restored after. */
+static int sync_logged(struct fx *f, const char *dest, const char *path,
+		       struct hyd_sync_result *r)
+{
+	int fd, saved, rc;
+
+	fflush(stderr);
+	saved = dup(2);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(saved >= 0 && fd >= 0);
+	assert_int_equal(dup2(fd, 2), 2);
+	close(fd);
+	rc = run_sync(f, dest, r);
+	fflush(stderr);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+	return rc;
+}
+
+static void test_unsafe_names_named(void **state)
+{
+	struct fx *f = *state;
+	struct hyd_sync_result r;
+	char cat[256], dest[256], log[256], line[512], want[512];
+	static const char *const names[] = {"..", "a/b", "", "x\\x00\\xffy"};
+	sqlite3 *db;
+	FILE *fp;
+	size_t i, found[4] = {0};
+
+	/* Still offline: the cached catalog gets entries the reader never
+	 * hands out, next to real ones (at the root and in d1). */
+	pathf(cat, sizeof(cat), "%s/catalogs/1.db", f->cache);
+	assert_int_equal(sqlite3_open(cat, &db), SQLITE_OK);
+	assert_int_equal(
+	    sqlite3_exec(
+		db,
+		"INSERT INTO dirent(parent, pos, name, ino) SELECT 1, "
+		"1000000, X'2E2E', ino FROM dirent WHERE parent = 1 AND "
+		"name = CAST('secret' AS BLOB);"
+		"INSERT INTO dirent(parent, pos, name, ino) SELECT d.ino, "
+		"1000000 + k.n, k.name, h.ino FROM dirent d, dirent h, "
+		"(SELECT 1 AS n, X'612F62' AS name UNION ALL SELECT 2, X'' "
+		"UNION ALL SELECT 3, X'7800FF79') k WHERE d.parent = 1 AND "
+		"d.name = CAST('d1' AS BLOB) AND h.parent = d.ino AND "
+		"h.name = CAST('hl2' AS BLOB);",
+		NULL, NULL, NULL),
+	    SQLITE_OK);
+	assert_int_equal(sqlite3_changes(db), 3);
+	sqlite3_close(db);
+	pathf(dest, sizeof(dest), "%s/dest-unsafe", f->t);
+	pathf(log, sizeof(log), "%s/unsafe.log", f->t);
+	assert_int_equal(sync_logged(f, dest, log, &r), 0);
+	assert_int_equal(r.failed, 4);
+	assert_int_equal(r.vanished, 0);
+	cmp_tree(f->src, dest);
+	fp = fopen(log, "r");
+	assert_non_null(fp);
+	while (fgets(line, sizeof(line), fp))
+		for (i = 0; i < 4; i++) {
+			pathf(want, sizeof(want),
+			      "error: a name in the catalog is not a single "
+			      "path component: not written path=\"%s%s\" "
+			      "name=\"%s\"\n",
+			      dest, i ? "/d1" : "", names[i]);
+			if (strstr(line, want))
+				found[i]++;
+		}
+	fclose(fp);
+	for (i = 0; i < 4; i++)
+		if (found[i] != 1)
+			fail_msg("name %s named %zu times, see %s", names[i],
+				 found[i], log);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -844,6 +922,7 @@ int main(void)
 	    cmocka_unit_test(test_verify_cache_flip),
 	    cmocka_unit_test(test_failed_file_named),
 	    cmocka_unit_test(test_offline_from_cache),
+	    cmocka_unit_test(test_unsafe_names_named),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
