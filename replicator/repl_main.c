@@ -97,9 +97,14 @@ static const char USAGE[] =
     "                          whose client stopped reading (default %u)\n"
     "      --max-conns N       open connections in all (default %u, less\n"
     "                          if the open files limit is lower); at the\n"
-    "                          cap the longest-waiting idle one is closed\n"
+    "                          cap one waiting for its client is closed,\n"
+    "                          of the client holding most\n"
     "      --max-conns-per-addr N  open connections per client address\n"
     "                          (default %u; 0: no cap)\n"
+    "      --max-inflight MIB  memory for answers in flight, in MiB\n"
+    "                          (default %zu); each client (token, or\n"
+    "                          address) gets its share, and one that\n"
+    "                          stops reading gives its share back\n"
     "      --sign-key FILE     sign each generation, and each manifests\n"
     "                          answer, with this Ed25519 private key\n"
     "                          (PEM: ferry keygen's sign.key); clients\n"
@@ -143,7 +148,7 @@ static void print_usage(void)
 {
 	printf(USAGE, REPL_HEADER_TIMEOUT_DEFAULT_S,
 	       REPL_IDLE_TIMEOUT_DEFAULT_S, REPL_MAX_CONNS_DEFAULT,
-	       REPL_PER_ADDR_DEFAULT);
+	       REPL_PER_ADDR_DEFAULT, (size_t)REPL_INFLIGHT_DEFAULT_MIB);
 }
 
 /* One error line naming the problem and pointing at --help; returns the
@@ -286,6 +291,7 @@ static const struct num_opt {
     {'I', "--idle-timeout", 1, 86400},
     {'M', "--max-conns", 1, 1000000},
     {'P', "--max-conns-per-addr", 0, 1000000},
+    {'B', "--max-inflight", 1, 1 << 20},
 };
 
 /* A numeric option into o: 1 (opt is one, and is set), 0 (opt is not a
@@ -322,6 +328,9 @@ static int num_option(int opt, const char *arg, struct repl_server_opts *o)
 	case 'M':
 		o->max_conns = (size_t)v;
 		break;
+	case 'B':
+		o->inflight_mib = (size_t)v;
+		break;
 	default: /* 'P' */
 		o->per_addr = v ? v : -1;
 		break;
@@ -349,6 +358,7 @@ static int parse_options(int argc, char **argv, struct cli *c)
 	    {"idle-timeout", required_argument, NULL, 'I'},
 	    {"max-conns", required_argument, NULL, 'M'},
 	    {"max-conns-per-addr", required_argument, NULL, 'P'},
+	    {"max-inflight", required_argument, NULL, 'B'},
 	    {"sign-key", required_argument, NULL, 'S'},
 	    {"namespaces", required_argument, NULL, 'N'},
 	    {"metrics", required_argument, NULL, OPT_METRICS},

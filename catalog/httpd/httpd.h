@@ -140,6 +140,9 @@ struct httpd_limits {
 	size_t per_addr;    /* open connections per client address; 0: any */
 	unsigned pipeline;  /* requests read ahead of their answer, >= 1 */
 	unsigned per_conn;  /* requests per connection; 0: any */
+	/* bytes servers hold for answers, in all (httpd_req_reserve);
+	 * 0: not counted */
+	size_t inflight_max;
 };
 #define HTTPD_BODY_ANY UINT64_MAX
 
@@ -273,9 +276,11 @@ void httpd_tls_free(struct httpd_tls *t);
  * one when that one is done. What a connection waits for decides what may
  * end it: one the server is answering is never timed out nor closed for
  * room; one waiting for its client (a head still coming, idle between
- * requests, an answer not read) is closed by a sweep past header_ms or
- * idle_ms, and at max_conns the one that has waited longest (at least
- * half a second) makes room for a new one; with none, accepting pauses.
+ * requests, an answer not read, bytes its tenant holds) is closed by a
+ * sweep past header_ms or idle_ms, and at max_conns one that has waited
+ * at least half a second makes room for a new one, of the tenant holding
+ * most connections, the one that waited longest; with none, accepting
+ * pauses. The bytes of answers are held to each tenant's share (below).
  *
  * A request is what dispatch gets: struct httpd_req, first member of the
  * server's own request struct (opts.req_size), reference counted (its
@@ -302,6 +307,8 @@ enum httpd_limit {
 	HTTPD_LIM_HEADER,	/* closed: header timeout */
 	HTTPD_LIM_IDLE,		/* closed: idle timeout */
 	HTTPD_LIM_UNREAD,	/* closed: the answer was not read */
+	HTTPD_LIM_RECLAIMED,	/* closed: stalled, its tenant over its share
+				 * of bytes while another waited */
 	HTTPD_LIM_N
 };
 
@@ -359,6 +366,9 @@ int httpd_server_bound(const struct httpd_server *s,
 /* Open connections now. */
 size_t httpd_server_conns(const struct httpd_server *s);
 
+/* Bytes reserved for answers now (httpd_req_reserve). */
+size_t httpd_server_inflight(const struct httpd_server *s);
+
 /* Stop: close the listener and every connection (their requests turn
  * dead). The server frees itself once its last connection and request
  * are gone: run the loop until then. NULL: no-op. */
@@ -391,6 +401,17 @@ struct httpd_req {
 		int refs, started, counted, keep_alive, http_minor, chunked;
 		char *head; /* formatted, not written yet */
 		size_t head_len, body_cap;
+		/* bytes reserved, and on whom (httpd_tenant.c) */
+		struct httpd_tenant *tenant;
+		size_t bytes;
+		/* waiting for bytes */
+		int waiting;
+		struct httpd_req *wprev, *wnext;
+		struct httpd_tenant *wtenant;
+		size_t wneed;
+		void (*wcb)(struct httpd_req *req, void *arg);
+		void *warg;
+		uint64_t wpass;
 	} x;
 };
 
@@ -436,6 +457,44 @@ int httpd_req_peer_loopback(const struct httpd_req *req);
 /* 1 when req's client is on this host (httpd_addr_same_host, decided once
  * per connection), else 0. */
 int httpd_req_peer_same_host(struct httpd_req *req);
+
+/*
+ * Tenants and the bytes answers hold. A tenant is who a connection works
+ * for: its client's address (an IPv6 address's /64) until the server
+ * names it from a request. At the connection cap the connection to close
+ * is taken from the tenant holding most connections. What a server holds
+ * in memory for an answer (frames read ahead, a read buffer) is reserved
+ * on the request's tenant against limits.inflight_max before it is made,
+ * and released when it goes; a tenant may hold its share, inflight_max
+ * over the tenants holding or waiting for bytes. A tenant over its share
+ * reads no further pipelined requests; when another tenant waits, its
+ * connections stalled for half a second are closed until it is back
+ * within its share. What a request still holds when it is freed is
+ * released then.
+ */
+
+/* req's connection works for the tenant named by id[0..len) (a token's
+ * digest, say) from now on. */
+void httpd_req_set_tenant(struct httpd_req *req, const void *id, size_t len);
+
+/* Who req's connection works for, as a number (equal for equal
+ * tenants). */
+uint64_t httpd_req_tenant(const struct httpd_req *req);
+
+/* Bytes were reserved for req after all: cb runs (on the loop, req
+ * alive and not dead) once they are. */
+typedef void (*httpd_resume_cb)(struct httpd_req *req, void *arg);
+
+/* Reserve n bytes for req. 0: reserved. -EAGAIN: not now; cb(req, arg)
+ * runs once they are (not when the connection closes first). With cb
+ * NULL the bytes are taken as they are, never waiting (what is already
+ * held: a body, a manifest made). -EBUSY: req waits already;
+ * -ECANCELED: the connection is gone. */
+int httpd_req_reserve(struct httpd_req *req, size_t n, httpd_resume_cb cb,
+		      void *arg);
+
+/* Give back n of req's bytes (at most what it holds). */
+void httpd_req_release(struct httpd_req *req, size_t n);
 
 /* Bytes of req's connection not sent yet: libuv's queue and the socket's
  * (SIOCOUTQNSD). */

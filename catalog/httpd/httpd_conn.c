@@ -31,7 +31,8 @@ struct h1_wr {
 	struct httpd_req *req;
 	httpd_write_cb cb;
 	void *arg;
-	char *cipher; /* TLS: the records written */
+	char *cipher;	/* TLS: the records written */
+	size_t charged; /* their bytes, reserved on the request */
 	char bytes[];
 };
 
@@ -45,6 +46,31 @@ static const char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
 static const char CHUNK_EOL[] = "\r\n";
 
 static void conn_kick(struct httpd_conn *c);
+static int body_ready(struct httpd_conn *c, struct httpd_req *req);
+static void body_granted(struct httpd_req *req, void *arg);
+
+/* The read buffer, made when a read comes and let go once its bytes are
+ * parsed: thousands of connections waiting hold none. A small one while
+ * the tenant holds its share: a request's head is read, its body stays
+ * in the socket until there is room for it. NULL: no memory. */
+static char *rbuf_get(struct httpd_conn *c)
+{
+	if (!c->rbuf) {
+		c->rbuf_cap = httpd_tenant_over(c->srv, c->tenant)
+				  ? HTTPD_READ_SMALL
+				  : HTTPD_READ_BUF;
+		c->rbuf = malloc(c->rbuf_cap);
+	}
+	return c->rbuf;
+}
+
+static void rbuf_drop(struct httpd_conn *c)
+{
+	if (c->pend_len == 0) {
+		free(c->rbuf);
+		c->rbuf = NULL;
+	}
+}
 static void parse_pending(struct httpd_conn *c);
 static void read_start(struct httpd_conn *c);
 static void tls_pump(struct httpd_conn *c);
@@ -58,6 +84,8 @@ static void conn_unref(struct httpd_conn *c)
 		return;
 	httpd_tls_conn_free(c->tls);
 	httpd_reader_fini(&c->rd);
+	httpd_tenant_put(s, c->tenant);
+	free(c->rbuf);
 	free(c);
 	httpd_server_unref(s);
 }
@@ -90,7 +118,7 @@ static struct httpd_req *req_new(struct httpd_conn *c, size_t url_len)
 
 enum httpd_wait httpd_conn_wait(const struct httpd_conn *c)
 {
-	if (c->writes)
+	if (c->writes || c->budget_waits)
 		return HTTPD_WAIT_READER;
 	if (c->head)
 		return HTTPD_WAIT_SERVER;
@@ -99,11 +127,19 @@ enum httpd_wait httpd_conn_wait(const struct httpd_conn *c)
 	return HTTPD_WAIT_IDLE;
 }
 
+/* 1 when a request is in hand and the tenant holds its share of bytes:
+ * further requests wait in the socket (they would only add their bodies
+ * to what a client that does not read holds). */
+static int held_back(const struct httpd_conn *c)
+{
+	return c->head && httpd_tenant_over(c->srv, c->tenant);
+}
+
 /* 1 while the connection takes more bytes to parse. */
 static int conn_takes_more(const struct httpd_conn *c)
 {
 	return !c->closing && !c->shutting && !c->eof && !c->no_more &&
-	       !c->paused && c->pend_len == 0;
+	       !c->paused && !c->body_wait && c->pend_len == 0 && !held_back(c);
 }
 
 static void update_reading(struct httpd_conn *c)
@@ -168,6 +204,7 @@ void httpd_conn_close(struct httpd_conn *c)
 		c->next->prev = c->prev;
 	c->prev = c->next = NULL;
 	c->srv->n_conns--;
+	httpd_tenant_conn_closed(c);
 	if (c->cur) {
 		c->cur->dead = 1;
 		httpd_req_unref(c->cur);
@@ -180,7 +217,13 @@ void httpd_conn_close(struct httpd_conn *c)
 	}
 	c->head = c->tail = NULL;
 	c->queued = 0;
-	/* Pending writes get their callbacks (UV_ECANCELED) before on_close. */
+	/* Pending writes get their callbacks (UV_ECANCELED) before on_close.
+	 * An answer cut short is reset: the client sees the cut at once, and
+	 * the kernel lets go of what was queued for a client that may never
+	 * read it. */
+	if (c->writes && !c->shutting &&
+	    uv_tcp_close_reset(&c->tcp, on_close) == 0)
+		return;
 	uv_close((uv_handle_t *)&c->tcp, on_close);
 }
 
@@ -289,16 +332,6 @@ static int on_head(struct httpd_conn *c)
 	req->head_ns = uv_hrtime();
 	req->x.http_minor = m.http_minor;
 	c->cur = req;
-	/* a body of a said length (the reader held it to body_max) gets
-	 * its room at once, up to a size worth asking for */
-	if (m.length != UINT64_MAX && m.length > 0 && m.length <= (1u << 20)) {
-		req->body = malloc((size_t)m.length);
-		if (!req->body) {
-			parse_failed(c, 500, "out of memory");
-			return -1;
-		}
-		req->x.body_cap = (size_t)m.length;
-	}
 	if (s->o.header)
 		for (i = 0; i < m.nfields; i++) {
 			char *n, *v;
@@ -307,11 +340,56 @@ static int on_head(struct httpd_conn *c)
 			httpd_reader_field(&c->rd, i, &n, &nl, &v, &vl);
 			s->o.header(req, n, nl, v, vl);
 		}
-	/* a client waiting to send its body is told to, unless answers
-	 * are queued ahead (then it sends after its own timeout) */
-	if (m.expect_continue && !c->head)
+	c->want_continue = m.expect_continue;
+	/* a body of a said length (the reader held it to body_max) gets
+	 * its room at once, up to a size worth asking for: its bytes are
+	 * reserved first (the tenant's share: a client's, or an address's
+	 * until a request names it), and until they are the rest waits in
+	 * the socket */
+	if (m.length != UINT64_MAX && m.length > 0 && m.length <= (1u << 20)) {
+		req->x.body_cap = (size_t)m.length;
+		switch (httpd_req_reserve(req, req->x.body_cap, body_granted,
+					  NULL)) {
+		case 0:
+			break;
+		case -EAGAIN:
+			c->body_wait = 1;
+			return 0;
+		default:
+			return -1;
+		}
+	}
+	return body_ready(c, req);
+}
+
+/* The body's room is reserved: allocate it and tell a client waiting
+ * to send it, unless answers are queued ahead (then it sends after its
+ * own timeout). 0, or -1 failing. */
+static int body_ready(struct httpd_conn *c, struct httpd_req *req)
+{
+	if (req->x.body_cap) {
+		req->body = malloc(req->x.body_cap);
+		if (!req->body) {
+			parse_failed(c, 500, "out of memory");
+			return -1;
+		}
+	}
+	if (c->want_continue && !c->head)
 		send_continue(c);
+	c->want_continue = 0;
 	return 0;
+}
+
+static void body_granted(struct httpd_req *req, void *arg)
+{
+	struct httpd_conn *c = req->x.conn;
+
+	(void)arg;
+	c->body_wait = 0;
+	if (body_ready(c, req) == 0)
+		parse_pending(c);
+	else
+		conn_kick(c); /* the 500 queued */
 }
 
 static int on_body(struct httpd_conn *c)
@@ -332,6 +410,8 @@ static int on_body(struct httpd_conn *c)
 			parse_failed(c, 500, "out of memory");
 			return -1;
 		}
+		/* counted as it grows (the reader holds it to body_max) */
+		(void)httpd_req_reserve(req, cap - req->x.body_cap, NULL, NULL);
 		req->body = b;
 		req->x.body_cap = cap;
 	}
@@ -357,7 +437,8 @@ static void on_end(struct httpd_conn *c)
 
 static void parse_pending(struct httpd_conn *c)
 {
-	while (c->pend_len > 0 && !c->closing && !c->no_more && !c->paused) {
+	while (c->pend_len > 0 && !c->closing && !c->no_more && !c->paused &&
+	       !c->body_wait && !held_back(c)) {
 		int was_busy = httpd_reader_busy(&c->rd);
 		const char *detail;
 		enum httpd_rd ev;
@@ -391,6 +472,7 @@ static void parse_pending(struct httpd_conn *c)
 	}
 	if (c->no_more)
 		c->pend_len = 0;
+	rbuf_drop(c);
 	conn_kick(c);
 	if (!c->closing)
 		update_reading(c);
@@ -399,10 +481,12 @@ static void parse_pending(struct httpd_conn *c)
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
 	struct httpd_conn *c = h->data;
+	/* Reading only runs while no unparsed bytes are left in rbuf;
+	 * none: libuv says UV_ENOBUFS, and the connection closes */
+	char *b = rbuf_get(c);
 
 	(void)hint;
-	/* Reading only runs while no unparsed bytes are left in rbuf. */
-	*buf = uv_buf_init(c->rbuf, HTTPD_READ_BUF);
+	*buf = uv_buf_init(b, b ? (unsigned)c->rbuf_cap : 0);
 }
 
 /* The peer sent all it will: answer what was asked, then close. */
@@ -421,6 +505,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	struct httpd_conn *c = st->data;
 
 	(void)buf;
+	if (nread <= 0)
+		rbuf_drop(c);
 	if (nread == 0)
 		return;
 	if (nread < 0) {
@@ -522,6 +608,10 @@ void httpd_conn_accept(struct httpd_server *s)
 	if (s->n_conns >= s->lim.max_conns &&
 	    httpd_server_evict(s, "connection cap") < 0)
 		goto refuse;
+	c->tenant = httpd_tenant_get(s, httpd_tenant_addr_key(&c->peer));
+	if (!c->tenant)
+		goto refuse;
+	c->tenant->conns++;
 	uv_tcp_nodelay(&c->tcp, 1);
 	if (s->o.tls) {
 		/* the context of now: a reload later does not change it */
@@ -556,9 +646,15 @@ static void tls_pump(struct httpd_conn *c)
 
 	c->tls_pumping = 1;
 	while (conn_takes_more(c)) {
-		n = httpd_tls_conn_read(c->tls, c->rbuf, HTTPD_READ_BUF);
-		if (n <= 0)
+		if (!rbuf_get(c)) {
+			httpd_conn_close(c);
 			break;
+		}
+		n = httpd_tls_conn_read(c->tls, c->rbuf, c->rbuf_cap);
+		if (n <= 0) {
+			rbuf_drop(c);
+			break;
+		}
 		c->pend_off = 0;
 		c->pend_len = (size_t)n;
 		parse_pending(c);
@@ -642,6 +738,7 @@ static void on_written(uv_write_t *w, int status)
 	/* progress: the client reads (the idle timeout counts from here) */
 	c->writes--;
 	c->since_ms = uv_now(c->srv->loop);
+	httpd_req_release(req, wr->charged);
 	if (wr->cb)
 		wr->cb(req, wr->arg, status);
 	if (status < 0 && !c->closing)
@@ -683,6 +780,7 @@ static int h1_write(struct httpd_req *req, const void *pre, size_t pre_len,
 	wr->cb = cb;
 	wr->arg = arg;
 	wr->cipher = NULL;
+	wr->charged = 0;
 	if (req->x.head_len)
 		memcpy(wr->bytes, req->x.head, req->x.head_len);
 	memcpy(wr->bytes + req->x.head_len, prefix, plen);
@@ -713,6 +811,9 @@ static int h1_write(struct httpd_req *req, const void *pre, size_t pre_len,
 		    httpd_tls_conn_take(c->tls, &wr->cipher, &got) < 0)
 			goto fail;
 		bufs[n++] = uv_buf_init(wr->cipher, (unsigned)got);
+		/* a copy of what the server holds: its bytes count too */
+		if (httpd_req_reserve(req, got, NULL, NULL) == 0)
+			wr->charged = got;
 	} else {
 		if (copied || (!data_len && !post))
 			bufs[n++] = uv_buf_init(wr->bytes, (unsigned)copied);
@@ -813,12 +914,16 @@ static void h1_done(struct httpd_req *req)
 		conn_finish(c);
 		return;
 	}
-	if (c->paused && c->queued < c->srv->lim.pipeline) {
+	if (c->paused && c->queued < c->srv->lim.pipeline)
 		c->paused = 0;
+	/* requests read already, held back or paused: parse them now */
+	if (!c->paused && c->pend_len) {
 		parse_pending(c);
 		return;
 	}
 	conn_kick(c);
+	if (!c->closing)
+		update_reading(c);
 }
 
 static void h1_abort(struct httpd_req *req)

@@ -6,8 +6,8 @@
 #include "catalog/httpd/httpd.h"
 
 /* ferry-replicator(1), LIMITS: --header-timeout, --idle-timeout,
- * --max-conns (then fitted to the open files limit) and
- * --max-conns-per-addr change the second half. */
+ * --max-conns (then fitted to the open files limit),
+ * --max-conns-per-addr and --max-inflight change the second half. */
 const struct httpd_limits HTTPD_LIMITS_REPLICATOR = {
     .url_max = 4096,
     .head_max = 16384,
@@ -21,6 +21,10 @@ const struct httpd_limits HTTPD_LIMITS_REPLICATOR = {
     /* a client may send this many requests before their answers */
     .pipeline = 16,
     .per_conn = 0,
+    /* --max-inflight: frames read ahead, read buffers, bodies. A busy
+     * client's answers hold a few MiB per connection; 128 MiB serves
+     * dozens at full speed and keeps thousands that do not read small */
+    .inflight_max = 128u << 20,
 };
 
 /* --metrics-listen: a scrape is rare and small, one request per

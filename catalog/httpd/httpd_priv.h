@@ -87,6 +87,22 @@ const char *httpd_peer_str(const struct httpd_peer *p, char *buf, size_t cap);
 
 /* ---- the engine ---- */
 
+/* A connection waiting for its client this long may be closed to make
+ * room (at the cap) or to free memory (httpd_tenant.c). */
+#define HTTPD_STALL_MS 500u
+
+/* Who a connection works for (httpd_tenant.c). */
+struct httpd_tenant {
+	struct httpd_tenant *next; /* in its hash bucket */
+	uint64_t key;
+	size_t refs;	/* its connections until freed, requests holding
+			 * or waiting for its bytes */
+	size_t conns;	/* open connections */
+	size_t bytes;	/* reserved by its requests */
+	size_t going;	/* of those, held by closed connections */
+	size_t waiting; /* requests waiting for bytes */
+};
+
 /* Refusals and evictions since their last log line: one warning per kind
  * every HTTPD_LIMIT_LOG_MS at most. */
 struct httpd_limit_log {
@@ -109,9 +125,21 @@ struct httpd_server {
 	struct httpd_conn *conns;
 	size_t n_conns;
 	struct httpd_limit_log log_addr, log_full, log_evict;
+	/* tenants and the bytes of answers (httpd_tenant.c) */
+	struct httpd_tenant **tenants; /* hash buckets */
+	size_t tenants_active;	       /* holding or waiting for bytes */
+	size_t tenants_waiting;	       /* waiting for bytes */
+	size_t inflight;	       /* bytes reserved in all */
+	struct httpd_req *wait_head, *wait_tail;
+	uv_timer_t resume;
+	int resume_armed;
+	uint64_t resume_pass, reclaim_ms;
+	size_t released;  /* bytes released since the last trim */
+	uint64_t trim_ms; /* when */
 };
 
 #define HTTPD_READ_BUF 65536u
+#define HTTPD_READ_SMALL 4096u
 
 struct httpd_conn {
 	uv_tcp_t tcp;
@@ -123,23 +151,29 @@ struct httpd_conn {
 	size_t queued;
 	int refs; /* the handle + every live request */
 	int closing, shutting, reading;
-	int eof;     /* the peer finished sending */
-	int no_more; /* no further requests will be taken */
-	int paused;  /* the queue is full: the reader waits */
+	int eof;	   /* the peer finished sending */
+	int no_more;	   /* no further requests will be taken */
+	int paused;	   /* the queue is full: the reader waits */
+	int body_wait;	   /* the body's bytes are not reserved yet */
+	int want_continue; /* the client waits for 100 Continue */
 	int kicking;
 	/* what it waits for (httpd_conn_wait) began at this loop time:
 	 * accept, a request's first byte, the last answer or write */
 	uint64_t since_ms;
-	uint64_t answered; /* requests answered */
-	uint64_t taken;	   /* requests read */
-	unsigned writes;   /* writes in flight */
+	uint64_t answered;     /* requests answered */
+	uint64_t taken;	       /* requests read */
+	unsigned writes;       /* writes in flight */
+	unsigned budget_waits; /* requests waiting for bytes */
+	size_t bytes;	       /* reserved by its requests */
+	struct httpd_tenant *tenant;
 	struct httpd_peer peer;
 	uv_shutdown_t shut;
 	struct httpd_tls_conn *tls; /* NULL: plain HTTP */
 	int tls_pumping;	    /* in tls_pump */
 	size_t pend_off, pend_len;  /* unparsed bytes in rbuf */
 	void *data;		    /* the server's conn_size bytes */
-	char rbuf[HTTPD_READ_BUF];
+	char *rbuf;		    /* while some of its bytes are unparsed */
+	size_t rbuf_cap;	    /* HTTPD_READ_BUF, or HTTPD_READ_SMALL */
 };
 
 /* What a connection waits for. */
@@ -147,7 +181,8 @@ enum httpd_wait {
 	HTTPD_WAIT_SERVER, /* a request is being answered */
 	HTTPD_WAIT_HEAD,   /* the first request, or a request, is coming */
 	HTTPD_WAIT_IDLE,   /* answered; the next request has not begun */
-	HTTPD_WAIT_READER, /* writes in flight: the client must read them */
+	HTTPD_WAIT_READER, /* writes in flight: the client must read them;
+			    * or bytes its tenant holds must be released */
 };
 
 enum httpd_wait httpd_conn_wait(const struct httpd_conn *c);
@@ -172,9 +207,35 @@ void httpd_server_limit(struct httpd_server *s, enum httpd_limit kind,
 /* Start the sweep when a connection opens and it is not running. */
 void httpd_server_sweep_on(struct httpd_server *s);
 
-/* Make room by closing the connection that waited longest for its
+/* Make room by closing a connection waiting for its client (of the
+ * tenant holding most connections, the one that waited longest for its
  * client. 0, or -EBUSY when every connection is being answered. */
 int httpd_server_evict(struct httpd_server *s, const char *why);
+
+/* Tenants (httpd_tenant.c). The table / a tenant by key, referenced
+ * (NULL: out of memory) / let go of one. */
+int httpd_tenants_init(struct httpd_server *s);
+void httpd_tenants_fini(struct httpd_server *s);
+struct httpd_tenant *httpd_tenant_get(struct httpd_server *s, uint64_t key);
+void httpd_tenant_put(struct httpd_server *s, struct httpd_tenant *t);
+/* The key of a client address (an IPv6 address's /64). */
+uint64_t httpd_tenant_addr_key(const struct httpd_peer *p);
+/* 1 when t holds its share of bytes, or the pool is full: its
+ * connections read no further requests. */
+int httpd_tenant_over(const struct httpd_server *s,
+		      const struct httpd_tenant *t);
+/* c is closing: out of its tenant's count, its waiters dropped. */
+void httpd_tenant_conn_closed(struct httpd_conn *c);
+/* req goes: what it holds is released, its tenant let go. */
+void httpd_tenant_req_free(struct httpd_req *req);
+/* Waiters that fit now get their bytes (the resume timer's callback). */
+void httpd_tenant_resume(uv_timer_t *t);
+/* Give freed memory back to the system when much of the pool was
+ * released since the last time (the sweep's). */
+void httpd_tenant_trim(struct httpd_server *s);
+/* Another tenant waits: close stalled connections of tenants over
+ * their share (at most every few ms unless sweep). */
+void httpd_tenant_reclaim(struct httpd_server *s, int sweep);
 
 /* A request of connection c (httpd_req.c): allocated with the server's
  * size, one reference, c referenced. NULL when out of memory. */

@@ -30,6 +30,7 @@ void httpd_req_unref(struct httpd_req *req)
 		s->o.req_free(req);
 	free(req->body);
 	free(req->x.head);
+	httpd_tenant_req_free(req);
 	/* the transport may go with it: nothing of it after this */
 	req->x.tx->release(req);
 	free(req);

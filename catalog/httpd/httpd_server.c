@@ -4,25 +4,29 @@
  * made at the cap, and the server's own life.
  *
  * Fairness: what a connection waits for decides what may end it. One the
- * server is answering (a request queued, a write in flight) is never
- * closed for room; one waiting for its client (no request yet, a head
- * still coming, idle between requests) may be: its wait began at
- * since_ms, and a sweep every HTTPD_SWEEP_MS closes it when that wait
- * passes the header or idle timeout. When the connection cap is reached
- * (or accept runs out of file descriptors) the connection that has waited
- * longest for its client, at least HTTPD_EVICT_GRACE_MS, makes room for
- * the next one, so idle or trickling connections, however many, cannot
- * keep a client that asks out. The grace lets every connection accepted
- * have its request read before it can be pushed out: without it a flood
- * of connects (the kernel's backlog holds hundreds) would push out
- * everything accepted in the same loop turn, a real client's too. When
- * no connection is eligible, accepting pauses (libuv keeps the one it
- * took and stops polling the listener; the kernel's backlog holds the
- * rest) until the sweep finds room. The per-address cap keeps one
- * address from holding everything.
+ * server is answering (a request being worked on) is never closed for
+ * room; one waiting for its client (no request yet, a head still coming,
+ * idle between requests, an answer it does not read, bytes its tenant
+ * holds) may be: its wait began at since_ms, and a sweep every
+ * HTTPD_SWEEP_MS closes it when that wait passes the header or idle
+ * timeout. When the connection cap is reached (or accept runs out of
+ * file descriptors) a connection that has waited for its client at least
+ * HTTPD_STALL_MS makes room for the next one: of the tenant holding most
+ * connections, the one that waited longest. So connections that sit
+ * there or do not read, however many, cannot keep a client that asks
+ * out, and a tenant with many connections loses them before one with a
+ * few. The grace lets every connection accepted have its request read
+ * before it can be pushed out: without it a flood of connects (the
+ * kernel's backlog holds hundreds) would push out everything accepted in
+ * the same loop turn, a real client's too. When no connection is
+ * eligible, accepting pauses (libuv keeps the one it took and stops
+ * polling the listener; the kernel's backlog holds the rest) until the
+ * sweep finds room. The per-address cap keeps one address from holding
+ * everything; the bytes of answers are held to each tenant's share
+ * (httpd_tenant.c).
  *
  * Life: the server is reference counted (its owner, the listener and the
- * sweep timer until their close callbacks, each connection until it is
+ * two timers until their close callbacks, each connection until it is
  * freed, which is after its last request), so whoever closes it only
  * runs the loop until everything let go.
  */
@@ -34,13 +38,14 @@
 #include "catalog/httpd/httpd_priv.h"
 
 #define HTTPD_SWEEP_MS 250u
-#define HTTPD_EVICT_GRACE_MS 500u
 #define HTTPD_LIMIT_LOG_MS 10000u
 
 void httpd_server_unref(struct httpd_server *s)
 {
-	if (--s->refs == 0)
+	if (--s->refs == 0) {
+		httpd_tenants_fini(s);
 		free(s);
+	}
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -48,24 +53,24 @@ static void on_handle_closed(uv_handle_t *h)
 	httpd_server_unref(h->data);
 }
 
-/* The connection that has waited longest for its client, at least
- * HTTPD_EVICT_GRACE_MS, or NULL when there is none (every one is being
- * answered or began its wait just now). Among equal waits the one
- * accepted first (the list is newest first). A linear walk: it runs only
- * at the cap. */
+/* The connection to close for room: one waiting for its client (for
+ * its next request, its head, or to read what it was sent) for at least
+ * HTTPD_STALL_MS, of the tenant holding most connections, the one that
+ * waited longest; among equal waits the one accepted first (the list is
+ * newest first). NULL when there is none (every one is being answered or
+ * began its wait just now). A linear walk: it runs only at the cap. */
 static struct httpd_conn *oldest_waiting(struct httpd_server *s)
 {
 	uint64_t now = uv_now(s->loop);
 	struct httpd_conn *o, *best = NULL;
-	enum httpd_wait w;
 
 	for (o = s->conns; o; o = o->next) {
-		w = httpd_conn_wait(o);
-		if (o->closing ||
-		    (w != HTTPD_WAIT_HEAD && w != HTTPD_WAIT_IDLE) ||
-		    now - o->since_ms < HTTPD_EVICT_GRACE_MS)
+		if (o->closing || httpd_conn_wait(o) == HTTPD_WAIT_SERVER ||
+		    now - o->since_ms < HTTPD_STALL_MS)
 			continue;
-		if (!best || o->since_ms <= best->since_ms)
+		if (!best || o->tenant->conns > best->tenant->conns ||
+		    (o->tenant->conns == best->tenant->conns &&
+		     o->since_ms <= best->since_ms))
 			best = o;
 	}
 	return best;
@@ -78,9 +83,11 @@ void httpd_server_limit(struct httpd_server *s, enum httpd_limit kind,
 			const struct httpd_conn *c)
 {
 	uint64_t now = uv_now(s->loop);
-	struct httpd_limit_log *l = kind == HTTPD_LIM_PER_ADDR	? &s->log_addr
-				    : kind == HTTPD_LIM_EVICTED ? &s->log_evict
-								: &s->log_full;
+	struct httpd_limit_log *l =
+	    kind == HTTPD_LIM_PER_ADDR ? &s->log_addr
+	    : kind == HTTPD_LIM_EVICTED || kind == HTTPD_LIM_RECLAIMED
+		? &s->log_evict
+		: &s->log_full;
 	char addr[64];
 
 	if (s->o.hooks.limited)
@@ -152,6 +159,8 @@ static void on_sweep(uv_timer_t *t)
 			s->o.hooks.limited(s->o.ctx, kind);
 		httpd_conn_close(c);
 	}
+	httpd_tenant_reclaim(s, 1);
+	httpd_tenant_trim(s);
 	/* accepting paused at the cap: go on once there is room */
 	if (s->accept_paused && !s->closing &&
 	    (s->n_conns < s->lim.max_conns || oldest_waiting(s))) {
@@ -211,6 +220,10 @@ int httpd_server_new(const struct httpd_server_opts *o,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	if (httpd_tenants_init(s) < 0) {
+		free(s);
+		return -ENOMEM;
+	}
 	s->loop = o->loop;
 	s->o = *o;
 	s->lim = *o->limits;
@@ -223,7 +236,10 @@ int httpd_server_new(const struct httpd_server_opts *o,
 	s->listener.data = s;
 	uv_timer_init(s->loop, &s->sweep);
 	s->sweep.data = s;
-	s->refs = 3; /* the owner's, the listener's, the timer's */
+	uv_timer_init(s->loop, &s->resume);
+	s->resume.data = s;
+	/* the owner's, the listener's, the timers' */
+	s->refs = 4;
 	*ret = s;
 	return 0;
 }
@@ -253,6 +269,11 @@ size_t httpd_server_conns(const struct httpd_server *s)
 	return s ? s->n_conns : 0;
 }
 
+size_t httpd_server_inflight(const struct httpd_server *s)
+{
+	return s ? s->inflight : 0;
+}
+
 void httpd_server_close(struct httpd_server *s)
 {
 	if (!s || s->closing)
@@ -263,5 +284,6 @@ void httpd_server_close(struct httpd_server *s)
 		httpd_conn_close(s->conns);
 	uv_close((uv_handle_t *)&s->listener, on_handle_closed);
 	uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
+	uv_close((uv_handle_t *)&s->resume, on_handle_closed);
 	httpd_server_unref(s);
 }

@@ -293,7 +293,8 @@ static int token_char(unsigned char c)
 
 enum repl_auth repl_tokens_check(const struct repl_tokens *t, const char *ns,
 				 size_t ns_len, unsigned n_hdr,
-				 const char *authz, size_t authz_len, int over)
+				 const char *authz, size_t authz_len, int over,
+				 unsigned char *ret_digest)
 {
 	unsigned char d[DIGEST_LEN];
 	size_t i = 0, tok0, tokl;
@@ -326,6 +327,8 @@ enum repl_auth repl_tokens_check(const struct repl_tokens *t, const char *ns,
 
 		match |= same & (unsigned)ns_is(&t->lines[i], ns, ns_len);
 	}
+	if (match && ret_digest)
+		memcpy(ret_digest, d, DIGEST_LEN);
 	OPENSSL_cleanse(d, sizeof(d));
 	return match ? REPL_AUTH_OK : REPL_AUTH_INVALID;
 }

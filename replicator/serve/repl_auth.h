@@ -63,10 +63,15 @@ enum repl_auth {
 /* May a request that carried n_hdr Authorization headers, the value of
  * the last being authz[0..authz_len) (cut at REPL_AUTH_MAX: over is set
  * when it was longer), read namespace ns (ns_len bytes)? The value must
- * be "Bearer TOKEN" (scheme in any case, RFC 6750's b64token). */
+ * be "Bearer TOKEN" (scheme in any case, RFC 6750's b64token). With
+ * REPL_AUTH_OK, ret_digest (NULL: not wanted; else REPL_TOKEN_DIGEST_LEN
+ * bytes) gets the token's SHA-256: who the client is, for its share of
+ * the server (the tokens file holds it already). */
+#define REPL_TOKEN_DIGEST_LEN 32u
 enum repl_auth repl_tokens_check(const struct repl_tokens *t, const char *ns,
 				 size_t ns_len, unsigned n_hdr,
-				 const char *authz, size_t authz_len, int over);
+				 const char *authz, size_t authz_len, int over,
+				 unsigned char *ret_digest);
 
 /* -- bearer tokens (ferry-replicator --tokens, `ferry token new`) -- */
 

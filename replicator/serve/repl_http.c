@@ -184,6 +184,33 @@ int repl_http_adapt_lz4(struct repl_req *req)
 	return conn_adapt(req)->lz4;
 }
 
+static void queue_now(struct repl_req *req)
+{
+	httpd_req_ref(&req->h);
+	if (repl_req_work(req, req->work, req->work_cb, req->after_cb) < 0) {
+		httpd_req_unref(&req->h);
+		httpd_req_error(&req->h, 500, "internal", NULL,
+				"cannot queue work");
+	}
+}
+
+static void room_granted(struct httpd_req *h, void *arg)
+{
+	(void)arg;
+	queue_now(repl_req_of(h));
+}
+
+void repl_req_queue(struct repl_req *req, size_t room, uv_work_t *w,
+		    uv_work_cb work, uv_after_work_cb after)
+{
+	req->work = w;
+	req->work_cb = work;
+	req->after_cb = after;
+	/* -EAGAIN: room_granted queues it; else the connection is gone */
+	if (httpd_req_reserve(&req->h, room, room_granted, NULL) == 0)
+		queue_now(req);
+}
+
 void repl_http_adapt_note(struct repl_req *req)
 {
 	repl_adapt_note(conn_adapt(req), httpd_req_unsent(&req->h));

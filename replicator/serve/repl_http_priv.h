@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <uv.h>
+
 #include "catalog/catalog.h"
 #include "catalog/httpd/httpd.h"
 #include "replicator/serve/repl_auth.h"
@@ -47,6 +49,10 @@ struct repl_req {
 	/* route state, freed by on_free when the request goes */
 	void *route;
 	void (*on_free)(struct repl_req *req);
+	/* work queued once its bytes are reserved (repl_req_queue) */
+	uv_work_t *work;
+	uv_work_cb work_cb;
+	uv_after_work_cb after_cb;
 };
 
 /* The replicator's request of an engine request (and back: &req->h). */
@@ -54,6 +60,21 @@ static inline struct repl_req *repl_req_of(struct httpd_req *h)
 {
 	return (struct repl_req *)h;
 }
+
+/* Queue work for req, as uv_queue_work would (w->data is what work and
+ * after see), in turn with other tenants' work (repl_jobs.c): after runs
+ * with UV_ECANCELED, work not at all, when req's connection went away
+ * first. The caller holds a reference of req until after. 0, -ENOMEM. */
+int repl_req_work(struct repl_req *req, uv_work_t *w, uv_work_cb work,
+		  uv_after_work_cb after);
+
+/* Queue work (w, run on a worker; after on the loop, which must drop a
+ * reference of req) once room bytes are reserved for req's answer: now,
+ * or when its tenant's share allows (httpd_req_reserve). A client that
+ * does not read so holds no more than its share. Answers 500 when the
+ * work cannot be queued. */
+void repl_req_queue(struct repl_req *req, size_t room, uv_work_t *w,
+		    uv_work_cb work, uv_after_work_cb after);
 
 /* Create the engine for srv (its limits, TLS, counters, routes), bound
  * and listening on sa. Logs nothing; 0 or -errno. */

@@ -62,7 +62,7 @@ static const char *const LIMIT_NAMES[HTTPD_LIM_N] = {
     [HTTPD_LIM_PER_ADDR] = "per_addr",	   [HTTPD_LIM_CAP_WAIT] = "cap_wait",
     [HTTPD_LIM_EVICTED] = "evicted",	   [HTTPD_LIM_NO_FDS] = "no_fds",
     [HTTPD_LIM_HEADER] = "header_timeout", [HTTPD_LIM_IDLE] = "idle_timeout",
-    [HTTPD_LIM_UNREAD] = "answer_unread",
+    [HTTPD_LIM_UNREAD] = "answer_unread",  [HTTPD_LIM_RECLAIMED] = "reclaimed",
 };
 
 static const char *const CLASS_NAMES[REPL_STATUS_CLASSES] = {
@@ -164,6 +164,12 @@ static void render_http(struct base_prom *p, const struct repl_server *srv)
 			 "Client connections open now.");
 	base_prom_u64(p, "ferry_replicator_connections_open", NULL, 0,
 		      httpd_server_conns(srv->http));
+	base_prom_family(p, "ferry_replicator_answer_bytes", "gauge",
+			 "Bytes held in memory for answers now (frames read "
+			 "ahead, read buffers, request bodies), within "
+			 "--max-inflight.");
+	base_prom_u64(p, "ferry_replicator_answer_bytes", NULL, 0,
+		      httpd_server_inflight(srv->http));
 	base_prom_family(p, "ferry_replicator_connections_accepted_total",
 			 "counter", "Client connections accepted.");
 	base_prom_u64(p, "ferry_replicator_connections_accepted_total", NULL, 0,

@@ -96,7 +96,7 @@ void repl_route_signature(struct repl_req *req, struct repl_ns *ns,
 	}
 	j->w.data = j;
 	httpd_req_ref(&req->h);
-	if (uv_queue_work(&req->srv->loop, &j->w, sig_work, sig_done) < 0) {
+	if (repl_req_work(req, &j->w, sig_work, sig_done) < 0) {
 		httpd_req_unref(&req->h);
 		httpd_req_error(&req->h, 500, "internal", NULL,
 				"cannot queue work");

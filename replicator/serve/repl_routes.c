@@ -11,8 +11,9 @@
  *   GET|HEAD /metrics             every counter, Prometheus text
  *                                 (repl_metrics.c)
  *
- * Everything that blocks (SQLite, file reads, hashing, compression) runs in
- * uv_queue_work; the after-work callbacks here, on the loop thread, own the
+ * Everything that blocks (SQLite, file reads, hashing, compression) runs on
+ * the worker threads, each tenant in turn (repl_req_work); the after-work
+ * callbacks here, on the loop thread, own the
  * counters and the answers. A request whose connection went away while
  * work was queued is `dead`: its callbacks only release what they hold.
  */
@@ -36,6 +37,9 @@
 #define CAT_READ_BUF (256u * 1024u)
 #define BATCH_WINDOW 8u	    /* chunks being read/encoded at once */
 #define BATCH_WRITES_MAX 4u /* frames written but not yet sent */
+/* bytes reserved for a batch before its work starts: its ids (1024 of
+ * 32 bytes at most in a POST; a longer pack list is counted when made) */
+#define BATCH_ROOM (64u * 1024u)
 
 static const char *code_for(int status)
 {
@@ -356,13 +360,8 @@ static void cat_job_start(struct repl_req *req, struct cat_job *j)
 		return;
 	}
 	j->w.data = j;
-	httpd_req_ref(&req->h);
-	if (uv_queue_work(&req->srv->loop, &j->w, cat_open_work, cat_opened) <
-	    0) {
-		httpd_req_unref(&req->h);
-		httpd_req_error(&req->h, 500, "internal", NULL,
-				"cannot queue work");
-	}
+	/* its read buffer's bytes first */
+	repl_req_queue(req, CAT_READ_BUF, &j->w, cat_open_work, cat_opened);
 }
 
 /* GET /v1/NS/delta/FROM/TO: the rows that turn catalog FROM into TO
@@ -445,6 +444,14 @@ static void route_catalog(struct repl_req *req, struct repl_ns *ns,
 		return;
 	j->path = repl_catalog_zst_path(ns->state_dir, gen);
 	cat_job_start(req, j);
+}
+
+/* The room a frame of ns may need: its largest chunk, stored raw. */
+static size_t frame_room(const struct repl_ns *ns)
+{
+	uint32_t max = ns->gen.stats.params.max;
+
+	return frame_bound(max ? max : CHUNK_MAX_DEFAULT);
 }
 
 /* -- one chunk -- */
@@ -557,12 +564,8 @@ static void route_chunk(struct repl_req *req, struct repl_ns *ns,
 	j->w.data = j;
 	req->route = j;
 	req->on_free = chunk_job_free;
-	httpd_req_ref(&req->h);
-	if (uv_queue_work(&req->srv->loop, &j->w, chunk_work, chunk_done) < 0) {
-		httpd_req_unref(&req->h);
-		httpd_req_error(&req->h, 500, "internal", NULL,
-				"cannot queue work");
-	}
+	/* room for its frame first */
+	repl_req_queue(req, frame_room(ns), &j->w, chunk_work, chunk_done);
 }
 
 /* -- batch: validate all ids, then stream id+frame in order -- */
@@ -574,6 +577,7 @@ struct batch_slot {
 	struct batch *b;
 	size_t idx;
 	int ready;
+	size_t held; /* bytes reserved for its frame (httpd_req_reserve) */
 	enum frame_policy policy; /* this frame's */
 	struct repl_chunk_res res;
 };
@@ -587,6 +591,7 @@ struct batch {
 	/* A pack (GET pack/GEN/FIRST/PART): the list is made on a worker,
 	 * and the answer is immutable. */
 	int pack;
+	int ids_borrowed; /* ids is the request's body */
 	uint64_t gen, first, part;
 	enum frame_policy policy; /* how its frames are made */
 	int adapt; /* auto, across a link: lz4 when the link keeps up */
@@ -594,7 +599,17 @@ struct batch {
 	size_t bad;
 	size_t next_launch, next_write, writes;
 	int ended;
+	/* the bytes of a frame to come, reserved before it is read: room
+	 * for the largest; waiting for them; granted after a wait */
+	size_t room;
+	int room_wait, room_granted;
 	struct batch_slot slots[BATCH_WINDOW];
+	/* frames being written, and the bytes each holds */
+	struct batch_wr {
+		uint8_t *frame;
+		size_t held;
+		struct batch *b;
+	} wr[BATCH_WRITES_MAX];
 };
 
 static void batch_free(struct repl_req *req)
@@ -604,11 +619,13 @@ static void batch_free(struct repl_req *req)
 
 	for (i = 0; i < BATCH_WINDOW; i++)
 		repl_chunk_res_fini(&b->slots[i].res);
-	free(b->ids);
+	if (!b->ids_borrowed)
+		free(b->ids);
 	free(b);
 }
 
 static void batch_pump(struct batch *b);
+static void slot_hold_actual(struct batch *b, struct batch_slot *s);
 
 static void batch_slot_work(uv_work_t *w)
 {
@@ -625,6 +642,7 @@ static void batch_slot_done(uv_work_t *w, int status)
 	s->ready = 1;
 	if (status < 0 && !s->res.err)
 		s->res.err = -ECANCELED;
+	slot_hold_actual(s->b, s);
 	if (!req->h.dead)
 		batch_pump(s->b);
 	httpd_req_unref(&req->h);
@@ -633,12 +651,40 @@ static void batch_slot_done(uv_work_t *w, int status)
 static void batch_written(struct httpd_req *h, void *arg, int status)
 {
 	struct repl_req *req = repl_req_of(h);
-	struct batch *b = req->route;
+	struct batch_wr *wr = arg;
+	struct batch *b = wr->b;
 
-	free(arg); /* the frame */
+	free(wr->frame);
+	wr->frame = NULL;
+	httpd_req_release(&req->h, wr->held);
+	wr->held = 0;
 	b->writes--;
 	if (status >= 0 && !req->h.dead)
 		batch_pump(b);
+}
+
+/* The bytes of the next frame were granted after a wait. */
+static void batch_room(struct httpd_req *h, void *arg)
+{
+	struct batch *b = arg;
+
+	(void)h;
+	b->room_wait = 0;
+	b->room_granted = 1;
+	batch_pump(b);
+}
+
+/* A slot's frame is made: it holds what it is, not the room it had. */
+static void slot_hold_actual(struct batch *b, struct batch_slot *s)
+{
+	struct httpd_req *h = &b->req->h;
+	size_t want = s->res.err ? 0 : s->res.frame_len;
+
+	if (want < s->held)
+		httpd_req_release(h, s->held - want);
+	else if (want > s->held)
+		(void)httpd_req_reserve(h, want - s->held, NULL, NULL);
+	s->held = want;
 }
 
 /* Hand the ready head slot to the connection. Returns 0, or -1 when the
@@ -647,7 +693,8 @@ static int batch_write_slot(struct batch *b, struct batch_slot *s)
 {
 	struct repl_req *req = b->req;
 	char hex[CHUNK_ID_HEX_LEN + 1];
-	uint8_t *frame;
+	struct batch_wr *wr = NULL;
+	size_t i;
 
 	if (s->res.err) {
 		/* The status line went out long ago: cutting the connection is
@@ -667,11 +714,24 @@ static int batch_write_slot(struct batch *b, struct batch_slot *s)
 	if (b->adapt && b->next_write > 0)
 		repl_http_adapt_note(req);
 	/* each entry: the id, then its frame (the engine frames the body:
-	 * chunked, or up to the close for HTTP/1.0) */
-	frame = s->res.frame;
-	if (httpd_req_send(&req->h, b->ids[s->idx].b, CHUNK_ID_LEN, frame,
-			   s->res.frame_len, batch_written, frame) < 0)
+	 * chunked, or up to the close for HTTP/1.0); the frame and its
+	 * bytes go with the write */
+	for (i = 0; i < BATCH_WRITES_MAX && !wr; i++)
+		if (!b->wr[i].frame)
+			wr = &b->wr[i];
+	if (!wr) {
+		httpd_req_abort(&req->h); /* cannot be: writes < MAX */
 		return -1;
+	}
+	wr->b = b;
+	wr->frame = s->res.frame;
+	if (httpd_req_send(&req->h, b->ids[s->idx].b, CHUNK_ID_LEN, wr->frame,
+			   s->res.frame_len, batch_written, wr) < 0) {
+		wr->frame = NULL;
+		return -1;
+	}
+	wr->held = s->held;
+	s->held = 0;
 	b->writes++;
 	stats_served(b->ns, &s->res);
 	s->res.frame = NULL; /* now the write's */
@@ -689,10 +749,24 @@ static void batch_pump(struct batch *b)
 		progress = 0;
 		while (b->next_launch < b->n &&
 		       b->next_launch - b->next_write < BATCH_WINDOW &&
-		       b->writes < BATCH_WRITES_MAX) {
+		       b->writes < BATCH_WRITES_MAX && !b->room_wait) {
 			struct batch_slot *s =
 			    &b->slots[b->next_launch % BATCH_WINDOW];
+			int r = 0;
 
+			/* room for its frame first: a client that does not
+			 * read holds no more than its tenant's share */
+			if (!b->room_granted)
+				r = httpd_req_reserve(&req->h, b->room,
+						      batch_room, b);
+			if (r == -EAGAIN) {
+				b->room_wait = 1;
+				break;
+			}
+			if (r < 0)
+				return;
+			b->room_granted = 0;
+			s->held = b->room;
 			s->b = b;
 			s->idx = b->next_launch++;
 			s->ready = 0;
@@ -701,15 +775,14 @@ static void batch_pump(struct batch *b)
 					: b->policy;
 			s->w.data = s;
 			httpd_req_ref(&req->h);
-			if (uv_queue_work(&req->srv->loop, &s->w,
-					  batch_slot_work,
+			if (repl_req_work(req, &s->w, batch_slot_work,
 					  batch_slot_done) < 0) {
 				httpd_req_unref(&req->h);
 				httpd_req_abort(&req->h);
 				return;
 			}
 		}
-		while (b->next_write < b->n &&
+		while (b->next_write < b->n && b->writes < BATCH_WRITES_MAX &&
 		       b->slots[b->next_write % BATCH_WINDOW].ready &&
 		       b->slots[b->next_write % BATCH_WINDOW].idx ==
 			   b->next_write) {
@@ -754,6 +827,9 @@ static void batch_checked(uv_work_t *w, int status)
 	struct repl_req *req = b->req;
 	char hex[CHUNK_ID_HEX_LEN + 1], extra[256];
 
+	if (b->pack && b->n * sizeof(*b->ids) > BATCH_ROOM) /* a long list */
+		(void)httpd_req_reserve(
+		    &req->h, b->n * sizeof(*b->ids) - BATCH_ROOM, NULL, NULL);
 	if (req->h.dead || status < 0)
 		goto out;
 	if (b->pack && b->vrc == -EAGAIN) {
@@ -819,20 +895,20 @@ static struct batch *batch_new(struct repl_req *req, struct repl_ns *ns)
 	b->req = req;
 	b->ns = ns;
 	b->policy = req->srv->policy;
+	b->room = frame_room(ns);
 	b->vw.data = b;
 	return b;
 }
 
-/* Look the batch's ids up (a pack: make its list first) on a worker. */
+/* Look the batch's ids up (a pack: make its list first) on a worker,
+ * once the room for its list is reserved: a tenant past its share starts
+ * no new work. */
 static void batch_queue(struct repl_req *req, struct batch *b)
 {
-	httpd_req_ref(&req->h);
-	if (uv_queue_work(&req->srv->loop, &b->vw, batch_check_work,
-			  batch_checked) < 0) {
-		httpd_req_unref(&req->h);
-		httpd_req_error(&req->h, 500, "internal", NULL,
-				"cannot queue work");
-	}
+	/* a POST's list is its body, reserved already: none more, but
+	 * it waits while its tenant is past its share all the same */
+	repl_req_queue(req, b->pack ? BATCH_ROOM : 0, &b->vw, batch_check_work,
+		       batch_checked);
 }
 
 static void route_batch(struct repl_req *req, struct repl_ns *ns)
@@ -856,13 +932,9 @@ static void route_batch(struct repl_req *req, struct repl_ns *ns)
 	if (!b)
 		return;
 	b->n = req->h.body_len / CHUNK_ID_LEN;
-	b->ids = malloc(b->n * sizeof(*b->ids));
-	if (!b->ids) {
-		httpd_req_error(&req->h, 500, "internal", NULL,
-				"out of memory");
-		return;
-	}
-	memcpy(b->ids, req->h.body, b->n * sizeof(*b->ids));
+	/* the body is the list (its bytes were reserved when it came) */
+	b->ids = (chunk_id *)req->h.body;
+	b->ids_borrowed = 1;
 	/* A batch is a POST nobody caches, so its framing may suit the
 	 * client: lz4 for one on this host (httpd_peer.c), where the copy
 	 * waits for zstd's CPU and no wire is saved; for one across a link,
@@ -924,20 +996,26 @@ bad:
 /* -- dispatch -- */
 
 /* With --tokens: may req read namespace name[0..len)? Answers 401 and
- * returns -1 when not. The same answer whether or not the namespace
+ * returns -1 when not; when it may, its connection counts as its
+ * token's (httpd_req_set_tenant). The same answer whether or not the namespace
  * exists, so a client without a token of it learns nothing, not even its
  * name; the token itself is never logged or echoed. */
 static int auth_check(struct repl_req *req, const char *name, size_t len)
 {
+	unsigned char who[REPL_TOKEN_DIGEST_LEN];
 	enum repl_auth a;
 	int shown = len > 80 ? 80 : (int)len;
 
 	if (!req->srv->tokens_path)
 		return 0;
 	a = repl_tokens_check(req->srv->tokens, name, len, req->auth_n,
-			      req->auth, req->auth_len, req->auth_over);
-	if (a == REPL_AUTH_OK)
+			      req->auth, req->auth_len, req->auth_over, who);
+	if (a == REPL_AUTH_OK) {
+		/* the token is the tenant: its connections and bytes are
+		 * counted together, whatever addresses they come from */
+		httpd_req_set_tenant(&req->h, who, sizeof(who));
 		return 0;
+	}
 	if (a == REPL_AUTH_MISSING)
 		httpd_req_error(
 		    &req->h, 401, "unauthorized",

@@ -26,6 +26,8 @@
 /* Inos per segment (docs/protocol.md). */
 #define SEGMENT_INOS 1024u
 #define WAIT_MAX_S 30u
+/* Bytes reserved before a body is made (httpd_req_reserve). */
+#define MAN_ROOM (64u * 1024u)
 
 struct man_wait {
 	struct man_wait *next; /* ns->waiters */
@@ -113,7 +115,7 @@ static void man_queue(struct man_wait *m)
 	m->served = m->ns->generation;
 	m->in_work = 1;
 	m->w.data = m;
-	if (uv_queue_work(&m->req->srv->loop, &m->w, man_work, man_done) < 0) {
+	if (repl_req_work(m->req, &m->w, man_work, man_done) < 0) {
 		m->in_work = 0;
 		httpd_req_error(&m->req->h, 500, "internal", NULL,
 				"cannot queue work");
@@ -133,11 +135,21 @@ static void on_timer(uv_timer_t *t)
 	}
 }
 
+/* The room was granted: look. */
+static void man_room(struct httpd_req *h, void *arg)
+{
+	httpd_req_ref(h); /* man_done's */
+	man_queue(arg);
+}
+
 static void send_body(struct man_wait *m)
 {
 	struct repl_req *req = m->req;
 	char extra[512];
 
+	if (m->body.n > MAN_ROOM)
+		(void)httpd_req_reserve(&req->h, m->body.n - MAN_ROOM, NULL,
+					NULL);
 	snprintf(extra, sizeof(extra),
 		 "ETag: \"%s-%" PRIu64 "-%" PRIu64 "\"\r\n%s%s%s%s",
 		 m->segment ? "s" : "m", m->gen,
@@ -325,8 +337,10 @@ void repl_route_manifest(struct repl_req *req, struct repl_ns *ns,
 	m->deadline_ns = base_now_ns() + wait * 1000000000ull;
 	req->route = m;
 	req->on_free = man_free;
-	httpd_req_ref(&req->h);
-	man_queue(m);
+	/* some room first: a client that does not read holds no more than
+	 * its share; a larger body is counted when it is made */
+	if (httpd_req_reserve(&req->h, MAN_ROOM, man_room, m) == 0)
+		man_room(&req->h, m);
 }
 
 void repl_manifest_wake(struct repl_ns *ns)

@@ -34,6 +34,7 @@ int repl_metrics_access_parse(const char *s, enum repl_metrics_access *ret);
 	((unsigned)(HTTPD_LIMITS_REPLICATOR.idle_ms / 1000))
 #define REPL_MAX_CONNS_DEFAULT ((unsigned)HTTPD_LIMITS_REPLICATOR.max_conns)
 #define REPL_PER_ADDR_DEFAULT ((unsigned)HTTPD_LIMITS_REPLICATOR.per_addr)
+#define REPL_INFLIGHT_DEFAULT_MIB (HTTPD_LIMITS_REPLICATOR.inflight_max >> 20)
 
 /* Generations kept when --keep-generations is not given. */
 #define REPL_KEEP_GENS_DEFAULT 3u
@@ -55,6 +56,7 @@ struct repl_server_opts {
 	unsigned header_timeout_s, idle_timeout_s;
 	size_t max_conns;
 	long per_addr;
+	size_t inflight_mib;		  /* --max-inflight; 0: the default */
 	const char *tokens_path;	  /* --tokens FILE; NULL: none */
 	const char *sign_key;		  /* --sign-key FILE; NULL: unsigned */
 	enum repl_metrics_access metrics; /* --metrics; AUTO: the default */

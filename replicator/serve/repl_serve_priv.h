@@ -100,8 +100,23 @@ struct repl_ns {
 	atomic_int cancel; /* stops its scan: removal, shutdown */
 };
 
+/* Requests' work, queued by tenant (repl_jobs.c). */
+struct repl_job_line;
+struct repl_jobs {
+	uv_loop_t *loop;
+	unsigned running; /* in libuv's pool */
+	int pumping;
+	struct repl_job_line *ring;   /* lines with jobs; this is the last */
+	struct repl_job_line **lines; /* by tenant key */
+};
+
+/* Set up / free the queue (empty by then). 0 or -ENOMEM. */
+int repl_jobs_init(struct repl_jobs *q, uv_loop_t *loop);
+void repl_jobs_fini(struct repl_jobs *q);
+
 struct repl_server {
 	uv_loop_t loop;
+	struct repl_jobs jobs;
 	/* the HTTP engine (catalog/httpd/, repl_http.c): the listener, the
 	 * connections and their limits; NULL once closed */
 	struct httpd_server *http;

@@ -171,6 +171,8 @@ static void limits_init(struct repl_server *srv,
 		l->max_conns = o->max_conns;
 	if (o->per_addr)
 		l->per_addr = o->per_addr < 0 ? 0 : (size_t)o->per_addr;
+	if (o->inflight_mib)
+		l->inflight_max = o->inflight_mib << 20;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
 	    rl.rlim_cur != RLIM_INFINITY) {
 		size_t fit = rl.rlim_cur > 2 * FD_RESERVE
@@ -279,6 +281,10 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 		return -EIO;
 	}
 	srv->loop.data = srv;
+	if (repl_jobs_init(&srv->jobs, &srv->loop) < 0) {
+		base_error("out of memory");
+		return -ENOMEM;
+	}
 	r = ns_args_init(srv, o);
 	if (r < 0)
 		return r;
@@ -377,6 +383,7 @@ void repl_server_fini(struct repl_server *srv)
 	 * dropped theirs, so the list's reference is the last one */
 	for (i = 0; i < srv->n_ns; i++)
 		repl_ns_unref(srv->ns[i]);
+	repl_jobs_fini(&srv->jobs);
 	free(srv->ns);
 	free(srv->state_dir);
 	free(srv->ns_file);

@@ -97,7 +97,7 @@ static enum repl_auth check(const struct repl_tokens *t, const char *ns,
 {
 	return repl_tokens_check(t, ns, strlen(ns), authz ? 1 : 0,
 				 authz ? authz : "", authz ? strlen(authz) : 0,
-				 0);
+				 0, NULL);
 }
 
 /* -- the tokens file -- */
@@ -226,8 +226,10 @@ static void test_load(void **state)
 
 static void test_check(void **state)
 {
-	char ha[65], hb[65], text[512], big[REPL_AUTH_MAX + 16];
+	char ha[65], hb[65], text[512], big[REPL_AUTH_MAX + 16], whohex[65];
+	unsigned char who[REPL_TOKEN_DIGEST_LEN];
 	struct repl_tokens *t;
+	size_t i;
 
 	(void)state;
 	hex_of("alpha-token", ha);
@@ -249,10 +251,10 @@ static void test_check(void **state)
 			 REPL_AUTH_INVALID);
 	/* the namespace compared whole */
 	assert_int_equal(
-	    repl_tokens_check(t, "ab", 1, 1, "Bearer alpha-token", 18, 0),
+	    repl_tokens_check(t, "ab", 1, 1, "Bearer alpha-token", 18, 0, NULL),
 	    REPL_AUTH_OK);
 	assert_int_equal(
-	    repl_tokens_check(t, "ab", 2, 1, "Bearer alpha-token", 18, 0),
+	    repl_tokens_check(t, "ab", 2, 1, "Bearer alpha-token", 18, 0, NULL),
 	    REPL_AUTH_INVALID);
 	/* near misses */
 	assert_int_equal(check(t, "a", "Bearer alpha-toke"), REPL_AUTH_INVALID);
@@ -277,18 +279,34 @@ static void test_check(void **state)
 			 REPL_AUTH_INVALID);
 	/* several Authorization headers, or one cut because too long */
 	assert_int_equal(
-	    repl_tokens_check(t, "a", 1, 2, "Bearer alpha-token", 18, 0),
+	    repl_tokens_check(t, "a", 1, 2, "Bearer alpha-token", 18, 0, NULL),
 	    REPL_AUTH_INVALID);
 	assert_int_equal(
-	    repl_tokens_check(t, "a", 1, 1, "Bearer alpha-token", 18, 1),
+	    repl_tokens_check(t, "a", 1, 1, "Bearer alpha-token", 18, 1, NULL),
 	    REPL_AUTH_INVALID);
 	memset(big, 'x', sizeof(big));
 	memcpy(big, "Bearer ", 7);
-	assert_int_equal(repl_tokens_check(t, "a", 1, 1, big, REPL_AUTH_MAX, 0),
-			 REPL_AUTH_INVALID);
+	assert_int_equal(
+	    repl_tokens_check(t, "a", 1, 1, big, REPL_AUTH_MAX, 0, NULL),
+	    REPL_AUTH_INVALID);
 	/* no tokens at all (a caller without a set): refused */
 	assert_int_equal(check(NULL, "a", "Bearer alpha-token"),
 			 REPL_AUTH_INVALID);
+	/* who the client is: the token's SHA-256, when it opens the
+	 * namespace; nothing written when it does not */
+	memset(who, 0xee, sizeof(who));
+	assert_int_equal(
+	    repl_tokens_check(t, "a", 1, 1, "Bearer alpha-token", 18, 0, who),
+	    REPL_AUTH_OK);
+	for (i = 0; i < sizeof(who); i++)
+		snprintf(whohex + 2 * i, 3, "%02x", who[i]);
+	assert_string_equal(whohex, ha);
+	memset(who, 0xee, sizeof(who));
+	assert_int_equal(
+	    repl_tokens_check(t, "b", 1, 1, "Bearer alpha-token", 18, 0, who),
+	    REPL_AUTH_INVALID);
+	for (i = 0; i < sizeof(who); i++)
+		assert_int_equal(who[i], 0xee);
 	repl_tokens_free(t);
 }
 
