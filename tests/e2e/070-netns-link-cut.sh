@@ -35,8 +35,7 @@ mk_bulk_tree "$T/src" 32
 # replicator stays our child for cleanup.
 nsenter --net=/run/netns/"$NS_A" "$REPL" -l 10.231.0.1:8700 -s "$T/state" "n=$T/src" >"$T/repl.log" 2>&1 &
 REPL_PID=$!
-for i in $(seq 1 300); do grep -q ' ready' "$T/repl.log" && break; sleep 0.1; done
-grep -q ' ready' "$T/repl.log" || { cat "$T/repl.log"; die "replicator not ready"; }
+wait_ready "$T/repl.log" "$REPL_PID"
 URL="http://10.231.0.1:8700/v1/n"
 M="$T/mnt"; mkdir -p "$M"; MOUNTS+=("$M")
 # The mount is made from the dst namespace's network only, so it stays

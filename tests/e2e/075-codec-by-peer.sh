@@ -23,8 +23,7 @@ run_repl() {
 	nsenter --net=/run/netns/"$NS_A" "$REPL" -l 10.232.0.1:8710 -s "$T/state" --codec "$1" "n=$T/src" >"$T/repl.log" 2>&1 &
 	REPL_PID=$!
 	local i
-	for i in $(seq 1 300); do grep -q ' ready' "$T/repl.log" && break; sleep 0.1; done
-	grep -q ' ready' "$T/repl.log" || { cat "$T/repl.log"; die "replicator not ready"; }
+	wait_ready "$T/repl.log" "$REPL_PID"
 }
 # codecs NS — from network namespace NS: the codec of each of the text's
 # chunks in one batch answer (POST chunks), then in its GET chunk answer,

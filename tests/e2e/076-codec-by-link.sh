@@ -29,8 +29,7 @@ PY
 
 nsenter --net=/run/netns/"$NS_A" "$REPL" -l 10.233.0.1:8711 -s "$T/state" "w=$T/src" >"$T/repl.log" 2>&1 &
 REPL_PID=$!
-for i in $(seq 1 300); do grep -q ' ready' "$T/repl.log" && break; sleep 0.1; done
-grep -q ' ready' "$T/repl.log" || { cat "$T/repl.log"; die "replicator not ready"; }
+wait_ready "$T/repl.log" "$REPL_PID"
 CAT=$(manifests_db w "$T/manifests.db")
 sql "$CAT" "select lower(hex(id)) || ' ' || len from (select id, len from chunk order by off)" >"$T/ids"
 N=$(wc -l <"$T/ids")

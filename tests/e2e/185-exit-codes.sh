@@ -222,7 +222,7 @@ ok "ferry sync: a catalog that is not one exits 12, one of a later format 2; the
 uport=$(free_port)
 "$REPL" -l "127.0.0.1:$uport" -s "$T/ust" --hash-before-publish "u=$T/src" >"$T/urepl.log" 2>&1 &
 upid=$!
-for i in $(seq 1 100); do grep -q ' ready' "$T/urepl.log" && break; sleep 0.1; done
+wait_ready "$T/urepl.log" "$upid"
 UURL="http://127.0.0.1:$uport/v1/u"
 U="$T/static/v1/u"
 mkdir -p "$U/catalog" "$U/chunk"

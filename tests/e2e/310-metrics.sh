@@ -292,8 +292,7 @@ sed -n 2p "$T/tok.out" >"$T/tokens"
 port2=$(free_port)
 "$REPL" -l "0.0.0.0:$port2" -s "$T/state2" --tokens "$T/tokens" "s=$T/src" >"$T/repl2.log" 2>&1 &
 R2=$!
-for i in $(seq 1 300); do grep -q ' ready' "$T/repl2.log" && break; sleep 0.1; done
-grep -q ' ready' "$T/repl2.log" || die "(d) second replicator not ready"
+wait_ready "$T/repl2.log" "$R2"
 code() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
 # from the namespace: the server sees the client at $PEER
 ncurl() { nsenter --net=/run/netns/"$NSM" curl -s --max-time 10 "$@"; }
@@ -307,7 +306,7 @@ wait $R2 || die "(d) second replicator exited $? after SIGTERM"
 R2=""
 "$REPL" -l "127.0.0.1:$port2" -s "$T/state2" --metrics off "s=$T/src" >"$T/repl3.log" 2>&1 &
 R3=$!
-for i in $(seq 1 300); do grep -q ' ready' "$T/repl3.log" && break; sleep 0.1; done
+wait_ready "$T/repl3.log" "$R3"
 c=$(code "http://127.0.0.1:$port2/metrics")
 [ "$c" = 404 ] || die "(d) --metrics off answered $c, not 404"
 kill -TERM $R3

@@ -11,7 +11,7 @@
 #  (c) 2 hydrators through Varnish at once: exact, the origin serves each
 #      distinct chunk about once more for them (Varnish's cache is cold);
 #  (d) a --cacheable hydrator fed by nginx serving a published store (no
-#      packs there): after one 404 it takes single chunk GETs, exact;
+#      packs there): after the first 404 it takes single chunk GETs, exact;
 #  (e) a replicator with --tokens behind examples/nginx/ferry-cache-tokens.conf
 #      (the cache holds the namespace's token, the clients none): 2
 #      hydrators exact, the origin serves each distinct chunk about once,
@@ -125,7 +125,9 @@ SN="$NGINX_DIR"
 mount_via "http://127.0.0.1:$sport/v1/s" 6
 exact 6
 p404=$(grep -c '^GET /v1/s/pack/[^ ]* 404 ' "$SN/access.log")
-[ "$p404" -ge 1 ] && [ "$p404" -le 3 ] || die "(d) $p404 pack requests answered 404: the hydrator did not fall back after the first"
+# Backfill has --jobs 4 transfers: up to 4 packs may be asked for before
+# the first 404 is back; none after it.
+[ "$p404" -ge 1 ] && [ "$p404" -le 4 ] || die "(d) $p404 pack requests answered 404: the hydrator did not fall back after the first answer"
 grep -q '^POST ' "$SN/access.log" && die "(d) a --cacheable hydrator sent a POST"
 ok "(d) --cacheable from a published store: $p404 pack 404, then single GETs; exact"
 
@@ -136,7 +138,7 @@ sed -n 2p "$T/tok.out" >"$T/tokens"
 tport=$(free_port)
 "$REPL" -l "127.0.0.1:$tport" -s "$T/tstate" --hash-before-publish --tokens "$T/tokens" "s=$S" >"$T/trepl.log" 2>&1 &
 TPID=$!
-wait_for 120 grep -q ' ready' "$T/trepl.log" || { cat "$T/trepl.log"; die "(e) the replicator with --tokens did not start"; }
+wait_ready "$T/trepl.log" "$TPID"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$tport/v1/s/HEAD")
 [ "$code" = 401 ] || die "(e) the origin answered $code to a request without its token, not 401"
 tserved() { curl -sf -H "Authorization: Bearer $tok" "http://127.0.0.1:$tport/v1/s/stats" |

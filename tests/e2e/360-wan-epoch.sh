@@ -47,8 +47,7 @@ find "$T/src" -type f -printf '%P\n' | sort >"$T/files"
 nsenter --net=/run/netns/"$NS_A" "$REPL" -l 10.234.0.1:8760 -s "$T/state" \
 	"e=$T/src" >"$T/repl.log" 2>&1 &
 REPL_PID=$!
-for i in $(seq 1 300); do grep -q ' ready' "$T/repl.log" && break; sleep 0.1; done
-grep -q ' ready' "$T/repl.log" || { cat "$T/repl.log"; die "replicator not ready"; }
+wait_ready "$T/repl.log" "$REPL_PID"
 # Published and fully hashed before the mount: the catalog still lists
 # the files as pending (it went out before hashing), the manifests are
 # all there to be had.

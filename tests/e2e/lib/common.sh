@@ -160,6 +160,25 @@ free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# wait_ready LOG PID [N] [SECS] — until LOG holds N (default 1) " ready"
+# lines of replicator PID. Dies with the log if PID exits first or after
+# SECS (default 120: an ASan build on a busy 2-core machine hashes slowly).
+wait_ready() {
+	local logf=$1 pid=$2 want=${3:-1} secs=${4:-120} i rc
+	for i in $(seq 1 $((secs * 10))); do
+		[ "$(grep -c ' ready' "$logf" 2>/dev/null)" -ge "$want" ] && return 0
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid"
+			rc=$?
+			cat "$logf" >&2
+			die "replicator $pid exited with status $rc before it was ready"
+		fi
+		sleep 0.1
+	done
+	cat "$logf" >&2
+	die "replicator $pid not ready after $secs s"
+}
+
 # start_repl PORT NAME=DIR... — start the replicator in the background and
 # wait until every namespace logged "ready". $REPL_OPTS (word-split) go
 # before the namespaces, e.g. REPL_OPTS=--hash-before-publish for a test
@@ -171,20 +190,7 @@ start_repl() {
 	# shellcheck disable=SC2086
 	"$REPL" -l "127.0.0.1:$port" -s "$T/state" ${REPL_OPTS:-} "$@" >>"$T/repl.log" 2>&1 &
 	REPL_PID=$!
-	local want=$(($# + ${before:-0})) i
-	for i in $(seq 1 600); do
-		[ "$(grep -c ' ready' "$T/repl.log")" -ge "$want" ] && return 0
-		if ! kill -0 "$REPL_PID" 2>/dev/null; then
-			wait "$REPL_PID"
-			i=$?
-			REPL_PID=""
-			cat "$T/repl.log" >&2
-			die "replicator exited with status $i before it was ready"
-		fi
-		sleep 0.1
-	done
-	cat "$T/repl.log" >&2
-	die "replicator not ready after 60 s"
+	wait_ready "$T/repl.log" "$REPL_PID" $(($# + ${before:-0}))
 }
 
 # stop_repl — SIGTERM; the replicator must exit 0 (its man page's clean
