@@ -37,6 +37,9 @@ struct hyd_catalog_result {
 	/* requests sent and body bytes received by the call (metrics),
 	 * set whatever it returns */
 	uint64_t requests, bytes;
+	/* on -EHOSTUNREACH: 1 when connecting timed out (the server was
+	 * never heard from), 0 when it was refused or had no route */
+	int connect_timed_out;
 };
 
 /* base_url is like "http://127.0.0.1:8700/v1/NAME" (no trailing slash

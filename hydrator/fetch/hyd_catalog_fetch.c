@@ -75,6 +75,7 @@ struct hyd_cf {
 	char stmt_buf[CAT_STMT_MAX + 1];
 	size_t stmt_len;
 	uint64_t requests, bytes; /* sent, received: hyd_catalog_result */
+	int connect_timed_out;	  /* hyd_catalog_result's */
 };
 
 /* What the write callback does with a response body. */
@@ -162,6 +163,7 @@ static int cf_curl_fail(struct hyd_cf *f, CURLcode cc, const char *url,
 	    f->curl_err[0] ? f->curl_err : curl_easy_strerror(cc);
 	const char *tls = tls_meaning(cc, what);
 	int r = base_curl_errno(cc);
+	curl_off_t connected = -1;
 
 	/* TLS refused: not a server that is away (no cached catalog stands
 	 * in for one that fails its check), and said as what it is */
@@ -171,8 +173,14 @@ static int cf_curl_fail(struct hyd_cf *f, CURLcode cc, const char *url,
 		return -EPROTO;
 	}
 	switch (r) {
-	case -EHOSTUNREACH:
 	case -ETIMEDOUT:
+		/* no connection made: the connect is what timed out */
+		if (curl_easy_getinfo(f->h, CURLINFO_CONNECT_TIME_T,
+				      &connected) == CURLE_OK &&
+		    connected == 0)
+			f->connect_timed_out = 1;
+		/* fall through */
+	case -EHOSTUNREACH:
 		cf_err(f, "cannot reach %s: %s", f->base, what);
 		return -EHOSTUNREACH;
 	case -ECANCELED:
@@ -1124,6 +1132,7 @@ fallback:
 out:
 	ret->requests = f.requests;
 	ret->bytes = f.bytes;
+	ret->connect_timed_out = r == -EHOSTUNREACH && f.connect_timed_out;
 	cf_end(&f);
 	return r;
 }

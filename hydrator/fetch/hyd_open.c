@@ -129,7 +129,8 @@ int hyd_open_catalog(struct hyd_open *o, long connect_timeout_s)
 			base_log_err(BASE_LOG_ERROR, r,
 				     "cannot fetch the catalog url=%s",
 				     o->base);
-		return r;
+		return r == -EHOSTUNREACH && res.connect_timed_out ? -ETIMEDOUT
+								   : r;
 	}
 	o->from_cache = res.from_cache;
 	if (res.from_cache)

@@ -59,7 +59,8 @@ int hyd_open_store(struct hyd_open *o);
 /* Fetch the catalog (hyd_catalog_fetch, connect timeout in seconds), open
  * it, read its meta and bound the store's frames by its max chunk size.
  * A cached catalog used for an unreachable server is logged as a warning.
- * 0 or -errno (logged). */
+ * 0 or -errno (logged): -EHOSTUNREACH for a server refused or with no
+ * route, -ETIMEDOUT when connecting to it timed out (no cache stood in). */
 int hyd_open_catalog(struct hyd_open *o, long connect_timeout_s);
 
 /* Open the catalog at o->catpath (already fetched) into o->cat with its

@@ -1046,61 +1046,6 @@ static int split_url(struct sync *s)
 	return 0;
 }
 
-/* 1 when the catalog fetcher's line says the server was never heard
- * from because connecting timed out (curl: "Failed to connect to H port
- * P after N ms: Timeout was reached", or "Connection timed out after N
- * milliseconds"), not because it refused or had no route. The fetcher
- * folds both into -EHOSTUNREACH (what a cached catalog may stand in for);
- * rsync's codes tell them apart: 35 and 10. */
-static int connect_timed_out(const char *line)
-{
-	if (strncmp(line, "cannot reach ", 13) || strstr(line, "Resolving"))
-		return 0;
-	return strstr(line, "Connection timed out") ||
-	       (strstr(line, "Failed to connect") &&
-		(strstr(line, "Timeout was reached") ||
-		 strstr(line, "timed out")));
-}
-
-/* hyd_open_catalog, keeping the fetcher's line to tell a connect that
- * timed out (-ETIMEDOUT) from a server that refused or was unreachable
- * (-EHOSTUNREACH). */
-static int open_catalog(struct sync *s)
-{
-	struct hyd_open *o = &s->op;
-	struct hyd_catalog_result res;
-	char err[1024];
-	int r;
-
-	memset(&res, 0, sizeof(res));
-	err[0] = '\0';
-	r = hyd_catalog_fetch(o->base, o->cache, o->creds, CONNECT_TIMEOUT_S,
-			      &res, err, sizeof(err));
-	o->cat_requests += res.requests;
-	o->cat_bytes += res.bytes;
-	if (r < 0) {
-		if (err[0])
-			base_error("%s", err);
-		else
-			base_log_err(BASE_LOG_ERROR, r,
-				     "cannot fetch the catalog url=%s",
-				     o->base);
-		return r == -EHOSTUNREACH && connect_timed_out(err) ? -ETIMEDOUT
-								    : r;
-	}
-	o->from_cache = res.from_cache;
-	if (res.from_cache)
-		base_warn("server unreachable: serving the cached catalog "
-			  "url=%s generation=%" PRIu64,
-			  o->base, res.generation);
-	if (strlen(res.path) >= sizeof(o->catpath)) {
-		base_error("catalog path too long path=%s", res.path);
-		return -ENAMETOOLONG;
-	}
-	memcpy(o->catpath, res.path, strlen(res.path) + 1);
-	return hyd_open_local(o);
-}
-
 /* The subtree's directory, and the files a subtree or the rules keep. */
 static int pick(struct sync *s)
 {
@@ -1172,7 +1117,7 @@ static int run(struct sync *s)
 		r = hyd_open_store(&s->op);
 	s->op.creds = s->o->creds;
 	if (r == 0)
-		r = open_catalog(s);
+		r = hyd_open_catalog(&s->op, CONNECT_TIMEOUT_S);
 	if (r == 0)
 		r = pick(s);
 	if (r < 0)
