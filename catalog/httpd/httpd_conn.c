@@ -217,14 +217,17 @@ void httpd_conn_close(struct httpd_conn *c)
 	}
 	c->head = c->tail = NULL;
 	c->queued = 0;
-	/* Pending writes get their callbacks (UV_ECANCELED) before on_close.
-	 * An answer cut short is reset: the client sees the cut at once, and
-	 * the kernel lets go of what was queued for a client that may never
-	 * read it. */
-	if (c->writes && !c->shutting &&
+	/* Pending writes get their callbacks (UV_ECANCELED) before on_close. */
+	if (c->reset && c->writes && !c->shutting &&
 	    uv_tcp_close_reset(&c->tcp, on_close) == 0)
 		return;
 	uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+void httpd_conn_reset(struct httpd_conn *c)
+{
+	c->reset = 1;
+	httpd_conn_close(c);
 }
 
 static void enqueue(struct httpd_conn *c, struct httpd_req *req)

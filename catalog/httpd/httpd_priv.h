@@ -151,6 +151,7 @@ struct httpd_conn {
 	size_t queued;
 	int refs; /* the handle + every live request */
 	int closing, shutting, reading;
+	int reset;	   /* httpd_conn_reset: RST if writes are pending */
 	int eof;	   /* the peer finished sending */
 	int no_more;	   /* no further requests will be taken */
 	int paused;	   /* the queue is full: the reader waits */
@@ -192,8 +193,15 @@ enum httpd_wait httpd_conn_wait(const struct httpd_conn *c);
  * so. */
 void httpd_conn_accept(struct httpd_server *s);
 
-/* Close now: requests turn dead, writes are cancelled. */
+/* Close now: requests turn dead, writes are cancelled; what the kernel
+ * holds still goes out, then the FIN (an answer cut by the server). */
 void httpd_conn_close(struct httpd_conn *c);
+
+/* Close a connection the server gives up on for its client (evicted at
+ * the cap, timed out, reclaimed): with writes pending it is reset, so
+ * the kernel lets go of what was queued for a client that may never
+ * read it, and the client sees the cut at once. */
+void httpd_conn_reset(struct httpd_conn *c);
 
 /* The server lets go of a reference (a connection freed, a handle
  * closed); the last one frees it. */

@@ -115,7 +115,7 @@ int httpd_server_evict(struct httpd_server *s, const char *why)
 	base_debug("connection closed to make room addr=%s waited_ms=%" PRIu64,
 		   httpd_peer_str(&v->peer, addr, sizeof(addr)),
 		   uv_now(s->loop) - v->since_ms);
-	httpd_conn_close(v);
+	httpd_conn_reset(v);
 	return 0;
 }
 
@@ -157,7 +157,7 @@ static void on_sweep(uv_timer_t *t)
 			   httpd_peer_str(&c->peer, addr, sizeof(addr)));
 		if (s->o.hooks.limited)
 			s->o.hooks.limited(s->o.ctx, kind);
-		httpd_conn_close(c);
+		httpd_conn_reset(c);
 	}
 	httpd_tenant_reclaim(s, 1);
 	httpd_tenant_trim(s);

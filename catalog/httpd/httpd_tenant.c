@@ -415,6 +415,6 @@ void httpd_tenant_reclaim(struct httpd_server *s, int sweep)
 		httpd_server_limit(s, HTTPD_LIM_RECLAIMED,
 				   "connection closed to free memory",
 				   "stalled, its tenant over its share", c);
-		httpd_conn_close(c);
+		httpd_conn_reset(c);
 	}
 }
