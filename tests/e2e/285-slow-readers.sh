@@ -32,6 +32,17 @@ for who in A B; do
 	sed -n 2p "$T/$who.out" >>"$T/tokens"
 done
 
+# Under ASan the replicator is several times slower, and its allocator
+# keeps freed blocks in a quarantine (256 MiB by default) that would count
+# as the replicator's memory: there the quarantine is small and fewer
+# probes fit in the 8 s (the old engine managed 1: its probe waited for the
+# idle timeout).
+MIN_PROBES=10
+if ldd "$REPL" 2>/dev/null | grep -q libasan; then
+	export ASAN_OPTIONS="$ASAN_OPTIONS:quarantine_size_mb=8"
+	MIN_PROBES=3
+fi
+
 # attack PORT NAME [slowread args]: slowread's JSON line into $T/NAME.json
 attack() {
 	local port=$1 name=$2
@@ -49,7 +60,7 @@ check() {
 	probes=$(json_get "$T/$name.json" probes)
 	fails=$(json_get "$T/$name.json" probe_failures)
 	hwm=$(json_get "$T/$name.json" server_hwm_mb)
-	[ "$probes" -ge 10 ] || die "($name) only $probes probes in 8 s"
+	[ "$probes" -ge "$MIN_PROBES" ] || die "($name) only $probes probes in 8 s"
 	[ "$fails" = 0 ] || { cat "$T/$name.err"; die "($name) $fails of $probes probes failed or timed out"; }
 	# 100 unread 4 MiB packs would be 400 MiB; the pool is 16 MiB
 	python3 -c "import sys; sys.exit(0 if float('$hwm') < 160 else 1)" ||
