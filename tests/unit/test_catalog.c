@@ -36,15 +36,11 @@ struct fx {
 
 static int setup(void **state)
 {
-	const char *tmp = getenv("TMPDIR");
 	struct fx *f = calloc(1, sizeof(*f));
 
 	if (!f)
 		return -1;
-	if (!tmp || !tmp[0])
-		tmp = "/tmp";
-	snprintf(f->dir, sizeof(f->dir), "%s/test_catalog.XXXXXX", tmp);
-	if (!mkdtemp(f->dir)) {
+	if (tsup_tmpdir(f->dir, sizeof(f->dir), "test_catalog") < 0) {
 		free(f);
 		return -1;
 	}

@@ -38,6 +38,19 @@ static int rm_cb(const char *path, const struct stat *sb, int flag,
 	return remove(path);
 }
 
+int tsup_tmpdir(char *dir, size_t cap, const char *name)
+{
+	const char *tmp = getenv("TMPDIR");
+	int n;
+
+	if (!tmp || !tmp[0])
+		tmp = "/tmp";
+	n = snprintf(dir, cap, "%s/%s.XXXXXX", tmp, name);
+	if (n < 0 || (size_t)n >= cap)
+		return -1;
+	return mkdtemp(dir) ? 0 : -1;
+}
+
 int tsup_rm_rf(const char *dir)
 {
 	return nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);

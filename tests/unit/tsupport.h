@@ -20,6 +20,10 @@
  * callers in teardown may ignore it. */
 int tsup_rm_rf(const char *dir);
 
+/* mkdtemp of $TMPDIR/NAME.XXXXXX (TMPDIR unset or empty: /tmp) into
+ * dir[cap]. 0, or -1 when it does not fit or cannot be made. */
+int tsup_tmpdir(char *dir, size_t cap, const char *name);
+
 /* A loopback port nobody listens on right now (bound, then closed). */
 int tsup_free_port(void);
 
