@@ -203,53 +203,89 @@ static int rec_store(cat_overlay *ov, const struct mrec *rec)
 	return rc;
 }
 
-/* Check every record of the body against the catalog; with store set,
- * store the ones the overlay lacks. */
-static int body_walk(cat_overlay *ov, cat_reader *r, const uint8_t *b,
-		     size_t len, uint64_t first, uint64_t last, uint32_t nrec,
-		     int store, size_t *ret_files)
+/* The body's records, parsed, as the catalog's pending files are merged
+ * against them. */
+struct recs {
+	struct mrec *v;
+	uint32_t n, i;
+};
+
+/* Parse every record of the body: in [first, last], ascending, nothing
+ * after the last one. */
+static int body_parse(const uint8_t *b, size_t len, uint64_t first,
+		      uint64_t last, uint32_t nrec, const chunk_params *p,
+		      struct recs *out)
 {
-	struct cat_meta meta;
-	struct cat_inode in;
-	struct mrec rec;
 	uint64_t prev = 0;
-	size_t off = CAT_MWIRE_HEAD, files = 0;
+	size_t off = CAT_MWIRE_HEAD;
 	int rc;
 
-	cat_reader_meta(r, &meta);
+	out->n = out->i = 0;
+	out->v = NULL;
+	/* Each record takes CAT_MWIRE_REC bytes at least: a count the
+	 * body cannot hold is refused before anything is allocated. */
+	if (nrec > (len - CAT_MWIRE_HEAD) / CAT_MWIRE_REC)
+		return -EBADMSG;
+	if (nrec) {
+		out->v = malloc(nrec * sizeof(*out->v));
+		if (!out->v)
+			return -ENOMEM;
+	}
 	for (uint32_t k = 0; k < nrec; k++) {
-		rc = rec_parse(b, len, &off, &meta.params, &rec);
+		struct mrec *rec = &out->v[k];
+
+		rc = rec_parse(b, len, &off, p, rec);
 		if (rc)
 			return rc;
-		if (rec.ino < first || rec.ino > last || rec.ino <= prev)
+		if (rec->ino < first || rec->ino > last || rec->ino <= prev)
 			return -EBADMSG;
-		prev = rec.ino;
-		rc = cat_getattr(r, rec.ino, &in);
-		if (rc)
-			return rc == -ENOENT ? -EBADMSG : rc;
-		if (in.kind != CAT_REG || in.size != rec.size)
-			return -EBADMSG;
-		rc = cat_manifest_state(r, rec.ino);
-		if (rc < 0)
-			return rc;
-		if (rc == CAT_MANIFEST_CATALOG)
-			return -EBADMSG; /* not the overlay's to say */
-		if (!store || rec.count == CAT_MWIRE_ALONE)
+		prev = rec->ino;
+	}
+	out->n = nrec;
+	return off == len ? 0 : -EBADMSG; /* trailing bytes */
+}
+
+/* One pending file of the catalog (in ino order) against the next record:
+ * a record must name a pending regular file of the catalog's size; a
+ * pending file the body leaves out is the server's business. */
+static int merge_one(void *ctx, uint64_t ino, int kind, uint64_t size)
+{
+	struct recs *rs = ctx;
+	const struct mrec *rec;
+
+	if (rs->i == rs->n)
+		return 1;
+	rec = &rs->v[rs->i];
+	if (ino < rec->ino)
+		return 0;
+	if (ino > rec->ino)
+		return -EBADMSG; /* not pending: not the overlay's to say */
+	if (kind != CAT_REG || size != rec->size)
+		return -EBADMSG;
+	rs->i++;
+	return rs->i == rs->n;
+}
+
+/* Store the records the overlay lacks (in a transaction, mu held). */
+static int body_store(cat_overlay *ov, const struct recs *rs, size_t *ret_files)
+{
+	size_t files = 0;
+	int rc;
+
+	for (uint32_t k = 0; k < rs->n; k++) {
+		if (rs->v[k].count == CAT_MWIRE_ALONE)
 			continue;
-		rc = has_file(ov, rec.ino);
+		rc = has_file(ov, rs->v[k].ino);
 		if (rc < 0)
 			return rc;
 		if (rc == 1)
 			continue;
-		rc = rec_store(ov, &rec);
+		rc = rec_store(ov, &rs->v[k]);
 		if (rc)
 			return rc;
 		files++;
 	}
-	if (off != len)
-		return -EBADMSG; /* trailing bytes */
-	if (ret_files)
-		*ret_files = files;
+	*ret_files = files;
 	return 0;
 }
 
@@ -259,6 +295,8 @@ int cat_overlay_put_wire(cat_overlay *ov, cat_reader *r, uint64_t first,
 {
 	const uint8_t *b = buf;
 	struct cat_meta meta;
+	struct recs rs = {0};
+	size_t files = 0;
 	uint32_t nrec;
 	int rc, rc2;
 
@@ -273,18 +311,31 @@ int cat_overlay_put_wire(cat_overlay *ov, cat_reader *r, uint64_t first,
 		return -EBADMSG;
 	nrec = (uint32_t)get_le(b + 32, 4);
 	/* First the whole body, then the rows: a body that fails halfway
-	 * stores nothing. */
-	rc = body_walk(ov, r, b, len, first, last, nrec, 0, NULL);
+	 * stores nothing. The catalog is asked once for the range (one
+	 * query under its lock, not two per file: the mount's lookups
+	 * share that lock). */
+	rc = body_parse(b, len, first, last, nrec, &meta.params, &rs);
+	if (!rc && rs.n) {
+		rc = cat_pending_each(r, rs.v[0].ino, rs.v[rs.n - 1].ino,
+				      merge_one, &rs);
+		if (!rc && rs.i != rs.n)
+			rc = -EBADMSG; /* a record the catalog has no pending
+					  file for */
+	}
 	if (rc)
-		return rc;
+		goto out;
 	pthread_mutex_lock(&ov->mu);
 	rc = base_sqlite_exec(ov->db, "BEGIN IMMEDIATE", "overlay_begin");
 	if (!rc) {
-		rc = body_walk(ov, r, b, len, first, last, nrec, 1, ret_files);
+		rc = body_store(ov, &rs, &files);
 		rc2 = base_sqlite_exec(ov->db, rc ? "ROLLBACK" : "COMMIT",
 				       "overlay_commit");
 		rc = rc ? rc : rc2;
 	}
 	pthread_mutex_unlock(&ov->mu);
+	if (!rc && ret_files)
+		*ret_files = files;
+out:
+	free(rs.v);
 	return rc;
 }

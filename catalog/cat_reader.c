@@ -740,6 +740,13 @@ static int reader_check(cat_reader *r)
 		rc = base_sqlite_prepare(r->db,
 					 "SELECT 1 FROM pending WHERE ino=?1",
 					 &r->st_pending);
+		if (!rc)
+			rc = base_sqlite_prepare(
+			    r->db,
+			    "SELECT p.ino,i.kind,i.size FROM main.pending p"
+			    " LEFT JOIN main.inode i ON i.ino=p.ino"
+			    " WHERE p.ino BETWEEN ?1 AND ?2 ORDER BY p.ino",
+			    &r->st_pending_each);
 		if (rc == -EIO)
 			rc = -EBADMSG;
 		if (rc)

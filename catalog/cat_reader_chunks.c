@@ -50,6 +50,7 @@ static void overlay_fini(cat_reader *r)
 void cat__chunks_fini(cat_reader *r)
 {
 	base_sqlite_finalize(&r->st_pending);
+	base_sqlite_finalize(&r->st_pending_each);
 	overlay_fini(r);
 }
 
@@ -318,6 +319,48 @@ int cat_pending_missing(cat_reader *r, uint64_t after, uint64_t *ret,
 		cat__done(st);
 	else
 		base_sqlite_finalize(&st);
+out:
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+int cat_pending_each(cat_reader *r, uint64_t first, uint64_t last,
+		     cat_pending_cb cb, void *ctx)
+{
+	sqlite3_stmt *st;
+	int64_t ino, kind, size;
+	int rc;
+
+	if (!r || !cb)
+		return -EINVAL;
+	if (first > last || first > INT64_MAX)
+		return 0;
+	if (last > INT64_MAX)
+		last = INT64_MAX;
+	rc = cat__reader_lock(r);
+	if (rc)
+		return rc;
+	st = r->st_pending_each;
+	if (!st)
+		goto out; /* format 1: nothing is pending */
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)first);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)last);
+	while ((rc = cat__step(r, st, "pending_each")) == 1) {
+		kind = -1;
+		size = 0;
+		if (cat__col_int(st, 0, 1, INT64_MAX, &ino) ||
+		    (sqlite3_column_type(st, 1) != SQLITE_NULL &&
+		     (cat__col_int(st, 1, 0, INT32_MAX, &kind) ||
+		      cat__col_int(st, 2, 0, (int64_t)CAT_SIZE_MAX, &size)))) {
+			rc = -EBADMSG;
+			break;
+		}
+		rc = cb(ctx, (uint64_t)ino, (int)kind, (uint64_t)size);
+		if (rc)
+			break;
+	}
+	rc = rc == 1 ? 0 : rc;
+	cat__done(st);
 out:
 	pthread_mutex_unlock(&r->mu);
 	return rc;

@@ -23,6 +23,7 @@ struct cat_reader {
 	    *st_xattr_list, *st_range, *st_each;
 	/* format 2: is an ino pending (its manifest is published later) */
 	sqlite3_stmt *st_pending;
+	sqlite3_stmt *st_pending_each; /* (ino, kind, size) of a range */
 	/* the manifest overlay ("m"), once attached */
 	int overlay;
 	sqlite3_stmt *st_m_state, *st_m_range, *st_m_each, *st_m_missing;

@@ -617,6 +617,16 @@ int cat_manifest_state(cat_reader *r, uint64_t ino);
 int cat_pending_missing(cat_reader *r, uint64_t after, uint64_t *ret,
 			size_t cap, size_t *ret_n);
 
+/* The pending files with first <= ino <= last, ascending, each with its
+ * inode's kind and size (kind -1 and size 0 when the inode row is missing),
+ * handed to cb in one query under the reader's lock (cb must not call the
+ * reader). cb returns 0 to go on, 1 to stop (then 0 is returned), or
+ * -errno (returned). A format 1 catalog has none. Returns 0, cb's error,
+ * -EBADMSG, -EIO. */
+typedef int (*cat_pending_cb)(void *ctx, uint64_t ino, int kind, uint64_t size);
+int cat_pending_each(cat_reader *r, uint64_t first, uint64_t last,
+		     cat_pending_cb cb, void *ctx);
+
 /* -- the overlay's writer (destination side; any thread, serialized) -- */
 typedef struct cat_overlay cat_overlay;
 

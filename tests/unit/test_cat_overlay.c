@@ -367,7 +367,101 @@ static void test_overlay_refuses_bad_bodies(void **state)
 	assert_int_equal(cat_mwire_begin(&b, 3, 4, 4), 0);
 	assert_int_equal(cat_mwire_add(&b, 4, 0, 0, NULL), 0);
 	expect_refused(f, &b, 4, 4);
+	/* after the good ones, an ino the catalog has no inode for */
+	assert_int_equal(cat_mwire_begin(&b, 3, 1, 1024), 0);
+	k = cut(f->a, A_SIZE, v);
+	assert_int_equal(cat_mwire_add(&b, 2, A_SIZE, (uint32_t)k, v), 0);
+	assert_int_equal(cat_mwire_add(&b, 5, 0, 0, NULL), 0);
+	assert_int_equal(cat_mwire_add(&b, 99, 0, 0, NULL), 0);
+	expect_refused(f, &b, 1, 1024);
 	cat_buf_fini(&b);
+}
+
+/* A body may leave pending files out (the server's answer for them
+ * comes another way): the ones it names are stored, the rest stay
+ * missing. */
+static void test_overlay_subset(void **state)
+{
+	struct fx *f = *state;
+	struct cat_buf b = {0};
+	uint64_t some[] = {2, 6}, miss[8];
+	size_t n, files = 0;
+
+	build(f, f->cat, 1, NULL);
+	open_all(f);
+	body_of(f, &b, 1, 1024, some, 2);
+	assert_int_equal(
+	    cat_overlay_put_wire(f->o, f->r, 1, 1024, b.p, b.n, &files), 0);
+	assert_int_equal(files, 2);
+	assert_int_equal(cat_pending_missing(f->r, 0, miss, 8, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(miss[0], 5);
+	/* the same body again stores nothing new */
+	assert_int_equal(
+	    cat_overlay_put_wire(f->o, f->r, 1, 1024, b.p, b.n, &files), 0);
+	assert_int_equal(files, 0);
+	cat_buf_fini(&b);
+}
+
+struct seen {
+	uint64_t ino[8], size[8];
+	int kind[8];
+	size_t n, stop_after;
+};
+
+static int note(void *ctx, uint64_t ino, int kind, uint64_t size)
+{
+	struct seen *s = ctx;
+
+	if (s->n == 8)
+		return -ENOSPC;
+	s->ino[s->n] = ino;
+	s->kind[s->n] = kind;
+	s->size[s->n] = size;
+	s->n++;
+	return s->n == s->stop_after ? 1 : 0;
+}
+
+static int refuse(void *ctx, uint64_t ino, int kind, uint64_t size)
+{
+	(void)ctx;
+	(void)ino;
+	(void)kind;
+	(void)size;
+	return -EIO;
+}
+
+/* cat_pending_each: a range of pending files with their kinds and sizes,
+ * in ino order; 1 from the callback stops, an error comes back. */
+static void test_pending_each(void **state)
+{
+	struct fx *f = *state;
+	struct seen s = {0};
+
+	build(f, f->cat, 1, NULL);
+	open_all(f);
+	assert_int_equal(cat_pending_each(f->r, 1, 1024, note, &s), 0);
+	assert_int_equal(s.n, 3);
+	assert_int_equal(s.ino[0], 2);
+	assert_int_equal(s.kind[0], CAT_REG);
+	assert_int_equal(s.size[0], A_SIZE);
+	assert_int_equal(s.ino[1], 5);
+	assert_int_equal(s.size[1], 0);
+	assert_int_equal(s.ino[2], 6);
+	assert_int_equal(s.size[2], E_SIZE);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(cat_pending_each(f->r, 3, 5, note, &s), 0);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.ino[0], 5);
+	memset(&s, 0, sizeof(s));
+	s.stop_after = 1;
+	assert_int_equal(cat_pending_each(f->r, 1, UINT64_MAX, note, &s), 0);
+	assert_int_equal(s.n, 1);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(cat_pending_each(f->r, 7, 2, note, &s), 0);
+	assert_int_equal(s.n, 0);
+	assert_int_equal(cat_pending_each(f->r, 1, 1024, refuse, NULL), -EIO);
+	assert_int_equal(cat_pending_each(NULL, 1, 2, note, &s), -EINVAL);
 }
 
 static void test_overlay_markers(void **state)
@@ -539,6 +633,9 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_overlay_refuses_bad_bodies,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_overlay_subset, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_pending_each, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_overlay_markers, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_overlay_tampered_rows, setup,
