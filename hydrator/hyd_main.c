@@ -537,6 +537,10 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		fc.connect_timeout_ms = CONNECT_TIMEOUT_S * 1000;
 		fc.creds = &o->creds;
 		r = hyd_fetch_new(&fc, &m->fetch);
+		/* The catalog's requests measured the round trip already:
+		 * what backfill's first pass is ordered by (hyd_backfill). */
+		if (r == 0)
+			hyd_fetch_link_seed(m->fetch, m->op.cat_rtt_ns);
 	}
 	/* Pending files (format 2): their manifests come from the same
 	 * server, on demand for reads and by segment for backfill. */

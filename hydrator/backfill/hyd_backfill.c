@@ -9,11 +9,12 @@
  *            missing means COMPLETE;
  *   pass     files in order — the directories of recently opened files
  *            first (also between the steps of a big file), at a priority
- *            of their own ahead of the rest, then the rest smallest first
- *            by size class (powers of two), each class in catalog (inode)
- *            order, which is the scan's depth-first order and so the
+ *            of their own ahead of the rest, then the rest in catalog
+ *            (inode) order, the scan's depth-first order and so the
  *            order in which a sequential reader (tar, cp -r, rsync)
- *            visits them — and for each,
+ *            visits them; across a WAN smallest first by size class
+ *            (powers of two), each class in catalog order (pass_order)
+ *            — and for each,
  *            its chunks not yet stored are submitted at HYD_PRIO_BACKFILL
  *            with no deadline (the fetcher retries transient failures by
  *            itself, capped backoff), at most `window` flights and
@@ -708,13 +709,6 @@ static int sweep_manifests(hyd_backfill *bf)
 	return 0;
 }
 
-/* A pass goes through the files smallest first, by size class (powers of
- * two; each class in catalog order, the scan's depth-first order): a file
- * read on demand costs a round trip whatever its size, so across a WAN the
- * small ones are where reading ahead saves the most time per byte moved,
- * and a job that walks a tree of small files (imports, a data set's
- * samples) finds them there; a big file read on demand streams at the
- * link's rate once its window has grown. */
 /* 1 when file idx's manifest is still to come from the bulk prefetch
  * (pending, not local, and the prefetch still runs): the pass goes on with
  * files it can fetch now and comes back to this one once its segment is
@@ -761,17 +755,35 @@ static int do_deferred(hyd_backfill *bf, size_t *def, size_t *ndef, int all)
 	return 0;
 }
 
-/* A pass goes through the files smallest first, by size class (powers of
+/* The order of a pass. Across a WAN (a measured round trip of
+ * HYD_FETCH_WAN_RTT_NS or more) smallest first, by size class (powers of
  * two; each class in catalog order, the scan's depth-first order): a file
- * read on demand costs a round trip whatever its size, so across a WAN the
- * small ones are where reading ahead saves the most time per byte moved,
- * and a job that walks a tree of small files (imports, a data set's
- * samples) finds them there; a big file read on demand streams at the
- * link's rate once its window has grown. */
+ * read on demand costs a round trip whatever its size, so there the small
+ * ones are where reading ahead saves the most time per byte moved, and a
+ * job that walks a tree of small files (imports, a data set's samples)
+ * finds them there; a big file read on demand streams at the link's rate
+ * once its window has grown. Near the source (or before any round trip is
+ * measured) catalog order: a read on demand costs little there, and a
+ * reader of the whole tree in its order (tar, cp -a, rsync from the mount)
+ * finds each file fetched just ahead of it instead of waiting on big
+ * files while backfill brings small ones it reads only later (the small
+ * tree at 200 Mbit/s: 7.4-7.9 s smallest first, 7.0-7.2 s in catalog
+ * order). Sets *ret_known once a round trip is measured. */
+static const uint32_t *pass_order(hyd_backfill *bf, int *ret_known)
+{
+	uint64_t rate = 0, rtt = 0;
+
+	if (bf->cfg.fetch)
+		hyd_fetch_link(bf->cfg.fetch, &rate, &rtt);
+	*ret_known = rtt != 0;
+	return rtt >= HYD_FETCH_WAN_RTT_NS ? bf->files.by_size : NULL;
+}
+
 static int run_pass(hyd_backfill *bf)
 {
 	size_t k, idx, ndef = 0, *def;
-	int r = 0;
+	const uint32_t *order, *o;
+	int r = 0, known;
 
 	memset(bf->done, 0, (bf->files.n + 7) / 8);
 	bf->manifests_waiting = 0;
@@ -781,17 +793,25 @@ static int run_pass(hyd_backfill *bf)
 	def = malloc((bf->files.n ? bf->files.n : 1) * sizeof(*def));
 	if (!def)
 		return -ENOMEM;
+	order = pass_order(bf, &known);
 	for (k = 0; k < bf->files.n; k++) {
 		if (stopped(bf)) {
 			r = -ECANCELED;
 			goto out;
+		}
+		/* The first round trip measured may call for the other order:
+		 * the pass starts over in it (what is done is skipped). */
+		if (!known && (k % 64) == 0 &&
+		    (o = pass_order(bf, &known)) != order) {
+			order = o;
+			k = 0;
 		}
 		r = drain_opened(bf);
 		if (r == 0 && ndef && (k % 64) == 0)
 			r = do_deferred(bf, def, &ndef, 0);
 		if (r < 0)
 			goto out;
-		idx = bf->files.by_size[k];
+		idx = order ? order[k] : k;
 		if (is_done(bf, idx))
 			continue;
 		if (manifest_coming(bf, idx)) {

@@ -37,6 +37,10 @@ struct hyd_catalog_result {
 	/* requests sent and body bytes received by the call (metrics),
 	 * set whatever it returns */
 	uint64_t requests, bytes;
+	/* the least time from a request sent to its first byte (ns), 0
+	 * when no request was answered: the link's round trip before the
+	 * fetcher has measured one (hyd_fetch_link_seed) */
+	uint64_t rtt_ns;
 	/* on -EHOSTUNREACH: 1 when connecting timed out (the server was
 	 * never heard from), 0 when it was refused or had no route */
 	int connect_timed_out;

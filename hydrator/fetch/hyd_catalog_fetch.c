@@ -75,6 +75,7 @@ struct hyd_cf {
 	char stmt_buf[CAT_STMT_MAX + 1];
 	size_t stmt_len;
 	uint64_t requests, bytes; /* sent, received: hyd_catalog_result */
+	uint64_t rtt_ns;	  /* hyd_catalog_result's */
 	int connect_timed_out;	  /* hyd_catalog_result's */
 };
 
@@ -305,12 +306,23 @@ static int cf_get(struct hyd_cf *f, const char *url, struct hyd_sink *k,
 	if (cc == CURLE_OK) {
 		curl_off_t got = 0;
 
+		curl_off_t pre = 0, first = 0;
+
 		cc = curl_easy_perform(f->h);
 		f->requests++;
 		if (curl_easy_getinfo(f->h, CURLINFO_SIZE_DOWNLOAD_T, &got) ==
 			CURLE_OK &&
 		    got > 0)
 			f->bytes += (uint64_t)got;
+		/* A request's round trip: sent to its first byte. */
+		if (cc == CURLE_OK &&
+		    curl_easy_getinfo(f->h, CURLINFO_PRETRANSFER_TIME_T,
+				      &pre) == CURLE_OK &&
+		    curl_easy_getinfo(f->h, CURLINFO_STARTTRANSFER_TIME_T,
+				      &first) == CURLE_OK &&
+		    first > pre &&
+		    (!f->rtt_ns || (uint64_t)(first - pre) * 1000u < f->rtt_ns))
+			f->rtt_ns = (uint64_t)(first - pre) * 1000u;
 	}
 	if (cc != CURLE_OK)
 		return cf_curl_fail(f, cc, url, k);
@@ -1132,6 +1144,7 @@ fallback:
 out:
 	ret->requests = f.requests;
 	ret->bytes = f.bytes;
+	ret->rtt_ns = f.rtt_ns;
 	ret->connect_timed_out = r == -EHOSTUNREACH && f.connect_timed_out;
 	cf_end(&f);
 	return r;
@@ -1214,6 +1227,7 @@ int hyd_catalog_update(const char *base_url, const char *cache_dir,
 out:
 	ret->requests = f.requests;
 	ret->bytes = f.bytes;
+	ret->rtt_ns = f.rtt_ns;
 	cf_end(&f);
 	return r;
 }

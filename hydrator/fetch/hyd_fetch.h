@@ -451,6 +451,14 @@ int hyd_fetch_packs(const hyd_fetch *f);
  * not known yet). For sizing a stream's window to the bandwidth-delay
  * product. Any thread; a snapshot. */
 void hyd_fetch_link(const hyd_fetch *f, uint64_t *ret_rate, uint64_t *ret_rtt);
+/* A round trip measured before the fetcher's first request (the
+ * catalog's, hyd_catalog_result.rtt_ns) counts as its first sample; 0
+ * is none. Before hyd_fetch_start. */
+void hyd_fetch_link_seed(hyd_fetch *f, uint64_t rtt_ns);
+/* From this round trip on the link is a WAN to the scheduling rules that
+ * care: a request costs more than the bytes it moves (backfill's batches,
+ * its order). */
+#define HYD_FETCH_WAN_RTT_NS (10ull * 1000000ull)
 /* The base URL the fetcher was made with ("http://host:port/v1/NAME"). */
 const char *hyd_fetch_base_url(const hyd_fetch *f);
 

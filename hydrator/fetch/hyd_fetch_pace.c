@@ -309,6 +309,15 @@ void hyd_fetch__link_sample(hyd_fetch *f, CURL *easy)
 	__atomic_store_n(&f->rtt_ns, best, __ATOMIC_RELAXED);
 }
 
+void hyd_fetch_link_seed(hyd_fetch *f, uint64_t rtt_ns)
+{
+	if (!rtt_ns || f->rtt_cur)
+		return;
+	f->rtt_cur = rtt_ns;
+	f->rtt_epoch_ns = base_now_ns();
+	__atomic_store_n(&f->rtt_ns, rtt_ns, __ATOMIC_RELAXED);
+}
+
 void hyd_fetch__link_tick(hyd_fetch *f, uint64_t now)
 {
 	uint64_t bytes =

@@ -122,6 +122,7 @@ int hyd_open_catalog(struct hyd_open *o, long connect_timeout_s)
 			      &res, err, sizeof(err));
 	o->cat_requests += res.requests;
 	o->cat_bytes += res.bytes;
+	o->cat_rtt_ns = res.rtt_ns;
 	if (r < 0) {
 		if (err[0])
 			base_error("%s", err);

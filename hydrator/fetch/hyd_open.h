@@ -38,6 +38,8 @@ struct hyd_open {
 	int from_cache; /* the server was unreachable: cached catalog */
 	/* hyd_open_catalog's transfers: requests, body bytes (metrics) */
 	uint64_t cat_requests, cat_bytes;
+	/* and the least round trip they saw (ns; 0: none answered) */
+	uint64_t cat_rtt_ns;
 	const struct hyd_creds *creds; /* set by the caller before
 					* hyd_open_catalog; borrowed; NULL:
 					* none */

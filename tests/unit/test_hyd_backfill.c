@@ -10,6 +10,8 @@
  *   no_backfill       enabled = 0 fetches nothing, state browsing
  *   demand_during     a cold read in the middle of a (capped) backfill is
  *                     answered, right, and quickly
+ *   pass_order        near the source a pass goes in catalog order; with
+ *                     a WAN's round trip, smallest first
  *   readahead         sequential reads get the next chunks asked for
  *   resume            a backfill stopped midway, restarted on the same
  *                     cache, asks only for what is missing: nothing stored
@@ -64,6 +66,9 @@ struct fixture {
 };
 
 static struct fixture fx;
+/* A round trip rig_up gives the fetcher before it starts, as a mount's
+ * catalog fetch does (0: none, the fetcher measures its own). */
+static uint64_t rig_seed_rtt;
 
 /* A fetcher, store, catalog and backfill on one cache directory. */
 struct rig {
@@ -347,6 +352,7 @@ static void rig_up(struct rig *r, int enabled, uint64_t bwlimit)
 	fc.bwlimit = bwlimit;
 	fc.connect_timeout_ms = 2000;
 	assert_int_equal(hyd_fetch_new(&fc, &r->f), 0);
+	hyd_fetch_link_seed(r->f, rig_seed_rtt);
 	memset(&bc, 0, sizeof(bc));
 	bc.cat = r->bf_cat;
 	bc.store = r->store;
@@ -602,7 +608,8 @@ static void test_demand_during(void **state)
 	rig_up(&r, 0, cap);
 	idle = cold_read_ns(&r, 5u << 20);
 	rig_down(&r);
-	/* A full backfill on it; the big file comes last (small first). */
+	/* A full backfill on it (catalog order on the loopback: the big
+	 * file first, and the read below is ahead of it). */
 	rig_new_cache(&r);
 	rig_up(&r, 1, cap);
 	for (i = 0; i < 200; i++) {
@@ -640,6 +647,88 @@ static unsigned stored_in(struct rig *r, uint64_t ino, uint64_t a, uint64_t b)
 		if (cs[i].off >= a && hyd_store_has(r->store, &cs[i].id) == 1)
 			k++;
 	return k;
+}
+
+/* The ino of rel (under src/, one directory deep). */
+static uint64_t ino_of(struct rig *r, const char *dir, const char *name)
+{
+	struct cat_inode in;
+
+	assert_int_equal(
+	    cat_lookup(r->cat, CAT_ROOT_INO, dir, strlen(dir), &in), 0);
+	assert_int_equal(cat_lookup(r->cat, in.ino, name, strlen(name), &in),
+			 0);
+	return in.ino;
+}
+
+/* Small files (src/small/fNN) whose every chunk is stored. */
+static unsigned small_done(struct rig *r, const uint64_t *inos)
+{
+	struct cat_chunk cs[64];
+	struct cat_inode in;
+	unsigned done = 0, i;
+	size_t n, k;
+
+	for (i = 0; i < 40; i++) {
+		assert_int_equal(cat_getattr(r->cat, inos[i], &in), 0);
+		n = 0;
+		assert_int_equal(
+		    cat_chunks_range(r->cat, inos[i], 0, in.size, cs, 64, &n),
+		    0);
+		for (k = 0; k < n; k++)
+			if (hyd_store_has(r->store, &cs[k].id) != 1)
+				break;
+		done += k == n;
+	}
+	return done;
+}
+
+/* The order of a pass follows the link. On the loopback (its round trip
+ * measured: well under a WAN's) catalog order, so the big file, the
+ * first regular file of the scan, goes ahead of the small ones; with a
+ * WAN's round trip (seeded, as a mount's catalog fetch seeds it) smallest
+ * first, every small file ahead of the big one. One backfill connection
+ * and a capped link keep the order visible. */
+static void test_pass_order(void **state)
+{
+	uint64_t small[40], big, until;
+	char name[16];
+	unsigned done, bigk, i;
+	struct rig r;
+	int wan;
+
+	(void)state;
+	NEED_REPL();
+	for (wan = 0; wan < 2; wan++) {
+		rig_new_cache(&r);
+		rig_seed_rtt = wan ? 50 * 1000000ull : 0;
+		rig_up(&r, 1, 8u << 20);
+		rig_seed_rtt = 0;
+		all_manifests(&r);
+		big = ino_of(&r, "big", "big");
+		for (i = 0; i < 40; i++) {
+			snprintf(name, sizeof(name), "f%02u", i);
+			small[i] = ino_of(&r, "small", name);
+		}
+		until = base_now_ns() + 60 * SEC;
+		for (;;) {
+			bigk = stored_in(&r, big, 0, 4u << 20);
+			done = small_done(&r, small);
+			if ((wan ? bigk > 0 : done > 0) ||
+			    base_now_ns() > until)
+				break;
+			usleep(2000);
+		}
+		fprintf(stderr,
+			"# %s: %u of the big file's first chunks stored when "
+			"%u of 40 small files are\n",
+			wan ? "50 ms seeded" : "loopback", bigk, done);
+		if (wan)
+			assert_true(bigk > 0 && done >= 38);
+		else
+			assert_true(done > 0 && bigk >= 8);
+		rig_down(&r);
+	}
 }
 
 /* Every chunk that lies wholly in [a, b) of ino is stored, and there is
@@ -867,6 +956,7 @@ int main(void)
 	    cmocka_unit_test(test_all_and_dedup),
 	    cmocka_unit_test(test_no_backfill),
 	    cmocka_unit_test(test_demand_during),
+	    cmocka_unit_test(test_pass_order),
 	    cmocka_unit_test(test_readahead),
 	    cmocka_unit_test(test_resume),
 	    cmocka_unit_test(test_complete_mark),
