@@ -13,8 +13,8 @@
  *            (inode) order, the scan's depth-first order and so the
  *            order in which a sequential reader (tar, cp -r, rsync)
  *            visits them; across a WAN smallest first by size class
- *            (powers of two), each class in catalog order (pass_order)
- *            — and for each,
+ *            (a quarter octave wide), each class in catalog order
+ *            (pass_order) — and for each,
  *            its chunks not yet stored are submitted at HYD_PRIO_BACKFILL
  *            with no deadline (the fetcher retries transient failures by
  *            itself, capped backoff), at most `window` flights and
@@ -756,19 +756,19 @@ static int do_deferred(hyd_backfill *bf, size_t *def, size_t *ndef, int all)
 }
 
 /* The order of a pass. Across a WAN (a measured round trip of
- * HYD_FETCH_WAN_RTT_NS or more) smallest first, by size class (powers of
- * two; each class in catalog order, the scan's depth-first order): a file
- * read on demand costs a round trip whatever its size, so there the small
- * ones are where reading ahead saves the most time per byte moved, and a
- * job that walks a tree of small files (imports, a data set's samples)
- * finds them there; a big file read on demand streams at the link's rate
- * once its window has grown. Near the source (or before any round trip is
- * measured) catalog order: a read on demand costs little there, and a
- * reader of the whole tree in its order (tar, cp -a, rsync from the mount)
- * finds each file fetched just ahead of it instead of waiting on big
- * files while backfill brings small ones it reads only later (the small
- * tree at 200 Mbit/s: 7.4-7.9 s smallest first, 7.0-7.2 s in catalog
- * order). Sets *ret_known once a round trip is measured. */
+ * HYD_FETCH_WAN_RTT_NS or more) smallest first, by size class (a quarter
+ * octave wide; each class in catalog order, the scan's depth-first order):
+ * a file read on demand costs a round trip whatever its size, so there the
+ * small ones are where reading ahead saves the most time per byte moved,
+ * and a job that walks a tree of small files (imports, a data set's
+ * samples) finds them there; a big file read on demand streams at the
+ * link's rate once its window has grown. Near the source (or before any
+ * round trip is measured) catalog order: a read on demand costs little
+ * there, and a reader of the whole tree in its order (tar, cp -a, rsync
+ * from the mount) finds each file fetched just ahead of it instead of
+ * waiting on big files while backfill brings small ones it reads only later
+ * (the small tree at 200 Mbit/s: 7.4-7.9 s smallest first, 7.0-7.2 s in
+ * catalog order). Sets *ret_known once a round trip is measured. */
 static const uint32_t *pass_order(hyd_backfill *bf, int *ret_known)
 {
 	uint64_t rate = 0, rtt = 0;

@@ -138,8 +138,9 @@ struct hyd_bf_files {
 	struct hyd_bf_file *v; /* sorted by ino */
 	size_t n;
 	uint32_t *by_parent; /* indices into v: grouped by directory */
-	uint32_t *by_size;   /* indices into v: by size class (powers of
-			      * two), smallest first, each in ino order */
+	uint32_t *by_size;   /* indices into v: by size class (a quarter
+			      * octave wide), smallest first, each in ino
+			      * order */
 	uint64_t dirs;
 };
 

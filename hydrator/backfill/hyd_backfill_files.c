@@ -156,25 +156,39 @@ static int walk_dir(cat_reader *cat, struct walk *w, const int *stop)
 	return 0;
 }
 
-/* The size class of a file: 0 for empty, else ceil(log2(size)). */
+/* Size classes a quarter of an octave wide: 0 for sizes 0 and 1, then
+ * 1 + 4 * floor(log2(size - 1)) + the two bits after the leading one. A
+ * class spans a factor of at most 2^(1/4), so across classes the order is
+ * smallest first to within 19%: the 40 KB sources of a package tree go
+ * before a data set's 48 KB samples (power-of-two classes put them
+ * together, and the sources after the samples the catalog lists first). */
+#define SIZE_CLASSES (1u + 4u * 64u)
+
 static unsigned size_class(uint64_t size)
 {
-	return size <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(size - 1);
+	uint64_t v;
+	unsigned e;
+
+	if (size <= 1)
+		return 0;
+	v = size - 1;
+	e = 63u - (unsigned)__builtin_clzll(v);
+	return 1u + 4u * e + (e >= 2 ? (unsigned)(v >> (e - 2)) & 3u : 0u);
 }
 
-/* by_size: every file, smaller size classes first (powers of two), and
- * within a class in ino order: a counting sort, one pass to count and one
- * to place, whatever the number of files. */
+/* by_size: every file, smaller size classes first, and within a class in
+ * ino order: a counting sort, one pass to count and one to place,
+ * whatever the number of files. */
 static int size_order(struct hyd_bf_files *t)
 {
-	size_t start[66] = {0}, i;
+	size_t start[SIZE_CLASSES + 1] = {0}, i;
 
 	t->by_size = malloc((t->n ? t->n : 1) * sizeof(*t->by_size));
 	if (!t->by_size)
 		return -ENOMEM;
 	for (i = 0; i < t->n; i++)
 		start[size_class(t->v[i].size) + 1]++;
-	for (i = 1; i < 66; i++)
+	for (i = 1; i <= SIZE_CLASSES; i++)
 		start[i] += start[i - 1];
 	for (i = 0; i < t->n; i++)
 		t->by_size[start[size_class(t->v[i].size)]++] = (uint32_t)i;
