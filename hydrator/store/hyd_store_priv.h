@@ -94,6 +94,7 @@ struct hyd_store {
 	int stopping; /* close began: the syncer ends when no group is open */
 	struct hyd_group *open;	   /* collecting puts; NULL: none yet */
 	struct hyd_group *leading; /* being made durable; NULL: none */
+	unsigned waiters;	   /* puts waiting for a group to be done */
 	uint64_t next_seq;	   /* of the next group */
 	struct hyd_retired_fd *retired;
 	size_t n_retired, cap_retired;
