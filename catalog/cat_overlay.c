@@ -222,9 +222,11 @@ static int body_parse(const uint8_t *b, size_t len, uint64_t first,
 
 	out->n = out->i = 0;
 	out->v = NULL;
-	/* Each record takes CAT_MWIRE_REC bytes at least: a count the
-	 * body cannot hold is refused before anything is allocated. */
-	if (nrec > (len - CAT_MWIRE_HEAD) / CAT_MWIRE_REC)
+	/* Each record takes CAT_MWIRE_REC bytes at least and names its own
+	 * ino of [first, last]: a count the body or the range cannot hold
+	 * is refused before anything is allocated. */
+	if (nrec > (len - CAT_MWIRE_HEAD) / CAT_MWIRE_REC ||
+	    (last - first < UINT32_MAX && nrec > last - first + 1))
 		return -EBADMSG;
 	if (nrec) {
 		out->v = malloc(nrec * sizeof(*out->v));
