@@ -935,6 +935,9 @@ static int serve(struct mount *m)
 		base_log_err(BASE_LOG_ERROR, r, "cannot start the fetcher");
 		return -1;
 	}
+	/* The job that starts now finds its first reads' connections open
+	 * (each new one costs a round trip, and a TLS handshake). */
+	hyd_fetch_warm(m->fetch, HYD_FETCH_WARM_MAX);
 	prefetch_manifests(m);
 	r = hyd_backfill_start(m->bf);
 	if (r < 0) {

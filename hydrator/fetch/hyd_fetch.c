@@ -699,6 +699,82 @@ void hyd_fetch__pump(hyd_fetch *f)
 	}
 }
 
+/* ---- connections opened ahead (hyd_fetch_warm) ---- */
+
+/* CURLOPT_PRIVATE of a warm-up GET: not a transfer of ours. */
+static char warm_tag;
+
+static size_t warm_discard(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	(void)ptr;
+	(void)ud;
+	return size * nmemb;
+}
+
+/* Loop thread: start the warm-up GETs asked for. One that cannot start is
+ * skipped: the reads connect for themselves, as without it. */
+static void warm_start(hyd_fetch *f)
+{
+	unsigned n = __atomic_exchange_n(&f->warm_want, 0, __ATOMIC_RELAXED);
+	size_t len = strlen(f->base_url) + sizeof("/HEAD");
+	char *url;
+
+	if (!n || f->shutting_down || !f->multi)
+		return;
+	url = malloc(len);
+	if (!url)
+		return;
+	snprintf(url, len, "%s/HEAD", f->base_url);
+	for (unsigned i = 0; i < HYD_FETCH_WARM_MAX && n; i++) {
+		CURL *e;
+
+		if (f->warm[i])
+			continue;
+		n--;
+		e = curl_easy_init();
+		if (!e)
+			break;
+		/* CURLOPT_URL copies the string */
+		if (hyd_curl_get_setup(e, NULL, f->creds) != CURLE_OK ||
+		    curl_easy_setopt(e, CURLOPT_URL, url) != CURLE_OK ||
+		    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, warm_discard) !=
+			CURLE_OK ||
+		    curl_easy_setopt(e, CURLOPT_PRIVATE, &warm_tag) !=
+			CURLE_OK ||
+		    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+				     f->connect_timeout_ms) != CURLE_OK ||
+		    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+				     f->connect_timeout_ms) != CURLE_OK ||
+		    curl_multi_add_handle(f->multi, e) != CURLM_OK) {
+			curl_easy_cleanup(e);
+			break;
+		}
+		f->warm[i] = e;
+	}
+	free(url);
+}
+
+/* Loop thread: a warm-up GET is done (or abandoned): its connection stays
+ * in curl's cache for the transfers to come. */
+static void warm_end(hyd_fetch *f, CURL *easy, int ok)
+{
+	for (unsigned i = 0; i < HYD_FETCH_WARM_MAX; i++)
+		if (f->warm[i] == easy)
+			f->warm[i] = NULL;
+	if (ok)
+		hyd_fetch__link_sample(f, easy);
+	curl_multi_remove_handle(f->multi, easy);
+	curl_easy_cleanup(easy);
+}
+
+void hyd_fetch_warm(hyd_fetch *f, unsigned n)
+{
+	if (!f || !f->started || !n)
+		return;
+	__atomic_store_n(&f->warm_want, n, __ATOMIC_RELAXED);
+	uv_async_send(&f->async);
+}
+
 static void check_multi_info(hyd_fetch *f)
 {
 	struct hyd_xfer *x;
@@ -715,6 +791,10 @@ static void check_multi_info(hyd_fetch *f)
 		res = msg->data.result;
 		x = NULL;
 		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
+		if ((void *)x == (void *)&warm_tag) {
+			warm_end(f, easy, res == CURLE_OK);
+			continue;
+		}
 		curl_multi_remove_handle(f->multi, easy);
 		if (x) {
 			hyd_fetch__xfer_set(x, XFER_IDLE);
@@ -915,6 +995,9 @@ static void begin_shutdown(hyd_fetch *f)
 	struct hyd_xfer *x, *next;
 
 	f->shutting_down = 1;
+	for (unsigned i = 0; i < HYD_FETCH_WARM_MAX; i++)
+		if (f->warm[i])
+			warm_end(f, f->warm[i], 0);
 	for (x = f->xfers; x; x = next) {
 		next = x->next;
 		if (x->where == XFER_CURL) {
@@ -945,6 +1028,7 @@ static void on_async(uv_async_t *a)
 		begin_shutdown(f);
 		return;
 	}
+	warm_start(f);
 	hyd_fetch__pump(f);
 }
 

@@ -455,6 +455,12 @@ void hyd_fetch_link(const hyd_fetch *f, uint64_t *ret_rate, uint64_t *ret_rtt);
  * catalog's, hyd_catalog_result.rtt_ns) counts as its first sample; 0
  * is none. Before hyd_fetch_start. */
 void hyd_fetch_link_seed(hyd_fetch *f, uint64_t rtt_ns);
+/* Open up to n (at most HYD_FETCH_WARM_MAX) connections now, each with a
+ * GET of BASE/HEAD, so the first reads find them open instead of paying
+ * a round trip (and a TLS handshake) to connect. After hyd_fetch_start;
+ * any thread. */
+#define HYD_FETCH_WARM_MAX 8u
+void hyd_fetch_warm(hyd_fetch *f, unsigned n);
 /* From this round trip on the link is a WAN to the scheduling rules that
  * care: a request costs more than the bytes it moves (backfill's batches,
  * its order). */

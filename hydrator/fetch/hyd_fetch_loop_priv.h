@@ -181,6 +181,10 @@ struct hyd_fetch {
 	uint64_t rate_last_bytes, rate_last_ns;	  /* loop only */
 	uint64_t rate_bps;			  /* __atomic, bytes/s */
 	int shutting_down;
+	/* connections opened ahead of the first reads (hyd_fetch_warm):
+	 * wanted (any thread, __atomic), and their GETs in curl (loop) */
+	unsigned warm_want;
+	CURL *warm[HYD_FETCH_WARM_MAX];
 	int cleaning; /* inside curl_multi_cleanup */
 	int closed;
 

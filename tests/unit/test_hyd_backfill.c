@@ -12,6 +12,8 @@
  *                     answered, right, and quickly
  *   pass_order        near the source a pass goes in catalog order; with
  *                     a WAN's round trip, smallest first
+ *   warm              hyd_fetch_warm opens connections (the replicator
+ *                     accepts them), and a cold read then opens none
  *   readahead         sequential reads get the next chunks asked for
  *   resume            a backfill stopped midway, restarted on the same
  *                     cache, asks only for what is missing: nothing stored
@@ -242,6 +244,50 @@ static uint64_t repl_stat(const char *key)
 	q = strstr(buf, pat);
 	assert_non_null(q);
 	return strtoull(q + strlen(pat), NULL, 10);
+}
+
+struct mbuf {
+	char b[1 << 16];
+	size_t n;
+};
+
+static size_t collect_big(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct mbuf *m = ud;
+	size_t n = size * nmemb;
+
+	if (m->n + n >= sizeof(m->b))
+		return 0;
+	memcpy(m->b + m->n, ptr, n);
+	m->n += n;
+	m->b[m->n] = '\0';
+	return n;
+}
+
+/* The value of the line that starts with `series ` in GET /metrics (the
+ * probe's own connection is counted among the accepted ones). */
+static uint64_t repl_metric(const char *series)
+{
+	static struct mbuf m;
+	char url[128], *q;
+	CURL *e = curl_easy_init();
+	size_t len = strlen(series);
+
+	assert_non_null(e);
+	m.n = 0;
+	m.b[0] = '\0';
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", fx.port);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect_big);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, &m);
+	assert_int_equal(curl_easy_perform(e), CURLE_OK);
+	curl_easy_cleanup(e);
+	for (q = m.b; q; q = strchr(q, '\n')) {
+		q += *q == '\n';
+		if (strncmp(q, series, len) == 0 && q[len] == ' ')
+			return strtoull(q + len + 1, NULL, 10);
+	}
+	return 0; /* not there yet: none counted */
 }
 
 static int group_setup(void **state)
@@ -731,6 +777,42 @@ static void test_pass_order(void **state)
 	}
 }
 
+/* hyd_fetch_warm: the connections it opens are the replicator's to see
+ * (each GET of HEAD answered), and a cold read afterwards rides one of
+ * them: the replicator accepts no connection for it. */
+static void test_warm(void **state)
+{
+	static const char acc[] = "ferry_replicator_connections_accepted_total";
+	static const char head[] =
+	    "ferry_replicator_requests_total{route=\"head\",code=\"2xx\"}";
+	uint64_t a0, h0, a1, a2;
+	struct rig r;
+	int i;
+
+	(void)state;
+	NEED_REPL();
+	rig_new_cache(&r);
+	rig_up(&r, 0, 0);
+	all_manifests(&r); /* the manifests' connections come first */
+	h0 = repl_metric(head);
+	a0 = repl_metric(acc);
+	hyd_fetch_warm(r.f, 3);
+	for (i = 0; i < 100 && repl_metric(head) < h0 + 3; i++)
+		usleep(20000);
+	assert_int_equal(repl_metric(head), h0 + 3);
+	usleep(100000); /* the answers reach curl, the connections idle */
+	a1 = repl_metric(acc);
+	/* 3 warm, and the probes since a0 (each its own connection): the
+	 * loop's i + 1, the assert's, a1's */
+	fprintf(stderr, "# warm: %" PRIu64 " connections accepted for 3\n",
+		a1 - a0 - (uint64_t)i - 3);
+	assert_int_equal(a1 - a0, 3 + (uint64_t)i + 3);
+	check_file(&r, "small/f05");
+	a2 = repl_metric(acc);
+	assert_int_equal(a2 - a1, 1); /* the probe alone */
+	rig_down(&r);
+}
+
 /* Every chunk that lies wholly in [a, b) of ino is stored, and there is
  * at least one. */
 static void all_stored(struct rig *r, uint64_t ino, uint64_t a, uint64_t b)
@@ -957,6 +1039,7 @@ int main(void)
 	    cmocka_unit_test(test_no_backfill),
 	    cmocka_unit_test(test_demand_during),
 	    cmocka_unit_test(test_pass_order),
+	    cmocka_unit_test(test_warm),
 	    cmocka_unit_test(test_readahead),
 	    cmocka_unit_test(test_resume),
 	    cmocka_unit_test(test_complete_mark),
