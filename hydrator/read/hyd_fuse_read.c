@@ -237,6 +237,13 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		 * go into the kernel's cache meanwhile. */
 		if (opened)
 			hyd_push_first_read(&fs->push, ino);
+		/* What an open tells backfill (the files around it go
+		 * next), in no-open mode told by the first read that found
+		 * no state for the inode: before this read waits for its
+		 * chunks, so the directory's next files are on their way
+		 * while it does. */
+		if (opened && fs->on_open)
+			fs->on_open(fs->on_open_arg, ino);
 	}
 	if ((uint64_t)off >= of->size || size == 0) {
 		fuse_reply_buf(req, NULL, 0);
@@ -256,10 +263,6 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	 * reader gets its next chunks decoded (stored) or asked for. */
 	if (r == 0)
 		hyd_read_ahead(&fs->rd, of, (uint64_t)off, n);
-	/* What an open tells backfill, in no-open mode told by the first
-	 * read that found no state for the inode. */
-	if (opened && fs->on_open)
-		fs->on_open(fs->on_open_arg, ino);
 	hyd_read_open_unref(of);
 }
 
