@@ -305,8 +305,7 @@ static int cf_get(struct hyd_cf *f, const char *url, struct hyd_sink *k,
 		cc = curl_easy_setopt(f->h, CURLOPT_WRITEDATA, k);
 	if (cc == CURLE_OK) {
 		curl_off_t got = 0;
-
-		curl_off_t pre = 0, first = 0;
+		uint64_t rtt;
 
 		cc = curl_easy_perform(f->h);
 		f->requests++;
@@ -314,15 +313,10 @@ static int cf_get(struct hyd_cf *f, const char *url, struct hyd_sink *k,
 			CURLE_OK &&
 		    got > 0)
 			f->bytes += (uint64_t)got;
-		/* A request's round trip: sent to its first byte. */
-		if (cc == CURLE_OK &&
-		    curl_easy_getinfo(f->h, CURLINFO_PRETRANSFER_TIME_T,
-				      &pre) == CURLE_OK &&
-		    curl_easy_getinfo(f->h, CURLINFO_STARTTRANSFER_TIME_T,
-				      &first) == CURLE_OK &&
-		    first > pre &&
-		    (!f->rtt_ns || (uint64_t)(first - pre) * 1000u < f->rtt_ns))
-			f->rtt_ns = (uint64_t)(first - pre) * 1000u;
+		/* The least round trip of the call's requests. */
+		rtt = cc == CURLE_OK ? hyd_curl_rtt_ns(f->h) : 0;
+		if (rtt && (!f->rtt_ns || rtt < f->rtt_ns))
+			f->rtt_ns = rtt;
 	}
 	if (cc != CURLE_OK)
 		return cf_curl_fail(f, cc, url, k);

@@ -6,6 +6,8 @@
 #ifndef FERRY_HYD_CURL_PRIV_H
 #define FERRY_HYD_CURL_PRIV_H
 
+#include <stdint.h>
+
 #include <curl/curl.h>
 
 #include "hydrator/hydrator.h"
@@ -16,6 +18,10 @@
  * credentials c (may be NULL; borrowed while h is used). Returns the first
  * failing option's code, or CURLE_OK. */
 CURLcode hyd_curl_get_setup(CURL *h, char *errbuf, const struct hyd_creds *c);
+
+/* The round trip h's last request saw: from the request sent to the
+ * answer's first byte (ns), 0 when curl cannot tell. */
+uint64_t hyd_curl_rtt_ns(CURL *h);
 
 /* c's CAs, client certificate and token on h (hyd_creds.c); c NULL:
  * nothing. Borrowed: c must outlive h's requests. */

@@ -484,11 +484,11 @@ static struct curl_slist *batch_headers(void)
  * bandwidth-delay product (as measured), so each transfer spends most of
  * its time moving bytes, not waiting a round trip for the first; never
  * under --bwlimit, whose batch_bytes keeps the server close behind the
- * bucket. Across a WAN (HYD_FETCH_WAN_RTT_NS and more) no more than twice the
- * product over all backfill transfers, at least BG_WAN_MIN: a read that
- * joins a chunk at a batch's tail waits for what the batches hold ahead
- * of it (four of 8 MiB at 1 Gbit/s: 0.27 s), and twice the product
- * keeps the link as full. */
+ * bucket. Across a WAN (HYD_FETCH_WAN_RTT_NS and more) no more than
+ * twice the product over all backfill transfers, at least BG_WAN_MIN: a
+ * read that joins a chunk at a batch's tail waits for what the batches
+ * hold ahead of it (four of 8 MiB at 1 Gbit/s: 0.27 s), and twice the
+ * product keeps the link as full. */
 #define BG_WAN_MIN (2ull << 20)
 
 static uint64_t bg_batch_bytes(const hyd_fetch *f)

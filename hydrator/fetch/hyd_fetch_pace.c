@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 
 #include "catalog/base/base.h"
+#include "hydrator/fetch/hyd_curl_priv.h"
 #include "hydrator/fetch/hyd_fetch_loop_priv.h"
 #include "hydrator/hydrator.h"
 
@@ -286,16 +287,10 @@ int hyd_fetch__sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
 
 void hyd_fetch__link_sample(hyd_fetch *f, CURL *easy)
 {
-	curl_off_t pre = 0, first = 0;
-	uint64_t ns, now = base_now_ns(), best;
+	uint64_t ns = hyd_curl_rtt_ns(easy), now = base_now_ns(), best;
 
-	if (curl_easy_getinfo(easy, CURLINFO_PRETRANSFER_TIME_T, &pre) !=
-		CURLE_OK ||
-	    curl_easy_getinfo(easy, CURLINFO_STARTTRANSFER_TIME_T, &first) !=
-		CURLE_OK ||
-	    first <= pre)
+	if (!ns)
 		return;
-	ns = (uint64_t)(first - pre) * 1000ull;
 	if (now - f->rtt_epoch_ns >= LINK_EPOCH_NS) {
 		f->rtt_prev = f->rtt_cur;
 		f->rtt_cur = 0;

@@ -157,6 +157,19 @@ int hyd_cache_dir_default(const char *base_url, const char *name, char *buf,
 	return 0;
 }
 
+uint64_t hyd_curl_rtt_ns(CURL *h)
+{
+	curl_off_t pre = 0, first = 0;
+
+	if (curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pre) !=
+		CURLE_OK ||
+	    curl_easy_getinfo(h, CURLINFO_STARTTRANSFER_TIME_T, &first) !=
+		CURLE_OK ||
+	    first <= pre)
+		return 0;
+	return (uint64_t)(first - pre) * 1000ull;
+}
+
 CURLcode hyd_curl_get_setup(CURL *h, char *errbuf, const struct hyd_creds *c)
 {
 	CURLcode cc = curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);

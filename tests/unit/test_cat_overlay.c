@@ -242,6 +242,21 @@ static int count_cb(void *ctx, uint64_t ino, const struct cat_chunk *c)
 	return 0;
 }
 
+/* A body that is right: stored, with `files` records new to the overlay
+ * and `missing` pending files still missing after it. */
+static void expect_stored(struct fx *f, struct cat_buf *b, uint64_t first,
+			  uint64_t last, size_t files, size_t missing)
+{
+	uint64_t miss[8];
+	size_t n, got = 99;
+
+	assert_int_equal(
+	    cat_overlay_put_wire(f->o, f->r, first, last, b->p, b->n, &got), 0);
+	assert_int_equal(got, files);
+	assert_int_equal(cat_pending_missing(f->r, 0, miss, 8, &n), 0);
+	assert_int_equal(n, missing);
+}
+
 static void test_overlay_put_and_read(void **state)
 {
 	struct fx *f = *state;
@@ -270,11 +285,7 @@ static void test_overlay_put_and_read(void **state)
 	assert_int_equal(n, 2);
 	/* a segment with all three: e is kept, a and c are added */
 	body_of(f, &b, 1, 1024, all, 3);
-	assert_int_equal(
-	    cat_overlay_put_wire(f->o, f->r, 1, 1024, b.p, b.n, &files), 0);
-	assert_int_equal(files, 2);
-	assert_int_equal(cat_pending_missing(f->r, 0, miss, 8, &n), 0);
-	assert_int_equal(n, 0);
+	expect_stored(f, &b, 1, 1024, 2, 0);
 	assert_int_equal(cat_chunks_range(f->r, 2, 0, A_SIZE, c, 8, &n), 0);
 	assert_int_equal(n, 2);
 	assert_int_equal(c[1].off + c[1].len, A_SIZE);
@@ -385,21 +396,16 @@ static void test_overlay_subset(void **state)
 	struct fx *f = *state;
 	struct cat_buf b = {0};
 	uint64_t some[] = {2, 6}, miss[8];
-	size_t n, files = 0;
+	size_t n;
 
 	build(f, f->cat, 1, NULL);
 	open_all(f);
 	body_of(f, &b, 1, 1024, some, 2);
-	assert_int_equal(
-	    cat_overlay_put_wire(f->o, f->r, 1, 1024, b.p, b.n, &files), 0);
-	assert_int_equal(files, 2);
+	expect_stored(f, &b, 1, 1024, 2, 1);
 	assert_int_equal(cat_pending_missing(f->r, 0, miss, 8, &n), 0);
-	assert_int_equal(n, 1);
 	assert_int_equal(miss[0], 5);
 	/* the same body again stores nothing new */
-	assert_int_equal(
-	    cat_overlay_put_wire(f->o, f->r, 1, 1024, b.p, b.n, &files), 0);
-	assert_int_equal(files, 0);
+	expect_stored(f, &b, 1, 1024, 0, 1);
 	cat_buf_fini(&b);
 }
 
