@@ -52,6 +52,7 @@
 #include "hydrator/read/hyd_read.h"
 #include "hydrator/status/hyd_control.h"
 #include "hydrator/store/hyd_store.h"
+#include "hydrator/trace/hyd_trace.h"
 
 /* Allocations below this come from the heap, never a mapping of their own. */
 #define HYD_MMAP_THRESHOLD (8 << 20)
@@ -62,6 +63,7 @@
 #define POLL_MAX_S 86400L
 #define KEEP_DEFAULT 3L
 #define JOBS_DEFAULT 4L
+#define HYD_PREFETCH_MAX 16
 #define JOBS_MAX 256L
 /* With --bwlimit one batch connection per this much rate is plenty; fewer
  * connections mean fewer bytes buffered beyond the bucket's sight. */
@@ -92,6 +94,9 @@ struct opts {
 	const char *metrics_listen; /* --metrics-listen HOST:PORT; NULL */
 	const char *s3_listen;	    /* --s3-listen HOST:PORT; NULL */
 	const char *s3_keys;	    /* --s3-keys FILE; NULL: anonymous */
+	const char *prefetch[HYD_PREFETCH_MAX]; /* --prefetch FILE... */
+	size_t nprefetch;
+	int no_record; /* --no-record: no CACHEDIR/trace.rec */
 };
 
 /* Set in the daemon (the child of daemon_start): main then ends its log
@@ -119,6 +124,10 @@ struct mount {
 	int mounted;
 	int pid_written;
 	int prefetch; /* manifests in bulk (not with --no-backfill) */
+	/* --prefetch's traces, read before any fork; tracep for backfill */
+	struct hyd_trace traces[HYD_PREFETCH_MAX];
+	const struct hyd_trace *tracep[HYD_PREFETCH_MAX];
+	size_t ntraces;
 	struct hyd_fs fs;
 };
 
@@ -188,6 +197,15 @@ static void usage(FILE *out)
 	    "                        it --s3-listen must be a loopback "
 	    "address\n"
 	    "                        and access is anonymous (docs/s3.md)\n"
+	    "      --prefetch FILE   a trace (ferry trace export) of a job to\n"
+	    "                        come: its reads are fetched first, in\n"
+	    "                        its order, ahead of backfill (reads\n"
+	    "                        still go before it); files changed\n"
+	    "                        since it was taken are skipped;\n"
+	    "                        repeatable (up to %d)\n"
+	    "      --no-record       keep no trace of this mount's reads (by\n"
+	    "                        default CACHEDIR/trace.rec records them\n"
+	    "                        for ferry trace export)\n"
 	    "  -v, --verbose         log more: every fetch retry and backfill\n"
 	    "                        pass (debug lines)\n"
 	    "  -q, --quiet           log errors only\n"
@@ -197,7 +215,8 @@ static void usage(FILE *out)
 	    "Unmount with: fusermount3 -u MOUNTPOINT (or send SIGTERM).\n"
 	    "A daemonized hydrator logs to CACHEDIR/hydrator.log and writes\n"
 	    "its pid to CACHEDIR/hydrator.pid. See ferry-hydrator(1).\n",
-	    TIMEOUT_DEFAULT_S, JOBS_DEFAULT, POLL_DEFAULT_S, KEEP_DEFAULT);
+	    TIMEOUT_DEFAULT_S, JOBS_DEFAULT, POLL_DEFAULT_S, KEEP_DEFAULT,
+	    HYD_PREFETCH_MAX);
 }
 
 /* -o takes a comma list; only allow_other means anything here (ro and
@@ -269,7 +288,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_METRICS_LISTEN,
 		OPT_S3_LISTEN,
 		OPT_S3_KEYS,
-		OPT_CACHEABLE
+		OPT_CACHEABLE,
+		OPT_PREFETCH,
+		OPT_NO_RECORD
 	};
 	static const struct option longopts[] = {
 	    {"cache-dir", required_argument, NULL, 'c'},
@@ -289,6 +310,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
 	    {"s3-listen", required_argument, NULL, OPT_S3_LISTEN},
 	    {"s3-keys", required_argument, NULL, OPT_S3_KEYS},
+	    {"prefetch", required_argument, NULL, OPT_PREFETCH},
+	    {"no-record", no_argument, NULL, OPT_NO_RECORD},
 	    HYD_CREDS_LONGOPTS,
 	    {NULL, 0, NULL, 0},
 	};
@@ -362,6 +385,17 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_CACHEABLE:
 			o->cacheable = 1;
+			break;
+		case OPT_PREFETCH:
+			if (o->nprefetch == HYD_PREFETCH_MAX) {
+				base_error("--prefetch: at most %d traces",
+					   HYD_PREFETCH_MAX);
+				return -1;
+			}
+			o->prefetch[o->nprefetch++] = optarg;
+			break;
+		case OPT_NO_RECORD:
+			o->no_record = 1;
 			break;
 		case OPT_POLL:
 			if (base_opt_long("--poll", optarg, 0, POLL_MAX_S,
@@ -570,6 +604,8 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		bc.window = (unsigned)(bg * 1024 * 2);
 		bc.window_bytes = bg * (64ull << 20);
 		bc.log_progress = 1;
+		bc.traces = m->tracep;
+		bc.ntraces = m->ntraces;
 		r = hyd_backfill_new(&bc, &m->bf);
 	}
 	if (r < 0) {
@@ -606,6 +642,16 @@ static int setup_fs(const struct opts *o, struct mount *m)
 	}
 	m->fs.on_open = hyd_backfill_on_open;
 	m->fs.on_open_arg = m->bf;
+	/* The record of this mount's reads: without it the mount works,
+	 * only no trace can be exported from it. */
+	if (!o->no_record) {
+		r = hyd_trace_rec_open(m->op.cache, m->op.meta.generation, 0,
+				       &m->fs.trace);
+		if (r < 0)
+			base_log_err(BASE_LOG_WARN, r,
+				     "no record of this mount's reads dir=%s",
+				     m->op.cache);
+	}
 	m->fs.mountpoint = m->mnt;
 	m->fs.rd.store = m->op.store;
 	m->fs.rd.fetch = m->fetch;
@@ -1033,6 +1079,9 @@ static void mount_free(struct mount *m)
 	}
 	/* After the session: no read is left to hold a state. */
 	hyd_files_fini(&m->fs.files);
+	hyd_trace_rec_close(m->fs.trace);
+	for (size_t i = 0; i < m->ntraces; i++)
+		hyd_trace_free(&m->traces[i]);
 	hyd_read_cache_free(m->rcache);
 	/* No reader or backfill is left to use them: the generations go
 	 * (manifest fetchers, catalogs, overlays), then the store. */
@@ -1072,6 +1121,27 @@ static int start_s3(const struct opts *o, struct mount *m)
 	return hyd_s3_start(o->s3_listen, &src, &m->s3);
 }
 
+/* --prefetch: every trace read and checked now, so a bad one is a
+ * usage error on the terminal, not a line in the daemon's log. */
+static int load_traces(const struct opts *o, struct mount *m)
+{
+	char why[256];
+	size_t i;
+	int r;
+
+	for (i = 0; i < o->nprefetch; i++) {
+		r = hyd_trace_load(o->prefetch[i], &m->traces[i], why,
+				   sizeof(why));
+		if (r < 0) {
+			base_error("--prefetch %s: %s", o->prefetch[i], why);
+			return -1;
+		}
+		m->tracep[i] = &m->traces[i];
+		m->ntraces = i + 1;
+	}
+	return 0;
+}
+
 static int run(const struct opts *o)
 {
 	struct mount *m;
@@ -1091,6 +1161,10 @@ static int run(const struct opts *o)
 	}
 	/* before the daemon's chdir: a relative path works */
 	if (o->s3_keys && hyd_s3_keys_load(o->s3_keys, &m->s3keys) < 0) {
+		r = EXIT_USAGE;
+		goto out;
+	}
+	if (load_traces(o, m) < 0) {
 		r = EXIT_USAGE;
 		goto out;
 	}

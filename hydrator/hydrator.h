@@ -199,6 +199,15 @@ struct hyd_status {
 	 * byte lately, and the most bytes a second it received lately;
 	 * what sizes a sequential reader's readahead window. */
 	double link_rtt_ms, link_rate;
+	/* --prefetch (ferry-hydrator): "" none given, else "planning",
+	 * "running" or "done" (every range asked for); the files the
+	 * traces name and of them those skipped (gone, or changed since
+	 * the trace), their ranges and raw bytes, and of those how many
+	 * were asked for so far (or found stored). */
+	char prefetch[12];
+	uint64_t prefetch_files, prefetch_skipped;
+	uint64_t prefetch_ranges, prefetch_ranges_done;
+	uint64_t prefetch_bytes, prefetch_bytes_done;
 };
 
 /* Fill *ret from a cache directory's files alone (catalog + state.db, read
@@ -408,5 +417,66 @@ int hyd_sync_head(const char *url, const struct hyd_creds *creds,
 int hyd_verify_cache(const char *cache_dir, uint64_t *ret_checked);
 int hyd_verify_tree(const char *dest, const char *catalog_path,
 		    uint64_t *ret_checked);
+
+/* ------------------------------------------------------------------ */
+/* traces: a job's first reads (trace/, docs/formats.md "Traces")      */
+/* ------------------------------------------------------------------ */
+
+/* A mount records the order in which its files and byte ranges are first
+ * read (CACHEDIR/HYD_TRACE_REC_NAME, by ino, for the generation it
+ * mounted); `ferry trace export` turns that into a trace file: paths, not
+ * inos, so it serves any later mount of the same namespace, and each
+ * file's size and mtime, so a replay skips files that changed since. The
+ * previous mount's record is kept as HYD_TRACE_PREV_NAME. */
+#define HYD_TRACE_REC_NAME "trace.rec"
+#define HYD_TRACE_PREV_NAME "trace.prev.rec"
+#define HYD_TRACE_MAGIC "ferry-trace 1"
+/* Bounds of what a trace file may hold (and a record keeps) */
+#define HYD_TRACE_MAX_FILES (1u << 22)
+#define HYD_TRACE_MAX_RANGES (1u << 22)
+#define HYD_TRACE_LINE_MAX 16384u
+
+struct hyd_trace_file {
+	char *path;	  /* relative to the tree's root, no leading '/',
+			   * components checked like catalog names */
+	uint64_t size;	  /* the file as it was read */
+	int64_t mtime_ns; /* ditto */
+};
+
+struct hyd_trace_range {
+	uint32_t file;	   /* index into files */
+	uint32_t t_ms;	   /* first read, ms after the mount started */
+	uint64_t off, len; /* len >= 1, off + len <= the file's size */
+};
+
+struct hyd_trace {
+	uint64_t generation; /* the generation the reads were of */
+	struct hyd_trace_file *files;
+	size_t nfiles, capfiles;
+	struct hyd_trace_range *ranges; /* in the order of first reads */
+	size_t nranges, capranges;
+};
+
+/* Parse a trace file's bytes (untrusted: every field bounded, every path
+ * checked, the "end" line required). 0 with *ret filled (the caller's to
+ * hyd_trace_free), or -EBADMSG with one line (no newline) in why naming
+ * the line and what is wrong, -ENOMEM. */
+int hyd_trace_parse(const char *buf, size_t len, struct hyd_trace *ret,
+		    char *why, size_t cap);
+/* Read and parse the trace file at path ("-": standard input). Errors as
+ * hyd_trace_parse, plus -errno of the read (why says so). */
+int hyd_trace_load(const char *path, struct hyd_trace *ret, char *why,
+		   size_t cap);
+/* Write t in the trace file format to fd. 0 or -errno. */
+int hyd_trace_write(int fd, const struct hyd_trace *t);
+void hyd_trace_free(struct hyd_trace *t);
+
+/* The trace of cache_dir's record (prev: of the previous mount's): its
+ * reads resolved to paths with the newest catalog of the cache, ranges of
+ * one file merged where they touch (the merged range keeps the earliest
+ * time and place), reads of inos the catalog has no regular file for
+ * dropped. -ENOENT (no record), -EBADMSG (why says), -errno. */
+int hyd_trace_export(const char *cache_dir, int prev, struct hyd_trace *ret,
+		     char *why, size_t cap);
 
 #endif

@@ -23,6 +23,10 @@ static void usage(FILE *f)
 	    "  verify CACHE|DEST    re-hash what is stored, or check a tree\n"
 	    "                       against its catalog\n"
 	    "  gc CACHE             drop the chunks no kept catalog names\n"
+	    "  trace export MOUNT|CACHE\n"
+	    "                       a mount's first reads as a trace file,\n"
+	    "                       for --prefetch at the next mount\n"
+	    "  trace show FILE      print a trace file\n"
 	    "  token new NAME       a fresh bearer token for namespace NAME\n"
 	    "                       and the replicator's tokens file line\n"
 	    "  keygen DIR           a key pair for signed generations\n"
@@ -56,6 +60,8 @@ int main(int argc, char **argv)
 		return ferry_cmd_verify(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "gc"))
 		return ferry_cmd_gc(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "trace"))
+		return ferry_cmd_trace(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "token"))
 		return ferry_cmd_token(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "keygen"))

@@ -21,7 +21,14 @@ int ferry_cmd_gc(int argc, char **argv);     /* tools/ferry_gc.c */
 int ferry_cmd_token(int argc, char **argv);  /* tools/ferry_token.c */
 int ferry_cmd_keygen(int argc, char **argv); /* tools/ferry_keygen.c */
 
+int ferry_cmd_trace(int argc, char **argv); /* tools/ferry_trace.c */
+
 #define FERRY_EXIT_USAGE 2
+
+/* The cache directory path names (tools/ferry_cache.c): a ferry mount or
+ * a path inside one, or a cache directory. 0 with the absolute directory
+ * in cache, or 1 after one line on stderr saying why not. */
+int ferry_find_cache(const char *path, char *cache, size_t cap);
 
 /* The options of a small subcommand (tools/ferry_opts.c): prog is its
  * log prefix ("ferry gc"); shortopts start with ':' and may hold q, v

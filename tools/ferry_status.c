@@ -189,135 +189,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 }
 
 /* ------------------------------------------------------------------ */
-/* Which cache                                                        */
-/* ------------------------------------------------------------------ */
-
-/* A cache directory holds state.db or catalogs/. */
-static int is_cache_dir(const char *dir)
-{
-	char p[PATH_MAX + 16];
-	struct stat sb;
-
-	if (snprintf(p, sizeof(p), "%s/state.db", dir) < (int)sizeof(p) &&
-	    stat(p, &sb) == 0 && S_ISREG(sb.st_mode))
-		return 1;
-	return snprintf(p, sizeof(p), "%s/catalogs", dir) < (int)sizeof(p) &&
-	       stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
-/* The mount holding a file of device dev: the last mountinfo line with
- * that major:minor (a later mount sits on top of an earlier one). */
-struct mount_find {
-	dev_t dev;
-	int found;
-	char point[PATH_MAX];
-	char fstype[64];
-	char source[PATH_MAX + sizeof(HYD_FSNAME_PREFIX)];
-};
-
-static int mount_find_one(void *ctx, const struct base_mount *m)
-{
-	struct mount_find *f = ctx;
-
-	if (makedev(m->major, m->minor) != f->dev)
-		return 0;
-	f->found = 1;
-	snprintf(f->point, sizeof(f->point), "%s", m->point);
-	snprintf(f->fstype, sizeof(f->fstype), "%s", m->fstype);
-	/* Too long to be a cache path of ours: recorded as none. */
-	if (snprintf(f->source, sizeof(f->source), "%s", m->source) >=
-	    (int)sizeof(f->source))
-		f->source[0] = '\0';
-	return 0;
-}
-
-/* The cache directory a ferry mount records as its source: HYD_FSNAME_PREFIX
- * and an absolute path (base_mountinfo_each undid the kernel's escapes).
- * 0, or -ENOENT when the source is not one. */
-static int mount_cache(const struct mount_find *f, char *cache, size_t cap)
-{
-	size_t plen = strlen(HYD_FSNAME_PREFIX);
-	const char *dir = f->source + plen;
-
-	if (strncmp(f->source, HYD_FSNAME_PREFIX, plen) != 0 || dir[0] != '/' ||
-	    strlen(dir) >= cap)
-		return -ENOENT;
-	memcpy(cache, dir, strlen(dir) + 1);
-	return 0;
-}
-
-/* The one line for a path that stat or statvfs cannot look at: ENOTCONN
- * is a FUSE mount whose daemon is gone. */
-static void path_error(const char *path, int err)
-{
-	if (err == ENOTCONN)
-		base_error("a FUSE mount whose daemon is gone (unmount it with "
-			   "fusermount3 -u) path=\"%s\"",
-			   path);
-	else
-		base_log_err(BASE_LOG_ERROR, err, "cannot look at path=\"%s\"",
-			     path);
-}
-
-/* The cache directory that path names or serves into cache. 0, or 1 after
- * one line on stderr saying why not. */
-static int find_cache(const char *path, char *cache, size_t cap)
-{
-	struct mount_find *f = NULL;
-	char real[PATH_MAX];
-	struct statvfs vfs;
-	char *text = NULL;
-	struct stat sb;
-	int r, rc = 1;
-
-	if (stat(path, &sb) < 0) {
-		path_error(path, errno);
-		return 1;
-	}
-	f = calloc(1, sizeof(*f));
-	if (!f) {
-		base_error("out of memory");
-		return 1;
-	}
-	f->dev = sb.st_dev;
-	r = base_mountinfo_read(&text);
-	if (r == 0)
-		r = base_mountinfo_each(text, mount_find_one, f);
-	if (r < 0)
-		base_log_err(BASE_LOG_DEBUG, r, "no mount table");
-	if (f->found && !strcmp(f->fstype, "fuse.ferry")) {
-		/* stat may be answered from attributes the kernel cached
-		 * while the daemon lived; statfs always asks it. */
-		if (statvfs(path, &vfs) < 0) {
-			path_error(path, errno);
-			goto out;
-		}
-		if (mount_cache(f, cache, cap) == 0 && is_cache_dir(cache)) {
-			rc = 0;
-			goto out;
-		}
-		base_error("a ferry mount, but the cache directory it records "
-			   "cannot be read (try ferry status CACHEDIR) "
-			   "path=\"%s\" source=\"%s\"",
-			   f->point, f->source);
-		goto out;
-	}
-	if (S_ISDIR(sb.st_mode) && realpath(path, real) && is_cache_dir(real) &&
-	    strlen(real) < cap) {
-		memcpy(cache, real, strlen(real) + 1);
-		rc = 0;
-		goto out;
-	}
-	base_error("neither a ferry mount nor a ferry cache directory "
-		   "path=\"%s\"",
-		   path);
-out:
-	free(text);
-	free(f);
-	return rc;
-}
-
-/* ------------------------------------------------------------------ */
 /* Human output                                                       */
 /* ------------------------------------------------------------------ */
 
@@ -415,7 +286,7 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 		   const struct hyd_creds *creds, char lines[][512])
 {
 	char a[32], b[32], rate[32], eta[32], el[32], bar[BAR_WIDTH + 1];
-	char text[HYD_URL_MAX];
+	char text[HYD_URL_MAX], pf[200];
 	double p = pct(st->bytes_hydrated, st->bytes_total), r = st->rate_now;
 	int64_t eta_s = st->eta_s;
 	int64_t comp = (int64_t)(st->unique_bytes_stored - st->rest_bytes);
@@ -490,13 +361,26 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 	 * its elapsed time, and never "stopped". */
 	live = st->elapsed_s > 0 || (st->state != HYD_STATE_STOPPED &&
 				     st->state != HYD_STATE_COMPLETE);
+	pf[0] = '\0';
+	if (st->prefetch[0]) {
+		fmt_bytes(st->prefetch_bytes_done, a, sizeof(a));
+		fmt_bytes(st->prefetch_bytes, b, sizeof(b));
+		base_text_escape(text, sizeof(text), st->prefetch,
+				 strnlen(st->prefetch, sizeof(st->prefetch)));
+		snprintf(pf, sizeof(pf),
+			 "; prefetch %.16s: %" PRIu64 " of %" PRIu64
+			 " ranges, %s of %s, %" PRIu64 " of %" PRIu64
+			 " files skipped",
+			 text, st->prefetch_ranges_done, st->prefetch_ranges, a,
+			 b, st->prefetch_skipped, st->prefetch_files);
+	}
 	if (live)
 		snprintf(lines[k++], 512,
 			 "state          %s (pid %ld, up %s; this run: %" PRIu64
 			 " mismatches, %" PRIu64 " retries, %" PRIu64
-			 " failures)",
+			 " failures%s)",
 			 hyd_state_name(st->state), st->pid, el, st->mismatches,
-			 st->retries, st->failures);
+			 st->retries, st->failures, pf);
 	else if (st->pid > 0)
 		snprintf(lines[k++], 512,
 			 "state          %s (hydrator pid %ld is running but "
@@ -589,7 +473,7 @@ int ferry_cmd_status(int argc, char **argv)
 	if (r != 0)
 		return r > 0 ? 0 : 2;
 	base_log_init(PROG, o.log_level);
-	if (find_cache(o.path, cache, sizeof(cache)) != 0)
+	if (ferry_find_cache(o.path, cache, sizeof(cache)) != 0)
 		return 1;
 	st = malloc(sizeof(*st));
 	if (!st) {

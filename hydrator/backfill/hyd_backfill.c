@@ -89,6 +89,11 @@ static int stopped(hyd_backfill *bf)
 	return __atomic_load_n(&bf->stop, __ATOMIC_RELAXED);
 }
 
+int hyd_bf__stopped(hyd_backfill *bf)
+{
+	return stopped(bf);
+}
+
 /* ------------------------------------------------------------------ */
 /* outcomes (done hook, under the flight table's lock)                */
 /* ------------------------------------------------------------------ */
@@ -300,7 +305,7 @@ static int window_full(hyd_backfill *bf, uint32_t len)
  * belongs to a manifest that was not local at the census, so the totals
  * count it now. Returns 0, -ECANCELED (stopping), -ENOSPC (the disk
  * filled up: end the pass). */
-static int submit_chunk(hyd_backfill *bf, const struct cat_chunk *c, int fresh)
+int hyd_bf__submit_chunk(hyd_backfill *bf, const struct cat_chunk *c, int fresh)
 {
 	struct hyd_flight *fl = NULL;
 	int r;
@@ -394,7 +399,7 @@ static void pass_failed(hyd_backfill *bf, const char *fmt, ...)
  * segment. 0 when it is, 1 when the file is left for a later pass (the
  * source is still hashing, or the segment failed: logged by the manifest
  * fetcher), -ECANCELED. */
-static int file_manifest(hyd_backfill *bf, uint64_t ino)
+int hyd_bf__file_manifest(hyd_backfill *bf, uint64_t ino)
 {
 	uint64_t seg = ino / HYD_MANIFEST_SEG_INOS;
 	size_t files = 0;
@@ -552,7 +557,7 @@ static int do_file_packs(hyd_backfill *bf, size_t idx)
 			/* A pending file's manifest: the segment's, once,
 			 * then the same part again. */
 			fetched = 1;
-			r = file_manifest(bf, p.first);
+			r = hyd_bf__file_manifest(bf, p.first);
 			if (r != 0)
 				return r < 0 ? r : 0;
 			r = hyd_pack_obj_make(hyd_fetch_base_url(bf->cfg.fetch),
@@ -596,7 +601,7 @@ static int do_file(hyd_backfill *bf, size_t idx)
 		if (r == -EAGAIN && !fetched) {
 			/* A pending file whose manifest is not local. */
 			fetched = 1;
-			r = file_manifest(bf, fi->ino);
+			r = hyd_bf__file_manifest(bf, fi->ino);
 			if (r == 0)
 				continue;
 			return r < 0 ? r : 0;
@@ -620,7 +625,7 @@ static int do_file(hyd_backfill *bf, size_t idx)
 		for (i = 0; i < n; i++) {
 			if (chunk_id_is_hole(&cs[i].id))
 				continue; /* zeros from nowhere */
-			r = submit_chunk(bf, &cs[i], fresh);
+			r = hyd_bf__submit_chunk(bf, &cs[i], fresh);
 			if (r < 0)
 				return r;
 		}
@@ -695,7 +700,7 @@ static int sweep_manifests(hyd_backfill *bf)
 		r = cat_pending_missing(bf->cfg.cat, after, &ino, 1, &n);
 		if (r < 0 || n == 0)
 			return 0; /* the next census says it again */
-		r = file_manifest(bf, ino);
+		r = hyd_bf__file_manifest(bf, ino);
 		if (r < 0)
 			return r;
 		if (!bf->cfg.manifest)
@@ -1042,6 +1047,12 @@ static int take_switch(hyd_backfill *bf)
 	free(bf->done);
 	bf->done = NULL;
 	bf->nfresh = 0;
+	/* The traces again, by the new catalog's inos (what is stored is
+	 * skipped, a file changed by the switch is left out). */
+	hyd_trace_plan_free(&bf->plan);
+	bf->plan_at = 0;
+	bf->pf_state =
+	    bf->cfg.ntraces ? HYD_PREFETCH_PLANNING : HYD_PREFETCH_NONE;
 	/* The new state line at once. */
 	bf->next_sample_ns = 0;
 	return 1;
@@ -1052,7 +1063,8 @@ static void *bf_main(void *arg)
 	hyd_backfill *bf = arg;
 
 	do {
-		if (bf->cfg.enabled)
+		/* A trace's ranges first: the job it recorded is starting. */
+		if (hyd_bf__prefetch(bf) == 0 && bf->cfg.enabled)
 			backfill_run(bf);
 		/* Complete, disabled or stuck for good: rates and
 		 * persistence go on until stop or a switch. */
@@ -1098,6 +1110,7 @@ int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret)
 	bf->last_progress_ns = bf->start_ns;
 	bf->logged_state =
 	    cfg->enabled ? HYD_STATE_BACKFILLING : HYD_STATE_BROWSING;
+	bf->pf_state = cfg->ntraces ? HYD_PREFETCH_PLANNING : HYD_PREFETCH_NONE;
 	hyd_fetch_set_done_hook(cfg->fetch, on_done, bf);
 	*ret = bf;
 	return 0;
@@ -1144,6 +1157,7 @@ void hyd_backfill_free(hyd_backfill *bf)
 	if (!bf)
 		return;
 	hyd_backfill_stop(bf);
+	hyd_trace_plan_free(&bf->plan);
 	hyd_bf__files_free(&bf->files);
 	free(bf->done);
 	free(bf->fresh);

@@ -33,6 +33,7 @@
 #include "hydrator/fetch/hyd_manifest.h"
 #include "hydrator/store/hyd_store.h"
 #include "hydrator/hydrator.h"
+#include "hydrator/trace/hyd_trace.h"
 
 typedef struct hyd_backfill hyd_backfill;
 
@@ -54,6 +55,19 @@ struct hyd_backfill_config {
 	uint64_t window_bytes; /* their raw bytes, 0: 64 MiB */
 	int log_progress;      /* an info line every few seconds (every pass
 				* at debug level) */
+	/* --prefetch: traces whose ranges go first, in their order, ahead
+	 * of the walk (and with backfill disabled too); borrowed until
+	 * free. Planned again after a switch (what is stored is skipped). */
+	const struct hyd_trace *const *traces;
+	size_t ntraces;
+};
+
+/* The replay of --prefetch traces. */
+enum hyd_prefetch_state {
+	HYD_PREFETCH_NONE = 0, /* no trace given */
+	HYD_PREFETCH_PLANNING,
+	HYD_PREFETCH_RUNNING,
+	HYD_PREFETCH_DONE,
 };
 
 struct hyd_backfill_stats {
@@ -76,6 +90,13 @@ struct hyd_backfill_stats {
 	double rate_avg;     /* wire bytes/s since start */
 	double elapsed_s;
 	char last_error[256];
+	/* --prefetch */
+	enum hyd_prefetch_state pf_state;
+	uint64_t pf_files;		  /* files the traces name */
+	uint64_t pf_skipped;		  /* of them, gone or changed */
+	uint64_t pf_steps, pf_steps_done; /* ranges, and ranges asked for */
+	uint64_t pf_bytes;		  /* raw bytes of the ranges kept */
+	uint64_t pf_bytes_done;		  /* of them, asked for (or stored) */
 };
 
 /* Allocate; reads "wire_bytes" from the store meta. Registers its done

@@ -155,6 +155,13 @@ void hyd_backfill_stats(hyd_backfill *bf, struct hyd_backfill_stats *ret)
 	ret->failed = bf->failed;
 	ret->passes = bf->passes;
 	ret->rate_now = rate_now_locked(bf);
+	ret->pf_state = bf->pf_state;
+	ret->pf_files = bf->pf_files;
+	ret->pf_skipped = bf->pf_skipped;
+	ret->pf_steps = bf->pf_steps;
+	ret->pf_steps_done = bf->pf_steps_done;
+	ret->pf_bytes = bf->pf_bytes;
+	ret->pf_bytes_done = bf->pf_bytes_done;
 	pthread_mutex_unlock(&bf->lock);
 	ret->wire_total = bf->wire_base + fs.wire_bytes;
 	ret->elapsed_s = el;
@@ -202,6 +209,19 @@ void hyd_backfill_live(void *arg, struct hyd_status *st)
 		hyd_fetch_link(bf->cfg.fetch, &link_rate, &link_rtt);
 		st->link_rate = (double)link_rate;
 		st->link_rtt_ms = (double)link_rtt / 1e6;
+	}
+	if (bs.pf_state != HYD_PREFETCH_NONE) {
+		static const char *const pf[] = {"", "planning", "running",
+						 "done"};
+
+		snprintf(st->prefetch, sizeof(st->prefetch), "%s",
+			 pf[bs.pf_state]);
+		st->prefetch_files = bs.pf_files;
+		st->prefetch_skipped = bs.pf_skipped;
+		st->prefetch_ranges = bs.pf_steps;
+		st->prefetch_ranges_done = bs.pf_steps_done;
+		st->prefetch_bytes = bs.pf_bytes;
+		st->prefetch_bytes_done = bs.pf_bytes_done;
 	}
 	st->mismatches = fs.mismatches;
 	st->retries = fs.retries;

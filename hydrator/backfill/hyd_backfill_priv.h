@@ -71,10 +71,31 @@ struct hyd_backfill {
 	uint64_t changed_pass, changed_last; /* files the source changed */
 	uint64_t next_sample_ns, next_persist_ns, next_log_ns;
 	uint64_t persisted;
+	/* --prefetch: the plan and where it is (scheduler thread), the
+	 * numbers status shows (under lock) */
+	struct hyd_trace_plan plan;
+	size_t plan_at;
+	enum hyd_prefetch_state pf_state;
+	uint64_t pf_files, pf_skipped, pf_steps, pf_steps_done;
+	uint64_t pf_bytes, pf_bytes_done;
 	pthread_t th;
 	int started;
 	int finished; /* hyd_backfill_stop ran: the fetcher may be gone */
 };
+
+/* hyd_backfill.c, for hyd_backfill_prefetch.c: ask for one chunk once
+ * the window has room (prio: HYD_PRIO_NEAR when bf->in_opened); make a
+ * pending file's manifest local (0), leave the file for later (1), or
+ * -ECANCELED; and whether the scheduler is to stop. */
+int hyd_bf__submit_chunk(hyd_backfill *bf, const struct cat_chunk *c,
+			 int fresh);
+int hyd_bf__file_manifest(hyd_backfill *bf, uint64_t ino);
+int hyd_bf__stopped(hyd_backfill *bf);
+
+/* hyd_backfill_prefetch.c: replay the --prefetch traces' plan (made on
+ * the first call after start or a switch) from where it stopped. 0 when
+ * done (or none), -ECANCELED on stop. Scheduler thread. */
+int hyd_bf__prefetch(hyd_backfill *bf);
 
 /* hyd_backfill_numbers.c. Housekeeping, called often by the scheduler
  * thread (lock not held): a rate sample, the wire bytes persisted every

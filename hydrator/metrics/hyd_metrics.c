@@ -183,6 +183,18 @@ static void render_status(const struct hyd_metrics_src *src,
 		 "Distinct chunks of the manifests known: done (stored) or "
 		 "pending.",
 		 "state", dp, v, 2);
+	if (st->prefetch[0]) {
+		PAIR(st->prefetch_bytes_done, st->prefetch_bytes);
+		labelled(p, "ferry_hydrator_prefetch_bytes", "gauge",
+			 "Raw bytes of the --prefetch traces' ranges (files "
+			 "unchanged since): done (asked for, or stored) or "
+			 "pending.",
+			 "state", dp, v, 2);
+		one(p, "ferry_hydrator_prefetch_skipped_files", "gauge",
+		    "Files the --prefetch traces name that are gone or "
+		    "changed since the trace was taken.",
+		    st->prefetch_skipped);
+	}
 #undef PAIR
 	one(p, "ferry_hydrator_wire_bytes_all_runs", "gauge",
 	    "Bytes received into this cache by every run so far (ferry "

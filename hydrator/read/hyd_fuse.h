@@ -21,6 +21,7 @@
 
 #include "catalog/catalog.h"
 #include "hydrator/read/hyd_read.h"
+#include "hydrator/trace/hyd_trace.h"
 
 /* Entries and attributes never change within a generation. */
 #define HYD_FUSE_TIMEOUT_S 86400.0
@@ -104,6 +105,9 @@ struct hyd_fs {
 	 * puts its directory first); NULL: nobody listens. Any FUSE thread. */
 	void (*on_open)(void *arg, uint64_t ino);
 	void *on_open_arg;
+	/* The record of first reads (CACHEDIR/trace.rec); NULL: none.
+	 * Told of every read answered. */
+	hyd_trace_rec *trace;
 	const char *mountpoint; /* absolute; borrowed; NULL: not tuned */
 	int ra_tuned;		/* __atomic: readahead raised (or tried) */
 	/* No-open mode (the kernel offers it): OPEN is answered ENOSYS and

@@ -259,6 +259,8 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	n = rv.len;
 	hyd_read_iov_release(&fs->rd, &rv);
 	read_count(fs->rd.counts, r, r == 0 ? n : 0, t0);
+	if (r == 0)
+		hyd_trace_rec_read(fs->trace, ino, (uint64_t)off, n);
 	/* After the reply, so it costs this read nothing: a sequential
 	 * reader gets its next chunks decoded (stored) or asked for. */
 	if (r == 0)

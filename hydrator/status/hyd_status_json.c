@@ -100,6 +100,13 @@ static const struct status_field status_fields[] = {
     SF(elapsed_s, F_REAL),
     SF(link_rtt_ms, F_REAL),
     SF(link_rate, F_REAL),
+    SF(prefetch, F_STR),
+    SF(prefetch_files, F_U64),
+    SF(prefetch_skipped, F_U64),
+    SF(prefetch_ranges, F_U64),
+    SF(prefetch_ranges_done, F_U64),
+    SF(prefetch_bytes, F_U64),
+    SF(prefetch_bytes_done, F_U64),
 };
 #define STATUS_FIELDS (sizeof(status_fields) / sizeof(status_fields[0]))
 

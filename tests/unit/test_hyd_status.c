@@ -367,6 +367,13 @@ static void sample(struct hyd_status *st)
 	st->elapsed_s = 86400.001;
 	st->link_rtt_ms = 50.25;
 	st->link_rate = 125000000.0;
+	memcpy(st->prefetch, "running", 8);
+	st->prefetch_files = 3;
+	st->prefetch_skipped = 1;
+	st->prefetch_ranges = 40;
+	st->prefetch_ranges_done = 12;
+	st->prefetch_bytes = 8388608;
+	st->prefetch_bytes_done = 1048576;
 }
 
 static void assert_status_equal(const struct hyd_status *a,
@@ -396,6 +403,13 @@ static void assert_status_equal(const struct hyd_status *a,
 	assert_true(fabs(a->elapsed_s - b->elapsed_s) < 0.0005);
 	assert_true(fabs(a->link_rtt_ms - b->link_rtt_ms) < 0.0005);
 	assert_true(fabs(a->link_rate - b->link_rate) < 0.0005);
+	assert_string_equal(a->prefetch, b->prefetch);
+	assert_int_equal(a->prefetch_files, b->prefetch_files);
+	assert_int_equal(a->prefetch_skipped, b->prefetch_skipped);
+	assert_int_equal(a->prefetch_ranges, b->prefetch_ranges);
+	assert_int_equal(a->prefetch_ranges_done, b->prefetch_ranges_done);
+	assert_int_equal(a->prefetch_bytes, b->prefetch_bytes);
+	assert_int_equal(a->prefetch_bytes_done, b->prefetch_bytes_done);
 }
 
 /* ferry status --json: the same line plus source_hashing, null when the
@@ -474,7 +488,12 @@ static void test_json_round_trip(void **state)
 	assert_non_null(strstr(buf, "\"rate_now\":1234.5,\"rate_avg\":0.125,"
 				    "\"eta_s\":-1,\"elapsed_s\":86400.001,"
 				    "\"link_rtt_ms\":50.25,\"link_rate\":"
-				    "125000000.0}"));
+				    "125000000.0,\"prefetch\":\"running\","
+				    "\"prefetch_files\":3,\"prefetch_skipped\":1,"
+				    "\"prefetch_ranges\":40,"
+				    "\"prefetch_ranges_done\":12,"
+				    "\"prefetch_bytes\":8388608,"
+				    "\"prefetch_bytes_done\":1048576}"));
 	assert_null(strchr(buf, '\n'));
 	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
 	assert_status_equal(&a, &b);
