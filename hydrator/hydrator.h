@@ -471,12 +471,20 @@ int hyd_trace_load(const char *path, struct hyd_trace *ret, char *why,
 int hyd_trace_write(int fd, const struct hyd_trace *t);
 void hyd_trace_free(struct hyd_trace *t);
 
-/* The trace of cache_dir's record (prev: of the previous mount's): its
- * reads resolved to paths with the newest catalog of the cache, ranges of
- * one file merged where they touch (the merged range keeps the earliest
- * time and place), reads of inos the catalog has no regular file for
- * dropped. -ENOENT (no record), -EBADMSG (why says), -errno. */
-int hyd_trace_export(const char *cache_dir, int prev, struct hyd_trace *ret,
+/* hyd_trace_export's flags */
+#define HYD_TRACE_PREVIOUS 1 /* the previous mount's record */
+#define HYD_TRACE_READS_ONLY                                                   \
+	2 /* leave out the files the mount pushed into                         \
+	   * the kernel's cache (counted as read by                            \
+	   * default: the job's reads of them never                            \
+	   * reached the mount) */
+
+/* The trace of cache_dir's record: its reads resolved to paths with the
+ * newest catalog of the cache, ranges of one file merged where they touch
+ * (the merged range keeps the earliest time and place), reads of inos the
+ * catalog has no regular file for dropped. -ENOENT (no record), -EBADMSG
+ * (why says), -errno. */
+int hyd_trace_export(const char *cache_dir, int flags, struct hyd_trace *ret,
 		     char *why, size_t cap);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * tools/ferry_trace.c — `ferry trace export` (a mount's record of first
  * reads as a trace file) and `ferry trace show` (a trace file for people).
- * The format is docs/formats.md's "Traces"; ferry-hydrator --prefetch and
- * ferry sync --prefetch replay it. Exit: 0 done, 1 failed, 2 bad usage.
+ * The format is docs/formats.md's "Traces"; ferry-hydrator --prefetch
+ * replays it. Exit: 0 done, 1 failed, 2 bad usage.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,8 +29,8 @@ static void usage(FILE *f)
 	    "are first read (CACHEDIR/" HYD_TRACE_REC_NAME "). export writes\n"
 	    "that record as a trace file: paths (not inode numbers), each\n"
 	    "file's size and mtime, its ranges in the order they were first\n"
-	    "read. ferry-hydrator --prefetch FILE and ferry sync --prefetch\n"
-	    "FILE fetch what it names first; files changed since are skipped.\n"
+	    "read. ferry-hydrator --prefetch FILE fetches what it names\n"
+	    "first, at a later mount; files changed since are skipped.\n"
 	    "show prints a trace file (\"-\": standard input).\n"
 	    "\n"
 	    "export options:\n"
@@ -39,6 +39,10 @@ static void usage(FILE *f)
 	    "      --previous     the mount before the last one's record\n"
 	    "                     (kept once, when the last mount read\n"
 	    "                     nothing it is still the one before)\n"
+	    "      --reads-only   leave out the small files the mount pushed\n"
+	    "                     into the kernel's cache after a read in\n"
+	    "                     their directory (kept by default: the\n"
+	    "                     job's reads of them never reach the mount)\n"
 	    "show options:\n"
 	    "      --files        one line a file (bytes read, ranges, first\n"
 	    "                     read), not one a range\n"
@@ -52,10 +56,10 @@ static void usage(FILE *f)
 
 struct trace_opts {
 	const char *out;
-	int previous, files;
+	int previous, files, reads_only;
 };
 
-enum { OPT_PREVIOUS = 256, OPT_FILES };
+enum { OPT_PREVIOUS = 256, OPT_FILES, OPT_READS_ONLY };
 
 static int extra(void *ctx, int ch, const char *arg)
 {
@@ -70,6 +74,9 @@ static int extra(void *ctx, int ch, const char *arg)
 		return 0;
 	case OPT_FILES:
 		t->files = 1;
+		return 0;
+	case OPT_READS_ONLY:
+		t->reads_only = 1;
 		return 0;
 	}
 	return -1;
@@ -117,7 +124,10 @@ static int do_export(const struct trace_opts *to, const char *where, int quiet)
 
 	if (ferry_find_cache(where, cache, sizeof(cache)) != 0)
 		return 1;
-	r = hyd_trace_export(cache, to->previous, &t, why, sizeof(why));
+	r = hyd_trace_export(cache,
+			     (to->previous ? HYD_TRACE_PREVIOUS : 0) |
+				 (to->reads_only ? HYD_TRACE_READS_ONLY : 0),
+			     &t, why, sizeof(why));
 	if (r == -ENOENT) {
 		base_error("no record of reads in %s (a mount with "
 			   "--no-record, or none yet): %s",
@@ -147,13 +157,20 @@ static int do_export(const struct trace_opts *to, const char *where, int quiet)
 	return 0;
 }
 
+/* A path as shown on a terminal: control bytes as \xNN (as log lines
+ * show them), the rest as it is. */
+static void shown_path(const char *p, char *buf, size_t cap)
+{
+	base_text_escape(buf, cap, p, strlen(p));
+}
+
 /* Per file: bytes, ranges, first read; in the order of first reads. */
 static void show_files(const struct hyd_trace *t)
 {
 	uint64_t *bytes = calloc(t->nfiles ? t->nfiles : 1, sizeof(*bytes));
 	uint32_t *n = calloc(t->nfiles ? t->nfiles : 1, sizeof(*n));
 	int64_t *first = malloc((t->nfiles ? t->nfiles : 1) * sizeof(*first));
-	char hb[32], hs[32];
+	char hb[32], hs[32], path[PATH_MAX * 4];
 	size_t i;
 
 	if (!bytes || !n || !first) {
@@ -179,9 +196,9 @@ static void show_files(const struct hyd_trace *t)
 			continue;
 		ferry_human(bytes[f], hb, sizeof(hb));
 		ferry_human(t->files[f].size, hs, sizeof(hs));
+		shown_path(t->files[f].path, path, sizeof(path));
 		printf("%10.3f %8s %8s %6" PRIu32 "  %s\n",
-		       t->ranges[i].t_ms / 1000.0, hb, hs, n[f],
-		       t->files[f].path);
+		       t->ranges[i].t_ms / 1000.0, hb, hs, n[f], path);
 	}
 out:
 	free(bytes);
@@ -191,6 +208,7 @@ out:
 
 static int do_show(const struct trace_opts *to, const char *path, int quiet)
 {
+	static char shown[PATH_MAX * 4];
 	struct hyd_trace t;
 	char why[256], human[32];
 	size_t i;
@@ -210,9 +228,9 @@ static int do_show(const struct trace_opts *to, const char *path, int quiet)
 			const struct hyd_trace_range *g = &t.ranges[i];
 
 			ferry_human(g->len, human, sizeof(human));
+			shown_path(t.files[g->file].path, shown, sizeof(shown));
 			printf("%10.3f %14" PRIu64 " %10s  %s\n",
-			       g->t_ms / 1000.0, g->off, human,
-			       t.files[g->file].path);
+			       g->t_ms / 1000.0, g->off, human, shown);
 		}
 	}
 	if (!quiet) {
@@ -233,6 +251,7 @@ int ferry_cmd_trace(int argc, char **argv)
 	    {"output", required_argument, NULL, 'o'},
 	    {"previous", no_argument, NULL, OPT_PREVIOUS},
 	    {"files", no_argument, NULL, OPT_FILES},
+	    {"reads-only", no_argument, NULL, OPT_READS_ONLY},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -274,8 +293,9 @@ int ferry_cmd_trace(int argc, char **argv)
 		}
 		return do_export(&to, argv[1 + optind], fo.quiet);
 	}
-	if (to.out || to.previous) {
-		base_error("-o and --previous are export's (see --help)");
+	if (to.out || to.previous || to.reads_only) {
+		base_error("-o, --previous and --reads-only are export's (see "
+			   "--help)");
 		return FERRY_EXIT_USAGE;
 	}
 	return do_show(&to, argv[1 + optind], fo.quiet);

@@ -180,8 +180,12 @@ static int push_one(struct hyd_push *p, cat_reader *cat,
 		return 0;
 	bv.buf[0].mem = buf;
 	/* -ENOENT: the kernel has forgotten the inode; nothing to do. */
-	if (fuse_lowlevel_notify_store(p->se, e->ino, 0, &bv, 0) == 0)
+	if (fuse_lowlevel_notify_store(p->se, e->ino, 0, &bv, 0) == 0) {
 		__atomic_fetch_add(&p->pushed, 1, __ATOMIC_RELAXED);
+		/* The job's reads of it stay in the kernel now: the record
+		 * of first reads takes the push for them. */
+		hyd_trace_rec_pushed(p->fs->trace, e->ino, e->size);
+	}
 	pthread_mutex_lock(&p->mu);
 	if (s->ino == e->ino)
 		s->pushed = 1;

@@ -40,6 +40,12 @@ int hyd_trace_rec_open(const char *cache_dir, uint64_t gen,
 void hyd_trace_rec_read(hyd_trace_rec *rec, uint64_t ino, uint64_t off,
 			uint64_t len);
 
+/* The whole of file ino (len bytes) was pushed into the kernel's page
+ * cache (hyd_push): the job's reads of it will not reach the mount, so
+ * the record keeps the push in their place ("p" lines; export counts
+ * them as reads unless asked for reads only). As hyd_trace_rec_read. */
+void hyd_trace_rec_pushed(hyd_trace_rec *rec, uint64_t ino, uint64_t len);
+
 /* Write what is buffered. 0 or -errno. */
 int hyd_trace_rec_flush(hyd_trace_rec *rec);
 

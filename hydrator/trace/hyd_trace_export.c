@@ -78,10 +78,11 @@ static int read_all(const char *path, char **ret, size_t *ret_len)
 	return 0;
 }
 
-/* The "r" lines of the record in buf (NUL-terminated), in order. A last
- * line without its newline (a crash while it was written) is left out. */
-static int parse_rec(char *buf, size_t len, struct rec **ret, size_t *ret_n,
-		     char *why, size_t cap)
+/* The "r" lines (and "p" lines unless reads_only) of the record in buf
+ * (NUL-terminated), in order. A last line without its newline (a crash
+ * while it was written) is left out. */
+static int parse_rec(char *buf, size_t len, int reads_only, struct rec **ret,
+		     size_t *ret_n, char *why, size_t cap)
 {
 	struct rec *v = NULL, *nv;
 	size_t n = 0, vcap = 0, line = 0;
@@ -101,7 +102,8 @@ static int parse_rec(char *buf, size_t len, struct rec **ret, size_t *ret_n,
 			free(v);
 			return -EBADMSG;
 		}
-		if (p[0] == 'r' && p[1] == ' ') {
+		if ((p[0] == 'r' || (p[0] == 'p' && !reads_only)) &&
+		    p[1] == ' ') {
 			if (sscanf(p + 2, "%llu %llu %llu %llu%n", &ms, &ino,
 				   &off, &l, &k) != 4 ||
 			    p[2 + k] != '\0' || l == 0 || ms > UINT32_MAX ||
@@ -334,7 +336,7 @@ static int merge(struct hyd_trace *t, struct rec *v, size_t n)
 	return 0;
 }
 
-int hyd_trace_export(const char *cache_dir, int prev, struct hyd_trace *ret,
+int hyd_trace_export(const char *cache_dir, int flags, struct hyd_trace *ret,
 		     char *why, size_t cap)
 {
 	char path[PATH_MAX], catpath[PATH_MAX];
@@ -349,7 +351,8 @@ int hyd_trace_export(const char *cache_dir, int prev, struct hyd_trace *ret,
 	if (cap)
 		why[0] = '\0';
 	r = snprintf(path, sizeof(path), "%s/%s", cache_dir,
-		     prev ? HYD_TRACE_PREV_NAME : HYD_TRACE_REC_NAME);
+		     (flags & HYD_TRACE_PREVIOUS) ? HYD_TRACE_PREV_NAME
+						  : HYD_TRACE_REC_NAME);
 	if (r < 0 || (size_t)r >= sizeof(path))
 		return -ENAMETOOLONG;
 	r = read_all(path, &buf, &len);
@@ -357,7 +360,7 @@ int hyd_trace_export(const char *cache_dir, int prev, struct hyd_trace *ret,
 		snprintf(why, cap, "%s: %s", path, strerror(-r));
 		return r;
 	}
-	r = parse_rec(buf, len, &v, &n, why, cap);
+	r = parse_rec(buf, len, flags & HYD_TRACE_READS_ONLY, &v, &n, why, cap);
 	free(buf);
 	if (r < 0)
 		return r;

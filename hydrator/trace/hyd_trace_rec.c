@@ -6,6 +6,9 @@
  *   start UNIX_MS            when the mount began (t = 0)
  *   g GEN                    the generation mounted
  *   r T_MS INO OFF LEN       a read (or reads that followed on)
+ *   p T_MS INO 0 LEN         a whole file the mount pushed into the
+ *                            kernel's cache after a read in its directory
+ *                            (its own reads never reach the mount)
  *   cut                      the bound was reached; nothing after
  *
  * Reads are kept in memory a little while (at most PEND_MAX of them, at
@@ -37,6 +40,7 @@
 struct pend {
 	uint64_t ino, off, end;
 	uint32_t t_ms;
+	char kind; /* 'r' or 'p' */
 };
 
 /* The pending read of an ino, if any: slot[hash].idx + 1, 0: none. */
@@ -93,9 +97,9 @@ static void flush_locked(hyd_trace_rec *t)
 		const struct pend *p = &t->pend[i];
 
 		n = snprintf(t->buf + at, sizeof(t->buf) - at,
-			     "r %" PRIu32 " %" PRIu64 " %" PRIu64 " %" PRIu64
+			     "%c %" PRIu32 " %" PRIu64 " %" PRIu64 " %" PRIu64
 			     "\n",
-			     p->t_ms, p->ino, p->off, p->end - p->off);
+			     p->kind, p->t_ms, p->ino, p->off, p->end - p->off);
 		if (n > 0)
 			at += (size_t)n;
 	}
@@ -191,8 +195,8 @@ int hyd_trace_rec_open(const char *cache_dir, uint64_t gen,
 	return 0;
 }
 
-void hyd_trace_rec_read(hyd_trace_rec *t, uint64_t ino, uint64_t off,
-			uint64_t len)
+static void add(hyd_trace_rec *t, char kind, uint64_t ino, uint64_t off,
+		uint64_t len)
 {
 	uint64_t now, end = off + len;
 	struct slot *s;
@@ -205,7 +209,7 @@ void hyd_trace_rec_read(hyd_trace_rec *t, uint64_t ino, uint64_t off,
 	if (t->full || t->err)
 		goto out;
 	s = &t->slot[hash_ino(ino)];
-	if (s->idx1 && s->ino == ino) {
+	if (s->idx1 && s->ino == ino && t->pend[s->idx1 - 1].kind == kind) {
 		p = &t->pend[s->idx1 - 1];
 		/* Touching or overlapping the file's last read: the same
 		 * stretch of the file. */
@@ -220,6 +224,8 @@ void hyd_trace_rec_read(hyd_trace_rec *t, uint64_t ino, uint64_t off,
 	if (t->npend == PEND_MAX || now - t->flushed_ns >= FLUSH_NS)
 		flush_locked(t);
 	if (t->kept >= t->max) {
+		/* The lines kept go out before "cut": nothing follows it. */
+		flush_locked(t);
 		t->full = 1;
 		put(t, "cut\n", 4);
 		base_info("trace record full: later reads are not recorded "
@@ -228,6 +234,7 @@ void hyd_trace_rec_read(hyd_trace_rec *t, uint64_t ino, uint64_t off,
 		goto out;
 	}
 	p = &t->pend[t->npend++];
+	p->kind = kind;
 	p->ino = ino;
 	p->off = off;
 	p->end = end;
@@ -237,6 +244,17 @@ void hyd_trace_rec_read(hyd_trace_rec *t, uint64_t ino, uint64_t off,
 	t->kept++;
 out:
 	pthread_mutex_unlock(&t->lock);
+}
+
+void hyd_trace_rec_read(hyd_trace_rec *t, uint64_t ino, uint64_t off,
+			uint64_t len)
+{
+	add(t, 'r', ino, off, len);
+}
+
+void hyd_trace_rec_pushed(hyd_trace_rec *t, uint64_t ino, uint64_t len)
+{
+	add(t, 'p', ino, 0, len);
 }
 
 int hyd_trace_rec_flush(hyd_trace_rec *t)

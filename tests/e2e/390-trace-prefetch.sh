@@ -161,3 +161,29 @@ sanitizer_clean || die "sanitizer report (above)"
 "$FERRY" trace export -q "$T/cache2" -o "$T/c2.trace" || die "export of cache2"
 grep -q "data/f03" "$T/c2.trace" || die "cache2's own reads are not in its record"
 ok "the second mount recorded its own reads"
+
+# 3. Pushes: with the data stored, a first read of a small file pushes the
+# files after it in its directory into the kernel's cache; the job's reads
+# of those never reach the mount, so the record keeps the pushes in their
+# place ("p" lines), and --reads-only leaves them out.
+start_repl "$port" "t=$T/src"
+mkdir -p "$T/m3"
+"$HYD" -c "$T/cache3" "$URL" "$T/m3" || die "mount 3"
+MOUNTS+=("$T/m3")
+wait_status "$T/cache3" state complete 120 || die "backfill of mount 3 did not complete"
+ls -l "$T/m3/data" >/dev/null
+cat "$T/m3/data/f00" >/dev/null
+wait_for 10 grep -q '^p ' "$T/cache3/trace.rec" || die "no push recorded (p lines) in trace.rec"
+"$FERRY" trace export -q "$T/cache3" -o "$T/push.trace" || die "export with pushes"
+"$FERRY" trace export -q --reads-only "$T/cache3" -o "$T/reads.trace" || die "export --reads-only"
+np=$(grep -c '^f ' "$T/push.trace")
+nr=$(grep -c '^f ' "$T/reads.trace")
+[ "$nr" = 1 ] || die "--reads-only names $nr files, not 1 (data/f00)"
+[ "$np" -gt 1 ] || die "the pushes are not in the default export ($np files)"
+awk '$1 == "f" { print $5 }' "$T/push.trace" | grep -qv '^data/' && die "a pushed file outside data/"
+ok "pushed files count as read ($np files), --reads-only leaves them out"
+pid=$(cat "$T/cache3/hydrator.pid")
+fusermount3 -u "$T/m3" || die "unmount m3"
+e2e_gone "$pid" 30 || die "hydrator 3 still running"
+[ "$(hyd_exit_status "$T/cache3" "$pid")" = 0 ] || die "hydrator 3 exit status"
+stop_repl

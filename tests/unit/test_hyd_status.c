@@ -485,15 +485,16 @@ static void test_json_round_trip(void **state)
 	assert_non_null(strstr(buf, "\"dedup_savings_bytes\":"
 				    "9223372036854775707,"));
 	assert_non_null(strstr(buf, "\"compression_savings_bytes\":-10,"));
-	assert_non_null(strstr(buf, "\"rate_now\":1234.5,\"rate_avg\":0.125,"
-				    "\"eta_s\":-1,\"elapsed_s\":86400.001,"
-				    "\"link_rtt_ms\":50.25,\"link_rate\":"
-				    "125000000.0,\"prefetch\":\"running\","
-				    "\"prefetch_files\":3,\"prefetch_skipped\":1,"
-				    "\"prefetch_ranges\":40,"
-				    "\"prefetch_ranges_done\":12,"
-				    "\"prefetch_bytes\":8388608,"
-				    "\"prefetch_bytes_done\":1048576}"));
+	assert_non_null(strstr(buf,
+			       "\"rate_now\":1234.5,\"rate_avg\":0.125,"
+			       "\"eta_s\":-1,\"elapsed_s\":86400.001,"
+			       "\"link_rtt_ms\":50.25,\"link_rate\":"
+			       "125000000.0,\"prefetch\":\"running\","
+			       "\"prefetch_files\":3,\"prefetch_skipped\":1,"
+			       "\"prefetch_ranges\":40,"
+			       "\"prefetch_ranges_done\":12,"
+			       "\"prefetch_bytes\":8388608,"
+			       "\"prefetch_bytes_done\":1048576}"));
 	assert_null(strchr(buf, '\n'));
 	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
 	assert_status_equal(&a, &b);
