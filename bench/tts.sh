@@ -51,7 +51,12 @@
 #                         other is given)
 #   JOBS ["model epoch walk cat"]
 #   CAT_AT ["1gbit:50"]   the pairs where the cat row runs (BIG=1 only)
-#   TOOLS ["ferry rsync"] what is timed (the floor is always there)
+#   TOOLS ["ferry rsync trace"]  what is timed (the floor is always
+#                         there); trace: the job again on a fresh cache
+#                         with --prefetch of the trace the job's ferry run
+#                         left (ferry trace export of its cache; without a
+#                         ferry run an untimed rehearsal first), not for
+#                         the cat
 #   RUNS [1]              runs of each; the median is reported
 #   SCALE [full]          tts_gen.py --scale (full, small, tiny or a number)
 #   BIG [1]               generate big/blob-2g.bin (0: no cat row)
@@ -86,7 +91,7 @@ else
 fi
 JOBS=${JOBS:-"model epoch walk cat"}
 CAT_AT=${CAT_AT:-"1gbit:50"}
-TOOLS=${TOOLS:-"ferry rsync"}
+TOOLS=${TOOLS:-"ferry rsync trace"}
 RUNS=${RUNS:-1}
 SCALE=${SCALE:-full}
 BIG=${BIG:-1}
@@ -117,6 +122,7 @@ TREE=$WORK/tree
 MNT=$WORK/mnt
 LOGS=$WORK/logs
 RES=$WORK/runs.jsonl
+TRACES=$WORK/traces
 
 log() { echo "[$(date +%H:%M:%S)] tts: $*" >&2; }
 now() { date +%s.%N; }
@@ -154,7 +160,7 @@ done
 for f in "$LINK" "$GEN" "$JOB" "$PROBE_PY" "$REPORT"; do
 	[ -f "$f" ] || { echo "bench/tts.sh: $f is missing" >&2; exit 2; }
 done
-case " $TOOLS " in *" ferry "* | *" rsync "*) ;; *) echo "bench/tts.sh: TOOLS='$TOOLS' names neither ferry nor rsync" >&2; exit 2 ;; esac
+case " $TOOLS " in *" ferry "* | *" rsync "* | *" trace "*) ;; *) echo "bench/tts.sh: TOOLS='$TOOLS' names none of ferry, rsync, trace" >&2; exit 2 ;; esac
 for m in $MATRIX; do
 	[[ $m =~ ^[0-9]+[kmgKMG]?(bit|bps):[0-9]+(\.[0-9]+)?$ ]] ||
 		{ echo "bench/tts.sh: cannot read '$m' in MATRIX (RATE:RTT_MS, e.g. 1gbit:50)" >&2; exit 2; }
@@ -254,7 +260,7 @@ else: print('hashing %s/%s files %s/%s bytes' % (h.get('files_done'), h.get('fil
 # source's namespace; returns once the tree is published and hashed.
 start_servers() {
 	local i st t0
-	if [[ " $TOOLS " == *" ferry "* ]]; then
+	if [[ " $TOOLS " == *" ferry "* || " $TOOLS " == *" trace "* ]]; then
 		mkdir -p "$WORK/repl-state"
 		t0=$(now)
 		$NSS "$B/bin/ferry-replicator" -l "$IP_SRC:$REPL_PORT" -s "$WORK/repl-state" tts="$TREE" \
@@ -366,11 +372,17 @@ job_target() { # JOB ROOT: what tts_job.py is given
 	if [ "$1" = cat ]; then echo "$2/$(expect cat file)"; else echo "$2/$(expect "$1" dir)"; fi
 }
 
-# ferry_run RATE RTT JOB RUN
+# ferry_run RATE RTT JOB RUN [MODE]: MODE "" (kind ferry), rehearsal (the
+# same, kind ferry_rehearsal: only its trace is wanted) or trace (kind
+# ferry_trace: --prefetch the job's trace). Every run but a trace run
+# leaves its record as the job's trace (TRACES/JOB.trace).
 ferry_run() {
-	local rate=$1 rtt=$2 job=$3 run=$4 sub cache pid t0 t1 t2 t3 w0 w1 rc ok hexit tag how killed exit_s
+	local rate=$1 rtt=$2 job=$3 run=$4 mode=${5:-} sub cache pid t0 t1 t2 t3 w0 w1 rc ok hexit tag how killed exit_s
+	local kind=ferry extra=
+	[ -n "$mode" ] && kind=ferry_$mode
+	[ "$mode" = trace ] && extra="--prefetch $TRACES/$job.trace"
 	sub=$(expect "$job" dir)
-	tag=ferry-$rate-$rtt-$job-$run
+	tag=$kind-$rate-$rtt-$job-$run
 	fresh_dir cache cache
 	mkdir -p "$MNT"
 	mountpoint -q "$MNT" && { fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"; }
@@ -378,12 +390,12 @@ ferry_run() {
 	w0=$(wire)
 	t0=$(now)
 	# shellcheck disable=SC2086
-	if ! $NSD timeout -k 10 "$JOB_TIMEOUT" "$B/bin/ferry-hydrator" $HYD_OPTS -c "$cache" "$URL" "$MNT" 2>"$LOGS/$tag.err"; then
+	if ! $NSD timeout -k 10 "$JOB_TIMEOUT" "$B/bin/ferry-hydrator" $HYD_OPTS $extra -c "$cache" "$URL" "$MNT" 2>"$LOGS/$tag.err"; then
 		mountpoint -q "$MNT" && { fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"; }
 		stop_pid "$(cat "$cache/hydrator.pid" 2>/dev/null)"
 		cp "$cache/hydrator.log" "$LOGS/$tag.log" 2>/dev/null
-		emit kind=ferry rate="$rate" rtt_ms="$rtt" job="$job" run="$run" ok=mount_failed
-		log "ferry $job@$rate/${rtt}ms#$run: the mount failed (see $LOGS/$tag.err)"
+		emit kind=$kind rate="$rate" rtt_ms="$rtt" job="$job" run="$run" ok=mount_failed
+		log "$kind $job@$rate/${rtt}ms#$run: the mount failed (see $LOGS/$tag.err)"
 		rm -rf "$cache"
 		return 1
 	fi
@@ -416,14 +428,19 @@ ferry_run() {
 	HYD_CACHE=
 	cp "$cache/hydrator.log" "$LOGS/$tag.log" 2>/dev/null
 	if tail -n1 "$LOGS/$tag.log" 2>/dev/null | grep -q 'exit status=0'; then hexit=0; else hexit="$(tail -n1 "$LOGS/$tag.log" 2>/dev/null | grep -o 'exit status=[0-9]*' || echo none)"; fi
+	# the job's reads, for the trace runs (a rehearsal of the same job)
+	if [ "$mode" != trace ] && [ "$ok" = ok ]; then
+		"$B/bin/ferry" trace export -q "$cache" -o "$TRACES/$job.trace" 2>>"$LOGS/$tag.err" ||
+			log "$kind $job: no trace exported (see $LOGS/$tag.err)"
+	fi
 	rm -rf "$cache"
-	emit kind=ferry rate="$rate" rtt_ms="$rtt" job="$job" run="$run" ok="$ok" \
+	emit kind=$kind rate="$rate" rtt_ms="$rtt" job="$job" run="$run" ok="$ok" \
 		seconds="$(dt "$t0" "$t2")" mount_s="$(dt "$t0" "$t1")" job_s="$(dt "$t1" "$t2")" \
 		files="$(jget "$LOGS/$tag.job" files)" bytes="$(jget "$LOGS/$tag.job" bytes)" \
 		wire_bytes="$(jget "$LOGS/$tag.status" wire_bytes)" bytes_hydrated="$(jget "$LOGS/$tag.status" bytes_hydrated)" \
 		hyd_failures="$(jget "$LOGS/$tag.status" failures)" hyd_retries="$(jget "$LOGS/$tag.status" retries)" \
 		veth_bytes=$((w1 - w0)) hydrator_exit="$hexit" unmount="$how" exit_wait_s="$exit_s" killed="$killed"
-	log "ferry $job@$rate/${rtt}ms#$run: $(dt "$t0" "$t2") s (mount $(dt "$t0" "$t1") s, job $(dt "$t1" "$t2") s) $ok, hydrator wire $(jget "$LOGS/$tag.status" wire_bytes) B, veth $((w1 - w0)) B; unmount $how, hydrator gone after ${exit_s} s$([ "$killed" = 1 ] && echo " (SIGTERM)"), its log: $hexit"
+	log "$kind $job@$rate/${rtt}ms#$run: $(dt "$t0" "$t2") s (mount $(dt "$t0" "$t1") s, job $(dt "$t1" "$t2") s) $ok, hydrator wire $(jget "$LOGS/$tag.status" wire_bytes) B, veth $((w1 - w0)) B; unmount $how, hydrator gone after ${exit_s} s$([ "$killed" = 1 ] && echo " (SIGTERM)"), its log: $hexit"
 }
 
 # rsync_run RATE RTT JOB RUN
@@ -460,8 +477,8 @@ rsync_run() {
 STARTED=$(date -u '+%Y-%m-%d %H:%M')
 T_ALL=$(now)
 prepare_tree
-rm -rf "$WORK/dst" "$RES"
-mkdir -p "$WORK/dst"
+rm -rf "$WORK/dst" "$RES" "$TRACES"
+mkdir -p "$WORK/dst" "$TRACES"
 : >"$LOGS/replicator.log"
 : >"$LOGS/rsyncd.log"
 : >"$LOGS/probe.log"
@@ -487,6 +504,10 @@ for m in $MATRIX; do
 		for run in $(seq 1 "$RUNS"); do
 			[[ " $TOOLS " == *" ferry "* ]] && ferry_run "$rate" "$rtt" "$job" "$run"
 			[[ " $TOOLS " == *" rsync "* ]] && rsync_run "$rate" "$rtt" "$job" "$run"
+			if [[ " $TOOLS " == *" trace "* ]] && [ "$job" != cat ]; then
+				[ -f "$TRACES/$job.trace" ] || ferry_run "$rate" "$rtt" "$job" "$run" rehearsal
+				[ -f "$TRACES/$job.trace" ] && ferry_run "$rate" "$rtt" "$job" "$run" trace
+			fi
 		done
 	done
 done

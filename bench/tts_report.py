@@ -7,7 +7,8 @@ runs: medians, the wire floor, ratios and verdicts.
                 [--note TEXT]
   tts_report.py --bytes-per-s RATE      tc's rate syntax to bytes/s
 
-Reads the run records bench/tts.sh wrote (kind ferry, rsync or probe; one
+Reads the run records bench/tts.sh wrote (kind ferry, ferry_trace,
+ferry_rehearsal (ignored), rsync or probe; one
 JSON object a line) and writes OUTDIR/tts.json (a list, one object per
 rate, RTT and job: rate, rtt_ms, job, bytes, ferry_s, rsync_s,
 rsync_job_s, floor_s, ratio_rsync, ratio_floor, verdict, and the details
@@ -25,6 +26,11 @@ below) and OUTDIR/tts.md (the table), and prints one summary line.
                link_frac >= 0.8; the other jobs at the target RTTs: PASS
                when ratio_rsync <= 1.0 and ratio_floor <= 1.5, else MISS;
                "-" at other RTTs (measured, not judged)
+  trace_s      median of the ferry_trace runs (the job with --prefetch of
+               its trace); ratio_trace_rsync, ratio_trace_ferry against
+               rsync-then-job and ferry without it; trace_verdict: the
+               epoch and the walk PASS when <= 0.7x and <= 0.5x, the model
+               when ferry without a trace is <= 1.2x the floor
 """
 import argparse
 import json
@@ -34,6 +40,10 @@ import statistics
 import sys
 
 RSYNC_MAX, FLOOR_MAX, CAT_MIN = 1.0, 1.5, 0.8
+# with the job's trace (--prefetch): <= 0.7x rsync-then-job and <= 0.5x
+# the same job without it (the epoch and the walk); the model without a
+# trace (its loader reads in tensor order): <= 1.2x the floor
+TRACE_RSYNC_MAX, TRACE_FERRY_MAX, MODEL_FLOOR_MAX = 0.7, 0.5, 1.2
 
 
 def bytes_per_s(rate):
@@ -76,11 +86,14 @@ def rows_of(runs, tree, target_rtts):
         mine = [r for r in runs if (r.get("rate"), str(r.get("rtt_ms")), r.get("job")) == (rate, rtt, job)]
         fe = [r for r in mine if r["kind"] == "ferry"]
         rs = [r for r in mine if r["kind"] == "rsync"]
+        tr = [r for r in mine if r["kind"] == "ferry_trace"]
         want = tree["jobs"][job]
         bps = bytes_per_s(rate)
-        bad = ["%s#%s %s" % (r["kind"], r["run"], r["ok"]) for r in fe + rs if r.get("ok") != "ok"]
-        bad += ["ferry#%s hydrator %s" % (r["run"], r.get("hydrator_exit"))
-                for r in fe if r.get("ok") == "ok" and str(r.get("hydrator_exit")) != "0"]
+        bad = ["%s#%s %s" % (r["kind"], r["run"], r["ok"]) for r in fe + rs + tr if r.get("ok") != "ok"]
+        bad += ["%s#%s hydrator %s" % (r["kind"], r["run"], r.get("hydrator_exit"))
+                for r in fe + tr if r.get("ok") == "ok" and str(r.get("hydrator_exit")) != "0"]
+        good_tr = [r for r in tr if r.get("ok") == "ok"]
+        trace_s = med(r.get("seconds") for r in good_tr)
         good_fe = [r for r in fe if r.get("ok") == "ok"]
         good_rs = [r for r in rs if r.get("ok") == "ok"]
         ferry_s = med(r.get("seconds") for r in good_fe)
@@ -116,6 +129,26 @@ def rows_of(runs, tree, target_rtts):
                 why.append("no rsync run: judged on the floor only")
             verdict = "MISS" if miss else "PASS"
             why += miss
+        # issue 31's targets: a trace's replay (epoch, walk), the model
+        # without one
+        trace_verdict, trace_why = "-", []
+        ratio_trace_rsync = trace_s / rsync_total if trace_s is not None and rsync_total else None
+        ratio_trace_ferry = trace_s / ferry_s if trace_s is not None and ferry_s else None
+        if bad:
+            trace_verdict = "FAIL"
+        elif judged and job in ("epoch", "walk") and trace_s is not None:
+            if ratio_trace_rsync is not None and ratio_trace_rsync > TRACE_RSYNC_MAX:
+                trace_why.append("%.2fx rsync-then-job with the trace (target <= %.1fx)"
+                                 % (ratio_trace_rsync, TRACE_RSYNC_MAX))
+            if ratio_trace_ferry is not None and ratio_trace_ferry > TRACE_FERRY_MAX:
+                trace_why.append("%.2fx the job without the trace (target <= %.1fx)"
+                                 % (ratio_trace_ferry, TRACE_FERRY_MAX))
+            trace_verdict = "MISS" if trace_why else "PASS"
+        elif judged and job == "model" and ratio_floor is not None:
+            if ratio_floor > MODEL_FLOOR_MAX:
+                trace_why.append("%.2fx the floor without a trace (target <= %.1fx)"
+                                 % (ratio_floor, MODEL_FLOOR_MAX))
+            trace_verdict = "MISS" if trace_why else "PASS"
         rows.append({
             "rate": rate, "rtt_ms": int(rtt_n) if rtt_n.is_integer() else rtt_n, "job": job,
             "dir": want.get("file") or want["dir"], "files": want["files"], "bytes": want["bytes"],
@@ -124,6 +157,10 @@ def rows_of(runs, tree, target_rtts):
             "floor_s": r3(floor_s), "ratio_rsync": r3(ratio_rsync), "ratio_floor": r3(ratio_floor),
             "verdict": verdict,
             "why": why,
+            "trace_s": r3(trace_s), "ratio_trace_rsync": r3(ratio_trace_rsync),
+            "ratio_trace_ferry": r3(ratio_trace_ferry),
+            "trace_verdict": trace_verdict, "trace_why": trace_why,
+            "trace_wire_bytes": medi(r.get("wire_bytes") for r in good_tr),
             "link_frac": r3(link_frac),
             "ferry_mount_s": r3(med(r.get("mount_s") for r in good_fe)),
             "ferry_job_s": r3(med(r.get("job_s") for r in good_fe)),
@@ -142,14 +179,17 @@ def rows_of(runs, tree, target_rtts):
 
 
 def table(rows):
-    out = ["| rate | RTT | job | MB | ferry s | rsync s | job s | floor s | ferry / (rsync+job) | ferry / floor | of link | verdict |",
-           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    out = ["| rate | RTT | job | MB | ferry s | rsync s | job s | floor s | ferry / (rsync+job) | ferry / floor | of link | verdict "
+           "| with trace s | trace / (rsync+job) | trace / ferry | trace verdict |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
     for r in rows:
-        out.append("| %s | %s ms | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        out.append("| %s | %s ms | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["rate"], r["rtt_ms"], r["job"], r["bytes"] / 1e6, fmt(r["ferry_s"]), fmt(r["rsync_s"]),
             fmt(r["rsync_job_s"]), fmt(r["floor_s"]),
             fmt(r["ratio_rsync"], "%.2fx"), fmt(r["ratio_floor"], "%.2fx"),
-            "-" if r["link_frac"] is None else "%.0f%%" % (100 * r["link_frac"]), r["verdict"]))
+            "-" if r["link_frac"] is None else "%.0f%%" % (100 * r["link_frac"]), r["verdict"],
+            fmt(r["trace_s"]), fmt(r["ratio_trace_rsync"], "%.2fx"), fmt(r["ratio_trace_ferry"], "%.2fx"),
+            r["trace_verdict"]))
     return out
 
 
@@ -184,7 +224,11 @@ def main():
           "ferry: hydrator start (fresh cache, default options, backfill on) to the job's end on the "
           "mount; rsync: `rsync -a` of the job's subtree into an empty directory, then the job on the copy "
           "(job s); floor: the job's bytes / the link rate. Targets: ferry <= 1.0x rsync+job and <= 1.5x "
-          "the floor at %s ms; cat >= 80%% of the link." % ", ".join(a.target_rtts.split()),
+          "the floor at %s ms; cat >= 80%% of the link. With trace: the same job on a fresh cache with "
+          "`--prefetch` of the trace an earlier mount of that job recorded (`ferry trace export`); "
+          "trace verdict: epoch and walk <= %.1fx rsync+job and <= %.1fx the job without the trace, "
+          "the model <= %.1fx the floor without one." % (", ".join(a.target_rtts.split()),
+                                                         TRACE_RSYNC_MAX, TRACE_FERRY_MAX, MODEL_FLOOR_MAX),
           ""] + table(rows)
     if probes:
         md += ["", "The link through rttproxy (bench/tts_probe.py, bulk TCP): " + "; ".join(
@@ -206,6 +250,11 @@ def main():
     rr = [r["ratio_rsync"] for r in rows if r["ratio_rsync"] is not None and r["job"] != "cat"]
     if rr:
         summary += "; ferry / (rsync+job) %.2fx to %.2fx" % (min(rr), max(rr))
+    tv = {v: sum(1 for r in rows if r["trace_verdict"] == v) for v in ("PASS", "MISS")}
+    tt = [r["ratio_trace_rsync"] for r in rows if r["ratio_trace_rsync"] is not None]
+    if tt:
+        summary += "; with a trace %.2fx to %.2fx (prefetch targets: %d PASS, %d MISS)" % (
+            min(tt), max(tt), tv["PASS"], tv["MISS"])
     cat = [r for r in rows if r["job"] == "cat" and r["link_frac"] is not None]
     if cat:
         summary += "; cat %s" % ", ".join("%.0f%% of %s" % (100 * r["link_frac"], r["rate"]) for r in cat)
