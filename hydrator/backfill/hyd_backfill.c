@@ -836,7 +836,7 @@ out:
 	return r;
 }
 
-static void drain(hyd_backfill *bf)
+void hyd_bf__drain(hyd_backfill *bf)
 {
 	pthread_mutex_lock(&bf->lock);
 	while (!stopped(bf) && bf->outstanding) {
@@ -991,7 +991,7 @@ static void backfill_run(hyd_backfill *bf)
 			   bf->passes, missing);
 		run_pass(bf);
 		bf->changed_last = bf->changed_pass;
-		drain(bf);
+		hyd_bf__drain(bf);
 		pthread_mutex_lock(&bf->lock);
 		bad = bf->failed_pass || bf->nospc;
 		pthread_mutex_unlock(&bf->lock);

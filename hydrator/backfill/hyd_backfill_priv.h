@@ -91,6 +91,8 @@ int hyd_bf__submit_chunk(hyd_backfill *bf, const struct cat_chunk *c,
 			 int fresh);
 int hyd_bf__file_manifest(hyd_backfill *bf, uint64_t ino);
 int hyd_bf__stopped(hyd_backfill *bf);
+/* Wait (ticking) until no backfill flight is outstanding, or stop. */
+void hyd_bf__drain(hyd_backfill *bf);
 
 /* hyd_backfill_prefetch.c: replay the --prefetch traces' plan (made on
  * the first call after start or a switch) from where it stopped. 0 when

@@ -109,7 +109,9 @@ static void flush_locked(hyd_trace_rec *t)
 	t->flushed_ns = base_now_ns();
 }
 
-/* Does the existing record at path name any read? */
+/* Does the existing record at path name any read? A push counts as one
+ * (export takes it for the reads it saved), and may come first: the
+ * read that queued the push is written after its reply. */
 static int has_reads(const char *path)
 {
 	char buf[4096];
@@ -123,7 +125,7 @@ static int has_reads(const char *path)
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
-	return strstr(buf, "\nr ") != NULL;
+	return strstr(buf, "\nr ") != NULL || strstr(buf, "\np ") != NULL;
 }
 
 /* Writes what has waited FLUSH_NS when no read came to do it. */
