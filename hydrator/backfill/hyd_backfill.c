@@ -676,6 +676,13 @@ static int do_opened(hyd_backfill *bf)
 	idx = hyd_bf__files_find(&bf->files, ino);
 	if (idx < 0)
 		return 0;
+	/* A model file: its tensors in offset order, before its
+	 * directory's other files. */
+	r = hyd_bf__model(bf, ino);
+	if (r < 0)
+		return r;
+	if (r == 1)
+		set_done(bf, (size_t)idx);
 	hyd_bf__files_in_dir(&bf->files, bf->files.v[idx].parent, &lo, &hi);
 	for (k = lo; k < hi; k++) {
 		if (is_done(bf, bf->files.by_parent[k]))
@@ -849,10 +856,27 @@ void hyd_bf__drain(hyd_backfill *bf)
 	pthread_mutex_unlock(&bf->lock);
 }
 
+/* Without the walk (--no-backfill, or complete), a model file a job
+ * opens still gets its tensors asked for ahead of its reads. */
 static void idle(hyd_backfill *bf)
 {
-	while (!stopped(bf))
-		nap(bf, 1000);
+	uint64_t ino;
+	int have;
+
+	while (!stopped(bf)) {
+		pthread_mutex_lock(&bf->lock);
+		have = bf->opened_n > 0;
+		ino = have ? bf->opened[0] : 0;
+		if (have)
+			memmove(bf->opened, bf->opened + 1,
+				--bf->opened_n * sizeof(bf->opened[0]));
+		if (!have && !stopped(bf))
+			wait_locked(bf, TICK_MS);
+		pthread_mutex_unlock(&bf->lock);
+		if (have)
+			hyd_bf__model(bf, ino);
+		hyd_bf__tick(bf);
+	}
 }
 
 /* The complete mark (HYD_STORE_META_COMPLETE): the catalog it was made
@@ -1210,7 +1234,7 @@ void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino)
 {
 	unsigned i;
 
-	if (!bf || !bf->cfg.enabled)
+	if (!bf)
 		return;
 	pthread_mutex_lock(&bf->lock);
 	for (i = 0; i < bf->opened_n; i++)
@@ -1225,6 +1249,8 @@ void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino)
 		}
 		bf->opened[bf->opened_n++] = ino;
 	}
+	/* An idle scheduler (no walk) looks at it at once. */
+	pthread_cond_broadcast(&bf->cond);
 	pthread_mutex_unlock(&bf->lock);
 }
 

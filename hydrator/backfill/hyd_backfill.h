@@ -130,8 +130,10 @@ void hyd_backfill_free(hyd_backfill *bf);
 int hyd_backfill_switch(hyd_backfill *bf, cat_reader *cat,
 			hyd_manifest *manifest, cat_reader **ret_old);
 
-/* A FUSE open of regular file ino: its directory goes to the front of the
- * backfill order. Any thread; cheap (no I/O). NULL bf is a no-op. */
+/* A FUSE open of regular file ino: a model file's tensors are asked for
+ * in offset order (hyd_backfill_model.c; with backfill disabled too),
+ * then its directory goes to the front of the backfill order. Any thread;
+ * cheap (no I/O). NULL bf is a no-op. */
 void hyd_backfill_note_open(hyd_backfill *bf, uint64_t ino);
 /* The same as a struct hyd_fs on_open hook: arg is the hyd_backfill. */
 void hyd_backfill_on_open(void *arg, uint64_t ino);

@@ -19,6 +19,9 @@
 #define LOG_NS 10000000000ull	 /* a progress line */
 #define STALL_NS 5000000000ull
 #define OPENED_RING 16u
+#define MODEL_SEEN 16u
+/* Files opened from this size on are checked for a model header */
+#define HYD_BF_MODEL_MIN (1u << 20)
 
 struct hyd_backfill {
 	struct hyd_backfill_config cfg;
@@ -78,6 +81,11 @@ struct hyd_backfill {
 	enum hyd_prefetch_state pf_state;
 	uint64_t pf_files, pf_skipped, pf_steps, pf_steps_done;
 	uint64_t pf_bytes, pf_bytes_done;
+	/* model files (hyd_backfill_model.c): the last looked at
+	 * (scheduler thread), how many were prefetched (under lock) */
+	uint64_t model_seen[MODEL_SEEN];
+	unsigned model_seen_at;
+	uint64_t models;
 	pthread_t th;
 	int started;
 	int finished; /* hyd_backfill_stop ran: the fetcher may be gone */
@@ -98,6 +106,12 @@ void hyd_bf__drain(hyd_backfill *bf);
  * the first call after start or a switch) from where it stopped. 0 when
  * done (or none), -ECANCELED on stop. Scheduler thread. */
 int hyd_bf__prefetch(hyd_backfill *bf);
+
+/* hyd_backfill_model.c: opened regular file ino, if a safetensors or
+ * GGUF file not looked at lately, gets its header read now and its
+ * tensors asked for in offset order. 1 when it was a model file, 0 when
+ * not (or its header could not be had), -ECANCELED / -ENOSPC. */
+int hyd_bf__model(hyd_backfill *bf, uint64_t ino);
 
 /* hyd_backfill_numbers.c. Housekeeping, called often by the scheduler
  * thread (lock not held): a rate sample, the wire bytes persisted every

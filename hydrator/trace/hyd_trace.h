@@ -81,4 +81,41 @@ int hyd_trace_plan_make(cat_reader *r, const struct hyd_trace *const *t,
 			size_t n, struct hyd_trace_plan *ret);
 void hyd_trace_plan_free(struct hyd_trace_plan *p);
 
+/* ---- model files (hyd_trace_model.c) ----
+ *
+ * Where a safetensors or GGUF file's header ends and its tensors lie, so a
+ * file a loader opens can be fetched header first, then tensor by tensor
+ * in the order of their offsets. */
+
+#define HYD_MODEL_HEAD_MAX (64u << 20) /* the most header bytes read */
+#define HYD_MODEL_TENSORS_MAX (1u << 20)
+
+enum hyd_model_kind {
+	HYD_MODEL_NONE = 0,
+	HYD_MODEL_SAFETENSORS,
+	HYD_MODEL_GGUF,
+};
+
+struct hyd_model_range {
+	uint64_t off, len;
+};
+
+struct hyd_model {
+	enum hyd_model_kind kind;
+	uint64_t header;		/* bytes [0, header) are the header */
+	struct hyd_model_range *ranges; /* tensors, by offset, non-empty */
+	size_t n, cap;
+	size_t need; /* -EAGAIN: the header bytes needed (or, for GGUF, a
+		      * guess: twice as many as given) */
+};
+
+/* Parse the first len bytes of a file of size bytes. 0 with *ret filled
+ * (hyd_model_free it); -EAGAIN when more of the file is needed (ret->need
+ * says how much, at most HYD_MODEL_HEAD_MAX); -ENOTSUP when it is not a
+ * model file of a kind known here; -EBADMSG when it claims to be one and
+ * its header does not parse or points outside the file; -ENOMEM. */
+int hyd_model_parse(const void *head, size_t len, uint64_t size,
+		    struct hyd_model *ret);
+void hyd_model_free(struct hyd_model *m);
+
 #endif
