@@ -212,9 +212,6 @@ int hyd_bf__model(hyd_backfill *bf, uint64_t ino)
 		  " tensors=%zu bytes=%" PRIu64,
 		  m.kind == HYD_MODEL_GGUF ? "gguf" : "safetensors", ino,
 		  m.header, m.n, asked);
-	pthread_mutex_lock(&bf->lock);
-	bf->models++;
-	pthread_mutex_unlock(&bf->lock);
 	hyd_model_free(&m);
 	return r < 0 ? r : 1;
 }

@@ -82,10 +82,9 @@ struct hyd_backfill {
 	uint64_t pf_files, pf_skipped, pf_steps, pf_steps_done;
 	uint64_t pf_bytes, pf_bytes_done;
 	/* model files (hyd_backfill_model.c): the last looked at
-	 * (scheduler thread), how many were prefetched (under lock) */
+	 * (scheduler thread) */
 	uint64_t model_seen[MODEL_SEEN];
 	unsigned model_seen_at;
-	uint64_t models;
 	pthread_t th;
 	int started;
 	int finished; /* hyd_backfill_stop ran: the fetcher may be gone */
