@@ -323,6 +323,8 @@ int hyd_filter_excluded(const hyd_filter *f, const char *path, int is_dir,
 typedef void (*hyd_sync_item_fn)(void *arg, const char *code, const char *path,
 				 const char *extra);
 
+struct hyd_trace; /* the traces section below */
+
 struct hyd_sync_opts {
 	/* http[s]://HOST[:PORT]/v1/NAME[/SUB/DIR[/]]: a subtree with
 	 * rsync's trailing-slash rule (SUB/DIR/ writes its contents into
@@ -349,6 +351,10 @@ struct hyd_sync_opts {
 	void *item_arg;
 	const struct hyd_creds *creds; /* https CAs, client cert, token;
 					* NULL: none */
+	/* --prefetch: the traces' ranges (files unchanged since) are
+	 * fetched first, in order, then the rest; borrowed; NULL/0: none */
+	const struct hyd_trace *const *traces;
+	size_t ntraces;
 };
 
 struct hyd_sync_result {

@@ -42,12 +42,17 @@
 #define JOBS_MAX 256L
 #define POLL_DEFAULT_S 30L
 
+#define PREFETCH_MAX 16
+
 struct args {
 	struct hyd_sync_opts o;
 	struct hyd_creds creds; /* o.creds points here */
 	hyd_filter *filter;
 	int watch;
 	long poll_s;
+	/* --prefetch: traces read at the start; tracep for o.traces */
+	struct hyd_trace traces[PREFETCH_MAX];
+	const struct hyd_trace *tracep[PREFETCH_MAX];
 };
 
 static void usage(FILE *f)
@@ -98,6 +103,10 @@ static void usage(FILE *f)
 	    "      --bwlimit RATE   cap the wire rate: KiB/s, or with a K, M\n"
 	    "                       or G suffix (1024-based); 0 = no cap\n"
 	    "  -j, --jobs N         parallel HTTP connections (default 8)\n"
+	    "      --prefetch FILE  fetch the ranges a trace (ferry trace\n"
+	    "                       export) names first, in its order, then\n"
+	    "                       the rest; files changed since are\n"
+	    "                       skipped; repeatable (up to 16)\n"
 	    "      --cacheable      GET only, by URLs an HTTP cache can keep\n"
 	    "                       for every client: packs of 4 MiB, no POST\n"
 	    "                       batches (through nginx, Varnish or a CDN)\n"
@@ -231,10 +240,39 @@ enum {
 	OPT_INFO,
 	OPT_BWLIMIT,
 	OPT_CACHEABLE,
+	OPT_PREFETCH,
 	OPT_WATCH,
 	OPT_POLL,
 	OPT_NOOP,
 };
+
+/* --prefetch FILE: read and checked now (a bad trace is a usage error). */
+static int load_trace(struct args *a, const char *path)
+{
+	char why[256];
+	size_t n = a->o.ntraces;
+
+	if (n == PREFETCH_MAX) {
+		base_error("--prefetch: at most %d traces", PREFETCH_MAX);
+		return -1;
+	}
+	if (hyd_trace_load(path, &a->traces[n], why, sizeof(why)) < 0) {
+		base_error("--prefetch %s: %s", path, why);
+		return -1;
+	}
+	a->tracep[n] = &a->traces[n];
+	a->o.traces = a->tracep;
+	a->o.ntraces = n + 1;
+	return 0;
+}
+
+static void free_traces(struct args *a)
+{
+	size_t i;
+
+	for (i = 0; i < a->o.ntraces; i++)
+		hyd_trace_free(&a->traces[i]);
+}
 
 /* --exclude, --include, --exclude-from, --include-from or --filter (ch)
  * with arg into the rules. 0, or -1 after the error line. */
@@ -288,6 +326,7 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"info", required_argument, NULL, OPT_INFO},
 	    {"bwlimit", required_argument, NULL, OPT_BWLIMIT},
 	    {"cacheable", no_argument, NULL, OPT_CACHEABLE},
+	    {"prefetch", required_argument, NULL, OPT_PREFETCH},
 	    {"watch", no_argument, NULL, OPT_WATCH},
 	    {"poll", required_argument, NULL, OPT_POLL},
 	    {"archive", no_argument, NULL, OPT_NOOP},
@@ -368,6 +407,10 @@ static int parse_args(int argc, char **argv, struct args *a,
 			break;
 		case OPT_CACHEABLE:
 			o->cacheable = 1;
+			break;
+		case OPT_PREFETCH:
+			if (load_trace(a, optarg) < 0)
+				return -1;
 			break;
 		case OPT_BWLIMIT:
 			if (parse_bwlimit(optarg, &o->bwlimit) < 0) {
@@ -569,6 +612,7 @@ int ferry_cmd_sync(int argc, char **argv)
 	r = parse_args(argc, argv, &a, &c);
 	if (r != 0) {
 		hyd_filter_free(a.filter);
+		free_traces(&a);
 		return r > 0 ? 0 : RERR_SYNTAX;
 	}
 	base_log_init("ferry sync", c.quiet	    ? BASE_LOG_ERROR
@@ -593,6 +637,7 @@ int ferry_cmd_sync(int argc, char **argv)
 		rc = sync_once(&a, &c, &res);
 	}
 	hyd_filter_free(a.filter);
+	free_traces(&a);
 	pthread_mutex_destroy(&c.lock);
 	return rc;
 }

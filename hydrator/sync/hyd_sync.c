@@ -65,6 +65,7 @@
 #include "hydrator/fetch/hyd_manifest.h"
 #include "hydrator/fetch/hyd_open.h"
 #include "hydrator/sync/hyd_sync_priv.h"
+#include "hydrator/trace/hyd_trace.h"
 
 #define JOBS_DEFAULT 8u
 #define TIMEOUT_DEFAULT_S 30L
@@ -833,6 +834,51 @@ static int hydrate_count(struct sync *s, int offline)
 
 /* The fetching pass (its own thread, its own catalog connection), then
  * one more try for what failed. */
+/* --prefetch: the chunks of the traces' ranges of files unchanged since,
+ * in the traces' order, before the pass in ino order (which then finds
+ * them stored). A pending file whose manifest is not local yet is left to
+ * that pass. The writer still goes in ino order: what goes first is what
+ * moves on the link, so a DEST that a job reads as it fills, or a sync
+ * stopped early, has the job's files. */
+static void prefetch_traces(struct sync *s)
+{
+	struct hyd_trace_plan p;
+	struct cat_chunk cs[64];
+	uint64_t off, end;
+	size_t i, k, n;
+	int r;
+
+	r = hyd_trace_plan_make(s->cat_fetch, s->o->traces, s->o->ntraces, &p);
+	if (r < 0) {
+		base_log_err(BASE_LOG_WARN, r,
+			     "cannot plan the --prefetch traces; going on "
+			     "without them");
+		return;
+	}
+	base_info("prefetch files=%" PRIu64 " gone=%" PRIu64 " changed=%" PRIu64
+		  " ranges=%zu bytes=%" PRIu64,
+		  p.files, p.missing, p.changed, p.nsteps, p.bytes);
+	for (i = 0; i < p.nsteps && !s->gave_up; i++) {
+		if (!p.steps[i].ino)
+			continue;
+		off = p.steps[i].off;
+		end = off + p.steps[i].len;
+		while (off < end) {
+			if (cat_chunks_range(s->cat_fetch, p.steps[i].ino, off,
+					     end - off, cs, 64, &n) < 0 ||
+			    n == 0)
+				break;
+			for (k = 0; k < n; k++)
+				if (!chunk_id_is_hole(&cs[k].id) &&
+				    hyd_store_has(s->op.store, &cs[k].id) == 0)
+					want_chunk(s, p.steps[i].ino, cs[k].off,
+						   &cs[k].id, cs[k].len);
+			off = cs[n - 1].off + cs[n - 1].len;
+		}
+	}
+	hyd_trace_plan_free(&p);
+}
+
 static int hydrate_fetch(struct sync *s)
 {
 	size_t i, n;
@@ -846,6 +892,8 @@ static int hydrate_fetch(struct sync *s)
 	s->ring = calloc(s->window, sizeof(*s->ring));
 	if (!s->ring)
 		return -ENOMEM;
+	if (s->o->ntraces)
+		prefetch_traces(s);
 	r = each_chunk(s, s->cat_fetch, fetch_cb, s);
 	/* The rest of the manifests, as they come. */
 	if (r == 0)

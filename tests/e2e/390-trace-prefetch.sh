@@ -186,4 +186,18 @@ pid=$(cat "$T/cache3/hydrator.pid")
 fusermount3 -u "$T/m3" || die "unmount m3"
 e2e_gone "$pid" 30 || die "hydrator 3 still running"
 [ "$(hyd_exit_status "$T/cache3" "$pid")" = 0 ] || die "hydrator 3 exit status"
+
+# 4. ferry sync --prefetch: the trace's files first (the plan is logged,
+# data/f07 skipped as changed), then the rest; the copy is exact. A bad
+# trace is a syntax error (rsync's exit 1) before anything moves.
+"$FERRY" sync --prefetch "$T/replay.trace" -c "$T/cache4" "$URL" "$T/copy" >"$T/sync.out" 2>"$T/sync.err" ||
+	{ cat "$T/sync.err"; die "ferry sync --prefetch failed"; }
+grep -q "prefetch files=3 gone=0 changed=1 " "$T/sync.err" || { cat "$T/sync.err"; die "sync did not plan the trace"; }
+python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/copy" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "the copy differs"; }
+"$FERRY" sync --prefetch "$T/bad.trace" -c "$T/cache5" "$URL" "$T/copy5" >/dev/null 2>"$T/sync5.err"
+rc=$?
+[ $rc = 1 ] || die "sync with a bad trace: exit $rc, not 1"
+grep -q "line 3" "$T/sync5.err" || die "sync's error does not name the line"
+[ -e "$T/copy5" ] && die "sync with a bad trace made DEST"
+ok "ferry sync --prefetch: the trace planned first, the copy exact; a bad trace refused"
 stop_repl
