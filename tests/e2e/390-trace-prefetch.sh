@@ -144,6 +144,23 @@ sleep 1 # (an observation window: nothing more may come)
 got=$(($(repl_stat "$port" t chunks_served) - served0))
 [ "$got" = "$want" ] || die "prefetch moved $got chunks, the trace names $want"
 ok "prefetch moved exactly the $want chunks of the traced ranges"
+# In the trace's order: the store appends chunks as they arrive, so
+# data/f03's (first in the trace) sit before the model's (last), on
+# average (the decode threads may swap neighbours).
+python3 - "$T/cache2/state.db" "$mdb" <<'PY' || die "the prefetch did not follow the trace's order"
+import sqlite3, sys
+st, db = sqlite3.connect(sys.argv[1]), sqlite3.connect(sys.argv[2])
+def ids(d, f):
+    ino = db.execute("select d.ino from dirent d join dirent p on d.parent = p.ino "
+                     "where cast(p.name as text) = ? and cast(d.name as text) = ?", (d, f)).fetchone()[0]
+    return [r[0] for r in db.execute("select id from chunk where ino = ?", (ino,))]
+pos = {r[0]: i for i, r in enumerate(st.execute("select id from chunk order by vol, off"))}
+a = [pos[i] for i in ids("data", "f03")]
+b = [pos[i] for i in ids("model", "big name.bin") if i in pos]
+assert a and b, (a, b)
+assert sum(a) / len(a) < sum(b) / len(b), (a, b)
+PY
+ok "the chunks arrived in the trace's order"
 
 stop_repl
 cmp "$T/m2/data/f03" "$T/src/data/f03" || die "data/f03 does not read back offline"
