@@ -66,8 +66,8 @@ static int add_range(struct hyd_model *m, uint64_t off, uint64_t len)
 		return 0;
 	if (m->n == m->cap) {
 		cap = m->cap ? m->cap * 2 : 64;
-		if (cap > HYD_MODEL_TENSORS_MAX + 1)
-			cap = HYD_MODEL_TENSORS_MAX + 1;
+		if (cap > HYD_MODEL_TENSORS_MAX)
+			cap = HYD_MODEL_TENSORS_MAX;
 		if (m->n >= cap)
 			return -EBADMSG;
 		nv = realloc(m->ranges, cap * sizeof(*nv));
@@ -299,8 +299,10 @@ static int gguf(const uint8_t *h, size_t len, uint64_t size,
 	m->kind = HYD_MODEL_GGUF;
 	m->header = data;
 	for (i = 0; i < nt; i++) {
-		if (offs[i] > size - data)
+		if (offs[i] > size - data) {
+			r = -EBADMSG; /* r may be add_range's 0 by now */
 			goto out;
+		}
 		r = add_range(m, data + offs[i], 1);
 		if (r < 0)
 			goto out;
@@ -345,7 +347,17 @@ int hyd_model_parse(const void *head, size_t len, uint64_t size,
 		ret->need = r == -EAGAIN ? need : 0;
 		return r;
 	}
-	qsort(ret->ranges, ret->n, sizeof(*ret->ranges), by_off);
+	if (ret->n > 1) /* ranges is NULL when n is 0: not for qsort */
+		qsort(ret->ranges, ret->n, sizeof(*ret->ranges), by_off);
+	/* safetensors' tensors share no byte (its own loader checks it):
+	 * an overlap is a header that lies, not one to guess at. */
+	for (i = 1; ret->kind == HYD_MODEL_SAFETENSORS && i < ret->n; i++) {
+		if (ret->ranges[i].off <
+		    ret->ranges[i - 1].off + ret->ranges[i - 1].len) {
+			hyd_model_free(ret);
+			return -EBADMSG;
+		}
+	}
 	if (ret->kind == HYD_MODEL_GGUF) {
 		for (i = 0; i < ret->n; i++) {
 			end = i + 1 < ret->n ? ret->ranges[i + 1].off : size;
