@@ -200,7 +200,8 @@ struct hyd_status {
 	 * what sizes a sequential reader's readahead window. */
 	double link_rtt_ms, link_rate;
 	/* --prefetch (ferry-hydrator): "" none given, else "planning",
-	 * "running" or "done" (every range asked for); the files the
+	 * "running" or "done" (every range asked for, and landed or
+	 * failed); the files the
 	 * traces name and of them those skipped (gone, or changed since
 	 * the trace), their ranges and raw bytes, and of those how many
 	 * were asked for so far (or found stored). */

@@ -67,7 +67,7 @@ enum hyd_prefetch_state {
 	HYD_PREFETCH_NONE = 0, /* no trace given */
 	HYD_PREFETCH_PLANNING,
 	HYD_PREFETCH_RUNNING,
-	HYD_PREFETCH_DONE,
+	HYD_PREFETCH_DONE, /* every range asked for, and landed or failed */
 };
 
 struct hyd_backfill_stats {

@@ -163,8 +163,7 @@ int hyd_bf__prefetch(hyd_backfill *bf)
 	pthread_mutex_lock(&bf->lock);
 	bf->pf_state = HYD_PREFETCH_DONE;
 	pthread_mutex_unlock(&bf->lock);
-	base_info("prefetch asked for every range ranges=%zu bytes=%" PRIu64
-		  " seconds=%.2f",
+	base_info("prefetch done ranges=%zu bytes=%" PRIu64 " seconds=%.2f",
 		  bf->plan.nsteps, bf->plan.bytes,
 		  (double)(base_now_ns() - t0) / 1e9);
 	return 0;
