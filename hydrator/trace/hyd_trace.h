@@ -87,8 +87,11 @@ void hyd_trace_plan_free(struct hyd_trace_plan *p);
  * file a loader opens can be fetched header first, then tensor by tensor
  * in the order of their offsets. */
 
-#define HYD_MODEL_HEAD_MAX (64u << 20) /* the most header bytes read */
-#define HYD_MODEL_TENSORS_MAX (1u << 20)
+/* The most header bytes read and the most tensors taken: far above what
+ * model files carry, low enough that what a hostile header makes the
+ * parser hold (jansson's tree of it) stays bounded. */
+#define HYD_MODEL_HEAD_MAX (16u << 20)
+#define HYD_MODEL_TENSORS_MAX (1u << 18)
 
 enum hyd_model_kind {
 	HYD_MODEL_NONE = 0,
