@@ -2,7 +2,7 @@
  * tools/ferry_trace.c — `ferry trace export` (a mount's record of first
  * reads as a trace file) and `ferry trace show` (a trace file for people).
  * The format is docs/formats.md's "Traces"; ferry-hydrator --prefetch
- * replays it. Exit: 0 done, 1 failed, 2 bad usage.
+ * and ferry sync --prefetch replay it. Exit: 0 done, 1 failed, 2 bad usage.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,8 +29,9 @@ static void usage(FILE *f)
 	    "are first read (CACHEDIR/" HYD_TRACE_REC_NAME "). export writes\n"
 	    "that record as a trace file: paths (not inode numbers), each\n"
 	    "file's size and mtime, its ranges in the order they were first\n"
-	    "read. ferry-hydrator --prefetch FILE fetches what it names\n"
-	    "first, at a later mount; files changed since are skipped.\n"
+	    "read. ferry-hydrator --prefetch FILE (at a later mount) and\n"
+	    "ferry sync --prefetch FILE fetch what it names first; files\n"
+	    "changed since are skipped.\n"
 	    "show prints a trace file (\"-\": standard input).\n"
 	    "\n"
 	    "export options:\n"
