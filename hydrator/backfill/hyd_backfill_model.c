@@ -29,10 +29,11 @@
 #define WAIT_NS (30ull * 1000000000ull)
 
 /* Bytes [0, want) of ino (size bytes) into buf, each chunk fetched if
- * missing and waited for. 0, 1 (not available: a manifest not local, a
+ * missing and waited for; scratch holds bf->cfg.max_raw bytes (a stored
+ * chunk is decoded there). 0, 1 (not available: a manifest not local, a
  * chunk that failed), -ECANCELED. */
 static int read_head(hyd_backfill *bf, uint64_t ino, uint64_t want,
-		     uint8_t *buf)
+		     uint8_t *buf, uint8_t *scratch)
 {
 	struct cat_chunk cs[STEP_CHUNKS];
 	struct hyd_flight *fl;
@@ -54,7 +55,6 @@ static int read_head(hyd_backfill *bf, uint64_t ino, uint64_t want,
 			return 1;
 		for (i = 0; i < n; i++) {
 			uint64_t s = cs[i].off, e = s + cs[i].len;
-			uint8_t *tmp;
 
 			if (hyd_bf__stopped(bf))
 				return -ECANCELED;
@@ -85,41 +85,11 @@ static int read_head(hyd_backfill *bf, uint64_t ino, uint64_t want,
 					return 1;
 				continue;
 			}
-			tmp = malloc(cs[i].len);
-			if (!tmp)
-				return 1;
-			r = hyd_store_get(bf->cfg.store, &cs[i].id, tmp,
-					  cs[i].len, &got);
-			if (r == 0 && got == cs[i].len)
-				memcpy(buf + s, tmp, cut);
-			free(tmp);
+			r = hyd_store_get(bf->cfg.store, &cs[i].id, scratch,
+					  bf->cfg.max_raw, &got);
 			if (r < 0 || got != cs[i].len)
 				return 1;
-		}
-		off = cs[n - 1].off + cs[n - 1].len;
-	}
-	return 0;
-}
-
-/* Every chunk of [off, off + len) of ino, as backfill asks. */
-static int ask_range(hyd_backfill *bf, uint64_t ino, uint64_t off, uint64_t len)
-{
-	struct cat_chunk cs[STEP_CHUNKS];
-	uint64_t end = off + len;
-	size_t n, i;
-	int r;
-
-	while (off < end) {
-		r = cat_chunks_range(bf->cfg.cat, ino, off, end - off, cs,
-				     STEP_CHUNKS, &n);
-		if (r < 0 || n == 0)
-			return 0;
-		for (i = 0; i < n; i++) {
-			if (chunk_id_is_hole(&cs[i].id))
-				continue;
-			r = hyd_bf__submit_chunk(bf, &cs[i], 0);
-			if (r < 0)
-				return r;
+			memcpy(buf + s, scratch, cut);
 		}
 		off = cs[n - 1].off + cs[n - 1].len;
 	}
@@ -145,29 +115,32 @@ static int model_of(hyd_backfill *bf, uint64_t ino, uint64_t size,
 		    struct hyd_model *m)
 {
 	uint64_t want = HEAD_FIRST;
-	uint8_t *buf = NULL, *nb;
+	uint8_t *buf = NULL, *nb, *scratch = malloc(bf->cfg.max_raw);
 	int r;
 
+	if (!scratch)
+		return 0;
 	for (;;) {
 		if (want > size)
 			want = size;
 		nb = realloc(buf, (size_t)want);
 		if (!nb) {
-			free(buf);
-			return 0;
+			r = 1;
+			break;
 		}
 		buf = nb;
-		r = read_head(bf, ino, want, buf);
-		if (r != 0) {
-			free(buf);
-			return r < 0 ? r : 0;
-		}
+		r = read_head(bf, ino, want, buf, scratch);
+		if (r != 0)
+			break;
 		r = hyd_model_parse(buf, (size_t)want, size, m);
 		if (r != -EAGAIN || m->need <= want)
 			break;
 		want = m->need;
 	}
 	free(buf);
+	free(scratch);
+	if (r == -ECANCELED)
+		return r;
 	if (r == -EBADMSG)
 		base_debug("model prefetch: a header that does not parse "
 			   "ino=%" PRIu64,
@@ -204,7 +177,8 @@ int hyd_bf__model(hyd_backfill *bf, uint64_t ino)
 	bf->in_opened = 1; /* HYD_PRIO_NEAR, the doubled window */
 	r = 0;
 	for (i = 0; i < m.n && r == 0; i++) {
-		r = ask_range(bf, ino, m.ranges[i].off, m.ranges[i].len);
+		r = hyd_bf__ask_range(bf, ino, m.ranges[i].off,
+				      m.ranges[i].len);
 		asked += m.ranges[i].len;
 	}
 	bf->in_opened = in_opened;

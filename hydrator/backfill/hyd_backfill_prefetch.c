@@ -82,20 +82,20 @@ static int plan(hyd_backfill *bf)
 	return 0;
 }
 
-/* Every chunk of [off, off + len) of ino. 0, or -ECANCELED / -ENOSPC. */
-static int one_step(hyd_backfill *bf, const struct hyd_trace_step *st)
+int hyd_bf__ask_range(hyd_backfill *bf, uint64_t ino, uint64_t off,
+		      uint64_t len)
 {
 	struct cat_chunk cs[STEP_CHUNKS];
-	uint64_t off = st->off, end = st->off + st->len;
+	uint64_t end = off + len;
 	size_t n, i;
 	int r, fetched = 0;
 
 	while (off < end) {
-		r = cat_chunks_range(bf->cfg.cat, st->ino, off, end - off, cs,
+		r = cat_chunks_range(bf->cfg.cat, ino, off, end - off, cs,
 				     STEP_CHUNKS, &n);
 		if (r == -EAGAIN && !fetched) {
 			fetched = 1;
-			r = hyd_bf__file_manifest(bf, st->ino);
+			r = hyd_bf__file_manifest(bf, ino);
 			if (r == 0)
 				continue;
 			return r < 0 ? r : 0;
@@ -136,7 +136,7 @@ int hyd_bf__prefetch(hyd_backfill *bf)
 		}
 		st = &bf->plan.steps[bf->plan_at];
 		if (st->ino) {
-			r = one_step(bf, st);
+			r = hyd_bf__ask_range(bf, st->ino, st->off, st->len);
 			if (r < 0)
 				break;
 		}

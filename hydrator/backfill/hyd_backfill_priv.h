@@ -101,6 +101,12 @@ int hyd_bf__stopped(hyd_backfill *bf);
 /* Wait (ticking) until no backfill flight is outstanding, or stop. */
 void hyd_bf__drain(hyd_backfill *bf);
 
+/* hyd_backfill_prefetch.c: every chunk of [off, off + len) of ino asked
+ * for (a pending file's manifest made local first), as the replay of a
+ * trace and a model file's tensors ask. 0, or -ECANCELED / -ENOSPC. */
+int hyd_bf__ask_range(hyd_backfill *bf, uint64_t ino, uint64_t off,
+		      uint64_t len);
+
 /* hyd_backfill_prefetch.c: replay the --prefetch traces' plan (made on
  * the first call after start or a switch) from where it stopped. 0 when
  * done (or none), -ECANCELED on stop. Scheduler thread. */

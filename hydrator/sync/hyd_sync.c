@@ -832,8 +832,6 @@ static int hydrate_count(struct sync *s, int offline)
 	return 1;
 }
 
-/* The fetching pass (its own thread, its own catalog connection), then
- * one more try for what failed. */
 /* --prefetch: the chunks of the traces' ranges of files unchanged since,
  * in the traces' order, before the pass in ino order (which then finds
  * them stored). A pending file whose manifest is not local yet is left to
@@ -879,6 +877,8 @@ static void prefetch_traces(struct sync *s)
 	hyd_trace_plan_free(&p);
 }
 
+/* The fetching pass (its own thread, its own catalog connection), then
+ * one more try for what failed. */
 static int hydrate_fetch(struct sync *s)
 {
 	size_t i, n;

@@ -152,7 +152,6 @@ struct walk {
 	struct hyd_trace *t;
 	char path[PATH_MAX];
 	size_t plen;
-	int err;
 };
 
 static int want_cmp(const void *a, const void *b)
@@ -173,7 +172,6 @@ static int walk_dir(struct walk *k, uint64_t dir, unsigned depth);
 
 struct dir_ctx {
 	struct walk *k;
-	unsigned depth;
 	uint64_t *dirs;
 	size_t ndirs, capdirs;
 	char *names; /* the subdirectories' names, NUL after each */
@@ -251,7 +249,7 @@ static int on_entry(void *arg, const void *name, size_t nlen,
 
 static int walk_dir(struct walk *k, uint64_t dir, unsigned depth)
 {
-	struct dir_ctx d = {.k = k, .depth = depth};
+	struct dir_ctx d = {.k = k};
 	size_t i, at = 0, nlen, plen = k->plen;
 	int r;
 
