@@ -75,6 +75,12 @@
 #   OUT [build/bench]     where tts.json and tts.md go
 #   NS_SRC [tts-src] NS_DST [tts-dst] IF_SRC [tts-s] IF_DST [tts-d]
 #   IP_SRC [10.99.77.1] IP_DST [10.99.77.2]  the link (bench/link.sh)
+#   TTS_TIMELINE [unset]  a file: each job run writes there when each of
+#                         its files' reads began and how long it took (ms
+#                         since the job's interpreter was up), and an "L"
+#                         line: seconds from the job's launch to that
+#                         point (a diagnostic of where a job waits; the
+#                         last run's wins)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -406,7 +412,7 @@ ferry_run() {
 	fi
 	MNT_ACTIVE=$MNT HYD_CACHE=$cache
 	t1=$(now)
-	$NSD timeout -k 10 "$JOB_TIMEOUT" "$JOB_PY" "$JOB" "$job" "$(job_target "$job" "$MNT")" >"$LOGS/$tag.job" 2>"$LOGS/$tag.job.err"
+	$NSD env TTS_LAUNCH=$(date +%s.%N) timeout -k 10 "$JOB_TIMEOUT" "$JOB_PY" "$JOB" "$job" "$(job_target "$job" "$MNT")" >"$LOGS/$tag.job" 2>"$LOGS/$tag.job.err"
 	rc=$?
 	t2=$(now)
 	w1=$(wire)

@@ -59,9 +59,24 @@ class Job:
         return 1 if self.errors else 0
 
 
+TIMELINE = os.environ.get("TTS_TIMELINE")
+T0 = time.monotonic()
+T0_LATE = time.time() - float(os.environ.get("TTS_LAUNCH", time.time()))
+_marks = []
+
+
+def mark(path, t):
+    """TTS_TIMELINE=FILE: when each file's read began and how long it took
+    (ms since the job started), written at the end (a diagnostic: which
+    reads waited, and when)."""
+    if TIMELINE:
+        _marks.append("%.1f %.1f %s" % ((t - T0) * 1e3, (time.monotonic() - t) * 1e3, path))
+
+
 def read_whole(path):
     """(bytes read, crc of the first block) of PATH read to its end."""
     n, crc = 0, 0
+    t = time.monotonic()
     with open(path, "rb", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
         while True:
@@ -73,6 +88,7 @@ def read_whole(path):
             n += len(b)
     if n != size:
         raise OSError("read %d bytes of %d" % (n, size))
+    mark(path, t)
     return n, crc
 
 
@@ -199,6 +215,10 @@ def main():
         job_cat(j, a.path)
     if j.files == 0 and not j.errors:
         j.fail(a.path, "nothing read")
+    if TIMELINE:
+        _marks.append("L %.3f" % T0_LATE)
+        with open(TIMELINE, "w") as f:
+            f.write("\n".join(_marks) + "\n")
     return j.done()
 
 

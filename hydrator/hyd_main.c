@@ -950,8 +950,9 @@ static int gc_now(void *arg, struct hyd_gc_result *ret)
 
 /* Threads, then the FUSE loop until unmount or SIGTERM. */
 /* Pending files: their manifests in bulk from now on, so a job does not
- * wait a round trip per file before its chunks can be asked for. Without
- * it reads still fetch each file's own: a warning, not an end. */
+ * wait a round trip per file before its chunks can be asked for; with
+ * --no-backfill only the segments of what is listed, looked up or read.
+ * Without it reads still fetch each file's own: a warning, not an end. */
 static void prefetch_manifests(struct mount *m)
 {
 	struct hyd_gen *g;
@@ -959,8 +960,11 @@ static void prefetch_manifests(struct mount *m)
 
 	pthread_mutex_lock(&m->fs.gen_mu);
 	g = m->fs.ngens ? m->fs.gens[0] : NULL;
-	if (g && g->manifest && m->prefetch)
-		r = hyd_manifest_prefetch(g->manifest, g->cat, 0);
+	if (g && g->manifest)
+		r = m->prefetch
+			? hyd_manifest_prefetch(g->manifest, g->cat, 0)
+			: hyd_manifest_prefetch_asked(
+			      g->manifest, g->cat, HYD_MANIFEST_ASKED_THREADS);
 	pthread_mutex_unlock(&m->fs.gen_mu);
 	if (r < 0)
 		base_log_err(BASE_LOG_WARN, r,
@@ -1021,7 +1025,7 @@ static int serve(struct mount *m)
 	cond_ok = base_cond_init(&w.cond) == 0;
 	watching = cond_ok && watch_start(&w, &wth) == 0;
 	/* Without it the next small files are read on demand only. */
-	if (hyd_push_start(&m->fs.push, &m->fs, m->se) < 0)
+	if (hyd_push_start(&m->fs.push, &m->fs, m->se, !m->prefetch) < 0)
 		base_warn("cannot start the thread that pushes small files "
 			  "into the page cache");
 	r = fuse_session_loop_mt(m->se, cfg);

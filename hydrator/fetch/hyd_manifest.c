@@ -762,18 +762,31 @@ void hyd_manifest_stats(hyd_manifest *m, struct hyd_manifest_stats *ret)
 	ret->failures = __atomic_load_n(&m->st.failures, __ATOMIC_RELAXED);
 }
 
-int hyd_manifest_prefetch(hyd_manifest *m, cat_reader *r, unsigned threads)
+static int prefetch(hyd_manifest *m, cat_reader *r, unsigned threads,
+		    int asked_only)
 {
 	struct hyd_mbulk *b = NULL;
 	int e;
 
 	if (__atomic_load_n(&m->bulk, __ATOMIC_ACQUIRE))
 		return 0;
-	e = hyd_mbulk_start(m, r, threads, &b);
+	e = asked_only ? hyd_mbulk_start_asked(m, r, threads, &b)
+		       : hyd_mbulk_start(m, r, threads, &b);
 	if (e < 0)
 		return e;
 	__atomic_store_n(&m->bulk, b, __ATOMIC_RELEASE);
 	return 0;
+}
+
+int hyd_manifest_prefetch(hyd_manifest *m, cat_reader *r, unsigned threads)
+{
+	return prefetch(m, r, threads, 0);
+}
+
+int hyd_manifest_prefetch_asked(hyd_manifest *m, cat_reader *r,
+				unsigned threads)
+{
+	return prefetch(m, r, threads, 1);
 }
 
 void hyd_manifest_want(hyd_manifest *m, uint64_t ino)

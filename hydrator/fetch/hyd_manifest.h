@@ -122,6 +122,8 @@ int hyd_manifest_segment(hyd_manifest *m, cat_reader *r, uint64_t seg,
 
 /* Requests the bulk prefetch keeps in flight unless told otherwise. */
 #define HYD_MANIFEST_PREFETCH_THREADS 8u
+/* And the one of the segments asked for (--no-backfill). */
+#define HYD_MANIFEST_ASKED_THREADS 4u
 
 /*
  * From now on, fetch every manifest r's overlay lacks in the background,
@@ -134,6 +136,18 @@ int hyd_manifest_segment(hyd_manifest *m, cat_reader *r, uint64_t seg,
  * -ENOMEM, -errno of pthread_create.
  */
 int hyd_manifest_prefetch(hyd_manifest *m, cat_reader *r, unsigned threads);
+
+/*
+ * hyd_manifest_prefetch for a mount that fetches nothing in the
+ * background (--no-backfill): only the segments hyd_manifest_want names
+ * (a directory listed, a file looked up or opened), each in one request
+ * for its 1,024 inos, so a job that walks a directory pays one round trip
+ * for its files' manifests instead of one per file; it runs until
+ * hyd_manifest_cancel or hyd_manifest_free. A second call (of either) is a
+ * no-op. Returns as hyd_manifest_prefetch.
+ */
+int hyd_manifest_prefetch_asked(hyd_manifest *m, cat_reader *r,
+				unsigned threads);
 
 /* ino's segment goes next in the prefetch (a directory is being listed,
  * a file looked up or opened). Cheap; any thread; a no-op without a

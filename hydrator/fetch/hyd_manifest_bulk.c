@@ -57,6 +57,7 @@ struct hyd_mbulk {
 	unsigned want_head, want_n;
 	uint64_t *running;   /* the segment each worker holds, or UINT64_MAX */
 	uint64_t restart_at; /* base_now_ns: a new sweep from 0 not before */
+	int asked_only;	     /* no sweep: the segments asked for alone */
 	int stop;
 	unsigned nthreads, live;
 	pthread_t *th;
@@ -111,6 +112,11 @@ static uint64_t take(struct hyd_mbulk *b, unsigned w)
 				b->running[w] = seg;
 				return seg;
 			}
+		}
+		if (b->asked_only) {
+			/* Woken by hyd_mbulk_want or the stop. */
+			pthread_cond_wait(&b->cv, &b->mu);
+			continue;
 		}
 		now = base_now_ns();
 		if (b->restart_at > now) {
@@ -201,8 +207,8 @@ static void *worker(void *p)
 	return NULL;
 }
 
-int hyd_mbulk_start(hyd_manifest *m, cat_reader *r, unsigned threads,
-		    struct hyd_mbulk **ret)
+static int start(hyd_manifest *m, cat_reader *r, unsigned threads,
+		 int asked_only, struct hyd_mbulk **ret)
 {
 	struct hyd_mbulk *b;
 	sigset_t all, old;
@@ -219,6 +225,7 @@ int hyd_mbulk_start(hyd_manifest *m, cat_reader *r, unsigned threads,
 		return -ENOMEM;
 	b->m = m;
 	b->r = r;
+	b->asked_only = asked_only;
 	b->nthreads = threads;
 	b->running = malloc(threads * sizeof(*b->running));
 	b->th = calloc(threads, sizeof(*b->th));
@@ -266,6 +273,18 @@ int hyd_mbulk_start(hyd_manifest *m, cat_reader *r, unsigned threads,
 	}
 	*ret = b;
 	return 0;
+}
+
+int hyd_mbulk_start(hyd_manifest *m, cat_reader *r, unsigned threads,
+		    struct hyd_mbulk **ret)
+{
+	return start(m, r, threads, 0, ret);
+}
+
+int hyd_mbulk_start_asked(hyd_manifest *m, cat_reader *r, unsigned threads,
+			  struct hyd_mbulk **ret)
+{
+	return start(m, r, threads, 1, ret);
 }
 
 void hyd_mbulk_want(struct hyd_mbulk *b, uint64_t ino)

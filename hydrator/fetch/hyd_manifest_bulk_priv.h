@@ -19,6 +19,10 @@ struct hyd_mbulk;
  * 0, -ENOMEM, -errno of pthread_create. */
 int hyd_mbulk_start(hyd_manifest *m, cat_reader *r, unsigned threads,
 		    struct hyd_mbulk **ret);
+/* The same, fetching only the segments hyd_mbulk_want names (no sweep);
+ * the workers then end only at hyd_mbulk_stop. */
+int hyd_mbulk_start_asked(hyd_manifest *m, cat_reader *r, unsigned threads,
+			  struct hyd_mbulk **ret);
 /* ino's segment next (NULL b: no-op). Any thread. */
 void hyd_mbulk_want(struct hyd_mbulk *b, uint64_t ino);
 void hyd_mbulk_progress(struct hyd_mbulk *b, uint64_t *ret_segments,

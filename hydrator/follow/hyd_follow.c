@@ -399,9 +399,13 @@ static void follow_once(struct hyd_follow *f)
 		  l.ngone, dropped, (double)(t0 - t_in) / 1e6,
 		  (double)(base_now_ns() - t0) / 1e6);
 	/* The new generation's pending manifests in bulk, as at mount
-	 * (not without backfill: nothing in the background then). */
-	if (f->cfg.bf && f->cfg.prefetch && g->manifest &&
-	    hyd_manifest_prefetch(g->manifest, g->cat, 0) < 0)
+	 * (without backfill only the segments asked for: nothing else in
+	 * the background then). */
+	if (f->cfg.bf && g->manifest &&
+	    (f->cfg.prefetch
+		 ? hyd_manifest_prefetch(g->manifest, g->cat, 0)
+		 : hyd_manifest_prefetch_asked(g->manifest, g->cat,
+					       HYD_MANIFEST_ASKED_THREADS)) < 0)
 		base_warn("no manifest prefetch for generation %" PRIu64
 			  ": manifests come file by file",
 			  g->generation);

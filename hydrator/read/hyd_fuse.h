@@ -76,9 +76,14 @@ struct hyd_push {
 	struct hyd_push_job q[HYD_PUSH_QUEUE];
 	size_t qh, qn;
 	uint64_t run_dir, run_after, run_end; /* the job running; dir 0: none */
-	uint64_t pushed; /* __atomic: files stored into the kernel's cache */
+	uint64_t pushed;  /* __atomic: files stored into the kernel's cache */
+	uint64_t fetched; /* __atomic: files whose chunks a job asked for */
 	pthread_t th;
 	int started, stop;
+	/* Set before the mount serves (--no-backfill): a job's missing
+	 * chunks are asked for before its files are pushed, since no
+	 * backfill brings them (hyd_fuse_push.c). */
+	int fetch_ahead;
 };
 
 struct hyd_fs {
@@ -186,10 +191,11 @@ int hyd_files_get(struct hyd_files *t, struct hyd_fs *fs, uint64_t ino,
 		  struct hyd_read_open **ret, int *ret_new);
 
 /* hyd_fuse_push.c. Start the pushing thread (after the session is made,
- * before its loop runs); stop it after the loop ended. 0 or -errno (then
- * nothing is pushed and note/first_read do nothing). */
+ * before its loop runs); stop it after the loop ended. fetch_ahead: the
+ * mount has no backfill, so a job's missing chunks are asked for first.
+ * 0 or -errno (then nothing is pushed and note/first_read do nothing). */
 int hyd_push_start(struct hyd_push *p, struct hyd_fs *fs,
-		   struct fuse_session *se);
+		   struct fuse_session *se, int fetch_ahead);
 void hyd_push_stop(struct hyd_push *p);
 /* READDIRPLUS handed out regular file ino at position pos of dir. */
 void hyd_push_note(struct hyd_push *p, uint64_t ino, uint64_t dir,

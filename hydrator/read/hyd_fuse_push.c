@@ -193,6 +193,88 @@ static int push_one(struct hyd_push *p, cat_reader *cat,
 	return 0;
 }
 
+/* The flights of one job's fetch ahead. */
+struct ahead {
+	struct hyd_flight **fl;
+	size_t n, cap;
+};
+
+/* Ask for chunk c unless stored; keep its flight to wait for. */
+static void ahead_ask(struct hyd_push *p, struct ahead *a,
+		      const struct cat_chunk *c, uint64_t deadline)
+{
+	struct hyd_flight *fl = NULL, **nv;
+
+	if (a->n == a->cap) {
+		nv = realloc(a->fl, (a->cap ? a->cap * 2 : 64) * sizeof(*nv));
+		if (!nv)
+			return;
+		a->fl = nv;
+		a->cap = a->cap ? a->cap * 2 : 64;
+	}
+	if (hyd_fetch_submit_checked(p->fs->rd.fetch, &c->id, c->len,
+				     HYD_PRIO_NEAR, deadline, 0, &fl) >= 0 &&
+	    fl)
+		a->fl[a->n++] = fl;
+}
+
+/* A file's chunks asked for; 1 when any was missing. A pending file whose
+ * manifest is not local gets its segment's (one request for 1,024 inos,
+ * shared with the manifest prefetch). */
+static int ahead_file(struct hyd_push *p, struct hyd_gen *g, struct ahead *a,
+		      const struct push_ent *e, uint64_t deadline)
+{
+	struct cat_chunk cs[16];
+	uint64_t off = 0;
+	size_t n, before = a->n;
+	int r, fetched = 0;
+
+	while (off < e->size) {
+		r = cat_chunks_range(g->cat, e->ino, off, e->size - off, cs, 16,
+				     &n);
+		if (r == -EAGAIN && g->manifest && !fetched) {
+			fetched = 1;
+			if (hyd_manifest_segment(g->manifest, g->cat,
+						 e->ino / HYD_MANIFEST_SEG_INOS,
+						 deadline, &p->stop, NULL) == 0)
+				continue;
+		}
+		if (r < 0 || n == 0)
+			break; /* the read says why, if it comes */
+		for (size_t i = 0; i < n; i++)
+			if (!chunk_id_is_hole(&cs[i].id))
+				ahead_ask(p, a, &cs[i], deadline);
+		off = cs[n - 1].off + cs[n - 1].len;
+	}
+	return a->n > before;
+}
+
+/* --no-backfill: nothing brings a directory's files but reads, so before
+ * pushing them the job asks for the missing chunks of all of them at once
+ * (HYD_PRIO_NEAR: the fetcher sends them in batches, in the lane reads do
+ * not use) and waits for them, up to the read deadline: the job's reader,
+ * meanwhile on the files after its first, joins the same flights. What
+ * cannot come by then is left to the reads. */
+static void fetch_ahead(struct hyd_push *p, struct hyd_gen *g,
+			const struct collect *c)
+{
+	uint64_t deadline = base_now_ns() + p->fs->rd.timeout_ns;
+	struct ahead a = {0};
+	uint64_t files = 0;
+
+	for (size_t i = 0;
+	     i < c->n && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED); i++)
+		files += (uint64_t)ahead_file(p, g, &a, &c->v[i], deadline);
+	__atomic_add_fetch(&p->fetched, files, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < a.n; i++) {
+		if (!__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
+			(void)hyd_fetch_wait(p->fs->rd.fetch, a.fl[i],
+					     deadline);
+		hyd_fetch_release(p->fs->rd.fetch, a.fl[i]);
+	}
+	free(a.fl);
+}
+
 static void *push_main(void *arg)
 {
 	struct hyd_push *p = arg;
@@ -226,6 +308,8 @@ static void *push_main(void *arg)
 		pthread_mutex_lock(&p->mu);
 		p->run_end = c->last_pos;
 		pthread_mutex_unlock(&p->mu);
+		if (p->fetch_ahead)
+			fetch_ahead(p, g, c);
 		/* Last file first: the reader goes forward from the first,
 		 * and where the two meet the job ends. */
 		for (size_t i = c->n;
@@ -244,7 +328,7 @@ static void *push_main(void *arg)
 }
 
 int hyd_push_start(struct hyd_push *p, struct hyd_fs *fs,
-		   struct fuse_session *se)
+		   struct fuse_session *se, int fetch_ahead)
 {
 	sigset_t all, old;
 	int r;
@@ -252,6 +336,7 @@ int hyd_push_start(struct hyd_push *p, struct hyd_fs *fs,
 	memset(p, 0, sizeof(*p));
 	p->fs = fs;
 	p->se = se;
+	p->fetch_ahead = fetch_ahead;
 	p->slot = calloc((size_t)1 << HYD_PUSH_SLOTS_LOG2, sizeof(*p->slot));
 	if (!p->slot)
 		return -ENOMEM;
@@ -282,8 +367,10 @@ void hyd_push_stop(struct hyd_push *p)
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 	pthread_join(p->th, NULL);
-	base_info("pushed small files into the page cache files=%" PRIu64,
-		  __atomic_load_n(&p->pushed, __ATOMIC_RELAXED));
+	base_info("pushed small files into the page cache files=%" PRIu64
+		  " fetched_ahead=%" PRIu64,
+		  __atomic_load_n(&p->pushed, __ATOMIC_RELAXED),
+		  __atomic_load_n(&p->fetched, __ATOMIC_RELAXED));
 	pthread_cond_destroy(&p->cv);
 	pthread_mutex_destroy(&p->mu);
 	free(p->slot);
