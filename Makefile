@@ -29,12 +29,14 @@ PKGS := $(sort $(REPL_PKGS) $(HYD_PKGS) $(TOOL_PKGS) cmocka)
 # (python3-prometheus-client: tests/e2e/310-metrics.sh parses /metrics;
 # awscli, s3cmd, python3-boto3: tests/e2e/320-s3.sh's S3 clients;
 # nginx-light, varnish: tests/e2e/330 and 340 serve a published store
-# and cache through a real nginx and Varnish).
+# and cache through a real nginx and Varnish; openssh-client is the ssh
+# transport's, openssh-server tests/e2e/400-ssh-transport.sh's sshd).
 DEB_PKGS := gcc make pkg-config libuv1-dev libcurl4-openssl-dev \
 	libsqlite3-dev liblz4-dev libzstd-dev libfuse3-dev fuse3 libssl-dev \
 	libcmocka-dev libhttp-parser-dev libxxhash-dev libjansson-dev attr sqlite3 curl \
 	python3 python3-prometheus-client rsync clang-format openssl \
-	iproute2 psmisc procps zstd awscli s3cmd python3-boto3 nginx-light varnish
+	iproute2 psmisc procps zstd awscli s3cmd python3-boto3 nginx-light varnish \
+	openssh-client openssh-server
 # make bench / bench-micro only: the peer tools, their web server, the
 # time(1) that reports peak RSS, the chart.
 BENCH_PKGS := rclone casync nginx-light time gnuplot-nox linux-perf

@@ -96,7 +96,8 @@ struct opts {
 	const char *s3_keys;	    /* --s3-keys FILE; NULL: anonymous */
 	const char *prefetch[HYD_PREFETCH_MAX]; /* --prefetch FILE... */
 	size_t nprefetch;
-	int no_record; /* --no-record: no CACHEDIR/trace.rec */
+	int no_record;		      /* --no-record: no CACHEDIR/trace.rec */
+	struct hyd_ssh_opts ssh_opts; /* -e/--rsh, --remote-ferry */
 };
 
 /* Set in the daemon (the child of daemon_start): main then ends its log
@@ -142,10 +143,18 @@ static void usage(FILE *out)
 	    "file data is fetched on first read, verified (SHA-256) and\n"
 	    "kept in the cache directory.\n"
 	    "\n"
-	    "  URL         http[s]://HOST[:PORT]/v1/NAME\n"
+	    "  URL         http[s]://HOST[:PORT]/v1/NAME, or over ssh\n"
+	    "              [USER@]HOST:PATH or ssh://[USER@]HOST[:PORT]/PATH\n"
+	    "              (ferry-replicator started there for this mount,\n"
+	    "              stopped at the unmount; no port opened)\n"
 	    "  MOUNTPOINT  an existing, empty directory\n"
 	    "\n"
 	    "Options:\n"
+	    "  -e, --rsh COMMAND     the ssh command line for HOST:PATH\n"
+	    "                        (default: $FERRY_RSH, else ssh); a\n"
+	    "                        daemon's ssh runs in its own session:\n"
+	    "                        keys or an agent, no password prompt\n"
+	    "      --remote-ferry PATH  ferry-replicator's path on HOST\n"
 	    "  -c, --cache-dir DIR   chunk store and catalogs (default:\n"
 	    "                        /var/cache/ferry/NAME-HASH as root,\n"
 	    "                        else $XDG_CACHE_HOME/ferry/NAME-HASH or\n"
@@ -290,7 +299,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_S3_KEYS,
 		OPT_CACHEABLE,
 		OPT_PREFETCH,
-		OPT_NO_RECORD
+		OPT_NO_RECORD,
+		OPT_REMOTE_FERRY
 	};
 	static const struct option longopts[] = {
 	    {"cache-dir", required_argument, NULL, 'c'},
@@ -312,6 +322,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"s3-keys", required_argument, NULL, OPT_S3_KEYS},
 	    {"prefetch", required_argument, NULL, OPT_PREFETCH},
 	    {"no-record", no_argument, NULL, OPT_NO_RECORD},
+	    {"rsh", required_argument, NULL, 'e'},
+	    {"remote-ferry", required_argument, NULL, OPT_REMOTE_FERRY},
 	    HYD_CREDS_LONGOPTS,
 	    {NULL, 0, NULL, 0},
 	};
@@ -325,8 +337,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->keep = KEEP_DEFAULT;
 	o->log_level = BASE_LOG_INFO;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":c:fo:vqhVj:", longopts, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, ":c:fo:vqhVj:e:", longopts,
+				NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			o->cache_dir = optarg;
@@ -396,6 +408,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_NO_RECORD:
 			o->no_record = 1;
+			break;
+		case 'e':
+			o->ssh_opts.rsh = optarg;
+			break;
+		case OPT_REMOTE_FERRY:
+			o->ssh_opts.remote_ferry = optarg;
 			break;
 		case OPT_POLL:
 			if (base_opt_long("--poll", optarg, 0, POLL_MAX_S,
@@ -1210,9 +1228,32 @@ out:
 	return r;
 }
 
+/* A [USER@]HOST:PATH source: ferry-replicator started over ssh
+ * (hyd_ssh), its URL and socket in place of a URL's. 0, or the exit
+ * status (said). */
+static int ssh_open(struct opts *o, struct hyd_ssh *ssh)
+{
+	char err[512];
+	int r;
+
+	if (!hyd_ssh_source(o->url))
+		return 0;
+	o->ssh_opts.detach = !o->foreground;
+	r = hyd_ssh_start(o->url, &o->ssh_opts, ssh, err, sizeof(err));
+	if (r < 0) {
+		base_error("%s", err);
+		return r == -EINVAL || r == -ENAMETOOLONG ? EXIT_USAGE : 1;
+	}
+	base_info("over ssh source=%s url=%s", o->url, ssh->url);
+	o->url = ssh->url;
+	o->creds.unix_socket = ssh->sock;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
+	struct hyd_ssh ssh = {.pid = -1, .to_fd = -1, .from_fd = -1};
 	int r;
 
 	hyd_pool_default();
@@ -1236,7 +1277,12 @@ int main(int argc, char **argv)
 		base_error("curl_global_init failed");
 		return 1;
 	}
-	r = run(&o);
+	r = ssh_open(&o, &ssh);
+	if (r == 0)
+		r = run(&o);
+	/* In a daemon the session ends here, at the unmount (ssh is its
+	 * parent's child then: the end of its input stops it). */
+	hyd_ssh_stop(&ssh);
 	hyd_fetch_global_cleanup();
 	/* The daemon's last line: what it exits with (tests check it). */
 	if (daemonized)

@@ -54,7 +54,53 @@ struct hyd_creds {
 	const char *trust_key;
 	uint8_t trust_pub[HYD_TRUST_PUB_LEN]; /* the key, read by
 					       * hyd_creds_opt */
+	/* Every request goes to this Unix socket, whatever the URL's host
+	 * (the local end of the ssh transport's forward, hyd_ssh); NULL:
+	 * TCP to the URL's host */
+	const char *unix_socket;
 };
+
+/* ---- ssh as a transport (hyd_ssh.c) ---- */
+
+struct hyd_ssh_opts {
+	const char *rsh;	  /* -e/--rsh: ssh's command line (words
+				   * split on blanks, '...' and "..."
+				   * group); NULL: $FERRY_RSH, else ssh */
+	const char *remote_ferry; /* --remote-ferry: ferry-replicator's
+				   * path on HOST; NULL: its name */
+	unsigned ready_timeout_s; /* 0: 120 */
+	int detach; /* a mount's: ssh in its own session (no hang-up from
+		     * the terminal; no password prompt either) */
+};
+
+struct hyd_ssh {
+	char dest[256];	     /* [USER@]HOST as ssh is given it */
+	uint16_t port;	     /* 0: ssh's own (its config's) */
+	char path[PATH_MAX]; /* PATH on HOST ("." for HOST:) */
+	char ns[24];	     /* the namespace served: s + 16 hex */
+	char url[64];	     /* http://localhost/v1/NS */
+	char dir[96];	     /* the local socket's private directory */
+	char sock[104];	     /* the local end of the forward */
+	int pid;	     /* ssh, while this process is its parent */
+	int to_fd, from_fd;  /* ssh's standard input and output */
+};
+
+/* 1 when s names a source over ssh: ssh://[USER@]HOST[:PORT]/PATH, or
+ * [USER@]HOST:PATH with no '/' before the first ':' (rsync's rule). */
+int hyd_ssh_source(const char *s);
+
+/* Start ssh to src's host with the replicator serving src's PATH for this
+ * client alone (its state kept on the host, under
+ * ~/.cache/ferry/ssh/), and wait for it to be ready: then s->url is the
+ * URL to fetch and s->sock the socket to set as hyd_creds.unix_socket.
+ * ssh's own messages go to standard error. 0, or -errno with a line in
+ * err (nothing left running). */
+int hyd_ssh_start(const char *src, const struct hyd_ssh_opts *o,
+		  struct hyd_ssh *s, char *err, size_t errcap);
+
+/* End the session (the remote replicator stops), reap ssh if this
+ * process started it, remove the local socket. Idempotent. */
+void hyd_ssh_stop(struct hyd_ssh *s);
 
 /* Read the token of a token file into c->token: its first line without
  * the line end, 1..HYD_TOKEN_MAX bytes of [A-Za-z0-9._~+/=-]. On failure

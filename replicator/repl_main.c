@@ -28,6 +28,7 @@
 /* long-only options (above every short option letter) */
 #define OPT_METRICS 0x200
 #define OPT_PUBLISH 0x201
+#define OPT_SESSION 0x202
 #define PUBLISH_MAX 64
 
 static const char USAGE[] =
@@ -51,7 +52,13 @@ static const char USAGE[] =
     "\n"
     "Options:\n"
     "  -l, --listen HOST:PORT  address to serve on (default " DEFAULT_LISTEN
-    ")\n"
+    ");\n"
+    "                          unix:PATH: a Unix socket (mode 0600) at\n"
+    "                          the absolute PATH instead\n"
+    "      --session           serve while standard input stays open:\n"
+    "                          print \"ready\" on standard output once\n"
+    "                          every namespace is, stop cleanly at its\n"
+    "                          end (what ferry's ssh transport runs)\n"
     "      --namespaces FILE   serve the namespaces FILE names too: one\n"
     "                          NAME=DIR a line, '#' comments; SIGHUP\n"
     "                          rereads it: new names start, missing ones\n"
@@ -363,6 +370,7 @@ static int parse_options(int argc, char **argv, struct cli *c)
 	    {"namespaces", required_argument, NULL, 'N'},
 	    {"metrics", required_argument, NULL, OPT_METRICS},
 	    {"publish", required_argument, NULL, OPT_PUBLISH},
+	    {"session", no_argument, NULL, OPT_SESSION},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -429,6 +437,9 @@ static int parse_options(int argc, char **argv, struct cli *c)
 						   PUBLISH_MAX);
 			c->publish[c->n_publish++] = optarg;
 			break;
+		case OPT_SESSION:
+			o->session = 1;
+			break;
 		case 'S':
 			o->sign_key = optarg;
 			break;
@@ -461,10 +472,20 @@ static int check_options(const struct repl_server_opts *o)
 	char host[HTTPD_HOST_MAX];
 	uint16_t port;
 
-	if (httpd_listen_split(o->listen, host, sizeof(host), &port) < 0)
+	const size_t pl = strlen(REPL_LISTEN_UNIX);
+
+	if (strncmp(o->listen, REPL_LISTEN_UNIX, pl) == 0) {
+		if (o->listen[pl] != '/' || strlen(o->listen + pl) >= 108)
+			return usage_error("bad --listen address '%s': a Unix "
+					   "socket's path is absolute and "
+					   "shorter than 108 bytes",
+					   o->listen);
+	} else if (httpd_listen_split(o->listen, host, sizeof(host), &port) <
+		   0) {
 		return usage_error("bad --listen address '%s': expected "
-				   "HOST:PORT",
+				   "HOST:PORT or unix:PATH",
 				   o->listen);
+	}
 	if (!o->tls_cert != !o->tls_key)
 		return usage_error("%s",
 				   "--tls-cert and --tls-key go together");

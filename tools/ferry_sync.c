@@ -46,7 +46,10 @@
 
 struct args {
 	struct hyd_sync_opts o;
-	struct hyd_creds creds; /* o.creds points here */
+	struct hyd_creds creds;	      /* o.creds points here */
+	struct hyd_ssh_opts ssh_opts; /* -e/--rsh, --remote-ferry */
+	struct hyd_ssh ssh;	      /* a HOST:PATH source's session */
+	char dest_buf[PATH_MAX];      /* DEST/NAME for HOST:PATH without '/' */
 	hyd_filter *filter;
 	int watch;
 	long poll_s;
@@ -75,10 +78,20 @@ static void usage(FILE *f)
 	    "         namespace (its contents go into DEST), or a directory\n"
 	    "         of it: with a trailing '/' its contents go into DEST,\n"
 	    "         without one it becomes DEST/DIR (rsync's rule)\n"
+	    "  [USER@]HOST:PATH, ssh://[USER@]HOST[:PORT]/PATH\n"
+	    "         over ssh, nothing to set up at HOST but sshd and\n"
+	    "         ferry-replicator on its PATH: it is started there\n"
+	    "         for this run (state kept in ~/.cache/ferry/ssh/,\n"
+	    "         so a rerun hashes only what changed) and stopped at\n"
+	    "         the end; no port is opened. PATH/ fills DEST, PATH\n"
+	    "         makes DEST/NAME\n"
 	    "  DEST   directory to create or update (not inside a ferry "
 	    "mount)\n"
 	    "\n"
 	    "Options:\n"
+	    "  -e, --rsh COMMAND    the ssh command line for HOST:PATH\n"
+	    "                       (default: $FERRY_RSH, else ssh)\n"
+	    "      --remote-ferry PATH  ferry-replicator's path on HOST\n"
 	    "  -c, --cache-dir DIR  chunk store and catalogs (default: as for\n"
 	    "                       ferry-hydrator, ~/.cache/ferry/NAME-HASH "
 	    "or\n"
@@ -244,6 +257,7 @@ enum {
 	OPT_WATCH,
 	OPT_POLL,
 	OPT_NOOP,
+	OPT_REMOTE_FERRY,
 };
 
 /* --prefetch FILE: read and checked now (a bad trace is a usage error). */
@@ -329,6 +343,8 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"prefetch", required_argument, NULL, OPT_PREFETCH},
 	    {"watch", no_argument, NULL, OPT_WATCH},
 	    {"poll", required_argument, NULL, OPT_POLL},
+	    {"rsh", required_argument, NULL, 'e'},
+	    {"remote-ferry", required_argument, NULL, OPT_REMOTE_FERRY},
 	    {"archive", no_argument, NULL, OPT_NOOP},
 	    {"checksum", no_argument, NULL, OPT_NOOP},
 	    {"partial", no_argument, NULL, OPT_NOOP},
@@ -345,11 +361,17 @@ static int parse_args(int argc, char **argv, struct args *a,
 
 	opterr = 0;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":c:j:f:niPvqharlptgoDHXz",
+	while ((ch = getopt_long(argc, argv, ":c:j:f:e:niPvqharlptgoDHXz",
 				 longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
 			o->cache_dir = optarg;
+			break;
+		case 'e':
+			a->ssh_opts.rsh = optarg;
+			break;
+		case OPT_REMOTE_FERRY:
+			a->ssh_opts.remote_ferry = optarg;
 			break;
 		case 'j':
 			if (base_opt_long("--jobs", optarg, 1, JOBS_MAX, &v) <
@@ -590,6 +612,44 @@ static void wait_new(const struct args *a, uint64_t gen)
 	}
 }
 
+/* A [USER@]HOST:PATH source: the replicator started over ssh (hyd_ssh),
+ * its URL and socket in place of a URL's. rsync's rule for the name:
+ * HOST:DIR makes DEST/DIR, HOST:DIR/ fills DEST. 0, or the exit code
+ * (said). */
+static int ssh_open(struct args *a)
+{
+	const char *src = a->o.url, *name;
+	char err[512];
+	size_t n;
+	int r;
+
+	a->ssh.to_fd = a->ssh.from_fd = a->ssh.pid = -1;
+	if (!hyd_ssh_source(src))
+		return 0;
+	r = hyd_ssh_start(src, &a->ssh_opts, &a->ssh, err, sizeof(err));
+	if (r < 0) {
+		base_error("%s", err);
+		return r == -EINVAL || r == -ENAMETOOLONG ? RERR_SYNTAX
+							  : RERR_SOCKETIO;
+	}
+	a->o.url = a->ssh.url;
+	a->creds.unix_socket = a->ssh.sock;
+	n = strlen(a->ssh.path);
+	name = strrchr(a->ssh.path, '/');
+	name = name ? name + 1 : a->ssh.path;
+	if (n && a->ssh.path[n - 1] != '/' && strcmp(name, ".") != 0 &&
+	    strcmp(name, "..") != 0 && *name) {
+		if ((size_t)snprintf(a->dest_buf, sizeof(a->dest_buf), "%s/%s",
+				     a->o.dest, name) >= sizeof(a->dest_buf)) {
+			base_error("DEST/%s: name too long", name);
+			hyd_ssh_stop(&a->ssh);
+			return RERR_SYNTAX;
+		}
+		a->o.dest = a->dest_buf;
+	}
+	return 0;
+}
+
 int ferry_cmd_sync(int argc, char **argv)
 {
 	struct hyd_sync_result res;
@@ -626,6 +686,12 @@ int ferry_cmd_sync(int argc, char **argv)
 	a.o.progress_arg = &c;
 	a.o.item = ferry_sync_item;
 	a.o.item_arg = &c;
+	rc = ssh_open(&a);
+	if (rc != 0) {
+		hyd_filter_free(a.filter);
+		free_traces(&a);
+		return rc;
+	}
 	rc = sync_once(&a, &c, &res);
 	while (a.watch && !a.o.dry_run && rc != RERR_SYNTAX) {
 		if (!c.quiet)
@@ -636,6 +702,7 @@ int ferry_cmd_sync(int argc, char **argv)
 		wait_new(&a, res.generation);
 		rc = sync_once(&a, &c, &res);
 	}
+	hyd_ssh_stop(&a.ssh);
 	hyd_filter_free(a.filter);
 	free_traces(&a);
 	pthread_mutex_destroy(&c.lock);

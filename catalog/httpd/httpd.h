@@ -359,7 +359,16 @@ int httpd_server_new(const struct httpd_server_opts *o,
 int httpd_server_listen(struct httpd_server *s, const struct sockaddr *sa,
 			int backlog);
 
-/* The address bound (port 0 asked: the one the kernel gave). */
+/* Bind and listen on the Unix domain socket at path (absolute, shorter
+ * than 108 bytes), mode 0600: only this user connects. Nothing that is
+ * at path already is replaced (-EADDRINUSE). Closing the server unlinks
+ * it. Peers have no address: no per-address cap, and never "same host"
+ * (httpd_req_peer_same_host). 0 or -errno. One listen per server. */
+int httpd_server_listen_unix(struct httpd_server *s, const char *path,
+			     int backlog);
+
+/* The address bound (port 0 asked: the one the kernel gave); -ENOTSUP
+ * for a Unix socket. */
 int httpd_server_bound(const struct httpd_server *s,
 		       struct sockaddr_storage *ret);
 

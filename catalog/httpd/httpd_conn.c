@@ -218,8 +218,8 @@ void httpd_conn_close(struct httpd_conn *c)
 	c->head = c->tail = NULL;
 	c->queued = 0;
 	/* Pending writes get their callbacks (UV_ECANCELED) before on_close. */
-	if (c->reset && c->writes && !c->shutting &&
-	    uv_tcp_close_reset(&c->tcp, on_close) == 0)
+	if (c->reset && c->writes && !c->shutting && !c->srv->unix_sock &&
+	    uv_tcp_close_reset(&c->tcp.tcp, on_close) == 0)
 		return;
 	uv_close((uv_handle_t *)&c->tcp, on_close);
 }
@@ -546,7 +546,16 @@ static void peer_init(struct httpd_conn *c)
 
 	p->addr_len = 0;
 	p->same_host = -1;
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+	p->local_ok = 0;
+	if (c->srv->unix_sock) {
+		/* A Unix socket's peer has no address; it is the end of an
+		 * ssh channel (ferry's ssh transport), whose client is on
+		 * another host: answers are framed as for a remote one. */
+		p->same_host = 0;
+		return;
+	}
+	if (uv_tcp_getpeername(&c->tcp.tcp, (struct sockaddr *)&ss, &len) ==
+	    0) {
 		if (ss.ss_family == AF_INET) {
 			memcpy(p->addr, &((struct sockaddr_in *)&ss)->sin_addr,
 			       4);
@@ -565,8 +574,8 @@ static void peer_init(struct httpd_conn *c)
 		}
 	}
 	len = (int)sizeof(p->local);
-	p->local_ok = uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&p->local,
-					 &len) == 0;
+	p->local_ok = uv_tcp_getsockname(
+			  &c->tcp.tcp, (struct sockaddr *)&p->local, &len) == 0;
 }
 
 /* Open connections from c's address (c itself not counted). */
@@ -597,8 +606,11 @@ void httpd_conn_accept(struct httpd_server *s)
 	s->refs++;
 	c->data = s->o.conn_size ? (char *)c + size : NULL;
 	httpd_reader_init(&c->rd, &s->lim);
-	uv_tcp_init(s->loop, &c->tcp);
-	c->tcp.data = c;
+	if (s->unix_sock)
+		uv_pipe_init(s->loop, &c->tcp.pipe, 0);
+	else
+		uv_tcp_init(s->loop, &c->tcp.tcp);
+	c->tcp.h.data = c;
 	if (uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp) < 0)
 		goto refuse;
 	peer_init(c);
@@ -615,7 +627,8 @@ void httpd_conn_accept(struct httpd_server *s)
 	if (!c->tenant)
 		goto refuse;
 	c->tenant->conns++;
-	uv_tcp_nodelay(&c->tcp, 1);
+	if (!s->unix_sock)
+		uv_tcp_nodelay(&c->tcp.tcp, 1);
 	if (s->o.tls) {
 		/* the context of now: a reload later does not change it */
 		c->tls = httpd_tls_conn_new(s->o.tls);

@@ -110,9 +110,21 @@ struct httpd_limit_log {
 	uint64_t last_ms;
 };
 
+/* A listener or a connection: TCP, or a Unix domain socket
+ * (httpd_server_listen_unix). Every uv_stream_t call takes either. */
+union httpd_sock {
+	uv_handle_t h;
+	uv_stream_t s;
+	uv_tcp_t tcp;
+	uv_pipe_t pipe;
+};
+
 struct httpd_server {
 	uv_loop_t *loop;
-	uv_tcp_t listener;
+	union httpd_sock listener;
+	int listening;	     /* the listener is made (closed with the server) */
+	int unix_sock;	     /* it is a Unix domain socket */
+	char unix_path[108]; /* its path, unlinked when the server closes */
 	uv_timer_t sweep;
 	int sweep_on;
 	int closing;
@@ -142,7 +154,7 @@ struct httpd_server {
 #define HTTPD_READ_SMALL 4096u
 
 struct httpd_conn {
-	uv_tcp_t tcp;
+	union httpd_sock tcp; /* TCP, or a Unix domain socket's stream */
 	struct httpd_server *srv;
 	struct httpd_conn *prev, *next;
 	struct httpd_reader rd;

@@ -34,6 +34,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "catalog/httpd/httpd_priv.h"
 
@@ -165,7 +167,7 @@ static void on_sweep(uv_timer_t *t)
 	if (s->accept_paused && !s->closing &&
 	    (s->n_conns < s->lim.max_conns || oldest_waiting(s))) {
 		s->accept_paused = 0;
-		on_connection((uv_stream_t *)&s->listener, 0);
+		on_connection(&s->listener.s, 0);
 	}
 	if (!s->conns && !s->accept_paused) {
 		uv_timer_stop(t);
@@ -232,8 +234,6 @@ int httpd_server_new(const struct httpd_server_opts *o,
 		s->lim.pipeline = 1;
 	if (s->lim.max_conns < 1)
 		s->lim.max_conns = 1;
-	uv_tcp_init(s->loop, &s->listener);
-	s->listener.data = s;
 	uv_timer_init(s->loop, &s->sweep);
 	s->sweep.data = s;
 	uv_timer_init(s->loop, &s->resume);
@@ -247,12 +247,43 @@ int httpd_server_new(const struct httpd_server_opts *o,
 int httpd_server_listen(struct httpd_server *s, const struct sockaddr *sa,
 			int backlog)
 {
-	int r = uv_tcp_bind(&s->listener, sa, 0);
+	int r;
 
+	if (s->listening)
+		return -EALREADY;
+	uv_tcp_init(s->loop, &s->listener.tcp);
+	s->listener.h.data = s;
+	s->listening = 1;
+	r = uv_tcp_bind(&s->listener.tcp, sa, 0);
 	if (r == 0)
-		r = uv_listen((uv_stream_t *)&s->listener, backlog,
-			      on_connection);
+		r = uv_listen(&s->listener.s, backlog, on_connection);
 	return r;
+}
+
+int httpd_server_listen_unix(struct httpd_server *s, const char *path,
+			     int backlog)
+{
+	int r;
+
+	if (s->listening)
+		return -EALREADY;
+	if (!path || path[0] != '/' || strlen(path) >= sizeof(s->unix_path))
+		return -EINVAL;
+	uv_pipe_init(s->loop, &s->listener.pipe, 0);
+	s->listener.h.data = s;
+	s->listening = 1;
+	s->unix_sock = 1;
+	/* bind fails with EADDRINUSE on anything already at path: a stale
+	 * socket is never taken over, nor another's file */
+	r = uv_pipe_bind(&s->listener.pipe, path);
+	if (r < 0)
+		return r;
+	memcpy(s->unix_path, path, strlen(path) + 1);
+	/* Made under the umask; from here on only this user may connect
+	 * (before the first accept: nothing is accepted until uv_listen). */
+	if (chmod(path, 0600) < 0)
+		return -errno;
+	return uv_listen(&s->listener.s, backlog, on_connection);
 }
 
 int httpd_server_bound(const struct httpd_server *s,
@@ -261,7 +292,10 @@ int httpd_server_bound(const struct httpd_server *s,
 	int len = (int)sizeof(*ret);
 
 	memset(ret, 0, sizeof(*ret));
-	return uv_tcp_getsockname(&s->listener, (struct sockaddr *)ret, &len);
+	if (!s->listening || s->unix_sock)
+		return -ENOTSUP;
+	return uv_tcp_getsockname(&s->listener.tcp, (struct sockaddr *)ret,
+				  &len);
 }
 
 size_t httpd_server_conns(const struct httpd_server *s)
@@ -282,7 +316,12 @@ void httpd_server_close(struct httpd_server *s)
 	s->accept_paused = 0;
 	while (s->conns)
 		httpd_conn_close(s->conns);
-	uv_close((uv_handle_t *)&s->listener, on_handle_closed);
+	if (s->unix_path[0])
+		(void)unlink(s->unix_path);
+	if (s->listening)
+		uv_close(&s->listener.h, on_handle_closed);
+	else
+		httpd_server_unref(s); /* the listener's reference */
 	uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
 	uv_close((uv_handle_t *)&s->resume, on_handle_closed);
 	httpd_server_unref(s);

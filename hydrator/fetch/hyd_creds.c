@@ -130,7 +130,10 @@ CURLcode hyd_curl_creds(CURL *h, const struct hyd_creds *c)
 
 	if (!c)
 		return CURLE_OK;
-	if (c->ca_file)
+	if (c->unix_socket)
+		cc = curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH,
+				      c->unix_socket);
+	if (cc == CURLE_OK && c->ca_file)
 		cc = curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
 	if (cc == CURLE_OK && c->cert)
 		cc = curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert);

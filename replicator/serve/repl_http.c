@@ -137,7 +137,8 @@ static void count_aborted(struct httpd_req *h)
 	srv->metrics.errors[REPL_ERR_ABORTED]++;
 }
 
-int repl_http_start(struct repl_server *srv, const struct sockaddr *sa)
+int repl_http_start(struct repl_server *srv, const struct sockaddr *sa,
+		    const char *unix_path)
 {
 	struct httpd_server_opts o = {
 	    .loop = &srv->loop,
@@ -165,6 +166,8 @@ int repl_http_start(struct repl_server *srv, const struct sockaddr *sa)
 
 	if (r < 0)
 		return r;
+	if (!sa)
+		return httpd_server_listen_unix(srv->http, unix_path, 511);
 	return httpd_server_listen(srv->http, sa, 511);
 }
 

@@ -77,8 +77,10 @@ void repl_req_queue(struct repl_req *req, size_t room, uv_work_t *w,
 		    uv_work_cb work, uv_after_work_cb after);
 
 /* Create the engine for srv (its limits, TLS, counters, routes), bound
- * and listening on sa. Logs nothing; 0 or -errno. */
-int repl_http_start(struct repl_server *srv, const struct sockaddr *sa);
+ * and listening on sa, or with sa NULL on the Unix socket at unix_path.
+ * Logs nothing; 0 or -errno. */
+int repl_http_start(struct repl_server *srv, const struct sockaddr *sa,
+		    const char *unix_path);
 
 /* -- codec by how a connection drains (repl_adapt.c) -- */
 

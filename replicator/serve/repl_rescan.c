@@ -200,6 +200,8 @@ static int adopt(struct repl_ns *ns, int first)
 	ns->switched_ns = (uint64_t)base_wall_ns();
 	ns->state = REPL_NS_READY;
 	log_ready(ns);
+	if (first)
+		repl_session_ns_ready(srv, ns);
 	if (!first)
 		repl_manifest_wake(ns); /* waits for N: superseded */
 	r = repl_generations_prune(ns->state_dir, ns->generation,

@@ -40,8 +40,16 @@ int repl_metrics_access_parse(const char *s, enum repl_metrics_access *ret);
 #define REPL_KEEP_GENS_DEFAULT 3u
 
 /* Options the program hands to the server. */
+/* -l unix:PATH: a Unix domain socket at PATH instead of HOST:PORT */
+#define REPL_LISTEN_UNIX "unix:"
+
 struct repl_server_opts {
-	const char *listen; /* HOST:PORT (httpd_listen_split's rule) */
+	const char *listen; /* HOST:PORT (httpd_listen_split's rule), or
+			     * unix:PATH */
+	/* --session: serve while standard input stays open (the ssh
+	 * channel that started it): "ready" on standard output once every
+	 * namespace is, and a clean stop at its end of file */
+	int session;
 	const char *state_dir;
 	enum frame_policy policy;
 	unsigned scan_threads;	    /* repl_scan_opts.threads */

@@ -148,6 +148,11 @@ struct repl_server {
 	int signing;
 	atomic_int cancel; /* set on shutdown; scans poll it */
 	int stopping;
+	/* --session (repl_session.c): standard input, watched for its end */
+	int session;
+	uv_pipe_t session_in;
+	int session_in_open;
+	size_t session_ready; /* namespaces that published a generation */
 	char listen_str[HTTPD_HOST_MAX + 16]; /* with the port bound */
 	struct httpd_tls *tls;		      /* NULL: plain HTTP */
 	/* connection limits (ferry-replicator(1), LIMITS) */
@@ -167,6 +172,19 @@ struct repl_server {
  * logged here, as one error line with its context (the caller only
  * exits). Returns 0 or -errno. Requests are logged at debug level. */
 int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o);
+
+/* Stop serving (a signal, or the end of a --session): cancel the
+ * scans, close the namespaces, the listener and every connection; the
+ * loop ends when its last handle closes. why goes in the log line. */
+void repl_server_stop(struct repl_server *srv, const char *why);
+
+/* repl_session.c. --session: watch standard input (0, or -errno logged)
+ * and close the watch (at a stop). */
+int repl_session_start(struct repl_server *srv);
+void repl_session_close(struct repl_server *srv);
+/* ns published its first generation: with --session, once every
+ * namespace has, "ready" goes to standard output. */
+void repl_session_ns_ready(struct repl_server *srv, struct repl_ns *ns);
 
 /* Free everything (after run, or after a failed init). */
 void repl_server_fini(struct repl_server *srv);

@@ -27,13 +27,20 @@
 
 static void on_signal(uv_signal_t *s, int signum)
 {
-	struct repl_server *srv = s->data;
+	char why[32];
 
+	snprintf(why, sizeof(why), "signal=SIG%s", sigabbrev_np(signum));
+	repl_server_stop(s->data, why);
+}
+
+void repl_server_stop(struct repl_server *srv, const char *why)
+{
 	if (srv->stopping)
 		return;
 	srv->stopping = 1;
 	atomic_store(&srv->cancel, 1);
-	base_info("shutting down signal=SIG%s", sigabbrev_np(signum));
+	base_info("shutting down %s", why);
+	repl_session_close(srv);
 	for (size_t i = 0; i < srv->n_ns; i++) {
 		atomic_store(&srv->ns[i]->cancel, 1);
 		repl_hash_stop(srv->ns[i]);
@@ -248,6 +255,7 @@ static int load_sign_key(struct repl_server *srv, const char *path)
 int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 {
 	struct sockaddr_storage sa;
+	const char *unix_path;
 	size_t i;
 	int r;
 
@@ -304,7 +312,11 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 		if (r < 0)
 			return r;
 	}
-	r = httpd_listen_resolve(o->listen, &sa);
+	unix_path =
+	    strncmp(o->listen, REPL_LISTEN_UNIX, strlen(REPL_LISTEN_UNIX)) == 0
+		? o->listen + strlen(REPL_LISTEN_UNIX)
+		: NULL;
+	r = unix_path ? 0 : httpd_listen_resolve(o->listen, &sa);
 	if (r < 0) {
 		base_error("cannot listen address=%s why=\"%s\"", o->listen,
 			   r == -EINVAL ? "expected HOST:PORT"
@@ -314,18 +326,20 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	r = tls_init(srv, o);
 	if (r < 0)
 		return r;
-	r = repl_http_start(srv, (const struct sockaddr *)&sa);
+	r = repl_http_start(
+	    srv, unix_path ? NULL : (const struct sockaddr *)&sa, unix_path);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r, "cannot listen address=%s",
 			     o->listen);
 		return -EADDRINUSE;
 	}
 	/* port 0 asked for any: say which one it is */
-	if (httpd_server_bound(srv->http, &sa) == 0)
+	if (!unix_path && httpd_server_bound(srv->http, &sa) == 0)
 		(void)httpd_listen_name(o->listen, (const struct sockaddr *)&sa,
 					srv->listen_str,
 					sizeof(srv->listen_str));
-	if (!srv->tls && !httpd_sockaddr_loopback((const struct sockaddr *)&sa))
+	if (!unix_path && !srv->tls &&
+	    !httpd_sockaddr_loopback((const struct sockaddr *)&sa))
 		base_warn("serving plain HTTP on a non-loopback address "
 			  "address=%s: anyone on the path reads every byte "
 			  "(give --tls-cert and --tls-key)",
@@ -337,6 +351,9 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
 	repl_rescan_init(srv);
 	repl_pool_sweep_init(srv);
+	srv->session = o->session;
+	if (srv->session)
+		return repl_session_start(srv);
 	return 0;
 }
 

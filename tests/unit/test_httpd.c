@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -588,6 +590,7 @@ struct tsrv {
 	pthread_t th;
 	struct httpd_server *http;
 	int port;
+	char dir[64], path[80]; /* the Unix socket's, for the unix group */
 	/* what the hooks saw (loop thread; read after the join) */
 	unsigned accepted, first_bytes, errors, aborted, freed;
 	size_t bytes;
@@ -729,7 +732,9 @@ static void *t_loop(void *arg)
 	return NULL;
 }
 
-static int engine_setup(void **state)
+static const char *body_of(const char *a);
+
+static int engine_make(void **state, int unix_sock)
 {
 	struct tsrv *t = calloc(1, sizeof(*t));
 	struct httpd_limits lim = HTTPD_LIMITS_REPLICATOR;
@@ -757,15 +762,91 @@ static int engine_setup(void **state)
 	uv_async_init(&t->loop, &t->stop, t_stop);
 	t->stop.data = t;
 	assert_int_equal(httpd_server_new(&o, &t->http), 0);
-	assert_int_equal(httpd_listen_resolve("127.0.0.1:0", &sa), 0);
-	assert_int_equal(
-	    httpd_server_listen(t->http, (struct sockaddr *)&sa, 16), 0);
-	assert_int_equal(httpd_server_bound(t->http, &sa), 0);
-	t->port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
-	assert_int_not_equal(t->port, 0);
+	if (unix_sock) {
+		snprintf(t->dir, sizeof(t->dir), "/tmp/ferry-ut-XXXXXX");
+		assert_non_null(mkdtemp(t->dir));
+		snprintf(t->path, sizeof(t->path), "%s/s", t->dir);
+		/* relative: refused before anything is made */
+		assert_int_equal(httpd_server_listen_unix(t->http, "s", 16),
+				 -EINVAL);
+		assert_int_equal(httpd_server_listen_unix(t->http, t->path, 16),
+				 0);
+		assert_int_equal(httpd_server_bound(t->http, &sa), -ENOTSUP);
+	} else {
+		assert_int_equal(httpd_listen_resolve("127.0.0.1:0", &sa), 0);
+		assert_int_equal(
+		    httpd_server_listen(t->http, (struct sockaddr *)&sa, 16),
+		    0);
+		assert_int_equal(httpd_server_bound(t->http, &sa), 0);
+		t->port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+		assert_int_not_equal(t->port, 0);
+	}
+	/* one listener a server */
+	assert_int_equal(httpd_server_listen_unix(t->http, "/tmp/x", 16),
+			 -EALREADY);
 	assert_int_equal(pthread_create(&t->th, NULL, t_loop, t), 0);
 	*state = t;
 	return 0;
+}
+
+static int engine_setup(void **state)
+{
+	return engine_make(state, 0);
+}
+
+static int engine_setup_unix(void **state)
+{
+	return engine_make(state, 1);
+}
+
+/* The Unix socket's server stopped: its socket is gone with it. */
+static int engine_teardown_unix(void **state)
+{
+	struct tsrv *t = *state;
+	struct stat st;
+
+	uv_async_send(&t->stop);
+	assert_int_equal(pthread_join(t->th, NULL), 0);
+	assert_int_equal(uv_loop_close(&t->loop), 0);
+	assert_int_equal(lstat(t->path, &st), -1);
+	assert_int_equal(rmdir(t->dir), 0);
+	assert_true(t->accepted >= 1);
+	free(t);
+	return 0;
+}
+
+/* A request over the Unix socket: only its owner may connect (0600),
+ * answers as over TCP; a second server cannot take the path. */
+static void test_engine_unix(void **state)
+{
+	struct tsrv *t = *state;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {5, 0};
+	const char *req = "GET /count HTTP/1.1\r\nA: 1\r\n\r\n";
+	char buf[4096];
+	struct stat st;
+	size_t got = 0;
+	ssize_t n;
+	int fd;
+
+	assert_int_equal(lstat(t->path, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0600);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", t->path);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL),
+			 (ssize_t)strlen(req));
+	shutdown(fd, SHUT_WR);
+	while (got + 1 < sizeof(buf) &&
+	       (n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fd);
+	assert_ptr_equal(strstr(buf, "HTTP/1.1 200 OK\r\n"), buf);
+	assert_string_equal(body_of(buf), "1 1\n");
 }
 
 static int engine_teardown(void **state)
@@ -925,8 +1006,14 @@ int main(void)
 	    cmocka_unit_test(test_engine_stream),
 	    cmocka_unit_test(test_engine_refused),
 	};
+	const struct CMUnitTest engine_unix[] = {
+	    cmocka_unit_test(test_engine_unix),
+	};
 	int r = cmocka_run_group_tests(tests, NULL, NULL);
 
-	return r + cmocka_run_group_tests_name("engine", engine, engine_setup,
-					       engine_teardown);
+	r += cmocka_run_group_tests_name("engine", engine, engine_setup,
+					 engine_teardown);
+	return r + cmocka_run_group_tests_name("engine over a Unix socket",
+					       engine_unix, engine_setup_unix,
+					       engine_teardown_unix);
 }
