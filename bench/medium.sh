@@ -175,7 +175,7 @@ sync_run() {
 	settle
 	w0=$(wire)
 	t0=$(now)
-	$ns /usr/bin/time -f %M -o "$MW/sync.rss" "$B/bin/ferry" sync -q -c "$cache" "$URL" "$dest" >"$MW/sync.log" 2>&1
+	$ns /usr/bin/time -f %M -o "$MW/sync.rss" "$B/bin/ferry" sync -q --cache-dir "$cache" "$URL" "$dest" >"$MW/sync.log" 2>&1
 	rc=$?
 	t1=$(now)
 	wb=$(($(wire) - w0))

@@ -399,7 +399,7 @@ bench_ferry_sync() {
 	pL=$!
 	$LIB waitfile "$dest/$SMALL_REL" "$SMALL_SIZE" "$t0" >"$RUN/fbS" &
 	pS=$!
-	$NSD /usr/bin/time -f %M -o "$RUN/sync.rss" "$B/bin/ferry" sync -q $SYNC_OPTS -c "$cache" "$URL" "$dest" >"$RUN/sync.log" 2>&1
+	$NSD /usr/bin/time -f %M -o "$RUN/sync.rss" "$B/bin/ferry" sync -q $SYNC_OPTS --cache-dir "$cache" "$URL" "$dest" >"$RUN/sync.log" 2>&1
 	rc=$?
 	t1=$(now)
 	local w1; w1=$(wire)

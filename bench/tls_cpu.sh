@@ -53,7 +53,7 @@ for run in $(seq 1 "$RUNS"); do
 		rm -rf "$W/dest" "$W/cache"
 		c0=$(cpu "$pid")
 		t0=$(date +%s.%N)
-		/usr/bin/time -f "%U %S" -o "$W/time" "$B/bin/ferry" sync -q -c "$W/cache" "${opts[@]}" "$url" "$W/dest" ||
+		/usr/bin/time -f "%U %S" -o "$W/time" "$B/bin/ferry" sync -q --cache-dir "$W/cache" "${opts[@]}" "$url" "$W/dest" ||
 			{ echo "bench/tls_cpu.sh: ferry sync over $mode failed" >&2; exit 1; }
 		t1=$(date +%s.%N)
 		c1=$(cpu "$pid")

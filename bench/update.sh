@@ -96,7 +96,7 @@ for i in $(seq 1 100); do $NSD bash -c "exec 3<>/dev/tcp/$SRC_IP/873" 2>/dev/nul
 
 log "first copies: rsync -aHX and ferry sync at $RATE"
 $NSD rsync -aHX "rsync://$SRC_IP/w/" "$UW/rsync/" || { log "first rsync failed"; exit 1; }
-$NSD "$B/bin/ferry" sync -q -c "$UW/cache" "$URL" "$UW/ferry" || { log "first ferry sync failed"; exit 1; }
+$NSD "$B/bin/ferry" sync -q --cache-dir "$UW/cache" "$URL" "$UW/ferry" || { log "first ferry sync failed"; exit 1; }
 rest0=$(sqlite3 "$UW/cache/state.db" "select coalesce(sum(frame_len),0) from chunk" 2>/dev/null || echo 0)
 
 # A mount that follows the source (--poll 1), complete before the change.
@@ -161,7 +161,7 @@ log "rsync -aHX --delete rerun: $(dt "$t0" "$t1")s wire=$((w1 - w0)) $ok"
 settle
 w0=$(wire)
 t0=$(now)
-$NSD "$B/bin/ferry" sync --delete --stats -c "$UW/cache" "$URL" "$UW/ferry" >"$UW/ferry.stats" 2>&1
+$NSD "$B/bin/ferry" sync --delete --stats --cache-dir "$UW/cache" "$URL" "$UW/ferry" >"$UW/ferry.stats" 2>&1
 rc=$?
 t1=$(now)
 w1=$(wire)

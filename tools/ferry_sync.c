@@ -92,11 +92,11 @@ static void usage(FILE *f)
 	    "  -e, --rsh COMMAND    the ssh command line for HOST:PATH\n"
 	    "                       (default: $FERRY_RSH, else ssh)\n"
 	    "      --remote-ferry PATH  ferry-replicator's path on HOST\n"
-	    "  -c, --cache-dir DIR  chunk store and catalogs (default: as for\n"
+	    "      --cache-dir DIR  chunk store and catalogs (default: as for\n"
 	    "                       ferry-hydrator, ~/.cache/ferry/NAME-HASH "
 	    "or\n"
-	    "                       /var/cache/ferry/NAME-HASH as root); not\n"
-	    "                       rsync's -c: content is always compared\n"
+	    "                       /var/cache/ferry/NAME-HASH as root); -c\n"
+	    "                       is rsync's --checksum since 0.2\n"
 	    "  -n, --dry-run        show what would change; fetch no chunk\n"
 	    "  -i, --itemize-changes  one line per change in rsync's format\n"
 	    "                       (YXcstpoguax PATH)\n"
@@ -137,10 +137,16 @@ static void usage(FILE *f)
 	    "  -v, --verbose        name each entry created, written or\n"
 	    "                       deleted; -vv also every retry (debug)\n"
 	    "  -q, --quiet          no progress and no summary, errors only\n"
-	    "  -a -r -l -p -t -g -o -D -H -X -z, --archive, --checksum,\n"
-	    "  --partial, --numeric-ids\n"
-	    "                       accepted: what ferry always "
-	    "does\n" HYD_CREDS_HELP "  -h, --help           this text\n"
+	    "  -a -r -l -p -t -g -o -D -H -X -A -S -z -c -h, --archive,\n"
+	    "  --checksum, --partial, --numeric-ids, --human-readable,\n"
+	    "  --acls, --sparse, --xattrs, --hard-links, --compress\n"
+	    "                       accepted: what ferry always does (ACLs\n"
+	    "                       as their xattrs, holes kept, content\n"
+	    "                       compared by SHA-256, sizes human-\n"
+	    "                       readable); any other rsync option is\n"
+	    "                       refused, named (-x among "
+	    "them)\n" HYD_CREDS_HELP "      --help           this text\n"
+	    "      --version        ferry's version\n"
 	    "\n"
 	    "Exit status (rsync's): 0 done, 1 usage, 2 unsupported catalog,\n"
 	    "10 server unreachable, 11 DEST not writable, 12 bad data from\n"
@@ -258,6 +264,10 @@ enum {
 	OPT_POLL,
 	OPT_NOOP,
 	OPT_REMOTE_FERRY,
+	OPT_CACHE_DIR,
+	OPT_HELP,
+	OPT_VERSION,
+	OPT_ONE_FS,
 };
 
 /* --prefetch FILE: read and checked now (a bad trace is a usage error). */
@@ -321,7 +331,7 @@ static int parse_args(int argc, char **argv, struct args *a,
 		      struct ferry_sync_out *c)
 {
 	static const struct option longopts[] = {
-	    {"cache-dir", required_argument, NULL, 'c'},
+	    {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
 	    {"jobs", required_argument, NULL, 'j'},
 	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	    {"no-owners", no_argument, NULL, OPT_NO_OWNERS},
@@ -351,7 +361,15 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"numeric-ids", no_argument, NULL, OPT_NOOP},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
-	    {"help", no_argument, NULL, 'h'},
+	    {"help", no_argument, NULL, OPT_HELP},
+	    {"version", no_argument, NULL, OPT_VERSION},
+	    {"human-readable", no_argument, NULL, OPT_NOOP},
+	    {"acls", no_argument, NULL, OPT_NOOP},
+	    {"sparse", no_argument, NULL, OPT_NOOP},
+	    {"one-file-system", no_argument, NULL, OPT_ONE_FS},
+	    {"xattrs", no_argument, NULL, OPT_NOOP},
+	    {"hard-links", no_argument, NULL, OPT_NOOP},
+	    {"compress", no_argument, NULL, OPT_NOOP},
 	    HYD_CREDS_LONGOPTS,
 	    {NULL, 0, NULL, 0},
 	};
@@ -361,10 +379,10 @@ static int parse_args(int argc, char **argv, struct args *a,
 
 	opterr = 0;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":c:j:f:e:niPvqharlptgoDHXz",
+	while ((ch = getopt_long(argc, argv, ":j:f:e:niPvqharlptgoDHXzcASxh",
 				 longopts, NULL)) != -1) {
 		switch (ch) {
-		case 'c':
+		case OPT_CACHE_DIR:
 			o->cache_dir = optarg;
 			break;
 		case 'e':
@@ -457,10 +475,23 @@ static int parse_args(int argc, char **argv, struct args *a,
 		case 'q':
 			c->quiet = 1;
 			break;
-		case 'h':
+		case OPT_HELP:
 			usage(stdout);
 			return 1;
+		case OPT_VERSION:
+			printf("ferry sync %s\n", FERRY_VERSION);
+			return 1;
+		case 'x':
+		case OPT_ONE_FS:
+			base_error("-x (--one-file-system) is not supported: "
+				   "the replicator walks the source, across "
+				   "the file systems mounted in it");
+			return -1;
 		case OPT_NOOP:
+		case 'h': /* human-readable: what ferry always prints */
+		case 'c': /* --checksum: content is always compared */
+		case 'A': /* ACLs: copied as the xattrs that hold them */
+		case 'S': /* sparse: holes are always kept */
 		case 'a':
 		case 'r':
 		case 'l':

@@ -56,7 +56,7 @@ PY
 # the source.
 sync_from() {
 	rm -rf "$T/cache.$2"
-	nsenter --net=/run/netns/"$1" "$FERRY" sync -c "$T/cache.$2" http://10.232.0.1:8710/v1/n "$T/$2" >"$T/$2.log" 2>&1 ||
+	nsenter --net=/run/netns/"$1" "$FERRY" sync --cache-dir "$T/cache.$2" http://10.232.0.1:8710/v1/n "$T/$2" >"$T/$2.log" 2>&1 ||
 		{ cat "$T/$2.log"; die "ferry sync from $1 failed"; }
 	python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/$2" >"$T/cmp.txt" ||
 		{ cat "$T/cmp.txt"; die "ferry sync from $1: tree differs from the source"; }

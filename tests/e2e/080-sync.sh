@@ -19,7 +19,7 @@ rsync -aHX "$T/src/" "$T/rsync/" || die "rsync -aHX failed"
 
 # A first run killed part way, then run again to completion.
 # (a cap keeps it running long enough to be killed part way)
-"$FERRY" sync --bwlimit 4M -c "$T/cache" "$URL" "$T/dest" >"$T/sync0.log" 2>&1 &
+"$FERRY" sync --bwlimit 4M --cache-dir "$T/cache" "$URL" "$T/dest" >"$T/sync0.log" 2>&1 &
 spid=$!
 stored_n() { sqlite3 "$T/cache/state.db" "select count(*) from chunk" 2>/dev/null || echo 0; }
 wait_for 60 eval '[ "$(stored_n)" -ge 20 ]' || die "the first run did not store 20 chunks"
@@ -32,7 +32,7 @@ lost=$(($(repl_stat "$port" s chunks_served) - at_kill))
 distinct=$(sql "$(manifests_db s "$T/manifests.db")" "select count(distinct id) from chunk")
 log "first run killed with $at_kill of $distinct chunks stored, $lost in flight"
 [ "$at_kill" -lt "$distinct" ] || die "the kill landed after every chunk was stored ($at_kill of $distinct)"
-"$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/sync1.log" 2>&1 || { cat "$T/sync1.log"; die "sync after the kill failed"; }
+"$FERRY" sync --cache-dir "$T/cache" "$URL" "$T/dest" >"$T/sync1.log" 2>&1 || { cat "$T/sync1.log"; die "sync after the kill failed"; }
 tail -n 12 "$T/sync1.log"
 extra=$(($(repl_stat "$port" s chunks_served) - distinct))
 [ "$extra" -le "$lost" ] || die "the resumed sync refetched $extra chunks, more than the $lost in flight at the kill"
@@ -51,7 +51,7 @@ served=$(repl_stat "$port" s chunks_served)
 # Any write, chmod, chown, xattr change or rename moves a ctime; a
 # replaced file also gets a new inode.
 find "$T/dest" -printf '%p %T@ %C@ %i\n' | sort >"$T/before.txt"
-"$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/sync2.log" 2>&1 || { cat "$T/sync2.log"; die "second sync failed"; }
+"$FERRY" sync --cache-dir "$T/cache" "$URL" "$T/dest" >"$T/sync2.log" 2>&1 || { cat "$T/sync2.log"; die "second sync failed"; }
 find "$T/dest" -printf '%p %T@ %C@ %i\n' | sort >"$T/after.txt"
 [ "$(repl_stat "$port" s chunks_served)" = "$served" ] || die "second sync fetched chunks"
 cmp -s "$T/before.txt" "$T/after.txt" || { diff "$T/before.txt" "$T/after.txt" | head; die "second sync touched entries (mtime, ctime or inode moved)"; }
@@ -61,7 +61,7 @@ ok "second run: nothing fetched, no entry touched (ctime, mtime, inode), content
 # Refused destinations and a bad URL: one line, non-zero exit.
 mkdir -p "$T/mnt"; MOUNTS+=("$T/mnt")
 "$HYD" -c "$T/cache-m" --no-backfill "$URL" "$T/mnt" || die "mount for the refusal test"
-if "$FERRY" sync -c "$T/cache2" "$URL" "$T/mnt/inside" 2>"$T/err"; then die "DEST inside the mount accepted"; fi
+if "$FERRY" sync --cache-dir "$T/cache2" "$URL" "$T/mnt/inside" 2>"$T/err"; then die "DEST inside the mount accepted"; fi
 grep -qi "mount" "$T/err" || die "refusal does not say why: $(cat "$T/err")"
 ok "DEST inside a ferry mount refused: $(cat "$T/err")"
 fusermount3 -u "$T/mnt"

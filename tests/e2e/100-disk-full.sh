@@ -54,7 +54,7 @@ URL="http://127.0.0.1:$port/v1/f"
 mkdir -p "$T/dest"
 mount -t tmpfs -o size=8m tmpfs "$T/dest" || die "cannot mount a second tmpfs"
 rc=0
-"$FERRY" sync -c "$T/scache" "$URL" "$T/dest" >"$T/sync-full.log" 2>&1 || rc=$?
+"$FERRY" sync --cache-dir "$T/scache" "$URL" "$T/dest" >"$T/sync-full.log" 2>&1 || rc=$?
 [ "$rc" = 11 ] || { cat "$T/sync-full.log"; die "sync onto a full disk exits $rc, not 11"; }
 grep -qi "no space" "$T/sync-full.log" || { cat "$T/sync-full.log"; die "sync onto a full disk does not say why"; }
 left=$(find "$T/dest" -name '.ferry-tmp.*' | wc -l)
@@ -67,6 +67,6 @@ done < <(find "$T/dest" -type f -print0)
 [ "$n" -gt 0 ] || die "nothing written before the disk filled"
 ok "sync onto a full disk: exit 11 (no space), no temp file, the $n file(s) there whole"
 mount -o remount,size=256m "$T/dest" || die "cannot grow the DEST tmpfs"
-"$FERRY" sync -c "$T/scache" "$URL" "$T/dest" >"$T/sync-again.log" 2>&1 || { cat "$T/sync-again.log"; die "sync after space returned failed"; }
+"$FERRY" sync --cache-dir "$T/scache" "$URL" "$T/dest" >"$T/sync-again.log" 2>&1 || { cat "$T/sync-again.log"; die "sync after space returned failed"; }
 python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >"$T/cmp2.txt" || { cat "$T/cmp2.txt"; die "tree differs after the rerun"; }
 ok "space back: a rerun of the sync completed; tree identical"

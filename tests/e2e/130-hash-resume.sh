@@ -14,7 +14,7 @@ total=$(find "$S" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
 port=$(free_port)
 FERRY_HASH_DELAY_MS=300 REPL_OPTS="--scan-threads 1" start_repl "$port" "h=$S"
 URL="http://127.0.0.1:$port/v1/h"
-"$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/sync.log" 2>&1 &
+"$FERRY" sync --cache-dir "$T/cache" "$URL" "$T/dest" >"$T/sync.log" 2>&1 &
 spid=$!
 IDX="$T/state/h/source/1.db"
 for i in $(seq 1 300); do

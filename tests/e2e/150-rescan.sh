@@ -79,7 +79,7 @@ ok "change + SIGHUP: generation 2 published; walk read 0 bytes, hashing 36 (the 
 cmp "$S/big" "$M/big" || die "the generation-1 mount cannot read a file generation 2 shares"
 ok "a mount of generation 1 reads the shared file after the switch"
 
-"$FERRY" sync -c "$T/scache" "$URL" "$T/dest" >"$T/sync.log" 2>&1 || { cat "$T/sync.log"; die "sync failed"; }
+"$FERRY" sync --cache-dir "$T/scache" "$URL" "$T/dest" >"$T/sync.log" 2>&1 || { cat "$T/sync.log"; die "sync failed"; }
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "sync of generation 2 differs from the source"; }
 ok "ferry sync of generation 2 equals the changed source"
 

@@ -40,7 +40,7 @@ port=$(free_port)
 URL="http://127.0.0.1:$port/v1/r"
 start_repl "$port" "r=$S"
 
-"$FERRY" sync -q -c "$T/c" "$URL" "$T/d" || die "first sync failed"
+"$FERRY" sync -q --cache-dir "$T/c" "$URL" "$T/d" || die "first sync failed"
 rsync -aHX "$S/" "$T/rs/" || die "first rsync failed"
 # whole seconds apart, as rsync compares times
 sleep 1.1
@@ -64,7 +64,7 @@ for i in $(seq 1 100); do [ "$(curl -sf "$URL/HEAD")" = 2 ] && break; sleep 0.1;
 
 items() { grep -v -e '^wrote ' -e '^would ' -e '^deleted ' -e '^total size ' | sort; }
 rsync -aHX --delete -n -i "$S/" "$T/rs/" | sort >"$T/rsync-n.txt"
-"$FERRY" sync -c "$T/c" --delete -n -i "$URL" "$T/d" | items >"$T/ferry-n.txt" ||
+"$FERRY" sync --cache-dir "$T/c" --delete -n -i "$URL" "$T/d" | items >"$T/ferry-n.txt" ||
 	die "ferry sync -n failed"
 diff "$T/rsync-n.txt" "$T/ferry-n.txt" >"$T/diff-n.txt" || { cat "$T/diff-n.txt"; die "-n -i differs from rsync's"; }
 [ "$(wc -l <"$T/ferry-n.txt")" -ge 12 ] || { cat "$T/ferry-n.txt"; die "too few items: the change did not show"; }
@@ -73,18 +73,18 @@ python3 "$E2E_LIB/treecmp.py" --content "$T/rs" "$T/d" >"$T/treecmp.out" ||
 ok "-n -i --delete prints what rsync -n -i prints ($(wc -l <"$T/ferry-n.txt") items) and changes nothing"
 
 rsync -aHX --delete -i "$S/" "$T/rs/" | sort >"$T/rsync-i.txt"
-"$FERRY" sync -c "$T/c" --delete -i "$URL" "$T/d" >"$T/ferry-i.raw" || die "ferry sync --delete failed"
+"$FERRY" sync --cache-dir "$T/c" --delete -i "$URL" "$T/d" >"$T/ferry-i.raw" || die "ferry sync --delete failed"
 items <"$T/ferry-i.raw" >"$T/ferry-i.txt"
 diff "$T/rsync-i.txt" "$T/ferry-i.txt" >"$T/diff-i.txt" || { cat "$T/diff-i.txt"; die "-i differs from rsync's"; }
 python3 "$E2E_LIB/treecmp.py" --content "$T/rs" "$T/d" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "DEST differs from rsync -aHX --delete's"; }
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/d" >"$T/treecmp.out" ||
 	{ cat "$T/treecmp.out"; die "DEST differs from the source"; }
 grep -q '^deleted 8 entries' "$T/ferry-i.raw" || { cat "$T/ferry-i.raw"; die "summary does not count 8 deletions"; }
-"$FERRY" sync -c "$T/c" --delete -i "$URL" "$T/d" | items >"$T/again.txt"
+"$FERRY" sync --cache-dir "$T/c" --delete -i "$URL" "$T/d" | items >"$T/again.txt"
 [ ! -s "$T/again.txt" ] || { cat "$T/again.txt"; die "a rerun changed something"; }
 ok "--delete -i: the same items as rsync, DEST equal to rsync's copy, a rerun changes nothing"
 
-"$FERRY" sync -c "$T/c" --delete -v "$URL" "$T/dv" >"$T/v.txt" || die "sync -v failed"
+"$FERRY" sync --cache-dir "$T/c" --delete -v "$URL" "$T/dv" >"$T/v.txt" || die "sync -v failed"
 grep -qx 'a.txt' "$T/v.txt" && grep -qx 'new.txt => dir/new-link' "$T/v.txt" && grep -qx 'newdir/' "$T/v.txt" || { cat "$T/v.txt"; die "-v does not name what it wrote"; }
 ok "-v names what it writes"
 
@@ -93,7 +93,7 @@ n=0
 check_rules() {
 	n=$((n + 1))
 	rsync -aHX --delete "$@" "$S/" "$T/rf$n/" || die "rsync $* failed"
-	"$FERRY" sync -q -c "$T/c" --delete "$@" "$URL" "$T/ff$n" || die "ferry sync $* failed"
+	"$FERRY" sync -q --cache-dir "$T/c" --delete "$@" "$URL" "$T/ff$n" || die "ferry sync $* failed"
 	python3 "$E2E_LIB/treecmp.py" --content "$T/rf$n" "$T/ff$n" >"$T/cmp$n.txt" ||
 		{ cat "$T/cmp$n.txt"; die "rules '$*': ferry's tree differs from rsync's"; }
 }
@@ -119,32 +119,32 @@ for d in rp fp; do
 	touch -d '2020-03-03 03:03:03.5' "$T/$d/local.log" "$T/$d/other"
 done
 rsync -aHX --delete --exclude '*.log' "$S/" "$T/rp/"
-"$FERRY" sync -q -c "$T/c" --delete --exclude '*.log' "$URL" "$T/fp" || die "sync --exclude --delete failed"
+"$FERRY" sync -q --cache-dir "$T/c" --delete --exclude '*.log' "$URL" "$T/fp" || die "sync --exclude --delete failed"
 [ -f "$T/fp/local.log" ] && [ ! -e "$T/fp/other" ] || die "--delete: excluded entry not protected, or extra entry kept"
 python3 "$E2E_LIB/treecmp.py" --content "$T/rp" "$T/fp" >"$T/cmp-p.txt" ||
 	{ cat "$T/cmp-p.txt"; die "--exclude --delete differs from rsync's"; }
 rsync -aHX --delete-excluded --exclude '*.log' "$S/" "$T/rp/"
-"$FERRY" sync -q -c "$T/c" --delete-excluded --exclude '*.log' "$URL" "$T/fp" || die "sync --delete-excluded failed"
+"$FERRY" sync -q --cache-dir "$T/c" --delete-excluded --exclude '*.log' "$URL" "$T/fp" || die "sync --delete-excluded failed"
 [ ! -e "$T/fp/local.log" ] || die "--delete-excluded kept the excluded entry"
 python3 "$E2E_LIB/treecmp.py" --content "$T/rp" "$T/fp" >"$T/treecmp.out" ||
 	{ cat "$T/treecmp.out"; die "--delete-excluded differs from rsync's"; }
 echo mine >"$T/fp/keep.me"
-"$FERRY" sync -q -c "$T/c" --delete --filter 'P *.me' "$URL" "$T/fp" || die "sync --filter P failed"
+"$FERRY" sync -q --cache-dir "$T/c" --delete --filter 'P *.me' "$URL" "$T/fp" || die "sync --filter P failed"
 [ -f "$T/fp/keep.me" ] || die "a P rule did not protect from --delete"
 ok "--delete protects excluded and P entries; --delete-excluded removes excluded ones"
 
 # A subtree: with a trailing slash its contents, without it DEST/NAME.
 rsync -aHX "$S/dir" "$T/rsub1/"
-"$FERRY" sync -q -c "$T/c" "$URL/dir" "$T/fsub1" || die "sync of a subtree failed"
+"$FERRY" sync -q --cache-dir "$T/c" "$URL/dir" "$T/fsub1" || die "sync of a subtree failed"
 [ -d "$T/fsub1/dir/deep" ] || die "URL/dir did not make DEST/dir"
 python3 "$E2E_LIB/treecmp.py" --content "$T/rsub1/dir" "$T/fsub1/dir" >"$T/treecmp.out" ||
 	{ cat "$T/treecmp.out"; die "URL/dir differs from rsync SRC/dir"; }
 [ "$(ls "$T/fsub1")" = dir ] || die "URL/dir put more than dir into DEST"
 rsync -aHX "$S/dir/" "$T/rsub2/"
-"$FERRY" sync -q -c "$T/c" "$URL/dir/" "$T/fsub2" || die "sync of a subtree/ failed"
+"$FERRY" sync -q --cache-dir "$T/c" "$URL/dir/" "$T/fsub2" || die "sync of a subtree/ failed"
 python3 "$E2E_LIB/treecmp.py" --content "$T/rsub2" "$T/fsub2" >"$T/treecmp.out" ||
 	{ cat "$T/treecmp.out"; die "URL/dir/ differs from rsync SRC/dir/"; }
-"$FERRY" sync -q -c "$T/c" "$URL/no/such" "$T/fsub3" 2>"$T/err"
+"$FERRY" sync -q --cache-dir "$T/c" "$URL/no/such" "$T/fsub3" 2>"$T/err"
 rc=$?
 [ "$rc" = 23 ] || die "a missing subtree exits $rc, not 23: $(cat "$T/err")"
 ok "subtrees follow rsync's trailing-slash rule; a missing one exits 23"
@@ -157,12 +157,31 @@ ok "subtrees follow rsync's trailing-slash rule; a missing one exits 23"
 "$FERRY" sync --bwlimit fast "$URL" "$T/x" 2>/dev/null; rc=$?
 [ "$rc" = 1 ] || die "a bad --bwlimit exits $rc, not 1"
 dead=$(free_port)
-"$FERRY" sync -q -c "$T/cdead" "http://127.0.0.1:$dead/v1/r" "$T/x" 2>"$T/err"; rc=$?
+"$FERRY" sync -q --cache-dir "$T/cdead" "http://127.0.0.1:$dead/v1/r" "$T/x" 2>"$T/err"; rc=$?
 [ "$rc" = 10 ] || die "an unreachable server exits $rc, not 10: $(cat "$T/err")"
-"$FERRY" sync -a -H -X -z -P --bwlimit 100M --stats -c "$T/c" "$URL" "$T/d" >"$T/stats.txt" ||
+"$FERRY" sync -a -H -X -z -P --bwlimit 100M --stats --cache-dir "$T/c" "$URL" "$T/d" >"$T/stats.txt" ||
 	die "rsync's everyday flags are refused"
 grep -q '^Number of deleted entries: 0' "$T/stats.txt" || die "--stats has no deletion count"
 ok "exit codes 1 (usage), 10 (unreachable); -a -H -X -z -P --bwlimit --stats accepted"
+
+# rsync's letters with rsync's meanings: -h is human-readable (a script's
+# -avhP copies, it does not print help), -c --checksum, -A and -S what
+# ferry does anyway; -x is refused by name; --version.
+tree_of() { (cd "$1" && find . -printf '%y %m %s %T@ %l %P\n' | sort && find . -type f -exec sha256sum {} + | sort); }
+"$FERRY" sync -avhP --cache-dir "$T/c" "$URL" "$T/davhp" >"$T/avhp.txt" 2>&1 ||
+	{ cat "$T/avhp.txt"; die "-avhP URL DEST failed"; }
+grep -q '^Usage' "$T/avhp.txt" && die "-avhP printed the help"
+[ "$(tree_of "$T/d")" = "$(tree_of "$T/davhp")" ] || die "-avhP did not copy the tree"
+"$FERRY" sync -aHAXSc -q --cache-dir "$T/c" "$URL" "$T/dahax" || die "-aHAXSc failed"
+[ "$(tree_of "$T/d")" = "$(tree_of "$T/dahax")" ] || die "-aHAXSc did not copy the tree"
+"$FERRY" sync -ax --cache-dir "$T/c" "$URL" "$T/dx" 2>"$T/err"; rc=$?
+[ "$rc" = 1 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -q -- '-x (--one-file-system)' "$T/err" ||
+	{ cat "$T/err"; die "-x: exit $rc, not 1 with one line naming it"; }
+[ ! -e "$T/dx" ] || die "-x was refused but DEST was made"
+"$FERRY" sync --delete-delay "$URL" "$T/dx" 2>"$T/err"; rc=$?
+[ "$rc" = 1 ] && grep -q -- "--delete-delay" "$T/err" || die "an unknown rsync option: exit $rc, or not named"
+"$FERRY" sync --version | grep -q '^ferry sync [0-9]' || die "--version"
+ok "-avhP copies, -aHAXSc copies, -x and --delete-delay refused by name, --version"
 
 # --delete after an entry vanished at the source: nothing deleted (exit
 # 24), unless --ignore-errors.
@@ -173,11 +192,11 @@ for i in 1 2 3; do head -c 100000 /dev/urandom >"$V/f$i"; done
 FERRY_HASH_DELAY_MS=1500 start_repl "$port" "r=$V"
 echo changed >>"$V/f3" # before the hasher reaches it
 mkdir -p "$T/dv2" && echo extra >"$T/dv2/extra"
-"$FERRY" sync -q -c "$T/cv" --delete "$URL" "$T/dv2" 2>"$T/err"; rc=$?
+"$FERRY" sync -q --cache-dir "$T/cv" --delete "$URL" "$T/dv2" 2>"$T/err"; rc=$?
 [ "$rc" = 24 ] || die "a file changed before it was hashed exits $rc, not 24: $(cat "$T/err")"
 grep -q 'IO error encountered -- skipping file deletion' "$T/err" || die "no 'skipping file deletion' line: $(cat "$T/err")"
 [ -f "$T/dv2/extra" ] || die "--delete deleted after an error"
-"$FERRY" sync -q -c "$T/cv" --delete --ignore-errors "$URL" "$T/dv2" 2>/dev/null; rc=$?
+"$FERRY" sync -q --cache-dir "$T/cv" --delete --ignore-errors "$URL" "$T/dv2" 2>/dev/null; rc=$?
 [ "$rc" = 24 ] || die "--ignore-errors run exits $rc, not 24"
 [ ! -e "$T/dv2/extra" ] || die "--ignore-errors did not delete"
 ok "a vanished file: exit 24, deletions skipped; --ignore-errors deletes"
@@ -185,7 +204,7 @@ stop_repl || die "replicator did not stop cleanly"
 
 # --watch follows a new generation; SIGINT ends it with 20.
 start_repl "$port" "r=$S"
-"$FERRY" sync -q --watch --poll 1 --delete -c "$T/cw" "$URL" "$T/dw" 2>"$T/watch.err" &
+"$FERRY" sync -q --watch --poll 1 --delete --cache-dir "$T/cw" "$URL" "$T/dw" 2>"$T/watch.err" &
 wpid=$!
 for i in $(seq 1 100); do [ -f "$T/dw/new.txt" ] && break; sleep 0.1; done
 [ -f "$T/dw/new.txt" ] || die "--watch did not sync at first"

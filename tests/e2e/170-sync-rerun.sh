@@ -25,7 +25,7 @@ start_repl "$port" "r=$T/src"
 # rchar of one ferry sync run: bash adds a reaped child's I/O to its own
 reads() {
 	bash -c '"$@" >/dev/null 2>&1 || exit 1; awk "/^rchar/ {print \$2}" /proc/$$/io' _ \
-		"$FERRY" sync -q -c "$T/cache" "$URL" "$T/dest"
+		"$FERRY" sync -q --cache-dir "$T/cache" "$URL" "$T/dest"
 }
 first=$(reads) || die "first sync failed"
 again=$(reads) || die "rerun failed"
@@ -55,7 +55,7 @@ src_victim=$(find "$T/src" -type f -size +1M | sort | head -n 1)
 printf 'changed' | dd of="$src_victim" bs=1 seek=1000 conv=notrunc status=none
 kill -HUP "$REPL_PID"
 for i in $(seq 1 100); do [ "$(curl -sf "$URL/HEAD")" = 2 ] && break; sleep 0.1; done
-"$FERRY" sync -c "$T/cache" --stats "$URL" "$T/dest" >"$T/stats.txt" 2>&1 || { cat "$T/stats.txt"; die "sync after the change failed"; }
+"$FERRY" sync --cache-dir "$T/cache" --stats "$URL" "$T/dest" >"$T/stats.txt" 2>&1 || { cat "$T/stats.txt"; die "sync after the change failed"; }
 fetched=$(awk -F': ' '/^Chunks fetched/ {print $2}' "$T/stats.txt")
 written=$(awk -F': ' '/^Number of regular files written/ {print $2}' "$T/stats.txt")
 [ "$written" = 1 ] || { cat "$T/stats.txt"; die "$written files written for one changed file"; }
@@ -74,7 +74,7 @@ srel=${sv#"$T/src/"}
 # every chunk of it changes: each one is refused
 head -c "$(stat -c %s "$sv")" /dev/urandom | dd of="$sv" conv=notrunc status=none
 rc=0
-"$FERRY" sync -c "$T/cache3" "$URL" "$T/dest3" >"$T/stale.out" 2>"$T/stale.err" || rc=$?
+"$FERRY" sync --cache-dir "$T/cache3" "$URL" "$T/dest3" >"$T/stale.out" 2>"$T/stale.err" || rc=$?
 [ "$rc" = 24 ] || { cat "$T/stale.err"; die "a file changed after the scan exits $rc, not 24"; }
 [ "$(grep -c "$srel" "$T/stale.err")" = 1 ] || { cat "$T/stale.err"; die "the changed file is not named exactly once"; }
 grep -q "error: the source file changed since the scan .*path=\"$T/dest3/$srel\"" "$T/stale.err" ||
@@ -95,7 +95,7 @@ mk_bulk_tree "$T/src2" 24
 start_repl "$port" "r=$T/src" "s=$T/src2"
 URL2="http://127.0.0.1:$port/v1/s"
 total2=$(sql "$(manifests_db s "$T/m2.db")" "select count(distinct id) from chunk")
-"$FERRY" sync -q --bwlimit 2M --timeout 1 -c "$T/cache2" "$URL2" "$T/dest2" 2>"$T/gone.err" &
+"$FERRY" sync -q --bwlimit 2M --timeout 1 --cache-dir "$T/cache2" "$URL2" "$T/dest2" 2>"$T/gone.err" &
 spid=$!
 stored2() { sqlite3 "$T/cache2/state.db" "select count(*) from chunk" 2>/dev/null || echo 0; }
 wait_for 60 eval '[ "$(stored2)" -ge 10 ]' || die "the sync stored nothing from the second namespace"
@@ -111,7 +111,7 @@ wait "$spid"; rc=$?
 [ "$rc" = 10 ] || [ "$rc" = 30 ] || { cat "$T/gone.err"; die "a server gone mid-run exits $rc, not 10 or 30"; }
 grep -q 'giving up fetching' "$T/gone.err" || { cat "$T/gone.err"; die "no 'giving up' line"; }
 start_repl "$port" "r=$T/src" "s=$T/src2"
-"$FERRY" sync -q -c "$T/cache2" "$URL2" "$T/dest2" || die "rerun after the server came back failed"
+"$FERRY" sync -q --cache-dir "$T/cache2" "$URL2" "$T/dest2" || die "rerun after the server came back failed"
 python3 "$E2E_LIB/treecmp.py" --content "$T/src2" "$T/dest2" >"$T/treecmp.out" ||
 	{ cat "$T/treecmp.out"; die "tree differs after the rerun"; }
 ok "server killed mid-run: exit $rc; back again, the rerun completes the tree"

@@ -35,7 +35,7 @@ change_1pct() {
 	wait_hashed "$port" r 60 || die "not hashed"
 }
 change_1pct 01 # generation 2: the manifests hashed since 1 are in it
-"$FERRY" sync -q -c "$T/cache" "$URL" "$T/dest" || die "first sync failed"
+"$FERRY" sync -q --cache-dir "$T/cache" "$URL" "$T/dest" || die "first sync failed"
 change_1pct 02 # generation 3
 full=$(curl -sf "$URL/catalog/3" | wc -c)
 delta=$(curl -sf "$URL/delta/2/3" | wc -c)
@@ -43,7 +43,7 @@ delta=$(curl -sf "$URL/delta/2/3" | wc -c)
 [ $((delta * 100)) -le $((full * 5)) ] || die "delta $delta bytes is more than 5% of the catalog's $full"
 ok "1% changed: delta 2 -> 3 is $delta bytes, $((delta * 1000 / full))/1000 of the whole catalog ($full)"
 
-"$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/sync.out" 2>"$T/sync.err" || { cat "$T/sync.err"; die "sync failed"; }
+"$FERRY" sync --cache-dir "$T/cache" "$URL" "$T/dest" >"$T/sync.out" 2>"$T/sync.err" || { cat "$T/sync.err"; die "sync failed"; }
 grep -q 'catalog from a delta from=2 to=3' "$T/sync.err" || { cat "$T/sync.err"; die "the rerun did not use the delta"; }
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest" >/dev/null || die "tree differs after the delta"
 rows() { # DB: every row of the catalog's tables, in key order
@@ -64,7 +64,7 @@ REPL_OPTS="--keep-generations 1" start_repl "$port" "r=$S"
 change_1pct 03 # generation 4; 3 is removed
 code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/delta/3/4")
 [ "$code" = 404 ] || die "delta from a removed generation answers $code"
-"$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/sync.out" 2>"$T/sync.err" || { cat "$T/sync.err"; die "sync without a delta failed"; }
+"$FERRY" sync --cache-dir "$T/cache" "$URL" "$T/dest" >"$T/sync.out" 2>"$T/sync.err" || { cat "$T/sync.err"; die "sync without a delta failed"; }
 grep -q 'catalog from a delta' "$T/sync.err" && die "a delta was used though the server has none"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest" >/dev/null || die "tree differs after the full catalog"
 ok "older generation removed: delta 404, the rerun fetched the whole catalog and the tree is exact"

@@ -105,10 +105,10 @@ code 2 "ferry: unknown command" "$FERRY" frobnicate
 for a in -h --help -V --version; do code 0 "ferry $a" "$FERRY" "$a"; shown "ferry $a"; done
 
 # --- ferry sync: rsync's 1 for bad usage ---
-code 1 "sync: a bad URL" "$FERRY" sync -q -c "$T/sc" ftp://x/v1/n "$T/dx"
-code 1 "sync: a malformed name" "$FERRY" sync -q -c "$T/sc" "http://127.0.0.1:$port/v1/.n" "$T/dx"
-code 1 "sync: a bad --filter rule" "$FERRY" sync -q -c "$T/sc" --filter 'x y' "$URL" "$T/dx"
-code 1 "sync: --jobs 0" "$FERRY" sync -q -c "$T/sc" --jobs 0 "$URL" "$T/dx"
+code 1 "sync: a bad URL" "$FERRY" sync -q --cache-dir "$T/sc" ftp://x/v1/n "$T/dx"
+code 1 "sync: a malformed name" "$FERRY" sync -q --cache-dir "$T/sc" "http://127.0.0.1:$port/v1/.n" "$T/dx"
+code 1 "sync: a bad --filter rule" "$FERRY" sync -q --cache-dir "$T/sc" --filter 'x y' "$URL" "$T/dx"
+code 1 "sync: --jobs 0" "$FERRY" sync -q --cache-dir "$T/sc" --jobs 0 "$URL" "$T/dx"
 code 1 "sync: option without its value" "$FERRY" sync --exclude
 code 1 "sync: one argument" "$FERRY" sync "$URL"
 code 0 "sync --help" "$FERRY" sync --help
@@ -125,7 +125,7 @@ shown "verify --help"
 ok "ferry: usage errors exit 2 (ferry, verify) and 1 (sync), --help and --version 0 ($N cases)"
 
 # --- the outcomes of a run ---
-code 0 "sync" "$FERRY" sync -q -c "$T/sc" "$URL" "$T/dest"
+code 0 "sync" "$FERRY" sync -q --cache-dir "$T/sc" "$URL" "$T/dest"
 code 0 "verify of the cache" "$FERRY" verify -q "$T/sc"
 code 0 "verify of the tree" "$FERRY" verify -q -c "$T/sc" "$T/dest"
 code 1 "verify of a directory that is no cache" "$FERRY" verify -q "$T/plain"
@@ -135,10 +135,10 @@ rc=$?
 [ "$rc" = 1 ] || die "verify of a tampered tree exits $rc, not 1"
 ok "ferry verify: 0 for a good cache and tree, 1 for a tampered tree and for no cache"
 
-"$FERRY" sync -q -c "$T/sc2" "$URL" "$T/afile/dest" 2>"$T/err"
+"$FERRY" sync -q --cache-dir "$T/sc2" "$URL" "$T/afile/dest" 2>"$T/err"
 rc=$?
 [ "$rc" = 11 ] || die "sync into a DEST under a file exits $rc, not 11: $(cat "$T/err")"
-"$FERRY" sync -q -c "$T/sc3" "$URL" "$T/afile" 2>"$T/err"
+"$FERRY" sync -q --cache-dir "$T/sc3" "$URL" "$T/afile" 2>"$T/err"
 rc=$?
 [ "$rc" = 11 ] || die "sync onto a DEST that is a file exits $rc, not 11: $(cat "$T/err")"
 ok "ferry sync: a DEST that cannot be written exits 11"
@@ -149,7 +149,7 @@ ok "ferry sync: a DEST that cannot be written exits 11"
 # full, so the kernel drops further SYNs (tcp_abort_on_overflow 0, the
 # default) and the connect waits out ferry's 5 s.
 dead=$(free_port)
-code 10 "sync: connection refused" "$FERRY" sync -q -c "$T/sc8" "http://127.0.0.1:$dead/v1/n" "$T/d8"
+code 10 "sync: connection refused" "$FERRY" sync -q --cache-dir "$T/sc8" "http://127.0.0.1:$dead/v1/n" "$T/d8"
 grep -q "cannot reach" "$T/err" || die "a refused connection does not say so: $(cat "$T/err")"
 if [ "$(cat /proc/sys/net/ipv4/tcp_abort_on_overflow 2>/dev/null)" = 0 ]; then
 	bport=$(free_port)
@@ -172,7 +172,7 @@ PY
 	bpid=$!
 	for i in $(seq 1 50); do grep -q ready "$T/blackhole.out" && break; sleep 0.1; done
 	t0=$SECONDS
-	code 35 "sync: connect times out" "$FERRY" sync -q -c "$T/sc9" "http://127.0.0.1:$bport/v1/n" "$T/d9"
+	code 35 "sync: connect times out" "$FERRY" sync -q --cache-dir "$T/sc9" "http://127.0.0.1:$bport/v1/n" "$T/d9"
 	kill "$bpid"
 	wait "$bpid" 2>/dev/null
 	grep -qi "timeout\|timed out" "$T/err" || die "a connect that timed out does not say so: $(cat "$T/err")"
@@ -202,10 +202,10 @@ sport=$(free_port)
 python3 -m http.server --bind 127.0.0.1 "$sport" --directory "$T/static" >/dev/null 2>&1 &
 spid=$!
 for i in $(seq 1 100); do curl -sf "http://127.0.0.1:$sport/v1/bad/HEAD" >/dev/null && break; sleep 0.1; done
-"$FERRY" sync -q -c "$T/sc4" "http://127.0.0.1:$sport/v1/bad" "$T/dbad" 2>"$T/err"
+"$FERRY" sync -q --cache-dir "$T/sc4" "http://127.0.0.1:$sport/v1/bad" "$T/dbad" 2>"$T/err"
 rc=$?
 [ "$rc" = 12 ] || { kill "$spid"; die "sync of a catalog that is not one exits $rc, not 12: $(cat "$T/err")"; }
-"$FERRY" sync -q -c "$T/sc6" "http://127.0.0.1:$sport/v1/later" "$T/dlater" 2>"$T/err"
+"$FERRY" sync -q --cache-dir "$T/sc6" "http://127.0.0.1:$sport/v1/later" "$T/dlater" 2>"$T/err"
 rc=$?
 [ "$rc" = 2 ] && grep -q 'later format' "$T/err" ||
 	{ kill "$spid"; die "sync of a later-format catalog exits $rc, not 2: $(cat "$T/err")"; }
@@ -243,7 +243,7 @@ sqlite3 "$T/unsafe.db" "insert into dirent values(1, 1000, X'2E2E', $fino);
 	insert into dirent values($dino, 1002, X'7800FF79', $fino);" || die "cannot plant the names"
 zstd -q -c "$T/unsafe.db" >"$U/catalog/$ugen" || die "zstd failed"
 for dry in "" -n; do
-	"$FERRY" sync -q $dry -c "$T/sc7" "http://127.0.0.1:$sport/v1/u" "$T/dunsafe" 2>"$T/err"
+	"$FERRY" sync -q $dry --cache-dir "$T/sc7" "http://127.0.0.1:$sport/v1/u" "$T/dunsafe" 2>"$T/err"
 	rc=$?
 	[ "$rc" = 23 ] || { kill "$spid"; die "sync $dry of a catalog with unsafe names exits $rc, not 23: $(cat "$T/err")"; }
 	for want in "path=\"$T/dunsafe\" name=\"..\"" "path=\"$T/dunsafe/d\" name=\"a/b\"" \
@@ -260,7 +260,7 @@ ok "ferry sync: names that are no single path component are each named (director
 
 # DEST inside a ferry mount: refused with 1 (usage).
 mount_hyd "$URL" "$T/mnt" --no-backfill
-code 1 "sync into a ferry mount" "$FERRY" sync -q -c "$T/sc5" "$URL" "$T/mnt/inside"
+code 1 "sync into a ferry mount" "$FERRY" sync -q --cache-dir "$T/sc5" "$URL" "$T/mnt/inside"
 grep -qi mount "$T/err" || die "the refusal does not say why: $(cat "$T/err")"
 umount_hyd "$T/mnt"
 ok "ferry sync into a ferry mount exits 1"

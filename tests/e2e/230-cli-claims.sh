@@ -42,7 +42,7 @@ start_repl "$port" "c=$S"
 URL="http://127.0.0.1:$port/v1/c"
 
 # (a) sync and mount: sockets and devices as they are at the source
-"$FERRY" sync -q -c "$T/scache" "$URL" "$T/dest" || die "(a) sync failed"
+"$FERRY" sync -q --cache-dir "$T/scache" "$URL" "$T/dest" || die "(a) sync failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(a) DEST differs from the source"; }
 [ -S "$T/dest/dev/sock" ] || die "(a) the socket is not a socket in DEST"
 [ -b "$T/dest/dev/blk" ] && [ "$(stat -c '%t:%T' "$T/dest/dev/blk")" = "7:c8" ] || die "(a) the block device is not 7,200 in DEST"

@@ -82,7 +82,7 @@ log "static server: $posts POST chunks (501), $gets chunk GETs for $distinct dis
 ok "(a) mount of a static layout: batch 501 ($posts), then one GET per distinct chunk ($gets); complete, tree exact"
 
 # (b) ferry sync of the layout
-"$FERRY" sync -q -c "$T/scache" "$SURL" "$T/dest" || die "(b) ferry sync of the static layout failed"
+"$FERRY" sync -q --cache-dir "$T/scache" "$SURL" "$T/dest" || die "(b) ferry sync of the static layout failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(b) tree differs"; }
 ok "(b) ferry sync of the static layout: tree exact"
 
@@ -112,7 +112,7 @@ T="$T" TURL="$TURL" FERRY="$FERRY" HYD="$HYD" E2E_LIB="$E2E_LIB" S="$S" \
 	unshare -m --propagation private bash -c '
 	set -u
 	mount --bind "$T/cert.pem" /etc/ssl/certs/ca-certificates.crt || exit 10
-	"$FERRY" sync -q -c "$T/tcache" "$TURL" "$T/tdest" || exit 11
+	"$FERRY" sync -q --cache-dir "$T/tcache" "$TURL" "$T/tdest" || exit 11
 	python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/tdest" >"$T/tcmp.txt" || exit 12
 	"$HYD" -c "$T/tmcache" --no-backfill "$TURL" "$T/m-tls" || exit 13
 	trap "fusermount3 -u \"$T/m-tls\"" EXIT

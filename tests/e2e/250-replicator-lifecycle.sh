@@ -86,7 +86,7 @@ wait_for 60 eval '[ "$(grep -c " ready ns=v6 " "$T/repl.log")" -ge 3 ]' || die "
 grep ' ready ns=v6 ' "$T/repl.log" | tail -n 1 | grep -q 'generation=2 ' || die "(b) the restart published a new generation"
 wait_for 120 eval '[ "$(hash_state)" = done ]' ||
 	die "(b) hashing did not finish after the restart"
-"$FERRY" sync -q -c "$T/scache" "$URL" "$T/dest" || die "(b) ferry sync failed"
+"$FERRY" sync -q --cache-dir "$T/scache" "$URL" "$T/dest" || die "(b) ferry sync failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(b) tree differs"; }
 ok "(b) restarted: generation 2 kept, hashing finished, ferry sync over [::1] exact"
 stop_repl || die "replicator did not exit 0 on SIGTERM"

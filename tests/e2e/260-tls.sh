@@ -57,10 +57,10 @@ CREDS=(--ca-file "$CA" --token-file "$T/s.token" --trust-key "$T/keys/sign.pub")
 mount_hyd "$URL" "$T/mnt" "${CREDS[@]}"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/mnt" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(a) the mount over https differs from the source"; }
 umount_hyd "$T/mnt"
-"$FERRY" sync -q -c "$T/ncache" --ca-file "$CA" --trust-key "$T/keys/sign.pub" "$URL" "$T/ndest" 2>"$T/ntok.err"
+"$FERRY" sync -q --cache-dir "$T/ncache" --ca-file "$CA" --trust-key "$T/keys/sign.pub" "$URL" "$T/ndest" 2>"$T/ntok.err"
 rc=$?
 [ "$rc" = 12 ] || die "(a) ferry sync without the token exited $rc, not 12: $(cat "$T/ntok.err")"
-"$FERRY" sync -q -c "$T/scache" "${CREDS[@]}" "$URL" "$T/dest" || die "(a) ferry sync over https failed"
+"$FERRY" sync -q --cache-dir "$T/scache" "${CREDS[@]}" "$URL" "$T/dest" || die "(a) ferry sync over https failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest" >"$T/cmp2.txt" || { cat "$T/cmp2.txt"; die "(a) ferry sync over https: tree differs"; }
 stop_relay
 down=$(stat -c %s "$T/wire-tls.down")
@@ -79,7 +79,7 @@ stop_repl
 # (b) the control: plain http through the relay shows the sample
 REPL_OPTS="--codec raw --tokens $T/tokens" start_repl "$port" "s=$S"
 start_relay "$rport" "$port" "$T/wire-plain"
-"$FERRY" sync -q -c "$T/pcache" --token-file "$T/s.token" "http://127.0.0.1:$rport/v1/s" "$T/pdest" || die "(b) ferry sync over http failed"
+"$FERRY" sync -q --cache-dir "$T/pcache" --token-file "$T/s.token" "http://127.0.0.1:$rport/v1/s" "$T/pdest" || die "(b) ferry sync over http failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/pdest" >"$T/cmp3.txt" || { cat "$T/cmp3.txt"; die "(b) ferry sync over http: tree differs"; }
 stop_relay
 has_bytes "$T/wire-plain.down" "$S/secret.bin" "$SAMPLE_OFF" 64 ||

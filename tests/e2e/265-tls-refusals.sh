@@ -50,7 +50,7 @@ refused() {
 	[ "$(stored_chunks "$T/c-$name")" = 0 ] && [ "$(catalogs_in "$T/c-$name")" = 0 ] ||
 		die "$name: the hydrator stored something"
 	log "$name: hydrator: $(cat "$T/err-$name")"
-	"$FERRY" sync -c "$T/sc-$name" "$@" "$URL" "$T/dest-$name" 2>"$T/serr-$name" >/dev/null
+	"$FERRY" sync --cache-dir "$T/sc-$name" "$@" "$URL" "$T/dest-$name" 2>"$T/serr-$name" >/dev/null
 	rc=$?
 	[ "$rc" = 12 ] || die "$name: ferry sync exits $rc, not 12: $(cat "$T/serr-$name")"
 	[ "$(wc -l <"$T/serr-$name")" = 1 ] || { cat "$T/serr-$name"; die "$name: ferry sync said more than one line"; }
@@ -83,7 +83,7 @@ refused stranger "refused the client certificate" --ca-file "$P/ca.pem" --cert "
 mount_hyd "$URL" "$T/mnt" --ca-file "$P/ca.pem" --cert "$P/cli.pem" --key "$P/cli.key"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/mnt" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(c) the mount with a client certificate differs"; }
 umount_hyd "$T/mnt"
-"$FERRY" sync -q -c "$T/scache" --ca-file "$P/ca.pem" --cert "$P/cli.pem" --key "$P/cli.key" "$URL" "$T/dest" ||
+"$FERRY" sync -q --cache-dir "$T/scache" --ca-file "$P/ca.pem" --cert "$P/cli.pem" --key "$P/cli.key" "$URL" "$T/dest" ||
 	die "(c) ferry sync with a client certificate failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest" >"$T/cmp2.txt" || { cat "$T/cmp2.txt"; die "(c) ferry sync with a client certificate: tree differs"; }
 ok "(c) --client-ca: none or another CA's refused with one line each; with --cert/--key mount and sync exact"

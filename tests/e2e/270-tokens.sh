@@ -91,7 +91,7 @@ mount_hyd "$BASE/a" "$M" --token-file "$T/a.token" --no-backfill
 python3 "$E2E_LIB/treecmp.py" --content "$T/a" "$M" >"$T/cmp-b.txt" || { cat "$T/cmp-b.txt"; die "(b) the mount differs from a"; }
 mode=$(stat -c %a "$T/cache")
 umount_hyd "$M"
-"$FERRY" sync --token-file "$T/a.token" -c "$T/sync-cache" "$BASE/a" "$T/copy" >"$T/sync-ok.log" 2>&1 ||
+"$FERRY" sync --token-file "$T/a.token" --cache-dir "$T/sync-cache" "$BASE/a" "$T/copy" >"$T/sync-ok.log" 2>&1 ||
 	{ cat "$T/sync-ok.log"; die "(b) ferry sync with the right token failed"; }
 python3 "$E2E_LIB/treecmp.py" --content "$T/a" "$T/copy" >"$T/cmp-s.txt" || { cat "$T/cmp-s.txt"; die "(b) the sync differs from a"; }
 [ "$(http a HEAD a/catalog/1)" = 200 ] || die "(b) HEAD of a's catalog with a's token"
@@ -111,7 +111,7 @@ refused() { # WHAT TOKENFILE-OR-EMPTY
 	grep -q 'unauthorized\|401\|token' "$T/hyd-$what.err" || { cat "$T/hyd-$what.err"; die "(c) $what: the line does not say why"; }
 	[ ! -s "$T/hyd-$what.out" ] || die "(c) $what: the hydrator wrote to standard output"
 	rc=0
-	"$FERRY" sync "${args[@]}" -c "$T/scache-$what" "$BASE/a" "$T/dest-$what" >"$T/sync-$what.out" 2>"$T/sync-$what.err" || rc=$?
+	"$FERRY" sync "${args[@]}" --cache-dir "$T/scache-$what" "$BASE/a" "$T/dest-$what" >"$T/sync-$what.out" 2>"$T/sync-$what.err" || rc=$?
 	[ $rc != 0 ] || die "(c) $what: ferry sync exited 0"
 	[ "$(wc -l <"$T/sync-$what.err")" = 1 ] || { cat "$T/sync-$what.err"; die "(c) $what: ferry sync did not print one line"; }
 	for d in "$T/cache-$what" "$T/scache-$what"; do
@@ -190,7 +190,7 @@ cat "$T/a2.line" >>"$T/tokens"
 kill -HUP "$REPL_PID"
 wait_for 60 grep -q 'tokens reloaded .*tokens=3' "$T/repl.log" || die "(f) no 'tokens reloaded' line"
 [ "$(http a2 GET a/HEAD)" = 200 ] || die "(f) the token added is refused after SIGHUP"
-"$FERRY" sync --token-file "$T/a2.token" -c "$T/sync-cache2" "$BASE/a" "$T/copy2" >"$T/sync-a2.log" 2>&1 ||
+"$FERRY" sync --token-file "$T/a2.token" --cache-dir "$T/sync-cache2" "$BASE/a" "$T/copy2" >"$T/sync-a2.log" 2>&1 ||
 	{ cat "$T/sync-a2.log"; die "(f) ferry sync with the token added failed"; }
 python3 "$E2E_LIB/treecmp.py" --content "$T/a" "$T/copy2" >/dev/null || die "(f) the sync with the added token differs"
 cp "$T/tokens" "$T/tokens.good"

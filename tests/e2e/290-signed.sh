@@ -217,7 +217,7 @@ refused_mount() {
 refused_sync() {
 	local c=$1 url=$2 dest=$3 pat=$4 rc
 	shift 4
-	"$FERRY" sync -q -c "$c" "$@" "$url" "$dest" >"$T/sync.out" 2>"$T/sync.err"
+	"$FERRY" sync -q --cache-dir "$c" "$@" "$url" "$dest" >"$T/sync.out" 2>"$T/sync.err"
 	rc=$?
 	[ $rc = 12 ] || { cat "$T/sync.err"; die "ferry sync exited $rc, not 12 ($pat)"; }
 	[ "$(wc -l <"$T/sync.err")" = 1 ] && grep -q "$pat" "$T/sync.err" || { cat "$T/sync.err"; die "ferry sync: not one line saying '$pat'"; }
@@ -237,7 +237,7 @@ snapshot() {
 PUB="$K/sign.pub"
 
 # -- signed, through the relay passing everything: exact --
-"$FERRY" sync -q -c "$T/c-sync" --trust-key "$PUB" "$PA" "$T/dest" 2>"$T/s0.err" || { cat "$T/s0.err"; die "signed sync failed"; }
+"$FERRY" sync -q --cache-dir "$T/c-sync" --trust-key "$PUB" "$PA" "$T/dest" 2>"$T/s0.err" || { cat "$T/s0.err"; die "signed sync failed"; }
 python3 "$E2E_LIB/treecmp.py" --content "$A" "$T/dest" >"$T/cmp.txt" || { head "$T/cmp.txt"; die "signed sync: tree differs"; }
 [ "$(cat "$T/c-sync/catalogs/seen")" = 1 ] || die "sync did not record generation 1 as seen"
 cmp -s "$T/c-sync/catalogs/1.sig" "$T/sig1" || die "the cache does not keep the statement it checked"
@@ -266,7 +266,7 @@ no_catalog "$T/c-a"
 refused_sync "$T/c-a" "$PA" "$T/d-a" "refusing generation 2: the catalog's rows do not have the digest" --trust-key "$PUB"
 no_catalog "$T/c-a"
 # without --trust-key the altered catalog goes through
-"$FERRY" sync -q -c "$T/c-a2" "$PA" "$T/d-a2" || die "(a) unsigned sync through the flipping relay failed"
+"$FERRY" sync -q --cache-dir "$T/c-a2" "$PA" "$T/d-a2" || die "(a) unsigned sync through the flipping relay failed"
 [ "$(readlink "$T/d-a2/link")" = sigcheck-target-aaab ] || die "(a) the relay's alteration did not reach an unchecked client: the test proves nothing"
 relay pass
 wait_for 60 eval '[ "$(status_field "$T/cache" generation)" = 2 ]' || die "(a) the mount did not switch once the real catalog came"
@@ -295,7 +295,7 @@ cmp -s "$T/snap.before" "$T/snap.after" || die "(b) the cache changed after the 
 relay old 1
 cp -a "$T/cache" "$T/cache-copy"
 rm -f "$T/cache-copy/hydrator.pid"
-"$FERRY" sync -c "$T/cache-copy" "$PA" "$T/d-b2" >"$T/b2.out" 2>&1 || { cat "$T/b2.out"; die "(b) unchecked sync of the rollback failed"; }
+"$FERRY" sync --cache-dir "$T/cache-copy" "$PA" "$T/d-b2" >"$T/b2.out" 2>&1 || { cat "$T/b2.out"; die "(b) unchecked sync of the rollback failed"; }
 grep -q 'generation 1,' "$T/b2.out" || { cat "$T/b2.out"; die "(b) the unchecked client did not take generation 1: the test proves nothing"; }
 [ ! -e "$T/d-b2/new-in-2" ] || die "(b) the unchecked rollback still has new-in-2"
 relay pass
@@ -310,7 +310,7 @@ refused_mount "$T/c-c" "$PA" "$T/m-c" "the signature is for namespace 'b', not '
 no_catalog "$T/c-c"
 refused_sync "$T/c-c" "$PA" "$T/d-c" "the signature is for namespace 'b', not 'a'" --trust-key "$PUB"
 no_catalog "$T/c-c"
-"$FERRY" sync -q -c "$T/c-c2" "$PA" "$T/d-c2" || die "(c) unchecked sync through the relay failed"
+"$FERRY" sync -q --cache-dir "$T/c-c2" "$PA" "$T/d-c2" || die "(c) unchecked sync through the relay failed"
 python3 "$E2E_LIB/treecmp.py" --content "$B" "$T/d-c2" >/dev/null || die "(c) the unchecked client did not get b's tree: the test proves nothing"
 ok "(c) namespace b's catalog and statement for a: refused (one line, exit 1 / 12), nothing installed; unchecked, a's URL gives b's tree"
 
@@ -338,7 +338,7 @@ cmp -s "$MD/x/y.bin" "$B/x/y.bin" || die "(d) y.bin does not read right once the
 umount_at "$T/c-d" "$MD"
 # ferry sync: the files whose manifests are refused are not written
 relay mflip
-"$FERRY" sync -q -c "$T/c-d3" --trust-key "$PUB" "$PB" "$T/d-d3" >"$T/d3.out" 2>"$T/d3.err"
+"$FERRY" sync -q --cache-dir "$T/c-d3" --trust-key "$PUB" "$PB" "$T/d-d3" >"$T/d3.out" 2>"$T/d3.err"
 rc=$?
 [ $rc = 23 ] || { cat "$T/d3.err"; die "(d) ferry sync with refused manifests exited $rc, not 23"; }
 grep -q "manifest fetch failed segment=0 .*its signature does not verify" "$T/d3.err" || { cat "$T/d3.err"; die "(d) ferry sync does not say why"; }
@@ -373,6 +373,6 @@ refused_mount "$T/c-u" "$UA" "$T/m-u" "it is not signed (HTTP 404)" --trust-key 
 no_catalog "$T/c-u"
 refused_sync "$T/c-u" "$UA" "$T/d-u" "it is not signed" --trust-key "$PUB"
 no_catalog "$T/c-u"
-"$FERRY" sync -q -c "$T/c-u2" "$UA" "$T/d-u2" || die "unchecked sync from the unsigned replicator failed"
+"$FERRY" sync -q --cache-dir "$T/c-u2" "$UA" "$T/d-u2" || die "unchecked sync from the unsigned replicator failed"
 ok "an unsigned replicator: --trust-key refuses it (one line, exit 1 / 12, nothing installed); without it, sync works"
 stop_repl || die "the unsigned replicator did not stop cleanly"

@@ -64,7 +64,7 @@ wait_log() {
 code_of() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
 sync_exact() { # NS SRC: a fresh ferry sync of NS equals SRC
 	rm -rf "$T/out-$1" "$T/cache-$1"
-	"$FERRY" sync -c "$T/cache-$1" "$BASE/$1" "$T/out-$1" >"$T/sync-$1.log" 2>&1 ||
+	"$FERRY" sync --cache-dir "$T/cache-$1" "$BASE/$1" "$T/out-$1" >"$T/sync-$1.log" 2>&1 ||
 		{ cat "$T/sync-$1.log" >&2; die "ferry sync of $1 failed"; }
 	python3 "$E2E_LIB/treecmp.py" --content "$2" "$T/out-$1" >"$T/cmp-$1.txt" ||
 		{ cat "$T/cmp-$1.txt" >&2; die "ferry sync of $1 differs from $2"; }
@@ -136,7 +136,7 @@ ref_size=$(stat -c %s "$T/batch-ref.bin")
 	done >"$T/load.txt"
 ) &
 LOAD=$!
-"$FERRY" sync -c "$T/cache-b2" --bwlimit 3M "$BASE/b" "$T/out-b2" >"$T/sync-b2.log" 2>&1 &
+"$FERRY" sync --cache-dir "$T/cache-b2" --bwlimit 3M "$BASE/b" "$T/out-b2" >"$T/sync-b2.log" 2>&1 &
 SYNC=$!
 batch "$T/batch-slow.bin" --limit-rate 2M &
 SLOW=$!

@@ -83,7 +83,7 @@ others | grep -q . && die "(a) requests nginx did not answer as a static store w
 ok "(a) publish: $d1 chunk objects + catalog + signature; a mount fed by nginx alone completes, tree exact, $gets GETs"
 
 # (b)
-"$FERRY" sync -q -c "$T/scache" --trust-key "$T/keys/sign.pub" "$URL" "$T/dest" || die "(b) ferry sync from nginx failed"
+"$FERRY" sync -q --cache-dir "$T/scache" --trust-key "$T/keys/sign.pub" "$URL" "$T/dest" || die "(b) ferry sync from nginx failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(b) tree differs"; }
 ok "(b) ferry sync from the published store: tree exact"
 
@@ -141,7 +141,7 @@ w=$(grep ' published ns=pub2 ' "$T/publish2.log" | tail -n 1 | sed -n 's/.* writ
 [ $((had + w)) = "$d2" ] || die "(e) after the kill: $had objects were there, $w written, for $d2"
 [ ! -e "$OUT2/.ferry-tmp/leftover" ] || die "(e) the temp files of the killed publish stayed"
 [ "$(cat "$OUT2/HEAD")" = 1 ] || die "(e) HEAD after the resumed publish: $(cat "$OUT2/HEAD")"
-"$FERRY" sync -q -c "$T/scache2" "http://127.0.0.1:$port/v1/pub2" "$T/dest2" || die "(e) ferry sync of the resumed store failed"
+"$FERRY" sync -q --cache-dir "$T/scache2" "http://127.0.0.1:$port/v1/pub2" "$T/dest2" || die "(e) ferry sync of the resumed store failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest2" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(e) tree differs"; }
 ok "(e) kill -9 after $had of $d2 objects: no HEAD; the next publish wrote the other $w, cleared the temp files; exact"
 
@@ -185,7 +185,7 @@ while read -r id; do [ -s "$OUT/chunk/$id" ] || die "(g) chunk/$id, named by a k
 for f in catalog/1 signature/1 delta/1; do [ ! -e "$OUT/$f" ] || die "(g) $f stayed"; done
 for f in catalog/2 catalog/3 signature/3 delta/2/3; do [ -s "$OUT/$f" ] || die "(g) $f is missing"; done
 [ -z "$(find "$OUT/.ferry-tmp" -type f ! -name lock)" ] || die "(g) scratch files left in .ferry-tmp"
-"$FERRY" sync -q -c "$T/scache3" --trust-key "$T/keys/sign.pub" "$URL" "$T/dest3" || die "(g) ferry sync after the drop failed"
+"$FERRY" sync -q --cache-dir "$T/scache3" --trust-key "$T/keys/sign.pub" "$URL" "$T/dest3" || die "(g) ferry sync after the drop failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest3" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(g) tree differs"; }
 ok "(g) keeping 2: generation 1 and the $only1 objects only it named went, the $(wc -l <"$T/kept.ids") of generations 2 and 3 stayed; sync exact"
 
@@ -218,6 +218,6 @@ while read -r id; do [ -s "$OUT/chunk/$id" ] || die "(h) chunk/$id of generation
 [ "$(ls "$OUT/signature")" = 4 ] || die "(h) signatures left: $(ls "$OUT/signature" | tr '\n' ' ')"
 # delta/2/3 (into a dropped one) and delta/3/4 (from one) went, and their folders
 [ -z "$(ls -A "$OUT/delta")" ] || die "(h) deltas left: $(find "$OUT/delta" | tr '\n' ' ')"
-"$FERRY" sync -q -c "$T/scache4" --trust-key "$T/keys/sign.pub" "$URL" "$T/dest4" || die "(h) ferry sync failed"
+"$FERRY" sync -q --cache-dir "$T/scache4" --trust-key "$T/keys/sign.pub" "$URL" "$T/dest4" || die "(h) ferry sync failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest4" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(h) tree differs"; }
 ok "(h) a drop stopped after 3 of $gone objects: catalogs stayed; the next publish removed the other $((gone - 3)) and generations 2 and 3; sync exact"

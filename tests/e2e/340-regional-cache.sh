@@ -98,7 +98,7 @@ ok "(a) 3 hydrators through nginx: exact; origin served $got for $distinct disti
 
 # (b) ferry sync through the warm cache
 before=$(served)
-"$FERRY" sync -q --cacheable -c "$T/scache" "$CURL" "$T/dest" || die "(b) ferry sync --cacheable through nginx failed"
+"$FERRY" sync -q --cacheable --cache-dir "$T/scache" "$CURL" "$T/dest" || die "(b) ferry sync --cacheable through nginx failed"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "(b) tree differs"; }
 [ "$(served)" = "$before" ] || die "(b) the origin served $(($(served) - before)) chunks for a sync through a warm cache"
 ok "(b) ferry sync --cacheable through the warm cache: exact, nothing from the origin"

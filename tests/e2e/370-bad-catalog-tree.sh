@@ -65,7 +65,7 @@ wait_for 30 curl -sf -o /dev/null "$SURL/good/HEAD" || die "the static server di
 
 # (a)
 mkdir -p "$T/d-good"
-"$FERRY" sync -q -c "$T/c-good" "$SURL/good" "$T/d-good" 2>"$T/err" ||
+"$FERRY" sync -q --cache-dir "$T/c-good" "$SURL/good" "$T/d-good" 2>"$T/err" ||
 	die "(a) ferry sync of the unchanged catalog: $(cat "$T/err")"
 [ -f "$T/d-good/a/b/f" ] && [ -f "$T/d-good/c/g" ] || die "(a) the tree was not written"
 [ -f "$T/c-good/catalogs/$gen.db.tree-ok" ] || die "(a) no marker of the passed check beside the catalog"
@@ -91,7 +91,7 @@ for ns in root_twice ancestor; do
 	esac
 	mkdir -p "$T/d-$ns"
 	t0=$(now_ms)
-	"$FERRY" sync -q -c "$T/c-$ns" "$SURL/$ns" "$T/d-$ns" 2>"$T/err-$ns"
+	"$FERRY" sync -q --cache-dir "$T/c-$ns" "$SURL/$ns" "$T/d-$ns" 2>"$T/err-$ns"
 	rc=$?
 	ms=$(($(now_ms) - t0))
 	[ "$rc" = 12 ] || die "(b) $ns: ferry sync exits $rc, not 12: $(cat "$T/err-$ns")"
@@ -120,7 +120,7 @@ wait "$SPID" 2>/dev/null
 wait_for 10 bash -c "! curl -s -o /dev/null '$SURL/good/HEAD'" || die "(c) the static server did not stop"
 mkdir -p "$T/d-off"
 t0=$(now_ms)
-"$FERRY" sync -q -c "$T/c-good" "$SURL/good" "$T/d-off" 2>"$T/err-off"
+"$FERRY" sync -q --cache-dir "$T/c-good" "$SURL/good" "$T/d-off" 2>"$T/err-off"
 rc=$?
 ms=$(($(now_ms) - t0))
 [ "$rc" = 12 ] || die "(c) ferry sync of the cached bad catalog exits $rc, not 12: $(cat "$T/err-off")"

@@ -23,7 +23,7 @@ REPL_OPTS=--hash-before-publish start_repl "$port" "f=$T/src"
 URL="http://127.0.0.1:$port/v1/f"
 
 rc=0
-"$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/full.out" 2>"$T/full.err" || rc=$?
+"$FERRY" sync --cache-dir "$T/cache" "$URL" "$T/dest" >"$T/full.out" 2>"$T/full.err" || rc=$?
 [ "$rc" = 11 ] || { cat "$T/full.out" "$T/full.err"; die "a sync whose cache fills up exits $rc, not 11"; }
 grep -q "error: verified chunks could not be stored in the cache .*dir=$T/cache err=\"No space left on device\"" "$T/full.err" ||
 	{ cat "$T/full.err"; die "the sync does not say the cache is full"; }
@@ -37,7 +37,7 @@ done < <(find "$T/dest" -type f -print0)
 ok "cache full: exit 11, the cause named, no temp file, the $n file(s) in DEST whole"
 
 mount -o remount,size=64m "$T/cache" || die "cannot grow the tmpfs"
-"$FERRY" sync -c "$T/cache" "$URL" "$T/dest" >"$T/again.out" 2>&1 ||
+"$FERRY" sync --cache-dir "$T/cache" "$URL" "$T/dest" >"$T/again.out" 2>&1 ||
 	{ cat "$T/again.out"; die "the rerun with room again did not exit 0"; }
 python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "tree differs after the rerun"; }
 "$FERRY" verify -q "$T/cache" || die "the cache does not verify after the rerun"

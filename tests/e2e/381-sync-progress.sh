@@ -26,7 +26,7 @@ ready=$(grep ' ready' "$T/repl.log" | tail -n 1)
 echo "$ready" | grep -q "pending=2100 " || die "the files are not pending at publication: $ready"
 URL="http://127.0.0.1:$port/v1/p"
 
-"$FERRY" sync -P -c "$T/cache" "$URL" "$T/dest" >"$T/progress.out" 2>"$T/progress.err" ||
+"$FERRY" sync -P --cache-dir "$T/cache" "$URL" "$T/dest" >"$T/progress.out" 2>"$T/progress.err" ||
 	{ cat "$T/progress.err"; die "the sync failed"; }
 python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/dest" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "tree differs"; }
 python3 - "$T/progress.out" <<'PY' || die "the progress line went backwards or showed a percentage too early (above)"

@@ -207,11 +207,11 @@ e2e_gone "$pid" 30 || die "hydrator 3 still running"
 # 4. ferry sync --prefetch: the trace's files first (the plan is logged,
 # data/f07 skipped as changed), then the rest; the copy is exact. A bad
 # trace is a syntax error (rsync's exit 1) before anything moves.
-"$FERRY" sync --prefetch "$T/replay.trace" -c "$T/cache4" "$URL" "$T/copy" >"$T/sync.out" 2>"$T/sync.err" ||
+"$FERRY" sync --prefetch "$T/replay.trace" --cache-dir "$T/cache4" "$URL" "$T/copy" >"$T/sync.out" 2>"$T/sync.err" ||
 	{ cat "$T/sync.err"; die "ferry sync --prefetch failed"; }
 grep -q "prefetch files=3 gone=0 changed=1 " "$T/sync.err" || { cat "$T/sync.err"; die "sync did not plan the trace"; }
 python3 "$E2E_LIB/treecmp.py" --content "$T/src" "$T/copy" >"$T/cmp.txt" || { cat "$T/cmp.txt"; die "the copy differs"; }
-"$FERRY" sync --prefetch "$T/bad.trace" -c "$T/cache5" "$URL" "$T/copy5" >/dev/null 2>"$T/sync5.err"
+"$FERRY" sync --prefetch "$T/bad.trace" --cache-dir "$T/cache5" "$URL" "$T/copy5" >/dev/null 2>"$T/sync5.err"
 rc=$?
 [ $rc = 1 ] || die "sync with a bad trace: exit $rc, not 1"
 grep -q "line 3" "$T/sync5.err" || die "sync's error does not name the line"

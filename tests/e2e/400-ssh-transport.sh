@@ -65,11 +65,11 @@ left() { # what of ours still runs: a session replicator or an ssh to it
 }
 
 # (a)
-"${SYNC[@]}" -c "$T/cache" "root@127.0.0.1:$T/src" "$T/dst" >"$T/sync1.out" 2>&1 ||
+"${SYNC[@]}" --cache-dir "$T/cache" "root@127.0.0.1:$T/src" "$T/dst" >"$T/sync1.out" 2>&1 ||
 	{ cat "$T/sync1.out"; die "(a) ferry sync over ssh failed"; }
 diff -r "$T/src" "$T/dst/src" >/dev/null || die "(a) DEST/src is not the source"
 [ "$(stat -c %a "$T/dst/src/small.txt")" = 640 ] || die "(a) a mode was not kept"
-"${SYNC[@]}" -c "$T/cache" "ssh://root@127.0.0.1:2222$T/src/" "$T/dst2" >"$T/sync2.out" 2>&1 ||
+"${SYNC[@]}" --cache-dir "$T/cache" "ssh://root@127.0.0.1:2222$T/src/" "$T/dst2" >"$T/sync2.out" 2>&1 ||
 	{ cat "$T/sync2.out"; die "(a) ferry sync of ssh://.../SRC/ failed"; }
 diff -r "$T/src" "$T/dst2" >/dev/null || die "(a) SRC/ did not fill DEST2"
 ok "(a) HOST:SRC made DEST/SRC, ssh://HOST:PORT/SRC/ filled DEST2, exact"
@@ -77,7 +77,7 @@ ok "(a) HOST:SRC made DEST/SRC, ssh://HOST:PORT/SRC/ filled DEST2, exact"
 # (b) one file changes; the rerun fetches it alone
 printf 'changed\n' >"$T/src/small.txt"
 touch -d '2020-01-01' "$T/src/small.txt"
-"${SYNC[@]}" -c "$T/cache" "root@127.0.0.1:$T/src" "$T/dst" >"$T/sync3.out" 2>&1 ||
+"${SYNC[@]}" --cache-dir "$T/cache" "root@127.0.0.1:$T/src" "$T/dst" >"$T/sync3.out" 2>&1 ||
 	{ cat "$T/sync3.out"; die "(b) the rerun failed"; }
 cmp -s "$T/src/small.txt" "$T/dst/src/small.txt" || die "(b) the changed file did not come"
 grep -q 'fetched 1 chunks' "$T/sync3.out" || { cat "$T/sync3.out"; die "(b) the rerun fetched more than the changed file"; }
