@@ -68,7 +68,11 @@ struct hyd_ssh_opts {
 				   * group); NULL: $FERRY_RSH, else ssh */
 	const char *remote_ferry; /* --remote-ferry: ferry-replicator's
 				   * path on HOST; NULL: its name */
-	unsigned ready_timeout_s; /* 0: 120 */
+	unsigned ready_timeout_s; /* 0: no limit (a big tree's walk takes
+				   * minutes; ssh ending ends the wait) */
+	unsigned rescan_s;	  /* the replicator rescans PATH this often (its
+				   * --rescan-interval; ferry sync --watch's poll);
+				   * 0: never (it publishes what it found at start) */
 	int detach; /* a mount's: ssh in its own session (no hang-up from
 		     * the terminal; no password prompt either) */
 };
@@ -83,10 +87,12 @@ struct hyd_ssh {
 	char sock[104];	     /* the local end of the forward */
 	int pid;	     /* ssh, while this process is its parent */
 	int to_fd, from_fd;  /* ssh's standard input and output */
+	int local;	     /* hyd_local_start's: no ssh */
 };
 
 /* 1 when s names a source over ssh: ssh://[USER@]HOST[:PORT]/PATH, or
- * [USER@]HOST:PATH with no '/' before the first ':' (rsync's rule). */
+ * [USER@]HOST:PATH with no '/' before the first ':' (rsync's rule) and
+ * no "//" after it (SCHEME://... is a URL). */
 int hyd_ssh_source(const char *s);
 
 /* Start ssh to src's host with the replicator serving src's PATH for this
@@ -97,6 +103,15 @@ int hyd_ssh_source(const char *s);
  * err (nothing left running). */
 int hyd_ssh_start(const char *src, const struct hyd_ssh_opts *o,
 		  struct hyd_ssh *s, char *err, size_t errcap);
+
+/* A local directory as a source (`ferry sync /src /dst`): the same
+ * session as hyd_ssh_start's without ssh: ferry-replicator (beside this
+ * program, else on PATH; o->remote_ferry overrides) started here, serving
+ * dir on a Unix socket in a private directory, its state kept in
+ * $XDG_CACHE_HOME/ferry/local/ or ~/.cache/ferry/local/. Returns as
+ * hyd_ssh_start. */
+int hyd_local_start(const char *dir, const struct hyd_ssh_opts *o,
+		    struct hyd_ssh *s, char *err, size_t errcap);
 
 /* End the session (the remote replicator stops), reap ssh if this
  * process started it, remove the local socket. Idempotent. */

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,7 +63,7 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: ferry sync [OPTIONS] URL DEST\n"
+	    "Usage: ferry sync [OPTIONS] URL|[USER@]HOST:PATH|SRCDIR DEST\n"
 	    "\n"
 	    "Fetch what the ferry-replicator at URL serves and make DEST a\n"
 	    "plain directory tree identical to it: contents, modes, mtimes,\n"
@@ -85,13 +86,17 @@ static void usage(FILE *f)
 	    "         so a rerun hashes only what changed) and stopped at\n"
 	    "         the end; no port is opened. PATH/ fills DEST, PATH\n"
 	    "         makes DEST/NAME\n"
+	    "  SRCDIR a local directory: the same, without ssh (the\n"
+	    "         replicator beside ferry, state in ~/.cache/ferry/\n"
+	    "         local/)\n"
 	    "  DEST   directory to create or update (not inside a ferry "
 	    "mount)\n"
 	    "\n"
 	    "Options:\n"
 	    "  -e, --rsh COMMAND    the ssh command line for HOST:PATH\n"
 	    "                       (default: $FERRY_RSH, else ssh)\n"
-	    "      --remote-ferry PATH  ferry-replicator's path on HOST\n"
+	    "      --remote-ferry PATH  ferry-replicator's path on HOST (or\n"
+	    "                       for SRCDIR, here)\n"
 	    "      --cache-dir DIR  chunk store and catalogs (default: as for\n"
 	    "                       ferry-hydrator, ~/.cache/ferry/NAME-HASH "
 	    "or\n"
@@ -568,6 +573,11 @@ static int run_exit(int r, const struct hyd_sync_result *res)
 	}
 }
 
+/* The ssh or local session's socket and its directory (set once the
+ * session is up): removed on the way out of a signal too. The session
+ * itself ends as the process does (its pipe closes). */
+static const char *stop_sock, *stop_dir;
+
 static void on_stop(int sig)
 {
 	static const char msg[] = "ferry sync: interrupted: the next run "
@@ -577,6 +587,10 @@ static void on_stop(int sig)
 	(void)sig;
 	w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
 	(void)w;
+	if (stop_sock)
+		(void)unlink(stop_sock);
+	if (stop_dir)
+		(void)rmdir(stop_dir);
 	_exit(RERR_SIGNAL);
 }
 
@@ -644,20 +658,31 @@ static void wait_new(const struct args *a, uint64_t gen)
 }
 
 /* A [USER@]HOST:PATH source: the replicator started over ssh (hyd_ssh),
- * its URL and socket in place of a URL's. rsync's rule for the name:
- * HOST:DIR makes DEST/DIR, HOST:DIR/ fills DEST. 0, or the exit code
- * (said). */
+ * its URL and socket in place of a URL's; a local directory: the same
+ * without ssh (hyd_local_start). rsync's rule for the name: HOST:DIR
+ * makes DEST/DIR, HOST:DIR/ fills DEST. 0, or the exit code (said). */
 static int ssh_open(struct args *a)
 {
 	const char *src = a->o.url, *name;
+	struct stat st;
 	char err[512];
 	size_t n;
 	int r;
 
 	a->ssh.to_fd = a->ssh.from_fd = a->ssh.pid = -1;
-	if (!hyd_ssh_source(src))
-		return 0;
-	r = hyd_ssh_start(src, &a->ssh_opts, &a->ssh, err, sizeof(err));
+	/* --watch: the replicator started for the run looks for changes as
+	 * often as we ask for them */
+	if (a->watch)
+		a->ssh_opts.rescan_s = (unsigned)a->poll_s;
+	if (hyd_ssh_source(src))
+		r = hyd_ssh_start(src, &a->ssh_opts, &a->ssh, err, sizeof(err));
+	else if (strncmp(src, "http://", 7) != 0 &&
+		 strncmp(src, "https://", 8) != 0 && stat(src, &st) == 0 &&
+		 S_ISDIR(st.st_mode))
+		r = hyd_local_start(src, &a->ssh_opts, &a->ssh, err,
+				    sizeof(err));
+	else
+		return 0; /* a URL (or not one: hyd_sync says so) */
 	if (r < 0) {
 		base_error("%s", err);
 		return r == -EINVAL || r == -ENAMETOOLONG ? RERR_SYNTAX
@@ -665,6 +690,8 @@ static int ssh_open(struct args *a)
 	}
 	a->o.url = a->ssh.url;
 	a->creds.unix_socket = a->ssh.sock;
+	stop_sock = a->ssh.sock;
+	stop_dir = a->ssh.dir;
 	n = strlen(a->ssh.path);
 	name = strrchr(a->ssh.path, '/');
 	name = name ? name + 1 : a->ssh.path;

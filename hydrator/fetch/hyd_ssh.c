@@ -41,7 +41,6 @@
 #include "catalog/catalog.h"
 #include "hydrator/hydrator.h"
 
-#define READY_TIMEOUT_S_DEFAULT 120u
 #define ARGV_MAX 64u
 #define STOP_WAIT_MS 5000
 
@@ -60,6 +59,10 @@ int hyd_ssh_source(const char *s)
 		return 0;
 	colon = strchr(s, ':');
 	slash = strchr(s, '/');
+	/* SCHEME://...: a URL of some other scheme (the URL parser says it
+	 * is not ferry's), never host "SCHEME" */
+	if (colon && strncmp(colon, "://", 3) == 0)
+		return 0;
 	return colon && colon != s && (!slash || colon < slash);
 }
 
@@ -233,7 +236,9 @@ static void hex(const uint8_t *b, size_t n, char *out)
 static int wait_ready(struct hyd_ssh *s, unsigned timeout_s, char *err,
 		      size_t errcap)
 {
-	uint64_t until = base_now_ns() + (uint64_t)timeout_s * 1000000000ull;
+	uint64_t until =
+	    timeout_s ? base_now_ns() + (uint64_t)timeout_s * 1000000000ull
+		      : UINT64_MAX;
 	char line[64];
 	size_t k = 0;
 
@@ -246,12 +251,16 @@ static int wait_ready(struct hyd_ssh *s, unsigned timeout_s, char *err,
 
 		if (now >= until) {
 			snprintf(err, errcap,
-				 "ssh %s: the remote ferry-replicator was not "
-				 "ready after %u s",
-				 s->dest, timeout_s);
+				 "%s%s: the %s ferry-replicator was not ready "
+				 "after %u s",
+				 s->local ? "" : "ssh ", s->dest,
+				 s->local ? "local" : "remote", timeout_s);
 			return -ETIMEDOUT;
 		}
-		r = poll(&pfd, 1, (int)((until - now) / 1000000ull) + 1);
+		r = poll(&pfd, 1,
+			 until == UINT64_MAX
+			     ? -1
+			     : (int)((until - now) / 1000000ull) + 1);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -260,12 +269,21 @@ static int wait_ready(struct hyd_ssh *s, unsigned timeout_s, char *err,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			snprintf(err, errcap,
-				 "ssh %s: the session ended before the remote "
-				 "ferry-replicator was ready (see ssh's and "
-				 "its messages above; is ferry-replicator on "
-				 "the remote PATH, or give --remote-ferry?)",
-				 s->dest);
+			if (s->local)
+				snprintf(err, errcap,
+					 "%s: the local ferry-replicator "
+					 "ended before it was ready (see its "
+					 "messages above)",
+					 s->path);
+			else
+				snprintf(err, errcap,
+					 "ssh %s: the session ended before "
+					 "the remote ferry-replicator was "
+					 "ready (see ssh's and its messages "
+					 "above; is ferry-replicator on the "
+					 "remote PATH, or give "
+					 "--remote-ferry?)",
+					 s->dest);
 			return -ECONNREFUSED;
 		}
 		if (c != '\n') {
@@ -280,44 +298,63 @@ static int wait_ready(struct hyd_ssh *s, unsigned timeout_s, char *err,
 	}
 }
 
-int hyd_ssh_start(const char *src, const struct hyd_ssh_opts *o,
-		  struct hyd_ssh *s, char *err, size_t errcap)
+/* Run argv with its standard input and output on pipes of ours (s->to_fd,
+ * s->from_fd) and wait for its "ready" line. 0, or -errno with err set
+ * (the child then still runs: hyd_ssh_stop ends it). */
+static int spawn(struct hyd_ssh *s, char *const *argv,
+		 const struct hyd_ssh_opts *o, char *err, size_t errcap)
 {
-	char wordbuf[4096], qpath[2 * PATH_MAX + 8], fwd[2 * PATH_MAX + 8];
-	char remote_sock[64], cmd[3 * PATH_MAX + 512], key[17], rnd_hex[17];
-	char *argv[ARGV_MAX + 16], portbuf[8];
-	const char *rsh, *remote_ferry, *tmp;
-	uint8_t rnd[8];
-	chunk_id id;
-	int to[2] = {-1, -1}, from[2] = {-1, -1}, nw, r;
-	size_t argc;
+	int to[2] = {-1, -1}, from[2] = {-1, -1}, r;
 	pid_t pid;
 
-	memset(s, 0, sizeof(*s));
-	s->to_fd = s->from_fd = -1;
-	s->pid = -1;
-	r = split(src, s, err, errcap);
-	if (r < 0)
-		return r;
-	/* The key of the state on HOST and of the cache here: where and
-	 * what (user@host, port, path). */
-	snprintf(cmd, sizeof(cmd), "%s\n%u\n%s", s->dest, (unsigned)s->port,
-		 s->path);
-	if (chunk_id_compute(cmd, strlen(cmd), &id) < 0) {
-		snprintf(err, errcap, "cannot hash the source's name");
-		return -ENOMEM;
+	if (pipe2(to, O_CLOEXEC) < 0 || pipe2(from, O_CLOEXEC) < 0) {
+		r = -errno;
+		snprintf(err, errcap, "pipe: %s", strerror(errno));
+		goto fail;
 	}
-	hex(id.b, 8, key);
-	snprintf(s->ns, sizeof(s->ns), "s%s", key);
-	snprintf(s->url, sizeof(s->url), "http://localhost/v1/%s", s->ns);
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-		snprintf(err, errcap, "no random bytes for the socket's name");
-		return -EIO;
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		snprintf(err, errcap, "fork: %s", strerror(errno));
+		goto fail;
 	}
-	hex(rnd, sizeof(rnd), rnd_hex);
-	snprintf(remote_sock, sizeof(remote_sock), "/tmp/ferry-ssh-%s.sock",
-		 rnd_hex);
-	tmp = getenv("TMPDIR");
+	if (pid == 0) {
+		/* A mount's ssh outlives the terminal it was started from
+		 * (its own session: no hang-up reaches it; it must then
+		 * authenticate without a prompt). */
+		if (o && o->detach)
+			(void)setsid();
+		if (dup2(to[0], STDIN_FILENO) < 0 ||
+		    dup2(from[1], STDOUT_FILENO) < 0)
+			_exit(127);
+		execvp(argv[0], argv);
+		fprintf(stderr, "ferry: cannot run %s: %s\n", argv[0],
+			strerror(errno));
+		_exit(127);
+	}
+	s->pid = pid;
+	close(to[0]);
+	close(from[1]);
+	s->to_fd = to[1];
+	s->from_fd = from[0];
+	return wait_ready(s, o ? o->ready_timeout_s : 0, err, errcap);
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (to[i] >= 0)
+			close(to[i]);
+		if (from[i] >= 0)
+			close(from[i]);
+	}
+	return r;
+}
+
+/* The private directory of the local socket (0700), and the socket's
+ * name in it. 0, or -errno with err set. */
+static int make_sock_dir(struct hyd_ssh *s, char *err, size_t errcap)
+{
+	const char *tmp = getenv("TMPDIR");
+	int r;
+
 	if (!tmp || tmp[0] != '/' || strlen(tmp) > 64)
 		tmp = "/tmp";
 	snprintf(s->dir, sizeof(s->dir), "%s/ferry-ssh-XXXXXX", tmp);
@@ -329,6 +366,59 @@ int hyd_ssh_start(const char *src, const struct hyd_ssh_opts *o,
 		return r;
 	}
 	snprintf(s->sock, sizeof(s->sock), "%s/s", s->dir);
+	return 0;
+}
+
+/* s->ns and s->url from what names the source (its key). */
+static int name_source(struct hyd_ssh *s, const char *what, char *key,
+		       char *err, size_t errcap)
+{
+	chunk_id id;
+
+	if (chunk_id_compute(what, strlen(what), &id) < 0) {
+		snprintf(err, errcap, "cannot hash the source's name");
+		return -ENOMEM;
+	}
+	hex(id.b, 8, key);
+	snprintf(s->ns, sizeof(s->ns), "s%s", key);
+	snprintf(s->url, sizeof(s->url), "http://localhost/v1/%s", s->ns);
+	return 0;
+}
+
+int hyd_ssh_start(const char *src, const struct hyd_ssh_opts *o,
+		  struct hyd_ssh *s, char *err, size_t errcap)
+{
+	char wordbuf[4096], qpath[2 * PATH_MAX + 8], fwd[2 * PATH_MAX + 8];
+	char remote_sock[64], cmd[3 * PATH_MAX + 512], key[17], rnd_hex[17];
+	char *argv[ARGV_MAX + 16], portbuf[8];
+	const char *rsh, *remote_ferry;
+	uint8_t rnd[8];
+	int nw, r;
+	size_t argc;
+
+	memset(s, 0, sizeof(*s));
+	s->to_fd = s->from_fd = -1;
+	s->pid = -1;
+	r = split(src, s, err, errcap);
+	if (r < 0)
+		return r;
+	/* The key of the state on HOST and of the cache here: where and
+	 * what (user@host, port, path). */
+	snprintf(cmd, sizeof(cmd), "%s\n%u\n%s", s->dest, (unsigned)s->port,
+		 s->path);
+	r = name_source(s, cmd, key, err, errcap);
+	if (r < 0)
+		return r;
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		snprintf(err, errcap, "no random bytes for the socket's name");
+		return -EIO;
+	}
+	hex(rnd, sizeof(rnd), rnd_hex);
+	snprintf(remote_sock, sizeof(remote_sock), "/tmp/ferry-ssh-%s.sock",
+		 rnd_hex);
+	r = make_sock_dir(s, err, errcap);
+	if (r < 0)
+		return r;
 	remote_ferry =
 	    o && o->remote_ferry ? o->remote_ferry : "ferry-replicator";
 	r = shell_quote(s->path, qpath, sizeof(qpath));
@@ -340,9 +430,10 @@ int hyd_ssh_start(const char *src, const struct hyd_ssh_opts *o,
 		    (size_t)snprintf(
 			cmd, sizeof(cmd),
 			"mkdir -p \"$HOME/.cache/ferry/ssh\" && exec %s -q "
-			"--session -l unix:%s -s \"$HOME/.cache/ferry/ssh/%s\" "
-			"%s=%s",
-			qprog, remote_sock, key, s->ns, qpath) >= sizeof(cmd))
+			"--session --rescan-interval %u -l unix:%s "
+			"-s \"$HOME/.cache/ferry/ssh/%s\" %s=%s",
+			qprog, o ? o->rescan_s : 0, remote_sock, key, s->ns,
+			qpath) >= sizeof(cmd))
 			r = -ENAMETOOLONG;
 	}
 	if (r < 0) {
@@ -374,55 +465,109 @@ int hyd_ssh_start(const char *src, const struct hyd_ssh_opts *o,
 	argv[argc++] = s->dest;
 	argv[argc++] = cmd;
 	argv[argc] = NULL;
-	if (pipe2(to, O_CLOEXEC) < 0 || pipe2(from, O_CLOEXEC) < 0) {
-		r = -errno;
-		snprintf(err, errcap, "pipe: %s", strerror(errno));
-		goto fail;
-	}
-	pid = fork();
-	if (pid < 0) {
-		r = -errno;
-		snprintf(err, errcap, "fork: %s", strerror(errno));
-		goto fail;
-	}
-	if (pid == 0) {
-		/* A mount's ssh outlives the terminal it was started from
-		 * (its own session: no hang-up reaches it; it must then
-		 * authenticate without a prompt). */
-		if (o && o->detach)
-			(void)setsid();
-		if (dup2(to[0], STDIN_FILENO) < 0 ||
-		    dup2(from[1], STDOUT_FILENO) < 0)
-			_exit(127);
-		execvp(argv[0], argv);
-		fprintf(stderr, "ferry: cannot run %s: %s\n", argv[0],
-			strerror(errno));
-		_exit(127);
-	}
-	s->pid = pid;
-	close(to[0]);
-	close(from[1]);
-	s->to_fd = to[1];
-	s->from_fd = from[0];
-	to[0] = to[1] = from[0] = from[1] = -1;
-	r = wait_ready(s,
-		       o && o->ready_timeout_s ? o->ready_timeout_s
-					       : READY_TIMEOUT_S_DEFAULT,
-		       err, errcap);
+	r = spawn(s, argv, o, err, errcap);
 	if (r < 0)
 		goto fail;
 	return 0;
 fail:
-	if (to[0] >= 0)
-		close(to[0]);
-	if (to[1] >= 0)
-		close(to[1]);
-	if (from[0] >= 0)
-		close(from[0]);
-	if (from[1] >= 0)
-		close(from[1]);
 	hyd_ssh_stop(s);
 	return r;
+}
+
+/* The replicator beside this program (the same installation), else the
+ * one on PATH. */
+static void local_replicator(char *out, size_t cap)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	snprintf(out, cap, "ferry-replicator");
+	if (n <= 0)
+		return;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	if ((size_t)snprintf(out, cap, "%s/ferry-replicator", self) >= cap ||
+	    access(out, X_OK) < 0)
+		snprintf(out, cap, "ferry-replicator");
+}
+
+int hyd_local_start(const char *dir, const struct hyd_ssh_opts *o,
+		    struct hyd_ssh *s, char *err, size_t errcap)
+{
+	char real[PATH_MAX], prog[PATH_MAX], state[PATH_MAX + 64];
+	char listen[sizeof(s->sock) + 8], nsarg[sizeof(s->ns) + PATH_MAX + 2];
+	char key[17], *argv[16], rescan[16];
+	const char *home = getenv("XDG_CACHE_HOME");
+	size_t argc = 0;
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	s->to_fd = s->from_fd = -1;
+	s->pid = -1;
+	if (!realpath(dir, real)) {
+		r = -errno;
+		snprintf(err, errcap, "%s: %s", dir, strerror(errno));
+		return r;
+	}
+	snprintf(s->path, sizeof(s->path), "%s", dir);
+	r = name_source(s, real, key, err, errcap);
+	if (r < 0)
+		return r;
+	/* the state of this source, kept between runs */
+	if (home && home[0] == '/')
+		r = snprintf(state, sizeof(state), "%s/ferry/local/%s", home,
+			     key);
+	else if ((home = getenv("HOME")) && home[0] == '/')
+		r = snprintf(state, sizeof(state), "%s/.cache/ferry/local/%s",
+			     home, key);
+	else
+		r = snprintf(state, sizeof(state), "/tmp/ferry-local-%s", key);
+	if (r < 0 || (size_t)r >= sizeof(state)) {
+		snprintf(err, errcap, "the state directory's name is too long");
+		return -ENAMETOOLONG;
+	}
+	r = base_mkdir_p(state, 0700);
+	if (r < 0) {
+		snprintf(err, errcap, "cannot create %s: %s", state,
+			 strerror(-r));
+		return r;
+	}
+	r = make_sock_dir(s, err, errcap);
+	if (r < 0)
+		return r;
+	if (o && o->remote_ferry)
+		snprintf(prog, sizeof(prog), "%s", o->remote_ferry);
+	else
+		local_replicator(prog, sizeof(prog));
+	snprintf(listen, sizeof(listen), "unix:%s", s->sock);
+	snprintf(rescan, sizeof(rescan), "%u", o ? o->rescan_s : 0);
+	snprintf(nsarg, sizeof(nsarg), "%s=%s", s->ns, real);
+	argv[argc++] = prog;
+	argv[argc++] = "-q";
+	argv[argc++] = "--session";
+	argv[argc++] = "--rescan-interval";
+	argv[argc++] = rescan;
+	argv[argc++] = "-l";
+	argv[argc++] = listen;
+	argv[argc++] = "-s";
+	argv[argc++] = state;
+	argv[argc++] = "--";
+	argv[argc++] = nsarg;
+	argv[argc] = NULL;
+	snprintf(s->dest, sizeof(s->dest), "%.*s", (int)sizeof(s->dest) - 1,
+		 real);
+	s->local = 1;
+	r = spawn(s, argv, o, err, errcap);
+	if (r < 0) {
+		hyd_ssh_stop(s);
+		return r;
+	}
+	/* the replicator made the socket itself, and removes it */
+	return 0;
 }
 
 void hyd_ssh_stop(struct hyd_ssh *s)

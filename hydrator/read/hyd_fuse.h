@@ -50,6 +50,9 @@ struct hyd_files {
 #define HYD_PUSH_FILES 256u	     /* files one job pushes at most */
 #define HYD_PUSH_BYTES (32u << 20)   /* and bytes */
 #define HYD_PUSH_FILE_MAX (1u << 20) /* larger files: kernel readahead */
+/* Directories with a first read seen (fetch_ahead: the second one asks
+ * for the rest), direct-mapped */
+#define HYD_PUSH_DIRS_LOG2 10
 
 struct hyd_push_slot {
 	uint64_t ino; /* 0: empty */
@@ -82,8 +85,10 @@ struct hyd_push {
 	int started, stop;
 	/* Set before the mount serves (--no-backfill): a job's missing
 	 * chunks are asked for before its files are pushed, since no
-	 * backfill brings them (hyd_fuse_push.c). */
+	 * backfill brings them (hyd_fuse_push.c); from a directory's second
+	 * first read on (dirs: where one came, under mu). */
 	int fetch_ahead;
+	uint64_t dirs[1u << HYD_PUSH_DIRS_LOG2];
 };
 
 struct hyd_fs {

@@ -76,6 +76,22 @@ static int covered_locked(const struct hyd_push *p,
 	return 0;
 }
 
+/* Without fetching, always; when the job fetches, from the second
+ * first read in dir on (the first one is noted). Under mu. */
+static int second_read_locked(struct hyd_push *p, uint64_t dir)
+{
+	uint64_t *d;
+
+	if (!p->fetch_ahead)
+		return 1;
+	d = &p->dirs[(size_t)((dir * 0x9e3779b97f4a7c15ull) >>
+			      (64 - HYD_PUSH_DIRS_LOG2))];
+	if (*d == dir)
+		return 1;
+	*d = dir;
+	return 0;
+}
+
 void hyd_push_first_read(struct hyd_push *p, uint64_t ino)
 {
 	struct hyd_push_slot *s;
@@ -87,9 +103,12 @@ void hyd_push_first_read(struct hyd_push *p, uint64_t ino)
 	if (s->ino == ino)
 		s->read = 1;
 	/* Noted, not pushed already (then its job covered what follows),
-	 * not covered by a job queued or running, and room in the queue. */
+	 * not covered by a job queued or running, and room in the queue;
+	 * when the job fetches (--no-backfill), not the directory's first
+	 * read: a job that reads one file of a directory gets that file
+	 * alone, one that reads a second gets the rest asked for. */
 	if (s->ino == ino && !s->pushed && !covered_locked(p, s) &&
-	    p->qn < HYD_PUSH_QUEUE) {
+	    p->qn < HYD_PUSH_QUEUE && second_read_locked(p, s->dir)) {
 		p->q[(p->qh + p->qn) % HYD_PUSH_QUEUE] =
 		    (struct hyd_push_job){s->dir, s->pos};
 		p->qn++;

@@ -67,7 +67,7 @@ expect_fail "unreachable URL" 1 "127\.0\.0\.1:$dead" "$HYD" -c "$T/c1" "http://1
 not_mounted "$T/mnt"; no_temp_files "$T/c1"
 expect_fail "unknown namespace" 1 "nope" "$HYD" -c "$T/c2" "$base/nope" "$T/mnt"
 not_mounted "$T/mnt"; no_temp_files "$T/c2"
-expect_fail "not a URL" 2 "url" "$HYD" -c "$T/c3" "ftp:/x" "$T/mnt"
+expect_fail "not a URL" 2 "url" "$HYD" -c "$T/c3" "ftp://x/v1/n" "$T/mnt"
 expect_fail "missing mountpoint" 1 "$T/absent" "$HYD" -c "$T/c4" "$base/ns" "$T/absent"
 expect_fail "mountpoint not empty" 1 "not empty" "$HYD" -c "$T/c5" "$base/ns" "$T/full"
 not_mounted "$T/full"

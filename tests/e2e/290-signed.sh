@@ -89,7 +89,10 @@ python3 - "$pport" "$port" "$MODE" 2>"$T/relay.log" <<'PY' &
 #   old G (HEAD says G; catalog/N, signature/N are G's; deltas 404)
 #   swapgen G (HEAD as is; catalog/N, signature/N are G's; deltas 404)
 #   other NS (namespace a's requests go to NS)
-#   mswap X Y (manifest/G/X answers Y's manifest, ino patched to X)
+#   mswap X Y (manifest/G/X answers Y's manifest, ino patched to X; a
+#     segment, manifests/G/S, is 503 "hashing": a mount looks its files'
+#     segments up too, even with --no-backfill, and the file's own answer
+#     must be the one it takes)
 #   mflip (the last byte of every manifests answer flipped)
 import http.client, http.server, subprocess, sys
 port, up, modefile = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -136,6 +139,11 @@ class H(http.server.BaseHTTPRequestHandler):
                               (mode[1] + "\n").encode())
         if kind in ("old", "swapgen") and what in ("catalog", "signature"):
             path = "/".join(seg[:4] + [mode[1]])
+        if kind == "mswap" and what == "manifests":
+            return self.reply(503, [("Content-Type", "application/json"),
+                                    ("Retry-After", "1"),
+                                    ("Cache-Control", "no-store")],
+                              b'{"error":"hashing","detail":"relay"}\n')
         swap = (kind == "mswap" and what == "manifest" and len(seg) > 5 and
                 seg[5] == mode[1])
         if swap:

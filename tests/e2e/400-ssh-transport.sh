@@ -59,7 +59,7 @@ printf 'hello\n' >"$T/src/small.txt"
 chmod 640 "$T/src/small.txt"
 SYNC=(IN "$FERRY" sync -e "$RSH" --remote-ferry "$REPL")
 left() { # what of ours still runs: a session replicator or an ssh to it
-	pgrep -f -- "--session -l unix:/tmp/ferry-ssh-"
+	pgrep -f -- "--session .*-l unix:/tmp/ferry-ssh-"
 	pgrep -f -- "ExitOnForwardFailure=yes -L"
 	find /tmp -maxdepth 1 -type d -name 'ferry-ssh-*' -newer "$T/ssh/sshd_config"
 }
@@ -102,7 +102,7 @@ ok "(d) the mount over ssh is exact; no TCP port but sshd's"
 # (e) the mount's ssh dies: the remote replicator goes with it
 sshpid=$(pgrep -f -- "ExitOnForwardFailure=yes -L" | head -n1)
 [ -n "$sshpid" ] || die "(e) no ssh process for the mount"
-rpid=$(pgrep -f -- "--session -l unix:/tmp/ferry-ssh-" | head -n1)
+rpid=$(pgrep -f -- "--session .*-l unix:/tmp/ferry-ssh-" | head -n1)
 [ -n "$rpid" ] || die "(e) no session replicator on the host"
 kill -9 "$sshpid"
 for i in $(seq 1 100); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.1; done

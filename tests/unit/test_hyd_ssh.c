@@ -38,6 +38,7 @@ static void test_source(void **state)
 	/* URLs, local names (a '/' before the ':'), no host */
 	assert_int_equal(hyd_ssh_source("http://h:1/v1/x"), 0);
 	assert_int_equal(hyd_ssh_source("https://h/v1/x"), 0);
+	assert_int_equal(hyd_ssh_source("ftp://h/v1/x"), 0);
 	assert_int_equal(hyd_ssh_source("./a:b"), 0);
 	assert_int_equal(hyd_ssh_source("/abs/a:b"), 0);
 	assert_int_equal(hyd_ssh_source(":path"), 0);
