@@ -13,7 +13,9 @@
 #  (d) nothing else moved: the directories not walked and a big file are
 #      not fetched (the wire carried less than the walked bytes plus one
 #      unwalked directory), and with the replicator stopped an unwalked
-#      file does not read.
+#      file does not read;
+#  (e) a job that reads one file of a directory moves that file alone
+#      (the directory's rest is asked for from its second read on).
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 PROXY="$FERRY_BIN/../bench/rttproxy"
@@ -86,6 +88,16 @@ dir5=$(du -sb --apparent-size "$T/src/pkg/mod05" | cut -f1)
 [ "$wire" -ge "$walked" ] || die "(d) the wire carried $wire bytes, less than the $walked read"
 [ "$wire" -lt $((walked + dir5)) ] ||
 	die "(d) the wire carried $wire bytes for $walked read: more than the walk's directories were fetched"
+# (e) one file read in a directory: that file alone moves
+ls -l "$T/mnt/pkg/mod08" >/dev/null
+cmp -s "$T/mnt/pkg/mod08/m04.py" "$T/src/pkg/mod08/m04.py" || die "(e) mod08/m04.py read wrong"
+sleep 1
+"$FERRY" status "$T/mnt" --json >"$T/status2.json" || die "ferry status failed"
+wire2=$(json_get "$T/status2.json" wire_bytes)
+one=$(stat -c %s "$T/src/pkg/mod08/m04.py")
+[ $((wire2 - wire)) -ge "$one" ] && [ $((wire2 - wire)) -lt $((one + 65536)) ] ||
+	die "(e) reading one file of mod08 moved $((wire2 - wire)) bytes for its $one"
+ok "(e) one file read in a directory: $((wire2 - wire)) bytes moved for its $one"
 stop_repl
 if timeout 20 cat "$T/mnt/pkg/mod07/m03.py" >/dev/null 2>&1; then
 	die "(d) an unwalked file read back with the replicator stopped: it was fetched"
