@@ -387,6 +387,18 @@ typedef void (*hyd_sync_item_fn)(void *arg, const char *code, const char *path,
 
 struct hyd_trace; /* the traces section below */
 
+/* rsync's rules for what ferry sync leaves as DEST has it (--existing,
+ * --ignore-existing, -u, --max-size, --min-size); all 0: none. */
+struct hyd_sync_skip {
+	int existing;	     /* create nothing DEST lacks (of any kind: a
+			      * directory not there is not entered) */
+	int ignore_existing; /* update no non-directory DEST has */
+	int update;	     /* -u: leave a non-directory DEST has with a
+			      * newer mtime than the source's */
+	uint64_t max_size;   /* regular files larger are left (0: none) */
+	uint64_t min_size;   /* and smaller */
+};
+
 struct hyd_sync_opts {
 	/* http[s]://HOST[:PORT]/v1/NAME[/SUB/DIR[/]]: a subtree with
 	 * rsync's trailing-slash rule (SUB/DIR/ writes its contents into
@@ -417,6 +429,7 @@ struct hyd_sync_opts {
 	 * fetched first, in order, then the rest; borrowed; NULL/0: none */
 	const struct hyd_trace *const *traces;
 	size_t ntraces;
+	struct hyd_sync_skip skip; /* rsync's leave-alone rules */
 };
 
 struct hyd_sync_result {

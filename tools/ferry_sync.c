@@ -107,8 +107,18 @@ static void usage(FILE *f)
 	    "                       (YXcstpoguax PATH)\n"
 	    "      --delete         delete entries DEST has and the source\n"
 	    "                       lacks (none after an error, or when the\n"
-	    "                       source's scan left entries out)\n"
+	    "                       source's scan left entries out), after\n"
+	    "                       the transfer: --delete-after, -delay,\n"
+	    "                       -before, -during and --del are the same\n"
 	    "      --delete-excluded  also delete excluded entries in DEST\n"
+	    "      --existing       create nothing DEST lacks\n"
+	    "      --ignore-existing  update nothing DEST has\n"
+	    "  -u, --update         leave files newer in DEST\n"
+	    "      --max-size SIZE, --min-size SIZE\n"
+	    "                       leave regular files larger (smaller)\n"
+	    "                       than SIZE (K, M, G: 1024; KB, MB: 1000)\n"
+	    "                       as DEST has them (their chunks are not\n"
+	    "                       fetched either)\n"
 	    "      --ignore-errors  delete even after errors\n"
 	    "      --exclude PATTERN, --include PATTERN\n"
 	    "      --exclude-from FILE, --include-from FILE\n"
@@ -163,6 +173,41 @@ static void usage(FILE *f)
 
 /* rsync's --bwlimit: a bare number is KiB/s; K, M, G, T suffixes
  * (1024-based; a trailing B or iB is allowed). */
+/* --max-size/--min-size: rsync's SIZE: bytes, or with a suffix K, M, G,
+ * T (or KiB...: 1024-based) or KB, MB, GB, TB (1000-based), any case, a
+ * fraction allowed ("1.5M"); at least 1 byte. */
+static int parse_size(const char *s, uint64_t *ret)
+{
+	static const char units[] = "kmgt";
+	double v, mul = 1;
+	const char *u;
+	char *end;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v < 0 || *s == '-' || *s == '+')
+		return -EINVAL;
+	if (*end && (u = strchr(units, end[0] | 0x20)) != NULL) {
+		double base = 1024;
+
+		end++;
+		if ((*end | 0x20) == 'b' && end[0]) {
+			base = 1000;
+			end++;
+		} else if ((end[0] | 0x20) == 'i' && (end[1] | 0x20) == 'b') {
+			end += 2;
+		}
+		for (const char *k = units; k <= u; k++)
+			mul *= base;
+	} else if ((*end | 0x20) == 'b' && *end) {
+		end++;
+	}
+	if (*end || v * mul < 1 || v * mul > 9.2e18)
+		return -EINVAL;
+	*ret = (uint64_t)(v * mul);
+	return 0;
+}
+
 static int parse_bwlimit(const char *s, uint64_t *ret)
 {
 	char *end;
@@ -273,6 +318,10 @@ enum {
 	OPT_HELP,
 	OPT_VERSION,
 	OPT_ONE_FS,
+	OPT_EXISTING,
+	OPT_IGNORE_EXISTING,
+	OPT_MAX_SIZE,
+	OPT_MIN_SIZE,
 };
 
 /* --prefetch FILE: read and checked now (a bad trace is a usage error). */
@@ -344,6 +393,17 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"dry-run", no_argument, NULL, 'n'},
 	    {"itemize-changes", no_argument, NULL, 'i'},
 	    {"delete", no_argument, NULL, OPT_DELETE},
+	    {"delete-before", no_argument, NULL, OPT_DELETE},
+	    {"delete-during", no_argument, NULL, OPT_DELETE},
+	    {"del", no_argument, NULL, OPT_DELETE},
+	    {"delete-after", no_argument, NULL, OPT_DELETE},
+	    {"delete-delay", no_argument, NULL, OPT_DELETE},
+	    {"existing", no_argument, NULL, OPT_EXISTING},
+	    {"ignore-non-existing", no_argument, NULL, OPT_EXISTING},
+	    {"ignore-existing", no_argument, NULL, OPT_IGNORE_EXISTING},
+	    {"update", no_argument, NULL, 'u'},
+	    {"max-size", required_argument, NULL, OPT_MAX_SIZE},
+	    {"min-size", required_argument, NULL, OPT_MIN_SIZE},
 	    {"delete-excluded", no_argument, NULL, OPT_DELETE_EXCLUDED},
 	    {"ignore-errors", no_argument, NULL, OPT_IGNORE_ERRORS},
 	    {"exclude", required_argument, NULL, OPT_EXCLUDE},
@@ -384,7 +444,7 @@ static int parse_args(int argc, char **argv, struct args *a,
 
 	opterr = 0;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":j:f:e:niPvqharlptgoDHXzcASxh",
+	while ((ch = getopt_long(argc, argv, ":j:f:e:niPvqharlptgoDHXzcASxhu",
 				 longopts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_CACHE_DIR:
@@ -428,6 +488,29 @@ static int parse_args(int argc, char **argv, struct args *a,
 			break;
 		case OPT_IGNORE_ERRORS:
 			o->ignore_errors = 1;
+			break;
+		case OPT_EXISTING:
+			o->skip.existing = 1;
+			break;
+		case OPT_IGNORE_EXISTING:
+			o->skip.ignore_existing = 1;
+			break;
+		case 'u':
+			o->skip.update = 1;
+			break;
+		case OPT_MAX_SIZE:
+		case OPT_MIN_SIZE:
+			if (parse_size(optarg, ch == OPT_MAX_SIZE
+						   ? &o->skip.max_size
+						   : &o->skip.min_size) < 0) {
+				base_error("--%s '%s': a size in bytes, or "
+					   "with K, M, G or T (1024-based) "
+					   "or KB, MB, GB, TB (1000-based)",
+					   ch == OPT_MAX_SIZE ? "max-size"
+							      : "min-size",
+					   optarg);
+				return -1;
+			}
 			break;
 		case OPT_EXCLUDE:
 		case OPT_INCLUDE:

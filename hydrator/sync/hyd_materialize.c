@@ -1074,13 +1074,48 @@ static void delete_pass(struct walk *w, const struct cat_inode *root)
 /* Everything below the open directory fd, then the directory's own
  * metadata. Failures are reported and counted; the walk goes on. fd < 0:
  * a dry run's directory that DEST lacks (everything below is new). */
+/* rsync's leave-alone rules (--existing, --ignore-existing, -u,
+ * --max-size, --min-size) say e stays as DEST has it (or absent):
+ * counted in the tree's totals, nothing itemized, nothing changed. */
+static int left_alone(struct walk *w, int dirfd,
+		      const struct hyd_dirent_copy *e)
+{
+	struct stat st;
+	int have;
+
+	if (!hyd_sync__skip_active(w->m->skip))
+		return 0;
+	have = dirfd >= 0 &&
+	       fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (!hyd_sync__skip(w->m->skip, &e->in, have ? &st : NULL))
+		return 0;
+	switch (e->in.kind) {
+	case CAT_DIR:
+		w->m->res->dirs++;
+		break;
+	case CAT_REG:
+		w->m->res->files++;
+		w->files_done++;
+		w->bytes_done += e->in.size;
+		break;
+	case CAT_LNK:
+		w->m->res->symlinks++;
+		break;
+	default:
+		w->m->res->specials++;
+		break;
+	}
+	return 1;
+}
+
 static int sync_dir_entry(void *arg, const struct hyd_dirent_copy *e)
 {
 	struct dir_walk *d = arg;
 	struct walk *w = d->w;
 
 	if (!hyd_filter_excluded(w->m->filter, w->path.b, e->in.kind == CAT_DIR,
-				 0))
+				 0) &&
+	    !left_alone(w, d->fd, e))
 		sync_entry(w, d->fd, e, d->depth);
 	tick(w, 0);
 	return 0;

@@ -10,6 +10,9 @@
  * per catalog inode and one catalog read per directory.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,13 +80,66 @@ void hyd_sync__sel_free(struct hyd_sync_sel *s)
 	memset(s, 0, sizeof(*s));
 }
 
+int hyd_sync__skip_active(const struct hyd_sync_skip *skip)
+{
+	return skip && (skip->existing || skip->ignore_existing ||
+			skip->update || skip->max_size || skip->min_size);
+}
+
+static int64_t st_mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+int hyd_sync__skip(const struct hyd_sync_skip *skip, const struct cat_inode *in,
+		   const struct stat *dst)
+{
+	if (!skip)
+		return 0;
+	if (skip->existing && !dst)
+		return 1;
+	if (in->kind == CAT_DIR)
+		return 0; /* the rest are about files (rsync's) */
+	if (in->kind == CAT_REG &&
+	    ((skip->max_size && in->size > skip->max_size) ||
+	     (skip->min_size && in->size < skip->min_size)))
+		return 1;
+	if (skip->ignore_existing && dst)
+		return 1;
+	/* -u: newer there; a directory there is replaced as without -u */
+	if (skip->update && dst && !S_ISDIR(dst->st_mode) &&
+	    st_mtime_ns(dst) > in->mtime_ns)
+		return 1;
+	return 0;
+}
+
 struct sel_walk {
 	cat_reader *cat;
 	const hyd_filter *f;
 	struct base_path *path;
 	unsigned depth;
 	struct hyd_sync_sel *s;
+	const struct hyd_sync_skip *skip;
+	const char *dest;
 };
+
+/* The leave-alone rules by DEST's entry at the walk's path (lstat by
+ * name: a symlink on the way only changes what is fetched; the writer
+ * decides again from its own directory descriptors). */
+static int sel_skip(struct sel_walk *w, const struct cat_inode *in)
+{
+	char full[PATH_MAX];
+	struct stat st;
+	int have;
+
+	if (!hyd_sync__skip_active(w->skip))
+		return 0;
+	if ((size_t)snprintf(full, sizeof(full), "%s/%s", w->dest,
+			     w->path->b) >= sizeof(full))
+		return 0; /* the writer decides */
+	have = lstat(full, &st) == 0;
+	return hyd_sync__skip(w->skip, in, have ? &st : NULL);
+}
 
 static int walk(struct sel_walk *w, uint64_t dir);
 
@@ -93,6 +149,8 @@ static int walk_entry(void *arg, const struct hyd_dirent_copy *e)
 	int r;
 
 	if (hyd_filter_excluded(w->f, w->path->b, e->in.kind == CAT_DIR, 0))
+		return 0;
+	if (sel_skip(w, &e->in))
 		return 0;
 	if (e->in.kind == CAT_REG)
 		return sel_set(w->s, e->in.ino);
@@ -113,7 +171,8 @@ static int walk(struct sel_walk *w, uint64_t dir)
 }
 
 int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
-		     const hyd_filter *f, struct hyd_sync_sel *ret)
+		     const hyd_filter *f, const struct hyd_sync_skip *skip,
+		     const char *dest, struct hyd_sync_sel *ret)
 {
 	struct base_path path = {0};
 	size_t old;
@@ -125,7 +184,7 @@ int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
 	if (r == 0 && root_name)
 		r = base_path_push(&path, root_name, strlen(root_name), &old);
 	if (r == 0 && !(root_name && hyd_filter_excluded(f, path.b, 1, 0))) {
-		struct sel_walk w = {cat, f, &path, 0, ret};
+		struct sel_walk w = {cat, f, &path, 0, ret, skip, dest};
 
 		r = walk(&w, root_ino);
 	}

@@ -1121,10 +1121,11 @@ static int pick(struct sync *s)
 			     s->op.catpath);
 		return r;
 	}
-	if (!s->sub[0] && !hyd_filter_count(s->o->filter))
+	if (!s->sub[0] && !hyd_filter_count(s->o->filter) &&
+	    !hyd_sync__skip_active(&s->o->skip))
 		return 0;
 	r = hyd_sync__select(s->op.cat, s->root_ino, s->root_name, s->o->filter,
-			     &s->sel);
+			     &s->o->skip, s->o->dest, &s->sel);
 	if (r < 0)
 		base_log_err(BASE_LOG_ERROR, r,
 			     "cannot walk the catalog path=%s", s->op.catpath);
@@ -1222,6 +1223,7 @@ static int run(struct sync *s)
 	m.tick_arg = s;
 	m.timeout_ns = s->timeout_ns;
 	m.filter = s->o->filter;
+	m.skip = &s->o->skip;
 	m.delete_extra = s->o->delete_extra;
 	m.ignore_errors = s->o->ignore_errors;
 	m.dry_run = s->o->dry_run;

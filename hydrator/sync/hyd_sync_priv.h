@@ -186,6 +186,7 @@ struct hyd_mat {
 	 * and what --delete may remove; dry_run changes nothing; item gets
 	 * every change made or, dry, that would be. */
 	const hyd_filter *filter;
+	const struct hyd_sync_skip *skip; /* leave-alone rules; may be NULL */
 	int delete_extra, ignore_errors, dry_run;
 	uint64_t left_out; /* the catalog's: entries the scan left out */
 	hyd_sync_item_fn item;
@@ -369,9 +370,19 @@ struct hyd_sync_sel {
 	int active;
 };
 /* Walk the catalog from root_ino (named root_name in DEST, or NULL: its
- * contents go into DEST) with the filter, as the writer will. */
+ * contents go into DEST) with the filter and the leave-alone rules (skip
+ * may be NULL; dest: DEST, whose entries they look at), as the writer
+ * will. */
 int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
-		     const hyd_filter *f, struct hyd_sync_sel *ret);
+		     const hyd_filter *f, const struct hyd_sync_skip *skip,
+		     const char *dest, struct hyd_sync_sel *ret);
+
+/* Any of skip's rules set? */
+int hyd_sync__skip_active(const struct hyd_sync_skip *skip);
+/* 1 when rsync's rules leave in as DEST has it: dst is DEST's entry of
+ * that name (lstat), or NULL when there is none (hyd_select.c). */
+int hyd_sync__skip(const struct hyd_sync_skip *skip, const struct cat_inode *in,
+		   const struct stat *dst);
 int hyd_sync__sel_has(const struct hyd_sync_sel *s, uint64_t ino);
 void hyd_sync__sel_free(struct hyd_sync_sel *s);
 

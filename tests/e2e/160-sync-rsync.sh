@@ -7,7 +7,9 @@
 # rescans: `-n -i --delete` prints what `rsync -aHX -n -i --delete` prints,
 # the real run itemizes the same and leaves DEST equal to rsync's copy, a
 # rerun changes nothing. Include/exclude rules give the trees rsync
-# gives; a subtree URL follows rsync's trailing-slash rule; --delete
+# gives, and so do --existing, --ignore-existing, -u, --max-size,
+# --min-size and --delete-after/-delay (-i lines too); a subtree URL
+# follows rsync's trailing-slash rule; --delete
 # deletes nothing after an entry failed (exit 24: it vanished at the
 # source) unless --ignore-errors; exit codes 1, 10 and 23; --watch follows
 # a new generation and Ctrl-C ends it with 20.
@@ -108,6 +110,49 @@ check_rules --filter '+ /dir/***' --filter '- *'
 check_rules --filter '+ /dir/' --filter '- /dir/*.h' --filter '+ /dir/**' --filter '- *'
 ok "$n rule sets: the same trees as rsync"
 
+# rsync's leave-alone rules, from one DEST that is partly there: a file
+# missing (top.txt), one older and different (b.txt), one newer and
+# different (dir/m.c), a directory missing (newdir), a file of DEST's own.
+# For each: the same tree as rsync, the same -i lines.
+mkdir -p "$T/lbase"
+rsync -aHX "$S/" "$T/lbase/" || die "rsync for the base failed"
+rm "$T/lbase/top.txt"
+rm -r "$T/lbase/newdir"
+echo 'b, changed here' >"$T/lbase/b.txt"
+touch -d '2019-01-01' "$T/lbase/b.txt"
+echo 'c, newer here' >"$T/lbase/dir/m.c"
+touch -d '2030-01-01' "$T/lbase/dir/m.c"
+echo mine >"$T/lbase/own.txt"
+touch -d '2020-03-03 03:03:03' "$T/lbase/own.txt" "$T/lbase" "$T/lbase/dir"
+m=0
+check_leave() {
+	m=$((m + 1))
+	cp -a "$T/lbase" "$T/lr$m"
+	cp -a "$T/lbase" "$T/lf$m"
+	rsync -aHX -i "$@" "$S/" "$T/lr$m/" | sort >"$T/lr$m.items" || die "rsync $* failed"
+	"$FERRY" sync --cache-dir "$T/c" -i "$@" "$URL" "$T/lf$m" | items >"$T/lf$m.items" ||
+		die "ferry sync $* failed"
+	python3 "$E2E_LIB/treecmp.py" --content "$T/lr$m" "$T/lf$m" >"$T/lcmp$m.txt" ||
+		{ cat "$T/lcmp$m.txt"; die "'$*': ferry's tree differs from rsync's"; }
+	diff "$T/lr$m.items" "$T/lf$m.items" >"$T/ldiff$m.txt" ||
+		{ cat "$T/ldiff$m.txt"; die "'$*': ferry's -i differs from rsync's"; }
+}
+check_leave --existing
+check_leave --ignore-existing
+check_leave -u
+check_leave --update --existing
+check_leave --max-size=10
+check_leave --min-size 1K
+check_leave --max-size=0.01K
+check_leave --delete-after
+check_leave --delete-delay --ignore-existing
+[ ! -e "$T/lf1/top.txt" ] && [ ! -e "$T/lf1/newdir" ] && cmp -s "$S/b.txt" "$T/lf1/b.txt" || die "--existing: the checks prove nothing"
+[ -e "$T/lf2/top.txt" ] && [ "$(cat "$T/lf2/b.txt")" = 'b, changed here' ] || die "--ignore-existing: the checks prove nothing"
+[ "$(cat "$T/lf3/dir/m.c")" = 'c, newer here' ] && [ "$(cat "$T/lf3/b.txt")" != 'b, changed here' ] || die "-u: the checks prove nothing"
+"$FERRY" sync --max-size 1Q "$URL" "$T/lx" 2>"$T/err"; rc=$?
+[ "$rc" = 1 ] && grep -q -- "--max-size '1Q'" "$T/err" || die "a bad --max-size: exit $rc, or not named"
+ok "$m leave-alone rule sets (--existing, --ignore-existing, -u, --max-size, --min-size, --delete-after/-delay): rsync's trees and -i lines"
+
 # Excluded entries in DEST are protected from --delete, unless
 # --delete-excluded; P protects too.
 mkdir -p "$T/rp" "$T/fp"
@@ -178,10 +223,10 @@ grep -q '^Usage' "$T/avhp.txt" && die "-avhP printed the help"
 [ "$rc" = 1 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -q -- '-x (--one-file-system)' "$T/err" ||
 	{ cat "$T/err"; die "-x: exit $rc, not 1 with one line naming it"; }
 [ ! -e "$T/dx" ] || die "-x was refused but DEST was made"
-"$FERRY" sync --delete-delay "$URL" "$T/dx" 2>"$T/err"; rc=$?
-[ "$rc" = 1 ] && grep -q -- "--delete-delay" "$T/err" || die "an unknown rsync option: exit $rc, or not named"
+"$FERRY" sync --backup "$URL" "$T/dx" 2>"$T/err"; rc=$?
+[ "$rc" = 1 ] && grep -q -- "--backup" "$T/err" || die "an unsupported rsync option: exit $rc, or not named"
 "$FERRY" sync --version | grep -q '^ferry sync [0-9]' || die "--version"
-ok "-avhP copies, -aHAXSc copies, -x and --delete-delay refused by name, --version"
+ok "-avhP copies, -aHAXSc copies, -x and --backup refused by name, --version"
 
 # --delete after an entry vanished at the source: nothing deleted (exit
 # 24), unless --ignore-errors.
