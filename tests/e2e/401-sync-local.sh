@@ -9,7 +9,8 @@
 #      --watch follows the source (the replicator rescans at its poll);
 #  (c) nothing is left running, no socket directory of the run's;
 #  (d) a source that is neither a URL, HOST:PATH nor a directory is a
-#      usage error (exit 1), as before.
+#      usage error (exit 1), as before;
+#  (e) what --max-size and --ignore-existing leave is not fetched.
 . "$(dirname "$0")/lib/common.sh"
 [ -x "$FERRY" ] || die "ferry not built"
 export XDG_CACHE_HOME="$T/xdg" # the replicator's state for this source
@@ -54,6 +55,18 @@ sleep 0.3
 left=$(pgrep -f -- "--session .*-l unix:" ; find "${TMPDIR:-/tmp}" -maxdepth 1 -type d -name 'ferry-ssh-*' -newer "$T/start")
 [ -z "$left" ] || die "(c) left after the runs: $left"
 ok "(c) nothing left running"
+
+# (e) what rsync's leave-alone rules leave is not fetched either
+mkdir -p "$T/ls"
+head -c 3000000 /dev/urandom >"$T/ls/big"
+echo small >"$T/ls/s"
+"$FERRY" sync --cache-dir "$T/lc1" --max-size 1M "$T/ls/" "$T/ld1" >"$T/ls1.out" 2>&1 || { cat "$T/ls1.out"; die "(e) --max-size failed"; }
+[ ! -e "$T/ld1/big" ] && [ -e "$T/ld1/s" ] && grep -q 'fetched 1 chunks' "$T/ls1.out" ||
+	{ cat "$T/ls1.out"; die "(e) --max-size: the big file's chunks were fetched, or it was written"; }
+mkdir -p "$T/ld2" && cp -a "$T/ls/big" "$T/ld2/big"
+"$FERRY" sync --cache-dir "$T/lc2" --ignore-existing "$T/ls/" "$T/ld2" >"$T/ls2.out" 2>&1 || { cat "$T/ls2.out"; die "(e) --ignore-existing failed"; }
+grep -q 'fetched 1 chunks' "$T/ls2.out" || { cat "$T/ls2.out"; die "(e) --ignore-existing: the existing file's chunks were fetched"; }
+ok "(e) --max-size and --ignore-existing fetch nothing of what they leave"
 
 "$FERRY" sync -q --cache-dir "$T/cache" "$T/no-such-dir" "$T/dst4" 2>"$T/err"; rc=$?
 [ $rc = 1 ] || { cat "$T/err"; die "(d) a missing source: exit $rc, not 1"; }
