@@ -1239,6 +1239,9 @@ static int ssh_open(struct opts *o, struct hyd_ssh *ssh)
 	if (!hyd_ssh_source(o->url))
 		return 0;
 	o->ssh_opts.detach = !o->foreground;
+	/* The mount follows the source: the replicator started for it
+	 * rescans PATH as often as the mount asks for a new generation. */
+	o->ssh_opts.rescan_s = o->poll_s > 0 ? (unsigned)o->poll_s : 0;
 	r = hyd_ssh_start(o->url, &o->ssh_opts, ssh, err, sizeof(err));
 	if (r < 0) {
 		base_error("%s", err);

@@ -10,8 +10,9 @@
 #      the host is kept: only the changed file is fetched);
 #  (c) after a sync nothing is left running: no replicator, no ssh, no
 #      socket directory of ours;
-#  (d) a mount over ssh is exact, and the only TCP listener in the
-#      namespace is sshd's (the replicator serves a Unix socket);
+#  (d) a mount over ssh is exact and follows a change at the source (the
+#      replicator rescans at the mount's --poll), and the only TCP
+#      listener in the namespace is sshd's (it serves a Unix socket);
 #  (e) killing the mount's ssh (kill -9) stops the remote replicator; the
 #      mount still serves what it has and unmounts cleanly;
 #  (f) a host that refuses is exit 10 with a message, nothing left behind.
@@ -92,12 +93,16 @@ ok "(c) nothing of the sync left running"
 # (d) a mount over ssh
 mkdir -p "$T/mnt"
 MOUNTS+=("$T/mnt")
-IN "$HYD" -c "$T/cache" -e "$RSH" --remote-ferry "$REPL" "root@127.0.0.1:$T/src" "$T/mnt" 2>"$T/mount.err" ||
+IN "$HYD" -c "$T/cache" --poll 1 -e "$RSH" --remote-ferry "$REPL" "root@127.0.0.1:$T/src" "$T/mnt" 2>"$T/mount.err" ||
 	{ cat "$T/mount.err"; die "(d) the mount over ssh failed"; }
 diff -r "$T/src" "$T/mnt" >/dev/null || die "(d) the mount is not the source"
 listeners=$(IN ss -Hltnp | grep -v sshd || true)
 [ -z "$listeners" ] || die "(d) a TCP port is open besides sshd's: $listeners"
-ok "(d) the mount over ssh is exact; no TCP port but sshd's"
+# it follows the source: the replicator rescans at the mount's --poll
+echo followed >"$T/src/followed.txt"
+for i in $(seq 1 200); do cmp -s "$T/src/followed.txt" "$T/mnt/followed.txt" 2>/dev/null && break; sleep 0.1; done
+cmp -s "$T/src/followed.txt" "$T/mnt/followed.txt" || die "(d) a file made at the source did not reach the mount in 20 s"
+ok "(d) the mount over ssh is exact and follows the source; no TCP port but sshd's"
 
 # (e) the mount's ssh dies: the remote replicator goes with it
 sshpid=$(pgrep -f -- "ExitOnForwardFailure=yes -L" | head -n1)
