@@ -154,7 +154,9 @@ static void usage(FILE *f)
 	    "  -q, --quiet          no progress and no summary, errors only\n"
 	    "  -a -r -l -p -t -g -o -D -H -X -A -S -z -c -h, --archive,\n"
 	    "  --checksum, --partial, --numeric-ids, --human-readable,\n"
-	    "  --acls, --sparse, --xattrs, --hard-links, --compress\n"
+	    "  --acls, --sparse, --xattrs, --hard-links, --compress,\n"
+	    "  --recursive, --links, --perms, --times, --group, --owner,\n"
+	    "  --devices, --specials\n"
 	    "                       accepted: what ferry always does (ACLs\n"
 	    "                       as their xattrs, holes kept, content\n"
 	    "                       compared by SHA-256, sizes human-\n"
@@ -429,6 +431,14 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"help", no_argument, NULL, OPT_HELP},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {"human-readable", no_argument, NULL, OPT_NOOP},
+	    {"recursive", no_argument, NULL, OPT_NOOP},
+	    {"links", no_argument, NULL, OPT_NOOP},
+	    {"perms", no_argument, NULL, OPT_NOOP},
+	    {"times", no_argument, NULL, OPT_NOOP},
+	    {"group", no_argument, NULL, OPT_NOOP},
+	    {"owner", no_argument, NULL, OPT_NOOP},
+	    {"devices", no_argument, NULL, OPT_NOOP},
+	    {"specials", no_argument, NULL, OPT_NOOP},
 	    {"acls", no_argument, NULL, OPT_NOOP},
 	    {"sparse", no_argument, NULL, OPT_NOOP},
 	    {"one-file-system", no_argument, NULL, OPT_ONE_FS},

@@ -226,7 +226,11 @@ grep -q '^Usage' "$T/avhp.txt" && die "-avhP printed the help"
 "$FERRY" sync --backup "$URL" "$T/dx" 2>"$T/err"; rc=$?
 [ "$rc" = 1 ] && grep -q -- "--backup" "$T/err" || die "an unsupported rsync option: exit $rc, or not named"
 "$FERRY" sync --version | grep -q '^ferry sync [0-9]' || die "--version"
-ok "-avhP copies, -aHAXSc copies, -x and --backup refused by name, --version"
+# ferry(1)'s table of every rsync option says what each does here: the
+# refused ones exit 1 naming themselves, the others are taken
+python3 "$E2E_LIB/rsync_table.py" "$FERRY" "$E2E_LIB/../../../docs/man/ferry.1" >"$T/table.txt" ||
+	{ cat "$T/table.txt"; die "ferry(1)'s RSYNC OPTIONS table does not hold"; }
+ok "-avhP copies, -aHAXSc copies, -x and --backup refused by name, --version; ferry(1)'s rsync table holds ($(tail -n1 "$T/table.txt"))"
 
 # --delete after an entry vanished at the source: nothing deleted (exit
 # 24), unless --ignore-errors.
