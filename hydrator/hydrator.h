@@ -397,6 +397,9 @@ struct hyd_sync_skip {
 			      * newer mtime than the source's */
 	uint64_t max_size;   /* regular files larger are left (0: none) */
 	uint64_t min_size;   /* and smaller */
+	int size_only;	     /* --size-only: a regular file DEST has with
+			      * the source's size counts as up to date (its
+			      * times and modes are still set) */
 };
 
 struct hyd_sync_opts {

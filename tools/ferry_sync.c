@@ -114,6 +114,8 @@ static void usage(FILE *f)
 	    "      --existing       create nothing DEST lacks\n"
 	    "      --ignore-existing  update nothing DEST has\n"
 	    "  -u, --update         leave files newer in DEST\n"
+	    "      --size-only      a file DEST has with the source's size\n"
+	    "                       is up to date (times, modes still set)\n"
 	    "      --max-size SIZE, --min-size SIZE\n"
 	    "                       leave regular files larger (smaller)\n"
 	    "                       than SIZE (K, M, G: 1024; KB, MB: 1000)\n"
@@ -324,6 +326,7 @@ enum {
 	OPT_IGNORE_EXISTING,
 	OPT_MAX_SIZE,
 	OPT_MIN_SIZE,
+	OPT_SIZE_ONLY,
 };
 
 /* --prefetch FILE: read and checked now (a bad trace is a usage error). */
@@ -406,6 +409,7 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"update", no_argument, NULL, 'u'},
 	    {"max-size", required_argument, NULL, OPT_MAX_SIZE},
 	    {"min-size", required_argument, NULL, OPT_MIN_SIZE},
+	    {"size-only", no_argument, NULL, OPT_SIZE_ONLY},
 	    {"delete-excluded", no_argument, NULL, OPT_DELETE_EXCLUDED},
 	    {"ignore-errors", no_argument, NULL, OPT_IGNORE_ERRORS},
 	    {"exclude", required_argument, NULL, OPT_EXCLUDE},
@@ -507,6 +511,9 @@ static int parse_args(int argc, char **argv, struct args *a,
 			break;
 		case 'u':
 			o->skip.update = 1;
+			break;
+		case OPT_SIZE_ONLY:
+			o->skip.size_only = 1;
 			break;
 		case OPT_MAX_SIZE:
 		case OPT_MIN_SIZE:

@@ -474,7 +474,13 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		quick = (uint64_t)st.st_size == e->in.size &&
 			st_mtime_ns(&st) == e->in.mtime_ns;
 	}
-	if (quick && !have) {
+	if (same && hyd_sync__size_same(w->m->skip, &e->in, &st)) {
+		/* --size-only: DEST's content is taken as is */
+		matches = 1;
+		fd = openat(dirfd, e->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			matches = 0;
+	} else if (quick && !have) {
 		matches = 1;
 	} else if (quick) {
 		/* no record (none kept, or a dry run into nothing): no

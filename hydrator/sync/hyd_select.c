@@ -82,8 +82,16 @@ void hyd_sync__sel_free(struct hyd_sync_sel *s)
 
 int hyd_sync__skip_active(const struct hyd_sync_skip *skip)
 {
-	return skip && (skip->existing || skip->ignore_existing ||
-			skip->update || skip->max_size || skip->min_size);
+	return skip &&
+	       (skip->existing || skip->ignore_existing || skip->update ||
+		skip->max_size || skip->min_size || skip->size_only);
+}
+
+int hyd_sync__size_same(const struct hyd_sync_skip *skip,
+			const struct cat_inode *in, const struct stat *dst)
+{
+	return skip && skip->size_only && dst && in->kind == CAT_REG &&
+	       S_ISREG(dst->st_mode) && (uint64_t)dst->st_size == in->size;
 }
 
 static int64_t st_mtime_ns(const struct stat *st)
@@ -138,7 +146,9 @@ static int sel_skip(struct sel_walk *w, const struct cat_inode *in)
 			     w->path->b) >= sizeof(full))
 		return 0; /* the writer decides */
 	have = lstat(full, &st) == 0;
-	return hyd_sync__skip(w->skip, in, have ? &st : NULL);
+	/* --size-only's matches are written from nothing fetched either */
+	return hyd_sync__skip(w->skip, in, have ? &st : NULL) ||
+	       hyd_sync__size_same(w->skip, in, have ? &st : NULL);
 }
 
 static int walk(struct sel_walk *w, uint64_t dir);

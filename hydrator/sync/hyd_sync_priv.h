@@ -383,6 +383,10 @@ int hyd_sync__skip_active(const struct hyd_sync_skip *skip);
  * that name (lstat), or NULL when there is none (hyd_select.c). */
 int hyd_sync__skip(const struct hyd_sync_skip *skip, const struct cat_inode *in,
 		   const struct stat *dst);
+/* --size-only: 1 when in is a regular file and DEST's dst one of its
+ * size (its content is taken as is). */
+int hyd_sync__size_same(const struct hyd_sync_skip *skip,
+			const struct cat_inode *in, const struct stat *dst);
 int hyd_sync__sel_has(const struct hyd_sync_sel *s, uint64_t ino);
 void hyd_sync__sel_free(struct hyd_sync_sel *s);
 

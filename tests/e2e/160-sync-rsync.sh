@@ -122,6 +122,8 @@ echo 'b, changed here' >"$T/lbase/b.txt"
 touch -d '2019-01-01' "$T/lbase/b.txt"
 echo 'c, newer here' >"$T/lbase/dir/m.c"
 touch -d '2030-01-01' "$T/lbase/dir/m.c"
+echo 'h-XXX' >"$T/lbase/dir/m.h" # the source's size, other bytes
+touch -d '2019-01-01' "$T/lbase/dir/m.h"
 echo mine >"$T/lbase/own.txt"
 touch -d '2020-03-03 03:03:03' "$T/lbase/own.txt" "$T/lbase" "$T/lbase/dir"
 m=0
@@ -146,12 +148,15 @@ check_leave --min-size 1K
 check_leave --max-size=0.01K
 check_leave --delete-after
 check_leave --delete-delay --ignore-existing
+check_leave --size-only
 [ ! -e "$T/lf1/top.txt" ] && [ ! -e "$T/lf1/newdir" ] && cmp -s "$S/b.txt" "$T/lf1/b.txt" || die "--existing: the checks prove nothing"
 [ -e "$T/lf2/top.txt" ] && [ "$(cat "$T/lf2/b.txt")" = 'b, changed here' ] || die "--ignore-existing: the checks prove nothing"
 [ "$(cat "$T/lf3/dir/m.c")" = 'c, newer here' ] && [ "$(cat "$T/lf3/b.txt")" != 'b, changed here' ] || die "-u: the checks prove nothing"
+[ "$(cat "$T/lf10/dir/m.h")" = 'h-XXX' ] && [ "$(stat -c %Y "$T/lf10/dir/m.h")" = "$(stat -c %Y "$S/dir/m.h")" ] ||
+	die "--size-only: the checks prove nothing (the same-size file was rewritten, or its time not set)"
 "$FERRY" sync --max-size 1Q "$URL" "$T/lx" 2>"$T/err"; rc=$?
 [ "$rc" = 1 ] && grep -q -- "--max-size '1Q'" "$T/err" || die "a bad --max-size: exit $rc, or not named"
-ok "$m leave-alone rule sets (--existing, --ignore-existing, -u, --max-size, --min-size, --delete-after/-delay): rsync's trees and -i lines"
+ok "$m leave-alone rule sets (--existing, --ignore-existing, -u, --max-size, --min-size, --size-only, --delete-after/-delay): rsync's trees and -i lines"
 
 # Excluded entries in DEST are protected from --delete, unless
 # --delete-excluded; P protects too.
