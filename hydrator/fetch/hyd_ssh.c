@@ -220,17 +220,6 @@ static int split_words(const char *cmd, char *buf, size_t cap, char **argv,
 	return (int)n;
 }
 
-static void hex(const uint8_t *b, size_t n, char *out)
-{
-	static const char d[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = d[b[i] >> 4];
-		out[2 * i + 1] = d[b[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 /* Wait up to timeout_s for the line "ready" from the remote replicator.
  * 0, or -errno with err set (ssh's own message went to stderr). */
 static int wait_ready(struct hyd_ssh *s, unsigned timeout_s, char *err,
@@ -379,7 +368,7 @@ static int name_source(struct hyd_ssh *s, const char *what, char *key,
 		snprintf(err, errcap, "cannot hash the source's name");
 		return -ENOMEM;
 	}
-	hex(id.b, 8, key);
+	base_hex_encode(id.b, 8, key);
 	snprintf(s->ns, sizeof(s->ns), "s%s", key);
 	snprintf(s->url, sizeof(s->url), "http://localhost/v1/%s", s->ns);
 	return 0;
@@ -413,7 +402,7 @@ int hyd_ssh_start(const char *src, const struct hyd_ssh_opts *o,
 		snprintf(err, errcap, "no random bytes for the socket's name");
 		return -EIO;
 	}
-	hex(rnd, sizeof(rnd), rnd_hex);
+	base_hex_encode(rnd, sizeof(rnd), rnd_hex);
 	snprintf(remote_sock, sizeof(remote_sock), "/tmp/ferry-ssh-%s.sock",
 		 rnd_hex);
 	r = make_sock_dir(s, err, errcap);

@@ -960,14 +960,34 @@ out:
 static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 		     unsigned depth);
 
+/* One entry of the tree in the totals (written, checked or left). */
+static void count_entry(struct walk *w, enum cat_kind kind)
+{
+	switch (kind) {
+	case CAT_DIR:
+		w->m->res->dirs++;
+		break;
+	case CAT_REG:
+		w->m->res->files++;
+		w->files_done++;
+		break;
+	case CAT_LNK:
+		w->m->res->symlinks++;
+		break;
+	default:
+		w->m->res->specials++;
+		break;
+	}
+}
+
 static int sync_entry(struct walk *w, int dirfd,
 		      const struct hyd_dirent_copy *e, unsigned depth)
 {
 	int cfd;
 
+	count_entry(w, e->in.kind);
 	switch (e->in.kind) {
 	case CAT_DIR:
-		w->m->res->dirs++;
 		if (depth + 1 >= HYD_SYNC_DEPTH_MAX) {
 			report(w, "directory nested too deep", -ELOOP);
 			return -ELOOP;
@@ -981,18 +1001,9 @@ static int sync_entry(struct walk *w, int dirfd,
 		if (cfd >= 0)
 			close(cfd);
 		return 0;
-	case CAT_REG:
-		w->m->res->files++;
-		w->files_done++;
-		break;
-	case CAT_LNK:
-		w->m->res->symlinks++;
-		break;
 	default:
-		w->m->res->specials++;
-		break;
+		return sync_leaf(w, dirfd, e);
 	}
-	return sync_leaf(w, dirfd, e);
 }
 
 /* --delete below the DEST directory fd (catalog directory dir, at the
@@ -1095,22 +1106,9 @@ static int left_alone(struct walk *w, int dirfd,
 	       fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 	if (!hyd_sync__skip(w->m->skip, &e->in, have ? &st : NULL))
 		return 0;
-	switch (e->in.kind) {
-	case CAT_DIR:
-		w->m->res->dirs++;
-		break;
-	case CAT_REG:
-		w->m->res->files++;
-		w->files_done++;
+	count_entry(w, e->in.kind);
+	if (e->in.kind == CAT_REG)
 		w->bytes_done += e->in.size;
-		break;
-	case CAT_LNK:
-		w->m->res->symlinks++;
-		break;
-	default:
-		w->m->res->specials++;
-		break;
-	}
 	return 1;
 }
 
