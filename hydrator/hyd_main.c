@@ -64,6 +64,7 @@
 #define KEEP_DEFAULT 3L
 #define JOBS_DEFAULT 4L
 #define HYD_PREFETCH_MAX 16
+#define HYD_SEEDS_MAX 20
 #define JOBS_MAX 256L
 /* With --bwlimit one batch connection per this much rate is plenty; fewer
  * connections mean fewer bytes buffered beyond the bucket's sight. */
@@ -96,7 +97,11 @@ struct opts {
 	const char *s3_keys;	    /* --s3-keys FILE; NULL: anonymous */
 	const char *prefetch[HYD_PREFETCH_MAX]; /* --prefetch FILE... */
 	size_t nprefetch;
-	int no_record;		      /* --no-record: no CACHEDIR/trace.rec */
+	int no_record; /* --no-record: no CACHEDIR/trace.rec */
+	/* --seed DIR..., made absolute before any fork */
+	struct hyd_seed_dir seeds[HYD_SEEDS_MAX];
+	char *seed_paths[HYD_SEEDS_MAX];
+	size_t nseeds;
 	struct hyd_ssh_opts ssh_opts; /* -e/--rsh, --remote-ferry */
 };
 
@@ -129,6 +134,7 @@ struct mount {
 	struct hyd_trace traces[HYD_PREFETCH_MAX];
 	const struct hyd_trace *tracep[HYD_PREFETCH_MAX];
 	size_t ntraces;
+	const struct opts *o; /* --seed's dirs, for backfill's thread */
 	struct hyd_fs fs;
 };
 
@@ -212,6 +218,11 @@ static void usage(FILE *out)
 	    "                        still go before it); files changed\n"
 	    "                        since it was taken are skipped;\n"
 	    "                        repeatable (up to %d)\n"
+	    "      --seed DIR        files DIR holds at the same path (an\n"
+	    "                        older copy, a previous checkpoint) give\n"
+	    "                        their chunks, verified by SHA-256,\n"
+	    "                        before backfill fetches the rest;\n"
+	    "                        repeatable (up to 20)\n"
 	    "      --no-record       keep no trace of this mount's reads (by\n"
 	    "                        default CACHEDIR/trace.rec records them\n"
 	    "                        for ferry trace export)\n"
@@ -226,6 +237,37 @@ static void usage(FILE *out)
 	    "its pid to CACHEDIR/hydrator.pid. See ferry-hydrator(1).\n",
 	    TIMEOUT_DEFAULT_S, JOBS_DEFAULT, POLL_DEFAULT_S, KEEP_DEFAULT,
 	    HYD_PREFETCH_MAX);
+}
+
+/* --seed DIR: made absolute now (the daemon leaves the directory it
+ * was started in). 0 or -1 after the error line. */
+static int add_seed(struct opts *o, const char *dir)
+{
+	char *p;
+
+	if (o->nseeds == HYD_SEEDS_MAX) {
+		base_error("--seed: at most %d directories", HYD_SEEDS_MAX);
+		return -1;
+	}
+	p = realpath(dir, NULL);
+	if (!p) {
+		base_log_err(BASE_LOG_ERROR, -errno,
+			     "--seed: no directory "
+			     "path=%s",
+			     dir);
+		return -1;
+	}
+	o->seed_paths[o->nseeds] = p;
+	o->seeds[o->nseeds].path = p;
+	o->seeds[o->nseeds].how = HYD_SEED_CHUNKS;
+	o->nseeds++;
+	return 0;
+}
+
+static void free_seeds(struct opts *o)
+{
+	while (o->nseeds)
+		free(o->seed_paths[--o->nseeds]);
 }
 
 /* -o takes a comma list; only allow_other means anything here (ro and
@@ -300,7 +342,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_CACHEABLE,
 		OPT_PREFETCH,
 		OPT_NO_RECORD,
-		OPT_REMOTE_FERRY
+		OPT_REMOTE_FERRY,
+		OPT_SEED
 	};
 	static const struct option longopts[] = {
 	    {"cache-dir", required_argument, NULL, 'c'},
@@ -322,6 +365,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"s3-keys", required_argument, NULL, OPT_S3_KEYS},
 	    {"prefetch", required_argument, NULL, OPT_PREFETCH},
 	    {"no-record", no_argument, NULL, OPT_NO_RECORD},
+	    {"seed", required_argument, NULL, OPT_SEED},
 	    {"rsh", required_argument, NULL, 'e'},
 	    {"remote-ferry", required_argument, NULL, OPT_REMOTE_FERRY},
 	    HYD_CREDS_LONGOPTS,
@@ -409,6 +453,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case OPT_NO_RECORD:
 			o->no_record = 1;
 			break;
+		case OPT_SEED:
+			if (add_seed(o, optarg) < 0)
+				return -1;
+			break;
 		case 'e':
 			o->ssh_opts.rsh = optarg;
 			break;
@@ -450,6 +498,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	o->url = argv[optind];
 	o->mountpoint = argv[optind + 1];
+	if (o->nseeds && o->no_backfill) {
+		base_error("--seed is backfill's first step: not with "
+			   "--no-backfill");
+		return -1;
+	}
 	return check_s3_opts(o);
 }
 
@@ -550,6 +603,37 @@ static int first_gen(struct mount *m, struct hyd_gen **ret)
 	return 0;
 }
 
+/* --seed, on backfill's thread before its first pass (it fetches what
+ * the seeds did not give). */
+static int seed_run(void *arg, cat_reader *cat, const int *stop)
+{
+	struct mount *m = arg;
+	struct hyd_seed_stats st;
+	hyd_seeder *sd;
+	uint64_t t0 = base_now_ns();
+	int r;
+
+	r = hyd_seeder_new(m->op.store, &m->op.meta.params, NULL, m->o->seeds,
+			   m->o->nseeds, &sd);
+	if (r == 0) {
+		base_info("seeding from %zu director%s", m->o->nseeds,
+			  m->o->nseeds == 1 ? "y" : "ies");
+		r = hyd_seeder_tree(sd, cat, stop);
+		if (hyd_seeder_finish(sd) < 0 && r == 0)
+			r = -EIO;
+		hyd_seeder_stats(sd, &st);
+		base_info("seeded files_read=%" PRIu64 " bytes_read=%" PRIu64
+			  " chunks=%" PRIu64 " bytes=%" PRIu64 " secs=%.1f",
+			  st.files_read, st.bytes_read, st.chunks_seeded,
+			  st.bytes_seeded, (double)(base_now_ns() - t0) / 1e9);
+		hyd_seeder_free(sd);
+	}
+	if (r < 0)
+		base_log_err(BASE_LOG_WARN, r,
+			     "seeding stopped: backfill fetches the rest");
+	return r;
+}
+
 /* Everything the FUSE ops need, except the threads. */
 static int setup_fs(const struct opts *o, struct mount *m)
 {
@@ -624,6 +708,11 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		bc.log_progress = 1;
 		bc.traces = m->tracep;
 		bc.ntraces = m->ntraces;
+		m->o = o;
+		if (o->nseeds) {
+			bc.seed = seed_run;
+			bc.seed_arg = m;
+		}
 		r = hyd_backfill_new(&bc, &m->bf);
 	}
 	if (r < 0) {
@@ -1272,8 +1361,10 @@ int main(int argc, char **argv)
 	mallopt(M_TOP_PAD, 8 * HYD_MMAP_THRESHOLD);
 	base_log_init(PROG, BASE_LOG_INFO);
 	r = parse_args(argc, argv, &o);
-	if (r != 0)
+	if (r != 0) {
+		free_seeds(&o);
 		return r > 0 ? 0 : EXIT_USAGE;
+	}
 	base_log_init(PROG, o.log_level);
 	/* Once, before any thread exists. */
 	if (hyd_fetch_global_init() < 0) {
@@ -1287,6 +1378,7 @@ int main(int argc, char **argv)
 	 * parent's child then: the end of its input stops it). */
 	hyd_ssh_stop(&ssh);
 	hyd_fetch_global_cleanup();
+	free_seeds(&o);
 	/* The daemon's last line: what it exits with (tests check it). */
 	if (daemonized)
 		base_info("exit status=%d pid=%ld", r, (long)getpid());

@@ -402,6 +402,73 @@ struct hyd_sync_skip {
 			      * times and modes are still set) */
 };
 
+/* Local data as a seed (hyd_seed.c): files already on this machine (an
+ * older copy of the tree, a previous checkpoint) whose chunks are taken
+ * from there instead of from the wire. Every chunk taken is verified by
+ * its SHA-256 against the catalog before it is stored; a file is read
+ * only when the store lacks some of its chunks (or, for the -dest kinds,
+ * when its size and mtime match and its content is checked whole). */
+enum hyd_seed_how {
+	HYD_SEED_CHUNKS = 0, /* --seed: chunks only */
+	HYD_SEED_COMPARE,    /* --compare-dest: a whole match is not written */
+	HYD_SEED_COPY,	     /* --copy-dest: a whole match is copied here */
+	HYD_SEED_LINK,	     /* --link-dest: ... hard linked when its
+			      * attributes match too, else copied */
+};
+struct hyd_seed_dir {
+	const char *path; /* DIR: a candidate of catalog path P is DIR/P */
+	enum hyd_seed_how how;
+};
+/* What seeding did, for --stats and the mount's log. */
+struct hyd_seed_stats {
+	uint64_t files_read;	/* candidate files read */
+	uint64_t bytes_read;	/* their bytes read */
+	uint64_t chunks_seeded; /* verified chunks stored from them */
+	uint64_t bytes_seeded;	/* their raw bytes */
+	uint64_t put_failed;	/* verified chunks the store did not take */
+};
+typedef struct hyd_seeder hyd_seeder;
+struct hyd_store;
+struct chunk_params;
+struct cat_reader;
+struct cat_inode;
+/* dest: DEST, whose files seed their own path (NULL: none); dirs
+ * (borrowed until free, like dest; absolute paths) in the order they
+ * are tried; p the catalog's chunk parameters (a seed is cut as the
+ * source cut). Returns 0, -EINVAL, -ENOMEM. */
+int hyd_seeder_new(struct hyd_store *store, const struct chunk_params *p,
+		   const char *dest, const struct hyd_seed_dir *dirs,
+		   size_t ndirs, hyd_seeder **ret);
+/* Seed one regular file of the catalog (in, at catalog path rel: DEST's
+ * path for a sync). Returns what it still needs from the wire:
+ * HYD_SEED_FETCH (what the store lacks), HYD_SEED_DEST (DEST's file has
+ * the catalog's size and mtime) or HYD_SEED_DIR (a -dest DIR's has):
+ * nothing is fetched for those, the writer checks them; HYD_SEED_LATER:
+ * its manifest is not local yet and a candidate exists, so its path is
+ * kept for hyd_seeder_again. -errno for a store or catalog failure (a
+ * candidate that cannot be read is skipped, never an error). One thread
+ * at a time per seeder. */
+#define HYD_SEED_FETCH 0
+#define HYD_SEED_DEST 1
+#define HYD_SEED_DIR 2
+#define HYD_SEED_LATER 3
+int hyd_seeder_file(hyd_seeder *sd, struct cat_reader *cat,
+		    const struct cat_inode *in, const char *rel);
+/* A file whose manifest came: seeded as by hyd_seeder_file when it was
+ * LATER (never LATER again), else HYD_SEED_FETCH at once. */
+int hyd_seeder_again(hyd_seeder *sd, struct cat_reader *cat,
+		     const struct cat_inode *in);
+/* Every regular file below the catalog's root, with hyd_seeder_file,
+ * then the LATER ones as their manifests come: the mount's seeding,
+ * before backfill. stop (read atomically) ends it early. 0 or -errno. */
+int hyd_seeder_tree(hyd_seeder *sd, struct cat_reader *cat, const int *stop);
+/* Wait until every chunk put so far is durable; 0 or the first put's
+ * -errno. */
+int hyd_seeder_finish(hyd_seeder *sd);
+void hyd_seeder_stats(const hyd_seeder *sd, struct hyd_seed_stats *ret);
+/* Finishes first. NULL is a no-op. */
+void hyd_seeder_free(hyd_seeder *sd);
+
 struct hyd_sync_opts {
 	/* http[s]://HOST[:PORT]/v1/NAME[/SUB/DIR[/]]: a subtree with
 	 * rsync's trailing-slash rule (SUB/DIR/ writes its contents into
@@ -433,6 +500,10 @@ struct hyd_sync_opts {
 	const struct hyd_trace *const *traces;
 	size_t ntraces;
 	struct hyd_sync_skip skip; /* rsync's leave-alone rules */
+	/* --seed, --link-dest, --copy-dest, --compare-dest, in the order
+	 * tried (a relative path is DEST's, as rsync's); borrowed. */
+	const struct hyd_seed_dir *seeds;
+	size_t nseeds;
 };
 
 struct hyd_sync_result {
@@ -455,6 +526,10 @@ struct hyd_sync_result {
 	uint64_t failed;       /* entries that could not be reproduced */
 	uint64_t vanished;     /* of those: the source changed or went away */
 	uint64_t deleted;      /* entries removed from DEST (--delete) */
+	uint64_t files_linked; /* hard linked from a --link-dest DIR */
+	uint64_t files_copied; /* copied from a --copy-dest (--link-dest) DIR */
+	uint64_t files_compared; /* left out: a --compare-dest DIR has them */
+	struct hyd_seed_stats seed; /* what DEST and the seeds gave */
 	int deletions_skipped; /* --delete skipped: errors, or the scan left
 				* entries out */
 	int gave_up_err; /* -errno of the fetch that made the run give up on

@@ -44,6 +44,7 @@
 #define POLL_DEFAULT_S 30L
 
 #define PREFETCH_MAX 16
+#define SEEDS_MAX 20
 
 struct args {
 	struct hyd_sync_opts o;
@@ -57,6 +58,8 @@ struct args {
 	/* --prefetch: traces read at the start; tracep for o.traces */
 	struct hyd_trace traces[PREFETCH_MAX];
 	const struct hyd_trace *tracep[PREFETCH_MAX];
+	/* --seed, --link-dest, --copy-dest, --compare-dest; o.seeds */
+	struct hyd_seed_dir seeds[SEEDS_MAX];
 };
 
 static void usage(FILE *f)
@@ -121,6 +124,18 @@ static void usage(FILE *f)
 	    "                       than SIZE (K, M, G: 1024; KB, MB: 1000)\n"
 	    "                       as DEST has them (their chunks are not\n"
 	    "                       fetched either)\n"
+	    "      --seed DIR       take the chunks of files DIR holds at the\n"
+	    "                       same path (an older copy, a previous\n"
+	    "                       checkpoint) from there, verified by\n"
+	    "                       SHA-256, instead of the wire; repeatable.\n"
+	    "                       DEST's own files always seed their path\n"
+	    "      --link-dest DIR, --copy-dest DIR, --compare-dest DIR\n"
+	    "                       rsync's: a file DIR holds unchanged "
+	    "(size,\n"
+	    "                       mtime and content) is hard linked (with\n"
+	    "                       the same attributes too), copied, or not\n"
+	    "                       written; other files seed as with --seed.\n"
+	    "                       Relative DIRs are DEST's; up to 20\n"
 	    "      --ignore-errors  delete even after errors\n"
 	    "      --exclude PATTERN, --include PATTERN\n"
 	    "      --exclude-from FILE, --include-from FILE\n"
@@ -327,7 +342,49 @@ enum {
 	OPT_MAX_SIZE,
 	OPT_MIN_SIZE,
 	OPT_SIZE_ONLY,
+	OPT_SEED,
+	OPT_LINK_DEST,
+	OPT_COPY_DEST,
+	OPT_COMPARE_DEST,
 };
+
+/* --seed DIR and rsync's --link-dest, --copy-dest, --compare-dest DIR
+ * (one kind of the three per run, as rsync has it). 0 or -1 after the
+ * error line. */
+static int add_seed(struct args *a, int ch, const char *dir)
+{
+	static const char *const name[] = {"--seed", "--compare-dest",
+					   "--copy-dest", "--link-dest"};
+	enum hyd_seed_how how = ch == OPT_LINK_DEST	 ? HYD_SEED_LINK
+				: ch == OPT_COPY_DEST	 ? HYD_SEED_COPY
+				: ch == OPT_COMPARE_DEST ? HYD_SEED_COMPARE
+							 : HYD_SEED_CHUNKS;
+	size_t i, n = a->o.nseeds;
+
+	if (!dir[0]) {
+		base_error("%s: an empty directory name", name[how]);
+		return -1;
+	}
+	if (n == SEEDS_MAX) {
+		base_error("%s: at most %d seed directories in all", name[how],
+			   SEEDS_MAX);
+		return -1;
+	}
+	for (i = 0; i < n && how != HYD_SEED_CHUNKS; i++) {
+		if (a->seeds[i].how != HYD_SEED_CHUNKS &&
+		    a->seeds[i].how != how) {
+			base_error("you may not mix --compare-dest, "
+				   "--copy-dest and --link-dest (%s after %s)",
+				   name[how], name[a->seeds[i].how]);
+			return -1;
+		}
+	}
+	a->seeds[n].path = dir;
+	a->seeds[n].how = how;
+	a->o.seeds = a->seeds;
+	a->o.nseeds = n + 1;
+	return 0;
+}
 
 /* --prefetch FILE: read and checked now (a bad trace is a usage error). */
 static int load_trace(struct args *a, const char *path)
@@ -410,6 +467,10 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"max-size", required_argument, NULL, OPT_MAX_SIZE},
 	    {"min-size", required_argument, NULL, OPT_MIN_SIZE},
 	    {"size-only", no_argument, NULL, OPT_SIZE_ONLY},
+	    {"seed", required_argument, NULL, OPT_SEED},
+	    {"link-dest", required_argument, NULL, OPT_LINK_DEST},
+	    {"copy-dest", required_argument, NULL, OPT_COPY_DEST},
+	    {"compare-dest", required_argument, NULL, OPT_COMPARE_DEST},
 	    {"delete-excluded", no_argument, NULL, OPT_DELETE_EXCLUDED},
 	    {"ignore-errors", no_argument, NULL, OPT_IGNORE_ERRORS},
 	    {"exclude", required_argument, NULL, OPT_EXCLUDE},
@@ -514,6 +575,13 @@ static int parse_args(int argc, char **argv, struct args *a,
 			break;
 		case OPT_SIZE_ONLY:
 			o->skip.size_only = 1;
+			break;
+		case OPT_SEED:
+		case OPT_LINK_DEST:
+		case OPT_COPY_DEST:
+		case OPT_COMPARE_DEST:
+			if (add_seed(a, ch, optarg) < 0)
+				return -1;
 			break;
 		case OPT_MAX_SIZE:
 		case OPT_MIN_SIZE:

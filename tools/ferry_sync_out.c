@@ -179,6 +179,15 @@ void ferry_sync_summary(const struct ferry_sync_out *c,
 		       c->dry_run ? "would delete" : "deleted", r->deleted,
 		       r->deleted == 1 ? "y" : "ies",
 		       r->deletions_skipped ? " (deletions skipped)" : "");
+	if (r->seed.bytes_seeded || r->files_linked || r->files_copied ||
+	    r->files_compared) {
+		ferry_human(r->seed.bytes_seeded, a, sizeof(a));
+		printf("seeded %" PRIu64 " chunks (%s bytes) from local "
+		       "files; linked %" PRIu64 ", copied %" PRIu64
+		       ", left to --compare-dest %" PRIu64 "\n",
+		       r->seed.chunks_seeded, a, r->files_linked,
+		       r->files_copied, r->files_compared);
+	}
 	ferry_human(r->logical_bytes, a, sizeof(a));
 	printf("total size is %s in %" PRIu64 " entries, generation %" PRIu64
 	       ", %.1f s%s%s\n",
@@ -204,6 +213,13 @@ void ferry_sync_summary(const struct ferry_sync_out *c,
 	       (int64_t)(r->unique_bytes - r->rest_bytes));
 	printf("Chunks fetched: %" PRIu64 "\n", r->chunks_fetched);
 	printf("Chunks written from memory: %" PRIu64 "\n", r->chunks_handed);
+	printf("Seed files read: %" PRIu64 " (%" PRIu64 " bytes)\n",
+	       r->seed.files_read, r->seed.bytes_read);
+	printf("Chunks seeded: %" PRIu64 " (%" PRIu64 " bytes)\n",
+	       r->seed.chunks_seeded, r->seed.bytes_seeded);
+	printf("Files linked, copied, compared from -dest dirs: %" PRIu64
+	       ", %" PRIu64 ", %" PRIu64 "\n",
+	       r->files_linked, r->files_copied, r->files_compared);
 	printf("Wire bytes received: %" PRIu64 "\n", r->wire_bytes);
 	printf("Generation: %" PRIu64 "\n", r->generation);
 	printf("Elapsed: %.3f s\n", r->elapsed_s);

@@ -1085,11 +1085,18 @@ static int take_switch(hyd_backfill *bf)
 static void *bf_main(void *arg)
 {
 	hyd_backfill *bf = arg;
+	int seeded = !bf->cfg.seed;
 
 	do {
 		/* A trace's ranges first: the job it recorded is starting. */
-		if (hyd_bf__prefetch(bf) == 0 && bf->cfg.enabled)
+		if (hyd_bf__prefetch(bf) == 0 && bf->cfg.enabled) {
+			/* then local copies, so the pass fetches the rest */
+			if (!seeded)
+				bf->cfg.seed(bf->cfg.seed_arg, bf->cfg.cat,
+					     &bf->stop);
+			seeded = 1;
 			backfill_run(bf);
+		}
 		/* Complete, disabled or stuck for good: rates and
 		 * persistence go on until stop or a switch. */
 		idle(bf);

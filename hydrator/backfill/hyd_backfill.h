@@ -60,6 +60,11 @@ struct hyd_backfill_config {
 	 * free. Planned again after a switch (what is stored is skipped). */
 	const struct hyd_trace *const *traces;
 	size_t ntraces;
+	/* --seed: called once on the scheduler thread, after the traces
+	 * and before the first pass, with the backfill reader and the stop
+	 * flag (non-zero: return soon); NULL: none. */
+	int (*seed)(void *arg, cat_reader *cat, const int *stop);
+	void *seed_arg;
 };
 
 /* The replay of --prefetch traces. */

@@ -223,6 +223,12 @@ static int chunk_get(struct walk *w, uint64_t ino, const struct cat_chunk *c,
 		return 0;
 	hyd_mat__let_go(w);
 	w->data = w->buf;
+	/* A -dest DIR's copy (hyd_mat_seed.c), verified again here: it may
+	 * have changed since it was checked. */
+	if (w->src_fd >= 0 &&
+	    base_pread_full(w->src_fd, w->buf, c->len, c->off, &got) == 0 &&
+	    got == c->len && chunk_id_verify(&c->id, w->buf, got) == 0)
+		goto ok;
 	/* Just fetched and verified: the bytes are still in memory. */
 	r = handed(w, ino, c, why);
 	if (r != 0)

@@ -65,6 +65,9 @@ struct walk {
 	struct hyd_flight *held;
 	struct hyd_zero_ids zero;
 	struct hyd_behind behind;
+	/* A -dest DIR's copy of the file being written (hyd_mat_seed.c):
+	 * chunks are read from it, verified, before the store; -1: none. */
+	int src_fd;
 	uint64_t files_done, bytes_done, last_tick;
 	int root; /* euid == 0 */
 };
@@ -87,5 +90,20 @@ void hyd_mat__let_go(struct walk *w);
  * 0, or -errno with *why set. */
 int hyd_mat__copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
 			 uint8_t *dg, const char **why);
+
+/* ---- a file a -dest DIR holds whole (hyd_mat_seed.c) ---- */
+
+enum hyd_mat_seed {
+	HYD_MAT_SEED_NONE = 0, /* write it as usual */
+	HYD_MAT_SEED_COMPARED, /* --compare-dest: write nothing */
+	HYD_MAT_SEED_LINK,     /* hard link path (*ret_fd is its file) */
+	HYD_MAT_SEED_COPY,     /* copy from *ret_fd, path's file */
+};
+/* What to do with e (a regular file, at w->path) after DEST's own file
+ * did not match: path gets DIR/PATH of the DIR that decided; *ret_fd
+ * (LINK, COPY) is open on it, the caller's to close. */
+enum hyd_mat_seed hyd_mat__seed_plan(struct walk *w,
+				     const struct hyd_dirent_copy *e,
+				     char *path, size_t cap, int *ret_fd);
 
 #endif

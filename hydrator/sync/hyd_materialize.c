@@ -444,6 +444,28 @@ static int install(int dirfd, const char *tmp, const char *name,
 
 /* ---- entries ---- */
 
+/* --link-dest: e's name becomes a hard link to path (a file a -dest DIR
+ * holds whole, with e's attributes): 0, or -errno with nothing left. */
+static int link_seed(int dirfd, const struct hyd_dirent_copy *e,
+		     const char *path)
+{
+	char tmp[CAT_NAME_MAX + 1];
+	const char *why = "";
+	int i, r = -EEXIST;
+
+	for (i = 0; i < TMP_TRIES && r == -EEXIST; i++) {
+		tmp_name(tmp, sizeof(tmp), e->name, e->len);
+		/* flags 0: a symlink at path is never followed */
+		r = linkat(AT_FDCWD, path, dirfd, tmp, 0) < 0 ? -errno : 0;
+	}
+	if (r < 0)
+		return r;
+	r = install(dirfd, tmp, e->name, &why);
+	if (r < 0)
+		unlinkat(dirfd, tmp, 0);
+	return r;
+}
+
 /* A regular file. Returns 1 when (re)written, 0 when left, -errno.
  * dirfd < 0: its directory is not in DEST (a dry run). */
 static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
@@ -453,7 +475,9 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	struct stat st;
 	uint8_t dg[HYD_SYNC_DIGEST_LEN];
 	int fd = -1, r, i, have, quick = 0, same = 0, matches = 0;
-	int digest_ok = 0;
+	int digest_ok = 0, src = -1;
+	char seed[PATH_MAX];
+	enum hyd_mat_seed plan;
 
 	r = hyd_mat__manifest_ready(w, &e->in, &why);
 	/* A dry run fetches no manifest: without one, the quick check
@@ -517,9 +541,15 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	}
 	if (fd >= 0)
 		close(fd);
+	plan = hyd_mat__seed_plan(w, e, seed, sizeof(seed), &src);
+	if (plan == HYD_MAT_SEED_COMPARED) {
+		w->m->res->files_compared++;
+		return 0;
+	}
 	if (!same)
 		hyd_sync__make_way(w->m, dirfd, e->name, w->path.b);
-	if (w->m->item) {
+	/* rsync names no file it links or copies from a -dest DIR */
+	if (w->m->item && plan == HYD_MAT_SEED_NONE) {
 		if (same)
 			hyd_item_attrs(w->m, dirfd, e->name, &st, &e->in, '>',
 				       quick, code);
@@ -532,6 +562,15 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		w->m->res->bytes_written += e->in.size;
 		return 1;
 	}
+	if (plan == HYD_MAT_SEED_LINK) {
+		r = link_seed(dirfd, e, seed);
+		if (r == 0) {
+			close(src);
+			w->m->res->files_linked++;
+			return 1;
+		}
+		plan = HYD_MAT_SEED_COPY; /* another filesystem, say */
+	}
 	for (i = 0; i < TMP_TRIES; i++) {
 		tmp_name(tmp, sizeof(tmp), e->name, e->len);
 		fd = openat(
@@ -542,12 +581,21 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	}
 	if (fd < 0) {
 		r = -errno;
+		if (src >= 0)
+			close(src);
 		report(w, "cannot create a temp file", r);
 		return r;
 	}
 	/* The record's digest from the rows the copy reads anyway. */
+	w->src_fd = src;
 	r = hyd_mat__copy_chunks(w, fd, e->in.ino, e->in.size,
 				 w->m->rec ? dg : NULL, &why);
+	w->src_fd = -1;
+	if (src >= 0) {
+		close(src);
+		if (r == 0)
+			w->m->res->files_copied++;
+	}
 	if (r == 0)
 		r = meta_fd(w, fd, &e->in, &why);
 	close(fd);
@@ -1229,6 +1277,7 @@ int hyd_sync__materialize(struct hyd_mat *m)
 	memset(&w, 0, sizeof(w));
 	w.m = m;
 	w.rootfd = -1;
+	w.src_fd = -1;
 	w.root = geteuid() == 0;
 	r = cat_getattr(m->cat, m->root_ino ? m->root_ino : CAT_ROOT_INO,
 			&root);

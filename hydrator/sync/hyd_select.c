@@ -129,6 +129,7 @@ struct sel_walk {
 	struct hyd_sync_sel *s;
 	const struct hyd_sync_skip *skip;
 	const char *dest;
+	hyd_seeder *seeder;
 };
 
 /* The leave-alone rules by DEST's entry at the walk's path (lstat by
@@ -162,6 +163,17 @@ static int walk_entry(void *arg, const struct hyd_dirent_copy *e)
 		return 0;
 	if (sel_skip(w, &e->in))
 		return 0;
+	if (e->in.kind == CAT_REG && w->seeder) {
+		r = hyd_seeder_file(w->seeder, w->cat, &e->in, w->path->b);
+		if (r < 0) {
+			/* a seed only saves fetches: the rest is fetched */
+			base_log_err(BASE_LOG_WARN, r,
+				     "seeding stopped path=\"%s\"", w->path->b);
+			w->seeder = NULL;
+		} else if (r == HYD_SEED_DEST || r == HYD_SEED_DIR) {
+			return 0; /* the writer checks it; nothing fetched */
+		}
+	}
 	if (e->in.kind == CAT_REG)
 		return sel_set(w->s, e->in.ino);
 	if (e->in.kind != CAT_DIR)
@@ -182,7 +194,8 @@ static int walk(struct sel_walk *w, uint64_t dir)
 
 int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
 		     const hyd_filter *f, const struct hyd_sync_skip *skip,
-		     const char *dest, struct hyd_sync_sel *ret)
+		     const char *dest, hyd_seeder *seeder,
+		     struct hyd_sync_sel *ret)
 {
 	struct base_path path = {0};
 	size_t old;
@@ -194,7 +207,7 @@ int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
 	if (r == 0 && root_name)
 		r = base_path_push(&path, root_name, strlen(root_name), &old);
 	if (r == 0 && !(root_name && hyd_filter_excluded(f, path.b, 1, 0))) {
-		struct sel_walk w = {cat, f, &path, 0, ret, skip, dest};
+		struct sel_walk w = {cat, f, &path, 0, ret, skip, dest, seeder};
 
 		r = walk(&w, root_ino);
 	}

@@ -163,6 +163,7 @@ struct sync {
 	const char *root_name;	 /* in sub: DEST/root_name; NULL: into DEST */
 	struct hyd_sync_sel sel; /* inactive: every file */
 	struct hyd_sync_unsafe unsafe; /* names the reader skips */
+	struct hyd_sync_seeds seeds;   /* DEST's files and the seed dirs */
 };
 
 /* ---- DEST inside a ferry mount ---- */
@@ -744,9 +745,38 @@ static void want_new_file(struct sync *s, uint64_t ino)
 
 /* Files whose manifest the manifest thread made local: one batch, or
  * with wait set every one until it is done. */
+/* Files whose manifest arrived that the select walk kept for this
+ * moment (a local candidate, hyd_seed.c): seeded first, and made durable
+ * (one group commit for the batch) before their chunks are looked up in
+ * the store. skip[i]: DEST or a -dest DIR has v[i] by size and mtime,
+ * the writer checks it, nothing of it is fetched. */
+static void seed_new(struct sync *s, const uint64_t *v, size_t k, uint8_t *skip)
+{
+	struct hyd_seed_stats a, b;
+	struct cat_inode in;
+	size_t i;
+	int r;
+
+	memset(skip, 0, k);
+	if (!s->seeds.sd)
+		return;
+	hyd_seeder_stats(s->seeds.sd, &a);
+	for (i = 0; i < k; i++) {
+		if (!hyd_sync__sel_has(&s->sel, v[i]) ||
+		    cat_getattr(s->cat_new, v[i], &in) < 0)
+			continue;
+		r = hyd_seeder_again(s->seeds.sd, s->cat_new, &in);
+		skip[i] = r == HYD_SEED_DEST || r == HYD_SEED_DIR;
+	}
+	hyd_seeder_stats(s->seeds.sd, &b);
+	if (b.chunks_seeded != a.chunks_seeded)
+		hyd_seeder_finish(s->seeds.sd);
+}
+
 static void take_new(struct sync *s, int wait)
 {
 	uint64_t v[NEW_BATCH];
+	uint8_t skip[NEW_BATCH];
 	size_t k, i;
 
 	if (!s->mq)
@@ -756,8 +786,12 @@ static void take_new(struct sync *s, int wait)
 		if (s->gave_up)
 			hyd_sync__mq_stop(s->mq);
 		k = hyd_sync__mq_pop(s->mq, v, NEW_BATCH, wait);
+		seed_new(s, v, k, skip);
 		for (i = 0; i < k; i++) {
-			want_new_file(s, v[i]);
+			if (skip[i])
+				s->fresh = 1;
+			else
+				want_new_file(s, v[i]);
 			__atomic_add_fetch(&s->manifests_counted, 1,
 					   __ATOMIC_RELAXED);
 		}
@@ -1001,6 +1035,7 @@ static void sync_free(struct sync *s)
 	free(s->sub);
 	hyd_sync__sel_free(&s->sel);
 	hyd_sync__unsafe_free(&s->unsafe);
+	hyd_sync__seeds_close(&s->seeds);
 }
 
 /* The end of hydration, on whichever thread did it: the state, the
@@ -1094,6 +1129,29 @@ static int split_url(struct sync *s)
 	return 0;
 }
 
+/* Seeding is over (or its walk: the files kept for their manifests
+ * come later): its chunks made durable, its numbers kept. */
+static void seeded(struct sync *s, int final)
+{
+	struct hyd_seed_stats *st = &s->res->seed;
+	int r;
+
+	if (!s->seeds.sd)
+		return;
+	r = hyd_seeder_finish(s->seeds.sd);
+	hyd_seeder_stats(s->seeds.sd, st);
+	if (r < 0)
+		base_log_err(BASE_LOG_WARN, r,
+			     "seeded chunks could not all be stored (they "
+			     "are fetched) failed=%" PRIu64,
+			     st->put_failed);
+	if (final)
+		base_debug("seeded files_read=%" PRIu64 " bytes_read=%" PRIu64
+			   " chunks=%" PRIu64 " bytes=%" PRIu64,
+			   st->files_read, st->bytes_read, st->chunks_seeded,
+			   st->bytes_seeded);
+}
+
 /* The subtree's directory, and the files a subtree or the rules keep. */
 static int pick(struct sync *s)
 {
@@ -1121,15 +1179,24 @@ static int pick(struct sync *s)
 			     s->op.catpath);
 		return r;
 	}
+	r = hyd_sync__seeds_open(s->o, s->op.store, &s->op.meta.params,
+				 &s->seeds);
+	if (r < 0) {
+		base_log_err(BASE_LOG_ERROR, r, "cannot set up seeding");
+		return r;
+	}
 	if (!s->sub[0] && !hyd_filter_count(s->o->filter) &&
-	    !hyd_sync__skip_active(&s->o->skip))
+	    !hyd_sync__skip_active(&s->o->skip) && !s->seeds.sd)
 		return 0;
 	r = hyd_sync__select(s->op.cat, s->root_ino, s->root_name, s->o->filter,
-			     &s->o->skip, s->o->dest, &s->sel);
-	if (r < 0)
+			     &s->o->skip, s->o->dest, s->seeds.sd, &s->sel);
+	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r,
 			     "cannot walk the catalog path=%s", s->op.catpath);
-	return r;
+		return r;
+	}
+	seeded(s, 0);
+	return 0;
 }
 
 static int run(struct sync *s)
@@ -1234,6 +1301,8 @@ static int run(struct sync *s)
 	m.root_ino = s->root_ino;
 	m.root_name = s->root_name;
 	m.unsafe = &s->unsafe;
+	m.seeds = s->seeds.dirs;
+	m.nseeds = s->seeds.n;
 	r = hyd_sync__materialize(&m);
 	if (threaded) {
 		/* The writer may stop early (DEST unusable): the fetching pass
@@ -1279,6 +1348,7 @@ static int run(struct sync *s)
 				s->res->dest_err = err;
 		}
 	}
+	seeded(s, 1);
 	if (hyd_store_stats(s->op.store, &ss) == 0)
 		s->res->rest_bytes = ss.stored_bytes;
 	s->res->logical_bytes = s->op.meta.bytes;

@@ -214,6 +214,11 @@ struct hyd_mat {
 	 * (hyd_unsafe.c; borrowed, may be NULL): each one below a directory
 	 * the walk visits is named on stderr and counted failed. */
 	const struct hyd_sync_unsafe *unsafe;
+	/* --seed, --link-dest, --copy-dest, --compare-dest dirs (borrowed,
+	 * resolved; NULL: none): the writer links, copies or leaves files
+	 * a -dest DIR holds (hyd_mat_seed.c). */
+	const struct hyd_seed_dir *seeds;
+	size_t nseeds;
 };
 
 /* Write the catalog's tree at m->dest (created when missing). Every entry
@@ -372,10 +377,26 @@ struct hyd_sync_sel {
 /* Walk the catalog from root_ino (named root_name in DEST, or NULL: its
  * contents go into DEST) with the filter and the leave-alone rules (skip
  * may be NULL; dest: DEST, whose entries they look at), as the writer
- * will. */
+ * will. With a seeder (NULL: none), each file kept is seeded first
+ * (hyd_seeder_file, DEST's own file a candidate): one DEST holds with the
+ * catalog's size and mtime, or a -dest DIR holds whole, is left out of
+ * the set (nothing of it is fetched; the writer checks or copies it). */
 int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
 		     const hyd_filter *f, const struct hyd_sync_skip *skip,
-		     const char *dest, struct hyd_sync_sel *ret);
+		     const char *dest, hyd_seeder *seeder,
+		     struct hyd_sync_sel *ret);
+
+/* The seeder of a run (hyd_sync_seed.c): sd NULL when nothing can
+ * seed (a dry run, or no seed dirs and an empty or missing DEST). */
+struct hyd_sync_seeds {
+	hyd_seeder *sd;
+	struct hyd_seed_dir *dirs; /* n, paths resolved against DEST */
+	char **paths;
+	size_t n;
+};
+int hyd_sync__seeds_open(const struct hyd_sync_opts *o, hyd_store *store,
+			 const chunk_params *p, struct hyd_sync_seeds *ret);
+void hyd_sync__seeds_close(struct hyd_sync_seeds *s);
 
 /* Any of skip's rules set? */
 int hyd_sync__skip_active(const struct hyd_sync_skip *skip);
