@@ -49,7 +49,13 @@ NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
          "ferry_start": "ferry from source start",
          "rsync_local": "rsync -aHX (local copy)", "ferry_tar": "tar of the complete mount",
          "update_rsync": "rsync -aHX --delete rerun", "update_ferry": "ferry sync --delete rerun",
-         "update_mount": "ferry mount --poll 1 follows"}
+         "update_mount": "ferry mount --poll 1 follows",
+         "seed_rsync": "rsync -aHX --delete into the old copy",
+         "seed_rsync_link": "rsync -aHX --link-dest=OLD",
+         "seed_ferry": "ferry sync --seed OLD",
+         "seed_ferry_link": "ferry sync --link-dest OLD",
+         "seed_ferry_basis": "ferry sync --delete into the old copy",
+         "seed_ferry_cold": "ferry sync, nothing local"}
 
 
 def rate_bps(rate):
@@ -255,6 +261,18 @@ def targets(rows, rate, medium_rate=None):
     add("5%% changed: mount wire vs changed chunks + delta (%s)" % rate,
         ratio(get(u, "update_mount", "wire_bytes"), get(u, "update_mount", "changed_bytes")), 1.5,
         "le", "wire bytes / (compressed bytes of the chunks fetched + the compressed delta)")
+    sd = "seed-" + rate
+    for appr, peer in (("seed_ferry", "seed_rsync_link"), ("seed_ferry_link", "seed_rsync_link"),
+                       ("seed_ferry_basis", "seed_rsync")):
+        add("90%% here: %s vs %s, time (%s)" % (NAMES[appr], NAMES[peer], rate),
+            ratio(get(sd, appr, "full_s"), get(sd, peer, "full_s")), 1.0, "le",
+            "time to the new copy, both from the same memory state and an empty cache")
+        add("90%% here: %s vs %s, wire bytes (%s)" % (NAMES[appr], NAMES[peer], rate),
+            ratio(get(sd, appr, "wire_bytes"), get(sd, peer, "wire_bytes")), 1.0, "le",
+            "bytes on the link, both directions")
+    add("90%% here: ferry sync --seed OLD vs nothing local, wire bytes (%s)" % rate,
+        ratio(get(sd, "seed_ferry", "wire_bytes"), get(sd, "seed_ferry_cold", "wire_bytes")), 0.2,
+        "le", "what the seed saves: 10% changed should move about 10%")
     if medium_rate:
         medium_targets(rows, medium_rate, add)
     region_targets(rows, add)

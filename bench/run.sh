@@ -35,6 +35,11 @@
 #   UPDATE [1]            also the "5% changed" row (bench/update.sh): the
 #                         source changes after a first copy; rsync -aHX
 #                         --delete and ferry sync --delete rerun at RATE
+#   SEED [1]              also the "90% already here" rows (bench/seed.sh):
+#                         the destination holds the tree as it was, the
+#                         source changed 10% of its files; ferry sync
+#                         --seed, --link-dest and into the old copy against
+#                         rsync --link-dest and rsync into the old copy
 #   MEDIUM [1]            also the medium tree (bench/medium.sh): rsync -aHX,
 #                         ferry mount and ferry sync at MEDIUM_RATE [1gbit]
 #                         and on loopback, and tar of the complete mount
@@ -447,6 +452,10 @@ if [ "${UPDATE:-1}" = 1 ]; then
 	BENCH_OUT=$OUT RES=$RES RATE=$RATE bash "$ROOT/bench/update.sh" "$B" ||
 		log "bench/update.sh failed"
 fi
+if [ "${SEED:-1}" = 1 ]; then
+	BENCH_OUT=$OUT RES=$RES RATE=$RATE bash "$ROOT/bench/seed.sh" "$B" ||
+		log "bench/seed.sh failed"
+fi
 MEDIUM_RATE=${MEDIUM_RATE:-1gbit}
 if [ "${MEDIUM:-1}" = 1 ]; then
 	BENCH_OUT=$OUT RES=$RES MEDIUM_RATE=$MEDIUM_RATE bash "$ROOT/bench/medium.sh" "$B" ||
@@ -498,7 +507,7 @@ if [ -n "$LOGF" ] && [ -s "$OUT/bench.md" ]; then
 		echo "## $STARTED UTC — make bench, commit $sha"
 		echo
 		echo "RATE=$RATE RTTS=\"$RTTS\" RUNS=$RUNS RTT_RUNS=$RTT_RUNS PEERS=\"$PEERS\"" \
-			"UPDATE=${UPDATE:-1} MEDIUM=${MEDIUM:-1} REGION=${REGION:-1} TTS=${TTS:-1}; $(nproc) cores, $(uname -r)$dirty."
+			"UPDATE=${UPDATE:-1} SEED=${SEED:-1} MEDIUM=${MEDIUM:-1} REGION=${REGION:-1} TTS=${TTS:-1}; $(nproc) cores, $(uname -r)$dirty."
 		echo
 		cat "$OUT/bench.md"
 	} >>"$LOGF"

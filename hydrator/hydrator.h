@@ -402,6 +402,19 @@ struct hyd_sync_skip {
 			      * times and modes are still set) */
 };
 
+/* rsync's --chmod, --chown, --usermap, --groupmap (hyd_attrmap.c): the
+ * modes and owners DEST's entries get, from the catalog's. */
+typedef struct hyd_attrmap hyd_attrmap;
+int hyd_attrmap_new(hyd_attrmap **ret); /* takes the umask now */
+/* Add rsync's --chmod items (D/F prefixes, octal or chmod(1)'s symbolic
+ * form), --usermap/--groupmap (user 1/0) FROM:TO lists, or --chown's
+ * USER:GROUP. 0, -EINVAL (bad syntax), -ENOENT (a name unknown here). */
+int hyd_attrmap_chmod(hyd_attrmap *m, const char *spec);
+int hyd_attrmap_ids(hyd_attrmap *m, int user, const char *spec);
+int hyd_attrmap_chown(hyd_attrmap *m, const char *spec);
+int hyd_attrmap_active(const hyd_attrmap *m);
+void hyd_attrmap_free(hyd_attrmap *m);
+
 /* Local data as a seed (hyd_seed.c): files already on this machine (an
  * older copy of the tree, a previous checkpoint) whose chunks are taken
  * from there instead of from the wire. Every chunk taken is verified by
@@ -504,6 +517,7 @@ struct hyd_sync_opts {
 	 * tried (a relative path is DEST's, as rsync's); borrowed. */
 	const struct hyd_seed_dir *seeds;
 	size_t nseeds;
+	const hyd_attrmap *attrmap; /* NULL: modes and owners as the source's */
 };
 
 struct hyd_sync_result {

@@ -53,6 +53,7 @@ struct args {
 	struct hyd_ssh ssh;	      /* a HOST:PATH source's session */
 	char dest_buf[PATH_MAX];      /* DEST/NAME for HOST:PATH without '/' */
 	hyd_filter *filter;
+	hyd_attrmap *attrmap; /* --chmod, --chown, --usermap, --groupmap */
 	int watch;
 	long poll_s;
 	/* --prefetch: traces read at the start; tracep for o.traces */
@@ -136,6 +137,13 @@ static void usage(FILE *f)
 	    "                       the same attributes too), copied, or not\n"
 	    "                       written; other files seed as with --seed.\n"
 	    "                       Relative DIRs are DEST's; up to 20\n"
+	    "      --chmod CHMOD    rsync's: DEST's modes from the source's\n"
+	    "                       ([DF]OCTAL or [DF][ugoa]*[-+=][rwxXst]*,\n"
+	    "                       comma-separated; repeatable)\n"
+	    "      --chown USER:GROUP, --usermap FROM:TO,..., --groupmap\n"
+	    "                       FROM:TO,...  rsync's: DEST's owners from\n"
+	    "                       the source's ids (FROM: an id, LOW-HIGH,\n"
+	    "                       a name known here, or *); set as root\n"
 	    "      --ignore-errors  delete even after errors\n"
 	    "      --exclude PATTERN, --include PATTERN\n"
 	    "      --exclude-from FILE, --include-from FILE\n"
@@ -346,7 +354,39 @@ enum {
 	OPT_LINK_DEST,
 	OPT_COPY_DEST,
 	OPT_COMPARE_DEST,
+	OPT_CHMOD,
+	OPT_CHOWN,
+	OPT_USERMAP,
+	OPT_GROUPMAP,
 };
+
+/* --chmod, --chown, --usermap, --groupmap. 0 or -1 after the error. */
+static int add_map(struct args *a, int ch, const char *arg)
+{
+	const char *opt = ch == OPT_CHMOD     ? "--chmod"
+			  : ch == OPT_CHOWN   ? "--chown"
+			  : ch == OPT_USERMAP ? "--usermap"
+					      : "--groupmap";
+	int r;
+
+	r = ch == OPT_CHMOD ? hyd_attrmap_chmod(a->attrmap, arg)
+	    : ch == OPT_CHOWN
+		? hyd_attrmap_chown(a->attrmap, arg)
+		: hyd_attrmap_ids(a->attrmap, ch == OPT_USERMAP, arg);
+	if (r == -ENOENT)
+		base_error("%s '%s': a name this machine does not know", opt,
+			   arg);
+	else if (r < 0)
+		base_error("%s '%s': %s", opt, arg,
+			   ch == OPT_CHMOD
+			       ? "items are [DF]OCTAL or [DF][ugoa]*[-+=]"
+				 "[rwxXst]*, comma-separated"
+			   : ch == OPT_CHOWN ? "USER:GROUP, USER or :GROUP"
+					     : "FROM:TO pairs, comma-separated "
+					       "(FROM: an id, LOW-HIGH, a name "
+					       "or *)");
+	return r < 0 ? -1 : 0;
+}
 
 /* --seed DIR and rsync's --link-dest, --copy-dest, --compare-dest DIR
  * (one kind of the three per run, as rsync has it). 0 or -1 after the
@@ -471,6 +511,10 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"link-dest", required_argument, NULL, OPT_LINK_DEST},
 	    {"copy-dest", required_argument, NULL, OPT_COPY_DEST},
 	    {"compare-dest", required_argument, NULL, OPT_COMPARE_DEST},
+	    {"chmod", required_argument, NULL, OPT_CHMOD},
+	    {"chown", required_argument, NULL, OPT_CHOWN},
+	    {"usermap", required_argument, NULL, OPT_USERMAP},
+	    {"groupmap", required_argument, NULL, OPT_GROUPMAP},
 	    {"delete-excluded", no_argument, NULL, OPT_DELETE_EXCLUDED},
 	    {"ignore-errors", no_argument, NULL, OPT_IGNORE_ERRORS},
 	    {"exclude", required_argument, NULL, OPT_EXCLUDE},
@@ -581,6 +625,13 @@ static int parse_args(int argc, char **argv, struct args *a,
 		case OPT_COPY_DEST:
 		case OPT_COMPARE_DEST:
 			if (add_seed(a, ch, optarg) < 0)
+				return -1;
+			break;
+		case OPT_CHMOD:
+		case OPT_CHOWN:
+		case OPT_USERMAP:
+		case OPT_GROUPMAP:
+			if (add_map(a, ch, optarg) < 0)
 				return -1;
 			break;
 		case OPT_MAX_SIZE:
@@ -891,13 +942,15 @@ int ferry_cmd_sync(int argc, char **argv)
 	a.poll_s = POLL_DEFAULT_S;
 	base_log_init("ferry sync", BASE_LOG_INFO);
 	a.filter = hyd_filter_new();
-	if (!a.filter) {
+	if (!a.filter || hyd_attrmap_new(&a.attrmap) < 0) {
+		hyd_filter_free(a.filter);
 		base_error("out of memory");
 		return RERR_MALLOC;
 	}
 	r = parse_args(argc, argv, &a, &c);
 	if (r != 0) {
 		hyd_filter_free(a.filter);
+		hyd_attrmap_free(a.attrmap);
 		free_traces(&a);
 		return r > 0 ? 0 : RERR_SYNTAX;
 	}
@@ -908,6 +961,7 @@ int ferry_cmd_sync(int argc, char **argv)
 	signal(SIGTERM, on_stop);
 	c.tty = isatty(STDOUT_FILENO);
 	a.o.filter = a.filter;
+	a.o.attrmap = a.attrmap;
 	a.o.progress = ferry_sync_progress;
 	a.o.progress_arg = &c;
 	a.o.item = ferry_sync_item;
@@ -915,6 +969,7 @@ int ferry_cmd_sync(int argc, char **argv)
 	rc = ssh_open(&a);
 	if (rc != 0) {
 		hyd_filter_free(a.filter);
+		hyd_attrmap_free(a.attrmap);
 		free_traces(&a);
 		return rc;
 	}
@@ -930,6 +985,7 @@ int ferry_cmd_sync(int argc, char **argv)
 	}
 	hyd_ssh_stop(&a.ssh);
 	hyd_filter_free(a.filter);
+	hyd_attrmap_free(a.attrmap);
 	free_traces(&a);
 	pthread_mutex_destroy(&c.lock);
 	return rc;

@@ -1164,6 +1164,14 @@ static int sync_dir_entry(void *arg, const struct hyd_dirent_copy *e)
 {
 	struct dir_walk *d = arg;
 	struct walk *w = d->w;
+	struct hyd_dirent_copy mapped; /* one per level: sync_dir recurses */
+
+	/* --chmod, --chown, ...: every check and write sees DEST's values */
+	if (w->m->attrmap) {
+		mapped = *e;
+		hyd_attrmap_apply(w->m->attrmap, &mapped.in);
+		e = &mapped;
+	}
 
 	if (!hyd_filter_excluded(w->m->filter, w->path.b, e->in.kind == CAT_DIR,
 				 0) &&
@@ -1286,6 +1294,7 @@ int hyd_sync__materialize(struct hyd_mat *m)
 			     "cannot read the catalog's root");
 		return r;
 	}
+	hyd_attrmap_apply(m->attrmap, &root);
 	/* A dry run makes nothing: a DEST that is not there is all new.
 	 * DEST holding a subtree by name is a plain container (the umask's
 	 * mode, as rsync makes it); else the catalog's root mode follows. */

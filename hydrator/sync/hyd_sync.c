@@ -1303,6 +1303,7 @@ static int run(struct sync *s)
 	m.unsafe = &s->unsafe;
 	m.seeds = s->seeds.dirs;
 	m.nseeds = s->seeds.n;
+	m.attrmap = hyd_attrmap_active(s->o->attrmap) ? s->o->attrmap : NULL;
 	r = hyd_sync__materialize(&m);
 	if (threaded) {
 		/* The writer may stop early (DEST unusable): the fetching pass

@@ -219,6 +219,8 @@ struct hyd_mat {
 	 * a -dest DIR holds (hyd_mat_seed.c). */
 	const struct hyd_seed_dir *seeds;
 	size_t nseeds;
+	/* --chmod, --chown, --usermap, --groupmap; NULL: none */
+	const hyd_attrmap *attrmap;
 };
 
 /* Write the catalog's tree at m->dest (created when missing). Every entry
@@ -397,6 +399,10 @@ struct hyd_sync_seeds {
 int hyd_sync__seeds_open(const struct hyd_sync_opts *o, hyd_store *store,
 			 const chunk_params *p, struct hyd_sync_seeds *ret);
 void hyd_sync__seeds_close(struct hyd_sync_seeds *s);
+
+/* An entry's mode and owners as DEST is to have them (hyd_attrmap.c). */
+struct cat_inode;
+void hyd_attrmap_apply(const hyd_attrmap *m, struct cat_inode *in);
 
 /* Any of skip's rules set? */
 int hyd_sync__skip_active(const struct hyd_sync_skip *skip);

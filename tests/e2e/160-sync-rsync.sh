@@ -136,7 +136,10 @@ check_leave() {
 		die "ferry sync $* failed"
 	python3 "$E2E_LIB/treecmp.py" --content "$T/lr$m" "$T/lf$m" >"$T/lcmp$m.txt" ||
 		{ cat "$T/lcmp$m.txt"; die "'$*': ferry's tree differs from rsync's"; }
-	diff "$T/lr$m.items" "$T/lf$m.items" >"$T/ldiff$m.txt" ||
+	# NOITEMS=1: trees only. A change to a hard-linked inode is named at
+	# the first name each tool reaches, and the two walk in different
+	# orders (rsync: a directory's files before its subdirectories).
+	[ "${NOITEMS:-0}" = 1 ] || diff "$T/lr$m.items" "$T/lf$m.items" >"$T/ldiff$m.txt" ||
 		{ cat "$T/ldiff$m.txt"; die "'$*': ferry's -i differs from rsync's"; }
 }
 check_leave --existing
@@ -149,6 +152,18 @@ check_leave --max-size=0.01K
 check_leave --delete-after
 check_leave --delete-delay --ignore-existing
 check_leave --size-only
+# rsync's --chmod, and (as root, where owners are set) --chown,
+# --usermap, --groupmap: DEST's modes and owners from the source's
+check_leave --chmod=D750,Fu+w
+check_leave --chmod=u=rwX,go=rX
+NOITEMS=1 check_leave --chmod=D750,Fg+w,o-r --chmod=F600
+[ "$(stat -c %a "$T/lf11/dir")" = 750 ] && [ "$(stat -c %a "$T/lf13/b.txt")" = 600 ] ||
+	die "--chmod: the checks prove nothing"
+if [ "$(id -u)" = 0 ]; then
+	NOITEMS=1 check_leave --usermap=0:1234,'*':99 --groupmap=0-10:2345
+	NOITEMS=1 check_leave --chown=1234:2345
+	[ "$(stat -c %u:%g "$T/lf$m/b.txt")" = 1234:2345 ] || die "--chown: the checks prove nothing"
+fi
 [ ! -e "$T/lf1/top.txt" ] && [ ! -e "$T/lf1/newdir" ] && cmp -s "$S/b.txt" "$T/lf1/b.txt" || die "--existing: the checks prove nothing"
 [ -e "$T/lf2/top.txt" ] && [ "$(cat "$T/lf2/b.txt")" = 'b, changed here' ] || die "--ignore-existing: the checks prove nothing"
 [ "$(cat "$T/lf3/dir/m.c")" = 'c, newer here' ] && [ "$(cat "$T/lf3/b.txt")" != 'b, changed here' ] || die "-u: the checks prove nothing"
@@ -156,7 +171,9 @@ check_leave --size-only
 	die "--size-only: the checks prove nothing (the same-size file was rewritten, or its time not set)"
 "$FERRY" sync --max-size 1Q "$URL" "$T/lx" 2>"$T/err"; rc=$?
 [ "$rc" = 1 ] && grep -q -- "--max-size '1Q'" "$T/err" || die "a bad --max-size: exit $rc, or not named"
-ok "$m leave-alone rule sets (--existing, --ignore-existing, -u, --max-size, --min-size, --size-only, --delete-after/-delay): rsync's trees and -i lines"
+"$FERRY" sync --chmod=g=u "$URL" "$T/lx" 2>"$T/err"; rc=$?
+[ "$rc" = 1 ] && grep -q -- "--chmod 'g=u'" "$T/err" || die "a --chmod copy form: exit $rc, or not named"
+ok "$m leave-alone and attribute rule sets (--existing, --ignore-existing, -u, --max-size, --min-size, --size-only, --delete-after/-delay, --chmod, --chown, --usermap, --groupmap): rsync's trees and -i lines"
 
 # Excluded entries in DEST are protected from --delete, unless
 # --delete-excluded; P protects too.
