@@ -52,6 +52,7 @@ NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
          "update_mount": "ferry mount --poll 1 follows",
          "seed_rsync": "rsync -aHX --delete into the old copy",
          "seed_rsync_link": "rsync -aHX --link-dest=OLD",
+         "seed_rsync_copy": "rsync -aHX --copy-dest=OLD",
          "seed_ferry": "ferry sync --seed OLD",
          "seed_ferry_link": "ferry sync --link-dest OLD",
          "seed_ferry_basis": "ferry sync --delete into the old copy",
@@ -262,7 +263,7 @@ def targets(rows, rate, medium_rate=None):
         ratio(get(u, "update_mount", "wire_bytes"), get(u, "update_mount", "changed_bytes")), 1.5,
         "le", "wire bytes / (compressed bytes of the chunks fetched + the compressed delta)")
     sd = "seed-" + rate
-    for appr, peer in (("seed_ferry", "seed_rsync_link"), ("seed_ferry_link", "seed_rsync_link"),
+    for appr, peer in (("seed_ferry", "seed_rsync_copy"), ("seed_ferry_link", "seed_rsync_link"),
                        ("seed_ferry_basis", "seed_rsync")):
         add("90%% here: %s vs %s, time (%s)" % (NAMES[appr], NAMES[peer], rate),
             ratio(get(sd, appr, "full_s"), get(sd, peer, "full_s")), 1.0, "le",

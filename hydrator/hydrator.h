@@ -482,6 +482,14 @@ void hyd_seeder_stats(const hyd_seeder *sd, struct hyd_seed_stats *ret);
 /* Finishes first. NULL is a no-op. */
 void hyd_seeder_free(hyd_seeder *sd);
 
+/* rsync's --backup (hyd_backup.c): what a sync replaces or deletes is
+ * renamed first. */
+struct hyd_sync_backup {
+	const char *suffix; /* "~" by default, "" with dir */
+	const char *dir;    /* --backup-dir (a relative one is DEST's, made
+			     * absolute by hyd_sync); NULL: beside the file */
+};
+
 struct hyd_sync_opts {
 	/* http[s]://HOST[:PORT]/v1/NAME[/SUB/DIR[/]]: a subtree with
 	 * rsync's trailing-slash rule (SUB/DIR/ writes its contents into
@@ -518,6 +526,9 @@ struct hyd_sync_opts {
 	const struct hyd_seed_dir *seeds;
 	size_t nseeds;
 	const hyd_attrmap *attrmap; /* NULL: modes and owners as the source's */
+	const struct hyd_sync_backup *backup; /* NULL: no backups */
+	int omit_dir_times; /* -O: directories' mtimes are not set (also
+			     * with a backup that has no dir: rsync's) */
 };
 
 struct hyd_sync_result {
@@ -543,6 +554,7 @@ struct hyd_sync_result {
 	uint64_t files_linked; /* hard linked from a --link-dest DIR */
 	uint64_t files_copied; /* copied from a --copy-dest (--link-dest) DIR */
 	uint64_t files_compared; /* left out: a --compare-dest DIR has them */
+	uint64_t backups;	 /* entries renamed by --backup */
 	struct hyd_seed_stats seed; /* what DEST and the seeds gave */
 	int deletions_skipped; /* --delete skipped: errors, or the scan left
 				* entries out */

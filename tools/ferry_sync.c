@@ -54,6 +54,8 @@ struct args {
 	char dest_buf[PATH_MAX];      /* DEST/NAME for HOST:PATH without '/' */
 	hyd_filter *filter;
 	hyd_attrmap *attrmap; /* --chmod, --chown, --usermap, --groupmap */
+	struct hyd_sync_backup backup; /* -b, --backup-dir, --suffix */
+	int backup_on, suffix_set;
 	int watch;
 	long poll_s;
 	/* --prefetch: traces read at the start; tracep for o.traces */
@@ -144,6 +146,14 @@ static void usage(FILE *f)
 	    "                       FROM:TO,...  rsync's: DEST's owners from\n"
 	    "                       the source's ids (FROM: an id, LOW-HIGH,\n"
 	    "                       a name known here, or *); set as root\n"
+	    "  -b, --backup         rsync's: what is replaced or deleted is\n"
+	    "                       renamed first, to NAME~ (--suffix)\n"
+	    "      --backup-dir DIR  ...to DIR/PATH (a relative DIR is\n"
+	    "                       DEST's; on DEST's filesystem)\n"
+	    "      --suffix SUFFIX  the backup suffix (default ~, or none\n"
+	    "                       with --backup-dir)\n"
+	    "  -O, --omit-dir-times  leave directories' mtimes (implied by\n"
+	    "                       -b without --backup-dir, as in rsync)\n"
 	    "      --ignore-errors  delete even after errors\n"
 	    "      --exclude PATTERN, --include PATTERN\n"
 	    "      --exclude-from FILE, --include-from FILE\n"
@@ -358,7 +368,46 @@ enum {
 	OPT_CHOWN,
 	OPT_USERMAP,
 	OPT_GROUPMAP,
+	OPT_BACKUP_DIR,
+	OPT_SUFFIX,
 };
+
+/* -b, --backup-dir, --suffix once every option is read: rsync's
+ * defaults ("~", "" with a backup dir), and with --delete the protect
+ * rules rsync adds, so backups are not deleted by the next run. 0 or -1
+ * after the error. */
+static int backup_done(struct args *a)
+{
+	char rule[PATH_MAX + 8];
+	const char *why = "", *d = a->backup.dir;
+
+	if (!a->backup_on)
+		return 0;
+	if (!a->suffix_set)
+		a->backup.suffix = d ? "" : "~";
+	if (strchr(a->backup.suffix, '/')) {
+		base_error("--suffix '%s': it may not contain a '/'",
+			   a->backup.suffix);
+		return -1;
+	}
+	if (!d && !a->backup.suffix[0]) {
+		base_error("--suffix '': a backup beside its file needs a "
+			   "suffix (or give --backup-dir)");
+		return -1;
+	}
+	a->o.backup = &a->backup;
+	if (!a->o.delete_extra)
+		return 0;
+	if (!d && snprintf(rule, sizeof(rule), "P *%s", a->backup.suffix) > 0 &&
+	    hyd_filter_rule(a->filter, rule, &why) < 0)
+		return -1;
+	/* a backup dir inside DEST */
+	if (d && d[0] != '/' && strncmp(d, "..", 2) &&
+	    (size_t)snprintf(rule, sizeof(rule), "P /%s", d) < sizeof(rule) &&
+	    hyd_filter_rule(a->filter, rule, &why) < 0)
+		return -1;
+	return 0;
+}
 
 /* --chmod, --chown, --usermap, --groupmap. 0 or -1 after the error. */
 static int add_map(struct args *a, int ch, const char *arg)
@@ -515,6 +564,10 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"chown", required_argument, NULL, OPT_CHOWN},
 	    {"usermap", required_argument, NULL, OPT_USERMAP},
 	    {"groupmap", required_argument, NULL, OPT_GROUPMAP},
+	    {"backup", no_argument, NULL, 'b'},
+	    {"backup-dir", required_argument, NULL, OPT_BACKUP_DIR},
+	    {"suffix", required_argument, NULL, OPT_SUFFIX},
+	    {"omit-dir-times", no_argument, NULL, 'O'},
 	    {"delete-excluded", no_argument, NULL, OPT_DELETE_EXCLUDED},
 	    {"ignore-errors", no_argument, NULL, OPT_IGNORE_ERRORS},
 	    {"exclude", required_argument, NULL, OPT_EXCLUDE},
@@ -563,7 +616,7 @@ static int parse_args(int argc, char **argv, struct args *a,
 
 	opterr = 0;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":j:f:e:niPvqharlptgoDHXzcASxhu",
+	while ((ch = getopt_long(argc, argv, ":j:f:e:niPvqharlptgoDHXzcASxhubO",
 				 longopts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_CACHE_DIR:
@@ -633,6 +686,20 @@ static int parse_args(int argc, char **argv, struct args *a,
 		case OPT_GROUPMAP:
 			if (add_map(a, ch, optarg) < 0)
 				return -1;
+			break;
+		case 'b':
+			a->backup_on = 1;
+			break;
+		case 'O':
+			o->omit_dir_times = 1;
+			break;
+		case OPT_BACKUP_DIR:
+			a->backup_on = 1;
+			a->backup.dir = optarg;
+			break;
+		case OPT_SUFFIX:
+			a->suffix_set = 1;
+			a->backup.suffix = optarg;
 			break;
 		case OPT_MAX_SIZE:
 		case OPT_MIN_SIZE:
@@ -746,7 +813,7 @@ static int parse_args(int argc, char **argv, struct args *a,
 	}
 	o->url = argv[optind];
 	o->dest = argv[optind + 1];
-	return 0;
+	return backup_done(a);
 }
 
 /* rsync's code for a run that failed as a whole (hyd_sync < 0). */

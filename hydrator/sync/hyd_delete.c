@@ -113,18 +113,24 @@ static int remove_entry(struct hyd_mat *m, int dirfd, const char *name,
 	struct stat st;
 	char **names = NULL;
 	size_t n = 0;
+	uint64_t backups;
 	int fd, r, kept = 0;
 
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 1 : -errno;
 	if (!S_ISDIR(st.st_mode)) {
 		hyd_item_emit(m, "*deleting", rel, 0, NULL);
-		if (!m->dry_run && unlinkat(dirfd, name, 0) < 0 &&
+		/* --backup: renamed instead */
+		r = hyd_sync__backup(m, dirfd, name, rel);
+		if (r < 0)
+			return r;
+		if (r == 0 && !m->dry_run && unlinkat(dirfd, name, 0) < 0 &&
 		    errno != ENOENT)
 			return -errno;
 		(*count)++;
 		return 1;
 	}
+	backups = m->backups;
 	fd = openat(dirfd, name,
 		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -156,9 +162,12 @@ static int remove_entry(struct hyd_mat *m, int dirfd, const char *name,
 	close(fd);
 	if (r < 0)
 		return r;
+	/* --backup without --backup-dir left NAME~ files in it */
+	if (m->backup && !m->backup->dir && m->backups != backups)
+		kept = 1;
 	if (kept) {
 		base_warn("cannot delete non-empty directory: %s/%s (it holds "
-			  "protected entries)",
+			  "protected entries or backups)",
 			  m->dest, rel);
 		return 0;
 	}

@@ -121,7 +121,8 @@ void hyd_item_attrs(struct hyd_mat *m, int dirfd, const char *name,
 	/* rsync compares whole seconds (--modify-window 0); floor division
 	 * for times before 1970 */
 	if ((int64_t)st->st_mtim.tv_sec !=
-	    in->mtime_ns / 1000000000 - (in->mtime_ns % 1000000000 < 0))
+		in->mtime_ns / 1000000000 - (in->mtime_ns % 1000000000 < 0) &&
+	    !(in->kind == CAT_DIR && m->omit_dir_times))
 		code[4] = 't';
 	if (in->kind != CAT_LNK && (st->st_mode & 07777) != (in->mode & 07777))
 		code[5] = 'p';

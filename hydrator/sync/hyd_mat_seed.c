@@ -17,7 +17,9 @@
  *                   all preserved attributes"; else, or when the link
  *                   fails (another filesystem, too many links), copied.
  *   --copy-dest     copied: the writer reads DIR/PATH before the store
- *                   and verifies each chunk as it copies.
+ *                   and verifies each chunk as it copies. A --seed DIR's
+ *                   file is copied the same way (its chunks were not
+ *                   stored: one read, one hash, no compression).
  *
  * A chunk of a copy that does not verify (the file changed since) is
  * taken from the store or fetched; a whole check that fails tries the
@@ -87,9 +89,8 @@ enum hyd_mat_seed hyd_mat__seed_plan(struct walk *w,
 		return HYD_MAT_SEED_NONE;
 	for (i = 0; i < w->m->nseeds; i++) {
 		d = &w->m->seeds[i];
-		if (d->how == HYD_SEED_CHUNKS ||
-		    (size_t)snprintf(path, cap, "%s/%s", d->path, w->path.b) >=
-			cap)
+		if ((size_t)snprintf(path, cap, "%s/%s", d->path, w->path.b) >=
+		    cap)
 			continue;
 		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 		if (fd < 0)
@@ -100,7 +101,7 @@ enum hyd_mat_seed hyd_mat__seed_plan(struct walk *w,
 			close(fd);
 			continue;
 		}
-		if (d->how == HYD_SEED_COPY) {
+		if (d->how == HYD_SEED_COPY || d->how == HYD_SEED_CHUNKS) {
 			*ret_fd = fd;
 			return HYD_MAT_SEED_COPY;
 		}

@@ -315,7 +315,8 @@ static int meta_fd(struct walk *w, int fd, const struct cat_inode *in,
 	r = xattrs_apply(w, in->ino, xset_cb, &x, why);
 	if (r < 0)
 		return r;
-	if (!x.set && mtime_is(&st, in->mtime_ns))
+	if ((!x.set && mtime_is(&st, in->mtime_ns)) ||
+	    (in->kind == CAT_DIR && w->m->omit_dir_times))
 		return 0;
 	ts[0].tv_sec = 0;
 	ts[0].tv_nsec = UTIME_OMIT;
@@ -431,9 +432,15 @@ static void clean_temps(struct walk *w, int dirfd, uint64_t dir_ino)
 }
 
 /* Put the temp entry tmp in place of name. */
-static int install(int dirfd, const char *tmp, const char *name,
+static int install(struct walk *w, int dirfd, const char *tmp, const char *name,
 		   const char **why)
 {
+	int r = hyd_sync__backup(w->m, dirfd, name, w->path.b);
+
+	if (r < 0) {
+		*why = "cannot make the backup (--backup)";
+		return r;
+	}
 	if (renameat(dirfd, tmp, dirfd, name) == 0)
 		return 0;
 	*why = errno == EISDIR || errno == ENOTEMPTY
@@ -446,7 +453,7 @@ static int install(int dirfd, const char *tmp, const char *name,
 
 /* --link-dest: e's name becomes a hard link to path (a file a -dest DIR
  * holds whole, with e's attributes): 0, or -errno with nothing left. */
-static int link_seed(int dirfd, const struct hyd_dirent_copy *e,
+static int link_seed(struct walk *w, int dirfd, const struct hyd_dirent_copy *e,
 		     const char *path)
 {
 	char tmp[CAT_NAME_MAX + 1];
@@ -460,7 +467,7 @@ static int link_seed(int dirfd, const struct hyd_dirent_copy *e,
 	}
 	if (r < 0)
 		return r;
-	r = install(dirfd, tmp, e->name, &why);
+	r = install(w, dirfd, tmp, e->name, &why);
 	if (r < 0)
 		unlinkat(dirfd, tmp, 0);
 	return r;
@@ -563,7 +570,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		return 1;
 	}
 	if (plan == HYD_MAT_SEED_LINK) {
-		r = link_seed(dirfd, e, seed);
+		r = link_seed(w, dirfd, e, seed);
 		if (r == 0) {
 			close(src);
 			w->m->res->files_linked++;
@@ -600,7 +607,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		r = meta_fd(w, fd, &e->in, &why);
 	close(fd);
 	if (r == 0)
-		r = install(dirfd, tmp, e->name, &why);
+		r = install(w, dirfd, tmp, e->name, &why);
 	if (r < 0) {
 		unlinkat(dirfd, tmp, 0);
 		report(w, why, r);
@@ -624,7 +631,7 @@ static int put_in_place(struct walk *w, int dirfd, const char *tmp,
 	int r = made;
 
 	if (r == 0)
-		r = install(dirfd, tmp, name, &why);
+		r = install(w, dirfd, tmp, name, &why);
 	if (r < 0) {
 		if (r != -EEXIST)
 			unlinkat(dirfd, tmp, 0);

@@ -7,7 +7,8 @@
  * only) and DIR/PATH for each seed directory.
  *
  *   by size and mtime  DEST's file, or a --link-dest, --copy-dest or
- *           --compare-dest DIR's, with the catalog's size and mtime
+ *           --compare-dest DIR's (for a sync a --seed DIR's too, copied
+ *           as --copy-dest copies), with the catalog's size and mtime
  *           (rsync's quick check): nothing of it is fetched or read here.
  *           The writer checks it against the manifest as it keeps,
  *           links, copies or leaves it (hyd_mat_seed.c), and fetches
@@ -479,7 +480,11 @@ static int look(hyd_seeder *sd, const struct cat_inode *in, const char *rel,
 		    lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
 			continue;
 		*ret_any = 1;
-		if (sd->dirs[i].how != HYD_SEED_CHUNKS && quick_same(&st, in))
+		/* a sync's writer copies such a file (verified) straight from
+		 * DIR: cheaper than storing its chunks to read them back; the
+		 * mount (no dest) stores them */
+		if ((sd->dirs[i].how != HYD_SEED_CHUNKS || sd->dest) &&
+		    quick_same(&st, in))
 			return HYD_SEED_DIR;
 	}
 	return HYD_SEED_FETCH;

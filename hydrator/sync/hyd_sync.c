@@ -164,6 +164,8 @@ struct sync {
 	struct hyd_sync_sel sel; /* inactive: every file */
 	struct hyd_sync_unsafe unsafe; /* names the reader skips */
 	struct hyd_sync_seeds seeds;   /* DEST's files and the seed dirs */
+	struct hyd_sync_backup backup; /* --backup, its dir made absolute */
+	char *backup_dir;
 };
 
 /* ---- DEST inside a ferry mount ---- */
@@ -1036,6 +1038,7 @@ static void sync_free(struct sync *s)
 	hyd_sync__sel_free(&s->sel);
 	hyd_sync__unsafe_free(&s->unsafe);
 	hyd_sync__seeds_close(&s->seeds);
+	free(s->backup_dir);
 }
 
 /* The end of hydration, on whichever thread did it: the state, the
@@ -1199,6 +1202,25 @@ static int pick(struct sync *s)
 	return 0;
 }
 
+/* --backup's dir: a relative one is DEST's, as rsync's. */
+static int backup_dir(struct sync *s)
+{
+	size_t n;
+
+	if (!s->o->backup)
+		return 0;
+	s->backup = *s->o->backup;
+	if (!s->backup.dir || s->backup.dir[0] == '/')
+		return 0;
+	n = strlen(s->o->dest) + strlen(s->backup.dir) + 2;
+	s->backup_dir = malloc(n);
+	if (!s->backup_dir)
+		return -ENOMEM;
+	snprintf(s->backup_dir, n, "%s/%s", s->o->dest, s->backup.dir);
+	s->backup.dir = s->backup_dir;
+	return 0;
+}
+
 static int run(struct sync *s)
 {
 	struct hyd_mat m;
@@ -1236,6 +1258,8 @@ static int run(struct sync *s)
 		r = hyd_open_catalog(&s->op, CONNECT_TIMEOUT_S);
 	if (r == 0)
 		r = pick(s);
+	if (r == 0)
+		r = backup_dir(s);
 	if (r < 0)
 		return r;
 	/* A dry run fetches no chunk and no manifest. */
@@ -1304,7 +1328,12 @@ static int run(struct sync *s)
 	m.seeds = s->seeds.dirs;
 	m.nseeds = s->seeds.n;
 	m.attrmap = hyd_attrmap_active(s->o->attrmap) ? s->o->attrmap : NULL;
+	m.backup = s->o->backup ? &s->backup : NULL;
+	/* rsync: --backup without --backup-dir forces --omit-dir-times */
+	m.omit_dir_times =
+	    s->o->omit_dir_times || (s->o->backup && !s->o->backup->dir);
 	r = hyd_sync__materialize(&m);
+	s->res->backups = m.backups;
 	if (threaded) {
 		/* The writer may stop early (DEST unusable): the fetching pass
 		 * still completes the store, which a rerun then uses. */

@@ -221,6 +221,11 @@ struct hyd_mat {
 	size_t nseeds;
 	/* --chmod, --chown, --usermap, --groupmap; NULL: none */
 	const hyd_attrmap *attrmap;
+	/* --backup: dir absolute (or NULL); NULL: none. backups counts
+	 * what was renamed. */
+	const struct hyd_sync_backup *backup;
+	uint64_t backups;
+	int omit_dir_times; /* -O: not set, not itemized */
 };
 
 /* Write the catalog's tree at m->dest (created when missing). Every entry
@@ -339,6 +344,15 @@ void hyd_sync__rec_note(struct hyd_sync_rec *r, const struct stat *st,
 /* The record becomes this run's notes. 0 or -errno. */
 int hyd_sync__rec_commit(struct hyd_sync_rec *r);
 void hyd_sync__rec_close(struct hyd_sync_rec *r);
+
+/* ---- --backup (hyd_backup.c) ---- */
+
+/* Before name (at DEST-relative rel) of dirfd is replaced or deleted:
+ * with m->backup, a non-directory is renamed to its backup name. 1 when
+ * renamed, 0 when there is nothing to back up (or no --backup, or a dry
+ * run), -errno. */
+int hyd_sync__backup(struct hyd_mat *m, int dirfd, const char *name,
+		     const char *rel);
 
 /* ---- --delete (hyd_delete.c) ---- */
 

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""treecmp.py SRC DST [--content] [--exclude NAME]... [--only NAME]...
+"""treecmp.py SRC DST [--content] [--no-dir-times] [--no-nlink] [--exclude NAME]... [--only NAME]...
 
 Compare two trees entry by entry without following symlinks: the set of
 names, type and permission bits, size, mtime (ns), uid/gid, nlink, rdev of
 devices, symlink targets, xattrs (user.*), and hard-link structure (names
 sharing an inode in SRC share one in DST, and only those). With --content,
-also the bytes of every regular file. Names are compared as bytes.
+also the bytes of every regular file; with --no-dir-times, directories'
+mtimes are not compared (rsync -O); with --no-nlink, link counts and
+the hard-link structure are not (a --link-dest copy shares inodes with
+its DIR). Names are compared as bytes.
 Exits 0 when equal, 1 with one line per difference otherwise.
 """
 import argparse
@@ -58,6 +61,8 @@ def main():
     ap.add_argument("dst")
     ap.add_argument("--content", action="store_true")
     ap.add_argument("--exclude", action="append", default=[])
+    ap.add_argument("--no-dir-times", action="store_true")
+    ap.add_argument("--no-nlink", action="store_true")
     ap.add_argument("--only", action="append", default=[],
                     help="with --content, read only these paths")
     a = ap.parse_args()
@@ -72,11 +77,13 @@ def main():
         a_, b_ = s[r], d[r]
         show = r.decode(errors="backslashreplace") or "."
         for f in ("st_mode", "st_uid", "st_gid", "st_mtime_ns"):
+            if f == "st_mtime_ns" and a.no_dir_times and stat.S_ISDIR(a_.st_mode):
+                continue
             if getattr(a_, f) != getattr(b_, f):
                 bad.append("%s: %s %r != %r" % (show, f, getattr(a_, f), getattr(b_, f)))
         if not stat.S_ISDIR(a_.st_mode) and a_.st_size != b_.st_size:
             bad.append("%s: size %d != %d" % (show, a_.st_size, b_.st_size))
-        if not stat.S_ISDIR(a_.st_mode) and a_.st_nlink != b_.st_nlink:
+        if not stat.S_ISDIR(a_.st_mode) and a_.st_nlink != b_.st_nlink and not a.no_nlink:
             bad.append("%s: nlink %d != %d" % (show, a_.st_nlink, b_.st_nlink))
         if stat.S_ISCHR(a_.st_mode) or stat.S_ISBLK(a_.st_mode):
             if a_.st_rdev != b_.st_rdev:
@@ -87,7 +94,7 @@ def main():
                 bad.append("%s: symlink target differs" % show)
         if not stat.S_ISLNK(a_.st_mode) and xattrs(sp) != xattrs(dp):
             bad.append("%s: xattrs %r != %r" % (show, xattrs(sp), xattrs(dp)))
-        if not stat.S_ISDIR(a_.st_mode) and a_.st_nlink > 1:
+        if not stat.S_ISDIR(a_.st_mode) and a_.st_nlink > 1 and not a.no_nlink:
             s_groups.setdefault(a_.st_ino, set()).add(r)
             d_groups.setdefault(b_.st_ino, set()).add(r)
         if a.content and stat.S_ISREG(a_.st_mode) and stat.S_ISREG(b_.st_mode):
