@@ -382,8 +382,16 @@ int hyd_filter_excluded(const hyd_filter *f, const char *path, int is_dir,
  * deletion), path DEST-relative ("./" for the root, dirs end in '/'),
  * extra "" or " -> TARGET" (symlink) or " => FIRST" (hard link). Called
  * on the writing thread. */
+/* The entry's attributes as the source has them (after --chmod and the
+ * id maps), for --out-format's %l %M %B %U %G; NULL for a deletion. */
+struct hyd_item_attrs {
+	uint64_t size; /* regular file, symlink: bytes; else 0 */
+	int64_t mtime_ns;
+	uint32_t mode, uid, gid;
+};
 typedef void (*hyd_sync_item_fn)(void *arg, const char *code, const char *path,
-				 const char *extra);
+				 const char *extra,
+				 const struct hyd_item_attrs *attrs);
 
 struct hyd_trace; /* the traces section below */
 

@@ -69,12 +69,23 @@ struct ferry_sync_out {
 	int phase; /* -1 before the first call */
 	double t0;
 	uint64_t num0;
-	double pct_shown; /* the phase's last percentage: never less */
+	double pct_shown;	/* the phase's last percentage: never less */
+	const char *out_format; /* --out-format; NULL: -i's or -v's lines */
+	FILE *log;		/* --log-file; NULL: none */
+	const char *log_format; /* --log-file-format (default "%i %n%L") */
 	pthread_mutex_t lock;
 };
 void ferry_sync_progress(void *arg, const struct hyd_status *st);
 void ferry_sync_item(void *arg, const char *code, const char *path,
-		     const char *extra);
+		     const char *extra, const struct hyd_item_attrs *attrs);
+
+/* rsync's --out-format escapes (tools/ferry_outfmt.c). check: 0, or
+ * -EINVAL with *bad the escape letter it does not know. */
+int ferry_outfmt_check(const char *fmt, char *bad);
+/* One item line into out (cap bytes, always NUL-terminated). */
+void ferry_outfmt(const char *fmt, const char *code, const char *path,
+		  const char *extra, const struct hyd_item_attrs *a, char *out,
+		  size_t cap);
 void ferry_sync_end_line(struct ferry_sync_out *c);
 void ferry_sync_summary(const struct ferry_sync_out *c,
 			const struct hyd_sync_result *r);

@@ -55,6 +55,7 @@ struct args {
 	hyd_filter *filter;
 	hyd_attrmap *attrmap; /* --chmod, --chown, --usermap, --groupmap */
 	struct hyd_sync_backup backup; /* -b, --backup-dir, --suffix */
+	const char *log_file;	       /* --log-file */
 	int backup_on, suffix_set;
 	int watch;
 	long poll_s;
@@ -154,6 +155,13 @@ static void usage(FILE *f)
 	    "                       with --backup-dir)\n"
 	    "  -O, --omit-dir-times  leave directories' mtimes (implied by\n"
 	    "                       -b without --backup-dir, as in rsync)\n"
+	    "      --out-format FORMAT  item lines in rsync's escapes (%%n "
+	    "%%f\n"
+	    "                       %%i %%L %%l %%b %%o %%M %%t %%B %%p %%U "
+	    "%%G; %%i\n"
+	    "                       in it: every change, as -i)\n"
+	    "      --log-file FILE  append every change, dated, to FILE\n"
+	    "      --log-file-format FORMAT  its lines (default %%i %%n%%L)\n"
 	    "      --ignore-errors  delete even after errors\n"
 	    "      --exclude PATTERN, --include PATTERN\n"
 	    "      --exclude-from FILE, --include-from FILE\n"
@@ -370,6 +378,9 @@ enum {
 	OPT_GROUPMAP,
 	OPT_BACKUP_DIR,
 	OPT_SUFFIX,
+	OPT_OUT_FORMAT,
+	OPT_LOG_FILE,
+	OPT_LOG_FILE_FORMAT,
 };
 
 /* -b, --backup-dir, --suffix once every option is read: rsync's
@@ -568,6 +579,10 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"backup-dir", required_argument, NULL, OPT_BACKUP_DIR},
 	    {"suffix", required_argument, NULL, OPT_SUFFIX},
 	    {"omit-dir-times", no_argument, NULL, 'O'},
+	    {"out-format", required_argument, NULL, OPT_OUT_FORMAT},
+	    {"log-format", required_argument, NULL, OPT_OUT_FORMAT},
+	    {"log-file", required_argument, NULL, OPT_LOG_FILE},
+	    {"log-file-format", required_argument, NULL, OPT_LOG_FILE_FORMAT},
 	    {"delete-excluded", no_argument, NULL, OPT_DELETE_EXCLUDED},
 	    {"ignore-errors", no_argument, NULL, OPT_IGNORE_ERRORS},
 	    {"exclude", required_argument, NULL, OPT_EXCLUDE},
@@ -611,6 +626,7 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {NULL, 0, NULL, 0},
 	};
 	struct hyd_sync_opts *o = &a->o;
+	char bad = 0;
 	long v;
 	int ch, r;
 
@@ -692,6 +708,25 @@ static int parse_args(int argc, char **argv, struct args *a,
 			break;
 		case 'O':
 			o->omit_dir_times = 1;
+			break;
+		case OPT_OUT_FORMAT:
+		case OPT_LOG_FILE_FORMAT:
+			if (ferry_outfmt_check(optarg, &bad) < 0) {
+				base_error("--%s '%s': %%%c is not an escape "
+					   "ferry knows (see ferry(1))",
+					   ch == OPT_OUT_FORMAT
+					       ? "out-format"
+					       : "log-file-format",
+					   optarg, bad ? bad : ' ');
+				return -1;
+			}
+			if (ch == OPT_OUT_FORMAT)
+				c->out_format = optarg;
+			else
+				c->log_format = optarg;
+			break;
+		case OPT_LOG_FILE:
+			a->log_file = optarg;
 			break;
 		case OPT_BACKUP_DIR:
 			a->backup_on = 1;
@@ -1027,6 +1062,19 @@ int ferry_cmd_sync(int argc, char **argv)
 	signal(SIGINT, on_stop);
 	signal(SIGTERM, on_stop);
 	c.tty = isatty(STDOUT_FILENO);
+	if (a.log_file) {
+		c.log = fopen(a.log_file, "ae");
+		if (!c.log) {
+			base_log_err(BASE_LOG_ERROR, -errno,
+				     "--log-file: cannot open path=%s",
+				     a.log_file);
+			hyd_filter_free(a.filter);
+			hyd_attrmap_free(a.attrmap);
+			free_traces(&a);
+			return RERR_FILEIO;
+		}
+		setvbuf(c.log, NULL, _IOLBF, 0);
+	}
 	a.o.filter = a.filter;
 	a.o.attrmap = a.attrmap;
 	a.o.progress = ferry_sync_progress;
@@ -1035,6 +1083,8 @@ int ferry_cmd_sync(int argc, char **argv)
 	a.o.item_arg = &c;
 	rc = ssh_open(&a);
 	if (rc != 0) {
+		if (c.log)
+			fclose(c.log);
 		hyd_filter_free(a.filter);
 		hyd_attrmap_free(a.attrmap);
 		free_traces(&a);
@@ -1051,6 +1101,8 @@ int ferry_cmd_sync(int argc, char **argv)
 		rc = sync_once(&a, &c, &res);
 	}
 	hyd_ssh_stop(&a.ssh);
+	if (c.log)
+		fclose(c.log);
 	hyd_filter_free(a.filter);
 	hyd_attrmap_free(a.attrmap);
 	free_traces(&a);

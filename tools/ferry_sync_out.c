@@ -16,8 +16,11 @@
  * thread both call in, so every print holds one lock.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "catalog/base/base.h"
 #include "tools/ferry_priv.h"
@@ -125,25 +128,53 @@ void ferry_sync_progress(void *arg, const struct hyd_status *st)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* rsync's --log-file line: DATE TIME [PID] then the format's. */
+static void log_item(struct ferry_sync_out *c, const char *code,
+		     const char *path, const char *extra,
+		     const struct hyd_item_attrs *a)
+{
+	char line[2 * PATH_MAX], ts[32];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	ferry_outfmt(c->log_format ? c->log_format : "%i %n%L", code, path,
+		     extra, a, line, sizeof(line));
+	if (!localtime_r(&now, &tm) ||
+	    !strftime(ts, sizeof(ts), "%Y/%m/%d %H:%M:%S", &tm))
+		ts[0] = '\0';
+	fprintf(c->log, "%s [%ld] %s\n", ts, (long)getpid(), line);
+}
+
 void ferry_sync_item(void *arg, const char *code, const char *path,
-		     const char *extra)
+		     const char *extra, const struct hyd_item_attrs *a)
 {
 	struct ferry_sync_out *c = arg;
 	int del = code[0] == '*';
+	/* every change, as -i; else only what is created, written or
+	 * deleted, as -v (rsync's --out-format without %i is -v's) */
+	int all = c->itemize || (c->out_format && strstr(c->out_format, "%i"));
+	char line[2 * PATH_MAX];
 
+	pthread_mutex_lock(&c->lock);
+	if (c->log)
+		log_item(c, code, path, extra, a);
+	pthread_mutex_unlock(&c->lock);
 	/* -q silences progress and the summary; asked-for items stay */
-	if (!c->itemize && (c->quiet || !c->verbose))
+	if (!all && !c->out_format && (c->quiet || !c->verbose))
 		return;
-	/* -v alone names what is created, written or deleted, not entries
-	 * whose attributes alone change (rsync's). */
-	if (!c->itemize && !del && code[0] == '.')
+	if (!all && !del && code[0] == '.')
 		return;
 	pthread_mutex_lock(&c->lock);
 	clear_line(c);
-	if (c->itemize)
+	if (c->out_format && (all || !del)) {
+		ferry_outfmt(c->out_format, code, path, extra, a, line,
+			     sizeof(line));
+		printf("%s\n", line);
+	} else if (c->itemize) {
 		printf("%-11s %s%s\n", code, path, extra);
-	else
+	} else {
 		printf("%s%s%s\n", del ? "deleting " : "", path, extra);
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -165,6 +196,15 @@ void ferry_sync_summary(const struct ferry_sync_out *c,
 	    r->elapsed_s > 0 ? (double)r->wire_bytes / r->elapsed_s : 0;
 	const char *dry = c->dry_run ? " (DRY RUN)" : "";
 
+	if (c->log)
+		fprintf(c->log,
+			"%s: received %" PRIu64 " wire bytes, wrote %" PRIu64
+			" files (%" PRIu64 " bytes), deleted %" PRIu64
+			", total size %" PRIu64 ", generation %" PRIu64 "%s\n",
+			c->dry_run ? "dry run" : "done", r->wire_bytes,
+			r->files_written, r->bytes_written, r->deleted,
+			r->logical_bytes, r->generation,
+			r->failed ? ", some entries failed" : "");
 	if (c->quiet)
 		return;
 	ferry_human(r->bytes_written, a, sizeof(a));

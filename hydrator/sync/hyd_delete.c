@@ -119,7 +119,7 @@ static int remove_entry(struct hyd_mat *m, int dirfd, const char *name,
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 1 : -errno;
 	if (!S_ISDIR(st.st_mode)) {
-		hyd_item_emit(m, "*deleting", rel, 0, NULL);
+		hyd_item_emit(m, "*deleting", rel, 0, NULL, NULL);
 		/* --backup: renamed instead */
 		r = hyd_sync__backup(m, dirfd, name, rel);
 		if (r < 0)
@@ -172,7 +172,7 @@ static int remove_entry(struct hyd_mat *m, int dirfd, const char *name,
 		return 0;
 	}
 	if (self)
-		hyd_item_emit(m, "*deleting", rel, 1, NULL);
+		hyd_item_emit(m, "*deleting", rel, 1, NULL, NULL);
 	if (!m->dry_run && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 &&
 	    errno != ENOENT)
 		return -errno;

@@ -151,8 +151,9 @@ int hyd_item_changed(const char code[HYD_ITEM_LEN])
 }
 
 void hyd_item_emit(struct hyd_mat *m, const char *code, const char *path,
-		   int is_dir, const char *extra)
+		   int is_dir, const char *extra, const struct cat_inode *in)
 {
+	struct hyd_item_attrs a;
 	size_t n = strlen(path);
 	char *buf;
 
@@ -165,6 +166,13 @@ void hyd_item_emit(struct hyd_mat *m, const char *code, const char *path,
 		memcpy(buf, "./", 3);
 	else
 		snprintf(buf, n + 3, "%s%s", path, is_dir ? "/" : "");
-	m->item(m->item_arg, code, buf, extra ? extra : "");
+	if (in) {
+		a.size = in->kind == CAT_DIR ? 0 : in->size;
+		a.mtime_ns = in->mtime_ns;
+		a.mode = in->mode;
+		a.uid = in->uid;
+		a.gid = in->gid;
+	}
+	m->item(m->item_arg, code, buf, extra ? extra : "", in ? &a : NULL);
 	free(buf);
 }

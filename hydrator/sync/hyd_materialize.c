@@ -96,10 +96,10 @@ static void report(struct walk *w, const char *why, int err)
 
 /* The item of the entry at the current path, when it says a change. */
 static void item(struct walk *w, const char *code, int is_dir,
-		 const char *extra)
+		 const char *extra, const struct cat_inode *in)
 {
 	if (w->m->item && hyd_item_changed(code))
-		hyd_item_emit(w->m, code, w->path.b, is_dir, extra);
+		hyd_item_emit(w->m, code, w->path.b, is_dir, extra, in);
 }
 
 static void tick(struct walk *w, int force)
@@ -535,7 +535,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		if (w->m->item) {
 			hyd_item_attrs(w->m, dirfd, e->name, &st, &e->in, '.',
 				       0, code);
-			item(w, code, 0, NULL);
+			item(w, code, 0, NULL, &e->in);
 		}
 		r = w->m->dry_run ? 0 : meta_fd(w, fd, &e->in, &why);
 		if (r == 0 && digest_ok && fd >= 0 && fstat(fd, &st) == 0)
@@ -562,7 +562,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 				       quick, code);
 		else
 			hyd_item_new(code, '>', CAT_REG);
-		item(w, code, 0, NULL);
+		item(w, code, 0, NULL, &e->in);
 	}
 	if (w->m->dry_run) {
 		w->m->res->files_written++;
@@ -681,7 +681,7 @@ static void item_leaf(struct walk *w, int dirfd,
 	else
 		hyd_item_attrs(w->m, dirfd, e->name, st, &e->in,
 			       changed ? 'c' : '.', changed, code);
-	item(w, code, 0, extra);
+	item(w, code, 0, extra, &e->in);
 }
 
 static int sync_symlink(struct walk *w, int dirfd,
@@ -842,7 +842,8 @@ static int sync_hardlink(struct walk *w, int dirfd,
 		if (extra) {
 			snprintf(extra, strlen(rel) + 5, " => %s", rel);
 			hyd_item_emit(w->m, code, w->path.b, 0,
-				      w->m->dry_run && linked ? NULL : extra);
+				      w->m->dry_run && linked ? NULL : extra,
+				      &e->in);
 			free(extra);
 		}
 	}
@@ -941,7 +942,7 @@ static int dir_child(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 				       0, code);
 		else
 			hyd_item_new(code, 'c', CAT_DIR);
-		item(w, code, 1, NULL);
+		item(w, code, 1, NULL, &e->in);
 	}
 	if (!w->m->dry_run)
 		return open_dir_child(dirfd, e->name);
@@ -1260,7 +1261,7 @@ static void sync_root(struct walk *w, const struct cat_inode *root)
 					       code);
 			else
 				hyd_item_new(code, 'c', CAT_DIR);
-			item(w, code, 1, NULL);
+			item(w, code, 1, NULL, root);
 		}
 		w->m->res->dirs++;
 		sync_dir(w, w->rootfd, root, 0);

@@ -313,7 +313,7 @@ int hyd_item_changed(const char code[HYD_ITEM_LEN]);
 /* Hand one item to m->item (if any): path DEST-relative, "" the root
  * ("./"); a directory gets a trailing '/'. */
 void hyd_item_emit(struct hyd_mat *m, const char *code, const char *path,
-		   int is_dir, const char *extra);
+		   int is_dir, const char *extra, const struct cat_inode *in);
 
 /* ---- what the writer knows it wrote (hyd_sync_record.c) ---- */
 

@@ -261,7 +261,17 @@ grep -q '^Usage' "$T/avhp.txt" && die "-avhP printed the help"
 # refused ones exit 1 naming themselves, the others are taken
 python3 "$E2E_LIB/rsync_table.py" "$FERRY" "$E2E_LIB/../../../docs/man/ferry.1" >"$T/table.txt" ||
 	{ cat "$T/table.txt"; die "ferry(1)'s RSYNC OPTIONS table does not hold"; }
-ok "-avhP copies, -aHAXSc copies, -x and --fuzzy refused by name, --version; ferry(1)'s rsync table holds ($(tail -n1 "$T/table.txt"))"
+# --out-format, --log-file: rsync's escapes
+"$FERRY" sync --cache-dir "$T/c" --out-format='%o|%i|%n|%L|%l|%B|%M|%f' --log-file "$T/of.log" "$URL" "$T/of" >"$T/of.out" 2>&1 ||
+	{ cat "$T/of.out"; die "--out-format, --log-file: the sync failed"; }
+want="recv|>f+++++++++|top.txt||$(stat -c %s "$S/top.txt")|$(stat -c %A "$S/top.txt" | cut -c2-)|$(date -d @"$(stat -c %Y "$S/top.txt")" +%Y/%m/%d-%H:%M:%S)|top.txt"
+grep -qxF "$want" "$T/of.out" || { cat "$T/of.out"; die "--out-format: no line '$want'"; }
+grep -q '^recv|cd+++++++++|dir/||0|' "$T/of.out" || die "--out-format: the directory's line is not rsync's"
+grep -qE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} \[[0-9]+\] >f\+{9} top\.txt$' "$T/of.log" && grep -q 'done: received' "$T/of.log" ||
+	{ cat "$T/of.log"; die "--log-file: not rsync's lines"; }
+"$FERRY" sync --out-format='%n %c' "$URL" "$T/ox" 2>"$T/err"; rc=$?
+[ "$rc" = 1 ] && grep -q -- "--out-format '%n %c'" "$T/err" || die "--out-format with %c: exit $rc, or not named"
+ok "-avhP copies, -aHAXSc copies, -x and --fuzzy refused by name, --version; ferry(1)'s rsync table holds ($(tail -n1 "$T/table.txt")); --out-format and --log-file lines"
 
 # --delete after an entry vanished at the source: nothing deleted (exit
 # 24), unless --ignore-errors.

@@ -6,6 +6,7 @@ URL). At least 100 rows. Exit 0 or 1, mismatches on stdout."""
 import re
 import subprocess
 import sys
+import tempfile
 
 ferry, man = sys.argv[1], sys.argv[2]
 txt = open(man).read()
@@ -23,8 +24,10 @@ for m in re.finditer(r"\.TP 28\n\.B (.*)\n(.*)\n", sec):
         args = [name + "=" + ("1" if val in ("NUM", "SIZE", "SECONDS", "MINS", "RATE") else "x")]
     else:
         args = [first]
-    r = subprocess.run([ferry, "sync"] + args + ["http://127.0.0.1:1/v1/x", "/nonexistent/dest"],
-                       capture_output=True, text=True, timeout=20)
+    # in a directory of its own: --log-file=x makes ./x
+    with tempfile.TemporaryDirectory() as cwd:
+        r = subprocess.run([ferry, "sync"] + args + ["http://127.0.0.1:1/v1/x", "/nonexistent/dest"],
+                           capture_output=True, text=True, timeout=20, cwd=cwd)
     refused = r.returncode == 1 and ("unknown option" in r.stderr or "not supported" in r.stderr or "requires an argument" in r.stderr)
     n += 1
     if what.startswith("refused") != refused:
