@@ -52,6 +52,7 @@ struct args {
 	struct hyd_ssh_opts ssh_opts; /* -e/--rsh, --remote-ferry */
 	struct hyd_ssh ssh;	      /* a HOST:PATH source's session */
 	char dest_buf[PATH_MAX];      /* DEST/NAME for HOST:PATH without '/' */
+	char url_buf[PATH_MAX];	      /* a local file's URL */
 	hyd_filter *filter;
 	hyd_attrmap *attrmap; /* --chmod, --chown, --usermap, --groupmap */
 	struct hyd_sync_backup backup; /* -b, --backup-dir, --suffix */
@@ -982,13 +983,28 @@ static void wait_new(const struct args *a, uint64_t gen)
  * its URL and socket in place of a URL's; a local directory: the same
  * without ssh (hyd_local_start). rsync's rule for the name: HOST:DIR
  * makes DEST/DIR, HOST:DIR/ fills DEST. 0, or the exit code (said). */
+/* SRC (not a directory) as DIR/NAME: DIR into dir. 0 or -1. */
+static int local_file(const char *src, char *dir, size_t cap)
+{
+	const char *slash = strrchr(src, '/');
+
+	if (!slash)
+		return snprintf(dir, cap, ".") > 0 ? 0 : -1;
+	if (slash == src)
+		return snprintf(dir, cap, "/") > 0 ? 0 : -1;
+	return (size_t)(slash - src) < cap &&
+		       snprintf(dir, cap, "%.*s", (int)(slash - src), src) > 0
+		   ? 0
+		   : -1;
+}
+
 static int ssh_open(struct args *a)
 {
 	const char *src = a->o.url, *name;
+	char err[512], dir[PATH_MAX];
 	struct stat st;
-	char err[512];
 	size_t n;
-	int r;
+	int r, file = 0;
 
 	a->ssh.to_fd = a->ssh.from_fd = a->ssh.pid = -1;
 	/* --watch: the replicator started for the run looks for changes as
@@ -1002,7 +1018,15 @@ static int ssh_open(struct args *a)
 		 S_ISDIR(st.st_mode))
 		r = hyd_local_start(src, &a->ssh_opts, &a->ssh, err,
 				    sizeof(err));
-	else
+	else if (strncmp(src, "http://", 7) != 0 &&
+		 strncmp(src, "https://", 8) != 0 && lstat(src, &st) == 0 &&
+		 !S_ISDIR(st.st_mode) &&
+		 local_file(src, dir, sizeof(dir)) == 0) {
+		/* a single file: its directory is served, the URL names it */
+		file = 1;
+		r = hyd_local_start(dir, &a->ssh_opts, &a->ssh, err,
+				    sizeof(err));
+	} else
 		return 0; /* a URL (or not one: hyd_sync says so) */
 	if (r < 0) {
 		base_error("%s", err);
@@ -1013,6 +1037,18 @@ static int ssh_open(struct args *a)
 	a->creds.unix_socket = a->ssh.sock;
 	stop_sock = a->ssh.sock;
 	stop_dir = a->ssh.dir;
+	if (file) {
+		name = strrchr(src, '/');
+		name = name ? name + 1 : src;
+		if ((size_t)snprintf(a->url_buf, sizeof(a->url_buf), "%s/%s",
+				     a->ssh.url, name) >= sizeof(a->url_buf)) {
+			base_error("%s: name too long", src);
+			hyd_ssh_stop(&a->ssh);
+			return RERR_SYNTAX;
+		}
+		a->o.url = a->url_buf;
+		return 0; /* DEST/NAME or DEST itself: hyd_sync's rule */
+	}
 	n = strlen(a->ssh.path);
 	name = strrchr(a->ssh.path, '/');
 	name = name ? name + 1 : a->ssh.path;

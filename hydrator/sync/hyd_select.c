@@ -48,6 +48,34 @@ int hyd_sync__resolve(cat_reader *cat, const char *sub, uint64_t *ret_ino)
 	return 0;
 }
 
+int hyd_sync__resolve_file(cat_reader *cat, const char *sub, uint64_t *ret_ino,
+			   const char **ret_name)
+{
+	const char *name = strrchr(sub, '/');
+	struct cat_inode in;
+	uint64_t dir = CAT_ROOT_INO;
+	char *parent;
+	int r;
+
+	name = name ? name + 1 : sub;
+	if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
+		return 0;
+	parent = strndup(sub, (size_t)(name - sub));
+	if (!parent)
+		return -ENOMEM;
+	r = hyd_sync__resolve(cat, parent, &dir);
+	free(parent);
+	if (r == 0)
+		r = cat_lookup(cat, dir, name, strlen(name), &in);
+	if (r < 0)
+		return r;
+	if (in.kind == CAT_DIR)
+		return 0;
+	*ret_ino = in.ino;
+	*ret_name = name;
+	return 1;
+}
+
 static int sel_set(struct hyd_sync_sel *s, uint64_t ino)
 {
 	if (ino >= s->nbits) {
@@ -65,6 +93,13 @@ static int sel_set(struct hyd_sync_sel *s, uint64_t ino)
 	}
 	s->bits[ino / 8] |= (uint8_t)(1u << (ino % 8));
 	return 0;
+}
+
+int hyd_sync__sel_one(struct hyd_sync_sel *s, uint64_t ino)
+{
+	memset(s, 0, sizeof(*s));
+	s->active = 1;
+	return sel_set(s, ino);
 }
 
 int hyd_sync__sel_has(const struct hyd_sync_sel *s, uint64_t ino)

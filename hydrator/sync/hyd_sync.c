@@ -166,6 +166,10 @@ struct sync {
 	struct hyd_sync_seeds seeds;   /* DEST's files and the seed dirs */
 	struct hyd_sync_backup backup; /* --backup, its dir made absolute */
 	char *backup_dir;
+	struct hyd_sync_opts *om; /* o, writable: a single file's DEST */
+	/* a single-file source: DEST's directory, and the file's name in it
+	 * (DEST's own when DEST is not a directory: rsync's rule) */
+	char *single_dest, *single_name;
 };
 
 /* ---- DEST inside a ferry mount ---- */
@@ -1039,6 +1043,8 @@ static void sync_free(struct sync *s)
 	hyd_sync__unsafe_free(&s->unsafe);
 	hyd_sync__seeds_close(&s->seeds);
 	free(s->backup_dir);
+	free(s->single_dest);
+	free(s->single_name);
 }
 
 /* The end of hydration, on whichever thread did it: the state, the
@@ -1155,12 +1161,54 @@ static void seeded(struct sync *s, int final)
 			   st->bytes_seeded);
 }
 
+/* A URL that names a file (rsync's single-file source): DEST/NAME when
+ * DEST is a directory (or ends in '/'), else DEST itself is the file.
+ * 1 when it is one (root_ino, root_name, sel and dest set), 0 when the
+ * URL names a directory, -errno. */
+static int single_file(struct sync *s)
+{
+	const char *name, *d = s->o->dest;
+	size_t n = strlen(d);
+	struct stat st;
+	char *slash;
+	int r;
+
+	r = hyd_sync__resolve_file(s->op.cat, s->sub, &s->root_ino, &name);
+	if (r <= 0)
+		return r == -ENOTDIR || r == -ENOENT ? 0 : r; /* said below */
+	if ((stat(d, &st) == 0 && S_ISDIR(st.st_mode)) || d[n - 1] == '/') {
+		s->single_name = strdup(name);
+		s->single_dest = strdup(d);
+	} else {
+		slash = strrchr(d, '/');
+		s->single_name = strdup(slash ? slash + 1 : d);
+		s->single_dest = slash ? strndup(d, (size_t)(slash - d)) : NULL;
+		if (slash && !s->single_dest[0]) {
+			free(s->single_dest);
+			s->single_dest = strdup("/");
+		} else if (!slash) {
+			s->single_dest = strdup(".");
+		}
+	}
+	if (!s->single_name || !s->single_dest)
+		return -ENOMEM;
+	s->root_name = s->single_name;
+	s->om->dest = s->single_dest;
+	r = hyd_sync__sel_one(&s->sel, s->root_ino);
+	return r < 0 ? r : 1;
+}
+
 /* The subtree's directory, and the files a subtree or the rules keep. */
 static int pick(struct sync *s)
 {
 	int r;
 
 	s->root_ino = CAT_ROOT_INO;
+	if (s->sub[0] && !s->sub_slash) {
+		r = single_file(s);
+		if (r != 0)
+			return r < 0 ? r : 0;
+	}
 	if (s->sub[0]) {
 		r = hyd_sync__resolve(s->op.cat, s->sub, &s->root_ino);
 		if (r < 0) {
@@ -1168,7 +1216,9 @@ static int pick(struct sync *s)
 				     "the source path is not a directory of "
 				     "the catalog path=\"%s\"",
 				     s->sub + 1);
-			return r;
+			/* the source's side, as a missing one (rsync: 23),
+			 * not DEST's (11) */
+			return r == -ENOTDIR ? -ENOENT : r;
 		}
 		if (!s->sub_slash)
 			s->root_name = strrchr(s->sub, '/') + 1;
@@ -1410,6 +1460,7 @@ int hyd_sync(const struct hyd_sync_opts *opts, struct hyd_sync_result *ret)
 	if (!s)
 		return -ENOMEM;
 	s->o = &o;
+	s->om = &o;
 	s->res = ret;
 	pthread_mutex_init(&s->lock, NULL);
 	s->t0 = base_now_ns();

@@ -383,6 +383,11 @@ int hyd_sync__make_way(struct hyd_mat *m, int dirfd, const char *name,
  * skipped) below the catalog's root. -ENOENT, -ENOTDIR, -EINVAL ("..").
  */
 int hyd_sync__resolve(cat_reader *cat, const char *sub, uint64_t *ret_ino);
+/* A single-file source: 1 when sub's last component names a
+ * non-directory (its ino, and its name, a pointer into sub), 0 when a
+ * directory, -errno (-ENOENT, -ENOTDIR on the way). */
+int hyd_sync__resolve_file(cat_reader *cat, const char *sub, uint64_t *ret_ino,
+			   const char **ret_name);
 
 /* Regular files the writer will write, by ino (inactive: all of them). */
 struct hyd_sync_sel {
@@ -429,6 +434,8 @@ int hyd_sync__skip(const struct hyd_sync_skip *skip, const struct cat_inode *in,
 int hyd_sync__size_same(const struct hyd_sync_skip *skip,
 			const struct cat_inode *in, const struct stat *dst);
 int hyd_sync__sel_has(const struct hyd_sync_sel *s, uint64_t ino);
+/* The set of ino alone. 0 or -ENOMEM. */
+int hyd_sync__sel_one(struct hyd_sync_sel *s, uint64_t ino);
 void hyd_sync__sel_free(struct hyd_sync_sel *s);
 
 /* A batch of one directory's catalog entries, copied out of cat_readdir

@@ -223,7 +223,20 @@ python3 "$E2E_LIB/treecmp.py" --content "$T/rsub2" "$T/fsub2" >"$T/treecmp.out" 
 "$FERRY" sync -q --cache-dir "$T/c" "$URL/no/such" "$T/fsub3" 2>"$T/err"
 rc=$?
 [ "$rc" = 23 ] || die "a missing subtree exits $rc, not 23: $(cat "$T/err")"
-ok "subtrees follow rsync's trailing-slash rule; a missing one exits 23"
+# A single-file source: DEST a directory takes DEST/NAME, any other
+# DEST is the file itself (rsync's rule).
+mkdir -p "$T/rsf1" "$T/fsf1"
+rsync -aHX "$S/dir/m.c" "$T/rsf1/"
+rsync -aHX "$S/top.txt" "$T/rsf2"
+"$FERRY" sync -q --cache-dir "$T/c" "$URL/dir/m.c" "$T/fsf1" || die "sync of a single file into a directory failed"
+"$FERRY" sync -q --cache-dir "$T/c" "$URL/top.txt" "$T/fsf2" || die "sync of a single file as DEST failed"
+python3 "$E2E_LIB/treecmp.py" --content --no-dir-times "$T/rsf1" "$T/fsf1" >"$T/treecmp.out" ||
+	{ cat "$T/treecmp.out"; die "URL/dir/m.c into a directory differs from rsync's"; }
+[ -f "$T/fsf2" ] && cmp -s "$T/rsf2" "$T/fsf2" &&
+	[ "$(stat -c '%a %Y' "$T/rsf2")" = "$(stat -c '%a %Y' "$T/fsf2")" ] || die "URL/top.txt as DEST differs from rsync's"
+"$FERRY" sync -q --cache-dir "$T/c" "$URL/top.txt/" "$T/fsf3" 2>"$T/err"; rc=$?
+[ "$rc" = 23 ] || die "URL/FILE/ exits $rc, not 23: $(cat "$T/err")"
+ok "subtrees follow rsync's trailing-slash rule; a missing one exits 23; a single file goes into a directory DEST or becomes DEST"
 
 # Exit codes of a whole run.
 "$FERRY" sync 2>/dev/null; rc=$?

@@ -10,7 +10,8 @@
 #  (c) nothing is left running, no socket directory of the run's;
 #  (d) a source that is neither a URL, HOST:PATH nor a directory is a
 #      usage error (exit 1), as before;
-#  (e) what --max-size and --ignore-existing leave is not fetched.
+#  (e) what --max-size and --ignore-existing leave is not fetched;
+#  (f) a single file as the source (rsync's rule for DEST).
 . "$(dirname "$0")/lib/common.sh"
 [ -x "$FERRY" ] || die "ferry not built"
 export XDG_CACHE_HOME="$T/xdg" # the replicator's state for this source
@@ -71,3 +72,11 @@ ok "(e) --max-size and --ignore-existing fetch nothing of what they leave"
 "$FERRY" sync -q --cache-dir "$T/cache" "$T/no-such-dir" "$T/dst4" 2>"$T/err"; rc=$?
 [ $rc = 1 ] || { cat "$T/err"; die "(d) a missing source: exit $rc, not 1"; }
 ok "(d) a source that is no directory, URL or HOST:PATH: exit 1"
+
+# (f) a single local file: into a directory DEST, or as DEST (rsync's)
+mkdir -p "$T/one-dir"
+"$FERRY" sync -q --cache-dir "$T/lc3" "$T/ls/s" "$T/one-dir" || die "(f) a single file into a directory failed"
+"$FERRY" sync -q --cache-dir "$T/lc3" "$T/ls/s" "$T/one-file" || die "(f) a single file as DEST failed"
+cmp -s "$T/ls/s" "$T/one-dir/s" && cmp -s "$T/ls/s" "$T/one-file" && [ "$(ls "$T/one-dir")" = s ] &&
+	[ "$(stat -c %Y "$T/one-file")" = "$(stat -c %Y "$T/ls/s")" ] || die "(f) the single file is not where rsync puts it"
+ok "(f) a single local file: DEST/NAME in a directory, else DEST itself"
