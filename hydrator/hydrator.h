@@ -368,6 +368,16 @@ int hyd_filter_pattern(hyd_filter *f, int include, const char *pat,
 int hyd_filter_rule(hyd_filter *f, const char *rule, const char **why);
 int hyd_filter_file(hyd_filter *f, int include, const char *path,
 		    const char **why);
+/* --files-from FILE ("-": standard input; from0: NUL-separated, else
+ * one path per line, blank lines and ';' or '#' comments skipped): only
+ * the paths it names (relative to the source) and the directories above
+ * them are transferred; with recursive (-r given), everything below a
+ * named directory too. Checked after the rules. 0 or -errno with *why. */
+int hyd_filter_files_from(hyd_filter *f, const char *path, int from0,
+			  int recursive, const char **why);
+/* Was --files-from given (the source is then the base of the paths,
+ * whatever its trailing slash)? */
+int hyd_filter_has_list(const hyd_filter *f);
 /* --delete-excluded: + and - rules stop protecting DEST's entries. */
 void hyd_filter_delete_excluded(hyd_filter *f);
 size_t hyd_filter_count(const hyd_filter *f);

@@ -57,6 +57,8 @@ struct args {
 	hyd_attrmap *attrmap; /* --chmod, --chown, --usermap, --groupmap */
 	struct hyd_sync_backup backup; /* -b, --backup-dir, --suffix */
 	const char *log_file;	       /* --log-file */
+	const char *files_from;	       /* --files-from */
+	int from0, recursive;	       /* -0; -r given (for --files-from) */
 	int backup_on, suffix_set;
 	int watch;
 	long poll_s;
@@ -163,6 +165,12 @@ static void usage(FILE *f)
 	    "                       in it: every change, as -i)\n"
 	    "      --log-file FILE  append every change, dated, to FILE\n"
 	    "      --log-file-format FORMAT  its lines (default %%i %%n%%L)\n"
+	    "      --files-from FILE  only the paths FILE names (relative to\n"
+	    "                       the source, which is their base with or\n"
+	    "                       without a trailing '/') and the\n"
+	    "                       directories above them; with -r also all\n"
+	    "                       below a named directory. -0, --from0:\n"
+	    "                       FILE's names end in NUL\n"
 	    "      --ignore-errors  delete even after errors\n"
 	    "      --exclude PATTERN, --include PATTERN\n"
 	    "      --exclude-from FILE, --include-from FILE\n"
@@ -382,6 +390,7 @@ enum {
 	OPT_OUT_FORMAT,
 	OPT_LOG_FILE,
 	OPT_LOG_FILE_FORMAT,
+	OPT_FILES_FROM,
 };
 
 /* -b, --backup-dir, --suffix once every option is read: rsync's
@@ -609,7 +618,9 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"help", no_argument, NULL, OPT_HELP},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {"human-readable", no_argument, NULL, OPT_NOOP},
-	    {"recursive", no_argument, NULL, OPT_NOOP},
+	    {"recursive", no_argument, NULL, 'r'},
+	    {"files-from", required_argument, NULL, OPT_FILES_FROM},
+	    {"from0", no_argument, NULL, '0'},
 	    {"links", no_argument, NULL, OPT_NOOP},
 	    {"perms", no_argument, NULL, OPT_NOOP},
 	    {"times", no_argument, NULL, OPT_NOOP},
@@ -633,8 +644,9 @@ static int parse_args(int argc, char **argv, struct args *a,
 
 	opterr = 0;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":j:f:e:niPvqharlptgoDHXzcASxhubO",
-				 longopts, NULL)) != -1) {
+	while (
+	    (ch = getopt_long(argc, argv, ":j:f:e:niPvqharlptgoDHXzcASxhubO0",
+			      longopts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_CACHE_DIR:
 			o->cache_dir = optarg;
@@ -729,6 +741,12 @@ static int parse_args(int argc, char **argv, struct args *a,
 		case OPT_LOG_FILE:
 			a->log_file = optarg;
 			break;
+		case OPT_FILES_FROM:
+			a->files_from = optarg;
+			break;
+		case '0':
+			a->from0 = 1;
+			break;
 		case OPT_BACKUP_DIR:
 			a->backup_on = 1;
 			a->backup.dir = optarg;
@@ -819,8 +837,10 @@ static int parse_args(int argc, char **argv, struct args *a,
 		case 'c': /* --checksum: content is always compared */
 		case 'A': /* ACLs: copied as the xattrs that hold them */
 		case 'S': /* sparse: holes are always kept */
-		case 'a':
 		case 'r':
+			a->recursive = 1; /* --files-from: below listed dirs */
+			break;
+		case 'a':
 		case 'l':
 		case 'p':
 		case 't':
@@ -849,6 +869,16 @@ static int parse_args(int argc, char **argv, struct args *a,
 	}
 	o->url = argv[optind];
 	o->dest = argv[optind + 1];
+	if (a->files_from) {
+		const char *why = "";
+
+		r = hyd_filter_files_from(a->filter, a->files_from, a->from0,
+					  a->recursive, &why);
+		if (r < 0) {
+			base_error("--files-from %s: %s", a->files_from, why);
+			return -1;
+		}
+	}
 	return backup_done(a);
 }
 
@@ -1052,8 +1082,9 @@ static int ssh_open(struct args *a)
 	n = strlen(a->ssh.path);
 	name = strrchr(a->ssh.path, '/');
 	name = name ? name + 1 : a->ssh.path;
-	if (n && a->ssh.path[n - 1] != '/' && strcmp(name, ".") != 0 &&
-	    strcmp(name, "..") != 0 && *name) {
+	/* --files-from: the source is the base of its paths, slash or not */
+	if (n && a->ssh.path[n - 1] != '/' && !a->files_from &&
+	    strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && *name) {
 		if ((size_t)snprintf(a->dest_buf, sizeof(a->dest_buf), "%s/%s",
 				     a->o.dest, name) >= sizeof(a->dest_buf)) {
 			base_error("DEST/%s: name too long", name);

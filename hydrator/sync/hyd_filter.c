@@ -22,6 +22,7 @@
  * --exclude='*'" keeps only the top level's .c files).
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +44,21 @@ struct rule {
 	int from_pm;  /* from + or -: sender-only under --delete-excluded */
 };
 
+/* --files-from: the listed paths and the directories above them, an
+ * open-addressing set of strings (NULL: empty slot). */
+struct pathset {
+	char **v;
+	size_t cap, n;
+};
+
 struct hyd_filter {
 	struct rule *v;
 	size_t n, cap;
 	int delete_excluded;
+	int has_list;	      /* --files-from given */
+	int list_recursive;   /* -r given: below a listed directory too */
+	struct pathset list;  /* the paths named */
+	struct pathset above; /* the directories above them (rsync -R) */
 };
 
 hyd_filter *hyd_filter_new(void)
@@ -63,18 +75,186 @@ static void clear(hyd_filter *f)
 	f->n = 0;
 }
 
+static void set_free(struct pathset *s)
+{
+	for (size_t i = 0; i < s->cap; i++)
+		free(s->v[i]);
+	free(s->v);
+}
+
 void hyd_filter_free(hyd_filter *f)
 {
 	if (!f)
 		return;
 	clear(f);
 	free(f->v);
+	set_free(&f->list);
+	set_free(&f->above);
 	free(f);
 }
 
 size_t hyd_filter_count(const hyd_filter *f)
 {
-	return f ? f->n : 0;
+	return f ? f->n + (f->has_list != 0) : 0;
+}
+
+int hyd_filter_has_list(const hyd_filter *f)
+{
+	return f && f->has_list;
+}
+
+static size_t hash(const char *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+	return (size_t)h;
+}
+
+/* Is [p, p + n) in s? */
+static int set_has(const struct pathset *s, const char *p, size_t n)
+{
+	size_t i;
+
+	if (!s->n)
+		return 0;
+	for (i = hash(p, n) & (s->cap - 1); s->v[i]; i = (i + 1) & (s->cap - 1))
+		if (!strncmp(s->v[i], p, n) && !s->v[i][n])
+			return 1;
+	return 0;
+}
+
+static int set_add(struct pathset *s, const char *p, size_t n)
+{
+	size_t i;
+
+	if (set_has(s, p, n))
+		return 0;
+	if ((s->n + 1) * 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		char **v = calloc(cap, sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		for (size_t j = 0; j < s->cap; j++) {
+			if (!s->v[j])
+				continue;
+			for (i = hash(s->v[j], strlen(s->v[j])) & (cap - 1);
+			     v[i]; i = (i + 1) & (cap - 1))
+				;
+			v[i] = s->v[j];
+		}
+		free(s->v);
+		s->v = v;
+		s->cap = cap;
+	}
+	for (i = hash(p, n) & (s->cap - 1); s->v[i]; i = (i + 1) & (s->cap - 1))
+		;
+	s->v[i] = strndup(p, n);
+	if (!s->v[i])
+		return -ENOMEM;
+	s->n++;
+	return 0;
+}
+
+/* One line of --files-from: "./" and '/' prefixes and "/." steps go
+ * (the list is relative to the source); ".." is refused. */
+static int list_add(hyd_filter *f, const char *line, const char **why)
+{
+	char buf[4096], *o = buf;
+	const char *p = line;
+	size_t n, i;
+
+	while (*p) {
+		const char *e = strchr(p, '/');
+
+		n = e ? (size_t)(e - p) : strlen(p);
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			*why = "a path with \"..\" in the list";
+			return -EINVAL;
+		}
+		if (n && !(n == 1 && p[0] == '.')) {
+			if ((size_t)(o - buf) + n + 2 > sizeof(buf)) {
+				*why = "a path too long in the list";
+				return -ENAMETOOLONG;
+			}
+			if (o > buf)
+				*o++ = '/';
+			memcpy(o, p, n);
+			o += n;
+		}
+		p += n + (e != NULL);
+	}
+	n = (size_t)(o - buf);
+	if (!n)
+		return 0; /* "." alone: nothing to name */
+	for (i = 0; i < n; i++)
+		if (buf[i] == '/' && set_add(&f->above, buf, i) < 0)
+			goto nomem;
+	if (set_add(&f->list, buf, n) < 0)
+		goto nomem;
+	return 0;
+nomem:
+	*why = "out of memory";
+	return -ENOMEM;
+}
+
+int hyd_filter_files_from(hyd_filter *f, const char *path, int from0,
+			  int recursive, const char **why)
+{
+	FILE *in = strcmp(path, "-") ? fopen(path, "r") : stdin;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int r = 0;
+
+	if (!in) {
+		*why = "cannot open the file";
+		return -errno;
+	}
+	f->has_list = 1;
+	f->list_recursive = recursive;
+	while (r == 0 &&
+	       (n = getdelim(&line, &cap, from0 ? '\0' : '\n', in)) >= 0) {
+		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' ||
+				 line[n - 1] == '\0'))
+			line[--n] = '\0';
+		/* blank lines and ';' or '#' comments, as rsync */
+		if (n == 0 || (!from0 && (line[0] == ';' || line[0] == '#')))
+			continue;
+		r = list_add(f, line, why);
+	}
+	if (r == 0 && ferror(in)) {
+		*why = "cannot read the file";
+		r = -EIO;
+	}
+	free(line);
+	if (in != stdin)
+		fclose(in);
+	return r;
+}
+
+/* Outside the --files-from list: not named, not a directory above a
+ * name, and (with -r) not below a named directory. */
+static int unlisted(const hyd_filter *f, const char *path)
+{
+	size_t n = strlen(path);
+
+	if (set_has(&f->list, path, n) || set_has(&f->above, path, n))
+		return 0;
+	if (!f->list_recursive)
+		return 1;
+	while (n > 0) {
+		while (n > 0 && path[n - 1] != '/')
+			n--;
+		if (n == 0)
+			break;
+		n--; /* the '/' */
+		if (set_has(&f->list, path, n))
+			return 0;
+	}
+	return 1;
 }
 
 void hyd_filter_delete_excluded(hyd_filter *f)
@@ -223,6 +403,10 @@ int hyd_filter_excluded(const hyd_filter *f, const char *path, int is_dir,
 			continue;
 		return !r->include;
 	}
+	/* rsync's --files-from: what the list leaves out is excluded (and
+	 * so protected from --delete, unless --delete-excluded) */
+	if (f->has_list && path[0] && unlisted(f, path))
+		return !(deleting && f->delete_excluded);
 	return 0;
 }
 

@@ -1204,7 +1204,7 @@ static int pick(struct sync *s)
 	int r;
 
 	s->root_ino = CAT_ROOT_INO;
-	if (s->sub[0] && !s->sub_slash) {
+	if (s->sub[0] && !s->sub_slash && !hyd_filter_has_list(s->o->filter)) {
 		r = single_file(s);
 		if (r != 0)
 			return r < 0 ? r : 0;
@@ -1220,7 +1220,8 @@ static int pick(struct sync *s)
 			 * not DEST's (11) */
 			return r == -ENOTDIR ? -ENOENT : r;
 		}
-		if (!s->sub_slash)
+		/* --files-from: the source is the base of the list's paths */
+		if (!s->sub_slash && !hyd_filter_has_list(s->o->filter))
 			s->root_name = strrchr(s->sub, '/') + 1;
 	}
 	/* Entries the reader skips: the writer names them (never dropped in

@@ -110,6 +110,22 @@ check_rules --filter '+ /dir/***' --filter '- *'
 check_rules --filter '+ /dir/' --filter '- /dir/*.h' --filter '+ /dir/**' --filter '- *'
 ok "$n rule sets: the same trees as rsync"
 
+# --files-from: only the listed paths and the directories above them;
+# with -r, all below a listed directory too; -0 for NUL-separated names.
+printf 'top.txt\n# a comment\n./dir/m.c\n\nnewdir\n/b.txt\n' >"$T/list"
+printf 'dir/m.c\0newdir\0' >"$T/list0"
+for opts in "--files-from=$T/list" "-r --files-from=$T/list" "--from0 --files-from=$T/list0"; do
+	rm -rf "$T/rff" "$T/fff"
+	# shellcheck disable=SC2086
+	rsync -aHX $opts "$S/" "$T/rff/" || die "rsync $opts failed"
+	# shellcheck disable=SC2086
+	"$FERRY" sync -q --cache-dir "$T/c" $opts "$URL" "$T/fff" || die "ferry sync $opts failed"
+	python3 "$E2E_LIB/treecmp.py" --content --no-dir-times "$T/rff" "$T/fff" >"$T/ffcmp.txt" ||
+		{ cat "$T/ffcmp.txt"; die "'$opts': ferry's tree differs from rsync's"; }
+done
+[ -e "$T/fff/dir/m.c" ] && [ ! -e "$T/fff/top.txt" ] && [ -d "$T/fff/newdir" ] || die "--files-from: the checks prove nothing"
+ok "--files-from (with -r, with --from0): rsync's trees"
+
 # rsync's leave-alone rules, from one DEST that is partly there: a file
 # missing (top.txt), one older and different (b.txt), one newer and
 # different (dir/m.c), a directory missing (newdir), a file of DEST's own.
