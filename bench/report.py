@@ -56,7 +56,10 @@ NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
          "seed_ferry": "ferry sync --seed OLD",
          "seed_ferry_link": "ferry sync --link-dest OLD",
          "seed_ferry_basis": "ferry sync --delete into the old copy",
-         "seed_ferry_cold": "ferry sync, nothing local"}
+         "seed_ferry_cold": "ferry sync, nothing local",
+         "ttfb_tls": "mount over https + token, first byte",
+         "ttfb_ssh": "mount over ssh, first byte",
+         "ttfb_ssh_cm": "mount over ssh (ControlMaster up), first byte"}
 
 
 def rate_bps(rate):
@@ -274,6 +277,12 @@ def targets(rows, rate, medium_rate=None):
     add("90%% here: ferry sync --seed OLD vs nothing local, wire bytes (%s)" % rate,
         ratio(get(sd, "seed_ferry", "wire_bytes"), get(sd, "seed_ferry_cold", "wire_bytes")), 0.2,
         "le", "what the seed saves: 10% changed should move about 10%")
+    for rtt in ("0ms", "50ms"):
+        tl = "ttfb-" + rtt
+        for appr in ("ttfb_ssh", "ttfb_ssh_cm"):
+            add("time to first byte: %s vs over https with tokens (%s RTT)" % (NAMES[appr], rtt),
+                ratio(get(tl, appr, "full_s"), get(tl, "ttfb_tls", "full_s")), 1.5, "le",
+                "hydrator start -> the first file read back, cold mount of 10,000 files")
     if medium_rate:
         medium_targets(rows, medium_rate, add)
     region_targets(rows, add)

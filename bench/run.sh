@@ -40,6 +40,12 @@
 #                         source changed 10% of its files; ferry sync
 #                         --seed, --link-dest and into the old copy against
 #                         rsync --link-dest and rsync into the old copy
+#   SSH [1]               also the time-to-first-byte rows over ssh
+#                         (bench/ssh_ttfb.sh): a cold mount of a 10,000-
+#                         file tree through ferry-hydrator HOST:PATH (sshd
+#                         only at the source; with and without an ssh
+#                         ControlMaster) against https with tokens, at 0
+#                         and 50 ms RTT on a 1 Gbit/s link
 #   MEDIUM [1]            also the medium tree (bench/medium.sh): rsync -aHX,
 #                         ferry mount and ferry sync at MEDIUM_RATE [1gbit]
 #                         and on loopback, and tar of the complete mount
@@ -456,6 +462,10 @@ if [ "${SEED:-1}" = 1 ]; then
 	BENCH_OUT=$OUT RES=$RES RATE=$RATE bash "$ROOT/bench/seed.sh" "$B" ||
 		log "bench/seed.sh failed"
 fi
+if [ "${SSH:-1}" = 1 ]; then
+	BENCH_OUT=$OUT RES=$RES bash "$ROOT/bench/ssh_ttfb.sh" "$B" ||
+		log "bench/ssh_ttfb.sh failed"
+fi
 MEDIUM_RATE=${MEDIUM_RATE:-1gbit}
 if [ "${MEDIUM:-1}" = 1 ]; then
 	BENCH_OUT=$OUT RES=$RES MEDIUM_RATE=$MEDIUM_RATE bash "$ROOT/bench/medium.sh" "$B" ||
@@ -507,7 +517,7 @@ if [ -n "$LOGF" ] && [ -s "$OUT/bench.md" ]; then
 		echo "## $STARTED UTC — make bench, commit $sha"
 		echo
 		echo "RATE=$RATE RTTS=\"$RTTS\" RUNS=$RUNS RTT_RUNS=$RTT_RUNS PEERS=\"$PEERS\"" \
-			"UPDATE=${UPDATE:-1} SEED=${SEED:-1} MEDIUM=${MEDIUM:-1} REGION=${REGION:-1} TTS=${TTS:-1}; $(nproc) cores, $(uname -r)$dirty."
+			"UPDATE=${UPDATE:-1} SEED=${SEED:-1} SSH=${SSH:-1} MEDIUM=${MEDIUM:-1} REGION=${REGION:-1} TTS=${TTS:-1}; $(nproc) cores, $(uname -r)$dirty."
 		echo
 		cat "$OUT/bench.md"
 	} >>"$LOGF"
