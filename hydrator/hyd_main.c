@@ -1328,6 +1328,7 @@ static int ssh_open(struct opts *o, struct hyd_ssh *ssh)
 	if (!hyd_ssh_source(o->url))
 		return 0;
 	o->ssh_opts.detach = !o->foreground;
+	o->ssh_opts.serve_last = 1; /* browsable before the walk ends */
 	/* The mount follows the source: the replicator started for it
 	 * rescans PATH as often as the mount asks for a new generation. */
 	o->ssh_opts.rescan_s = o->poll_s > 0 ? (unsigned)o->poll_s : 0;

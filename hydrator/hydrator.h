@@ -73,8 +73,12 @@ struct hyd_ssh_opts {
 	unsigned rescan_s;	  /* the replicator rescans PATH this often (its
 				   * --rescan-interval; ferry sync --watch's poll);
 				   * 0: never (it publishes what it found at start) */
-	int detach; /* a mount's: ssh in its own session (no hang-up from
-		     * the terminal; no password prompt either) */
+	int detach;	/* a mount's: ssh in its own session (no hang-up from
+			 * the terminal; no password prompt either) */
+	int serve_last; /* a mount's: the replicator serves the generation
+			 * its state holds at once, then walks (--serve-last):
+			 * the mount is up before the walk ends and switches
+			 * to what the walk finds at its next poll */
 };
 
 struct hyd_ssh {

@@ -29,6 +29,7 @@
 #define OPT_METRICS 0x200
 #define OPT_PUBLISH 0x201
 #define OPT_SESSION 0x202
+#define OPT_SERVE_LAST 0x203
 #define PUBLISH_MAX 64
 
 static const char USAGE[] =
@@ -59,6 +60,10 @@ static const char USAGE[] =
     "                          print \"ready\" on standard output once\n"
     "                          every namespace is, stop cleanly at its\n"
     "                          end (what ferry's ssh transport runs)\n"
+    "      --serve-last        serve the generation the state dir holds\n"
+    "                          at once, then walk (a new generation if\n"
+    "                          the tree changed): a restart or a mount\n"
+    "                          over ssh is served before its walk ends\n"
     "      --namespaces FILE   serve the namespaces FILE names too: one\n"
     "                          NAME=DIR a line, '#' comments; SIGHUP\n"
     "                          rereads it: new names start, missing ones\n"
@@ -371,6 +376,7 @@ static int parse_options(int argc, char **argv, struct cli *c)
 	    {"metrics", required_argument, NULL, OPT_METRICS},
 	    {"publish", required_argument, NULL, OPT_PUBLISH},
 	    {"session", no_argument, NULL, OPT_SESSION},
+	    {"serve-last", no_argument, NULL, OPT_SERVE_LAST},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -439,6 +445,9 @@ static int parse_options(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_SESSION:
 			o->session = 1;
+			break;
+		case OPT_SERVE_LAST:
+			o->serve_last = 1;
 			break;
 		case 'S':
 			o->sign_key = optarg;

@@ -419,9 +419,10 @@ int hyd_ssh_start(const char *src, const struct hyd_ssh_opts *o,
 		    (size_t)snprintf(
 			cmd, sizeof(cmd),
 			"mkdir -p \"$HOME/.cache/ferry/ssh\" && exec %s -q "
-			"--session --rescan-interval %u -l unix:%s "
+			"--session%s --rescan-interval %u -l unix:%s "
 			"-s \"$HOME/.cache/ferry/ssh/%s\" %s=%s",
-			qprog, o ? o->rescan_s : 0, remote_sock, key, s->ns,
+			qprog, o && o->serve_last ? " --serve-last" : "",
+			o ? o->rescan_s : 0, remote_sock, key, s->ns,
 			qpath) >= sizeof(cmd))
 			r = -ENAMETOOLONG;
 	}
@@ -538,6 +539,8 @@ int hyd_local_start(const char *dir, const struct hyd_ssh_opts *o,
 	argv[argc++] = prog;
 	argv[argc++] = "-q";
 	argv[argc++] = "--session";
+	if (o && o->serve_last)
+		argv[argc++] = "--serve-last";
 	argv[argc++] = "--rescan-interval";
 	argv[argc++] = rescan;
 	argv[argc++] = "-l";

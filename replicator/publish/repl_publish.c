@@ -209,6 +209,47 @@ static int same_tree(const char *a, const char *b)
 	return same;
 }
 
+int repl_generation_last(const char *state_dir, struct repl_generation *ret)
+{
+	struct cat_meta meta;
+	cat_reader *cr = NULL;
+	struct stat st;
+	uint64_t gen = 0;
+	char *path, *zst;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	r = repl_head_read(state_dir, &gen);
+	if (r < 0)
+		return r;
+	if (!gen)
+		return -ENOENT;
+	path = repl_catalog_path(state_dir, gen);
+	zst = repl_catalog_zst_path(state_dir, gen);
+	if (!path || !zst) {
+		free(path);
+		free(zst);
+		return -ENOMEM;
+	}
+	/* both what is served (the compressed catalog) and what the next
+	 * walk reuses (the catalog) must be there */
+	r = stat(zst, &st) < 0 ? -errno : cat_reader_open(path, &cr);
+	free(path);
+	free(zst);
+	if (r < 0)
+		return r;
+	cat_reader_meta(cr, &meta);
+	cat_reader_close(cr);
+	ret->generation = gen;
+	ret->unchanged = 1;
+	ret->stats.params = meta.params;
+	ret->stats.files = meta.inodes;
+	ret->stats.bytes = meta.bytes;
+	ret->stats.pending = meta.pending;
+	ret->zst_bytes = (uint64_t)st.st_size;
+	return 0;
+}
+
 int repl_generation_build(const char *state_dir, const char *dir,
 			  const struct repl_scan_opts *o,
 			  struct repl_generation *ret)

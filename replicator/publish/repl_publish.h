@@ -42,6 +42,12 @@ int repl_generation_build(const char *state_dir, const char *dir,
 			  const struct repl_scan_opts *o,
 			  struct repl_generation *ret);
 
+/* The generation state_dir's HEAD names, as repl_generation_build reports
+ * one with nothing changed (ret->unchanged set; stats from its catalog's
+ * meta: params, files as inodes, bytes, pending): to serve it before the
+ * first walk (--serve-last). 0, -ENOENT (no generation yet), -errno. */
+int repl_generation_last(const char *state_dir, struct repl_generation *ret);
+
 /* Compress the file at src into dst with zstd (streaming, level 3), via
  * "dst.tmp", fsync, rename, fsync of the directory; the hex SHA-256 of the
  * compressed bytes goes into ret_hex and into "dst.sha256" (same dance).

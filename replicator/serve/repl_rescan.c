@@ -218,6 +218,29 @@ static int adopt(struct repl_ns *ns, int first)
 	return 0;
 }
 
+void repl_serve_last(struct repl_server *srv)
+{
+	size_t i;
+	int r;
+
+	for (i = 0; i < srv->n_ns; i++) {
+		struct repl_ns *ns = srv->ns[i];
+
+		r = repl_generation_last(ns->state_dir, &ns->next);
+		if (r == 0)
+			r = adopt(ns, 1);
+		if (r == 0)
+			base_info("serving the last generation before the walk "
+				  "ns=%s generation=%" PRIu64,
+				  ns->name, ns->generation);
+		else if (r != -ENOENT)
+			base_log_err(BASE_LOG_WARN, r,
+				     "cannot serve the last generation: the "
+				     "walk comes first ns=%s",
+				     ns->name);
+	}
+}
+
 static void scan_done(uv_work_t *w, int status)
 {
 	struct repl_ns *ns = w->data;

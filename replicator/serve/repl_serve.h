@@ -50,6 +50,9 @@ struct repl_server_opts {
 	 * channel that started it): "ready" on standard output once every
 	 * namespace is, and a clean stop at its end of file */
 	int session;
+	/* --serve-last: serve the generation the state holds at once, then
+	 * walk (the walk publishes the next one if the tree changed) */
+	int serve_last;
 	const char *state_dir;
 	enum frame_policy policy;
 	unsigned scan_threads;	    /* repl_scan_opts.threads */

@@ -150,6 +150,7 @@ struct repl_server {
 	int stopping;
 	/* --session (repl_session.c): standard input, watched for its end */
 	int session;
+	int serve_last; /* --serve-last */
 	uv_pipe_t session_in;
 	int session_in_open;
 	size_t session_ready; /* namespaces that published a generation */
@@ -206,6 +207,10 @@ void repl_rescan_close(struct repl_server *srv);
  * the start of a rescan and a rescan that found nothing are logged at
  * debug level only (the interval's). */
 void repl_scan_want(struct repl_server *srv, int again, int quiet);
+/* --serve-last: each namespace whose state holds a generation serves it
+ * now (its walk then runs as a rescan). Loop thread, before the first
+ * repl_scan_want. */
+void repl_serve_last(struct repl_server *srv);
 
 /* The namespace's hash_async callback: hasher progress or end. */
 void repl_ns_on_hash_async(uv_async_t *a);

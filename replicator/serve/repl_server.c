@@ -352,6 +352,7 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	repl_rescan_init(srv);
 	repl_pool_sweep_init(srv);
 	srv->session = o->session;
+	srv->serve_last = o->serve_last;
 	if (srv->session)
 		return repl_session_start(srv);
 	return 0;
@@ -360,6 +361,8 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 int repl_server_run(struct repl_server *srv)
 {
 	base_debug("listening address=%s", srv->listen_str);
+	if (srv->serve_last)
+		repl_serve_last(srv);
 	repl_scan_want(srv, 1, 0);
 	uv_run(&srv->loop, UV_RUN_DEFAULT);
 	return 0;
