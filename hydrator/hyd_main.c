@@ -1337,6 +1337,12 @@ static int ssh_open(struct opts *o, struct hyd_ssh *ssh)
 		base_error("%s", err);
 		return r == -EINVAL || r == -ENAMETOOLONG ? EXIT_USAGE : 1;
 	}
+	if (ssh->file) {
+		base_error("%s names a file: a mount needs a directory (ferry "
+			   "sync copies a single file)",
+			   o->url);
+		return EXIT_USAGE;
+	}
 	base_info("over ssh source=%s url=%s", o->url, ssh->url);
 	o->url = ssh->url;
 	o->creds.unix_socket = ssh->sock;

@@ -92,6 +92,8 @@ struct hyd_ssh {
 	int pid;	     /* ssh, while this process is its parent */
 	int to_fd, from_fd;  /* ssh's standard input and output */
 	int local;	     /* hyd_local_start's: no ssh */
+	int file;	     /* PATH named a file: its directory is served,
+			      * url + "/" + its name is the source */
 };
 
 /* 1 when s names a source over ssh: ssh://[USER@]HOST[:PORT]/PATH, or

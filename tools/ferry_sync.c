@@ -1067,9 +1067,15 @@ static int ssh_open(struct args *a)
 	a->creds.unix_socket = a->ssh.sock;
 	stop_sock = a->ssh.sock;
 	stop_dir = a->ssh.dir;
-	if (file) {
+	if (a->ssh.file) { /* HOST:PATH named a file */
+		name = strrchr(a->ssh.path, '/');
+		name = name ? name + 1 : a->ssh.path;
+		file = 1;
+	} else if (file) {
 		name = strrchr(src, '/');
 		name = name ? name + 1 : src;
+	}
+	if (file) {
 		if ((size_t)snprintf(a->url_buf, sizeof(a->url_buf), "%s/%s",
 				     a->ssh.url, name) >= sizeof(a->url_buf)) {
 			base_error("%s: name too long", src);

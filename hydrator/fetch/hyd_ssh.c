@@ -283,6 +283,9 @@ static int wait_ready(struct hyd_ssh *s, unsigned timeout_s, char *err,
 		line[k] = '\0';
 		if (strcmp(line, "ready") == 0)
 			return 0;
+		/* the remote PATH names a file: its directory is served */
+		if (strcmp(line, "ferry-file") == 0)
+			s->file = 1;
 		k = 0; /* anything else is not ours: skip it */
 	}
 }
@@ -418,12 +421,15 @@ int hyd_ssh_start(const char *src, const struct hyd_ssh_opts *o,
 		if (r == 0 &&
 		    (size_t)snprintf(
 			cmd, sizeof(cmd),
-			"mkdir -p \"$HOME/.cache/ferry/ssh\" && exec %s -q "
-			"--session%s --rescan-interval %u -l unix:%s "
-			"-s \"$HOME/.cache/ferry/ssh/%s\" %s=%s",
-			qprog, o && o->serve_last ? " --serve-last" : "",
-			o ? o->rescan_s : 0, remote_sock, key, s->ns,
-			qpath) >= sizeof(cmd))
+			"mkdir -p \"$HOME/.cache/ferry/ssh\" && P=%s && "
+			"if [ -e \"$P\" ] && [ ! -d \"$P\" ]; then "
+			"echo ferry-file; P=$(dirname -- \"$P\"); fi && "
+			"exec %s -q --session%s --rescan-interval %u "
+			"-l unix:%s -s \"$HOME/.cache/ferry/ssh/%s\" "
+			"%s=\"$P\"",
+			qpath, qprog, o && o->serve_last ? " --serve-last" : "",
+			o ? o->rescan_s : 0, remote_sock, key,
+			s->ns) >= sizeof(cmd))
 			r = -ENAMETOOLONG;
 	}
 	if (r < 0) {

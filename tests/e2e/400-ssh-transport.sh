@@ -5,7 +5,8 @@
 # Nothing is set up at the "remote" end but sshd: ferry sync and
 # ferry-hydrator start ferry-replicator there through ssh, for themselves.
 #  (a) `ferry sync root@127.0.0.1:SRC DEST` makes DEST/SRC exact (rsync's
-#      rule), `...:SRC/ DEST2` fills DEST2;
+#      rule), `...:SRC/ DEST2` fills DEST2, `...:SRC/FILE DEST` makes the
+#      file DEST (or DEST/FILE in a directory);
 #  (b) a rerun after one file changed moves only that file (the state on
 #      the host is kept: only the changed file is fetched);
 #  (c) after a sync nothing is left running: no replicator, no ssh, no
@@ -73,7 +74,15 @@ diff -r "$T/src" "$T/dst/src" >/dev/null || die "(a) DEST/src is not the source"
 "${SYNC[@]}" --cache-dir "$T/cache" "ssh://root@127.0.0.1:2222$T/src/" "$T/dst2" >"$T/sync2.out" 2>&1 ||
 	{ cat "$T/sync2.out"; die "(a) ferry sync of ssh://.../SRC/ failed"; }
 diff -r "$T/src" "$T/dst2" >/dev/null || die "(a) SRC/ did not fill DEST2"
-ok "(a) HOST:SRC made DEST/SRC, ssh://HOST:PORT/SRC/ filled DEST2, exact"
+# a single file over ssh: DEST itself, or DEST/NAME in a directory
+"${SYNC[@]}" -q --cache-dir "$T/cache1f" "root@127.0.0.1:$T/src/small.txt" "$T/one" ||
+	die "(a) ferry sync HOST:FILE DEST failed"
+mkdir -p "$T/onedir"
+"${SYNC[@]}" -q --cache-dir "$T/cache1f" "root@127.0.0.1:$T/src/small.txt" "$T/onedir" ||
+	die "(a) ferry sync HOST:FILE DIR failed"
+cmp -s "$T/src/small.txt" "$T/one" && cmp -s "$T/src/small.txt" "$T/onedir/small.txt" &&
+	[ "$(stat -c %a "$T/one")" = 640 ] || die "(a) a single file over ssh is not where rsync puts it"
+ok "(a) HOST:SRC made DEST/SRC, ssh://HOST:PORT/SRC/ filled DEST2, HOST:FILE made DEST or DIR/FILE, exact"
 
 # (b) one file changes; the rerun fetches it alone
 printf 'changed\n' >"$T/src/small.txt"
