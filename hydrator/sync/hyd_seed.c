@@ -13,8 +13,10 @@
  *           The writer checks it against the manifest as it keeps,
  *           links, copies or leaves it (hyd_mat_seed.c), and fetches
  *           what does not match.
- *   chunks  otherwise, only when the store lacks some of the file's
- *           chunks: first at the manifest's own offsets (a file that did
+ *   chunks  otherwise, only when the store lacks most of the file's
+ *           chunks (a rerun's cache that holds a changed file's old chunks
+ *           lacks only its new content, which no seed has): first at the
+ *           manifest's own offsets (a file that did
  *           not change, or changed in place), then, for what is still
  *           missing, by cutting the candidate as the source cuts
  *           (FastCDC with the catalog's parameters) so bytes that moved
@@ -395,12 +397,15 @@ static int from(hyd_seeder *sd, cat_reader *cat, const struct cat_inode *in,
 	return sd->want.n == 0;
 }
 
-/* Does the store lack any chunk of in? 1, 0, -errno (-EAGAIN: no
- * manifest yet). */
+/* Is a seed worth reading for in: does the store lack most of its chunks
+ * (more than half; holes aside)? 1, 0, -errno (-EAGAIN: no manifest yet).
+ * When the cache holds most of a file (a rerun after a change), what it
+ * lacks is the new content, which no older copy has: reading one would
+ * hash the old file twice for nothing. */
 static int lacks(hyd_seeder *sd, cat_reader *cat, const struct cat_inode *in)
 {
 	struct cat_chunk cs[ROWS];
-	uint64_t off = 0;
+	uint64_t off = 0, total = 0, missing = 0;
 	size_t n, i;
 	int r;
 
@@ -416,11 +421,13 @@ static int lacks(hyd_seeder *sd, cat_reader *cat, const struct cat_inode *in)
 			if (chunk_id_is_hole(&cs[i].id))
 				continue;
 			r = hyd_store_has(sd->store, &cs[i].id);
-			if (r != 1)
-				return r < 0 ? r : 1;
+			if (r < 0)
+				return r;
+			total++;
+			missing += r == 0;
 		}
 	}
-	return 0;
+	return missing * 2 > total;
 }
 
 /* ---- one file ---- */
