@@ -73,7 +73,7 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: ferry sync [OPTIONS] URL|[USER@]HOST:PATH|SRCDIR DEST\n"
+	    "Usage: ferry sync [OPTIONS] URL|[USER@]HOST:PATH|SRC DEST\n"
 	    "\n"
 	    "Fetch what the ferry-replicator at URL serves and make DEST a\n"
 	    "plain directory tree identical to it: contents, modes, mtimes,\n"
@@ -96,9 +96,11 @@ static void usage(FILE *f)
 	    "         so a rerun hashes only what changed) and stopped at\n"
 	    "         the end; no port is opened. PATH/ fills DEST, PATH\n"
 	    "         makes DEST/NAME\n"
-	    "  SRCDIR a local directory: the same, without ssh (the\n"
+	    "  SRC    a local directory: the same, without ssh (the\n"
 	    "         replicator beside ferry, state in ~/.cache/ferry/\n"
 	    "         local/)\n"
+	    "         A URL, HOST:PATH or SRC that names a file copies that\n"
+	    "         file: into DEST when DEST is a directory, else as DEST\n"
 	    "  DEST   directory to create or update (not inside a ferry "
 	    "mount)\n"
 	    "\n"
@@ -106,7 +108,7 @@ static void usage(FILE *f)
 	    "  -e, --rsh COMMAND    the ssh command line for HOST:PATH\n"
 	    "                       (default: $FERRY_RSH, else ssh)\n"
 	    "      --remote-ferry PATH  ferry-replicator's path on HOST (or\n"
-	    "                       for SRCDIR, here)\n"
+	    "                       for SRC, here)\n"
 	    "      --cache-dir DIR  chunk store and catalogs (default: as for\n"
 	    "                       ferry-hydrator, ~/.cache/ferry/NAME-HASH "
 	    "or\n"
