@@ -28,7 +28,9 @@
 #
 # Knobs: SEED_RATE [RATE or 200mbit], SEED_TREE [the bench tree; any
 # gen_tree.py tree, e.g. a medium one, for how the cost grows], SEED_PCT
-# [10], BENCH_OUT (as run.sh).
+# [10], SEED_RTT [0: ms added both ways through BUILD_DIR/bench/rttproxy
+# in the destination's namespace, for rsync's daemon and the replicator
+# alike], BENCH_OUT (as run.sh).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,15 +49,21 @@ NSD="nsenter --net=/run/netns/$NS_DST"
 NSL="nsenter --net=/run/netns/$NS_SRC"
 LINK=$ROOT/bench/link.sh
 TREECMP="python3 $ROOT/tests/e2e/lib/treecmp.py"
+RTT=${SEED_RTT:-0}
+PROXY_RSYNC=7079
+PROXY_REPL=7080
 URL=http://$SRC_IP:$PORT/v1/w
+RSYNC_URL=rsync://$SRC_IP/w/
 LABEL=seed-$RATE
+[ "$RTT" != 0 ] && LABEL=seed-$RATE-${RTT}ms
 
 log() { echo "[$(date +%H:%M:%S)] seed: $*" >&2; }
 . "$ROOT/bench/lib.sh"
 emit() { python3 "$ROOT/bench/emit.py" "$@" >>"$RES"; }
-RSYNCD_PID=
+RSYNCD_PID= PROXY_PID=
 cleanup_seed() {
 	[ -n "$RSYNCD_PID" ] && kill "$RSYNCD_PID" 2>/dev/null
+	[ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
 	bench_cleanup
 }
 trap cleanup_seed EXIT
@@ -99,6 +107,17 @@ for i in $(seq 1 600); do grep -q ' ready' "$SW/repl.log" && break; sleep 0.05; 
 until_hashed "$NSL" "$URL" 1200 >/dev/null
 for i in $(seq 1 100); do $NSD bash -c "exec 3<>/dev/tcp/$SRC_IP/873" 2>/dev/null && break; sleep 0.1; done
 
+if [ "$RTT" != 0 ]; then
+	: >"$SW/px.log"
+	$NSD "$B/bench/rttproxy" "127.0.0.1:$PROXY_RSYNC" "$SRC_IP:873" "$(python3 -c "print($RTT / 2)")" \
+		"127.0.0.1:$PROXY_REPL" "$SRC_IP:$PORT" >"$SW/px.log" 2>&1 &
+	PROXY_PID=$!
+	for i in $(seq 1 100); do [ "$(grep -c '^rttproxy: ready' "$SW/px.log")" -ge 2 ] && break; sleep 0.05; done
+	[ "$(grep -c '^rttproxy: ready' "$SW/px.log")" -ge 2 ] || { log "rttproxy not ready: $(cat "$SW/px.log")"; exit 1; }
+	URL=http://127.0.0.1:$PROXY_REPL/v1/w
+	RSYNC_URL=rsync://127.0.0.1:$PROXY_RSYNC/w/
+fi
+
 # run APPROACH PREFILL COMMAND...: DEST (prefilled with OLD when PREFILL
 # is 1) made by COMMAND, timed, wire counted, checked.
 run() {
@@ -121,9 +140,9 @@ run() {
 }
 
 FS="$B/bin/ferry sync -q --cache-dir $SW/cache"
-run seed_rsync 1 $NSD rsync -aHX --delete "rsync://$SRC_IP/w/" "$SW/dest/"
-NO_NLINK=1 run seed_rsync_link 0 $NSD rsync -aHX --link-dest="$SW/old" "rsync://$SRC_IP/w/" "$SW/dest/"
-run seed_rsync_copy 0 $NSD rsync -aHX --copy-dest="$SW/old" "rsync://$SRC_IP/w/" "$SW/dest/"
+run seed_rsync 1 $NSD rsync -aHX --delete "$RSYNC_URL" "$SW/dest/"
+NO_NLINK=1 run seed_rsync_link 0 $NSD rsync -aHX --link-dest="$SW/old" "$RSYNC_URL" "$SW/dest/"
+run seed_rsync_copy 0 $NSD rsync -aHX --copy-dest="$SW/old" "$RSYNC_URL" "$SW/dest/"
 run seed_ferry 0 $NSD $FS --seed "$SW/old" "$URL" "$SW/dest"
 NO_NLINK=1 run seed_ferry_link 0 $NSD $FS --link-dest "$SW/old" "$URL" "$SW/dest"
 run seed_ferry_basis 1 $NSD $FS --delete "$URL" "$SW/dest"
