@@ -200,8 +200,13 @@ nomem:
 	return -ENOMEM;
 }
 
-int hyd_filter_files_from(hyd_filter *f, const char *path, int from0,
-			  int recursive, const char **why)
+/* Each line of path ("-": standard input) to fn, its end (\n, \r\n, or
+ * with from0 the NUL) cut; blank lines go, and without from0 so do ';'
+ * and '#' comments, as rsync's readers skip them. 0, or the first -errno
+ * (fn's, or the file's with *why set). */
+static int each_line(const char *path, int from0,
+		     int (*fn)(void *arg, const char *line, const char **why),
+		     void *arg, const char **why)
 {
 	FILE *in = strcmp(path, "-") ? fopen(path, "r") : stdin;
 	char *line = NULL;
@@ -213,17 +218,14 @@ int hyd_filter_files_from(hyd_filter *f, const char *path, int from0,
 		*why = "cannot open the file";
 		return -errno;
 	}
-	f->has_list = 1;
-	f->list_recursive = recursive;
 	while (r == 0 &&
 	       (n = getdelim(&line, &cap, from0 ? '\0' : '\n', in)) >= 0) {
 		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' ||
 				 line[n - 1] == '\0'))
 			line[--n] = '\0';
-		/* blank lines and ';' or '#' comments, as rsync */
 		if (n == 0 || (!from0 && (line[0] == ';' || line[0] == '#')))
 			continue;
-		r = list_add(f, line, why);
+		r = fn(arg, line, why);
 	}
 	if (r == 0 && ferror(in)) {
 		*why = "cannot read the file";
@@ -233,6 +235,19 @@ int hyd_filter_files_from(hyd_filter *f, const char *path, int from0,
 	if (in != stdin)
 		fclose(in);
 	return r;
+}
+
+static int list_line(void *arg, const char *line, const char **why)
+{
+	return list_add(arg, line, why);
+}
+
+int hyd_filter_files_from(hyd_filter *f, const char *path, int from0,
+			  int recursive, const char **why)
+{
+	f->has_list = 1;
+	f->list_recursive = recursive;
+	return each_line(path, from0, list_line, f, why);
 }
 
 /* Outside the --files-from list: not named, not a directory above a
@@ -521,33 +536,22 @@ int hyd_filter_rule(hyd_filter *f, const char *rule, const char **why)
 	return -EINVAL;
 }
 
+struct pattern_file {
+	hyd_filter *f;
+	int include;
+};
+
+static int pattern_line(void *arg, const char *line, const char **why)
+{
+	struct pattern_file *p = arg;
+
+	return hyd_filter_pattern(p->f, p->include, line, why);
+}
+
 int hyd_filter_file(hyd_filter *f, int include, const char *path,
 		    const char **why)
 {
-	FILE *in = strcmp(path, "-") ? fopen(path, "r") : stdin;
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
-	int r = 0;
+	struct pattern_file p = {f, include};
 
-	if (!in) {
-		*why = "cannot open the file";
-		return -errno;
-	}
-	while (r == 0 && (n = getline(&line, &cap, in)) >= 0) {
-		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-			line[--n] = '\0';
-		/* blank lines and ';' or '#' comments, as rsync */
-		if (n == 0 || line[0] == ';' || line[0] == '#')
-			continue;
-		r = hyd_filter_pattern(f, include, line, why);
-	}
-	if (r == 0 && ferror(in)) {
-		*why = "cannot read the file";
-		r = -EIO;
-	}
-	free(line);
-	if (in != stdin)
-		fclose(in);
-	return r;
+	return each_line(path, 0, pattern_line, &p, why);
 }
