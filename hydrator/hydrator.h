@@ -387,9 +387,27 @@ int hyd_filter_has_list(const hyd_filter *f);
 /* --delete-excluded: + and - rules stop protecting DEST's entries. */
 void hyd_filter_delete_excluded(hyd_filter *f);
 size_t hyd_filter_count(const hyd_filter *f);
+/* -C (--cvs-exclude): rsync's per-directory ".cvsignore" rule (":C")
+ * and its CVS-ignore list (perishable defaults, ~/.cvsignore,
+ * $CVSIGNORE), after the rules so far; call it after the last. 0 or
+ * -errno with *why. */
+int hyd_filter_cvs(hyd_filter *f, const char **why);
+/* The dir-merge rules' file names (": NAME", -F's ".rsync-filter"):
+ * the sync reads the source's file of each name in each directory it
+ * walks and loads it before it judges the directory's entries. */
+size_t hyd_filter_merges(const hyd_filter *f);
+const char *hyd_filter_merge_name(const hyd_filter *f, size_t i);
+/* Rules of merge i's file in directory dir ("" the transfer root, else
+ * "a/b"), text [text, text + len); a directory loaded twice keeps the
+ * first. 0 or -errno with *why (-EINVAL: a bad rule). */
+int hyd_filter_merge_load(hyd_filter *f, size_t i, const char *dir,
+			  const char *text, size_t len, const char **why);
+/* Forget what was loaded (a new run reads the files again). */
+void hyd_filter_merge_reset(hyd_filter *f);
 /* 1 when path (relative to the transfer root, "a/b", no leading '/') is
  * excluded from the transfer (deleting 0) or protected from deletion
- * (deleting 1). f NULL: 0. */
+ * (deleting 1; 2 inside a directory being deleted, where perishable
+ * rules do not count). f NULL: 0. */
 int hyd_filter_excluded(const hyd_filter *f, const char *path, int is_dir,
 			int deleting);
 
@@ -530,8 +548,10 @@ struct hyd_sync_opts {
 	 * and once at the end; may be NULL. */
 	void (*progress)(void *arg, const struct hyd_status *st);
 	void *progress_arg;
-	const hyd_filter *filter; /* NULL: everything */
-	int delete_extra;	  /* --delete: remove what the source lacks */
+	/* NULL: everything; the run loads the source's per-directory
+	 * merge files into it (hyd_filter_merge_load) */
+	hyd_filter *filter;
+	int delete_extra;  /* --delete: remove what the source lacks */
 	int ignore_errors; /* --ignore-errors: delete even after errors */
 	int dry_run;	   /* -n: change nothing, fetch no chunk */
 	uint64_t bwlimit;  /* wire bytes/s, 0: none */
@@ -579,6 +599,7 @@ struct hyd_sync_result {
 	uint64_t files_copied; /* copied from a --copy-dest (--link-dest) DIR */
 	uint64_t files_compared; /* left out: a --compare-dest DIR has them */
 	uint64_t backups;	 /* entries renamed by --backup */
+	int dest_created; /* DEST was not there (a dry run: would be made) */
 	struct hyd_seed_stats seed; /* what DEST and the seeds gave */
 	int deletions_skipped; /* --delete skipped: errors, or the scan left
 				* entries out */

@@ -59,6 +59,8 @@ struct args {
 	const char *log_file;	       /* --log-file */
 	const char *files_from;	       /* --files-from */
 	int from0, recursive;	       /* -0; -r given (for --files-from) */
+	int cvs;		       /* -C: its rules go after the rest */
+	int nF;			       /* -F given so many times */
 	int backup_on, suffix_set;
 	int watch;
 	long poll_s;
@@ -177,8 +179,15 @@ static void usage(FILE *f)
 	    "      --exclude PATTERN, --include PATTERN\n"
 	    "      --exclude-from FILE, --include-from FILE\n"
 	    "  -f, --filter RULE    rsync's rules: '- PAT', '+ PAT', 'P PAT',\n"
-	    "                       'R PAT', 'H PAT', 'S PAT', '!' (see "
-	    "ferry(1))\n"
+	    "                       'R PAT', 'H PAT', 'S PAT', '!', '. FILE'\n"
+	    "                       (merge), ': NAME' (dir-merge: the\n"
+	    "                       source's NAME file in each directory)\n"
+	    "                       and their modifiers (see ferry(1))\n"
+	    "  -F                   -f 'dir-merge /.rsync-filter'; twice,\n"
+	    "                       also -f '- .rsync-filter'\n"
+	    "  -C, --cvs-exclude    rsync's CVS-ignore list, ~/.cvsignore,\n"
+	    "                       $CVSIGNORE and each directory's\n"
+	    "                       .cvsignore, after the other rules\n"
 	    "  -P, --progress, --info=progress2\n"
 	    "                       the progress line even when stdout is no\n"
 	    "                       terminal (it is shown on one by default)\n"
@@ -393,6 +402,7 @@ enum {
 	OPT_LOG_FILE,
 	OPT_LOG_FILE_FORMAT,
 	OPT_FILES_FROM,
+	OPT_CVS,
 };
 
 /* -b, --backup-dir, --suffix once every option is read: rsync's
@@ -633,6 +643,7 @@ static int parse_args(int argc, char **argv, struct args *a,
 	    {"acls", no_argument, NULL, OPT_NOOP},
 	    {"sparse", no_argument, NULL, OPT_NOOP},
 	    {"one-file-system", no_argument, NULL, OPT_ONE_FS},
+	    {"cvs-exclude", no_argument, NULL, OPT_CVS},
 	    {"xattrs", no_argument, NULL, OPT_NOOP},
 	    {"hard-links", no_argument, NULL, OPT_NOOP},
 	    {"compress", no_argument, NULL, OPT_NOOP},
@@ -647,7 +658,7 @@ static int parse_args(int argc, char **argv, struct args *a,
 	opterr = 0;
 	optind = 1;
 	while (
-	    (ch = getopt_long(argc, argv, ":j:f:e:niPvqharlptgoDHXzcASxhubO0",
+	    (ch = getopt_long(argc, argv, ":j:f:e:niPvqharlptgoDHXzcASxhubO0FC",
 			      longopts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_CACHE_DIR:
@@ -779,6 +790,18 @@ static int parse_args(int argc, char **argv, struct args *a,
 			if (add_rule(a, ch, optarg) < 0)
 				return -1;
 			break;
+		case 'F':
+			/* rsync: the first -F is this rule, the second
+			 * excludes the files themselves */
+			if (add_rule(a, 'f',
+				     a->nF++ ? "- .rsync-filter"
+					     : "dir-merge /.rsync-filter") < 0)
+				return -1;
+			break;
+		case 'C':
+		case OPT_CVS:
+			a->cvs = 1;
+			break;
 		case 'P':
 		case OPT_PROGRESS:
 			c->progress = 1;
@@ -871,6 +894,14 @@ static int parse_args(int argc, char **argv, struct args *a,
 	}
 	o->url = argv[optind];
 	o->dest = argv[optind + 1];
+	/* rsync: -C's rules come after the user's, wherever it stood */
+	if (a->cvs) {
+		const char *why = "";
+
+		r = hyd_filter_cvs(a->filter, &why);
+		if (r < 0)
+			return filter_error("-C", "", r, why);
+	}
 	if (a->files_from) {
 		const char *why = "";
 
@@ -948,6 +979,16 @@ static void on_stop(int sig)
 	_exit(RERR_SIGNAL);
 }
 
+/* DEST's length without its trailing slashes ("/" stays). */
+static int dest_len(const char *d)
+{
+	size_t n = strlen(d);
+
+	while (n > 1 && d[n - 1] == '/')
+		n--;
+	return (int)n;
+}
+
 /* One run; its exit code. */
 static int sync_once(struct args *a, struct ferry_sync_out *c,
 		     struct hyd_sync_result *res)
@@ -957,6 +998,11 @@ static int sync_once(struct args *a, struct ferry_sync_out *c,
 	ferry_sync_end_line(c);
 	if (r < 0)
 		return run_exit(r, res);
+	/* rsync's note for a DEST it makes, with -v or -i */
+	if (res->dest_created && !c->quiet && (c->itemize || c->verbose) &&
+	    !c->out_format)
+		printf("created directory %.*s\n", dest_len(a->o.dest),
+		       a->o.dest);
 	ferry_sync_summary(c, res);
 	if (res->failed) {
 		base_error("%" PRIu64 " entr%s could not be reproduced (named "

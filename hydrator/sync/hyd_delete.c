@@ -147,7 +147,8 @@ static int remove_entry(struct hyd_mat *m, int dirfd, const char *name,
 		}
 		c = fstatat(fd, names[i], &cs, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISDIR(cs.st_mode);
-		if (hyd_filter_excluded(m->filter, sub, c, 1)) {
+		/* perishable rules do not keep a directory that goes */
+		if (hyd_filter_excluded(m->filter, sub, c, 2)) {
 			kept = 1;
 		} else {
 			c = remove_entry(m, fd, names[i], sub, count, 1);

@@ -1306,6 +1306,8 @@ int hyd_sync__materialize(struct hyd_mat *m)
 	/* A dry run makes nothing: a DEST that is not there is all new.
 	 * DEST holding a subtree by name is a plain container (the umask's
 	 * mode, as rsync makes it); else the catalog's root mode follows. */
+	m->res->dest_created =
+	    access(m->dest, F_OK) < 0 && (errno == ENOENT || errno == ENOTDIR);
 	r = m->dry_run ? 0 : base_mkdir_p(m->dest, m->root_name ? 0777 : 0700);
 	if (r == 0) {
 		w.rootfd = open(m->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -165,6 +165,7 @@ struct sel_walk {
 	const struct hyd_sync_skip *skip;
 	const char *dest;
 	hyd_seeder *seeder;
+	struct hyd_sync_merge *merge;
 };
 
 /* The leave-alone rules by DEST's entry at the walk's path (lstat by
@@ -222,15 +223,23 @@ static int walk_entry(void *arg, const struct hyd_dirent_copy *e)
 /* The regular files below dir (at w->path) that the rules keep. */
 static int walk(struct sel_walk *w, uint64_t dir)
 {
+	int r;
+
 	if (w->depth >= HYD_SYNC_DEPTH_MAX)
 		return 0; /* the writer names it */
+	/* its merge files' rules judge its entries */
+	if (w->merge) {
+		r = hyd_sync__merge_dir(w->merge, dir, w->path->b);
+		if (r < 0)
+			return r;
+	}
 	return hyd_sync__dir_each(w->cat, dir, w->path, walk_entry, w);
 }
 
 int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
 		     const hyd_filter *f, const struct hyd_sync_skip *skip,
 		     const char *dest, hyd_seeder *seeder,
-		     struct hyd_sync_sel *ret)
+		     struct hyd_sync_merge *merge, struct hyd_sync_sel *ret)
 {
 	struct base_path path = {0};
 	size_t old;
@@ -242,7 +251,8 @@ int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
 	if (r == 0 && root_name)
 		r = base_path_push(&path, root_name, strlen(root_name), &old);
 	if (r == 0 && !(root_name && hyd_filter_excluded(f, path.b, 1, 0))) {
-		struct sel_walk w = {cat, f, &path, 0, ret, skip, dest, seeder};
+		struct sel_walk w = {cat,  f,	 &path,	 0,    ret,
+				     skip, dest, seeder, merge};
 
 		r = walk(&w, root_ino);
 	}

@@ -1198,6 +1198,43 @@ static int single_file(struct sync *s)
 	return r < 0 ? r : 1;
 }
 
+/* The select walk, which loads the per-directory merge files with its
+ * own manifest fetcher (the run's starts later). */
+static int select_walk(struct sync *s)
+{
+	struct hyd_manifest_config mc = {
+	    .base_url = s->op.base,
+	    .ov = s->op.ov,
+	    .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
+	    .creds = s->o->creds,
+	};
+	struct hyd_sync_merge mg = {
+	    .f = s->o->filter,
+	    .cat = s->op.cat,
+	    .store = s->op.store,
+	    .fetch = s->fetch,
+	    .pending = s->op.meta.pending != 0,
+	    .max_raw = s->op.meta.params.max,
+	    .timeout_ns = s->timeout_ns,
+	};
+	hyd_manifest *man = NULL;
+	int r, merging = hyd_filter_merges(s->o->filter) != 0;
+
+	if (merging) {
+		hyd_filter_merge_reset(s->o->filter);
+		if (mg.pending && s->fetch && hyd_manifest_new(&mc, &man) == 0)
+			mg.manifest = man;
+	}
+	r = hyd_sync__select(s->op.cat, s->root_ino, s->root_name, s->o->filter,
+			     &s->o->skip, s->o->dest, s->seeds.sd,
+			     merging ? &mg : NULL, &s->sel);
+	hyd_manifest_free(man);
+	if (merging)
+		base_debug("merge files=%" PRIu64 " bytes=%" PRIu64, mg.files,
+			   mg.bytes);
+	return r;
+}
+
 /* The subtree's directory, and the files a subtree or the rules keep. */
 static int pick(struct sync *s)
 {
@@ -1242,8 +1279,9 @@ static int pick(struct sync *s)
 	if (!s->sub[0] && !hyd_filter_count(s->o->filter) &&
 	    !hyd_sync__skip_active(&s->o->skip) && !s->seeds.sd)
 		return 0;
-	r = hyd_sync__select(s->op.cat, s->root_ino, s->root_name, s->o->filter,
-			     &s->o->skip, s->o->dest, s->seeds.sd, &s->sel);
+	r = select_walk(s);
+	if (r == -EINVAL || r == -EFBIG)
+		return -EINVAL; /* a bad merge file: said */
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r,
 			     "cannot walk the catalog path=%s", s->op.catpath);
@@ -1307,6 +1345,10 @@ static int run(struct sync *s)
 	s->op.creds = s->o->creds;
 	if (r == 0)
 		r = hyd_open_catalog(&s->op, CONNECT_TIMEOUT_S);
+	/* the per-directory merge files are read before the walk (a dry
+	 * run's too) */
+	if (r == 0 && hyd_filter_merges(s->o->filter) && !s->op.from_cache)
+		r = start_fetch(s);
 	if (r == 0)
 		r = pick(s);
 	if (r == 0)
@@ -1318,7 +1360,7 @@ static int run(struct sync *s)
 	s->st.generation = s->op.meta.generation;
 	s->res->generation = s->op.meta.generation;
 	s->st.bytes_total = s->op.meta.bytes;
-	if (!offline)
+	if (!offline && !s->fetch)
 		r = start_fetch(s);
 	if (r < 0)
 		return r;

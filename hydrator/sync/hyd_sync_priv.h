@@ -401,11 +401,14 @@ struct hyd_sync_sel {
  * will. With a seeder (NULL: none), each file kept is seeded first
  * (hyd_seeder_file, DEST's own file a candidate): one DEST holds with the
  * catalog's size and mtime, or a -dest DIR holds whole, is left out of
- * the set (nothing of it is fetched; the writer checks or copies it). */
+ * the set (nothing of it is fetched; the writer checks or copies it).
+ * With merge (NULL: none), each directory's merge files are loaded as
+ * the walk enters it. */
+struct hyd_sync_merge;
 int hyd_sync__select(cat_reader *cat, uint64_t root_ino, const char *root_name,
 		     const hyd_filter *f, const struct hyd_sync_skip *skip,
 		     const char *dest, hyd_seeder *seeder,
-		     struct hyd_sync_sel *ret);
+		     struct hyd_sync_merge *merge, struct hyd_sync_sel *ret);
 
 /* The seeder of a run (hyd_sync_seed.c): sd NULL when nothing can
  * seed (a dry run, or no seed dirs and an empty or missing DEST). */
@@ -437,6 +440,59 @@ int hyd_sync__sel_has(const struct hyd_sync_sel *s, uint64_t ino);
 /* The set of ino alone. 0 or -ENOMEM. */
 int hyd_sync__sel_one(struct hyd_sync_sel *s, uint64_t ino);
 void hyd_sync__sel_free(struct hyd_sync_sel *s);
+
+/* rsync's wildmatch (hyd_wild.c): 1 when text matches pattern whole. */
+int hyd_wild(const char *pattern, const char *text);
+
+/* A map from strings to pointers (hyd_pathset.c). Zeroed is empty. */
+struct hyd_pathset_slot {
+	char *key; /* NULL: an empty slot */
+	void *val;
+};
+struct hyd_pathset {
+	struct hyd_pathset_slot *v;
+	size_t cap, n;
+};
+/* [p, p + n) -> val. 0 added, 1 already there (val not replaced),
+ * -ENOMEM. */
+int hyd_pathset_put(struct hyd_pathset *s, const char *p, size_t n, void *val);
+/* The val of [p, p + n), NULL when absent. */
+void *hyd_pathset_get(const struct hyd_pathset *s, const char *p, size_t n);
+/* Free the keys, and each val with free_val (NULL: not); s is empty. */
+void hyd_pathset_free(struct hyd_pathset *s, void (*free_val)(void *));
+/* Each line of path ("-": standard input) to fn, its end (\n, \r\n, or
+ * with from0 the NUL) cut; blank lines go, and without from0 so do ';'
+ * and '#' comments, as rsync's readers skip them. 0, or the first -errno
+ * (fn's, or the file's with *why set). */
+int hyd_each_line(const char *path, int from0,
+		  int (*fn)(void *arg, const char *line, const char **why),
+		  void *arg, const char **why);
+
+/* The per-directory merge files of the filter's dir-merge rules
+ * (hyd_sync_merge.c): read from the source as the select walk enters
+ * each directory, and loaded into the filter before any entry of that
+ * directory is judged. */
+struct hyd_manifest;
+struct hyd_fetch;
+struct hyd_sync_merge {
+	hyd_filter *f;
+	cat_reader *cat;
+	hyd_store *store;
+	struct hyd_fetch *fetch;       /* NULL: the store alone (offline) */
+	struct hyd_manifest *manifest; /* NULL: none (nothing pending, or
+					* offline) */
+	int pending;		       /* the catalog has pending files */
+	uint32_t max_raw;
+	uint64_t timeout_ns;
+	uint64_t files, bytes; /* merge files read */
+};
+/* Largest per-directory merge file read. */
+#define HYD_SYNC_MERGE_MAX (1u << 20)
+/* Load the merge files of catalog directory dir (at path, relative to
+ * the transfer root, "" for it). 0, or -errno after an error line
+ * (-EINVAL: a file with a bad rule). */
+int hyd_sync__merge_dir(struct hyd_sync_merge *mg, uint64_t dir,
+			const char *path);
 
 /* A batch of one directory's catalog entries, copied out of cat_readdir
  * (whose callbacks may not call the reader), resumable from last_pos. */
