@@ -393,6 +393,11 @@ static int parse_rule(const struct dest *d, const char *rule, const char **why)
 		break;
 	}
 	if (h.cvs_list) {
+		if (d->perdir) {
+			*why = "the CVS-ignore list ('-C') in a per-directory "
+			       "merge file is not supported";
+			return -EINVAL;
+		}
 		if (*h.pat) {
 			*why = "'-C' takes no pattern";
 			return -EINVAL;
