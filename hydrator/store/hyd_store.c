@@ -139,8 +139,8 @@ static const char *const hyd_store_migrations[HYD_STORE_SCHEMA] = {
      * building it again, over a second per million chunks at the first
      * open. The files are renamed after this step commits
      * (store_files_migrate). */
-    "ALTER TABLE chunk RENAME COLUMN pack TO vol;"
-    "ALTER TABLE gc_free RENAME COLUMN pack TO vol;",
+    ("ALTER TABLE chunk RENAME COLUMN pack TO vol;"
+     "ALTER TABLE gc_free RENAME COLUMN pack TO vol;"),
 };
 
 /* One integer from a one-off query; arg, if not NULL, is bound to ?1. */
