@@ -83,6 +83,8 @@ LIBS = $(PKG_LIBS) -lm
 CAT_SRC  := $(sort $(wildcard catalog/*.c catalog/base/*.c catalog/httpd/*.c))
 REPL_SRC := $(sort $(wildcard replicator/*/*.c))
 HYD_SRC  := $(sort $(wildcard hydrator/*/*.c))
+# ferry-hydrator's own room: hyd_main.c and what it alone uses
+HYD_MAIN_SRC := $(sort $(wildcard hydrator/*.c))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 BENCH_SRC := $(sort $(wildcard tests/bench/*.c))
@@ -123,7 +125,7 @@ $(HYD_LIB): $(call obj,$(HYD_SRC))
 $(B)/bin/ferry-replicator: $(call obj,replicator/repl_main.c) $(REPL_LIB) $(CAT_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(REPL_LIBS)
-$(B)/bin/ferry-hydrator: $(call obj,hydrator/hyd_main.c) $(HYD_LIB) $(CAT_LIB)
+$(B)/bin/ferry-hydrator: $(call obj,$(HYD_MAIN_SRC)) $(HYD_LIB) $(CAT_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(HYD_LIBS)
 

@@ -45,6 +45,7 @@
 #include "hydrator/fetch/hyd_manifest.h"
 #include "hydrator/fetch/hyd_open.h"
 #include "hydrator/follow/hyd_follow.h"
+#include "hydrator/hyd_main_priv.h"
 #include "hydrator/hydrator.h"
 #include "hydrator/metrics/hyd_metrics.h"
 #include "hydrator/s3/hyd_s3.h"
@@ -103,6 +104,7 @@ struct opts {
 	char *seed_paths[HYD_SEEDS_MAX];
 	size_t nseeds;
 	struct hyd_ssh_opts ssh_opts; /* -e/--rsh, --remote-ferry */
+	char *into; /* --into DIR, made absolute before any fork */
 };
 
 /* Set in the daemon (the child of daemon_start): main then ends its log
@@ -136,6 +138,7 @@ struct mount {
 	size_t ntraces;
 	const struct opts *o; /* --seed's dirs, for backfill's thread */
 	struct hyd_fs fs;
+	struct hyd_main_into into; /* --into */
 };
 
 static void usage(FILE *out)
@@ -223,6 +226,13 @@ static void usage(FILE *out)
 	    "                        their chunks, verified by SHA-256,\n"
 	    "                        before backfill fetches the rest;\n"
 	    "                        repeatable (up to 20)\n"
+	    "      --into DIR        the mount becomes the copy: every\n"
+	    "                        generation is written into DIR as the\n"
+	    "                        plain tree while the mount serves\n"
+	    "                        (DIR empty, or this cache's DIR: what\n"
+	    "                        the source lacks is deleted); ferry\n"
+	    "                        finish MOUNTPOINT then puts DIR in the\n"
+	    "                        mount's place\n"
 	    "      --no-record       keep no trace of this mount's reads (by\n"
 	    "                        default CACHEDIR/trace.rec records them\n"
 	    "                        for ferry trace export)\n"
@@ -237,6 +247,68 @@ static void usage(FILE *out)
 	    "its pid to CACHEDIR/hydrator.pid. See ferry-hydrator(1).\n",
 	    TIMEOUT_DEFAULT_S, JOBS_DEFAULT, POLL_DEFAULT_S, KEEP_DEFAULT,
 	    HYD_PREFETCH_MAX);
+}
+
+/* --into DIR: created when missing, and made absolute now (the daemon
+ * leaves the directory it was started in). NULL after the error line. */
+static char *into_dir(const char *dir)
+{
+	char *abs;
+	int r;
+
+	r = base_mkdir_p(dir, 0755);
+	if (r < 0) {
+		base_log_err(BASE_LOG_ERROR, r, "--into: cannot make dir=%s",
+			     dir);
+		return NULL;
+	}
+	abs = realpath(dir, NULL);
+	if (!abs)
+		base_log_err(BASE_LOG_ERROR, -errno,
+			     "--into: cannot resolve dir=%s", dir);
+	return abs;
+}
+
+/* --into's DIR against the mount and its cache: not the mountpoint or
+ * below it, and empty unless it is this cache's DIR already (DIR
+ * becomes the source's copy: what it holds besides goes). 0 or -1. */
+static int check_into(const struct opts *o, const struct mount *m)
+{
+	char had[4096];
+	size_t n = strlen(m->mnt);
+	uint64_t gen;
+	DIR *d;
+	struct dirent *e;
+	int empty = 1;
+
+	if (!o->into)
+		return 0;
+	if (!strncmp(o->into, m->mnt, n) &&
+	    (o->into[n] == '/' || o->into[n] == '\0')) {
+		base_error("--into %s: inside the mountpoint", o->into);
+		return -1;
+	}
+	if (hyd_into_state_read(m->op.cache, had, sizeof(had), &gen) == 0 &&
+	    !strcmp(had, o->into))
+		return 0;
+	d = opendir(o->into);
+	if (!d) {
+		base_log_err(BASE_LOG_ERROR, -errno,
+			     "--into: cannot read dir=%s", o->into);
+		return -1;
+	}
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	if (!empty) {
+		base_error("--into %s: not empty, and not this cache's --into "
+			   "directory (it becomes the source's copy, so what "
+			   "it holds would be deleted; give an empty one, or "
+			   "ferry sync --delete into it first)",
+			   o->into);
+		return -1;
+	}
+	return 0;
 }
 
 /* --seed DIR: made absolute now (the daemon leaves the directory it
@@ -343,7 +415,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_PREFETCH,
 		OPT_NO_RECORD,
 		OPT_REMOTE_FERRY,
-		OPT_SEED
+		OPT_SEED,
+		OPT_INTO
 	};
 	static const struct option longopts[] = {
 	    {"cache-dir", required_argument, NULL, 'c'},
@@ -366,6 +439,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"prefetch", required_argument, NULL, OPT_PREFETCH},
 	    {"no-record", no_argument, NULL, OPT_NO_RECORD},
 	    {"seed", required_argument, NULL, OPT_SEED},
+	    {"into", required_argument, NULL, OPT_INTO},
 	    {"rsh", required_argument, NULL, 'e'},
 	    {"remote-ferry", required_argument, NULL, OPT_REMOTE_FERRY},
 	    HYD_CREDS_LONGOPTS,
@@ -457,6 +531,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (add_seed(o, optarg) < 0)
 				return -1;
 			break;
+		case OPT_INTO:
+			free(o->into);
+			o->into = into_dir(optarg);
+			if (!o->into)
+				return -1;
+			break;
 		case 'e':
 			o->ssh_opts.rsh = optarg;
 			break;
@@ -500,6 +580,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->mountpoint = argv[optind + 1];
 	if (o->nseeds && o->no_backfill) {
 		base_error("--seed is backfill's first step: not with "
+			   "--no-backfill");
+		return -1;
+	}
+	if (o->into && o->no_backfill) {
+		base_error("--into lands the whole tree: not with "
 			   "--no-backfill");
 		return -1;
 	}
@@ -766,6 +851,21 @@ static int setup_fs(const struct opts *o, struct mount *m)
 	m->fs.rd.max_raw = max_raw;
 	m->fs.rd.timeout_ns = (uint64_t)o->timeout_s * 1000000000ull;
 	m->fs.rd.counts = &m->rcounts;
+	if (o->into) {
+		struct hyd_into_config ic = {
+		    .dir = o->into,
+		    .cache_dir = m->op.cache,
+		    .store = m->op.store,
+		    .fetch = m->fetch,
+		    .timeout_ns = m->fs.rd.timeout_ns,
+		    .owners = geteuid() == 0,
+		};
+
+		m->into.fs = &m->fs;
+		m->into.bf = m->bf;
+		if (hyd_main_into_new(&m->into, &ic) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -1039,6 +1139,7 @@ static void live_status(void *arg, struct hyd_status *st)
 	int64_t ns = 0;
 
 	hyd_backfill_live(m->bf, st);
+	hyd_main_into_status(&m->into, st);
 	hyd_follow_info(m->follow, &gen, &ns);
 	if (gen)
 		st->generation = gen;
@@ -1106,6 +1207,8 @@ static int serve(struct mount *m)
 		base_log_err(BASE_LOG_ERROR, r, "cannot start following");
 		return -1;
 	}
+	if (hyd_main_into_start(&m->into) < 0)
+		return -1;
 	/* Status without a control socket still works (from the cache), so
 	 * a failure here is a warning. */
 	r = hyd_control_start(m->op.cache, live_status, gc_now, m, &m->ctl);
@@ -1152,6 +1255,9 @@ static int serve(struct mount *m)
 	m->metrics = NULL;
 	hyd_control_stop(m->ctl);
 	m->ctl = NULL;
+	/* --into reads the generations and the store, and waits on
+	 * backfill: it stops before them. */
+	hyd_main_into_free(&m->into);
 	/* A switch calls into backfill: the follower stops first. */
 	hyd_follow_stop(m->follow);
 	hyd_backfill_stop(m->bf);
@@ -1172,6 +1278,7 @@ static int serve(struct mount *m)
 
 static void mount_free(struct mount *m)
 {
+	hyd_main_into_free(&m->into);
 	hyd_s3_stop(m->s3);
 	hyd_s3_keys_fini(&m->s3keys);
 	hyd_metrics_stop(m->metrics);
@@ -1280,7 +1387,7 @@ static int run(const struct opts *o)
 		goto out;
 	}
 	if (check_mountpoint(o->mountpoint, m) < 0 || open_cache(o, m) < 0 ||
-	    setup_fuse(o, m) < 0)
+	    check_into(o, m) < 0 || setup_fuse(o, m) < 0)
 		goto out;
 	if (!o->foreground) {
 		/* The parent waits in daemon_start until the child is set
@@ -1370,6 +1477,7 @@ int main(int argc, char **argv)
 	r = parse_args(argc, argv, &o);
 	if (r != 0) {
 		free_seeds(&o);
+		free(o.into);
 		return r > 0 ? 0 : EXIT_USAGE;
 	}
 	base_log_init(PROG, o.log_level);
@@ -1386,6 +1494,7 @@ int main(int argc, char **argv)
 	hyd_ssh_stop(&ssh);
 	hyd_fetch_global_cleanup();
 	free_seeds(&o);
+	free(o.into);
 	/* The daemon's last line: what it exits with (tests check it). */
 	if (daemonized)
 		base_info("exit status=%d pid=%ld", r, (long)getpid());

@@ -276,6 +276,15 @@ struct hyd_status {
 	uint64_t prefetch_files, prefetch_skipped;
 	uint64_t prefetch_ranges, prefetch_ranges_done;
 	uint64_t prefetch_bytes, prefetch_bytes_done;
+	/* --into DIR (ferry-hydrator): "" none, "landing" (a pass is
+	 * writing DIR) or "landed" (DIR holds the generation served whole);
+	 * from the cache alone (no hydrator running), "landed" or "behind"
+	 * (DIR holds an older generation); DIR; the generation DIR holds
+	 * whole (0 none yet), the one being written (0 none), and the
+	 * entries the last pass could not write. */
+	char into[12];
+	char into_dir[HYD_URL_MAX];
+	uint64_t into_generation, into_landing, into_failed;
 };
 
 /* Fill *ret from a cache directory's files alone (catalog + state.db, read
@@ -410,6 +419,82 @@ void hyd_filter_merge_reset(hyd_filter *f);
  * rules do not count). f NULL: 0. */
 int hyd_filter_excluded(const hyd_filter *f, const char *path, int is_dir,
 			int deleting);
+
+/* ---- ferry-hydrator --into DIR (hyd_into.c) ---- */
+
+/* CACHEDIR/HYD_INTO_STATE's DIR (into dir, cap bytes) and generation
+ * (hyd_status.c). 0, -ENOENT (no --into here), -EINVAL (not one). */
+int hyd_into_state_read(const char *cache_dir, char *dir, size_t cap,
+			uint64_t *ret_gen);
+
+/* What the cache directory keeps of it: "dir=DIR" and "generation=N",
+ * the generation DIR holds whole (written atomically after DIR's syncfs). */
+#define HYD_INTO_STATE "into.state"
+
+typedef struct hyd_into hyd_into;
+struct hyd_manifest;
+struct hyd_fetch;
+
+/* A generation to land, from the mount (its files stay while the
+ * caller's reference, released by release(), does). */
+struct hyd_into_gen {
+	uint64_t generation;
+	const char *catpath;
+	const char *ovpath;	       /* "" or NULL: no overlay */
+	struct hyd_manifest *manifest; /* NULL: none */
+	void *ref;		       /* the caller's */
+};
+
+struct hyd_into_config {
+	const char *dir;	 /* DIR, absolute (copied) */
+	const char *cache_dir;	 /* the mount's (copied): the record of what
+				  * was written, and HYD_INTO_STATE */
+	struct hyd_store *store; /* borrowed */
+	struct hyd_fetch *fetch; /* borrowed: chunks backfill did not get */
+	uint64_t timeout_ns;	 /* a fetch's deadline */
+	int owners;		 /* set uid/gid */
+	/* The mount's current generation, with a reference: 0, or -errno
+	 * (none yet). */
+	int (*current)(void *arg, struct hyd_into_gen *ret);
+	void (*release)(void *arg, struct hyd_into_gen *g);
+	/* 1 while backfill still fetches the current generation (a chunk
+	 * the store lacks is then waited for); NULL: never */
+	int (*filling)(void *arg);
+	/* the writer is about to write regular file ino: fetch it first;
+	 * NULL: none */
+	void (*want)(void *arg, uint64_t ino);
+	void *arg;
+};
+
+enum hyd_into_state {
+	HYD_INTO_LANDING = 1, /* a pass is writing DIR (or will retry) */
+	HYD_INTO_LANDED = 2,  /* DIR holds the current generation whole */
+};
+
+struct hyd_into_stats {
+	enum hyd_into_state state;
+	uint64_t landed;  /* the generation DIR holds whole, 0: none yet */
+	uint64_t landing; /* the one being written */
+	uint64_t files;	  /* regular files of the last pass's tree */
+	uint64_t failed;  /* entries the last pass could not write */
+	char last_error[256];
+};
+
+/* Set up (reads HYD_INTO_STATE: a generation DIR already holds is not
+ * written again). No thread yet. 0, -EINVAL, -ENAMETOOLONG, -ENOMEM. */
+int hyd_into_new(const struct hyd_into_config *c, hyd_into **ret);
+/* Start the landing thread (after any fork). 0 or -errno. */
+int hyd_into_start(hyd_into *in);
+void hyd_into_stats(hyd_into *in, struct hyd_into_stats *ret);
+/* Stop the thread (a pass in progress ends at its next entry) and free.
+ * NULL is a no-op. */
+void hyd_into_free(hyd_into *in);
+/* `ferry finish`'s check (hyd_into_check.c): DIR against the newest
+ * catalog of cache_dir, as a dry run of the landing with --delete would
+ * see it; each difference is named on stderr and counted in *ret_diffs.
+ * Cheap for what the landing wrote (its record: a stat per entry). 0 or
+ * -errno. */
+int hyd_into_check(const char *cache_dir, const char *dir, uint64_t *ret_diffs);
 
 /* One change `ferry sync` makes (or, with dry_run, would make), for -i and
  * -v: code is rsync's 11-character itemized string ("*deleting" for a

@@ -30,6 +30,8 @@ static void usage(FILE *f)
 	    "  token new NAME       a fresh bearer token for namespace NAME\n"
 	    "                       and the replicator's tokens file line\n"
 	    "  keygen DIR           a key pair for signed generations\n"
+	    "  finish MOUNTPOINT    end a mount made with --into DIR: DIR\n"
+	    "                       takes the mount's place\n"
 	    "\n"
 	    "ferry COMMAND --help shows a command's options. See ferry(1),\n"
 	    "ferry-hydrator(1) and ferry-replicator(1).\n");
@@ -66,6 +68,8 @@ int main(int argc, char **argv)
 		return ferry_cmd_token(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "keygen"))
 		return ferry_cmd_keygen(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "finish"))
+		return ferry_cmd_finish(argc - 1, argv + 1);
 	base_error("unknown command '%s' (see ferry --help)", argv[1]);
 	return 2;
 }

@@ -20,6 +20,7 @@ int ferry_cmd_verify(int argc, char **argv); /* tools/ferry_verify.c */
 int ferry_cmd_gc(int argc, char **argv);     /* tools/ferry_gc.c */
 int ferry_cmd_token(int argc, char **argv);  /* tools/ferry_token.c */
 int ferry_cmd_keygen(int argc, char **argv); /* tools/ferry_keygen.c */
+int ferry_cmd_finish(int argc, char **argv); /* tools/ferry_finish.c */
 
 int ferry_cmd_trace(int argc, char **argv); /* tools/ferry_trace.c */
 

@@ -286,7 +286,7 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 		   const struct hyd_creds *creds, char lines[][512])
 {
 	char a[32], b[32], rate[32], eta[32], el[32], bar[BAR_WIDTH + 1];
-	char text[HYD_URL_MAX], pf[200];
+	char text[HYD_URL_MAX], pf[320];
 	double p = pct(st->bytes_hydrated, st->bytes_total), r = st->rate_now;
 	int64_t eta_s = st->eta_s;
 	int64_t comp = (int64_t)(st->unique_bytes_stored - st->rest_bytes);
@@ -373,6 +373,15 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 			 " files skipped",
 			 text, st->prefetch_ranges_done, st->prefetch_ranges, a,
 			 b, st->prefetch_skipped, st->prefetch_files);
+	}
+	if (st->into[0]) {
+		size_t n = strlen(pf);
+
+		base_text_escape(text, sizeof(text), st->into_dir,
+				 strnlen(st->into_dir, sizeof(st->into_dir)));
+		snprintf(pf + n, sizeof(pf) - n,
+			 "; into %.120s: %.12s, generation %" PRIu64, text,
+			 st->into, st->into_generation);
 	}
 	if (live)
 		snprintf(lines[k++], 512,

@@ -417,6 +417,36 @@ static void url_from_store(sqlite3 *db, struct hyd_status *s)
 	sqlite3_finalize(st);
 }
 
+int hyd_into_state_read(const char *cache_dir, char *dir, size_t cap,
+			uint64_t *ret_gen)
+{
+	char path[STATUS_PATH_MAX], line[STATUS_PATH_MAX + 8], *nl;
+	int have_dir = 0, have_gen = 0;
+	FILE *f;
+
+	if (path_join(path, sizeof(path), cache_dir, HYD_INTO_STATE) < 0)
+		return -ENAMETOOLONG;
+	f = fopen(path, "r");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		if (!strncmp(line, "dir=", 4) && line[4] == '/' &&
+		    strlen(line + 4) < cap) {
+			memcpy(dir, line + 4, strlen(line + 4) + 1);
+			have_dir = 1;
+		} else if (!strncmp(line, "generation=", 11) &&
+			   base_parse_u64(line + 11, 0, UINT64_MAX, ret_gen) ==
+			       0) {
+			have_gen = 1;
+		}
+	}
+	fclose(f);
+	return have_dir && have_gen ? 0 : -EINVAL;
+}
+
 int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 {
 	char cat_path[STATUS_PATH_MAX], path[STATUS_PATH_MAX];
@@ -475,6 +505,11 @@ int hyd_status_from_cache(const char *cache_dir, struct hyd_status *ret)
 		url_from_store(db, &s);
 	switched_from_store(db, &s);
 	s.pid = live_pid(cache_dir);
+	if (hyd_into_state_read(cache_dir, s.into_dir, sizeof(s.into_dir),
+				&s.into_generation) == 0)
+		snprintf(s.into, sizeof(s.into), "%s",
+			 s.into_generation == s.generation ? "landed"
+							   : "behind");
 	/* Complete needs every manifest too: until then the chunk totals
 	 * leave out the chunks of the manifests still missing. */
 	if (s.chunks_stored >= s.chunks_total &&

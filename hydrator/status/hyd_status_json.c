@@ -107,6 +107,11 @@ static const struct status_field status_fields[] = {
     SF(prefetch_ranges_done, F_U64),
     SF(prefetch_bytes, F_U64),
     SF(prefetch_bytes_done, F_U64),
+    SF(into, F_STR),
+    SF(into_dir, F_STR),
+    SF(into_generation, F_U64),
+    SF(into_landing, F_U64),
+    SF(into_failed, F_U64),
 };
 #define STATUS_FIELDS (sizeof(status_fields) / sizeof(status_fields[0]))
 

@@ -206,6 +206,17 @@ static int u64_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+int hyd_mat__waiting(const struct hyd_mat *m)
+{
+	return __atomic_load_n(&m->hydrating, __ATOMIC_ACQUIRE) ||
+	       (m->filling && m->filling(m->fill_arg));
+}
+
+int hyd_mat__stopped(const struct hyd_mat *m)
+{
+	return m->stop && __atomic_load_n(m->stop, __ATOMIC_RELAXED);
+}
+
 /* Verified bytes of one chunk at w->data: the fetching pass's hand-off,
  * else into w->buf from the store; when the store lacks the chunk or
  * found its copy corrupt (and dropped it), the fetcher. */
@@ -238,8 +249,8 @@ static int chunk_get(struct walk *w, uint64_t ino, const struct cat_chunk *c,
 	 * goes in the same order as this walk, so usually soon) and hand it
 	 * over. A frame found corrupt was dropped and is fetched below once
 	 * it is done. */
-	while ((r == -ENOENT || r == -EBADMSG) &&
-	       __atomic_load_n(&w->m->hydrating, __ATOMIC_ACQUIRE)) {
+	while ((r == -ENOENT || r == -EBADMSG) && hyd_mat__waiting(w->m) &&
+	       !hyd_mat__stopped(w->m)) {
 		if (w->m->handoff)
 			hyd_sync__handoff_wait(w->m->handoff, WAIT_POLL_NS);
 		else

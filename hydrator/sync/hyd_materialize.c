@@ -486,6 +486,8 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	char seed[PATH_MAX];
 	enum hyd_mat_seed plan;
 
+	if (w->m->want && e->in.size)
+		w->m->want(w->m->fill_arg, e->in.ino);
 	r = hyd_mat__manifest_ready(w, &e->in, &why);
 	/* A dry run fetches no manifest: without one, the quick check
 	 * (size and time, as rsync's) decides. */
@@ -1115,7 +1117,7 @@ static void delete_pass(struct walk *w, const struct cat_inode *root)
 	size_t old;
 	int fd;
 
-	if (!m->delete_extra || w->rootfd < 0)
+	if (!m->delete_extra || w->rootfd < 0 || hyd_mat__stopped(m))
 		return;
 	if ((m->res->failed || m->left_out) && !m->ignore_errors) {
 		base_error("IO error encountered -- skipping file deletion "
@@ -1174,6 +1176,8 @@ static int sync_dir_entry(void *arg, const struct hyd_dirent_copy *e)
 	struct walk *w = d->w;
 	struct hyd_dirent_copy mapped; /* one per level: sync_dir recurses */
 
+	if (hyd_mat__stopped(w->m))
+		return -ECANCELED;
 	/* --chmod, --chown, ...: every check and write sees DEST's values */
 	if (w->m->attrmap) {
 		mapped = *e;
@@ -1232,6 +1236,8 @@ static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 	report_unsafe(w, dir->ino);
 	r = hyd_sync__dir_each(w->m->cat, dir->ino, &w->path, sync_dir_entry,
 			       &d);
+	if (r == -ECANCELED)
+		return; /* told to stop */
 	if (r < 0)
 		report(w,
 		       r == -ENOMEM ? "out of memory"

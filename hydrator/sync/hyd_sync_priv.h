@@ -226,7 +226,20 @@ struct hyd_mat {
 	const struct hyd_sync_backup *backup;
 	uint64_t backups;
 	int omit_dir_times; /* -O: not set, not itemized */
+	/* A mount's --into (hyd_into.c), all NULL otherwise: while
+	 * filling(fill_arg) says 1 (backfill is still fetching), a chunk the
+	 * store lacks is waited for as while hydrating; want(fill_arg, ino)
+	 * hears of each regular file before it is written, so backfill
+	 * takes it next; stop (read atomically) ends the walk early. */
+	int (*filling)(void *arg);
+	void (*want)(void *arg, uint64_t ino);
+	void *fill_arg;
+	const int *stop;
 };
+/* Is a chunk the store lacks to be waited for (hydrating, or filling)? */
+int hyd_mat__waiting(const struct hyd_mat *m);
+/* Has the walk been told to stop? */
+int hyd_mat__stopped(const struct hyd_mat *m);
 
 /* Write the catalog's tree at m->dest (created when missing). Every entry
  * that fails is named on stderr and counted in m->res->failed; the walk

@@ -1,0 +1,31 @@
+/*
+ * hydrator/hyd_main_priv.h — what ferry-hydrator's main (hyd_main.c)
+ * shares with the rest of its room: the glue of --into
+ * (hyd_main_into.c), which lands the mount's generations in DIR.
+ */
+#ifndef FERRY_HYD_MAIN_PRIV_H
+#define FERRY_HYD_MAIN_PRIV_H
+
+#include <stdint.h>
+
+#include "hydrator/backfill/hyd_backfill.h"
+#include "hydrator/hydrator.h"
+#include "hydrator/read/hyd_read.h"
+
+struct hyd_main_into {
+	struct hyd_fs *fs; /* the mount's generations */
+	hyd_backfill *bf;  /* the mount's backfill */
+	hyd_into *into;	   /* NULL: no --into */
+};
+
+/* Set up --into DIR (absolute) for the mount: what cfg lacks (the
+ * generation and backfill hooks) comes from mi. 0 or -errno (logged). */
+int hyd_main_into_new(struct hyd_main_into *mi, struct hyd_into_config *cfg);
+/* Start landing (after any fork); 0 or -errno (logged). */
+int hyd_main_into_start(struct hyd_main_into *mi);
+/* Stop and free; mi->into is NULL afterwards. */
+void hyd_main_into_free(struct hyd_main_into *mi);
+/* The status fields of --into (none when not given). */
+void hyd_main_into_status(struct hyd_main_into *mi, struct hyd_status *st);
+
+#endif

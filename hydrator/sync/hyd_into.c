@@ -1,0 +1,294 @@
+/*
+ * hydrator/sync/hyd_into.c — `ferry-hydrator --into DIR`: the mount's
+ * generation written into DIR as the plain tree, while the mount serves
+ * and backfill fetches, so the mount ends as the copy.
+ *
+ * One thread lands generations: for the mount's current one it runs
+ * `ferry sync`'s tree writer (hyd_materialize.c) from the mount's own
+ * store into DIR, with --delete's meaning (DIR becomes that generation:
+ * what it lacks goes, a changed file is written beside and renamed in, so
+ * a reader holding the old one keeps its bytes). Each file's bytes come
+ * verified from the store; a chunk backfill has not stored yet is waited
+ * for while backfill runs (want() moves the file's directory to the front
+ * of backfill's order), and fetched by the writer itself once backfill is
+ * done. The pass ends with a syncfs of DIR; only then is the generation
+ * recorded as landed (CACHEDIR/into.state, written atomically), and a
+ * newer generation starts the next pass. A crash leaves files of the last
+ * pass whose record was not committed: the next pass checks them by
+ * content, chunk by chunk, and rewrites what does not match.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "catalog/base/base.h"
+#include "hydrator/sync/hyd_sync_priv.h"
+
+#define RETRY_NS (5ull * 1000000000ull)
+#define POLL_NS 200000000L
+
+struct hyd_into {
+	struct hyd_into_config c;
+	char dir[4096];
+	char cache[4096];
+	pthread_t th;
+	int started;
+	int stop; /* __atomic */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct hyd_into_stats st; /* under mu */
+};
+
+static void set_state(hyd_into *in, enum hyd_into_state s, uint64_t gen,
+		      const struct hyd_sync_result *res, const char *err)
+{
+	pthread_mutex_lock(&in->mu);
+	in->st.state = s;
+	if (s == HYD_INTO_LANDED)
+		in->st.landed = gen;
+	else
+		in->st.landing = gen;
+	if (res) {
+		in->st.files = res->files;
+		in->st.failed = res->failed;
+	}
+	if (err)
+		snprintf(in->st.last_error, sizeof(in->st.last_error), "%s",
+			 err);
+	pthread_cond_broadcast(&in->cv);
+	pthread_mutex_unlock(&in->mu);
+}
+
+/* CACHEDIR/into.state: "dir=DIR\ngeneration=N\n", N the generation DIR
+ * holds whole (0: none yet). */
+static int state_write(hyd_into *in, uint64_t gen)
+{
+	char path[4200], text[4200];
+	int n;
+
+	snprintf(path, sizeof(path), "%s/" HYD_INTO_STATE, in->cache);
+	n = snprintf(text, sizeof(text), "dir=%s\ngeneration=%" PRIu64 "\n",
+		     in->dir, gen);
+	if (n < 0 || (size_t)n >= sizeof(text))
+		return -ENAMETOOLONG;
+	return base_file_write_atomic(path, text, (size_t)n, 0644);
+}
+
+/* One pass of generation g into DIR. 0 when every entry landed. */
+static int land(hyd_into *in, const struct hyd_into_gen *g,
+		struct hyd_sync_result *res)
+{
+	struct hyd_sync_unsafe unsafe = {0};
+	struct cat_meta meta;
+	struct hyd_mat m;
+	cat_reader *cat = NULL;
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	r = cat_reader_open(g->catpath, &cat);
+	if (r == 0 && g->ovpath && g->ovpath[0])
+		r = cat_reader_attach_overlay(cat, g->ovpath);
+	if (r == 0)
+		r = hyd_sync__unsafe_scan(g->catpath, &unsafe);
+	if (r < 0) {
+		base_log_err(BASE_LOG_ERROR, r,
+			     "--into: cannot read the catalog path=%s",
+			     g->catpath);
+		cat_reader_close(cat);
+		return r;
+	}
+	cat_reader_meta(cat, &meta);
+	memset(&m, 0, sizeof(m));
+	m.cat = cat;
+	m.store = in->c.store;
+	m.max_raw = meta.params.max;
+	m.dest = in->dir;
+	m.owners = in->c.owners;
+	m.res = res;
+	m.fetch = in->c.fetch;
+	m.manifest = g->manifest;
+	m.pending = meta.pending;
+	m.timeout_ns = in->c.timeout_ns;
+	m.delete_extra = 1;
+	m.left_out = meta.left_out;
+	m.root_ino = CAT_ROOT_INO;
+	m.cache_dir = in->cache;
+	m.unsafe = &unsafe;
+	m.filling = in->c.filling;
+	m.want = in->c.want;
+	m.fill_arg = in->c.arg;
+	m.stop = &in->stop;
+	r = hyd_sync__materialize(&m);
+	hyd_sync__unsafe_free(&unsafe);
+	cat_reader_close(cat);
+	if (r == 0 && hyd_mat__stopped(&m))
+		r = -ECANCELED;
+	if (r == 0 && res->failed)
+		r = -EIO;
+	return r;
+}
+
+static int stopping(hyd_into *in)
+{
+	return __atomic_load_n(&in->stop, __ATOMIC_RELAXED);
+}
+
+/* Sleep ns, or less when told to stop. */
+static void pause_ns(hyd_into *in, uint64_t ns)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000ull);
+	ts.tv_nsec += (long)(ns % 1000000000ull);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&in->mu);
+	if (!stopping(in))
+		pthread_cond_timedwait(&in->cv, &in->mu, &ts);
+	pthread_mutex_unlock(&in->mu);
+}
+
+static void *into_main(void *arg)
+{
+	hyd_into *in = arg;
+	struct hyd_sync_result res;
+	struct hyd_into_gen g;
+	uint64_t landed, t0;
+	char err[256];
+	int r;
+
+	pthread_mutex_lock(&in->mu);
+	landed = in->st.landed;
+	pthread_mutex_unlock(&in->mu);
+	/* DIR is this cache's before anything is written into it: a mount
+	 * killed in its first pass is let back in to finish it. */
+	r = state_write(in, landed);
+	if (r < 0) {
+		snprintf(err, sizeof(err), "cannot write CACHEDIR/%s: %s",
+			 HYD_INTO_STATE, strerror(-r));
+		set_state(in, HYD_INTO_LANDING, 0, NULL, err);
+		base_error("--into: %s", err);
+		return NULL;
+	}
+	while (!stopping(in)) {
+		memset(&g, 0, sizeof(g));
+		if (in->c.current(in->c.arg, &g) < 0) {
+			pause_ns(in, POLL_NS);
+			continue;
+		}
+		if (g.generation == landed) {
+			in->c.release(in->c.arg, &g);
+			pause_ns(in, POLL_NS);
+			continue;
+		}
+		set_state(in, HYD_INTO_LANDING, g.generation, NULL, NULL);
+		base_info("--into: landing generation=%" PRIu64 " dir=%s",
+			  g.generation, in->dir);
+		t0 = base_now_ns();
+		r = land(in, &g, &res);
+		in->c.release(in->c.arg, &g);
+		if (r == -ECANCELED)
+			break;
+		if (r == 0)
+			r = state_write(in, g.generation);
+		if (r == 0) {
+			landed = g.generation;
+			set_state(in, HYD_INTO_LANDED, landed, &res, "");
+			base_info("--into: landed generation=%" PRIu64
+				  " dir=%s files=%" PRIu64 " written=%" PRIu64
+				  " bytes_written=%" PRIu64 " deleted=%" PRIu64
+				  " secs=%.1f",
+				  landed, in->dir, res.files, res.files_written,
+				  res.bytes_written, res.deleted,
+				  (double)(base_now_ns() - t0) / 1e9);
+			continue;
+		}
+		snprintf(err, sizeof(err),
+			 "generation %" PRIu64 ": %" PRIu64
+			 " entries failed (%s); retrying",
+			 g.generation, res.failed,
+			 r == -EIO ? "named in the log" : strerror(-r));
+		set_state(in, HYD_INTO_LANDING, g.generation, &res, err);
+		base_warn("--into: %s", err);
+		pause_ns(in, RETRY_NS);
+	}
+	return NULL;
+}
+
+/* The generation CACHEDIR/into.state says DIR holds, when it names dir;
+ * 0 otherwise. */
+static uint64_t state_read(const char *cache, const char *dir)
+{
+	char had[4096];
+	uint64_t gen = 0;
+
+	if (hyd_into_state_read(cache, had, sizeof(had), &gen) < 0 ||
+	    strcmp(had, dir))
+		return 0;
+	return gen;
+}
+
+int hyd_into_new(const struct hyd_into_config *c, hyd_into **ret)
+{
+	hyd_into *in;
+
+	if (!c->dir || c->dir[0] != '/' || !c->cache_dir || !c->current ||
+	    !c->release || !c->store)
+		return -EINVAL;
+	in = calloc(1, sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	in->c = *c;
+	if ((size_t)snprintf(in->dir, sizeof(in->dir), "%s", c->dir) >=
+		sizeof(in->dir) ||
+	    (size_t)snprintf(in->cache, sizeof(in->cache), "%s",
+			     c->cache_dir) >= sizeof(in->cache)) {
+		free(in);
+		return -ENAMETOOLONG;
+	}
+	in->c.dir = in->dir;
+	in->c.cache_dir = in->cache;
+	pthread_mutex_init(&in->mu, NULL);
+	pthread_cond_init(&in->cv, NULL);
+	in->st.landed = state_read(in->cache, in->dir);
+	in->st.state = in->st.landed ? HYD_INTO_LANDED : HYD_INTO_LANDING;
+	*ret = in;
+	return 0;
+}
+
+int hyd_into_start(hyd_into *in)
+{
+	int r = -pthread_create(&in->th, NULL, into_main, in);
+
+	in->started = r == 0;
+	return r;
+}
+
+void hyd_into_stats(hyd_into *in, struct hyd_into_stats *ret)
+{
+	pthread_mutex_lock(&in->mu);
+	*ret = in->st;
+	pthread_mutex_unlock(&in->mu);
+}
+
+void hyd_into_free(hyd_into *in)
+{
+	if (!in)
+		return;
+	pthread_mutex_lock(&in->mu);
+	__atomic_store_n(&in->stop, 1, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&in->cv);
+	pthread_mutex_unlock(&in->mu);
+	if (in->started)
+		pthread_join(in->th, NULL);
+	pthread_mutex_destroy(&in->mu);
+	pthread_cond_destroy(&in->cv);
+	free(in);
+}

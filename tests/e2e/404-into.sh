@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# 404: the mount becomes the copy. ferry-hydrator --into DIR writes the
+# mount's generation into DIR as the plain tree while the mount serves;
+# DIR then equals the source in content and every kind of metadata the
+# odd tree has (modes, times, owners as root, symlinks, hard links,
+# xattrs, a fifo, a device, a sparse file). A kill -9 in the middle of the
+# first landing resumes into the same DIR to an exact tree. A generation
+# switch updates DIR as sync --delete would (a changed file written
+# beside and renamed in: a process holding the old one keeps its bytes,
+# as does one holding it on the mount). `ferry finish` then checks DIR,
+# detaches the mount lazily (a process holding a file open on it reads on
+# and the hydrator exits 0 once it closes it) and binds DIR at the
+# mountpoint; a finish stopped between its detach and its bind is
+# completed by running it again, and run once more it says it is done.
+# Refused: a non-empty DIR that is not the cache's, --into with
+# --no-backfill, a finish of a mount without --into.
+. "$(dirname "$0")/lib/common.sh"
+need_fuse
+S="$T/src"
+python3 "$E2E_LIB/mktree.py" "$S" --big-dir 300 --sparse-gib 0.1 || die "mktree failed"
+mkdir -p "$S/bulk"
+for i in $(seq 1 24); do head -c 1048576 /dev/urandom >"$S/bulk/b$i"; done
+echo 'version one' >"$S/changing.txt"
+port=$(free_port)
+URL="http://127.0.0.1:$port/v1/t"
+start_repl "$port" "t=$S"
+M="$T/mnt"
+D="$T/dir"
+
+# Refusals first.
+mkdir -p "$T/full" "$T/mref" && echo mine >"$T/full/keep"
+"$HYD" -c "$T/cref" --into "$T/full" "$URL" "$T/mref" 2>"$T/err"; rc=$?
+[ "$rc" != 0 ] && grep -q 'not empty' "$T/err" && [ -e "$T/full/keep" ] ||
+	{ cat "$T/err"; die "--into a non-empty foreign DIR: exit $rc, or not said"; }
+"$HYD" -c "$T/cref" --into "$T/empty" --no-backfill "$URL" "$T/mref" 2>"$T/err"; rc=$?
+[ "$rc" = 2 ] && grep -q 'not with --no-backfill' "$T/err" || { cat "$T/err"; die "--into --no-backfill: exit $rc"; }
+ok "refused: a non-empty DIR that is not the cache's (nothing deleted), --into with --no-backfill"
+
+# A first landing slowed by --bwlimit, killed -9 half way.
+mount_hyd "$URL" "$M" --into "$D" --bwlimit 4M --poll 1
+pid=$(cat "$T/cache/hydrator.pid")
+for i in $(seq 1 100); do [ -n "$(ls "$D" 2>/dev/null)" ] && break; sleep 0.1; done
+sleep 1
+grep -q '^generation=0' "$T/cache/into.state" || die "the first landing ended before the kill: no test of a resume"
+kill -9 "$pid"
+e2e_gone "$pid" 10 || die "the hydrator outlived kill -9"
+fusermount3 -u "$M" 2>/dev/null || umount -l "$M"
+n_before=$(find "$D" | wc -l)
+mount_hyd "$URL" "$M" --into "$D" --poll 1
+cmp "$S/changing.txt" "$M/changing.txt" || die "a read through the mount is not the source's"
+wait_status "$T/cache" into landed 120 || die "DIR did not land after the restart"
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$D" >"$T/cmp1.txt" ||
+	{ cat "$T/cmp1.txt"; die "DIR differs from the source after a kill -9 and a resume"; }
+ok "kill -9 mid-landing ($n_before entries in DIR), remounted with --into: DIR equals the source ($(tail -n1 "$T/cmp1.txt"))"
+
+# A generation switch while a job holds the old file, on the mount and in DIR.
+exec 7<"$M/changing.txt" 8<"$D/changing.txt"
+echo 'version two, longer' >"$S/changing.txt"
+rm "$S/bulk/b1"
+echo new >"$S/new.txt"
+kill -HUP "$REPL_PID"
+for i in $(seq 1 300); do
+	[ "$(status_field "$T/cache" into_generation)" = 2 ] && break
+	sleep 0.2
+done
+[ "$(status_field "$T/cache" into_generation)" = 2 ] || die "DIR did not land generation 2"
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$D" >"$T/cmp2.txt" ||
+	{ cat "$T/cmp2.txt"; die "DIR differs from generation 2"; }
+[ "$(cat <&7)" = 'version one' ] || die "a file held open on the mount lost its bytes at the switch"
+[ "$(cat <&8)" = 'version one' ] || die "a file held open in DIR lost its bytes at the switch"
+exec 7<&- 8<&-
+ok "generation 2: DIR equals the source (one file changed, one deleted, one new); files held open keep their bytes"
+
+# finish: a process holds a file open on the mount throughout.
+exec 9<"$M/bulk/b2"
+head -c 4096 <&9 >/dev/null
+pid=$(cat "$T/cache/hydrator.pid")
+FERRY_RUN_DIR="$T/run" FERRY_TEST_FINISH_STOP=1 "$FERRY" finish "$M" >"$T/fin1.out" 2>&1; rc=$?
+[ "$rc" = 1 ] && ! mountpoint -q "$M" || { cat "$T/fin1.out"; die "the finish stopped after its detach: exit $rc, or still mounted"; }
+FERRY_RUN_DIR="$T/run" "$FERRY" finish "$M" >"$T/fin2.out" 2>&1 || { cat "$T/fin2.out"; die "finish, run again, failed"; }
+[ "$(stat -c %d:%i "$M")" = "$(stat -c %d:%i "$D")" ] || die "MOUNTPOINT does not show DIR after finish"
+cmp "$S/bulk/b3" "$M/bulk/b3" || die "a file through the bind differs"
+rest=$(cat <&9 | wc -c)
+[ "$rest" = $((1048576 - 4096)) ] || die "the file held open on the old mount read $rest bytes after finish"
+e2e_running "$pid" || die "the hydrator exited while a file was open on its mount"
+exec 9<&-
+e2e_gone "$pid" 30 || die "the hydrator did not exit after the last file closed"
+[ "$(hyd_exit_status "$T/cache" "$pid")" = 0 ] || die "the hydrator's exit status is not 0"
+FERRY_RUN_DIR="$T/run" "$FERRY" finish "$M" >"$T/fin3.out" 2>&1 && grep -q 'already finished' "$T/fin3.out" ||
+	{ cat "$T/fin3.out"; die "a third finish does not say it is done"; }
+ok "finish (stopped after its detach, run again): DIR bound at the mountpoint, a reader of the old mount read on, the hydrator exited 0 after it; again: already finished"
+
+umount "$M" || die "cannot unmount the bind"
+M2="$T/mnt2"
+mkdir -p "$M2"
+MOUNTS+=("$M2")
+"$HYD" -c "$T/c2" "$URL" "$M2" || die "a mount without --into failed"
+"$FERRY" finish --timeout 5 "$M2" 2>"$T/err"; rc=$?
+[ "$rc" = 1 ] && grep -q 'not mounted with --into' "$T/err" || { cat "$T/err"; die "finish of a mount without --into: exit $rc"; }
+pid=$(cat "$T/c2/hydrator.pid")
+fusermount3 -u "$M2"
+e2e_gone "$pid" 30 || die "the second hydrator did not exit"
+ok "finish of a mount without --into: exit 1, said"
