@@ -283,6 +283,10 @@ static int check_into(const struct opts *o, const struct mount *m)
 
 	if (!o->into)
 		return 0;
+	/* a finish before this mount: this one starts a new life */
+	if (snprintf(had, sizeof(had), "%s/" HYD_INTO_FINISHED, m->op.cache) <
+	    (int)sizeof(had))
+		(void)unlink(had);
 	if (!strncmp(o->into, m->mnt, n) &&
 	    (o->into[n] == '/' || o->into[n] == '\0')) {
 		base_error("--into %s: inside the mountpoint", o->into);
@@ -1362,6 +1366,7 @@ static int load_traces(const struct opts *o, struct mount *m)
 
 static int run(const struct opts *o)
 {
+	char cache[4096] = "";
 	struct mount *m;
 	int r = 1, ready_fd = -1;
 
@@ -1418,7 +1423,11 @@ static int run(const struct opts *o)
 		r = 0;
 	log_event(r == 0 ? "unmounted" : "failed", m);
 out:
+	if (r == 0 && o->into)
+		snprintf(cache, sizeof(cache), "%s", m->op.cache);
 	mount_free(m);
+	if (cache[0])
+		hyd_main_into_drop_store(cache);
 	/* Start-up failed in the daemon: unmounted now, the parent exits 1. */
 	daemon_ready(&ready_fd, 1);
 	return r;

@@ -3,9 +3,13 @@
  * thread (hydrator/sync/hyd_into.c) fed with the mount's current
  * generation and told when backfill still fetches it.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "catalog/base/base.h"
 #include "hydrator/hyd_main_priv.h"
@@ -99,4 +103,43 @@ void hyd_main_into_status(struct hyd_main_into *mi, struct hyd_status *st)
 	if (is.last_error[0] && !st->last_error[0])
 		snprintf(st->last_error, sizeof(st->last_error),
 			 "--into: %.200s", is.last_error);
+}
+
+/* Remove dir/name; its size added to *freed. */
+static void drop(const char *dir, const char *name, uint64_t *freed)
+{
+	char p[4400];
+	struct stat sb;
+
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) >= sizeof(p))
+		return;
+	if (lstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && unlink(p) == 0)
+		*freed += (uint64_t)sb.st_blocks * 512;
+}
+
+void hyd_main_into_drop_store(const char *cache)
+{
+	char flag[4200], vols[4200];
+	uint64_t freed = 0;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(flag, sizeof(flag), "%s/" HYD_INTO_FINISHED, cache);
+	if (access(flag, F_OK) < 0)
+		return;
+	/* the index first: a store without it is empty, whatever volumes
+	 * are left (a crash here leaves files a later mount ignores) */
+	drop(cache, "state.db", &freed);
+	drop(cache, "state.db-wal", &freed);
+	drop(cache, "state.db-shm", &freed);
+	snprintf(vols, sizeof(vols), "%s/volumes", cache);
+	d = opendir(vols);
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.')
+			drop(vols, e->d_name, &freed);
+	if (d)
+		closedir(d);
+	base_info("finished: the store's chunks are dropped (the --into "
+		  "directory holds the tree) freed_bytes=%" PRIu64,
+		  freed);
 }

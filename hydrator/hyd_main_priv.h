@@ -28,4 +28,9 @@ void hyd_main_into_free(struct hyd_main_into *mi);
 /* The status fields of --into (none when not given). */
 void hyd_main_into_status(struct hyd_main_into *mi, struct hyd_status *st);
 
+/* After `ferry finish` (CACHEDIR/HYD_INTO_FINISHED), once the mount is
+ * gone: the store's files are removed (DIR holds every byte, checked);
+ * catalogs, logs and the landing's record stay. Nothing without it. */
+void hyd_main_into_drop_store(const char *cache);
+
 #endif

@@ -430,6 +430,9 @@ int hyd_into_state_read(const char *cache_dir, char *dir, size_t cap,
 /* What the cache directory keeps of it: "dir=DIR" and "generation=N",
  * the generation DIR holds whole (written atomically after DIR's syncfs). */
 #define HYD_INTO_STATE "into.state"
+/* Written by `ferry finish` before it detaches the mount ("generation=N"):
+ * the hydrator drops its store's files when it exits. */
+#define HYD_INTO_FINISHED "finished"
 
 typedef struct hyd_into hyd_into;
 struct hyd_manifest;

@@ -373,6 +373,16 @@ int ferry_cmd_finish(int argc, char **argv)
 	if (check(&f) < 0)
 		return 1;
 	if (live) {
+		char flag[PATH_MAX + 32], text[64];
+		int n = snprintf(text, sizeof(text), "generation=%" PRIu64 "\n",
+				 st.generation);
+
+		/* the hydrator drops its store when it exits */
+		snprintf(flag, sizeof(flag), "%s/" HYD_INTO_FINISHED, f.cache);
+		if (base_file_write_atomic(flag, text, (size_t)n, 0644) < 0) {
+			base_error("cannot write path=%s", flag);
+			return 1;
+		}
 		if (note_write(&f) < 0) {
 			base_error("cannot write the note of this finish "
 				   "path=%s",

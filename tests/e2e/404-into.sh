@@ -10,7 +10,8 @@
 # as does one holding it on the mount). `ferry finish` then checks DIR,
 # detaches the mount lazily (a process holding a file open on it reads on
 # and the hydrator exits 0 once it closes it) and binds DIR at the
-# mountpoint; a finish stopped between its detach and its bind is
+# mountpoint; the hydrator drops its store's files when it exits (DIR
+# holds the tree); a finish stopped between its detach and its bind is
 # completed by running it again, and run once more it says it is done.
 # Refused: a non-empty DIR that is not the cache's, --into with
 # --no-backfill, a finish of a mount without --into.
@@ -86,6 +87,8 @@ e2e_running "$pid" || die "the hydrator exited while a file was open on its moun
 exec 9<&-
 e2e_gone "$pid" 30 || die "the hydrator did not exit after the last file closed"
 [ "$(hyd_exit_status "$T/cache" "$pid")" = 0 ] || die "the hydrator's exit status is not 0"
+[ ! -e "$T/cache/state.db" ] && [ -z "$(ls "$T/cache/volumes")" ] ||
+	{ ls -la "$T/cache" "$T/cache/volumes"; die "the store was not dropped at the hydrator's exit after finish"; }
 FERRY_RUN_DIR="$T/run" "$FERRY" finish "$M" >"$T/fin3.out" 2>&1 && grep -q 'already finished' "$T/fin3.out" ||
 	{ cat "$T/fin3.out"; die "a third finish does not say it is done"; }
 ok "finish (stopped after its detach, run again): DIR bound at the mountpoint, a reader of the old mount read on, the hydrator exited 0 after it; again: already finished"
