@@ -6,7 +6,8 @@
 # (MEDIUM=1, the default); runs on its own as well.
 #
 #   medium-RATE       rsync -aHX (bench/peers.sh), ferry mount -> backfill
-#                     complete, ferry sync; all over the same shaped veth
+#                     complete, ferry mount --into DIR -> ferry finish,
+#                     ferry sync; all over the same shaped veth
 #                     (link.sh, RATE = MEDIUM_RATE, default 1gbit)
 #   medium-loopback   the same without the link: clients in the source's
 #                     network namespace, talking to its own address (the
@@ -167,6 +168,59 @@ warm_tar() {
 	umount_wait "$mnt" "$(pid_of_cache "$cache")"
 }
 
+# into_run LABEL RUN NS: a fresh cache mounted with --into DIR until
+# `ferry finish` has put DIR in the mount's place; then the disk both
+# use (DIR and what is left of the cache, after the hydrator dropped its
+# store), and a tar of the mountpoint (now DIR) beside a tar of the
+# source tree, both from a dropped page cache: the disk's speed.
+into_run() {
+	local label=$1 run=$2 ns=$3 cache dir mnt=$MW/mnt w0 t0 t1 t2 pid full landed st n
+	local disk tree_alloc strict tar_s tar_b src_s src_b
+	fresh_dir cache into-cache
+	fresh_dir dir into
+	mkdir -p "$mnt"
+	settle
+	w0=$(wire)
+	t0=$(now)
+	$ns "$B/bin/ferry-hydrator" -c "$cache" --into "$dir" "$URL" "$mnt" 2>>"$MW/hyd.err" ||
+		{ emit ferry_into "$label" "$run" error=mount_failed; return 1; }
+	MNT_ACTIVE=$mnt
+	pid=$(pid_of_cache "$cache")
+	for n in $(seq 1 12000); do
+		st=$("$B/bin/ferry" status "$cache" --json 2>/dev/null |
+			python3 -c "import json,sys; j=json.load(sys.stdin); print(j.get('into'), j.get('into_generation'), j.get('generation'))")
+		[ "$st" = "landed 1 1" ] && break
+		sleep 0.1
+	done
+	t1=$(now)
+	landed=$(dt "$t0" "$t1")
+	"$B/bin/ferry" finish -q "$mnt" >>"$MW/hyd.err" 2>&1 ||
+		{ emit ferry_into "$label" "$run" error=finish_failed landed_s="$landed"; return 1; }
+	t2=$(now)
+	full=$(dt "$t0" "$t2")
+	MNT_ACTIVE=
+	for n in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	disk=$(du -s --block-size=1 "$dir" "$cache" | awk '{s += $1} END {print s}')
+	tree_alloc=$(du -s --block-size=1 "$TREE" | awk '{print $1}')
+	if $TREECMP --content "$TREE" "$mnt" >"$MW/treecmp.out" 2>&1; then strict=true; else strict=false; fi
+	# both cold: settle would read the source tree back into memory
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	t0=$(now)
+	tar_b=$(tar -C "$mnt" -cf - . | wc -c)
+	tar_s=$(dt "$t0" "$(now)")
+	echo 3 >/proc/sys/vm/drop_caches
+	t0=$(now)
+	src_b=$(tar -C "$TREE" -cf - . | wc -c)
+	src_s=$(dt "$t0" "$(now)")
+	umount "$mnt" 2>/dev/null || umount -l "$mnt"
+	emit ferry_into "$label" "$run" full_s="$full" landed_s="$landed" \
+		wire_bytes="$(($(wire) - w0))" tree_bytes="$TREE_BYTES" disk_bytes="$disk" \
+		tree_alloc_bytes="$tree_alloc" tar_s="$tar_s" tar_bytes="$tar_b" \
+		src_tar_s="$src_s" src_tar_bytes="$src_b" strict_ok="$strict"
+	log "ferry mount --into@$label#$run landed=${landed}s finished=${full}s disk=$disk (tree $tree_alloc) tar=${tar_s}s (source ${src_s}s) strict=$strict"
+}
+
 # sync_run LABEL RUN NS
 sync_run() {
 	local label=$1 run=$2 ns=$3 cache dest w0 t0 t1 rc wb strict verdict
@@ -213,6 +267,7 @@ mkdir -p "$MW/dst"
 start_replicator
 for run in $(seq 1 "$RUNS"); do
 	mount_complete "medium-$RATE" "$run" "$NSD"
+	into_run "medium-$RATE" "$run" "$NSD"
 	sync_run "medium-$RATE" "$run" "$NSD"
 	rsync_local "$run"
 	mount_complete medium-loopback "$run" "$NSL"

@@ -165,6 +165,17 @@ def medium_targets(rows, rate, add):
         add("medium loopback%s: ferry sync vs %s" % (what, copy),
             ratio(get(lo, "ferry_sync", "full_s"), local), 1.2, "le",
             "ferry sync to an empty DEST / (%s) on this machine" % copy)
+    # the mount that becomes the copy (--into DIR, then ferry finish)
+    into = rows.get((m, "ferry_into")) or {}
+    add("medium %s: mount --into DIR to ferry finish vs the mount's complete" % rate,
+        ratio(into.get("full_s"), get(m, "ferry_mount", "full_s")), 1.1, "le",
+        "mount start -> DIR in the mount's place / mount start -> backfill complete")
+    add("medium %s: disk used after ferry finish vs the tree's allocated size" % rate,
+        ratio(into.get("disk_bytes"), into.get("tree_alloc_bytes")), 1.05, "le",
+        "du of DIR and the cache (store dropped) / du of the source tree")
+    add("medium %s: tar of DIR after ferry finish vs tar of the source tree" % rate,
+        ratio(into.get("tar_s"), into.get("src_tar_s")), 1.1, "le",
+        "both from a dropped page cache, on the same disk")
     warm = get(lo, "ferry_tar", "warm_mbps")
     add("medium loopback: warm tar of the complete mount, GB/s",
         warm / 1000 if warm is not None else None, 1.0, "ge",

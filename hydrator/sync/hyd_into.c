@@ -8,14 +8,19 @@
  * store into DIR, with --delete's meaning (DIR becomes that generation:
  * what it lacks goes, a changed file is written beside and renamed in, so
  * a reader holding the old one keeps its bytes). Each file's bytes come
- * verified from the store; a chunk backfill has not stored yet is waited
- * for while backfill runs (want() moves the file's directory to the front
- * of backfill's order), and fetched by the writer itself once backfill is
- * done. The pass ends with a syncfs of DIR; only then is the generation
- * recorded as landed (CACHEDIR/into.state, written atomically), and a
- * newer generation starts the next pass. A crash leaves files of the last
- * pass whose record was not committed: the next pass checks them by
- * content, chunk by chunk, and rewrites what does not match.
+ * verified from the store. While backfill runs, a file whose chunks are
+ * not all stored yet is left for the next pass (nothing of it written),
+ * so the writer trails backfill in whatever order backfill fetches:
+ * passes follow each other while the last one wrote something, else
+ * every half second; each skips what earlier ones wrote at the cost of a
+ * stat (the record of what was written). A hard-linked file's chunks are
+ * waited for instead (want() moves its directory to the front of
+ * backfill's order); once backfill is done the writer fetches what is
+ * still missing itself. A pass ends with a syncfs of DIR; when one left
+ * nothing out, the generation is recorded as landed (CACHEDIR/into.state,
+ * written atomically), and a newer generation starts the next pass. A crash
+ * leaves files of the last pass whose record was not committed: the next pass
+ * checks them by content, chunk by chunk, and rewrites what does not match.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +35,8 @@
 
 #define RETRY_NS (5ull * 1000000000ull)
 #define POLL_NS 200000000L
+/* between passes that found nothing new stored */
+#define DEFER_PAUSE_NS 500000000ull
 
 struct hyd_into {
 	struct hyd_into_config c;
@@ -80,7 +87,7 @@ static int state_write(hyd_into *in, uint64_t gen)
 
 /* One pass of generation g into DIR. 0 when every entry landed. */
 static int land(hyd_into *in, const struct hyd_into_gen *g,
-		struct hyd_sync_result *res)
+		struct hyd_sync_result *res, uint64_t *ret_deferred)
 {
 	struct hyd_sync_unsafe unsafe = {0};
 	struct cat_meta meta;
@@ -122,7 +129,9 @@ static int land(hyd_into *in, const struct hyd_into_gen *g,
 	m.want = in->c.want;
 	m.fill_arg = in->c.arg;
 	m.stop = &in->stop;
+	m.defer = 1;
 	r = hyd_sync__materialize(&m);
+	*ret_deferred = m.deferred;
 	hyd_sync__unsafe_free(&unsafe);
 	cat_reader_close(cat);
 	if (r == 0 && hyd_mat__stopped(&m))
@@ -160,7 +169,8 @@ static void *into_main(void *arg)
 	hyd_into *in = arg;
 	struct hyd_sync_result res;
 	struct hyd_into_gen g;
-	uint64_t landed, t0;
+	uint64_t landed, t0 = 0, pass_gen = 0, deferred = 0;
+	unsigned passes = 0;
 	char err[256];
 	int r;
 
@@ -191,22 +201,38 @@ static void *into_main(void *arg)
 		set_state(in, HYD_INTO_LANDING, g.generation, NULL, NULL);
 		base_info("--into: landing generation=%" PRIu64 " dir=%s",
 			  g.generation, in->dir);
-		t0 = base_now_ns();
-		r = land(in, &g, &res);
+		if (g.generation != pass_gen) {
+			pass_gen = g.generation;
+			t0 = base_now_ns();
+			passes = 0;
+		}
+		r = land(in, &g, &res, &deferred);
 		in->c.release(in->c.arg, &g);
+		passes++;
 		if (r == -ECANCELED)
 			break;
+		/* Files backfill has not stored whole: the next pass, at once
+		 * when this one wrote something (it trails backfill), else
+		 * after a pause. */
+		if (r == 0 && deferred) {
+			base_debug("--into: pass %u of generation %" PRIu64
+				   " wrote %" PRIu64 " files, %" PRIu64
+				   " wait for backfill",
+				   passes, g.generation, res.files_written,
+				   deferred);
+			if (!res.files_written)
+				pause_ns(in, DEFER_PAUSE_NS);
+			continue;
+		}
 		if (r == 0)
 			r = state_write(in, g.generation);
 		if (r == 0) {
 			landed = g.generation;
 			set_state(in, HYD_INTO_LANDED, landed, &res, "");
 			base_info("--into: landed generation=%" PRIu64
-				  " dir=%s files=%" PRIu64 " written=%" PRIu64
-				  " bytes_written=%" PRIu64 " deleted=%" PRIu64
+				  " dir=%s files=%" PRIu64 " passes=%u"
 				  " secs=%.1f",
-				  landed, in->dir, res.files, res.files_written,
-				  res.bytes_written, res.deleted,
+				  landed, in->dir, res.files, passes,
 				  (double)(base_now_ns() - t0) / 1e9);
 			continue;
 		}

@@ -217,6 +217,26 @@ int hyd_mat__stopped(const struct hyd_mat *m)
 	return m->stop && __atomic_load_n(m->stop, __ATOMIC_RELAXED);
 }
 
+int hyd_mat__lacks(struct walk *w, const struct cat_inode *in)
+{
+	struct cat_chunk cs[RANGE_BATCH];
+	uint64_t off = 0;
+	size_t n, k;
+
+	while (off < in->size) {
+		if (cat_chunks_range(w->m->cat, in->ino, off, in->size - off,
+				     cs, RANGE_BATCH, &n) < 0 ||
+		    n == 0)
+			return 1; /* the writer will say what is wrong */
+		for (k = 0; k < n; k++)
+			if (!chunk_id_is_hole(&cs[k].id) &&
+			    hyd_store_has(w->m->store, &cs[k].id) != 1)
+				return 1;
+		off = cs[n - 1].off + cs[n - 1].len;
+	}
+	return 0;
+}
+
 /* Verified bytes of one chunk at w->data: the fetching pass's hand-off,
  * else into w->buf from the store; when the store lacks the chunk or
  * found its copy corrupt (and dropped it), the fetcher. */

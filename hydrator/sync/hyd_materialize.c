@@ -486,7 +486,8 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	char seed[PATH_MAX];
 	enum hyd_mat_seed plan;
 
-	if (w->m->want && e->in.size)
+	/* a file --into will wait for (not one it leaves for later) */
+	if (w->m->want && e->in.size && (!w->m->defer || e->in.nlink > 1))
 		w->m->want(w->m->fill_arg, e->in.ino);
 	r = hyd_mat__manifest_ready(w, &e->in, &why);
 	/* A dry run fetches no manifest: without one, the quick check
@@ -570,6 +571,14 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		w->m->res->files_written++;
 		w->m->res->bytes_written += e->in.size;
 		return 1;
+	}
+	/* --into while backfill runs: a later pass writes it whole */
+	if (w->m->defer && e->in.nlink < 2 && hyd_mat__waiting(w->m) &&
+	    hyd_mat__lacks(w, &e->in)) {
+		w->m->deferred++;
+		if (src >= 0)
+			close(src);
+		return 0;
 	}
 	if (plan == HYD_MAT_SEED_LINK) {
 		r = link_seed(w, dirfd, e, seed);

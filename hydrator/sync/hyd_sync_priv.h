@@ -235,6 +235,11 @@ struct hyd_mat {
 	void (*want)(void *arg, uint64_t ino);
 	void *fill_arg;
 	const int *stop;
+	/* With defer, while filling: a file whose chunks are not all stored
+	 * is left for a later pass, nothing of it written (hard-linked ones
+	 * are waited for); deferred counts them. */
+	int defer;
+	uint64_t deferred;
 };
 /* Is a chunk the store lacks to be waited for (hydrating, or filling)? */
 int hyd_mat__waiting(const struct hyd_mat *m);
