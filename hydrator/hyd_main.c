@@ -269,13 +269,23 @@ static char *into_dir(const char *dir)
 	return abs;
 }
 
+/* Is path at or below dir (both absolute, resolved)? */
+static int below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	return !strncmp(path, dir, n) &&
+	       (path[n] == '/' || path[n] == '\0' || n == 1);
+}
+
 /* --into's DIR against the mount and its cache: not the mountpoint or
  * below it, and empty unless it is this cache's DIR already (DIR
  * becomes the source's copy: what it holds besides goes). 0 or -1. */
 static int check_into(const struct opts *o, const struct mount *m)
 {
 	char had[4096];
-	size_t n = strlen(m->mnt);
 	uint64_t gen;
 	DIR *d;
 	struct dirent *e;
@@ -287,9 +297,18 @@ static int check_into(const struct opts *o, const struct mount *m)
 	if (snprintf(had, sizeof(had), "%s/" HYD_INTO_FINISHED, m->op.cache) <
 	    (int)sizeof(had))
 		(void)unlink(had);
-	if (!strncmp(o->into, m->mnt, n) &&
-	    (o->into[n] == '/' || o->into[n] == '\0')) {
-		base_error("--into %s: inside the mountpoint", o->into);
+	if (below(o->into, m->mnt) || below(m->mnt, o->into)) {
+		base_error(
+		    "--into %s: the mountpoint %s is in it, or it in the "
+		    "mountpoint",
+		    o->into, m->mnt);
+		return -1;
+	}
+	if (below(o->into, m->op.cache) || below(m->op.cache, o->into)) {
+		base_error("--into %s: the cache directory %s is in it, or it "
+			   "in the cache (the landing deletes what the source "
+			   "lacks)",
+			   o->into, m->op.cache);
 		return -1;
 	}
 	if (hyd_into_state_read(m->op.cache, had, sizeof(had), &gen) == 0 &&

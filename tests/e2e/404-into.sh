@@ -13,8 +13,9 @@
 # mountpoint; the hydrator drops its store's files when it exits (DIR
 # holds the tree); a finish stopped between its detach and its bind is
 # completed by running it again, and run once more it says it is done.
-# Refused: a non-empty DIR that is not the cache's, --into with
-# --no-backfill, a finish of a mount without --into.
+# Refused: a non-empty DIR that is not the cache's, one holding the
+# cache or the mountpoint, --into with --no-backfill, a finish of
+# a mount without --into.
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 S="$T/src"
@@ -35,7 +36,12 @@ mkdir -p "$T/full" "$T/mref" && echo mine >"$T/full/keep"
 	{ cat "$T/err"; die "--into a non-empty foreign DIR: exit $rc, or not said"; }
 "$HYD" -c "$T/cref" --into "$T/empty" --no-backfill "$URL" "$T/mref" 2>"$T/err"; rc=$?
 [ "$rc" = 2 ] && grep -q 'not with --no-backfill' "$T/err" || { cat "$T/err"; die "--into --no-backfill: exit $rc"; }
-ok "refused: a non-empty DIR that is not the cache's (nothing deleted), --into with --no-backfill"
+"$HYD" -c "$T/inside/c" --into "$T/inside" "$URL" "$T/mref" 2>"$T/err"; rc=$?
+[ "$rc" != 0 ] && grep -q 'the cache directory' "$T/err" || { cat "$T/err"; die "--into a DIR holding the cache: exit $rc"; }
+mkdir -p "$T/wrap/m"
+"$HYD" -c "$T/cref2" --into "$T/wrap" "$URL" "$T/wrap/m" 2>"$T/err"; rc=$?
+[ "$rc" != 0 ] && grep -q 'the mountpoint' "$T/err" || { cat "$T/err"; die "--into a DIR holding the mountpoint: exit $rc"; }
+ok "refused: a non-empty DIR that is not the cache's (nothing deleted), --into with --no-backfill, a DIR holding the cache or the mountpoint"
 
 # A first landing slowed by --bwlimit, killed -9 half way.
 mount_hyd "$URL" "$M" --into "$D" --bwlimit 4M --poll 1
