@@ -70,11 +70,6 @@ static int whole(struct walk *w, const struct cat_inode *in, int fd)
 				      w->m->max_raw, &w->zero) == 1;
 }
 
-static int64_t mtime_ns(const struct stat *st)
-{
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
 enum hyd_mat_seed hyd_mat__seed_plan(struct walk *w,
 				     const struct hyd_dirent_copy *e,
 				     char *path, size_t cap, int *ret_fd)
@@ -97,7 +92,7 @@ enum hyd_mat_seed hyd_mat__seed_plan(struct walk *w,
 			continue;
 		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 		    (uint64_t)st.st_size != e->in.size ||
-		    mtime_ns(&st) != e->in.mtime_ns) {
+		    hyd_sync__mtime_ns(&st) != e->in.mtime_ns) {
 			close(fd);
 			continue;
 		}

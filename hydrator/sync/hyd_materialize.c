@@ -115,11 +115,6 @@ static void tick(struct walk *w, int force)
 	w->m->tick(w->m->tick_arg, w->files_done, w->bytes_done);
 }
 
-static int64_t st_mtime_ns(const struct stat *st)
-{
-	return (int64_t)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
-}
-
 static struct timespec ns_to_ts(int64_t ns)
 {
 	struct timespec ts;
@@ -506,7 +501,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	    S_ISREG(st.st_mode)) {
 		same = 1;
 		quick = (uint64_t)st.st_size == e->in.size &&
-			st_mtime_ns(&st) == e->in.mtime_ns;
+			hyd_sync__mtime_ns(&st) == e->in.mtime_ns;
 	}
 	if (same && hyd_sync__size_same(w->m->skip, &e->in, &st)) {
 		/* --size-only: DEST's content is taken as is */

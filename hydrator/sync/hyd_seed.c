@@ -351,15 +351,10 @@ static int join(char *buf, size_t cap, const char *dir, const char *rel)
 		   : -ENAMETOOLONG;
 }
 
-static int64_t mtime_ns(const struct stat *st)
-{
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
 static int quick_same(const struct stat *st, const struct cat_inode *in)
 {
 	return (uint64_t)st->st_size == in->size &&
-	       mtime_ns(st) == in->mtime_ns;
+	       hyd_sync__mtime_ns(st) == in->mtime_ns;
 }
 
 static int open_reg(const char *path, struct stat *st)

@@ -129,7 +129,7 @@ int hyd_sync__size_same(const struct hyd_sync_skip *skip,
 	       S_ISREG(dst->st_mode) && (uint64_t)dst->st_size == in->size;
 }
 
-static int64_t st_mtime_ns(const struct stat *st)
+int64_t hyd_sync__mtime_ns(const struct stat *st)
 {
 	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
@@ -151,7 +151,7 @@ int hyd_sync__skip(const struct hyd_sync_skip *skip, const struct cat_inode *in,
 		return 1;
 	/* -u: newer there; a directory there is replaced as without -u */
 	if (skip->update && dst && !S_ISDIR(dst->st_mode) &&
-	    st_mtime_ns(dst) > in->mtime_ns)
+	    hyd_sync__mtime_ns(dst) > in->mtime_ns)
 		return 1;
 	return 0;
 }

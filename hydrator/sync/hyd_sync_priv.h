@@ -444,6 +444,8 @@ void hyd_sync__seeds_close(struct hyd_sync_seeds *s);
 struct cat_inode;
 void hyd_attrmap_apply(const hyd_attrmap *m, struct cat_inode *in);
 
+/* A stat's mtime in nanoseconds since the epoch, as catalogs keep it. */
+int64_t hyd_sync__mtime_ns(const struct stat *st);
 /* Any of skip's rules set? */
 int hyd_sync__skip_active(const struct hyd_sync_skip *skip);
 /* 1 when rsync's rules leave in as DEST has it: dst is DEST's entry of

@@ -263,11 +263,6 @@ static void tree_bad(struct vtree *v, const char *fmt, ...)
 	v->bad++;
 }
 
-static int64_t mtime_ns(const struct stat *st)
-{
-	return (int64_t)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
-}
-
 static int tree_xattr_cb(void *arg, const char *xname, int same, int missing)
 {
 	struct vtree *v = arg;
@@ -361,9 +356,9 @@ static void tree_entry(struct vtree *v, int dirfd, const char *name,
 	if (in->kind != CAT_LNK && (st.st_mode & 07777) != (in->mode & 07777))
 		tree_bad(v, "mode 0%o, catalog 0%o", st.st_mode & 07777,
 			 in->mode & 07777);
-	if (mtime_ns(&st) != in->mtime_ns)
+	if (hyd_sync__mtime_ns(&st) != in->mtime_ns)
 		tree_bad(v, "mtime %" PRId64 " ns, catalog %" PRId64 " ns",
-			 mtime_ns(&st), in->mtime_ns);
+			 hyd_sync__mtime_ns(&st), in->mtime_ns);
 	switch (in->kind) {
 	case CAT_REG:
 		tree_reg(v, dirfd, in, name, &st);
