@@ -59,7 +59,7 @@ void hyd_control_stop(hyd_control *c);
 /* Bounds of the protocol: a reply line is at most HYD_STATUS_LINE_MAX bytes
  * with its newline; hyd_status_json never needs more than
  * HYD_STATUS_JSON_MAX bytes (every string byte written as "\\xNN"). */
-#define HYD_STATUS_JSON_MAX 16384u
+#define HYD_STATUS_JSON_MAX 32768u
 #define HYD_STATUS_LINE_MAX 65536u
 
 /* Parse one status line (without or with its trailing newline) as

@@ -374,6 +374,11 @@ static void sample(struct hyd_status *st)
 	st->prefetch_ranges_done = 12;
 	st->prefetch_bytes = 8388608;
 	st->prefetch_bytes_done = 1048576;
+	memcpy(st->into, "landing", 8);
+	snprintf(st->into_dir, sizeof(st->into_dir), "/data/into");
+	st->into_generation = 6;
+	st->into_landing = 7;
+	st->into_failed = 2;
 }
 
 static void assert_status_equal(const struct hyd_status *a,
@@ -404,6 +409,11 @@ static void assert_status_equal(const struct hyd_status *a,
 	assert_true(fabs(a->link_rtt_ms - b->link_rtt_ms) < 0.0005);
 	assert_true(fabs(a->link_rate - b->link_rate) < 0.0005);
 	assert_string_equal(a->prefetch, b->prefetch);
+	assert_string_equal(a->into, b->into);
+	assert_string_equal(a->into_dir, b->into_dir);
+	assert_int_equal(a->into_generation, b->into_generation);
+	assert_int_equal(a->into_landing, b->into_landing);
+	assert_int_equal(a->into_failed, b->into_failed);
 	assert_int_equal(a->prefetch_files, b->prefetch_files);
 	assert_int_equal(a->prefetch_skipped, b->prefetch_skipped);
 	assert_int_equal(a->prefetch_ranges, b->prefetch_ranges);
@@ -494,7 +504,11 @@ static void test_json_round_trip(void **state)
 			       "\"prefetch_ranges\":40,"
 			       "\"prefetch_ranges_done\":12,"
 			       "\"prefetch_bytes\":8388608,"
-			       "\"prefetch_bytes_done\":1048576}"));
+			       "\"prefetch_bytes_done\":1048576,"
+			       "\"into\":\"landing\","
+			       "\"into_dir\":\"/data/into\","
+			       "\"into_generation\":6,\"into_landing\":7,"
+			       "\"into_failed\":2}"));
 	assert_null(strchr(buf, '\n'));
 	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
 	assert_status_equal(&a, &b);
@@ -606,11 +620,13 @@ static void test_json_hostile_strings(void **state)
 	assert_string_equal(buf, buf2);
 	sample(&a);
 
-	/* Every byte of both strings escaped: still under the bound. */
+	/* Every byte of the strings escaped: still under the bound. */
 	memset(a.url, 0xff, sizeof(a.url) - 1);
 	a.url[sizeof(a.url) - 1] = '\0';
 	memset(a.last_error, 0x01, sizeof(a.last_error) - 1);
 	a.last_error[sizeof(a.last_error) - 1] = '\0';
+	memset(a.into_dir, 0xff, sizeof(a.into_dir) - 1);
+	a.into_dir[sizeof(a.into_dir) - 1] = '\0';
 	n = hyd_status_json(&a, buf, sizeof(buf));
 	assert_true(n > 0 && (size_t)n < HYD_STATUS_JSON_MAX);
 	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
