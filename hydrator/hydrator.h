@@ -433,6 +433,9 @@ int hyd_into_state_read(const char *cache_dir, char *dir, size_t cap,
 /* Written by `ferry finish` before it detaches the mount ("generation=N"):
  * the hydrator drops its store's files when it exits. */
 #define HYD_INTO_FINISHED "finished"
+/* Made by `ferry finish` when DIR differs from the generation it holds:
+ * the landing writes that generation again, then removes it. */
+#define HYD_INTO_RELAND "into.reland"
 
 typedef struct hyd_into hyd_into;
 struct hyd_manifest;

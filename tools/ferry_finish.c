@@ -222,7 +222,8 @@ static int wait_landed(struct finish *f, struct hyd_status *st)
 	}
 }
 
-/* DIR against the generation. 0 or -1 (said). */
+/* DIR against the generation: 0 the same, 1 differs (said), -1 failed
+ * (said). */
 static int check(const struct finish *f)
 {
 	char catpath[PATH_MAX];
@@ -244,12 +245,54 @@ static int check(const struct finish *f)
 		return -1;
 	}
 	if (diffs) {
-		base_error("%s differs from the mount's generation in %" PRIu64
-			   " entr%s (named above): not finished",
-			   f->dir, diffs, diffs == 1 ? "y" : "ies");
-		return -1;
+		base_warn("%s differs from the mount's generation in %" PRIu64
+			  " entr%s (named above)",
+			  f->dir, diffs, diffs == 1 ? "y" : "ies");
+		return 1;
 	}
 	return 0;
+}
+
+/* DIR differs: the mount lands the generation again (once), then DIR is
+ * checked again. 0 the same now, -1 not (said). */
+static int reland(struct finish *f, struct hyd_status *st)
+{
+	char p[PATH_MAX + 32];
+	int i, r;
+
+	snprintf(p, sizeof(p), "%s/" HYD_INTO_RELAND, f->cache);
+	if (base_file_write_atomic(p, "", 0, 0644) < 0) {
+		base_error("cannot write path=%s", p);
+		return -1;
+	}
+	if (!f->quiet)
+		base_info("the mount writes the generation into %s again",
+			  f->dir);
+	for (i = 0; access(p, F_OK) == 0; i++) {
+		if (f->timeout_s && i >= f->timeout_s) {
+			base_error("timed out waiting for the mount to write "
+				   "%s again",
+				   f->dir);
+			return -1;
+		}
+		if (hyd_status_query(f->cache, st) < 0 || !st->pid) {
+			base_error("the hydrator stopped before writing %s "
+				   "again",
+				   f->dir);
+			return -1;
+		}
+		sleep(POLL_S);
+	}
+	r = wait_landed(f, st);
+	if (r == 0)
+		r = check(f);
+	if (r == 0)
+		return 0;
+	if (r > 0)
+		base_error("%s still differs from the mount's generation: not "
+			   "finished",
+			   f->dir);
+	return -1;
 }
 
 static int detach(const struct finish *f)
@@ -370,8 +413,18 @@ int ferry_cmd_finish(int argc, char **argv)
 	}
 	if (live && wait_landed(&f, &st) < 0)
 		return 1;
-	if (check(&f) < 0)
+	r = check(&f);
+	/* written over since it landed: landed again while mounted */
+	if (r > 0 && live)
+		r = reland(&f, &st);
+	if (r != 0) {
+		if (r > 0)
+			base_error("%s differs from the generation it was to "
+				   "hold, and the mount is gone: mount it with "
+				   "--into again",
+				   f.dir);
 		return 1;
+	}
 	if (live) {
 		char flag[PATH_MAX + 32], text[64];
 		int n = snprintf(text, sizeof(text), "generation=%" PRIu64 "\n",

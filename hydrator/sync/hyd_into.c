@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "catalog/base/base.h"
 #include "hydrator/sync/hyd_sync_priv.h"
@@ -141,6 +142,24 @@ static int land(hyd_into *in, const struct hyd_into_gen *g,
 	return r;
 }
 
+/* `ferry finish` found DIR differs from the generation it holds (someone
+ * wrote there): CACHEDIR/HYD_INTO_RELAND asks for one more pass. */
+static int reland_asked(hyd_into *in)
+{
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/" HYD_INTO_RELAND, in->cache);
+	return access(p, F_OK) == 0;
+}
+
+static void reland_done(hyd_into *in)
+{
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/" HYD_INTO_RELAND, in->cache);
+	(void)unlink(p);
+}
+
 static int stopping(hyd_into *in)
 {
 	return __atomic_load_n(&in->stop, __ATOMIC_RELAXED);
@@ -193,7 +212,7 @@ static void *into_main(void *arg)
 			pause_ns(in, POLL_NS);
 			continue;
 		}
-		if (g.generation == landed) {
+		if (g.generation == landed && !reland_asked(in)) {
 			in->c.release(in->c.arg, &g);
 			pause_ns(in, POLL_NS);
 			continue;
@@ -227,6 +246,7 @@ static void *into_main(void *arg)
 		if (r == 0)
 			r = state_write(in, g.generation);
 		if (r == 0) {
+			reland_done(in);
 			landed = g.generation;
 			set_state(in, HYD_INTO_LANDED, landed, &res, "");
 			base_info("--into: landed generation=%" PRIu64

@@ -7,7 +7,8 @@
 # first landing resumes into the same DIR to an exact tree. A generation
 # switch updates DIR as sync --delete would (a changed file written
 # beside and renamed in: a process holding the old one keeps its bytes,
-# as does one holding it on the mount). `ferry finish` then checks DIR,
+# as does one holding it on the mount). `ferry finish` then checks DIR
+# (a DIR written over since it landed is named and landed again),
 # detaches the mount lazily (a process holding a file open on it reads on
 # and the hydrator exits 0 once it closes it) and binds DIR at the
 # mountpoint; the hydrator drops its store's files when it exits (DIR
@@ -82,8 +83,16 @@ ok "generation 2: DIR equals the source (one file changed, one deleted, one new)
 exec 9<"$M/bulk/b2"
 head -c 4096 <&9 >/dev/null
 pid=$(cat "$T/cache/hydrator.pid")
+# someone wrote into DIR after it landed: finish finds it and has the
+# mount write the generation again before it goes on
+echo 'not the source' >>"$D/bulk/b5"
+rm "$D/new.txt"
 FERRY_RUN_DIR="$T/run" FERRY_TEST_FINISH_STOP=1 "$FERRY" finish "$M" >"$T/fin1.out" 2>&1; rc=$?
 [ "$rc" = 1 ] && ! mountpoint -q "$M" || { cat "$T/fin1.out"; die "the finish stopped after its detach: exit $rc, or still mounted"; }
+grep -q 'bulk/b5' "$T/fin1.out" && grep -q 'new.txt' "$T/fin1.out" && grep -q 'writes the generation into' "$T/fin1.out" ||
+	{ cat "$T/fin1.out"; die "finish did not name what differed in DIR, or did not have it written again"; }
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$D" >"$T/cmp3.txt" ||
+	{ cat "$T/cmp3.txt"; die "DIR differs from the source after finish had it written again"; }
 FERRY_RUN_DIR="$T/run" "$FERRY" finish "$M" >"$T/fin2.out" 2>&1 || { cat "$T/fin2.out"; die "finish, run again, failed"; }
 [ "$(stat -c %d:%i "$M")" = "$(stat -c %d:%i "$D")" ] || die "MOUNTPOINT does not show DIR after finish"
 cmp "$S/bulk/b3" "$M/bulk/b3" || die "a file through the bind differs"
@@ -97,7 +106,7 @@ e2e_gone "$pid" 30 || die "the hydrator did not exit after the last file closed"
 	{ ls -la "$T/cache" "$T/cache/volumes"; die "the store was not dropped at the hydrator's exit after finish"; }
 FERRY_RUN_DIR="$T/run" "$FERRY" finish "$M" >"$T/fin3.out" 2>&1 && grep -q 'already finished' "$T/fin3.out" ||
 	{ cat "$T/fin3.out"; die "a third finish does not say it is done"; }
-ok "finish (stopped after its detach, run again): DIR bound at the mountpoint, a reader of the old mount read on, the hydrator exited 0 after it; again: already finished"
+ok "finish (DIR written over: named, landed again; stopped after its detach, run again): DIR bound at the mountpoint, a reader of the old mount read on, the hydrator exited 0 after it; again: already finished"
 
 umount "$M" || die "cannot unmount the bind"
 M2="$T/mnt2"
