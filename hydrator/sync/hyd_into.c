@@ -218,12 +218,15 @@ static void *into_main(void *arg)
 			continue;
 		}
 		set_state(in, HYD_INTO_LANDING, g.generation, NULL, NULL);
-		base_info("--into: landing generation=%" PRIu64 " dir=%s",
-			  g.generation, in->dir);
-		if (g.generation != pass_gen) {
+		/* a new generation, or the same again (ferry finish asked) */
+		if (g.generation != pass_gen || g.generation == landed) {
 			pass_gen = g.generation;
 			t0 = base_now_ns();
 			passes = 0;
+			landed = g.generation == landed ? 0 : landed;
+			base_info("--into: landing generation=%" PRIu64
+				  " dir=%s",
+				  g.generation, in->dir);
 		}
 		r = land(in, &g, &res, &deferred);
 		in->c.release(in->c.arg, &g);
