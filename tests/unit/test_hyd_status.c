@@ -1161,6 +1161,50 @@ static void test_query_garbage_falls_back(void **state)
 	free(huge);
 }
 
+/* CACHEDIR/into.state (ferry-hydrator --into): read back as written, a
+ * damaged one refused, and the status from the cache says whether DIR
+ * holds the generation the cache serves. */
+static void test_into_state(void **state)
+{
+	struct fx *fx = *state;
+	static const char *const bad[] = {
+	    "dir=/data\n",				    /* no generation */
+	    "generation=3\n",				    /* no dir */
+	    "dir=relative\ngeneration=3\n",		    /* not absolute */
+	    "dir=/data\ngeneration=3x\n",		    /* not a number */
+	    "dir=/data\ngeneration=-1\n",		    /* negative */
+	    "dir=/data\ngeneration=99999999999999999999\n", /* too big */
+	};
+	struct hyd_status st;
+	char dir[64];
+	uint64_t gen = 0;
+
+	assert_int_equal(hyd_into_state_read(fx->dir, dir, sizeof(dir), &gen),
+			 -ENOENT);
+	write_file(fx->dir, HYD_INTO_STATE, "dir=/data/copy\ngeneration=1\n");
+	assert_int_equal(hyd_into_state_read(fx->dir, dir, sizeof(dir), &gen),
+			 0);
+	assert_string_equal(dir, "/data/copy");
+	assert_int_equal(gen, 1);
+	/* a DIR longer than the caller's room is not cut: refused */
+	assert_int_equal(hyd_into_state_read(fx->dir, dir, 5, &gen), -EINVAL);
+	assert_int_equal(hyd_status_from_cache(fx->dir, &st), 0);
+	assert_string_equal(st.into, "landed");
+	assert_string_equal(st.into_dir, "/data/copy");
+	assert_int_equal(st.into_generation, 1);
+	write_file(fx->dir, HYD_INTO_STATE, "dir=/data/copy\ngeneration=0\n");
+	assert_int_equal(hyd_status_from_cache(fx->dir, &st), 0);
+	assert_string_equal(st.into, "behind");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		write_file(fx->dir, HYD_INTO_STATE, bad[i]);
+		if (hyd_into_state_read(fx->dir, dir, sizeof(dir), &gen) !=
+		    -EINVAL)
+			fail_msg("accepted: %s", bad[i]);
+		assert_int_equal(hyd_status_from_cache(fx->dir, &st), 0);
+		assert_string_equal(st.into, "");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1182,6 +1226,7 @@ int main(void)
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_query_garbage_falls_back,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_into_state, setup, teardown),
 	};
 
 	/* A client that hangs up must not kill the test with SIGPIPE. */
