@@ -3,8 +3,9 @@
 # mount's generation into DIR as the plain tree while the mount serves;
 # DIR then equals the source in content and every kind of metadata the
 # odd tree has (modes, times, owners as root, symlinks, hard links,
-# xattrs, a fifo, a device, a sparse file). A kill -9 in the middle of the
-# first landing resumes into the same DIR to an exact tree. A generation
+# xattrs, a fifo, a device, a sparse file). After a kill -9 in the middle
+# of the first landing, a ferry sync into the same DIR writes none of the
+# files the mount landed, and a mount with --into again ends exact. A generation
 # switch updates DIR as sync --delete would (a changed file written
 # beside and renamed in: a process holding the old one keeps its bytes,
 # as does one holding it on the mount). `ferry finish` then checks DIR
@@ -54,12 +55,22 @@ kill -9 "$pid"
 e2e_gone "$pid" 10 || die "the hydrator outlived kill -9"
 fusermount3 -u "$M" 2>/dev/null || umount -l "$M"
 n_before=$(find "$D" | wc -l)
+# A sync into the same DIR (a cache of its own) moves nothing of what the
+# mount landed there: those files are taken as they are, checked by content.
+landed_reg=$(find "$D" -type f ! -name '.ferry-tmp.*' | wc -l)
+total_reg=$(find "$S" -type f | wc -l)
+"$FERRY" sync --stats --cache-dir "$T/c3" "$URL" "$D" >"$T/sync3.out" 2>&1 || { cat "$T/sync3.out"; die "ferry sync into the mount's DIR failed"; }
+written=$(sed -n 's/^Number of regular files written: //p' "$T/sync3.out")
+[ "$landed_reg" -gt 0 ] && [ -n "$written" ] && [ "$written" -le $((total_reg - landed_reg)) ] ||
+	{ cat "$T/sync3.out"; die "ferry sync wrote $written files into a DIR that held $landed_reg of $total_reg landed"; }
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$D" >"$T/cmp0.txt" ||
+	{ cat "$T/cmp0.txt"; die "DIR differs from the source after the sync"; }
 mount_hyd "$URL" "$M" --into "$D" --poll 1
 cmp "$S/changing.txt" "$M/changing.txt" || die "a read through the mount is not the source's"
 wait_status "$T/cache" into landed 120 || die "DIR did not land after the restart"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$D" >"$T/cmp1.txt" ||
 	{ cat "$T/cmp1.txt"; die "DIR differs from the source after a kill -9 and a resume"; }
-ok "kill -9 mid-landing ($n_before entries in DIR), remounted with --into: DIR equals the source ($(tail -n1 "$T/cmp1.txt"))"
+ok "kill -9 mid-landing ($n_before entries in DIR); a ferry sync into DIR wrote $written files, not the $landed_reg the mount had landed; remounted with --into: DIR equals the source ($(tail -n1 "$T/cmp1.txt"))"
 
 # A generation switch while a job holds the old file, on the mount and in DIR.
 exec 7<"$M/changing.txt" 8<"$D/changing.txt"
