@@ -397,8 +397,8 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 			 hyd_state_name(st->state), st->pid);
 	else
 		snprintf(lines[k++], 512,
-			 "state          %s (no hydrator running)",
-			 hyd_state_name(st->state));
+			 "state          %s (no hydrator running%s)",
+			 hyd_state_name(st->state), pf);
 	/* A string from the hydrator, safe on a terminal: control bytes
 	 * (escape sequences) are shown as \xNN, as in a log line. */
 	base_text_escape(text, sizeof(text),
