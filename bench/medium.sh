@@ -175,7 +175,7 @@ warm_tar() {
 # source tree, both from a dropped page cache: the disk's speed.
 into_run() {
 	local label=$1 run=$2 ns=$3 cache dir mnt=$MW/mnt w0 t0 t1 t2 pid full landed st n
-	local disk tree_alloc strict tar_s tar_b src_s src_b
+	local disk tree_alloc strict verdict tar_s tar_b src_s src_b
 	fresh_dir cache into-cache
 	fresh_dir dir into
 	mkdir -p "$mnt"
@@ -200,9 +200,10 @@ into_run() {
 	full=$(dt "$t0" "$t2")
 	MNT_ACTIVE=
 	for n in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	disk=$(du -s --block-size=1 "$dir" "$cache" | awk '{s += $1} END {print s}')
+	disk=$(du -s --block-size=1 "$dir" "$cache" | awk '{s += $1} END {printf "%d\n", s}')
 	tree_alloc=$(du -s --block-size=1 "$TREE" | awk '{print $1}')
 	if $TREECMP --content "$TREE" "$mnt" >"$MW/treecmp.out" 2>&1; then strict=true; else strict=false; fi
+	verdict=$($LIB compare "$MW/src/tree.manifest.json" "$mnt")
 	# both cold: settle would read the source tree back into memory
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
@@ -217,7 +218,7 @@ into_run() {
 	emit ferry_into "$label" "$run" full_s="$full" landed_s="$landed" \
 		wire_bytes="$(($(wire) - w0))" tree_bytes="$TREE_BYTES" disk_bytes="$disk" \
 		tree_alloc_bytes="$tree_alloc" tar_s="$tar_s" tar_bytes="$tar_b" \
-		src_tar_s="$src_s" src_tar_bytes="$src_b" strict_ok="$strict"
+		src_tar_s="$src_s" src_tar_bytes="$src_b" verdict="$verdict" strict_ok="$strict"
 	log "ferry mount --into@$label#$run landed=${landed}s finished=${full}s disk=$disk (tree $tree_alloc) tar=${tar_s}s (source ${src_s}s) strict=$strict"
 }
 

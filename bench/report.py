@@ -34,6 +34,11 @@ LOCAL_COLS = [("synced_s", "with sync s")]
 TAR_COLS = [("warm_s", "warm tar s"), ("warm_mbps", "warm MB/s"),
             ("hot_s", "hot tar s"), ("hot_mbps", "hot MB/s")]
 
+# Only in the --into row (bench/medium.sh): read by its targets.
+INTO_COLS = [("landed_s", "landed s"), ("disk_bytes", "disk bytes"),
+             ("tree_alloc_bytes", "tree allocated bytes"), ("tar_s", "tar of DIR s"),
+             ("src_tar_s", "tar of the source s")]
+
 # Only in the rows of many machines (bench/s3.sh, bench/cache.sh).
 REGION_COLS = [("get_mib_s", "GetObject MiB/s (boto3)"), ("curl_mib_s", "GetObject MiB/s (curl)"),
                ("cat_mib_s", "mount read MiB/s"), ("list_s", "ListObjectsV2 s"), ("ls_s", "ls s"),
@@ -108,7 +113,7 @@ def medians(runs):
     rows = {}
     for key, rs in runs.items():
         row = {"runs": len(rs)}
-        for k, _ in COLS + TAR_COLS + UPDATE_COLS + REGION_COLS + LOCAL_COLS:
+        for k, _ in COLS + TAR_COLS + UPDATE_COLS + REGION_COLS + LOCAL_COLS + INTO_COLS:
             vals = [r.get(k) for r in rs if r.get(k) is not None]
             if k == "correct":
                 row[k] = ",".join(sorted(set(str(v) for v in vals))) or None
