@@ -200,7 +200,7 @@ into_run() {
 	full=$(dt "$t0" "$t2")
 	MNT_ACTIVE=
 	for n in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	disk=$(du -s --block-size=1 "$dir" "$cache" | awk '{s += $1} END {printf "%d\n", s}')
+	disk=$(du -s --block-size=1 "$dir" "$cache" | awk '{s += $1} END {printf "%.0f\n", s}')
 	tree_alloc=$(du -s --block-size=1 "$TREE" | awk '{print $1}')
 	if $TREECMP --content "$TREE" "$mnt" >"$MW/treecmp.out" 2>&1; then strict=true; else strict=false; fi
 	verdict=$($LIB compare "$MW/src/tree.manifest.json" "$mnt")
