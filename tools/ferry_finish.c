@@ -321,7 +321,7 @@ static int detach(const struct finish *f)
 	return 0;
 }
 
-static int bind(const struct finish *f)
+static int bind_dir(const struct finish *f)
 {
 	if (geteuid() != 0) {
 		base_error("the mount is detached; binding DIR needs root: "
@@ -448,7 +448,7 @@ int ferry_cmd_finish(int argc, char **argv)
 		if (getenv("FERRY_TEST_FINISH_STOP"))
 			return 1;
 	}
-	if (bind(&f) < 0)
+	if (bind_dir(&f) < 0)
 		return 1;
 	/* the note stays: a finish run again says it is done */
 	if (!f.quiet)

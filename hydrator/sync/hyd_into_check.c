@@ -26,8 +26,6 @@ static void item(void *arg, const char *code, const char *path,
 	struct diffs *d = arg;
 
 	(void)attrs;
-	/* the root's own line when only its time would be set: not a
-	 * difference of content (DIR's mtime moves as it is written) */
 	d->n++;
 	base_warn("--into DIR differs: %s %s%s", code, path, extra);
 }

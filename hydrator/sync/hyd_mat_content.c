@@ -206,6 +206,24 @@ static int u64_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+int hyd_sync__fetch_chunk(struct hyd_fetch *f, const struct cat_chunk *c,
+			  uint64_t timeout_ns, uint8_t *out)
+{
+	struct hyd_flight *fl = NULL;
+	uint64_t deadline = base_now_ns() + timeout_ns;
+	int r;
+
+	r = hyd_fetch_submit(f, &c->id, c->len, HYD_PRIO_DEMAND, deadline, &fl);
+	if (r >= 0)
+		r = hyd_fetch_wait(f, fl, deadline + WAIT_SLACK_NS);
+	if (r >= 0 && fl->raw_len != c->len)
+		r = -EBADMSG;
+	if (r >= 0)
+		memcpy(out, fl->raw, c->len);
+	hyd_fetch_release(f, fl);
+	return r < 0 ? r : 0;
+}
+
 int hyd_mat__waiting(const struct hyd_mat *m)
 {
 	return __atomic_load_n(&m->hydrating, __ATOMIC_ACQUIRE) ||
@@ -245,9 +263,7 @@ static int chunk_get(struct walk *w, uint64_t ino, const struct cat_chunk *c,
 {
 	const struct hyd_sync_dead *dead;
 	struct hyd_sync_dead key;
-	struct hyd_flight *fl = NULL;
 	size_t got = 0;
-	uint64_t deadline;
 	int r;
 
 	if (w->buf_valid && !memcmp(&w->buf_id, &c->id, sizeof(c->id)))
@@ -312,16 +328,7 @@ static int chunk_get(struct walk *w, uint64_t ino, const struct cat_chunk *c,
 				    : "cannot read a chunk from the store";
 		return r;
 	}
-	deadline = base_now_ns() + w->m->timeout_ns;
-	r = hyd_fetch_submit(w->m->fetch, &c->id, c->len, HYD_PRIO_DEMAND,
-			     deadline, &fl);
-	if (r >= 0)
-		r = hyd_fetch_wait(w->m->fetch, fl, deadline + WAIT_SLACK_NS);
-	if (r >= 0 && fl->raw_len != c->len)
-		r = -EBADMSG;
-	if (r >= 0)
-		memcpy(w->buf, fl->raw, c->len);
-	hyd_fetch_release(w->m->fetch, fl);
+	r = hyd_sync__fetch_chunk(w->m->fetch, c, w->m->timeout_ns, w->buf);
 	if (r < 0) {
 		*why = "cannot fetch a chunk";
 		return r;

@@ -999,8 +999,8 @@ static int start_fetch(struct sync *s)
 	return r;
 }
 
-/* The manifest fetcher and thread, for manifests not local yet. */
-static int start_manifests(struct sync *s)
+/* A manifest fetcher of the run's server and overlay. */
+static int manifest_new(const struct sync *s, hyd_manifest **ret)
 {
 	struct hyd_manifest_config mc = {
 	    .base_url = s->op.base,
@@ -1008,9 +1008,16 @@ static int start_manifests(struct sync *s)
 	    .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
 	    .creds = s->o->creds,
 	};
+
+	return hyd_manifest_new(&mc, ret);
+}
+
+/* The manifest fetcher and thread, for manifests not local yet. */
+static int start_manifests(struct sync *s)
+{
 	int r;
 
-	r = hyd_manifest_new(&mc, &s->manifest);
+	r = manifest_new(s, &s->manifest);
 	if (r == 0)
 		r = hyd_open_reader(&s->op, &s->cat_new);
 	if (r == 0)
@@ -1202,12 +1209,6 @@ static int single_file(struct sync *s)
  * own manifest fetcher (the run's starts later). */
 static int select_walk(struct sync *s)
 {
-	struct hyd_manifest_config mc = {
-	    .base_url = s->op.base,
-	    .ov = s->op.ov,
-	    .connect_timeout_ms = CONNECT_TIMEOUT_S * 1000,
-	    .creds = s->o->creds,
-	};
 	struct hyd_sync_merge mg = {
 	    .f = s->o->filter,
 	    .cat = s->op.cat,
@@ -1222,7 +1223,7 @@ static int select_walk(struct sync *s)
 
 	if (merging) {
 		hyd_filter_merge_reset(s->o->filter);
-		if (mg.pending && s->fetch && hyd_manifest_new(&mc, &man) == 0)
+		if (mg.pending && s->fetch && manifest_new(s, &man) == 0)
 			mg.manifest = man;
 	}
 	r = hyd_sync__select(s->op.cat, s->root_ino, s->root_name, s->o->filter,

@@ -20,7 +20,6 @@
 #include "hydrator/sync/hyd_sync_priv.h"
 
 #define RANGE_ROWS 16
-#define WAIT_SLACK_NS 2000000000ull
 
 /* Make ino's chunk rows readable. 0 or -errno with *why. */
 static int manifest(struct hyd_sync_merge *mg, uint64_t ino, const char **why)
@@ -59,8 +58,6 @@ static int manifest(struct hyd_sync_merge *mg, uint64_t ino, const char **why)
 static int chunk(struct hyd_sync_merge *mg, const struct cat_chunk *c,
 		 uint8_t *out, uint8_t *buf, const char **why)
 {
-	struct hyd_flight *fl = NULL;
-	uint64_t deadline;
 	size_t got = 0;
 	int r;
 
@@ -81,16 +78,7 @@ static int chunk(struct hyd_sync_merge *mg, const struct cat_chunk *c,
 		*why = "a chunk is not stored and the server cannot be reached";
 		return -EAGAIN;
 	}
-	deadline = base_now_ns() + mg->timeout_ns;
-	r = hyd_fetch_submit(mg->fetch, &c->id, c->len, HYD_PRIO_DEMAND,
-			     deadline, &fl);
-	if (r >= 0)
-		r = hyd_fetch_wait(mg->fetch, fl, deadline + WAIT_SLACK_NS);
-	if (r >= 0 && fl->raw_len != c->len)
-		r = -EBADMSG;
-	if (r >= 0)
-		memcpy(out, fl->raw, c->len);
-	hyd_fetch_release(mg->fetch, fl);
+	r = hyd_sync__fetch_chunk(mg->fetch, c, mg->timeout_ns, out);
 	if (r < 0)
 		*why = "cannot fetch a chunk";
 	return r < 0 ? r : 0;

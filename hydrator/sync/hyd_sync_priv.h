@@ -241,6 +241,12 @@ struct hyd_mat {
 	int defer;
 	uint64_t deferred;
 };
+/* One chunk fetched now, at demand priority, within timeout_ns (plus a
+ * little slack for the fetcher's verdict): its verified bytes into out
+ * (c->len of room). 0 or -errno (-EBADMSG: not the catalog's length). */
+struct cat_chunk;
+int hyd_sync__fetch_chunk(struct hyd_fetch *f, const struct cat_chunk *c,
+			  uint64_t timeout_ns, uint8_t *out);
 /* Is a chunk the store lacks to be waited for (hydrating, or filling)? */
 int hyd_mat__waiting(const struct hyd_mat *m);
 /* Has the walk been told to stop? */
