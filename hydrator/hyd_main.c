@@ -1220,6 +1220,9 @@ static int serve(struct mount *m)
 	 * (each new one costs a round trip, and a TLS handshake). */
 	hyd_fetch_warm(m->fetch, HYD_FETCH_WARM_MAX);
 	prefetch_manifests(m);
+	/* --into first: what backfill fetches lands in DIR from the start */
+	if (hyd_main_into_start(&m->into) < 0)
+		return -1;
 	r = hyd_backfill_start(m->bf);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r, "cannot start backfill");
@@ -1230,8 +1233,6 @@ static int serve(struct mount *m)
 		base_log_err(BASE_LOG_ERROR, r, "cannot start following");
 		return -1;
 	}
-	if (hyd_main_into_start(&m->into) < 0)
-		return -1;
 	/* Status without a control socket still works (from the cache), so
 	 * a failure here is a warning. */
 	r = hyd_control_start(m->op.cache, live_status, gc_now, m, &m->ctl);

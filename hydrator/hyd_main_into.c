@@ -119,8 +119,8 @@ static void drop(const char *dir, const char *name, uint64_t *freed)
 
 void hyd_main_into_drop_store(const char *cache)
 {
-	char flag[4200], vols[4200];
-	uint64_t freed = 0;
+	char flag[4200], vols[4200], dir[4096];
+	uint64_t freed = 0, gen = 0;
 	struct dirent *e;
 	DIR *d;
 
@@ -132,6 +132,10 @@ void hyd_main_into_drop_store(const char *cache)
 	drop(cache, "state.db", &freed);
 	drop(cache, "state.db-wal", &freed);
 	drop(cache, "state.db-shm", &freed);
+	/* and the record of what was placed in DIR (the parts are gone
+	 * once a generation landed whole) */
+	if (hyd_into_state_read(cache, dir, sizeof(dir), &gen) == 0)
+		hyd_place_drop(cache, dir);
 	snprintf(vols, sizeof(vols), "%s/volumes", cache);
 	d = opendir(vols);
 	while (d && (e = readdir(d)))

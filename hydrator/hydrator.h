@@ -437,6 +437,14 @@ int hyd_into_state_read(const char *cache_dir, char *dir, size_t cap,
  * the landing writes that generation again, then removes it. */
 #define HYD_INTO_RELAND "into.reland"
 
+/* --into's placement (hyd_place.c): the record of the chunks written
+ * straight into DIR's files, in the cache directory, and DIR's directory
+ * of files being filled (gone once a generation lands whole). */
+#define HYD_PLACE_DB "into.db"
+#define HYD_PLACE_PARTS ".ferry-into"
+/* After `ferry finish`: remove both (DIR holds the tree). 0. */
+int hyd_place_drop(const char *cache_dir, const char *dir);
+
 typedef struct hyd_into hyd_into;
 struct hyd_manifest;
 struct hyd_fetch;

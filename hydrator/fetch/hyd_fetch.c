@@ -373,14 +373,16 @@ int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
 		p->f = f;
 		p->fl = fl;
 		__atomic_fetch_add(&f->store_pending, 1, __ATOMIC_RELAXED);
-		r = hyd_store_put_async(f->store, &fl->id, frame, frame_len,
-					stored_cb, p);
+		/* the flight keeps raw until it ends, after the put */
+		r = hyd_store_put_raw_async(f->store, &fl->id, frame,
+					    frame_len, raw, n, stored_cb, p);
 		if (r == 0)
 			return HYD_LAND_STORING;
 		__atomic_fetch_sub(&f->store_pending, 1, __ATOMIC_RELAXED);
 		free(p);
 	} else {
-		r = hyd_store_put(f->store, &fl->id, frame, frame_len);
+		r = hyd_store_put_raw(f->store, &fl->id, frame, frame_len, raw,
+				      n);
 	}
 	store_outcome(f, fl, r);
 	return 0;

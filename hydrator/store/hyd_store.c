@@ -570,6 +570,7 @@ int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
 	for (i = 0; i < HYD_FD_CACHE; i++)
 		s->fds[i].fd = -1;
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_rwlock_init(&s->place_lk, NULL);
 	pthread_mutex_init(&s->wmu, NULL);
 	r = hyd_store__put_init(s);
 	if (r < 0) {
@@ -651,6 +652,7 @@ void hyd_store_close(hyd_store *s)
 		close(s->lock_fd);
 	pthread_mutex_destroy(&s->mu);
 	pthread_mutex_destroy(&s->wmu);
+	pthread_rwlock_destroy(&s->place_lk);
 	free(s->dir);
 	free(s);
 }
@@ -747,7 +749,7 @@ int hyd_store_has(hyd_store *s, const chunk_id *id)
 	pthread_mutex_lock(&s->mu);
 	r = hyd_store__find_locked(s, id, NULL);
 	pthread_mutex_unlock(&s->mu);
-	return r;
+	return r == 0 ? hyd_store__placed_has(s, id) : r;
 }
 
 /* A read fd on volume vol, from the cache when possible. *ret_slot is -1 when
@@ -1023,7 +1025,8 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 	pthread_mutex_lock(&s->mu);
 	r = hyd_store__find_locked(s, id, &loc);
 	if (r == 0) {
-		r = -ENOENT;
+		pthread_mutex_unlock(&s->mu);
+		return hyd_store__placed_get(s, id, out, cap, ret_len);
 	} else if (r > 0 && loc.raw_len > cap) {
 		r = -ENOBUFS;
 	} else if (r > 0) {

@@ -124,6 +124,34 @@ int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
 /* ret: hydrator.h's result (by_daemon is left 0). */
 int hyd_store_gc(hyd_store *s, struct hyd_gc_result *ret);
 
+/* Placement (a mount's --into, hydrator/sync/hyd_place.c): chunks that
+ * land as plain bytes in files outside the store. With a placer set,
+ * hyd_store_put_raw_async offers it a chunk's verified bytes first, and
+ * hyd_store_has and hyd_store_get ask it about an id the index lacks. */
+struct hyd_store_placer {
+	/* raw is id's verified bytes: 1 when written where they are wanted
+	 * (cb(cb_arg, rc) follows once they are durable and recorded),
+	 * 2 when already placed there (no cb), 0 when not wanted, -errno */
+	int (*place)(void *arg, const chunk_id *id, const void *raw,
+		     size_t len, hyd_store_put_cb cb, void *cb_arg);
+	int (*has)(void *arg, const chunk_id *id); /* as hyd_store_has */
+	int (*get)(void *arg, const chunk_id *id, void *out, size_t cap,
+		   size_t *ret_len); /* as hyd_store_get */
+	void *arg;
+};
+/* Set (p copied) or clear (p NULL) the placer. Clearing waits for the
+ * calls into it in progress; their callbacks are the placer's to make. */
+void hyd_store_set_placer(hyd_store *s, const struct hyd_store_placer *p);
+/* hyd_store_put_async with the frame's verified raw bytes too: a placer
+ * that wants them takes them instead of the store (same returns). */
+int hyd_store_put_raw_async(hyd_store *s, const chunk_id *id,
+			    const void *frame, size_t frame_len,
+			    const void *raw, size_t raw_len,
+			    hyd_store_put_cb cb, void *arg);
+/* The same, waiting (hyd_store_put's returns). */
+int hyd_store_put_raw(hyd_store *s, const chunk_id *id, const void *frame,
+		      size_t frame_len, const void *raw, size_t raw_len);
+
 /* The meta key backfill sets once the store holds every chunk of a
  * catalog (its value names the catalog and its totals), so a mount of a
  * complete cache skips the census. Dropping any row deletes it. */

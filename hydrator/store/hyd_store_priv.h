@@ -99,8 +99,18 @@ struct hyd_store {
 	struct hyd_retired_fd *retired;
 	size_t n_retired, cap_retired;
 	unsigned sync_delay_ms; /* test hook: FERRY_STORE_SYNC_DELAY_MS */
+	/* hyd_store_place.c: read-held around calls into the placer */
+	pthread_rwlock_t place_lk;
+	struct hyd_store_placer placer;
+	int has_placer;
 	int gcv_ready;
 };
+
+/* hyd_store_place.c: the placer's answer for an id the index lacks
+ * (as hyd_store_has / hyd_store_get; 0 and -ENOENT without a placer). */
+int hyd_store__placed_has(hyd_store *s, const chunk_id *id);
+int hyd_store__placed_get(hyd_store *s, const chunk_id *id, void *out,
+			  size_t cap, size_t *ret_len);
 
 /* hyd_store.c */
 int hyd_store__vol_name(uint32_t vol, char *buf, size_t cap);

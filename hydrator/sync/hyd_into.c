@@ -22,6 +22,7 @@
  * leaves files of the last pass whose record was not committed: the next pass
  * checks them by content, chunk by chunk, and rewrites what does not match.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -49,6 +50,8 @@ struct hyd_into {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct hyd_into_stats st; /* under mu */
+	hyd_place *place;	  /* NULL: chunks land in the store only */
+	hyd_filter *keep;	  /* --delete spares the placer's parts */
 };
 
 static void set_state(hyd_into *in, enum hyd_into_state s, uint64_t gen,
@@ -131,6 +134,11 @@ static int land(hyd_into *in, const struct hyd_into_gen *g,
 	m.fill_arg = in->c.arg;
 	m.stop = &in->stop;
 	m.defer = 1;
+	m.filter = in->keep;
+	m.place = in->place;
+	if (in->place &&
+	    hyd_place_gen(in->place, g->generation, g->catpath, g->ovpath) < 0)
+		m.place = NULL; /* written from the store, as without it */
 	r = hyd_sync__materialize(&m);
 	*ret_deferred = m.deferred;
 	hyd_sync__unsafe_free(&unsafe);
@@ -183,10 +191,72 @@ static void pause_ns(hyd_into *in, uint64_t ns)
 	pthread_mutex_unlock(&in->mu);
 }
 
+/* After a generation landed: the placer forgets the numbers no catalog
+ * of the cache names any more (the store's collection does the same for
+ * its chunks). */
+static void prune(hyd_into *in)
+{
+	char dir[4200], *paths[8];
+	const char *cp[8];
+	struct dirent *e;
+	size_t n = 0, i;
+	int over = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/catalogs", in->cache);
+	d = opendir(dir);
+	while (d && (e = readdir(d))) {
+		size_t len = strlen(e->d_name), k = 0;
+
+		while (k < len && e->d_name[k] >= '0' && e->d_name[k] <= '9')
+			k++;
+		if (!k || strcmp(e->d_name + k, ".db"))
+			continue;
+		if (n == 8) {
+			over = 1;
+			break;
+		}
+		paths[n] = malloc(strlen(dir) + len + 2);
+		if (!paths[n])
+			break;
+		sprintf(paths[n], "%s/%s", dir, e->d_name);
+		cp[n] = paths[n];
+		n++;
+	}
+	if (d)
+		closedir(d);
+	if (!over && n)
+		(void)hyd_place_prune(in->place, cp, n);
+	for (i = 0; i < n; i++)
+		free(paths[i]);
+}
+
+/* The placer, hooked to the store: chunks fetched from now on land in
+ * DIR's files. Without it (its record cannot be opened) the landing
+ * writes DIR from the store. */
+static void place_start(hyd_into *in)
+{
+	struct hyd_store_placer hook;
+	int r;
+
+	in->keep = hyd_place_filter();
+	r = in->keep ? hyd_place_open(in->dir, in->cache, &in->place) : -ENOMEM;
+	if (r < 0) {
+		base_log_err(BASE_LOG_WARN, r,
+			     "--into: chunks are stored, then copied (no "
+			     "placement) dir=%s",
+			     in->dir);
+		return;
+	}
+	hyd_place_hook(in->place, &hook);
+	hyd_store_set_placer(in->c.store, &hook);
+}
+
 static void *into_main(void *arg)
 {
 	hyd_into *in = arg;
 	struct hyd_sync_result res;
+	struct hyd_place_stats ps;
 	struct hyd_into_gen g;
 	uint64_t landed, t0 = 0, pass_gen = 0, deferred = 0;
 	unsigned passes = 0;
@@ -250,13 +320,20 @@ static void *into_main(void *arg)
 			r = state_write(in, g.generation);
 		if (r == 0) {
 			reland_done(in);
+			if (in->place)
+				prune(in);
 			landed = g.generation;
 			set_state(in, HYD_INTO_LANDED, landed, &res, "");
+			memset(&ps, 0, sizeof(ps));
+			if (in->place)
+				hyd_place_stats(in->place, &ps);
 			base_info("--into: landed generation=%" PRIu64
 				  " dir=%s files=%" PRIu64 " passes=%u"
-				  " secs=%.1f",
+				  " secs=%.1f placed_bytes=%" PRIu64
+				  " adopted=%" PRIu64,
 				  landed, in->dir, res.files, passes,
-				  (double)(base_now_ns() - t0) / 1e9);
+				  (double)(base_now_ns() - t0) / 1e9, ps.bytes,
+				  ps.adopted);
 			continue;
 		}
 		snprintf(err, sizeof(err),
@@ -314,7 +391,10 @@ int hyd_into_new(const struct hyd_into_config *c, hyd_into **ret)
 
 int hyd_into_start(hyd_into *in)
 {
-	int r = -pthread_create(&in->th, NULL, into_main, in);
+	int r;
+
+	place_start(in);
+	r = -pthread_create(&in->th, NULL, into_main, in);
 
 	in->started = r == 0;
 	return r;
@@ -337,6 +417,12 @@ void hyd_into_free(hyd_into *in)
 	pthread_mutex_unlock(&in->mu);
 	if (in->started)
 		pthread_join(in->th, NULL);
+	/* puts from now on go to the store; what the placer holds is
+	 * recorded and its puts told */
+	if (in->place)
+		hyd_store_set_placer(in->c.store, NULL);
+	hyd_place_close(in->place);
+	hyd_filter_free(in->keep);
 	pthread_mutex_destroy(&in->mu);
 	pthread_cond_destroy(&in->cv);
 	free(in);

@@ -39,8 +39,11 @@ int hyd_into_check(const char *cache_dir, const char *dir, uint64_t *ret_diffs)
 	struct diffs d = {0};
 	struct hyd_mat m;
 	cat_reader *cat = NULL;
+	hyd_filter *keep = hyd_place_filter();
 	int r;
 
+	if (!keep)
+		return -ENOMEM;
 	r = hyd_cache_catalog_newest(cache_dir, catpath, sizeof(catpath), NULL);
 	if (r == 0)
 		r = cat_reader_open(catpath, &cat);
@@ -52,6 +55,7 @@ int hyd_into_check(const char *cache_dir, const char *dir, uint64_t *ret_diffs)
 		r = hyd_sync__unsafe_scan(catpath, &unsafe);
 	if (r < 0) {
 		cat_reader_close(cat);
+		hyd_filter_free(keep);
 		return r;
 	}
 	cat_reader_meta(cat, &meta);
@@ -64,6 +68,7 @@ int hyd_into_check(const char *cache_dir, const char *dir, uint64_t *ret_diffs)
 	m.res = &res;
 	m.pending = meta.pending;
 	m.delete_extra = 1;
+	m.filter = keep; /* the landing's files being filled */
 	m.dry_run = 1;
 	m.left_out = meta.left_out;
 	m.root_ino = CAT_ROOT_INO;
@@ -74,6 +79,7 @@ int hyd_into_check(const char *cache_dir, const char *dir, uint64_t *ret_diffs)
 	r = hyd_sync__materialize(&m);
 	hyd_sync__unsafe_free(&unsafe);
 	cat_reader_close(cat);
+	hyd_filter_free(keep);
 	if (r < 0)
 		return r;
 	*ret_diffs = d.n + res.failed;

@@ -468,6 +468,33 @@ static int link_seed(struct walk *w, int dirfd, const struct hyd_dirent_copy *e,
 	return r;
 }
 
+/* --into: ino's part, whole, renamed to a temp name beside its path (tmp)
+ * and opened (*ret_fd) for its metadata. 1, or 2 when the record's digest
+ * could not be made (the file is not recorded); 0 when not whole (the
+ * file is written as always). */
+static int adopt(struct walk *w, int dirfd, const struct hyd_dirent_copy *e,
+		 char *tmp, size_t cap, uint8_t *dg, int *ret_fd)
+{
+	int r;
+
+	if (!w->m->place || !e->in.size)
+		return 0;
+	tmp_name(tmp, cap, e->name, e->len);
+	r = hyd_place_adopt(w->m->place, e->in.ino, w->m->max_raw, dirfd, tmp);
+	if (r <= 0)
+		return 0;
+	*ret_fd = openat(dirfd, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (*ret_fd < 0) {
+		/* its record then points nowhere: fetched again */
+		(void)unlinkat(dirfd, tmp, 0);
+		return 0;
+	}
+	if (w->m->rec &&
+	    hyd_sync__manifest_digest(w->m->cat, e->in.ino, e->in.size, dg) < 0)
+		return 2;
+	return 1;
+}
+
 /* A regular file. Returns 1 when (re)written, 0 when left, -errno.
  * dirfd < 0: its directory is not in DEST (a dry run). */
 static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
@@ -477,7 +504,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	struct stat st;
 	uint8_t dg[HYD_SYNC_DIGEST_LEN];
 	int fd = -1, r, i, have, quick = 0, same = 0, matches = 0;
-	int digest_ok = 0, src = -1;
+	int digest_ok = 0, src = -1, adopted;
 	char seed[PATH_MAX];
 	enum hyd_mat_seed plan;
 
@@ -538,6 +565,10 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		r = w->m->dry_run ? 0 : meta_fd(w, fd, &e->in, &why);
 		if (r == 0 && digest_ok && fd >= 0 && fstat(fd, &st) == 0)
 			hyd_sync__rec_note(w->m->rec, &st, dg);
+		/* --into: what was placed of it is read here from now on */
+		if (r == 0 && w->m->place && !w->m->dry_run)
+			hyd_place_landed_file(w->m->place, e->in.ino,
+					      w->path.b);
 		if (fd >= 0)
 			close(fd);
 		if (r < 0)
@@ -584,7 +615,11 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		}
 		plan = HYD_MAT_SEED_COPY; /* another filesystem, say */
 	}
-	for (i = 0; i < TMP_TRIES; i++) {
+	/* --into: the bytes placed as they came are renamed in whole */
+	adopted = plan == HYD_MAT_SEED_NONE
+		      ? adopt(w, dirfd, e, tmp, sizeof(tmp), dg, &fd)
+		      : 0;
+	for (i = 0; !adopted && i < TMP_TRIES; i++) {
 		tmp_name(tmp, sizeof(tmp), e->name, e->len);
 		fd = openat(
 		    dirfd, tmp,
@@ -601,8 +636,9 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	}
 	/* The record's digest from the rows the copy reads anyway. */
 	w->src_fd = src;
-	r = hyd_mat__copy_chunks(w, fd, e->in.ino, e->in.size,
-				 w->m->rec ? dg : NULL, &why);
+	r = adopted ? 0
+		    : hyd_mat__copy_chunks(w, fd, e->in.ino, e->in.size,
+					   w->m->rec ? dg : NULL, &why);
 	w->src_fd = -1;
 	if (src >= 0) {
 		close(src);
@@ -620,8 +656,11 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		return r;
 	}
 	/* its stat after the rename, which moved its ctime */
-	if (w->m->rec && fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+	if (w->m->rec && adopted != 2 &&
+	    fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		hyd_sync__rec_note(w->m->rec, &st, dg);
+	if (w->m->place)
+		hyd_place_landed_file(w->m->place, e->in.ino, w->path.b);
 	w->m->res->files_written++;
 	w->m->res->bytes_written += e->in.size;
 	return 1;

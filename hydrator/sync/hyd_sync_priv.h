@@ -240,7 +240,56 @@ struct hyd_mat {
 	 * are waited for); deferred counts them. */
 	int defer;
 	uint64_t deferred;
+	/* --into's placement (NULL: none): a regular file whose part is
+	 * whole is renamed in instead of written, and every file written
+	 * is told to it */
+	struct hyd_place *place;
 };
+/* --into's placement (hyd_place.c): verified chunks written straight
+ * into DIR's files; see there. All functions are thread-safe. */
+typedef struct hyd_place hyd_place;
+struct hyd_place_stats {
+	uint64_t chunks;    /* placed (each once, however many places) */
+	uint64_t bytes;	    /* written into parts */
+	uint64_t flushes;   /* fdatasync-then-record rounds */
+	uint64_t reads;	    /* chunks read back for the store's gets */
+	uint64_t adopted;   /* parts renamed into their paths */
+	uint64_t forgotten; /* ranges dropped: gone or written over */
+	uint64_t pruned;    /* parts of numbers no catalog names */
+	uint64_t found;	    /* ranges found in landed files, checked */
+};
+int hyd_place_open(const char *dir, const char *cache_dir, hyd_place **ret);
+/* Records what waits (its callbacks told), then frees. NULL: no-op. */
+void hyd_place_close(hyd_place *p);
+/* The hooks for hyd_store_set_placer. */
+void hyd_place_hook(hyd_place *p, struct hyd_store_placer *ret);
+/* Want generation gen's chunks (its catalog at catpath, once per gen),
+ * and those of the manifests its overlay (ovpath; NULL or "": none yet)
+ * has learned. */
+int hyd_place_gen(hyd_place *p, uint64_t gen, const char *catpath,
+		  const char *ovpath);
+/* The placer's three (hyd_store.h). */
+int hyd_place_place(hyd_place *p, const chunk_id *id, const void *raw,
+		    size_t len, hyd_store_put_cb cb, void *cb_arg);
+int hyd_place_has(hyd_place *p, const chunk_id *id);
+int hyd_place_get(hyd_place *p, const chunk_id *id, void *out, size_t cap,
+		  size_t *ret_len);
+/* ino's part when every range is recorded and reads back right: renamed
+ * to dirfd/tmp, 1; 0 when not whole (or a range did not match: it is
+ * fetched again); -errno. */
+int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
+		    const char *tmp);
+/* ino is now DIR/relpath (written, adopted or found matching): its
+ * ranges are read there, and those not placed are read from it, checked
+ * against their ids and recorded (nothing fetches them again). */
+void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath);
+/* Forget the numbers none of the n catalogs names (at most 8). 0/-errno. */
+int hyd_place_prune(hyd_place *p, const char *const *catpaths, size_t n);
+void hyd_place_stats(hyd_place *p, struct hyd_place_stats *ret);
+/* --delete's protection of DIR's HYD_PLACE_PARTS, for the landing and
+ * its check. NULL: out of memory. */
+hyd_filter *hyd_place_filter(void);
+
 /* One chunk fetched now, at demand priority, within timeout_ns (plus a
  * little slack for the fetcher's verdict): its verified bytes into out
  * (c->len of room). 0 or -errno (-EBADMSG: not the catalog's length). */

@@ -57,19 +57,26 @@ fusermount3 -u "$M" 2>/dev/null || umount -l "$M"
 n_before=$(find "$D" | wc -l)
 # A sync into the same DIR (a cache of its own) moves nothing of what the
 # mount landed there: those files are taken as they are, checked by content.
-landed_reg=$(find "$D" -type f ! -name '.ferry-tmp.*' | wc -l)
+# (DIR/.ferry-into holds the files the mount was filling: not landed yet)
+landed_reg=$(find "$D" -path "$D/.ferry-into" -prune -o -type f ! -name '.ferry-tmp.*' -print | wc -l)
 total_reg=$(find "$S" -type f | wc -l)
 "$FERRY" sync --stats --cache-dir "$T/c3" "$URL" "$D" >"$T/sync3.out" 2>&1 || { cat "$T/sync3.out"; die "ferry sync into the mount's DIR failed"; }
 written=$(sed -n 's/^Number of regular files written: //p' "$T/sync3.out")
 [ "$landed_reg" -gt 0 ] && [ -n "$written" ] && [ "$written" -le $((total_reg - landed_reg)) ] ||
 	{ cat "$T/sync3.out"; die "ferry sync wrote $written files into a DIR that held $landed_reg of $total_reg landed"; }
-python3 "$E2E_LIB/treecmp.py" --content "$S" "$D" >"$T/cmp0.txt" ||
+python3 "$E2E_LIB/treecmp.py" --content --exclude .ferry-into --no-dir-times "$S" "$D" >"$T/cmp0.txt" ||
 	{ cat "$T/cmp0.txt"; die "DIR differs from the source after the sync"; }
 mount_hyd "$URL" "$M" --into "$D" --poll 1
 cmp "$S/changing.txt" "$M/changing.txt" || die "a read through the mount is not the source's"
 wait_status "$T/cache" into landed 120 || die "DIR did not land after the restart"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$D" >"$T/cmp1.txt" ||
 	{ cat "$T/cmp1.txt"; die "DIR differs from the source after a kill -9 and a resume"; }
+# The chunks landed in DIR's files as they came (the killed mount's
+# parts, the rest written by the sync), not in the store.
+stored=$(du -sb "$T/cache/volumes" | cut -f1)
+bulk=$(du -sb "$S/bulk" | cut -f1)
+[ "$stored" -lt $((bulk / 4)) ] || die "the store holds $stored bytes of a $bulk-byte bulk: chunks went to the store, not DIR"
+[ ! -e "$D/.ferry-into" ] || die "DIR/.ferry-into left after the landing"
 ok "kill -9 mid-landing ($n_before entries in DIR); a ferry sync into DIR wrote $written files, not the $landed_reg the mount had landed; remounted with --into: DIR equals the source ($(tail -n1 "$T/cmp1.txt"))"
 
 # A generation switch while a job holds the old file, on the mount and in DIR.
@@ -120,6 +127,26 @@ FERRY_RUN_DIR="$T/run" "$FERRY" finish "$M" >"$T/fin3.out" 2>&1 && grep -q 'alre
 ok "finish (DIR written over: named, landed again; stopped after its detach, run again): DIR bound at the mountpoint, a reader of the old mount read on, the hydrator exited 0 after it; again: already finished"
 
 umount "$M" || die "cannot unmount the bind"
+
+# A landing from scratch: whole files renamed in from their parts, the
+# store left nearly empty, DIR exact, no DIR/.ferry-into after it.
+M3="$T/mnt3"
+mkdir -p "$M3"
+"$HYD" -c "$T/c4" --into "$T/dir4" "$URL" "$M3" || die "a mount with --into failed"
+MOUNTS+=("$M3")
+wait_status "$T/c4" into landed 120 || die "DIR did not land"
+grep -q 'landed generation=2 .*adopted=[1-9]' "$T/c4/hydrator.log" ||
+	{ grep 'into' "$T/c4/hydrator.log"; die "no file landed by placement"; }
+stored=$(du -sb "$T/c4/volumes" | cut -f1)
+[ "$stored" -lt $((bulk / 4)) ] || die "the store holds $stored bytes of a $bulk-byte bulk after a landing"
+[ ! -e "$T/dir4/.ferry-into" ] || die "DIR/.ferry-into left after the landing"
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$T/dir4" >"$T/cmp4.txt" ||
+	{ cat "$T/cmp4.txt"; die "DIR differs from the source after a landing by placement"; }
+cmp "$S/bulk/b7" "$M3/bulk/b7" || die "a read of placed bytes through the mount differs"
+pid=$(cat "$T/c4/hydrator.pid")
+fusermount3 -u "$M3"
+e2e_gone "$pid" 30 || die "the hydrator did not exit"
+ok "a landing by placement: files renamed in whole, the store holds $stored bytes of $bulk, DIR equals the source"
 M2="$T/mnt2"
 mkdir -p "$M2"
 MOUNTS+=("$M2")
