@@ -374,8 +374,8 @@ int hyd_fetch__frame_land(hyd_fetch *f, struct hyd_flight *fl,
 		p->fl = fl;
 		__atomic_fetch_add(&f->store_pending, 1, __ATOMIC_RELAXED);
 		/* the flight keeps raw until it ends, after the put */
-		r = hyd_store_put_raw_async(f->store, &fl->id, frame,
-					    frame_len, raw, n, stored_cb, p);
+		r = hyd_store_put_raw_async(f->store, &fl->id, frame, frame_len,
+					    raw, n, stored_cb, p);
 		if (r == 0)
 			return HYD_LAND_STORING;
 		__atomic_fetch_sub(&f->store_pending, 1, __ATOMIC_RELAXED);

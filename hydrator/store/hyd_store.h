@@ -132,8 +132,8 @@ struct hyd_store_placer {
 	/* raw is id's verified bytes: 1 when written where they are wanted
 	 * (cb(cb_arg, rc) follows once they are durable and recorded),
 	 * 2 when already placed there (no cb), 0 when not wanted, -errno */
-	int (*place)(void *arg, const chunk_id *id, const void *raw,
-		     size_t len, hyd_store_put_cb cb, void *cb_arg);
+	int (*place)(void *arg, const chunk_id *id, const void *raw, size_t len,
+		     hyd_store_put_cb cb, void *cb_arg);
 	int (*has)(void *arg, const chunk_id *id); /* as hyd_store_has */
 	int (*get)(void *arg, const chunk_id *id, void *out, size_t cap,
 		   size_t *ret_len); /* as hyd_store_get */
@@ -144,9 +144,8 @@ struct hyd_store_placer {
 void hyd_store_set_placer(hyd_store *s, const struct hyd_store_placer *p);
 /* hyd_store_put_async with the frame's verified raw bytes too: a placer
  * that wants them takes them instead of the store (same returns). */
-int hyd_store_put_raw_async(hyd_store *s, const chunk_id *id,
-			    const void *frame, size_t frame_len,
-			    const void *raw, size_t raw_len,
+int hyd_store_put_raw_async(hyd_store *s, const chunk_id *id, const void *frame,
+			    size_t frame_len, const void *raw, size_t raw_len,
 			    hyd_store_put_cb cb, void *arg);
 /* The same, waiting (hyd_store_put's returns). */
 int hyd_store_put_raw(hyd_store *s, const chunk_id *id, const void *frame,
