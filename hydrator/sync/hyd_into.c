@@ -219,7 +219,8 @@ static void prune(hyd_into *in)
 		paths[n] = malloc(strlen(dir) + len + 2);
 		if (!paths[n])
 			break;
-		sprintf(paths[n], "%s/%s", dir, e->d_name);
+		snprintf(paths[n], strlen(dir) + len + 2, "%s/%s", dir,
+			 e->d_name);
 		cp[n] = paths[n];
 		n++;
 	}
