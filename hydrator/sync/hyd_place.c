@@ -32,6 +32,9 @@
  *                            learns them (looked for at most every
  *                            IMPORT_NS, when a chunk is wanted nowhere)
  * Its size grows with the tree's chunk rows, once (not per generation).
+ *
+ * Test hook: FERRY_PLACE_RECORD_DELAY_MS holds the flusher between a
+ * round's fdatasync and its record (a crash there is the case to test).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -89,9 +92,12 @@ struct hyd_place {
 	struct pcb *cbs;
 	size_t ncb, ccb;
 	int stop, started;
-	int ov_attached;      /* the current generation's overlay, as ov */
-	uint64_t ov_gen;      /* its generation */
-	char ov_path[4096];   /* "": none */
+	int ov_attached;    /* the current generation's overlay, as ov */
+	uint64_t ov_gen;    /* its generation */
+	char ov_path[4096]; /* "": none */
+	/* test hook FERRY_PLACE_RECORD_DELAY_MS: the flusher waits this
+	 * long between the data's fdatasync and its record */
+	unsigned record_delay_ms;
 	uint64_t last_import; /* base_now_ns */
 	pthread_t th;
 	struct hyd_place_stats st;
@@ -423,6 +429,8 @@ static void *flusher(void *arg)
 		for (i = 0; i < NFD; i++)
 			if (fds[i] >= 0 && fdatasync(fds[i]) < 0 && r == 0)
 				r = -errno;
+		if (r == 0 && p->record_delay_ms)
+			usleep(p->record_delay_ms * 1000u);
 		pthread_mutex_lock(&p->mu);
 		if (r == 0) {
 			rc = sqlite3_exec(p->db, "BEGIN", NULL, NULL, NULL);
@@ -965,6 +973,9 @@ int hyd_place_open(const char *dir, const char *cache_dir, hyd_place **ret)
 	if (!p)
 		return -ENOMEM;
 	snprintf(p->dir, sizeof(p->dir), "%s", dir);
+	if (getenv("FERRY_PLACE_RECORD_DELAY_MS"))
+		p->record_delay_ms = (unsigned)strtoul(
+		    getenv("FERRY_PLACE_RECORD_DELAY_MS"), NULL, 10);
 	for (i = 0; i < NFD; i++)
 		p->fds[i].fd = -1;
 	pthread_mutex_init(&p->mu, NULL);

@@ -1,0 +1,349 @@
+/*
+ * tests/unit/test_hyd_place.c — --into's placement (hydrator/sync/
+ * hyd_place.c) on a real SQLite record and real files: a chunk is written
+ * at every offset a file of the catalog has it, recorded only once durable,
+ * read back checked; a whole part is renamed in; bytes written over in DIR
+ * are refused and forgotten; and a crash between the data and its record
+ * leaves no record (the chunk is placed again), never a record of bytes
+ * that are not there.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hydrator/sync/hyd_sync_priv.h"
+#include "tests/unit/tsupport.h"
+
+#define LEN 4096
+#define INO_A 2
+#define INO_B 3
+
+/* A: c0 c1 z (all zero bytes, a real chunk); B: c1 c3. c1 repeats. */
+struct fx {
+	char dir[64], cache[96], into[96], cat[128];
+	uint8_t data[4][LEN]; /* c0, c1, z, c3 */
+	chunk_id id[4];
+	int cbs, cb_rc;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+};
+
+static void cb(void *arg, int rc)
+{
+	struct fx *fx = arg;
+
+	pthread_mutex_lock(&fx->mu);
+	fx->cbs++;
+	fx->cb_rc = rc;
+	pthread_cond_broadcast(&fx->cv);
+	pthread_mutex_unlock(&fx->mu);
+}
+
+static void wait_cbs(struct fx *fx, int n)
+{
+	pthread_mutex_lock(&fx->mu);
+	while (fx->cbs < n)
+		pthread_cond_wait(&fx->cv, &fx->mu);
+	pthread_mutex_unlock(&fx->mu);
+	assert_int_equal(fx->cb_rc, 0);
+}
+
+static void add_file(cat_writer *w, uint64_t ino, const char *name,
+		     const chunk_id *const *ids, int n)
+{
+	struct cat_inode in;
+
+	memset(&in, 0, sizeof(in));
+	in.ino = ino;
+	in.kind = CAT_REG;
+	in.mode = S_IFREG | 0644;
+	in.nlink = 1;
+	in.size = (uint64_t)n * LEN;
+	assert_int_equal(cat_writer_add_inode(w, &in, NULL, 0), 0);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(cat_writer_add_chunk(w, ino, (uint64_t)i * LEN,
+						      LEN, ids[i]),
+				 0);
+	(void)name;
+}
+
+static int setup(void **state)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+	uint64_t seed = 11;
+	cat_writer *w;
+
+	assert_non_null(fx);
+	pthread_mutex_init(&fx->mu, NULL);
+	pthread_cond_init(&fx->cv, NULL);
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/ferry-test-place-XXXXXX");
+	assert_non_null(mkdtemp(fx->dir));
+	snprintf(fx->cache, sizeof(fx->cache), "%s/cache", fx->dir);
+	snprintf(fx->into, sizeof(fx->into), "%s/into", fx->dir);
+	snprintf(fx->cat, sizeof(fx->cat), "%s/cat.db", fx->dir);
+	assert_int_equal(mkdir(fx->cache, 0700), 0);
+	assert_int_equal(mkdir(fx->into, 0755), 0);
+	for (int c = 0; c < 4; c++) {
+		for (int k = 0; k < LEN; k++)
+			fx->data[c][k] =
+			    c == 2 ? 0 : (uint8_t)(tsup_splitmix64(&seed) >> 7);
+		assert_int_equal(chunk_id_compute(fx->data[c], LEN, &fx->id[c]),
+				 0);
+	}
+	w = tsup_cat_begin(fx->cat);
+	{
+		const chunk_id *a[] = {&fx->id[0], &fx->id[1], &fx->id[2]};
+		const chunk_id *b[] = {&fx->id[1], &fx->id[3]};
+
+		add_file(w, INO_A, "a", a, 3);
+		add_file(w, INO_B, "b", b, 2);
+	}
+	assert_int_equal(cat_writer_add_dirent(w, CAT_ROOT_INO, "a", 1, INO_A),
+			 0);
+	assert_int_equal(cat_writer_add_dirent(w, CAT_ROOT_INO, "b", 1, INO_B),
+			 0);
+	assert_int_equal(cat_writer_commit(w), 0);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", fx->dir);
+	assert_int_equal(system(cmd), 0);
+	pthread_mutex_destroy(&fx->mu);
+	pthread_cond_destroy(&fx->cv);
+	free(fx);
+	return 0;
+}
+
+static hyd_place *open_place(struct fx *fx)
+{
+	hyd_place *p = NULL;
+
+	assert_int_equal(hyd_place_open(fx->into, fx->cache, &p), 0);
+	assert_int_equal(hyd_place_gen(p, 1, fx->cat, NULL), 0);
+	return p;
+}
+
+/* The bytes at off of DIR/name equal want (LEN of them). */
+static void file_has(struct fx *fx, const char *name, uint64_t off,
+		     const uint8_t *want)
+{
+	char path[256];
+	uint8_t buf[LEN];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", fx->into, name);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, buf, LEN, (off_t)off), LEN);
+	close(fd);
+	assert_memory_equal(buf, want, LEN);
+}
+
+static void test_place_everywhere(void **state)
+{
+	struct fx *fx = *state;
+	hyd_place *p = open_place(fx);
+	struct hyd_place_stats st;
+	uint8_t out[LEN];
+	chunk_id other;
+	size_t got = 0;
+	char part[64];
+
+	assert_int_equal(hyd_place_has(p, &fx->id[1]), 0);
+	assert_int_equal(hyd_place_get(p, &fx->id[1], out, LEN, &got), -ENOENT);
+	/* c1: written into both parts, at 4096 in A and 0 in B */
+	assert_int_equal(
+	    hyd_place_place(p, &fx->id[1], fx->data[1], LEN, cb, fx), 1);
+	wait_cbs(fx, 1);
+	assert_int_equal(hyd_place_has(p, &fx->id[1]), 1);
+	snprintf(part, sizeof(part), HYD_PLACE_PARTS "/%d", INO_A);
+	file_has(fx, part, LEN, fx->data[1]);
+	snprintf(part, sizeof(part), HYD_PLACE_PARTS "/%d", INO_B);
+	file_has(fx, part, 0, fx->data[1]);
+	assert_int_equal(hyd_place_get(p, &fx->id[1], out, LEN, &got), 0);
+	assert_int_equal(got, LEN);
+	assert_memory_equal(out, fx->data[1], LEN);
+	assert_int_equal(hyd_place_get(p, &fx->id[1], out, LEN - 1, &got),
+			 -ENOBUFS);
+	/* again: placed already, no callback */
+	assert_int_equal(
+	    hyd_place_place(p, &fx->id[1], fx->data[1], LEN, cb, fx), 2);
+	/* a chunk no file has: the store's */
+	memset(&other, 7, sizeof(other));
+	assert_int_equal(hyd_place_place(p, &other, fx->data[0], LEN, cb, fx),
+			 0);
+	/* the zero chunk: recorded, left a hole, read back as zeros */
+	assert_int_equal(
+	    hyd_place_place(p, &fx->id[2], fx->data[2], LEN, cb, fx), 1);
+	wait_cbs(fx, 2);
+	assert_int_equal(hyd_place_get(p, &fx->id[2], out, LEN, &got), 0);
+	assert_memory_equal(out, fx->data[2], LEN);
+	hyd_place_stats(p, &st);
+	assert_int_equal(st.chunks, 2);
+	assert_int_equal(st.bytes, 3 * LEN);
+	hyd_place_close(p);
+	/* the record survives a reopen */
+	p = open_place(fx);
+	assert_int_equal(hyd_place_has(p, &fx->id[1]), 1);
+	assert_int_equal(hyd_place_has(p, &fx->id[0]), 0);
+	hyd_place_close(p);
+}
+
+static void test_adopt_and_written_over(void **state)
+{
+	struct fx *fx = *state;
+	hyd_place *p = open_place(fx);
+	uint8_t out[LEN];
+	size_t got = 0;
+	int dfd = open(fx->into, O_RDONLY | O_DIRECTORY);
+	char path[256];
+	int fd;
+
+	assert_true(dfd >= 0);
+	for (int c = 0; c < 3; c++)
+		assert_int_equal(
+		    hyd_place_place(p, &fx->id[c], fx->data[c], LEN, cb, fx),
+		    1);
+	wait_cbs(fx, 3);
+	/* B lacks c3: not whole */
+	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp"), 0);
+	assert_int_equal(hyd_place_adopt(p, INO_A, LEN, dfd, "a.tmp"), 1);
+	assert_int_equal(renameat(dfd, "a.tmp", dfd, "a"), 0);
+	hyd_place_landed_file(p, INO_A, "a");
+	for (int c = 0; c < 3; c++)
+		file_has(fx, "a", (uint64_t)c * LEN, fx->data[c]);
+	/* read from DIR/a now, the part gone */
+	assert_int_equal(hyd_place_get(p, &fx->id[0], out, LEN, &got), 0);
+	assert_memory_equal(out, fx->data[0], LEN);
+	snprintf(path, sizeof(path), "%s/" HYD_PLACE_PARTS "/%d", fx->into,
+		 INO_A);
+	assert_int_equal(access(path, F_OK), -1);
+	/* someone writes over DIR/a: refused, forgotten, fetched again */
+	snprintf(path, sizeof(path), "%s/a", fx->into);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "x", 1, 10), 1);
+	close(fd);
+	assert_int_equal(hyd_place_get(p, &fx->id[0], out, LEN, &got),
+			 -EBADMSG);
+	assert_int_equal(hyd_place_has(p, &fx->id[0]), 0);
+	/* and the rest of it still reads */
+	assert_int_equal(hyd_place_get(p, &fx->id[2], out, LEN, &got), 0);
+	/* a part written over before it is whole: not adopted, the bad
+	 * range forgotten */
+	assert_int_equal(
+	    hyd_place_place(p, &fx->id[3], fx->data[3], LEN, cb, fx), 1);
+	wait_cbs(fx, 4);
+	snprintf(path, sizeof(path), "%s/" HYD_PLACE_PARTS "/%d", fx->into,
+		 INO_B);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "y", 1, LEN + 5), 1);
+	close(fd);
+	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp"), 0);
+	assert_int_equal(hyd_place_has(p, &fx->id[3]), 0);
+	assert_int_equal(
+	    hyd_place_place(p, &fx->id[3], fx->data[3], LEN, cb, fx), 1);
+	wait_cbs(fx, 5);
+	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp"), 1);
+	close(dfd);
+	hyd_place_close(p);
+}
+
+/* A file DIR holds already (the landing found it there): its ranges are
+ * read from it, checked against their ids, and recorded. */
+static void test_found_in_dir(void **state)
+{
+	struct fx *fx = *state;
+	hyd_place *p = open_place(fx);
+	struct hyd_place_stats st;
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/b", fx->into);
+	fd = open(path, O_WRONLY | O_CREAT, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, fx->data[1], LEN, 0), LEN);
+	/* its second chunk is not the catalog's: not recorded */
+	assert_int_equal(pwrite(fd, fx->data[0], LEN, LEN), LEN);
+	close(fd);
+	hyd_place_landed_file(p, INO_B, "b");
+	assert_int_equal(hyd_place_has(p, &fx->id[1]), 1);
+	assert_int_equal(hyd_place_has(p, &fx->id[3]), 0);
+	hyd_place_stats(p, &st);
+	assert_int_equal(st.found, 1);
+	hyd_place_close(p);
+}
+
+/* A crash after the data is written and before its record commits: the
+ * child dies while the flusher holds the rows (FERRY_PLACE_RECORD_DELAY_MS).
+ * Reopened, nothing is recorded: the chunk is wanted and placed again. */
+static void test_crash_between_data_and_record(void **state)
+{
+	struct fx *fx = *state;
+	hyd_place *p;
+	uint8_t out[LEN];
+	size_t got;
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("FERRY_PLACE_RECORD_DELAY_MS", "10000", 1);
+		if (hyd_place_open(fx->into, fx->cache, &p) < 0 ||
+		    hyd_place_gen(p, 1, fx->cat, NULL) < 0 ||
+		    hyd_place_place(p, &fx->id[3], fx->data[3], LEN, cb, fx) !=
+			1)
+			_exit(2);
+		usleep(300000); /* written and synced, not recorded */
+		kill(getpid(), SIGKILL);
+		_exit(3);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	p = open_place(fx);
+	assert_int_equal(hyd_place_has(p, &fx->id[3]), 0);
+	assert_int_equal(hyd_place_get(p, &fx->id[3], out, LEN, &got), -ENOENT);
+	assert_int_equal(
+	    hyd_place_place(p, &fx->id[3], fx->data[3], LEN, cb, fx), 1);
+	wait_cbs(fx, 1);
+	assert_int_equal(hyd_place_has(p, &fx->id[3]), 1);
+	assert_int_equal(hyd_place_get(p, &fx->id[3], out, LEN, &got), 0);
+	assert_memory_equal(out, fx->data[3], LEN);
+	hyd_place_close(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_place_everywhere, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_adopt_and_written_over, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_found_in_dir, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_crash_between_data_and_record,
+					    setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
