@@ -504,7 +504,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	struct stat st;
 	uint8_t dg[HYD_SYNC_DIGEST_LEN];
 	int fd = -1, r, i, have, quick = 0, same = 0, matches = 0;
-	int digest_ok = 0, src = -1, adopted;
+	int digest_ok = 0, src = -1, adopted, by_record = 0;
 	char seed[PATH_MAX];
 	enum hyd_mat_seed plan;
 
@@ -546,6 +546,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 							   e->in.size, dg) == 0;
 		/* recorded as written and unchanged since: no need to read */
 		matches = digest_ok && hyd_sync__rec_has(w->m->rec, &st, dg);
+		by_record = matches;
 		fd = openat(dirfd, e->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0 && !matches) {
 			hyd_mat__let_go(w); /* buf is scratch for the check */
@@ -565,8 +566,9 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		r = w->m->dry_run ? 0 : meta_fd(w, fd, &e->in, &why);
 		if (r == 0 && digest_ok && fd >= 0 && fstat(fd, &st) == 0)
 			hyd_sync__rec_note(w->m->rec, &st, dg);
-		/* --into: what was placed of it is read here from now on */
-		if (r == 0 && w->m->place && !w->m->dry_run)
+		/* --into: what was placed of it is read here from now on
+		 * (told when written; a file the record vouches for was) */
+		if (r == 0 && w->m->place && !w->m->dry_run && !by_record)
 			hyd_place_landed_file(w->m->place, e->in.ino,
 					      w->path.b);
 		if (fd >= 0)

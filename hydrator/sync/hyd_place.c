@@ -8,8 +8,9 @@
  * verified chunk the fetcher receives is written at every offset where a
  * registered generation has it (a chunk that repeats in the tree is fetched
  * once and written from memory to each place). The parts' data is
- * fdatasync()ed before the rows that record its ranges commit (one flusher
- * thread, for every placement waiting at once), so a recorded range always
+ * made durable (a syncfs of DIR's file system) before the rows that
+ * record its ranges commit (one flusher thread, for every placement
+ * waiting at once), so a recorded range always
  * rests on disk; a crash between the two loses only the record, and the
  * chunk is fetched again. A range row keeps the XXH3-64 of its bytes, and
  * every read checks it (as the store checks its frames): a range that no
@@ -34,7 +35,7 @@
  * Its size grows with the tree's chunk rows, once (not per generation).
  *
  * Test hook: FERRY_PLACE_RECORD_DELAY_MS holds the flusher between a
- * round's fdatasync and its record (a crash there is the case to test).
+ * round's sync and its record (a crash there is the case to test).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -69,7 +70,6 @@ struct pfd {
 struct pend {
 	uint64_t ino, off, xxh;
 	uint32_t len;
-	int slot;
 };
 
 struct pcb {
@@ -96,8 +96,9 @@ struct hyd_place {
 	uint64_t ov_gen;    /* its generation */
 	char ov_path[4096]; /* "": none */
 	/* test hook FERRY_PLACE_RECORD_DELAY_MS: the flusher waits this
-	 * long between the data's fdatasync and its record */
+	 * long between the data's sync and its record */
 	unsigned record_delay_ms;
+	unsigned warned;
 	uint64_t last_import; /* base_now_ns */
 	pthread_t th;
 	struct hyd_place_stats st;
@@ -351,16 +352,16 @@ again:
 			r = fd_get(p, ino, 1, &slot);
 		if (r == -ENOENT)
 			continue; /* landed already: nothing more goes in */
-		if (r == 0 && !zero) {
-			r = base_pwrite_all(p->fds[slot].fd, raw, len,
-					    (off_t)off);
-			if (r < 0)
-				p->fds[slot].refs--;
+		if (r == 0) {
+			if (!zero)
+				r = base_pwrite_all(p->fds[slot].fd, raw, len,
+						    (off_t)off);
+			p->fds[slot].refs--;
 		}
 		if (r < 0)
 			break;
 		p->pend[p->npend++] =
-		    (struct pend){ino, off, xxh, (uint32_t)len, slot};
+		    (struct pend){ino, off, xxh, (uint32_t)len};
 		placed++;
 	}
 	sqlite3_reset(p->st_want);
@@ -373,10 +374,10 @@ again:
 	}
 	if (r > 0 && r != SQLITE_DONE)
 		r = -EIO;
-	if (r < 0)
+	if (r < 0 && !p->warned++)
 		base_log_err(BASE_LOG_WARN, r,
 			     "--into: cannot place a chunk (the store keeps "
-			     "it) dir=%s",
+			     "it, and others like it; said once) dir=%s",
 			     p->dir);
 	if (placed) {
 		pthread_cond_broadcast(&p->cv);
@@ -403,7 +404,6 @@ static void *flusher(void *arg)
 	struct pend *pend;
 	struct pcb *cbs;
 	size_t npend, ncb, i, j;
-	int fds[NFD];
 	int r, rc;
 
 	pthread_mutex_lock(&p->mu);
@@ -420,15 +420,11 @@ static void *flusher(void *arg)
 		p->npend = p->cpend = 0;
 		p->cbs = NULL;
 		p->ncb = p->ccb = 0;
-		for (i = 0; i < NFD; i++)
-			fds[i] = -1;
-		for (i = 0; i < npend; i++)
-			fds[pend[i].slot] = p->fds[pend[i].slot].fd;
 		pthread_mutex_unlock(&p->mu);
-		r = 0;
-		for (i = 0; i < NFD; i++)
-			if (fds[i] >= 0 && fdatasync(fds[i]) < 0 && r == 0)
-				r = -errno;
+		/* One syncfs for every part the round wrote (thousands of
+		 * small files would cost a journal commit each with
+		 * fdatasync), closed ones too. */
+		r = npend && syncfs(p->dirfd) < 0 ? -errno : 0;
 		if (r == 0 && p->record_delay_ms)
 			usleep(p->record_delay_ms * 1000u);
 		pthread_mutex_lock(&p->mu);
@@ -458,8 +454,6 @@ static void *flusher(void *arg)
 					     NULL);
 			}
 		}
-		for (i = 0; i < npend; i++)
-			p->fds[pend[i].slot].refs--;
 		p->st.flushes++;
 		pthread_mutex_unlock(&p->mu);
 		if (r < 0)
@@ -722,10 +716,26 @@ static void fill_missing(hyd_place *p, uint64_t ino)
 
 void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath)
 {
+	int moved;
 	char name[64];
 	int rc;
 
 	pthread_mutex_lock(&p->mu);
+	/* every pass meets every landed file: a read when nothing moved */
+	sqlite3_bind_int64(p->st_part, 1, (sqlite3_int64)ino);
+	rc = sqlite3_step(p->st_part);
+	moved = rc == SQLITE_ROW &&
+		sqlite3_column_type(p->st_part, 1) == SQLITE_NULL;
+	sqlite3_reset(p->st_part);
+	if (rc != SQLITE_ROW) {
+		pthread_mutex_unlock(&p->mu);
+		return;
+	}
+	if (!moved) {
+		fill_missing(p, ino);
+		pthread_mutex_unlock(&p->mu);
+		return;
+	}
 	sqlite3_bind_blob(p->st_setpath, 1, relpath, (int)strlen(relpath) + 1,
 			  SQLITE_STATIC);
 	sqlite3_bind_int64(p->st_setpath, 2, (sqlite3_int64)ino);
