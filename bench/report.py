@@ -181,6 +181,10 @@ def medium_targets(rows, rate, add):
     add("medium %s: tar of DIR after ferry finish vs tar of the source tree" % rate,
         ratio(into.get("tar_s"), into.get("src_tar_s")), 1.1, "le",
         "both from a dropped page cache, on the same disk")
+    add("medium: warm tar of the mount with --into (landed) vs without (complete)",
+        ratio(get(lo, "ferry_tar", "warm_s"), into.get("warm_s")), 1.5, "ge",
+        "speed-up: warm tar of the plain mount (volumes in the page cache) / "
+        "warm tar of the --into mount once landed (DIR in the page cache)")
     warm = get(lo, "ferry_tar", "warm_mbps")
     add("medium loopback: warm tar of the complete mount, GB/s",
         warm / 1000 if warm is not None else None, 1.0, "ge",

@@ -72,6 +72,65 @@ struct pend {
 	uint32_t len;
 };
 
+/* The chunks of a flush round: written, not recorded yet. Their puts are
+ * answered at once (the fetcher goes on while the disk catches up), and
+ * has/get find them here until their rows commit. Open addressing; the
+ * hole id (never placed) marks a free slot. */
+#define IDSET_CAP (1u << 14)
+struct idslot {
+	chunk_id id;
+	uint64_t ino, off, xxh;
+	uint32_t len;
+};
+struct idset {
+	struct idslot *v; /* IDSET_CAP */
+	uint32_t n;
+};
+
+static struct idslot *idset_find(const struct idset *s, const chunk_id *id,
+				 int *found)
+{
+	uint32_t h;
+
+	memcpy(&h, id, sizeof(h));
+	for (uint32_t i = 0; i < IDSET_CAP; i++) {
+		struct idslot *e = &s->v[(h + i) & (IDSET_CAP - 1)];
+
+		if (chunk_id_is_hole(&e->id) ||
+		    !memcmp(&e->id, id, sizeof(*id))) {
+			*found = !chunk_id_is_hole(&e->id);
+			return e;
+		}
+	}
+	*found = 0;
+	return NULL;
+}
+
+/* 0 when id is in s (added now or before), -ENOSPC when s is half full. */
+static int idset_add(struct idset *s, const struct idslot *add)
+{
+	struct idslot *e;
+	int found;
+
+	if (s->n >= IDSET_CAP / 2)
+		return -ENOSPC;
+	e = idset_find(s, &add->id, &found);
+	if (!e)
+		return -ENOSPC;
+	if (!found) {
+		*e = *add;
+		s->n++;
+	}
+	return 0;
+}
+
+static void idset_clear(struct idset *s)
+{
+	if (s->n)
+		memset(s->v, 0, IDSET_CAP * sizeof(*s->v));
+	s->n = 0;
+}
+
 struct pcb {
 	hyd_store_put_cb cb;
 	void *arg;
@@ -99,9 +158,11 @@ struct hyd_place {
 	 * long between the data's sync and its record */
 	unsigned record_delay_ms;
 	unsigned warned;
+	int recheck;	      /* ranges recorded by an earlier run: read back */
 	uint64_t last_import; /* base_now_ns */
 	pthread_t th;
 	struct hyd_place_stats st;
+	struct idset cur, flushing; /* this round's chunks, and the last's */
 };
 
 static const char schema[] =
@@ -320,22 +381,47 @@ static int import_locked(hyd_place *p, int force)
 	return r < 0 ? r : n > 0;
 }
 
+/* id's slot when it was placed and awaits its record. Under mu. */
+static const struct idslot *pending_find(hyd_place *p, const chunk_id *id)
+{
+	const struct idslot *e;
+	int found;
+
+	e = idset_find(&p->cur, id, &found);
+	if (found)
+		return e;
+	e = idset_find(&p->flushing, id, &found);
+	return found ? e : NULL;
+}
+
+struct spot {
+	uint64_t ino, off;
+	int slot;
+};
+
 int hyd_place_place(hyd_place *p, const chunk_id *id, const void *raw,
 		    size_t len, hyd_store_put_cb cb, void *cb_arg)
 {
 	uint64_t xxh = XXH3_64bits(raw, len);
-	int zero = all_zero(raw, len), placed = 0, wanted = 0, slot, r = 0;
+	int zero = all_zero(raw, len), wanted = 0, slot, r = 0, wr = 0;
 	int done_all = 1, retried = 0;
+	struct spot one, *at = &one, *big = NULL;
+	size_t n = 0, cap = 1, placed = 0, i;
+	struct idslot first;
 
 	pthread_mutex_lock(&p->mu);
 	if (p->stop) {
 		pthread_mutex_unlock(&p->mu);
 		return 0;
 	}
+	if (pending_find(p, id)) {
+		pthread_mutex_unlock(&p->mu);
+		return 2;
+	}
+	/* where it goes, with an fd for each place (held) */
 again:
 	sqlite3_bind_blob(p->st_want, 1, id, sizeof(*id), SQLITE_STATIC);
-	while (placed < MAX_PLACES &&
-	       (r = sqlite3_step(p->st_want)) == SQLITE_ROW) {
+	while (n < MAX_PLACES && (r = sqlite3_step(p->st_want)) == SQLITE_ROW) {
 		uint64_t ino = (uint64_t)sqlite3_column_int64(p->st_want, 0);
 		uint64_t off = (uint64_t)sqlite3_column_int64(p->st_want, 1);
 		uint64_t wlen = (uint64_t)sqlite3_column_int64(p->st_want, 2);
@@ -346,23 +432,20 @@ again:
 			done_all = 0;
 		if (done || wlen != len)
 			continue;
-		r = grow((void **)&p->pend, &p->cpend, p->npend + 1,
-			 sizeof(*p->pend));
-		if (r == 0)
-			r = fd_get(p, ino, 1, &slot);
+		if (n == cap) {
+			r = grow((void **)&big, &cap, n + 1, sizeof(*big));
+			if (r < 0)
+				break;
+			if (at == &one)
+				big[0] = one;
+			at = big;
+		}
+		r = fd_get(p, ino, 1, &slot);
 		if (r == -ENOENT)
 			continue; /* landed already: nothing more goes in */
-		if (r == 0) {
-			if (!zero)
-				r = base_pwrite_all(p->fds[slot].fd, raw, len,
-						    (off_t)off);
-			p->fds[slot].refs--;
-		}
 		if (r < 0)
 			break;
-		p->pend[p->npend++] =
-		    (struct pend){ino, off, xxh, (uint32_t)len};
-		placed++;
+		at[n++] = (struct spot){ino, off, slot};
 	}
 	sqlite3_reset(p->st_want);
 	sqlite3_clear_bindings(p->st_want);
@@ -374,6 +457,28 @@ again:
 	}
 	if (r > 0 && r != SQLITE_DONE)
 		r = -EIO;
+	pthread_mutex_unlock(&p->mu);
+	/* the writes, without the lock: has() and get() go on meanwhile */
+	for (i = 0; i < n && wr == 0; i++)
+		if (!zero)
+			wr = base_pwrite_all(p->fds[at[i].slot].fd, raw, len,
+					     (off_t)at[i].off);
+	pthread_mutex_lock(&p->mu);
+	for (i = 0; i < n; i++) {
+		p->fds[at[i].slot].refs--;
+		if (wr < 0 || grow((void **)&p->pend, &p->cpend, p->npend + 1,
+				   sizeof(*p->pend)) < 0)
+			continue;
+		p->pend[p->npend++] =
+		    (struct pend){at[i].ino, at[i].off, xxh, (uint32_t)len};
+		if (!placed)
+			first = (struct idslot){*id, at[i].ino, at[i].off, xxh,
+						(uint32_t)len};
+		placed++;
+	}
+	free(big);
+	if (r >= 0 && wr < 0)
+		r = wr;
 	if (r < 0 && !p->warned++)
 		base_log_err(BASE_LOG_WARN, r,
 			     "--into: cannot place a chunk (the store keeps "
@@ -383,6 +488,11 @@ again:
 		pthread_cond_broadcast(&p->cv);
 		p->st.chunks++;
 		p->st.bytes += (uint64_t)placed * len;
+		/* answered now: found by has/get until its rows commit */
+		if (r >= 0 && idset_add(&p->cur, &first) == 0) {
+			pthread_mutex_unlock(&p->mu);
+			return 2;
+		}
 		if (r >= 0 && grow((void **)&p->cbs, &p->ccb, p->ncb + 1,
 				   sizeof(*p->cbs)) == 0) {
 			p->cbs[p->ncb++] = (struct pcb){cb, cb_arg};
@@ -404,6 +514,7 @@ static void *flusher(void *arg)
 	struct pend *pend;
 	struct pcb *cbs;
 	size_t npend, ncb, i, j;
+	struct idset t;
 	int r, rc;
 
 	pthread_mutex_lock(&p->mu);
@@ -412,6 +523,9 @@ static void *flusher(void *arg)
 			pthread_cond_wait(&p->cv, &p->mu);
 		if (!p->npend && !p->ncb)
 			break;
+		t = p->flushing;
+		p->flushing = p->cur;
+		p->cur = t;
 		pend = p->pend;
 		npend = p->npend;
 		cbs = p->cbs;
@@ -455,6 +569,8 @@ static void *flusher(void *arg)
 			}
 		}
 		p->st.flushes++;
+		idset_clear(&p->flushing);
+		pthread_cond_broadcast(&p->cv); /* for hyd_place_settle */
 		pthread_mutex_unlock(&p->mu);
 		if (r < 0)
 			base_log_err(BASE_LOG_WARN, r,
@@ -476,6 +592,10 @@ int hyd_place_has(hyd_place *p, const chunk_id *id)
 	int r;
 
 	pthread_mutex_lock(&p->mu);
+	if (pending_find(p, id)) {
+		pthread_mutex_unlock(&p->mu);
+		return 1;
+	}
 	sqlite3_bind_blob(p->st_find, 1, id, sizeof(*id), SQLITE_STATIC);
 	r = sqlite3_step(p->st_find);
 	sqlite3_reset(p->st_find);
@@ -486,11 +606,20 @@ int hyd_place_has(hyd_place *p, const chunk_id *id)
 int hyd_place_get(hyd_place *p, const chunk_id *id, void *out, size_t cap,
 		  size_t *ret_len)
 {
+	const struct idslot *pe;
 	uint64_t ino, off, xxh;
 	size_t len, got = 0;
 	int slot = -1, r;
 
 	pthread_mutex_lock(&p->mu);
+	pe = pending_find(p, id);
+	if (pe) {
+		ino = pe->ino;
+		off = pe->off;
+		len = pe->len;
+		xxh = pe->xxh;
+		goto found;
+	}
 	sqlite3_bind_blob(p->st_find, 1, id, sizeof(*id), SQLITE_STATIC);
 	r = sqlite3_step(p->st_find);
 	if (r != SQLITE_ROW) {
@@ -503,6 +632,7 @@ int hyd_place_get(hyd_place *p, const chunk_id *id, void *out, size_t cap,
 	len = (size_t)sqlite3_column_int64(p->st_find, 2);
 	xxh = (uint64_t)sqlite3_column_int64(p->st_find, 3);
 	sqlite3_reset(p->st_find);
+found:
 	if (len > cap) {
 		pthread_mutex_unlock(&p->mu);
 		return -ENOBUFS;
@@ -607,7 +737,9 @@ int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
 	pthread_mutex_unlock(&p->mu);
 	if (r < 0)
 		return r == -ENOENT ? 0 : r;
-	r = check_ranges(p, ino, p->fds[slot].fd, max_raw);
+	/* Parts this run wrote hold what it verified and recorded; parts
+	 * from before (a crash, a restart) are read back first. */
+	r = p->recheck ? check_ranges(p, ino, p->fds[slot].fd, max_raw) : 0;
 	pthread_mutex_lock(&p->mu);
 	p->fds[slot].refs--;
 	pthread_mutex_unlock(&p->mu);
@@ -940,6 +1072,14 @@ int hyd_place_prune(hyd_place *p, const char *const *catpaths, size_t n)
 	return r;
 }
 
+void hyd_place_settle(hyd_place *p)
+{
+	pthread_mutex_lock(&p->mu);
+	while ((p->npend || p->ncb || p->cur.n || p->flushing.n) && !p->stop)
+		pthread_cond_wait(&p->cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}
+
 void hyd_place_stats(hyd_place *p, struct hyd_place_stats *ret)
 {
 	pthread_mutex_lock(&p->mu);
@@ -988,9 +1128,13 @@ int hyd_place_open(const char *dir, const char *cache_dir, hyd_place **ret)
 		    getenv("FERRY_PLACE_RECORD_DELAY_MS"), NULL, 10);
 	for (i = 0; i < NFD; i++)
 		p->fds[i].fd = -1;
+	p->cur.v = calloc(IDSET_CAP, sizeof(*p->cur.v));
+	p->flushing.v = calloc(IDSET_CAP, sizeof(*p->flushing.v));
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
-	p->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	p->dirfd = !p->cur.v || !p->flushing.v
+		       ? (errno = ENOMEM, -1)
+		       : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (p->dirfd < 0) {
 		r = -errno;
 		hyd_place_close(p);
@@ -1048,6 +1192,12 @@ int hyd_place_open(const char *dir, const char *cache_dir, hyd_place **ret)
 			 "off >= ? ORDER BY off LIMIT 1",
 			 &p->st_ranges);
 	if (r == 0) {
+		sqlite3_stmt *st = NULL;
+
+		if (sqlite3_prepare_v2(p->db, "SELECT 1 FROM placed LIMIT 1",
+				       -1, &st, NULL) == SQLITE_OK)
+			p->recheck = sqlite3_step(st) != SQLITE_DONE;
+		sqlite3_finalize(st);
 		r = -pthread_create(&p->th, NULL, flusher, p);
 		p->started = r == 0;
 	}
@@ -1089,6 +1239,8 @@ void hyd_place_close(hyd_place *p)
 		close(p->dirfd);
 	free(p->pend);
 	free(p->cbs);
+	free(p->cur.v);
+	free(p->flushing.v);
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv);
 	free(p);

@@ -286,6 +286,8 @@ void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath);
 /* Forget the numbers none of the n catalogs names (at most 8). 0/-errno. */
 int hyd_place_prune(hyd_place *p, const char *const *catpaths, size_t n);
 void hyd_place_stats(hyd_place *p, struct hyd_place_stats *ret);
+/* Wait until every placement so far is recorded. */
+void hyd_place_settle(hyd_place *p);
 /* --delete's protection of DIR's HYD_PLACE_PARTS, for the landing and
  * its check. NULL: out of memory. */
 hyd_filter *hyd_place_filter(void);
