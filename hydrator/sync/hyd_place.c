@@ -165,7 +165,10 @@ struct hyd_place {
 	struct idset cur, flushing; /* this round's chunks, and the last's */
 };
 
+/* Only this hydrator (holding the cache's lock) opens the record: with
+ * the exclusive locking mode a lookup takes no file lock. */
 static const char schema[] =
+    "PRAGMA locking_mode=EXCLUSIVE;"
     "PRAGMA journal_mode=WAL;"
     "PRAGMA synchronous=NORMAL;"
     "CREATE TABLE IF NOT EXISTS want(ino INTEGER NOT NULL,"
