@@ -166,9 +166,10 @@ struct hyd_place {
 };
 
 /* Only this hydrator (holding the cache's lock) opens the record: with
- * the exclusive locking mode a lookup takes no file lock. */
+ * the exclusive locking mode a lookup takes no file lock. Its own file
+ * only: the catalogs and the overlay it attaches are the mount's too. */
 static const char schema[] =
-    "PRAGMA locking_mode=EXCLUSIVE;"
+    "PRAGMA main.locking_mode=EXCLUSIVE;"
     "PRAGMA journal_mode=WAL;"
     "PRAGMA synchronous=NORMAL;"
     "CREATE TABLE IF NOT EXISTS want(ino INTEGER NOT NULL,"
