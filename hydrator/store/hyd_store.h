@@ -129,9 +129,10 @@ int hyd_store_gc(hyd_store *s, struct hyd_gc_result *ret);
  * hyd_store_put_raw_async offers it a chunk's verified bytes first, and
  * hyd_store_has and hyd_store_get ask it about an id the index lacks. */
 struct hyd_store_placer {
-	/* raw is id's verified bytes: 1 when written where they are wanted
-	 * (cb(cb_arg, rc) follows once they are durable and recorded),
-	 * 2 when already placed there (no cb), 0 when not wanted, -errno */
+	/* raw is id's verified bytes: 2 when they are where they are
+	 * wanted (written now, or before; no cb: the placer answers for
+	 * them from here on), 1 when written and cb(cb_arg, rc) follows
+	 * once they are durable and recorded, 0 when not wanted, -errno */
 	int (*place)(void *arg, const chunk_id *id, const void *raw, size_t len,
 		     hyd_store_put_cb cb, void *cb_arg);
 	int (*has)(void *arg, const chunk_id *id); /* as hyd_store_has */

@@ -643,8 +643,11 @@ found:
 	}
 	r = fd_get(p, ino, 0, &slot);
 	if (r < 0) {
-		/* its file is gone: the record goes, the chunk is fetched */
-		forget(p, ino, -1);
+		/* its file is gone (or not a file): the record goes, the
+		 * chunk is fetched; out of fds: only fetched */
+		if (r == -ENOENT || r == -ENOTDIR || r == -EINVAL ||
+		    r == -ELOOP)
+			forget(p, ino, -1);
 		pthread_mutex_unlock(&p->mu);
 		return -ENOENT;
 	}
