@@ -379,6 +379,11 @@ void base_buf_str(struct base_buf *b, const char *s);
 void base_buf_printf(struct base_buf *b, const char *fmt, ...)
     BASE_PRINTF(2, 3);
 
+/* Make room for need elements of size bytes in the array *v of *cap
+ * (doubling from 64; nothing moves when need <= *cap). 0 or -ENOMEM
+ * (*v and *cap unchanged). */
+int base_grow(void **v, size_t *cap, size_t need, size_t size);
+
 /* The body of a GET /metrics answer, built into a growable buffer: a
  * family's "# HELP" and "# TYPE" lines, then its samples. A failed
  * allocation is remembered (err) and later calls do nothing, so a

@@ -2,7 +2,8 @@
  * catalog/base/base_buf.c — a growable, NUL-terminated byte buffer whose
  * allocation failure is sticky (err), so a builder appends freely and
  * checks once: the body of a /metrics answer (base_prom.c), the S3
- * server's XML bodies and SigV4 canonical requests.
+ * server's XML bodies and SigV4 canonical requests; and base_grow, the
+ * doubling of a plain array.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -77,4 +78,21 @@ void base_buf_printf(struct base_buf *b, const char *fmt, ...)
 	vsnprintf(b->buf + b->len, (size_t)n + 1, fmt, ap);
 	va_end(ap);
 	b->len += (size_t)n;
+}
+
+int base_grow(void **v, size_t *cap, size_t need, size_t size)
+{
+	size_t c = *cap ? *cap : 64;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	nv = realloc(*v, c * size);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
 }

@@ -45,6 +45,29 @@ int hyd_store__placed_get(hyd_store *s, const chunk_id *id, void *out,
 	return r;
 }
 
+/* Offer raw to the placer (when one is set and the store lacks id): the
+ * placer's answer (1: cb follows; 2: placed, no cb), or 0 when the store
+ * is to keep the frame. */
+static int offer(hyd_store *s, const chunk_id *id, const void *raw,
+		 size_t raw_len, hyd_store_put_cb cb, void *arg)
+{
+	int r = 0;
+
+	pthread_rwlock_rdlock(&s->place_lk);
+	if (s->has_placer) {
+		pthread_mutex_lock(&s->mu);
+		r = hyd_store__find_locked(s, id, NULL);
+		pthread_mutex_unlock(&s->mu);
+		if (r == 0)
+			r = s->placer.place(s->placer.arg, id, raw, raw_len, cb,
+					    arg);
+		else if (r > 0)
+			r = 2; /* in the store already */
+	}
+	pthread_rwlock_unlock(&s->place_lk);
+	return r == 1 || r == 2 ? r : 0;
+}
+
 struct waiter {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -65,49 +88,35 @@ static void wake(void *arg, int rc)
 int hyd_store_put_raw(hyd_store *s, const chunk_id *id, const void *frame,
 		      size_t frame_len, const void *raw, size_t raw_len)
 {
-	struct waiter w = {.done = 0};
+	struct waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+			   0, 0};
 	int r;
 
-	pthread_mutex_init(&w.mu, NULL);
-	pthread_cond_init(&w.cv, NULL);
-	r = hyd_store_put_raw_async(s, id, frame, frame_len, raw, raw_len, wake,
-				    &w);
-	if (r == 0) {
-		pthread_mutex_lock(&w.mu);
-		while (!w.done)
-			pthread_cond_wait(&w.cv, &w.mu);
-		pthread_mutex_unlock(&w.mu);
-		r = w.rc;
-	}
-	pthread_mutex_destroy(&w.mu);
-	pthread_cond_destroy(&w.cv);
-	return r;
+	if (!s || !id || (!raw && raw_len))
+		return -EINVAL;
+	r = offer(s, id, raw, raw_len, wake, &w);
+	if (r == 2)
+		return 1;
+	if (r == 0) /* not wanted, or the placement failed */
+		return hyd_store_put(s, id, frame, frame_len);
+	pthread_mutex_lock(&w.mu);
+	while (!w.done)
+		pthread_cond_wait(&w.cv, &w.mu);
+	pthread_mutex_unlock(&w.mu);
+	return w.rc;
 }
 
 int hyd_store_put_raw_async(hyd_store *s, const chunk_id *id, const void *frame,
 			    size_t frame_len, const void *raw, size_t raw_len,
 			    hyd_store_put_cb cb, void *arg)
 {
-	int r = 0;
+	int r;
 
 	if (!s || !id || !cb || (!raw && raw_len))
 		return -EINVAL;
-	pthread_rwlock_rdlock(&s->place_lk);
-	if (s->has_placer) {
-		pthread_mutex_lock(&s->mu);
-		r = hyd_store__find_locked(s, id, NULL);
-		pthread_mutex_unlock(&s->mu);
-		if (r == 0)
-			r = s->placer.place(s->placer.arg, id, raw, raw_len, cb,
-					    arg);
-		else if (r > 0)
-			r = 2; /* in the store already */
-	}
-	pthread_rwlock_unlock(&s->place_lk);
-	if (r == 1)
-		return 0;
-	if (r == 2)
-		return 1;
+	r = offer(s, id, raw, raw_len, cb, arg);
+	if (r)
+		return r == 1 ? 0 : 1;
 	/* not wanted, or the placement failed: the store keeps it */
 	return hyd_store_put_async(s, id, frame, frame_len, cb, arg);
 }

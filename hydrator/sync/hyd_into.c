@@ -22,7 +22,6 @@
  * leaves files of the last pass whose record was not committed: the next pass
  * checks them by content, chunk by chunk, and rewrites what does not match.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -191,47 +190,6 @@ static void pause_ns(hyd_into *in, uint64_t ns)
 	pthread_mutex_unlock(&in->mu);
 }
 
-/* After a generation landed: the placer forgets the numbers no catalog
- * of the cache names any more (the store's collection does the same for
- * its chunks). */
-static void prune(hyd_into *in)
-{
-	char dir[4200], *paths[8];
-	const char *cp[8];
-	struct dirent *e;
-	size_t n = 0, i;
-	int over = 0;
-	DIR *d;
-
-	snprintf(dir, sizeof(dir), "%s/catalogs", in->cache);
-	d = opendir(dir);
-	while (d && (e = readdir(d))) {
-		size_t len = strlen(e->d_name), k = 0;
-
-		while (k < len && e->d_name[k] >= '0' && e->d_name[k] <= '9')
-			k++;
-		if (!k || strcmp(e->d_name + k, ".db"))
-			continue;
-		if (n == 8) {
-			over = 1;
-			break;
-		}
-		paths[n] = malloc(strlen(dir) + len + 2);
-		if (!paths[n])
-			break;
-		snprintf(paths[n], strlen(dir) + len + 2, "%s/%s", dir,
-			 e->d_name);
-		cp[n] = paths[n];
-		n++;
-	}
-	if (d)
-		closedir(d);
-	if (!over && n)
-		(void)hyd_place_prune(in->place, cp, n);
-	for (i = 0; i < n; i++)
-		free(paths[i]);
-}
-
 /* The placer, hooked to the store: chunks fetched from now on land in
  * DIR's files. Without it (its record cannot be opened) the landing
  * writes DIR from the store. */
@@ -321,8 +279,10 @@ static void *into_main(void *arg)
 			r = state_write(in, g.generation);
 		if (r == 0) {
 			reland_done(in);
+			/* the numbers no kept catalog names go, as the
+			 * store's collection drops their chunks */
 			if (in->place)
-				prune(in);
+				(void)hyd_place_prune(in->place, in->cache);
 			landed = g.generation;
 			set_state(in, HYD_INTO_LANDED, landed, &res, "");
 			memset(&ps, 0, sizeof(ps));

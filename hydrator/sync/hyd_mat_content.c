@@ -69,7 +69,7 @@ int hyd_mat__manifest_ready(struct walk *w, const struct cat_inode *in,
 	}
 }
 
-static int all_zero(const uint8_t *b, size_t n)
+int hyd_sync__all_zero(const uint8_t *b, size_t n)
 {
 	return n == 0 || (b[0] == 0 && memcmp(b, b + 1, n - 1) == 0);
 }
@@ -129,7 +129,7 @@ int hyd_sync__file_matches(cat_reader *cat, uint64_t ino, uint64_t size, int fd,
 					if (r < 0)
 						return r;
 					if (got != cs[i].len ||
-					    !all_zero(buf, got))
+					    !hyd_sync__all_zero(buf, got))
 						return 0;
 				}
 				off += cs[i].len;
@@ -147,7 +147,7 @@ int hyd_sync__file_matches(cat_reader *cat, uint64_t ino, uint64_t size, int fd,
 			if (got != cs[i].len)
 				return 0;
 			/* A zero run (a hole, often) costs a memcmp. */
-			if (zero && all_zero(buf, got))
+			if (zero && hyd_sync__all_zero(buf, got))
 				r = zero_verify(zero, &cs[i].id, buf,
 						cs[i].len);
 			else
@@ -385,7 +385,7 @@ int hyd_mat__copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,
 			r = chunk_get(w, ino, &cs[i], why);
 			if (r < 0)
 				return r;
-			if (!all_zero(w->data, cs[i].len)) {
+			if (!hyd_sync__all_zero(w->data, cs[i].len)) {
 				r = base_pwrite_all(fd, w->data, cs[i].len,
 						    off);
 				if (r < 0) {

@@ -283,8 +283,11 @@ int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
  * ranges are read there, and those not placed are read from it, checked
  * against their ids and recorded (nothing fetches them again). */
 void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath);
-/* Forget the numbers none of the n catalogs names (at most 8). 0/-errno. */
-int hyd_place_prune(hyd_place *p, const char *const *catpaths, size_t n);
+/* Forget the numbers no catalog in cache_dir/catalogs names (their rows,
+ * and their parts not landed), remove what else lies in DIR's parts
+ * directory without a row, and the directory itself when empty. 0,
+ * -ENOENT (no catalog there: nothing removed), -errno. */
+int hyd_place_prune(hyd_place *p, const char *cache_dir);
 void hyd_place_stats(hyd_place *p, struct hyd_place_stats *ret);
 /* Wait until every placement so far is recorded. */
 void hyd_place_settle(hyd_place *p);
@@ -292,6 +295,8 @@ void hyd_place_settle(hyd_place *p);
  * its check. NULL: out of memory. */
 hyd_filter *hyd_place_filter(void);
 
+/* 1 when the n bytes at b are all zero (n 0 included). */
+int hyd_sync__all_zero(const uint8_t *b, size_t n);
 /* One chunk fetched now, at demand priority, within timeout_ns (plus a
  * little slack for the fetcher's verdict): its verified bytes into out
  * (c->len of room). 0 or -errno (-EBADMSG: not the catalog's length). */

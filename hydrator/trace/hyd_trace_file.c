@@ -134,23 +134,6 @@ bad:
 	return -EBADMSG;
 }
 
-static int grow(void **v, size_t *cap, size_t want, size_t size)
-{
-	size_t c = *cap ? *cap : 64;
-	void *nv;
-
-	if (want <= *cap)
-		return 0;
-	while (c < want)
-		c *= 2;
-	nv = realloc(*v, c * size);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = c;
-	return 0;
-}
-
 static int parse_file(struct hyd_trace *t, const char *p, const char *end,
 		      size_t line, char *why, size_t cap)
 {
@@ -181,8 +164,8 @@ static int parse_file(struct hyd_trace *t, const char *p, const char *end,
 		return bad(why, cap, line,
 			   "not a relative path of valid names (%%XX for "
 			   "bytes up to space, '%%' and 0x7f)");
-	if (grow((void **)&t->files, &t->capfiles, t->nfiles + 1,
-		 sizeof(*t->files)) < 0) {
+	if (base_grow((void **)&t->files, &t->capfiles, t->nfiles + 1,
+		      sizeof(*t->files)) < 0) {
 		free(path);
 		return -ENOMEM;
 	}
@@ -216,8 +199,8 @@ static int parse_range(struct hyd_trace *t, const char *p, const char *end,
 			   "a range not within its file "
 			   "(of %" PRIu64 " bytes)",
 			   t->files[id].size);
-	if (grow((void **)&t->ranges, &t->capranges, t->nranges + 1,
-		 sizeof(*t->ranges)) < 0)
+	if (base_grow((void **)&t->ranges, &t->capranges, t->nranges + 1,
+		      sizeof(*t->ranges)) < 0)
 		return -ENOMEM;
 	g = &t->ranges[t->nranges++];
 	g->t_ms = (uint32_t)ms;

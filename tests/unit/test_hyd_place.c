@@ -52,8 +52,8 @@ static void cb(void *arg, int rc)
 	pthread_mutex_unlock(&fx->mu);
 }
 
-static void add_file(cat_writer *w, uint64_t ino, const char *name,
-		     const chunk_id *const *ids, int n)
+static void add_file(cat_writer *w, uint64_t ino, const chunk_id *const *ids,
+		     int n)
 {
 	struct cat_inode in;
 
@@ -68,14 +68,31 @@ static void add_file(cat_writer *w, uint64_t ino, const char *name,
 		assert_int_equal(cat_writer_add_chunk(w, ino, (uint64_t)i * LEN,
 						      LEN, ids[i]),
 				 0);
-	(void)name;
+}
+
+/* The fixture's catalog at path: A, and B when with_b (a generation that
+ * deleted B has only A). */
+static void write_catalog(struct fx *fx, const char *path, int with_b)
+{
+	const chunk_id *a[] = {&fx->id[0], &fx->id[1], &fx->id[2]};
+	const chunk_id *b[] = {&fx->id[1], &fx->id[3]};
+	cat_writer *w = tsup_cat_begin(path);
+
+	add_file(w, INO_A, a, 3);
+	if (with_b)
+		add_file(w, INO_B, b, 2);
+	assert_int_equal(cat_writer_add_dirent(w, CAT_ROOT_INO, "a", 1, INO_A),
+			 0);
+	if (with_b)
+		assert_int_equal(
+		    cat_writer_add_dirent(w, CAT_ROOT_INO, "b", 1, INO_B), 0);
+	assert_int_equal(cat_writer_commit(w), 0);
 }
 
 static int setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
 	uint64_t seed = 11;
-	cat_writer *w;
 
 	assert_non_null(fx);
 	pthread_mutex_init(&fx->mu, NULL);
@@ -94,19 +111,7 @@ static int setup(void **state)
 		assert_int_equal(chunk_id_compute(fx->data[c], LEN, &fx->id[c]),
 				 0);
 	}
-	w = tsup_cat_begin(fx->cat);
-	{
-		const chunk_id *a[] = {&fx->id[0], &fx->id[1], &fx->id[2]};
-		const chunk_id *b[] = {&fx->id[1], &fx->id[3]};
-
-		add_file(w, INO_A, "a", a, 3);
-		add_file(w, INO_B, "b", b, 2);
-	}
-	assert_int_equal(cat_writer_add_dirent(w, CAT_ROOT_INO, "a", 1, INO_A),
-			 0);
-	assert_int_equal(cat_writer_add_dirent(w, CAT_ROOT_INO, "b", 1, INO_B),
-			 0);
-	assert_int_equal(cat_writer_commit(w), 0);
+	write_catalog(fx, fx->cat, 1);
 	*state = fx;
 	return 0;
 }
@@ -322,6 +327,42 @@ static void test_crash_between_data_and_record(void **state)
 	hyd_place_close(p);
 }
 
+/* A generation that deleted B: once the cache keeps only its catalog,
+ * B's rows and its part (not landed) go; A's stay, and so does DIR's
+ * parts directory while A's part is in it. With no catalog at all,
+ * nothing is removed. */
+static void test_prune(void **state)
+{
+	struct fx *fx = *state;
+	hyd_place *p = open_place(fx);
+	struct hyd_place_stats st;
+	char path[256];
+
+	for (int c = 0; c < 4; c++)
+		assert_int_equal(
+		    hyd_place_place(p, &fx->id[c], fx->data[c], LEN, cb, fx),
+		    2);
+	hyd_place_settle(p);
+	assert_int_equal(hyd_place_prune(p, fx->cache), -ENOENT);
+	assert_int_equal(hyd_place_has(p, &fx->id[3]), 1);
+	snprintf(path, sizeof(path), "%s/catalogs", fx->cache);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/catalogs/2.db", fx->cache);
+	write_catalog(fx, path, 0);
+	assert_int_equal(hyd_place_prune(p, fx->cache), 0);
+	hyd_place_stats(p, &st);
+	assert_int_equal(st.pruned, 1);
+	assert_int_equal(hyd_place_has(p, &fx->id[3]), 0); /* B's only */
+	assert_int_equal(hyd_place_has(p, &fx->id[1]), 1); /* A has it too */
+	snprintf(path, sizeof(path), "%s/" HYD_PLACE_PARTS "/%d", fx->into,
+		 INO_B);
+	assert_int_equal(access(path, F_OK), -1);
+	snprintf(path, sizeof(path), "%s/" HYD_PLACE_PARTS "/%d", fx->into,
+		 INO_A);
+	assert_int_equal(access(path, F_OK), 0);
+	hyd_place_close(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -332,6 +373,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_found_in_dir, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_crash_between_data_and_record,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,213 @@
+/*
+ * hydrator/sync/hyd_place_land.c — --into's placement meets the landing:
+ * a part whose ranges are all recorded is renamed into its path, and a
+ * file the landing wrote or found in DIR becomes where its ranges are
+ * read (those never placed are read from it, checked, recorded).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+#include <xxhash.h>
+
+#include "catalog/base/base.h"
+#include "hydrator/sync/hyd_place_priv.h"
+
+/* Read every recorded range of fd back against its sum. 0, or -EBADMSG
+ * (that range forgotten). */
+static int check_ranges(hyd_place *p, uint64_t ino, int fd, uint32_t max_raw)
+{
+	uint8_t *buf = malloc(max_raw ? max_raw : 1);
+	uint64_t off = 0, xxh;
+	size_t len, got;
+	int r = 0, step;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		sqlite3_bind_int64(p->st_ranges, 1, (sqlite3_int64)ino);
+		sqlite3_bind_int64(p->st_ranges, 2, (sqlite3_int64)off);
+		step = sqlite3_step(p->st_ranges);
+		if (step == SQLITE_ROW) {
+			off = (uint64_t)sqlite3_column_int64(p->st_ranges, 0);
+			len = (size_t)sqlite3_column_int64(p->st_ranges, 1);
+			xxh = (uint64_t)sqlite3_column_int64(p->st_ranges, 2);
+		}
+		sqlite3_reset(p->st_ranges);
+		pthread_mutex_unlock(&p->mu);
+		if (step != SQLITE_ROW) {
+			r = step == SQLITE_DONE ? 0 : -EIO;
+			break;
+		}
+		if (len > max_raw) {
+			r = -EBADMSG;
+			break;
+		}
+		got = 0;
+		r = base_pread_full(fd, buf, len, (off_t)off, &got);
+		if (r == 0 && (got != len || XXH3_64bits(buf, len) != xxh))
+			r = -EBADMSG;
+		if (r < 0) {
+			pthread_mutex_lock(&p->mu);
+			hyd_place__forget(p, ino, (int64_t)off);
+			pthread_mutex_unlock(&p->mu);
+			break;
+		}
+		off += len;
+	}
+	free(buf);
+	return r;
+}
+
+int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
+		    const char *tmp)
+{
+	char name[64];
+	int64_t nwant = 0, nplaced = 0;
+	int slot, r, landed = 0;
+
+	pthread_mutex_lock(&p->mu);
+	sqlite3_bind_int64(p->st_count, 1, (sqlite3_int64)ino);
+	if (sqlite3_step(p->st_count) == SQLITE_ROW) {
+		nwant = sqlite3_column_int64(p->st_count, 0);
+		nplaced = sqlite3_column_int64(p->st_count, 1);
+		landed = sqlite3_column_int(p->st_count, 2);
+	}
+	sqlite3_reset(p->st_count);
+	if (nwant == 0 || nplaced < nwant || landed) {
+		pthread_mutex_unlock(&p->mu);
+		return 0;
+	}
+	r = hyd_place__fd_get(p, ino, 1, &slot);
+	pthread_mutex_unlock(&p->mu);
+	if (r < 0)
+		return r == -ENOENT ? 0 : r;
+	/* Parts this run wrote hold what it verified and recorded; parts
+	 * from before (a crash, a restart) are read back first. */
+	r = p->recheck ? check_ranges(p, ino, p->fds[slot].fd, max_raw) : 0;
+	pthread_mutex_lock(&p->mu);
+	p->fds[slot].refs--;
+	pthread_mutex_unlock(&p->mu);
+	if (r < 0)
+		return r == -EBADMSG ? 0 : r;
+	hyd_place__part_name(ino, name, sizeof(name));
+	if (renameat(p->dirfd, name, dirfd, tmp) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	pthread_mutex_lock(&p->mu);
+	p->st.adopted++;
+	pthread_mutex_unlock(&p->mu);
+	return 1;
+}
+
+/* The ranges of ino not placed yet, read from its landed file, checked
+ * against their ids and recorded: DIR holds them (the landing wrote the
+ * file from the store, or found it there), so nothing fetches them
+ * again. Cheap when all are placed (one count). Under mu (dropped while
+ * reading). */
+static void fill_missing(hyd_place *p, uint64_t ino)
+{
+	struct pend *v = NULL; /* the ranges to read, then those found */
+	chunk_id *ids = NULL;
+	size_t n = 0, cap = 0, idcap = 0, i, found = 0;
+	sqlite3_stmt *st = NULL;
+	uint8_t *buf = NULL;
+	uint32_t bufcap = 0;
+	int slot, r;
+
+	sqlite3_bind_int64(p->st_count, 1, (sqlite3_int64)ino);
+	r = sqlite3_step(p->st_count) == SQLITE_ROW &&
+	    sqlite3_column_int64(p->st_count, 0) >
+		sqlite3_column_int64(p->st_count, 1);
+	sqlite3_reset(p->st_count);
+	if (!r || base_sqlite_prepare(p->db,
+				      "SELECT off, len, id FROM want w WHERE "
+				      "ino = ? AND NOT EXISTS (SELECT 1 FROM "
+				      "placed p WHERE p.ino = w.ino AND p.off "
+				      "= w.off)",
+				      &st) < 0)
+		return;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (sqlite3_column_bytes(st, 2) != (int)sizeof(chunk_id) ||
+		    base_grow((void **)&v, &cap, n + 1, sizeof(*v)) < 0 ||
+		    base_grow((void **)&ids, &idcap, n + 1, sizeof(*ids)) < 0)
+			break;
+		v[n] = (struct pend){ino, (uint64_t)sqlite3_column_int64(st, 0),
+				     0, (uint32_t)sqlite3_column_int64(st, 1)};
+		memcpy(&ids[n], sqlite3_column_blob(st, 2), sizeof(chunk_id));
+		if (v[n].len > bufcap)
+			bufcap = v[n].len;
+		n++;
+	}
+	base_sqlite_finalize(&st);
+	if (!n || hyd_place__fd_get(p, ino, 0, &slot) < 0) {
+		free(v);
+		free(ids);
+		return;
+	}
+	pthread_mutex_unlock(&p->mu);
+	buf = malloc(bufcap ? bufcap : 1);
+	for (i = 0; buf && i < n; i++) {
+		size_t got = 0;
+
+		if (base_pread_full(p->fds[slot].fd, buf, v[i].len,
+				    (off_t)v[i].off, &got) < 0 ||
+		    got != v[i].len || chunk_id_verify(&ids[i], buf, got) < 0)
+			continue;
+		v[found] = v[i];
+		v[found++].xxh = XXH3_64bits(buf, got);
+	}
+	free(buf);
+	free(ids);
+	pthread_mutex_lock(&p->mu);
+	p->fds[slot].refs--;
+	if (found && hyd_place__record(p, v, found) == 0)
+		p->st.found += found;
+	free(v);
+}
+
+void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath)
+{
+	int moved;
+	char name[64];
+	int rc;
+
+	pthread_mutex_lock(&p->mu);
+	/* every pass meets every landed file: a read when nothing moved */
+	sqlite3_bind_int64(p->st_part, 1, (sqlite3_int64)ino);
+	rc = sqlite3_step(p->st_part);
+	moved = rc == SQLITE_ROW &&
+		sqlite3_column_type(p->st_part, 1) == SQLITE_NULL;
+	sqlite3_reset(p->st_part);
+	if (rc != SQLITE_ROW) {
+		pthread_mutex_unlock(&p->mu);
+		return;
+	}
+	if (!moved) {
+		fill_missing(p, ino);
+		pthread_mutex_unlock(&p->mu);
+		return;
+	}
+	sqlite3_bind_blob(p->st_setpath, 1, relpath, (int)strlen(relpath) + 1,
+			  SQLITE_STATIC);
+	sqlite3_bind_int64(p->st_setpath, 2, (sqlite3_int64)ino);
+	rc = sqlite3_step(p->st_setpath);
+	sqlite3_reset(p->st_setpath);
+	sqlite3_clear_bindings(p->st_setpath);
+	/* a part the landing did not take (it wrote the file itself): its
+	 * ranges are the written file's now */
+	if (rc == SQLITE_DONE && sqlite3_changes(p->db)) {
+		hyd_place__fd_drop(p, ino);
+		hyd_place__part_name(ino, name, sizeof(name));
+		(void)unlinkat(p->dirfd, name, 0);
+	}
+	fill_missing(p, ino);
+	pthread_mutex_unlock(&p->mu);
+}
