@@ -511,6 +511,15 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	/* a file --into will wait for (not one it leaves for later) */
 	if (w->m->want && e->in.size && (!w->m->defer || e->in.nlink > 1))
 		w->m->want(w->m->fill_arg, e->in.ino);
+	/* --into while backfill runs: a file whose manifest backfill has not
+	 * brought yet waits for a later pass, with no request of its own
+	 * (one round trip per file, beside the jobs' reads) */
+	if (w->m->defer && e->in.nlink < 2 && e->in.size && w->m->pending &&
+	    hyd_mat__waiting(w->m) && !w->m->dry_run &&
+	    cat_manifest_state(w->m->cat, e->in.ino) == CAT_MANIFEST_MISSING) {
+		w->m->deferred++;
+		return 0;
+	}
 	r = hyd_mat__manifest_ready(w, &e->in, &why);
 	/* A dry run fetches no manifest: without one, the quick check
 	 * (size and time, as rsync's) decides. */
