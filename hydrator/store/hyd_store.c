@@ -40,7 +40,7 @@
 #include "catalog/base/base.h"
 #include "hydrator/store/hyd_store_priv.h"
 
-#define HYD_STORE_SCHEMA 4 /* PRAGMA user_version of a current state.db */
+#define HYD_STORE_SCHEMA 5 /* PRAGMA user_version of a current state.db */
 #define HYD_READER_KEEP (1u << 20) /* larger frame buffers are not kept */
 #define HYD_META_VALUE_MAX 65536
 
@@ -141,6 +141,14 @@ static const char *const hyd_store_migrations[HYD_STORE_SCHEMA] = {
      * (store_files_migrate). */
     ("ALTER TABLE chunk RENAME COLUMN pack TO vol;"
      "ALTER TABLE gc_free RENAME COLUMN pack TO vol;"),
+    /* 4 -> 5: the bound (hyd_store_evict.c). used: the access number
+     * of a chunk's last put or get, least first for eviction (0 in rows
+     * from before: the oldest); pin: ids pinned, whether stored yet or
+     * not, so a put of one is pinned as it lands. Adding a column with a
+     * default rewrites no row; the index is built once, here. */
+    ("ALTER TABLE chunk ADD COLUMN used INTEGER NOT NULL DEFAULT 0;"
+     "CREATE INDEX chunk_used ON chunk(used);"
+     "CREATE TABLE pin(id BLOB PRIMARY KEY) WITHOUT ROWID;"),
 };
 
 /* One integer from a one-off query; arg, if not NULL, is bound to ?1. */
@@ -225,9 +233,11 @@ static int store_db_open(hyd_store *s)
 	} stmts[] = {
 	    {&s->st_find, "SELECT vol, off, frame_len, raw_len, codec, xxh"
 			  " FROM chunk WHERE id = ?1"},
-	    {&s->st_insert, "INSERT INTO chunk(id, vol, off, frame_len,"
-			    " raw_len, codec, xxh)"
-			    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
+	    {&s->st_insert,
+	     "INSERT INTO chunk(id, vol, off, frame_len, raw_len, codec,"
+	     " xxh, used) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+	     " CASE WHEN EXISTS(SELECT 1 FROM pin WHERE id = ?1)"
+	     " THEN ?9 ELSE ?8 END)"},
 	    {&s->st_drop, "DELETE FROM chunk WHERE id = ?1 AND vol = ?2"
 			  " AND off = ?3"},
 	    {&s->st_meta_get, "SELECT value FROM meta WHERE key = ?1"},
@@ -570,6 +580,7 @@ int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
 	for (i = 0; i < HYD_FD_CACHE; i++)
 		s->fds[i].fd = -1;
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->emu, NULL);
 	pthread_rwlock_init(&s->place_lk, NULL);
 	pthread_mutex_init(&s->wmu, NULL);
 	r = hyd_store__put_init(s);
@@ -610,6 +621,8 @@ int hyd_store_open(const char *dir, uint32_t max_raw, hyd_store **ret_s)
 	 * appended. */
 	if (r == 0)
 		r = hyd_store__gc_recover(s);
+	if (r == 0)
+		r = hyd_store__evict_init(s);
 out:
 	if (r < 0) {
 		hyd_store_close(s);
@@ -627,6 +640,7 @@ void hyd_store_close(hyd_store *s)
 		return;
 	if (s->gcv_ready)
 		hyd_store__put_stop(s);
+	hyd_store__evict_fini(s);
 	if (s->db)
 		hyd_store__read_end_locked(s);
 	sqlite3_finalize(s->st_find);
@@ -651,6 +665,7 @@ void hyd_store_close(hyd_store *s)
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->emu);
 	pthread_mutex_destroy(&s->wmu);
 	pthread_rwlock_destroy(&s->place_lk);
 	free(s->dir);
@@ -749,13 +764,15 @@ int hyd_store_has(hyd_store *s, const chunk_id *id)
 	pthread_mutex_lock(&s->mu);
 	r = hyd_store__find_locked(s, id, NULL);
 	pthread_mutex_unlock(&s->mu);
-	return r == 0 ? hyd_store__placed_has(s, id) : r;
+	if (r == 0)
+		r = hyd_store__placed_has(s, id);
+	return r == 0 ? hyd_store__lower_has(s, id) : r;
 }
 
 /* A read fd on volume vol, from the cache when possible. *ret_slot is -1 when
  * the fd is not cached (every slot busy): release closes it then. */
-static int fd_acquire_locked(hyd_store *s, uint32_t vol, int *ret_slot,
-			     int *ret_fd)
+int hyd_store__fd_acquire_locked(hyd_store *s, uint32_t vol, int *ret_slot,
+				 int *ret_fd)
 {
 	struct hyd_vol_fd *victim = NULL;
 	char name[32];
@@ -797,7 +814,7 @@ static int fd_acquire_locked(hyd_store *s, uint32_t vol, int *ret_slot,
 	return 0;
 }
 
-static void fd_release_locked(hyd_store *s, int slot, int fd)
+void hyd_store__fd_release_locked(hyd_store *s, int slot, int fd)
 {
 	if (slot >= 0)
 		s->fds[slot].refs--;
@@ -1026,16 +1043,23 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 	r = hyd_store__find_locked(s, id, &loc);
 	if (r == 0) {
 		pthread_mutex_unlock(&s->mu);
-		return hyd_store__placed_get(s, id, out, cap, ret_len);
+		r = hyd_store__placed_get(s, id, out, cap, ret_len);
+		return r == -ENOENT
+			   ? hyd_store__lower_get(s, id, out, cap, ret_len)
+			   : r;
 	} else if (r > 0 && loc.raw_len > cap) {
 		r = -ENOBUFS;
 	} else if (r > 0) {
 		rd = reader_take_locked(s);
-		r = rd ? fd_acquire_locked(s, loc.vol, &slot, &fd) : -ENOMEM;
+		r = rd ? hyd_store__fd_acquire_locked(s, loc.vol, &slot, &fd)
+		       : -ENOMEM;
 		/* The index names a volume that is gone: the frame is lost. */
 		if (r == -ENOENT)
 			r = -EBADMSG;
 		found = 1;
+		/* eviction leaves this frame alone until it is read */
+		hyd_store__touch_locked(s, id);
+		hyd_store__busy_locked(s, id, 1);
 	}
 	pthread_mutex_unlock(&s->mu);
 	/* -EBADMSG from the lookup itself is a damaged state.db (SQLite
@@ -1043,6 +1067,8 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 	if (r < 0 && (r != -EBADMSG || !found)) {
 		if (rd) {
 			pthread_mutex_lock(&s->mu);
+			if (found)
+				hyd_store__busy_locked(s, id, 0);
 			reader_put_locked(s, rd);
 			pthread_mutex_unlock(&s->mu);
 		}
@@ -1056,7 +1082,8 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 			       id, out, ret_len);
 
 	pthread_mutex_lock(&s->mu);
-	fd_release_locked(s, slot, fd);
+	hyd_store__fd_release_locked(s, slot, fd);
+	hyd_store__busy_locked(s, id, 0);
 	reader_put_locked(s, rd);
 	if (r == -EBADMSG)
 		drop_locked(s, id, &loc);
@@ -1069,6 +1096,7 @@ int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret)
 	if (!s || !ret)
 		return -EINVAL;
 	pthread_mutex_lock(&s->mu);
+	hyd_store__pinned_count_locked(s);
 	*ret = s->st;
 	pthread_mutex_unlock(&s->mu);
 	return 0;

@@ -102,6 +102,16 @@ struct hyd_store_stats {
 	/* since open: */
 	uint64_t groups; /* index transactions of puts (group commit) */
 	uint64_t syncs;	 /* fdatasync()s of volumes for puts */
+	/* the bound (hyd_store_set_bound); since open but pinned_*: */
+	uint64_t bound;		/* the bound on stored_bytes; 0: none */
+	uint64_t pinned_chunks; /* stored chunks pinned, and their */
+	uint64_t pinned_bytes;	/* frame bytes (counted at most 1/s) */
+	uint64_t hits;		/* gets answered from the store */
+	uint64_t misses;	/* gets of ids it did not hold */
+	uint64_t evicted;	/* chunks evicted, and their */
+	uint64_t evicted_bytes; /* frame bytes */
+	uint64_t demoted;	/* of them, kept by the capacity tier */
+	uint64_t promoted;	/* chunks copied up from that tier */
 };
 int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
 
@@ -123,6 +133,32 @@ int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
  * nothing is dropped then). */
 /* ret: hydrator.h's result (by_daemon is left 0). */
 int hyd_store_gc(hyd_store *s, struct hyd_gc_result *ret);
+
+/* The bound (hyd_store_evict.c; --cache-max, --cold-dir).
+ * With a bound, the store keeps its chunks' frame bytes (stored_bytes)
+ * under `bound`: after each group of puts commits, chunks are evicted,
+ * least recently used first (the order of their last put or get; a get
+ * is noted in memory and written with the next group, at most
+ * HYD_TOUCH_MAX gets later), down to bound - bound/32. Never evicted: a
+ * pinned chunk, a chunk a get is reading at that moment, frames of a
+ * group not yet durable (so the store exceeds the bound by at most the
+ * puts in flight: HYD_GROUP_BYTES). An eviction is a collection of those
+ * rows (hyd_store_gc: rows and the free record in one transaction, holes
+ * punched after, a crash finished at the next open) that also drops the
+ * complete mark; its cost is the chunks it evicts (an index on the
+ * access order), not the store's size.
+ * lower, when not NULL, is a capacity tier (a store of its own, with its
+ * own bound): evicted frames are copied into it (durable there before
+ * their rows go here), a has or get that misses here asks it, and a get
+ * it answers copies the frame back up (the capacity tier keeps its copy
+ * until its own bound evicts it). Call before any put; lower is borrowed
+ * and closed after s. A store over a new bound evicts now. 0 or -errno. */
+int hyd_store_set_bound(hyd_store *s, uint64_t bound, hyd_store *lower);
+
+/* Pin ids: never evicted (neither stored ones nor those put later); ids
+ * only the capacity tier holds are copied up. Durable across opens.
+ * 0 or -errno. */
+int hyd_store_pin(hyd_store *s, const chunk_id *ids, size_t n);
 
 /* Placement (a mount's --into, hydrator/sync/hyd_place.c): chunks that
  * land as plain bytes in files outside the store. With a placer set,

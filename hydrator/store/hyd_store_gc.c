@@ -34,12 +34,6 @@
 
 #define GC_BATCH 1024u
 
-struct gc_row {
-	chunk_id id;
-	uint32_t vol, frame_len, raw_len;
-	uint64_t off;
-};
-
 /* The catalog files (and their overlays) of the cache, by path. */
 struct gc_files {
 	char (*path)[4200];
@@ -122,10 +116,8 @@ static int mark_one(sqlite3 *db, const char *path)
 	return r == -EIO || r == -EINVAL ? -EBADMSG : r;
 }
 
-/* Remove the rows of batch v (those still there) and record their
- * frames in gc_free, in one transaction. Counts what went. */
-static int sweep_batch(hyd_store *s, struct gc_row *v, size_t n,
-		       size_t *ret_gone, uint64_t *ret_bytes)
+int hyd_store__sweep(hyd_store *s, struct hyd_gc_row *v, size_t n,
+		     int drop_complete, size_t *ret_gone, uint64_t *ret_bytes)
 {
 	sqlite3_stmt *ins = NULL;
 	size_t gone = 0;
@@ -142,6 +134,11 @@ static int sweep_batch(hyd_store *s, struct gc_row *v, size_t n,
 	for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
 		sqlite3_stmt *st = s->st_drop;
 
+		/* An eviction leaves a chunk a get is reading now. */
+		if (drop_complete && hyd_store__busy_has_locked(s, &v[i].id)) {
+			v[i].frame_len = 0;
+			continue;
+		}
 		sqlite3_bind_blob(st, 1, v[i].id.b, CHUNK_ID_LEN,
 				  SQLITE_STATIC);
 		sqlite3_bind_int64(st, 2, v[i].vol);
@@ -164,6 +161,13 @@ static int sweep_batch(hyd_store *s, struct gc_row *v, size_t n,
 		bytes += v[i].frame_len;
 	}
 	sqlite3_finalize(ins);
+	/* Chunks a catalog still names: no longer complete. */
+	if (rc == SQLITE_OK && drop_complete && gone)
+		rc = sqlite3_exec(
+		    s->db,
+		    "DELETE FROM meta WHERE key = '" HYD_STORE_META_COMPLETE
+		    "'",
+		    NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
@@ -207,12 +211,48 @@ static void punch(hyd_store *s, uint32_t vol, uint64_t off, uint64_t len)
 	close(fd);
 }
 
-/* Punch every frame gc_free lists, then forget them. Under nothing; the
- * rows are read and deleted under mu. */
-static int punch_free(hyd_store *s)
+/* Forget the gc_free rows of v[0..n), punched now: only those (an
+ * eviction and a collection may sweep at once; another's rows wait for
+ * its own punch). Takes mu. */
+static int forget_punched(hyd_store *s, const struct hyd_gc_row *v, size_t n)
 {
 	sqlite3_stmt *st = NULL;
-	struct gc_row *v = NULL;
+	int rc;
+
+	pthread_mutex_lock(&s->mu);
+	hyd_store__read_end_locked(s);
+	rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(
+		    s->db, "DELETE FROM gc_free WHERE vol = ?1 AND off = ?2",
+		    -1, &st, NULL);
+	for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+		sqlite3_bind_int64(st, 1, v[i].vol);
+		sqlite3_bind_int64(st, 2, (int64_t)v[i].off);
+		rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		int r = base_sqlite_errno(s->db, rc, "gc_free");
+
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		pthread_mutex_unlock(&s->mu);
+		return r;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+/* Punch every frame gc_free lists, then forget them. Under nothing; the
+ * rows are read and deleted under mu. */
+int hyd_store__punch_free(hyd_store *s)
+{
+	sqlite3_stmt *st = NULL;
+	struct hyd_gc_row *v = NULL;
 	size_t n = 0, cap = 0;
 	int rc, r = 0;
 
@@ -222,7 +262,7 @@ static int punch_free(hyd_store *s)
 				&st, NULL);
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (n == cap) {
-			struct gc_row *nv;
+			struct hyd_gc_row *nv;
 
 			cap = cap ? cap * 2 : 256;
 			nv = realloc(v, cap * sizeof(*v));
@@ -245,23 +285,18 @@ static int punch_free(hyd_store *s)
 	for (size_t i = 0; r == 0 && i < n; i++)
 		if (v[i].vol > 0 && v[i].vol <= HYD_VOL_MAX)
 			punch(s, v[i].vol, v[i].off, v[i].frame_len);
+	if (r == 0 && n)
+		r = forget_punched(s, v, n);
 	free(v);
-	if (r < 0 || n == 0)
-		return r;
-	pthread_mutex_lock(&s->mu);
-	r = base_sqlite_exec(s->db, "DELETE FROM gc_free", "gc_free");
-	pthread_mutex_unlock(&s->mu);
 	return r;
 }
 
 int hyd_store__gc_recover(hyd_store *s)
 {
-	return punch_free(s);
+	return hyd_store__punch_free(s);
 }
 
-/* Volumes below the one being appended to that no row points into any
- * more: removed (their cached read fds closed first). */
-static void remove_empty_vols(hyd_store *s, const uint8_t *touched, uint32_t hi)
+void hyd_store__vols_drop_empty(hyd_store *s, const uint32_t *vols, size_t n)
 {
 	uint32_t cur;
 	char name[32];
@@ -270,13 +305,15 @@ static void remove_empty_vols(hyd_store *s, const uint8_t *touched, uint32_t hi)
 	pthread_mutex_lock(&s->wmu);
 	cur = s->cur_vol;
 	pthread_mutex_unlock(&s->wmu);
-	for (uint32_t p = 1; p <= hi && p < cur; p++) {
+	for (size_t k = 0; k < n; k++) {
+		uint32_t p = vols[k];
 		sqlite3_stmt *st = NULL;
 		int rc;
 
-		if (!(touched[p / 8] >> (p % 8) & 1))
+		if (p == 0 || p >= cur)
 			continue;
 		pthread_mutex_lock(&s->mu);
+		hyd_store__read_end_locked(s);
 		rc = sqlite3_prepare_v2(s->db,
 					"SELECT 1 FROM chunk WHERE vol = ?1 "
 					"LIMIT 1",
@@ -301,12 +338,21 @@ static void remove_empty_vols(hyd_store *s, const uint8_t *touched, uint32_t hi)
 	}
 }
 
+/* The volumes a collection touched (a bitmap up to hi): those left empty
+ * go. */
+static void remove_empty_vols(hyd_store *s, const uint8_t *touched, uint32_t hi)
+{
+	for (uint32_t p = 1; p <= hi; p++)
+		if (touched[p / 8] >> (p % 8) & 1)
+			hyd_store__vols_drop_empty(s, &p, 1);
+}
+
 /* Mark into a connection of its own, then sweep through the store's. */
 static int gc_run(hyd_store *s, sqlite3 *db, const struct gc_files *fl,
 		  struct hyd_gc_result *ret)
 {
 	sqlite3_stmt *st = NULL;
-	struct gc_row *v = NULL;
+	struct hyd_gc_row *v = NULL;
 	uint8_t *touched = NULL;
 	uint32_t hi = 0;
 	size_t n = 0, gone = 0;
@@ -368,11 +414,11 @@ static int gc_run(hyd_store *s, sqlite3 *db, const struct gc_files *fl,
 			break;
 		}
 		if (n) {
-			r = sweep_batch(s, v, n, &gone, &bytes);
+			r = hyd_store__sweep(s, v, n, 0, &gone, &bytes);
 			if (r == 0) {
 				ret->dropped += gone;
 				ret->dropped_bytes += bytes;
-				r = punch_free(s);
+				r = hyd_store__punch_free(s);
 			}
 			n = 0;
 		}

@@ -58,6 +58,25 @@ struct hyd_store_reader {
 
 struct hyd_group; /* hyd_store_put.c */
 
+/* The bound (hyd_store_evict.c). chunk.used orders eviction: the access
+ * number of a chunk's last put or get; a pinned chunk's is HYD_USED_PIN,
+ * above every number, and is never evicted. */
+#define HYD_USED_PIN (INT64_C(1) << 62)
+/* Gets recorded in memory before their numbers are written. */
+#define HYD_TOUCH_MAX 4096u
+/* Reads in flight whose chunk eviction must not take. */
+#define HYD_BUSY_MAX 256u
+
+struct hyd_touch {
+	chunk_id id;
+	int64_t used;
+};
+
+struct hyd_busy {
+	chunk_id id;
+	unsigned n; /* 0: slot free */
+};
+
 /* A write fd on a volume that rolled over while a group still had frames
  * in it: closed once group `seq` is durable. */
 struct hyd_retired_fd {
@@ -104,6 +123,18 @@ struct hyd_store {
 	struct hyd_store_placer placer;
 	int has_placer;
 	int gcv_ready;
+
+	/* hyd_store_evict.c; the bound and tier are set before any put */
+	uint64_t bound;	     /* --cache-max on frame bytes; 0: none */
+	hyd_store *lower;    /* capacity tier evictions go to; NULL */
+	pthread_mutex_t emu; /* one eviction at a time */
+	int evict_warned;    /* "only pinned chunks left" said once */
+	/* under mu: */
+	int64_t used_clock;	 /* next access number */
+	struct hyd_touch *touch; /* gets not yet written to chunk.used */
+	size_t n_touch;
+	struct hyd_busy busy[HYD_BUSY_MAX];
+	uint64_t pinned_at_ns; /* when st.pinned_* were counted */
 };
 
 /* hyd_store_place.c: the placer's answer for an id the index lacks
@@ -127,6 +158,53 @@ int hyd_store__find_locked(hyd_store *s, const chunk_id *id,
 /* The checksum a row keeps of its frame (XXH3-64). */
 uint64_t hyd_store__frame_sum(const uint8_t *hdr, const void *payload,
 			      size_t len);
+
+/* hyd_store.c: the read-fd cache, shared with eviction's frame copies. */
+int hyd_store__fd_acquire_locked(hyd_store *s, uint32_t vol, int *ret_slot,
+				 int *ret_fd);
+void hyd_store__fd_release_locked(hyd_store *s, int slot, int fd);
+
+/* hyd_store_evict.c */
+int hyd_store__evict_init(hyd_store *s); /* at open, after the index */
+void hyd_store__evict_fini(hyd_store *s);
+/* A get found id (under mu): note the access; mark it busy (1) or let
+ * it go (0) around the read of its frame. */
+void hyd_store__touch_locked(hyd_store *s, const chunk_id *id);
+void hyd_store__busy_locked(hyd_store *s, const chunk_id *id, int on);
+/* 1 when a get is reading id's frame now. Under mu. */
+int hyd_store__busy_has_locked(const hyd_store *s, const chunk_id *id);
+/* Count the pinned chunks into st (at most once a second). Under mu. */
+void hyd_store__pinned_count_locked(hyd_store *s);
+/* Write the noted accesses into chunk.used, inside a transaction the
+ * caller has open. Under mu. */
+int hyd_store__touch_apply_locked(hyd_store *s);
+/* The next access number, for a put's row. Under mu. */
+int64_t hyd_store__next_used_locked(hyd_store *s);
+/* After a group committed, on the syncer, no lock held: evict down under
+ * the bound if the store is over it. */
+void hyd_store__evict(hyd_store *s);
+/* A get or has missed the index and the placer: the capacity tier's
+ * answer (a get's hit there is copied up). 0 / -ENOENT without one. */
+int hyd_store__lower_has(hyd_store *s, const chunk_id *id);
+int hyd_store__lower_get(hyd_store *s, const chunk_id *id, void *out,
+			 size_t cap, size_t *ret_len);
+
+/* hyd_store_gc.c: rows going with the space of their frames. */
+struct hyd_gc_row {
+	chunk_id id;
+	uint32_t vol, frame_len, raw_len;
+	uint64_t off;
+};
+/* Remove the rows of v[0..n) still there and record their frames in
+ * gc_free, in one transaction (with the complete mark too when
+ * drop_complete: the chunks are still wanted); a row already gone gets
+ * frame_len 0. Then punch them (hyd_store__punch_free). Takes mu. */
+int hyd_store__sweep(hyd_store *s, struct hyd_gc_row *v, size_t n,
+		     int drop_complete, size_t *ret_gone, uint64_t *ret_bytes);
+int hyd_store__punch_free(hyd_store *s);
+/* Remove the volumes among vols[0..n) below the current one that no row
+ * points into any more. Takes wmu, then mu. */
+void hyd_store__vols_drop_empty(hyd_store *s, const uint32_t *vols, size_t n);
 
 /* hyd_store_gc.c: punch the frames a collection recorded in gc_free and
  * forget them (at open, before anything is appended). 0 or -errno. */

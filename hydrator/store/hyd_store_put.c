@@ -372,6 +372,8 @@ static int insert_group_locked(hyd_store *s, const struct hyd_group *g)
 		sqlite3_bind_int64(st, 5, e->loc.raw_len);
 		sqlite3_bind_int64(st, 6, e->codec);
 		sqlite3_bind_int64(st, 7, (int64_t)e->loc.xxh);
+		sqlite3_bind_int64(st, 8, hyd_store__next_used_locked(s));
+		sqlite3_bind_int64(st, 9, HYD_USED_PIN);
 		rc = sqlite3_step(st);
 		sqlite3_reset(st);
 		sqlite3_clear_bindings(st);
@@ -383,6 +385,9 @@ static int insert_group_locked(hyd_store *s, const struct hyd_group *g)
 		raw += e->loc.raw_len;
 		stored += e->loc.frame_len;
 	}
+	/* The gets noted since ride along (a failure here only costs
+	 * eviction its order). */
+	(void)hyd_store__touch_apply_locked(s);
 	r = base_sqlite_exec(s->db, "COMMIT", "group commit");
 	if (r < 0) {
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -466,6 +471,7 @@ static void *syncer_main(void *arg)
 		for (size_t i = 0; i < g->n_cbs; i++)
 			g->cbs[i].cb(g->cbs[i].arg,
 				     g->rc == 0 && g->cbs[i].dup ? 1 : g->rc);
+		hyd_store__evict(s);
 		pthread_mutex_lock(&s->wmu);
 		group_unref(g);
 	}

@@ -569,6 +569,9 @@ static void to_packs_layout(const char *dir, const char *sql)
 	snprintf(a, sizeof(a), "%s/volumes", dir);
 	snprintf(b, sizeof(b), "%s/packs", dir);
 	assert_int_equal(rename(a, b), 0);
+	/* back before schema 5 (the bound), then 4 (volumes) */
+	db_exec(dir, "DROP INDEX chunk_used; DROP TABLE pin;"
+		     "ALTER TABLE chunk DROP COLUMN used;");
 	db_exec(dir, "ALTER TABLE chunk RENAME COLUMN vol TO pack;"
 		     "ALTER TABLE gc_free RENAME COLUMN vol TO pack;");
 	db_exec(dir, sql);
@@ -1349,7 +1352,7 @@ static int mg_store(const char *dir, struct tchunk *c)
 }
 
 /* The store at dir is in the volumes layout (no packs/, every volume
- * NNNNNNNN.vol, schema 4 with the column vol, nothing left in gc_free)
+ * NNNNNNNN.vol, schema 5 with the column vol, nothing left in gc_free)
  * and every chunk of c reads back. */
 static void mg_check(const char *dir, struct tchunk *c)
 {
@@ -1368,7 +1371,7 @@ static void mg_check(const char *dir, struct tchunk *c)
 	for (int i = 0; i < MG_N; i++)
 		check_get(s, &c[i]);
 	hyd_store_close(s);
-	assert_int_equal(db_int(dir, "PRAGMA user_version"), 4);
+	assert_int_equal(db_int(dir, "PRAGMA user_version"), 5);
 	assert_int_equal(db_int(dir, "SELECT COUNT(vol) FROM chunk"), MG_N);
 	assert_int_equal(db_int(dir, "SELECT COUNT(vol) FROM gc_free"), 0);
 }
