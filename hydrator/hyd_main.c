@@ -105,6 +105,8 @@ struct opts {
 	size_t nseeds;
 	struct hyd_ssh_opts ssh_opts; /* -e/--rsh, --remote-ferry */
 	char *into; /* --into DIR, made absolute before any fork */
+	/* --cache-max, --cold-dir, --cold-max, --pin */
+	struct hyd_main_cache cache;
 };
 
 /* Set in the daemon (the child of daemon_start): main then ends its log
@@ -138,7 +140,8 @@ struct mount {
 	size_t ntraces;
 	const struct opts *o; /* --seed's dirs, for backfill's thread */
 	struct hyd_fs fs;
-	struct hyd_main_into into; /* --into */
+	struct hyd_main_into into;   /* --into */
+	struct hyd_main_cache cache; /* --cache-max and the rest */
 };
 
 static void usage(FILE *out)
@@ -233,6 +236,23 @@ static void usage(FILE *out)
 	    "                        the source lacks is deleted); ferry\n"
 	    "                        finish MOUNTPOINT then puts DIR in the\n"
 	    "                        mount's place\n"
+	    "      --cache-max SIZE  keep the store under SIZE (K, M, G, T):\n"
+	    "                        chunks least recently read are evicted\n"
+	    "                        (never pinned ones, never one being\n"
+	    "                        read); backfill fetches pinned files,\n"
+	    "                        then the rest only while the store is\n"
+	    "                        under 90%% of SIZE; reads fetch what\n"
+	    "                        was evicted again\n"
+	    "      --cold-dir DIR    a capacity tier under --cache-max (a\n"
+	    "                        bigger, slower disk): evicted chunks\n"
+	    "                        move there, a read there moves them\n"
+	    "                        back up; needs --cold-max\n"
+	    "      --cold-max SIZE   the capacity tier's own bound\n"
+	    "      --pin PATTERN     fetch the files PATTERN names in full,\n"
+	    "                        first, and never evict them: a shell\n"
+	    "                        glob on paths from the tree's root\n"
+	    "                        (a directory pins all below it);\n"
+	    "                        repeatable; ferry pin adds more\n"
 	    "      --no-record       keep no trace of this mount's reads (by\n"
 	    "                        default CACHEDIR/trace.rec records them\n"
 	    "                        for ferry trace export)\n"
@@ -267,6 +287,41 @@ static char *into_dir(const char *dir)
 		base_log_err(BASE_LOG_ERROR, -errno,
 			     "--into: cannot resolve dir=%s", dir);
 	return abs;
+}
+
+/* --cold-dir: made if needed, absolute (the daemon changes directory). */
+static char *cold_dir(const char *dir)
+{
+	char *abs;
+	int r;
+
+	r = base_mkdir_p(dir, 0700);
+	if (r < 0) {
+		base_log_err(BASE_LOG_ERROR, r,
+			     "--cold-dir: cannot make dir=%s", dir);
+		return NULL;
+	}
+	abs = realpath(dir, NULL);
+	if (!abs)
+		base_log_err(BASE_LOG_ERROR, -errno,
+			     "--cold-dir: cannot resolve dir=%s", dir);
+	return abs;
+}
+
+/* A size as --bwlimit writes a rate (K, M, G, T: 1024-based), at least
+ * 1 MiB. 0 or -1 (said). */
+static int size_opt(const char *name, const char *arg, uint64_t *ret)
+{
+	char err[256];
+
+	if (hyd_rate_parse(arg, ret, err, sizeof(err)) < 0 ||
+	    *ret < (1u << 20)) {
+		base_error("%s wants a size of at least 1M (a number with an "
+			   "optional K, M, G or T suffix), not '%s'",
+			   name, arg);
+		return -1;
+	}
+	return 0;
 }
 
 /* Is path at or below dir (both absolute, resolved)? */
@@ -439,7 +494,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_NO_RECORD,
 		OPT_REMOTE_FERRY,
 		OPT_SEED,
-		OPT_INTO
+		OPT_INTO,
+		OPT_CACHE_MAX,
+		OPT_COLD_DIR,
+		OPT_COLD_MAX,
+		OPT_PIN
 	};
 	static const struct option longopts[] = {
 	    {"cache-dir", required_argument, NULL, 'c'},
@@ -463,6 +522,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"no-record", no_argument, NULL, OPT_NO_RECORD},
 	    {"seed", required_argument, NULL, OPT_SEED},
 	    {"into", required_argument, NULL, OPT_INTO},
+	    {"cache-max", required_argument, NULL, OPT_CACHE_MAX},
+	    {"cold-dir", required_argument, NULL, OPT_COLD_DIR},
+	    {"cold-max", required_argument, NULL, OPT_COLD_MAX},
+	    {"pin", required_argument, NULL, OPT_PIN},
 	    {"rsh", required_argument, NULL, 'e'},
 	    {"remote-ferry", required_argument, NULL, OPT_REMOTE_FERRY},
 	    HYD_CREDS_LONGOPTS,
@@ -560,6 +623,31 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (!o->into)
 				return -1;
 			break;
+		case OPT_CACHE_MAX:
+		case OPT_COLD_MAX:
+			if (size_opt(c == OPT_CACHE_MAX ? "--cache-max"
+							: "--cold-max",
+				     optarg,
+				     c == OPT_CACHE_MAX
+					 ? &o->cache.max
+					 : &o->cache.cold_max) < 0)
+				return -1;
+			break;
+		case OPT_COLD_DIR:
+			free(o->cache.cold_dir);
+			o->cache.cold_dir = cold_dir(optarg);
+			if (!o->cache.cold_dir)
+				return -1;
+			break;
+		case OPT_PIN:
+			if (o->cache.npins == HYD_PINS_MAX) {
+				base_error("--pin: at most %d patterns (ferry "
+					   "pin adds more)",
+					   HYD_PINS_MAX);
+				return -1;
+			}
+			o->cache.pins[o->cache.npins++] = optarg;
+			break;
 		case 'e':
 			o->ssh_opts.rsh = optarg;
 			break;
@@ -604,6 +692,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->nseeds && o->no_backfill) {
 		base_error("--seed is backfill's first step: not with "
 			   "--no-backfill");
+		return -1;
+	}
+	if (hyd_main_cache_opts(&o->cache, NULL) < 0)
+		return -1;
+	if (o->into && o->cache.max) {
+		base_error("--into lands the whole tree in DIR: a bound on the "
+			   "store (--cache-max) has nothing to keep");
 		return -1;
 	}
 	if (o->into && o->no_backfill) {
@@ -816,12 +911,25 @@ static int setup_fs(const struct opts *o, struct mount *m)
 		bc.log_progress = 1;
 		bc.traces = m->tracep;
 		bc.ntraces = m->ntraces;
+		m->cache = o->cache;
+		m->cache.cold_dir =
+		    o->cache.cold_dir ? strdup(o->cache.cold_dir) : NULL;
+		m->cache.rcounts = &m->rcounts;
+		if (hyd_main_cache_opts(&m->cache, m->op.cache) < 0 ||
+		    (o->cache.cold_dir && !m->cache.cold_dir))
+			r = -ENOMEM;
+		bc.bound = m->cache.max;
+		bc.pins = m->cache.pins;
+		bc.npins = m->cache.npins;
+		bc.pins_file = m->cache.pins_file;
 		m->o = o;
 		if (o->nseeds) {
 			bc.seed = seed_run;
 			bc.seed_arg = m;
 		}
-		r = hyd_backfill_new(&bc, &m->bf);
+		if (r == 0)
+			r = hyd_backfill_new(&bc, &m->bf);
+		m->cache.bf = m->bf;
 	}
 	if (r < 0) {
 		cat_reader_close(bf_cat);
@@ -1163,6 +1271,7 @@ static void live_status(void *arg, struct hyd_status *st)
 
 	hyd_backfill_live(m->bf, st);
 	hyd_main_into_status(&m->into, st);
+	hyd_main_cache_status(&m->cache, st);
 	hyd_follow_info(m->follow, &gen, &ns);
 	if (gen)
 		st->generation = gen;
@@ -1177,6 +1286,14 @@ static int gc_now(void *arg, struct hyd_gc_result *ret)
 	struct mount *m = arg;
 
 	return hyd_follow_gc(m->follow, 0, ret);
+}
+
+/* `ferry pin` over the control socket. */
+static int pin_now(void *arg, const char *path, char *err, size_t cap)
+{
+	struct mount *m = arg;
+
+	return hyd_main_cache_pin(&m->cache, path, err, cap);
 }
 
 /* Threads, then the FUSE loop until unmount or SIGTERM. */
@@ -1211,6 +1328,10 @@ static int serve(struct mount *m)
 	pthread_t wth;
 	int r, watching, cond_ok;
 
+	/* The bound before the first put (after any fork: the capacity
+	 * tier's lock belongs to the daemon). */
+	if (hyd_main_cache_start(&m->cache, m->op.store) < 0)
+		return -1;
 	r = hyd_fetch_start(m->fetch);
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r, "cannot start the fetcher");
@@ -1236,6 +1357,8 @@ static int serve(struct mount *m)
 	/* Status without a control socket still works (from the cache), so
 	 * a failure here is a warning. */
 	r = hyd_control_start(m->op.cache, live_status, gc_now, m, &m->ctl);
+	if (r == 0)
+		hyd_control_set_pin(m->ctl, pin_now);
 	if (r < 0)
 		base_log_err(BASE_LOG_WARN, r, "no control socket dir=%s",
 			     m->op.cache);
@@ -1330,6 +1453,8 @@ static void mount_free(struct mount *m)
 	if (m->fs.ngens)
 		hyd_fs_gens_fini(&m->fs);
 	hyd_open_close(&m->op);
+	/* After the store, which evicts into it until it closes. */
+	hyd_main_cache_close(&m->cache);
 	if (m->pid_written)
 		unlink(m->pidfile);
 	free(m);

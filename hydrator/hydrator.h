@@ -285,6 +285,17 @@ struct hyd_status {
 	char into[12];
 	char into_dir[HYD_URL_MAX];
 	uint64_t into_generation, into_landing, into_failed;
+	/* --cache-max (ferry-hydrator; 0 from the cache alone): the bound
+	 * (0: none) and the frame bytes pinned; since this run started,
+	 * the frame bytes evicted and the chunk lookups of reads that hit
+	 * (decoded cache or store) and missed (fetched); the capacity
+	 * tier's bound and frame bytes (--cold-dir; 0: none); 1 when the
+	 * walk stopped at the bound; the regular files --pin and ferry pin
+	 * name, and their bytes. */
+	uint64_t cache_max, cache_pinned, cache_evicted;
+	uint64_t cache_hits, cache_misses;
+	uint64_t cold_max, cold_bytes, cache_full;
+	uint64_t pin_files, pin_bytes;
 };
 
 /* Fill *ret from a cache directory's files alone (catalog + state.db, read
@@ -364,6 +375,13 @@ struct hyd_gc_result {
  * does not answer, e.g. `ferry sync`), -ENOENT (no cache there), -errno;
  * the failure is logged. */
 int hyd_gc(const char *cache_dir, struct hyd_gc_result *ret);
+
+/* `ferry pin` (hyd_pin.c): ask the hydrator running on cache_dir to pin
+ * path (from the tree's root, literal; a directory pins all below it):
+ * recorded in CACHEDIR/pins, then fetched in full and never evicted.
+ * 0, or -errno with one line for people in err (nobody answers, the
+ * hydrator refused). */
+int hyd_pin(const char *cache_dir, const char *path, char *err, size_t cap);
 
 /* ------------------------------------------------------------------ */
 /* Sync and verify (hyd_sync*.c, hyd_verify.c)                         */

@@ -32,6 +32,9 @@ static void usage(FILE *f)
 	    "  keygen DIR           a key pair for signed generations\n"
 	    "  finish MOUNTPOINT    end a mount made with --into DIR: DIR\n"
 	    "                       takes the mount's place\n"
+	    "  pin MOUNTPOINT PATH...  keep PATHs whole in a bounded cache\n"
+	    "                       (--cache-max): fetched first, never\n"
+	    "                       evicted\n"
 	    "\n"
 	    "ferry COMMAND --help shows a command's options. See ferry(1),\n"
 	    "ferry-hydrator(1) and ferry-replicator(1).\n");
@@ -70,6 +73,8 @@ int main(int argc, char **argv)
 		return ferry_cmd_keygen(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "finish"))
 		return ferry_cmd_finish(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "pin"))
+		return ferry_cmd_pin(argc - 1, argv + 1);
 	base_error("unknown command '%s' (see ferry --help)", argv[1]);
 	return 2;
 }

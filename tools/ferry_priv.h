@@ -21,6 +21,7 @@ int ferry_cmd_gc(int argc, char **argv);     /* tools/ferry_gc.c */
 int ferry_cmd_token(int argc, char **argv);  /* tools/ferry_token.c */
 int ferry_cmd_keygen(int argc, char **argv); /* tools/ferry_keygen.c */
 int ferry_cmd_finish(int argc, char **argv); /* tools/ferry_finish.c */
+int ferry_cmd_pin(int argc, char **argv);    /* tools/ferry_pin.c */
 
 int ferry_cmd_trace(int argc, char **argv); /* tools/ferry_trace.c */
 

@@ -281,6 +281,37 @@ static void render_generation(const struct hyd_status *st, char *line)
 		 when);
 }
 
+/* --cache-max's numbers, for the end of the "at rest" line ("" without
+ * a bound). */
+static void render_bound(const struct hyd_status *st, char *out, size_t cap)
+{
+	char a[32], b[32], c[32], d[32];
+	uint64_t look = st->cache_hits + st->cache_misses;
+	size_t n;
+
+	out[0] = '\0';
+	if (!st->cache_max)
+		return;
+	fmt_bytes(st->cache_max, a, sizeof(a));
+	fmt_bytes(st->cache_pinned, b, sizeof(b));
+	fmt_bytes(st->cache_evicted, c, sizeof(c));
+	snprintf(out, cap,
+		 "; bound %s, %s pinned (%" PRIu64 " files), %s evicted, hit "
+		 "rate %.1f%% of %" PRIu64 " lookups",
+		 a, b, st->pin_files, c,
+		 look ? 100.0 * (double)st->cache_hits / (double)look : 0.0,
+		 look);
+	n = strlen(out);
+	if (st->cold_max) {
+		fmt_bytes(st->cold_bytes, c, sizeof(c));
+		fmt_bytes(st->cold_max, d, sizeof(d));
+		snprintf(out + n, cap - n, "; capacity tier %s of %s", c, d);
+		n = strlen(out);
+	}
+	if (st->cache_full)
+		snprintf(out + n, cap - n, "; backfill stopped at the bound");
+}
+
 /* The lines of one refresh into lines[0..1+DETAIL_LINES). */
 static void render(const struct hyd_status *st, const struct sample *prev,
 		   const struct hyd_creds *creds, char lines[][512])
@@ -336,7 +367,9 @@ static void render(const struct hyd_status *st, const struct sample *prev,
 	snprintf(lines[k++], 512, "wire           %s received (average %s)", a,
 		 b);
 	fmt_bytes(st->rest_bytes, a, sizeof(a));
-	snprintf(lines[k++], 512, "at rest        %s in volumes", a);
+	render_bound(st, text, sizeof(text));
+	snprintf(lines[k++], 512, "at rest        %s in volumes%.400s", a,
+		 text);
 	fmt_bytes(st->bytes_total > st->unique_bytes_total
 		      ? st->bytes_total - st->unique_bytes_total
 		      : 0,

@@ -589,6 +589,13 @@ static int do_file(hyd_backfill *bf, size_t idx)
 	size_t n, i;
 	int r, fresh = -1, fetched = 0;
 
+	/* Under a bound: only while the store has room; the pass ends. */
+	if (!hyd_bf__room(bf)) {
+		pthread_mutex_lock(&bf->lock);
+		bf->full = 1;
+		pthread_mutex_unlock(&bf->lock);
+		return -EDQUOT;
+	}
 	set_done(bf, idx);
 	if (hyd_fetch_packs(bf->cfg.fetch)) {
 		r = do_file_packs(bf, idx);
@@ -826,6 +833,11 @@ static int run_pass(hyd_backfill *bf)
 		idx = order ? order[k] : k;
 		if (is_done(bf, idx))
 			continue;
+		if ((k % 64) == 0 &&
+		    __atomic_load_n(&bf->pins_dirty, __ATOMIC_RELAXED))
+			r = hyd_bf__pins(bf);
+		if (r < 0)
+			goto out;
 		if (manifest_coming(bf, idx)) {
 			def[ndef++] = idx;
 			continue;
@@ -870,9 +882,11 @@ static void idle(hyd_backfill *bf)
 		if (have)
 			memmove(bf->opened, bf->opened + 1,
 				--bf->opened_n * sizeof(bf->opened[0]));
-		if (!have && !stopped(bf))
+		if (!have && !stopped(bf) && !bf->pins_dirty)
 			wait_locked(bf, TICK_MS);
 		pthread_mutex_unlock(&bf->lock);
+		if (__atomic_load_n(&bf->pins_dirty, __ATOMIC_RELAXED))
+			hyd_bf__pins(bf);
 		if (have)
 			hyd_bf__model(bf, ino);
 		hyd_bf__tick(bf);
@@ -1016,6 +1030,16 @@ static void backfill_run(hyd_backfill *bf)
 		run_pass(bf);
 		bf->changed_last = bf->changed_pass;
 		hyd_bf__drain(bf);
+		if (bf->full) {
+			base_info(
+			    "backfill stops at the cache bound (it "
+			    "fills %u%% of --cache-max and never evicts): "
+			    "reads fetch the rest bound=%" PRIu64,
+			    HYD_BF_FILL_PCT, bf->cfg.bound);
+			bf->next_sample_ns = 0;
+			hyd_bf__tick(bf);
+			return;
+		}
 		pthread_mutex_lock(&bf->lock);
 		bad = bf->failed_pass || bf->nospc;
 		pthread_mutex_unlock(&bf->lock);
@@ -1063,6 +1087,8 @@ static int take_switch(hyd_backfill *bf)
 	bf->bytes_total = bf->bytes_stored = 0;
 	bf->manifests_total = bf->manifests_missing = 0;
 	bf->changed_last = 0;
+	bf->full = 0;
+	bf->evicted_at_walk = 0;
 	bf->last_error[0] = '\0';
 	__atomic_store_n(&bf->stop, 0, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&bf->cond);
@@ -1088,8 +1114,10 @@ static void *bf_main(void *arg)
 	int seeded = !bf->cfg.seed;
 
 	do {
-		/* A trace's ranges first: the job it recorded is starting. */
-		if (hyd_bf__prefetch(bf) == 0 && bf->cfg.enabled) {
+		/* Pinned files first, then a trace's ranges: the job it
+		 * recorded is starting. */
+		if (hyd_bf__pins(bf) == 0 && hyd_bf__prefetch(bf) == 0 &&
+		    bf->cfg.enabled) {
 			/* then local copies, so the pass fetches the rest */
 			if (!seeded)
 				bf->cfg.seed(bf->cfg.seed_arg, bf->cfg.cat,

@@ -65,6 +65,16 @@ struct hyd_backfill_config {
 	 * flag (non-zero: return soon); NULL: none. */
 	int (*seed)(void *arg, cat_reader *cat, const int *stop);
 	void *seed_arg;
+	/* --cache-max: the store's bound (0: none). The walk then fetches
+	 * only while the store holds less than 90% of it, and stops there
+	 * (hyd_backfill_pins.c) */
+	uint64_t bound;
+	/* --pin patterns (borrowed until free) and the file of those
+	 * `ferry pin` adds (CACHEDIR/pins; NULL: none): pinned files are
+	 * fetched first and their chunks never evicted */
+	const char *const *pins;
+	size_t npins;
+	const char *pins_file;
 };
 
 /* The replay of --prefetch traces. */
@@ -102,6 +112,8 @@ struct hyd_backfill_stats {
 	uint64_t pf_steps, pf_steps_done; /* ranges, and ranges asked for */
 	uint64_t pf_bytes;		  /* raw bytes of the ranges kept */
 	uint64_t pf_bytes_done;		  /* of them, asked for (or stored) */
+	uint64_t pin_files, pin_bytes; /* regular files pinned, their bytes */
+	int full;		       /* the walk stopped at the cache bound */
 };
 
 /* Allocate; reads "wire_bytes" from the store meta. Registers its done
@@ -112,6 +124,10 @@ int hyd_backfill_new(const struct hyd_backfill_config *cfg, hyd_backfill **ret);
 /* Start the scheduler thread (signals blocked in it). After the fetcher
  * started and after any fork. Returns 0 or -errno. */
 int hyd_backfill_start(hyd_backfill *bf);
+
+/* The pins file changed (ferry pin): the scheduler walks the pins again
+ * at its next step. Any thread. */
+void hyd_backfill_pins_changed(hyd_backfill *bf);
 
 /* Stop and join the thread, write "wire_bytes" to the store meta (the
  * fetcher must still exist). Idempotent: once stopped, later calls (and

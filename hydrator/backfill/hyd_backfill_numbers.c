@@ -39,6 +39,8 @@ static enum hyd_state state_locked(hyd_backfill *bf,
 		return HYD_STATE_BROWSING;
 	if (bf->complete)
 		return HYD_STATE_COMPLETE;
+	if (bf->full)
+		return HYD_STATE_BROWSING; /* the bound stopped the walk */
 	if (bf->nospc || bf->backing_off) {
 		snprintf(err, cap, "%s",
 			 bf->last_error[0] ? bf->last_error : fs->last_error);
@@ -162,6 +164,9 @@ void hyd_backfill_stats(hyd_backfill *bf, struct hyd_backfill_stats *ret)
 	ret->pf_steps_done = bf->pf_steps_done;
 	ret->pf_bytes = bf->pf_bytes;
 	ret->pf_bytes_done = bf->pf_bytes_done;
+	ret->pin_files = bf->pin_files;
+	ret->pin_bytes = bf->pin_bytes;
+	ret->full = bf->full;
 	pthread_mutex_unlock(&bf->lock);
 	ret->wire_total = bf->wire_base + fs.wire_bytes;
 	ret->elapsed_s = el;

@@ -85,6 +85,12 @@ struct hyd_backfill {
 	 * (scheduler thread) */
 	uint64_t model_seen[MODEL_SEEN];
 	unsigned model_seen_at;
+	/* pins and the bound (hyd_backfill_pins.c): under lock */
+	int pins_dirty; /* ferry pin added one: walk the pins again */
+	uint64_t pin_files, pin_bytes; /* regular files pinned, their bytes */
+	int full;		       /* the walk stopped at the bound */
+	uint64_t evicted_at_walk;      /* the store's evicted + 1 when the walk
+					* began (0: not yet); scheduler thread */
 	pthread_t th;
 	int started;
 	int finished; /* hyd_backfill_stop ran: the fetcher may be gone */
@@ -100,6 +106,12 @@ int hyd_bf__file_manifest(hyd_backfill *bf, uint64_t ino);
 int hyd_bf__stopped(hyd_backfill *bf);
 /* Wait (ticking) until no backfill flight is outstanding, or stop. */
 void hyd_bf__drain(hyd_backfill *bf);
+
+/* hyd_backfill_pins.c: pinned files' chunks pinned and asked for (0,
+ * or -ECANCELED); 1 while the walk has room under the bound. */
+#define HYD_BF_FILL_PCT 90u
+int hyd_bf__pins(hyd_backfill *bf);
+int hyd_bf__room(hyd_backfill *bf);
 
 /* hyd_backfill_prefetch.c: every chunk of [off, off + len) of ino asked
  * for (a pending file's manifest made local first), as the replay of a

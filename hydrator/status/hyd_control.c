@@ -53,7 +53,7 @@
 #include "hydrator/status/hyd_control.h"
 
 #define CONTROL_CLIENT_MS 2000 /* one client's whole exchange */
-#define CONTROL_REQ_MAX 256    /* bytes of a request line */
+#define CONTROL_REQ_MAX 4200   /* bytes of a request line (pin PATH) */
 #define CONTROL_BACKLOG 8
 #define CONTROL_REUSE_MIN_MS 1000
 #define CONTROL_REUSE_FACTOR 4
@@ -69,6 +69,7 @@ struct hyd_control {
 	int wake[2]; /* self-pipe: [0] polled by the thread, [1] written */
 	hyd_control_live_fn live;
 	hyd_control_gc_fn gc;
+	hyd_control_pin_fn pin; /* __atomic */
 	void *arg;
 	pthread_t thread;
 	int started;
@@ -344,6 +345,37 @@ static int gc_reply(hyd_control *c, char *buf, size_t cap, size_t *ret)
 	return end_line(r, buf, cap, ret);
 }
 
+void hyd_control_set_pin(hyd_control *c, hyd_control_pin_fn fn)
+{
+	if (c)
+		__atomic_store_n(&c->pin, fn, __ATOMIC_RELEASE);
+}
+
+/* The reply to "pin PATH": {"pinned":PATH} or an error line. */
+static int pin_reply(hyd_control *c, const char *path, char *buf, size_t cap,
+		     size_t *ret)
+{
+	hyd_control_pin_fn fn = __atomic_load_n(&c->pin, __ATOMIC_ACQUIRE);
+	char text[CONTROL_ERROR_MAX];
+	json_t *o;
+	int n = -ENOMEM;
+
+	if (!fn)
+		return error_reply("this hydrator takes no pins", buf, cap,
+				   ret);
+	text[0] = '\0';
+	n = fn(c->arg, path, text, sizeof(text));
+	if (n < 0)
+		return error_reply(text[0] ? text : strerror(-n), buf, cap,
+				   ret);
+	o = json_object();
+	n = -ENOMEM;
+	if (o && json_object_set_new(o, "pinned", base_json_str(path)) == 0)
+		n = base_json_line(o, buf, cap - 1);
+	json_decref(o);
+	return end_line(n, buf, cap, ret);
+}
+
 /* 1 when the client on fd runs as our effective user or as root. */
 static int peer_allowed(int fd, uid_t *ret_uid)
 {
@@ -388,6 +420,8 @@ static void serve_client(hyd_control *c, int fd)
 		/* A collection takes as long as it takes: the client waits
 		 * for it; the reply gets the usual time to go out. */
 		deadline = mono_ms() + CONTROL_CLIENT_MS;
+	} else if (!strncmp(req, "pin ", 4) && req[4]) {
+		r = pin_reply(c, req + 4, out, HYD_STATUS_JSON_MAX + 2, &len);
 	} else {
 		r = error_reply("unknown command", out, HYD_STATUS_JSON_MAX + 2,
 				&len);

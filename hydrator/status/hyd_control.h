@@ -24,6 +24,12 @@ typedef void (*hyd_control_live_fn)(void *arg, struct hyd_status *st);
  * it is done; 0 with *ret filled, or -errno. On the control thread. */
 typedef int (*hyd_control_gc_fn)(void *arg, struct hyd_gc_result *ret);
 
+/* "pin PATH" (ferry pin): pin PATH (relative to the tree's root, a
+ * literal path: glob characters escaped) for the running mount. 0, or
+ * -errno with a reason in err. On the control thread. */
+typedef int (*hyd_control_pin_fn)(void *arg, const char *path, char *err,
+				  size_t cap);
+
 /* Start serving cache_dir/control.sock (a stale socket file is replaced;
  * a live one — another hydrator answering — is -EBUSY). live, gc (may be
  * NULL: "gc" is then an error) and arg are borrowed until
@@ -31,6 +37,10 @@ typedef int (*hyd_control_gc_fn)(void *arg, struct hyd_gc_result *ret);
  * or -errno. */
 int hyd_control_start(const char *cache_dir, hyd_control_live_fn live,
 		      hyd_control_gc_fn gc, void *arg, hyd_control **ret);
+
+/* Answer "pin PATH" with fn (arg as given to start); before it is set,
+ * or with NULL, "pin" is an error. Any thread. */
+void hyd_control_set_pin(hyd_control *c, hyd_control_pin_fn fn);
 
 /* Send req (one line with its newline) to CACHEDIR/control.sock and read
  * one reply line into line (NUL-terminated, newline dropped), all within

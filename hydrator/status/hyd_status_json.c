@@ -112,6 +112,16 @@ static const struct status_field status_fields[] = {
     SF(into_generation, F_U64),
     SF(into_landing, F_U64),
     SF(into_failed, F_U64),
+    SF(cache_max, F_U64),
+    SF(cache_pinned, F_U64),
+    SF(cache_evicted, F_U64),
+    SF(cache_hits, F_U64),
+    SF(cache_misses, F_U64),
+    SF(cold_max, F_U64),
+    SF(cold_bytes, F_U64),
+    SF(cache_full, F_U64),
+    SF(pin_files, F_U64),
+    SF(pin_bytes, F_U64),
 };
 #define STATUS_FIELDS (sizeof(status_fields) / sizeof(status_fields[0]))
 

@@ -1093,11 +1093,17 @@ int hyd_store_get(hyd_store *s, const chunk_id *id, void *out, size_t cap,
 
 int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret)
 {
+	uint64_t pending;
+
 	if (!s || !ret)
 		return -EINVAL;
+	pthread_mutex_lock(&s->wmu);
+	pending = hyd_store__pending_locked(s);
+	pthread_mutex_unlock(&s->wmu);
 	pthread_mutex_lock(&s->mu);
 	hyd_store__pinned_count_locked(s);
 	*ret = s->st;
+	ret->pending_bytes = pending;
 	pthread_mutex_unlock(&s->mu);
 	return 0;
 }

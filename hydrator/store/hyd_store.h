@@ -100,8 +100,9 @@ struct hyd_store_stats {
 	uint64_t stored_bytes; /* sum of their frame lengths (at rest) */
 	uint64_t vols;	       /* volume files */
 	/* since open: */
-	uint64_t groups; /* index transactions of puts (group commit) */
-	uint64_t syncs;	 /* fdatasync()s of volumes for puts */
+	uint64_t groups;	/* index transactions of puts (group commit) */
+	uint64_t syncs;		/* fdatasync()s of volumes for puts */
+	uint64_t pending_bytes; /* frame bytes appended, not indexed yet */
 	/* the bound (hyd_store_set_bound); since open but pinned_*: */
 	uint64_t bound;		/* the bound on stored_bytes; 0: none */
 	uint64_t pinned_chunks; /* stored chunks pinned, and their */

@@ -374,6 +374,21 @@ static size_t pick_locked(hyd_store *s, uint64_t need, struct hyd_gc_row *v,
 	return n;
 }
 
+/* What the store holds on disk: indexed frames and those appended for
+ * the groups on their way (their room is made before they land). */
+static uint64_t stored_now(hyd_store *s)
+{
+	uint64_t pending, stored;
+
+	pthread_mutex_lock(&s->wmu);
+	pending = hyd_store__pending_locked(s);
+	pthread_mutex_unlock(&s->wmu);
+	pthread_mutex_lock(&s->mu);
+	stored = s->st.stored_bytes;
+	pthread_mutex_unlock(&s->mu);
+	return stored + pending;
+}
+
 void hyd_store__evict(hyd_store *s)
 {
 	struct hyd_gc_row v[EVICT_BATCH];
@@ -384,9 +399,7 @@ void hyd_store__evict(hyd_store *s)
 	if (!s->bound)
 		return;
 	pthread_mutex_lock(&s->emu);
-	pthread_mutex_lock(&s->mu);
-	stored = s->st.stored_bytes;
-	pthread_mutex_unlock(&s->mu);
+	stored = stored_now(s);
 	low = s->bound - s->bound / 32;
 	if (stored <= s->bound) {
 		pthread_mutex_unlock(&s->emu);
@@ -428,8 +441,8 @@ void hyd_store__evict(hyd_store *s)
 		s->st.evicted += gone;
 		s->st.evicted_bytes += bytes;
 		s->st.demoted += kept < gone ? kept : gone;
-		stored = s->st.stored_bytes;
 		pthread_mutex_unlock(&s->mu);
+		stored = stored_now(s);
 		if (gone == 0)
 			break; /* every pick busy or gone: next time */
 	}

@@ -211,6 +211,15 @@ static void punch(hyd_store *s, uint32_t vol, uint64_t off, uint64_t len)
 	close(fd);
 }
 
+static int row_cmp(const void *a, const void *b)
+{
+	const struct hyd_gc_row *x = a, *y = b;
+
+	if (x->vol != y->vol)
+		return x->vol < y->vol ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
 /* Forget the gc_free rows of v[0..n), punched now: only those (an
  * eviction and a collection may sweep at once; another's rows wait for
  * its own punch). Takes mu. */
@@ -282,9 +291,23 @@ int hyd_store__punch_free(hyd_store *s)
 		r = base_sqlite_errno(s->db, rc, "gc_free");
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&s->mu);
-	for (size_t i = 0; r == 0 && i < n; i++)
+	/* Frames side by side go in one punch: a file system frees only
+	 * whole blocks, and a frame rarely starts or ends on one. */
+	if (r == 0 && n)
+		qsort(v, n, sizeof(*v), row_cmp);
+	for (size_t i = 0; r == 0 && i < n;) {
+		uint64_t end = v[i].off + v[i].frame_len;
+		size_t j = i + 1;
+
+		while (j < n && v[j].vol == v[i].vol && v[j].off <= end) {
+			if (v[j].off + v[j].frame_len > end)
+				end = v[j].off + v[j].frame_len;
+			j++;
+		}
 		if (v[i].vol > 0 && v[i].vol <= HYD_VOL_MAX)
-			punch(s, v[i].vol, v[i].off, v[i].frame_len);
+			punch(s, v[i].vol, v[i].off, end - v[i].off);
+		i = j;
+	}
 	if (r == 0 && n)
 		r = forget_punched(s, v, n);
 	free(v);

@@ -126,6 +126,7 @@ struct hyd_store {
 
 	/* hyd_store_evict.c; the bound and tier are set before any put */
 	uint64_t bound;	     /* --cache-max on frame bytes; 0: none */
+	int evicting;	     /* under wmu: the syncer is evicting */
 	hyd_store *lower;    /* capacity tier evictions go to; NULL */
 	pthread_mutex_t emu; /* one eviction at a time */
 	int evict_warned;    /* "only pinned chunks left" said once */
@@ -210,6 +211,9 @@ void hyd_store__vols_drop_empty(hyd_store *s, const uint32_t *vols, size_t n);
  * forget them (at open, before anything is appended). 0 or -errno. */
 int hyd_store__gc_recover(hyd_store *s);
 
+/* hyd_store_put.c: frame bytes of the groups not indexed yet. Under
+ * wmu. */
+uint64_t hyd_store__pending_locked(const hyd_store *s);
 /* hyd_store_put.c: set up and tear down the append side (at open, before
  * any put; at close, after the last). */
 int hyd_store__put_init(hyd_store *s);

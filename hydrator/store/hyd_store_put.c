@@ -242,6 +242,23 @@ static int group_add(struct hyd_group *g, const struct hyd_put_ent *e, int fd)
 	return 0;
 }
 
+/* The most bytes an open group gathers before async puts wait: under a
+ * bound a quarter of it, so what is in flight stays small beside it. */
+static uint64_t group_cap(const hyd_store *s)
+{
+	uint64_t cap = HYD_GROUP_BYTES;
+
+	if (s->bound && s->bound / 4 < cap)
+		cap = s->bound / 4;
+	return cap;
+}
+
+uint64_t hyd_store__pending_locked(const hyd_store *s)
+{
+	return (s->open ? s->open->bytes : 0) +
+	       (s->leading ? s->leading->bytes : 0);
+}
+
 /* Is id in a group not yet durable? That group, or NULL. Under wmu. */
 static struct hyd_group *group_holding(hyd_store *s, const chunk_id *id)
 {
@@ -471,7 +488,18 @@ static void *syncer_main(void *arg)
 		for (size_t i = 0; i < g->n_cbs; i++)
 			g->cbs[i].cb(g->cbs[i].arg,
 				     g->rc == 0 && g->cbs[i].dup ? 1 : g->rc);
-		hyd_store__evict(s);
+		if (s->bound) {
+			/* Puts wait for the eviction as for a sync, so the
+			 * store passes its bound by at most one group. */
+			pthread_mutex_lock(&s->wmu);
+			s->evicting = 1;
+			pthread_mutex_unlock(&s->wmu);
+			hyd_store__evict(s);
+			pthread_mutex_lock(&s->wmu);
+			s->evicting = 0;
+			pthread_cond_broadcast(&s->gcv);
+			pthread_mutex_unlock(&s->wmu);
+		}
 		pthread_mutex_lock(&s->wmu);
 		group_unref(g);
 	}
@@ -632,8 +660,8 @@ int hyd_store_put_async(hyd_store *s, const chunk_id *id, const void *frame,
 	} else if (r == 0) {
 		/* Bounded bytes not yet durable: a full open group waits
 		 * for the sync in progress (the syncer then takes it). */
-		while (s->open && s->open->bytes >= HYD_GROUP_BYTES &&
-		       s->leading)
+		while (s->open && s->open->bytes >= group_cap(s) &&
+		       (s->leading || s->evicting))
 			pthread_cond_wait(&s->gcv, &s->wmu);
 		r = append(s, &e, frame, frame_len, &fi, &g);
 		/* A callback that cannot be recorded: the frame is appended
