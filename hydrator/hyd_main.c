@@ -1632,6 +1632,7 @@ int main(int argc, char **argv)
 	if (r != 0) {
 		free_seeds(&o);
 		free(o.into);
+		free(o.cache.cold_dir);
 		return r > 0 ? 0 : EXIT_USAGE;
 	}
 	base_log_init(PROG, o.log_level);
@@ -1649,6 +1650,7 @@ int main(int argc, char **argv)
 	hyd_fetch_global_cleanup();
 	free_seeds(&o);
 	free(o.into);
+	free(o.cache.cold_dir);
 	/* The daemon's last line: what it exits with (tests check it). */
 	if (daemonized)
 		base_info("exit status=%d pid=%ld", r, (long)getpid());

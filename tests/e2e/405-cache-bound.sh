@@ -104,11 +104,21 @@ misses=$(status_field "$T/cache" cache_misses)
 [ "$misses" -gt 0 ] && [ "$hits" -gt 0 ] || die "(a) hit/miss counts $hits/$misses"
 ok "(a) 51 MiB read exact through a 16 MiB bound; the store peaked at $max bytes on disk ($n samples); $ev bytes evicted"
 
-# (c) kill -9 while evicting: read the tree again, kill half way.
+# (c) kill -9 while evicting: a slower link (--bwlimit), a full read, the
+# kill once evictions are under way.
+umount_hyd "$M"
+mount_hyd "$URL" "$M" --cache-max 16M --pin keep --poll 0 --bwlimit 8M
 pid=$(cat "$T/cache/hydrator.pid")
 ( read_all "$T/src" "$M" >/dev/null 2>&1 ) &
 READER=$!
-sleep 1.5
+ev=0
+for i in $(seq 1 300); do
+	ev=$(status_field "$T/cache" cache_evicted 2>/dev/null || echo 0)
+	[ "$ev" -gt 0 ] && break
+	sleep 0.1
+done
+[ "$ev" -gt 0 ] || die "(c) no eviction under way to kill"
+sleep 0.3
 kill -9 "$pid"
 e2e_gone "$pid" 10 || die "the hydrator outlived kill -9"
 wait $READER 2>/dev/null

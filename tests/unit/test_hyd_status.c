@@ -379,6 +379,16 @@ static void sample(struct hyd_status *st)
 	st->into_generation = 6;
 	st->into_landing = 7;
 	st->into_failed = 2;
+	st->cache_max = 1ull << 40;
+	st->cache_pinned = 5;
+	st->cache_evicted = 6;
+	st->cache_hits = 7;
+	st->cache_misses = 8;
+	st->cold_max = 9;
+	st->cold_bytes = 10;
+	st->cache_full = 1;
+	st->pin_files = 11;
+	st->pin_bytes = 12;
 }
 
 static void assert_status_equal(const struct hyd_status *a,
@@ -414,6 +424,16 @@ static void assert_status_equal(const struct hyd_status *a,
 	assert_int_equal(a->into_generation, b->into_generation);
 	assert_int_equal(a->into_landing, b->into_landing);
 	assert_int_equal(a->into_failed, b->into_failed);
+	assert_int_equal(a->cache_max, b->cache_max);
+	assert_int_equal(a->cache_pinned, b->cache_pinned);
+	assert_int_equal(a->cache_evicted, b->cache_evicted);
+	assert_int_equal(a->cache_hits, b->cache_hits);
+	assert_int_equal(a->cache_misses, b->cache_misses);
+	assert_int_equal(a->cold_max, b->cold_max);
+	assert_int_equal(a->cold_bytes, b->cold_bytes);
+	assert_int_equal(a->cache_full, b->cache_full);
+	assert_int_equal(a->pin_files, b->pin_files);
+	assert_int_equal(a->pin_bytes, b->pin_bytes);
 	assert_int_equal(a->prefetch_files, b->prefetch_files);
 	assert_int_equal(a->prefetch_skipped, b->prefetch_skipped);
 	assert_int_equal(a->prefetch_ranges, b->prefetch_ranges);
@@ -508,7 +528,13 @@ static void test_json_round_trip(void **state)
 			       "\"into\":\"landing\","
 			       "\"into_dir\":\"/data/into\","
 			       "\"into_generation\":6,\"into_landing\":7,"
-			       "\"into_failed\":2}"));
+			       "\"into_failed\":2,"
+			       "\"cache_max\":1099511627776,"
+			       "\"cache_pinned\":5,\"cache_evicted\":6,"
+			       "\"cache_hits\":7,\"cache_misses\":8,"
+			       "\"cold_max\":9,\"cold_bytes\":10,"
+			       "\"cache_full\":1,\"pin_files\":11,"
+			       "\"pin_bytes\":12}"));
 	assert_null(strchr(buf, '\n'));
 	assert_int_equal(hyd__status_parse(buf, (size_t)n, &b), 0);
 	assert_status_equal(&a, &b);
