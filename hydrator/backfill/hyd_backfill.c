@@ -305,6 +305,18 @@ static int window_full(hyd_backfill *bf, uint32_t len)
  * belongs to a manifest that was not local at the census, so the totals
  * count it now. Returns 0, -ECANCELED (stopping), -ENOSPC (the disk
  * filled up: end the pass). */
+/* Under a bound, everything but pins asks only while the store has
+ * room (hyd_bf__room): else the walk is over, -EDQUOT. */
+static int no_room(hyd_backfill *bf)
+{
+	if (bf->pinning || hyd_bf__room(bf))
+		return 0;
+	pthread_mutex_lock(&bf->lock);
+	bf->full = 1;
+	pthread_mutex_unlock(&bf->lock);
+	return -EDQUOT;
+}
+
 int hyd_bf__submit_chunk(hyd_backfill *bf, const struct cat_chunk *c, int fresh)
 {
 	struct hyd_flight *fl = NULL;
@@ -317,6 +329,9 @@ int hyd_bf__submit_chunk(hyd_backfill *bf, const struct cat_chunk *c, int fresh)
 			count_fresh(bf, c->len, 1);
 		return 0;
 	}
+	r = no_room(bf);
+	if (r < 0)
+		return r;
 	pthread_mutex_lock(&bf->lock);
 	while (!stopped(bf) && !bf->nospc && window_full(bf, c->len)) {
 		pthread_mutex_unlock(&bf->lock);
@@ -479,6 +494,9 @@ static int submit_pack(hyd_backfill *bf, struct hyd_pack_obj *obj, int fresh)
 	}
 	if (!k)
 		goto out;
+	r = no_room(bf);
+	if (r < 0)
+		goto out;
 	pthread_mutex_lock(&bf->lock);
 	/* The whole pack at once: it may pass window_bytes by one pack. */
 	while (!stopped(bf) && !bf->nospc && window_full(bf, 1)) {
@@ -589,13 +607,9 @@ static int do_file(hyd_backfill *bf, size_t idx)
 	size_t n, i;
 	int r, fresh = -1, fetched = 0;
 
-	/* Under a bound: only while the store has room; the pass ends. */
-	if (!hyd_bf__room(bf)) {
-		pthread_mutex_lock(&bf->lock);
-		bf->full = 1;
-		pthread_mutex_unlock(&bf->lock);
-		return -EDQUOT;
-	}
+	r = no_room(bf);
+	if (r < 0)
+		return r;
 	set_done(bf, idx);
 	if (hyd_fetch_packs(bf->cfg.fetch)) {
 		r = do_file_packs(bf, idx);

@@ -286,12 +286,14 @@ int hyd_bf__pins(hyd_backfill *bf)
 		pthread_mutex_unlock(&bf->lock);
 	}
 	bf->in_opened = 1; /* the doubled window, at HYD_PRIO_NEAR */
+	bf->pinning = 1;
 	for (size_t i = 0; r == 0 && i < w.nfiles; i++) {
 		r = pin_file(bf, w.files[i].ino, w.files[i].size);
 		if ((i & 63) == 0)
 			hyd_bf__tick(bf);
 	}
 	bf->in_opened = 0;
+	bf->pinning = 0;
 	if (r == 0)
 		hyd_bf__drain(bf);
 	if (r < 0 && r != -ECANCELED)
@@ -328,7 +330,7 @@ int hyd_bf__room(hyd_backfill *bf)
 	pthread_mutex_unlock(&bf->lock);
 	fill = bf->cfg.bound / 100 * HYD_BF_FILL_PCT;
 	/* landed and not yet indexed counts too */
-	return st.stored_bytes + st.pending_bytes + out < fill;
+	return st.held_bytes + st.pending_bytes + out < fill;
 }
 
 void hyd_backfill_pins_changed(hyd_backfill *bf)

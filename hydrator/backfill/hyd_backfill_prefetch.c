@@ -154,8 +154,9 @@ int hyd_bf__prefetch(hyd_backfill *bf)
 	 * in) to itself meanwhile. */
 	if (r == 0)
 		hyd_bf__drain(bf);
-	if (r == -ENOSPC) {
-		/* The walk meets the full disk again and backs off. */
+	if (r == -ENOSPC || r == -EDQUOT) {
+		/* The walk meets the full disk (or the bound) again and
+		 * backs off (or stops). */
 		r = 0;
 	}
 	if (r < 0)

@@ -89,8 +89,9 @@ struct hyd_backfill {
 	int pins_dirty; /* ferry pin added one: walk the pins again */
 	uint64_t pin_files, pin_bytes; /* regular files pinned, their bytes */
 	int full;		       /* the walk stopped at the bound */
-	uint64_t evicted_at_walk;      /* the store's evicted + 1 when the walk
-					* began (0: not yet); scheduler thread */
+	int pinning; /* the pins are being asked for: no room check */
+	uint64_t evicted_at_walk; /* the store's evicted + 1 when the walk
+				   * began (0: not yet); scheduler thread */
 	pthread_t th;
 	int started;
 	int finished; /* hyd_backfill_stop ran: the fetcher may be gone */

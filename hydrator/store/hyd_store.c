@@ -291,6 +291,13 @@ static int store_db_open(hyd_store *s)
 	}
 	if (r == 0)
 		s->st.stored_bytes = (uint64_t)v;
+	if (r == 0)
+		r = db_int(s,
+			   "SELECT COALESCE(SUM((frame_len + 4095) / 4096), 0)"
+			   " FROM chunk",
+			   NULL, &v);
+	if (r == 0)
+		s->st.held_bytes = (uint64_t)v * HYD_BLOCK;
 	return r;
 }
 
@@ -900,6 +907,7 @@ static void drop_locked(hyd_store *s, const chunk_id *id,
 	s->st.chunks--;
 	s->st.raw_bytes -= loc->raw_len;
 	s->st.stored_bytes -= loc->frame_len;
+	s->st.held_bytes -= HYD_HELD(loc->frame_len);
 	chunk_id_to_hex(id, hex);
 	base_warn("corrupt frame dropped from the store chunk=%s vol=%u "
 		  "off=%llu dir=%s",

@@ -102,7 +102,10 @@ struct hyd_store_stats {
 	/* since open: */
 	uint64_t groups;	/* index transactions of puts (group commit) */
 	uint64_t syncs;		/* fdatasync()s of volumes for puts */
-	uint64_t pending_bytes; /* frame bytes appended, not indexed yet */
+	uint64_t pending_bytes; /* frame bytes appended, not indexed yet
+				 * (each rounded up to a 4 KiB block) */
+	uint64_t held_bytes;	/* stored_bytes with each frame rounded up
+				 * to a 4 KiB block: what a bound counts */
 	/* the bound (hyd_store_set_bound); since open but pinned_*: */
 	uint64_t bound;		/* the bound on stored_bytes; 0: none */
 	uint64_t pinned_chunks; /* stored chunks pinned, and their */
@@ -136,12 +139,13 @@ int hyd_store_stats(hyd_store *s, struct hyd_store_stats *ret);
 int hyd_store_gc(hyd_store *s, struct hyd_gc_result *ret);
 
 /* The bound (hyd_store_evict.c; --cache-max, --cold-dir).
- * With a bound, the store keeps its chunks' frame bytes (stored_bytes)
- * under `bound`: after each group of puts commits, chunks are evicted,
- * least recently used first (the order of their last put or get; a get
- * is noted in memory and written with the next group, at most
- * HYD_TOUCH_MAX gets later), down to bound - bound/32. Never evicted: a
- * pinned chunk, a chunk a get is reading at that moment, frames of a
+ * With a bound, the store keeps its chunks' blocks (held_bytes: each
+ * frame rounded up to 4 KiB; frames put under a bound start on a block,
+ * and an evicted one gives all of them back) under `bound`: after each group of
+ * puts commits, chunks are evicted, least recently used first (the order of
+ * their last put or get; a get is noted in memory and written with the next
+ * group, at most HYD_TOUCH_MAX gets later), down to bound - bound/32. Never
+ * evicted: a pinned chunk, a chunk a get is reading at that moment, frames of a
  * group not yet durable (so the store exceeds the bound by at most the
  * puts in flight: HYD_GROUP_BYTES). An eviction is a collection of those
  * rows (hyd_store_gc: rows and the free record in one transaction, holes

@@ -13,7 +13,9 @@
  *
  * Eviction. After a group of puts commits (on the syncer, so the store
  * exceeds the bound by at most the puts in flight) and when a bound is
- * set: while stored_bytes is over bound - bound/32, a batch of the least
+ * set: while held_bytes (frames rounded up to a block, as they lie on
+ * disk: under a bound each starts on one) and the groups in flight are
+ * over bound - bound/32, a batch of the least
  * recently used unpinned rows is taken; with a capacity tier each frame is
  * read, checked by the XXH3-64 its row keeps, and put there (durable
  * before the rows here go); then the rows go the way a collection's do
@@ -252,8 +254,8 @@ int hyd_store__lower_get(hyd_store *s, const chunk_id *id, void *out,
 	pthread_mutex_unlock(&s->lower->mu);
 	buf = r > 0 ? malloc(loc.frame_len) : NULL;
 	if (buf && frame_copy(s->lower, &loc, buf) == 0 &&
-	    hyd_store_put_async(s, id, buf, loc.frame_len, promoted, NULL) >=
-		0) {
+	    hyd_store__put_async_nowait(s, id, buf, loc.frame_len, promoted,
+					NULL) >= 0) {
 		pthread_mutex_lock(&s->mu);
 		s->st.promoted++;
 		s->st.hits++;
@@ -332,6 +334,38 @@ static uint64_t demote(hyd_store *s, const struct hyd_gc_row *v,
 	return w.kept;
 }
 
+/* A frame that does not end on a block leaves its last block allocated
+ * when punched: taken too when no indexed frame starts in it (frames put
+ * under the bound start on a block, so one appended later starts past
+ * it; a frame from before the bound may start there, and keeps it).
+ * Under mu. */
+static void block_tails_locked(hyd_store *s, struct hyd_gc_row *v, size_t n)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(
+		s->db,
+		"SELECT 1 FROM chunk WHERE vol = ?1 AND off >= ?2"
+		" AND off < ?3 LIMIT 1",
+		-1, &st, NULL) != SQLITE_OK)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t end = v[i].off + v[i].frame_len;
+		uint64_t aend =
+		    (end + HYD_BLOCK - 1) & ~(uint64_t)(HYD_BLOCK - 1);
+
+		if (aend == end || aend - v[i].off > UINT32_MAX)
+			continue;
+		sqlite3_bind_int64(st, 1, v[i].vol);
+		sqlite3_bind_int64(st, 2, (int64_t)end);
+		sqlite3_bind_int64(st, 3, (int64_t)aend);
+		if (sqlite3_step(st) == SQLITE_DONE)
+			v[i].punch_len = (uint32_t)(aend - v[i].off);
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+}
+
 /* The least recently used unpinned rows, up to EVICT_BATCH and `need`
  * frame bytes, into v (xxh beside; 0 with no checksum). Under mu. */
 static size_t pick_locked(hyd_store *s, uint64_t need, struct hyd_gc_row *v,
@@ -366,11 +400,13 @@ static size_t pick_locked(hyd_store *s, uint64_t need, struct hyd_gc_row *v,
 		v[n].off = (uint64_t)sqlite3_column_int64(st, 2);
 		v[n].frame_len = (uint32_t)sqlite3_column_int64(st, 3);
 		v[n].raw_len = (uint32_t)sqlite3_column_int64(st, 4);
+		v[n].punch_len = 0;
 		xxh[n] = (uint64_t)sqlite3_column_int64(st, 5);
-		bytes += v[n].frame_len;
+		bytes += HYD_HELD(v[n].frame_len);
 		n++;
 	}
 	sqlite3_finalize(st);
+	block_tails_locked(s, v, n);
 	return n;
 }
 
@@ -384,7 +420,7 @@ static uint64_t stored_now(hyd_store *s)
 	pending = hyd_store__pending_locked(s);
 	pthread_mutex_unlock(&s->wmu);
 	pthread_mutex_lock(&s->mu);
-	stored = s->st.stored_bytes;
+	stored = s->st.held_bytes;
 	pthread_mutex_unlock(&s->mu);
 	return stored + pending;
 }
@@ -459,7 +495,7 @@ int hyd_store_set_bound(hyd_store *s, uint64_t bound, hyd_store *lower)
 	s->lower = lower;
 	pthread_mutex_lock(&s->mu);
 	s->st.bound = bound;
-	stored = s->st.stored_bytes;
+	stored = s->st.held_bytes;
 	pthread_mutex_unlock(&s->mu);
 	if (bound && stored > bound)
 		hyd_store__evict(s);

@@ -153,7 +153,8 @@ int hyd_store__sweep(hyd_store *s, struct hyd_gc_row *v, size_t n,
 		}
 		sqlite3_bind_int64(ins, 1, v[i].vol);
 		sqlite3_bind_int64(ins, 2, (int64_t)v[i].off);
-		sqlite3_bind_int64(ins, 3, v[i].frame_len);
+		sqlite3_bind_int64(
+		    ins, 3, v[i].punch_len ? v[i].punch_len : v[i].frame_len);
 		rc =
 		    sqlite3_step(ins) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
 		sqlite3_reset(ins);
@@ -183,6 +184,7 @@ int hyd_store__sweep(hyd_store *s, struct hyd_gc_row *v, size_t n,
 			s->st.chunks--;
 			s->st.raw_bytes -= v[i].raw_len;
 			s->st.stored_bytes -= v[i].frame_len;
+			s->st.held_bytes -= HYD_HELD(v[i].frame_len);
 		}
 	pthread_mutex_unlock(&s->mu);
 	*ret_gone = gone;

@@ -195,6 +195,7 @@ struct hyd_gc_row {
 	chunk_id id;
 	uint32_t vol, frame_len, raw_len;
 	uint64_t off;
+	uint32_t punch_len; /* the bytes to give back; 0: frame_len */
 };
 /* Remove the rows of v[0..n) still there and record their frames in
  * gc_free, in one transaction (with the complete mark too when
@@ -211,6 +212,16 @@ void hyd_store__vols_drop_empty(hyd_store *s, const uint32_t *vols, size_t n);
  * forget them (at open, before anything is appended). 0 or -errno. */
 int hyd_store__gc_recover(hyd_store *s);
 
+/* Under a bound frames start at multiples of this; what the bound
+ * counts is each frame rounded up to it (held_bytes). */
+#define HYD_BLOCK 4096u
+#define HYD_HELD(len)                                                          \
+	(((uint64_t)(len) + HYD_BLOCK - 1) / HYD_BLOCK * HYD_BLOCK)
+/* hyd_store_put_async, but -EAGAIN instead of waiting for a sync or an
+ * eviction (a copy up that a read need not wait for). */
+int hyd_store__put_async_nowait(hyd_store *s, const chunk_id *id,
+				const void *frame, size_t frame_len,
+				hyd_store_put_cb cb, void *arg);
 /* hyd_store_put.c: frame bytes of the groups not indexed yet. Under
  * wmu. */
 uint64_t hyd_store__pending_locked(const hyd_store *s);

@@ -255,8 +255,12 @@ static uint64_t group_cap(const hyd_store *s)
 
 uint64_t hyd_store__pending_locked(const hyd_store *s)
 {
+	uint64_t n =
+	    (s->open ? s->open->n : 0) + (s->leading ? s->leading->n : 0);
+
+	/* as held: each frame rounded up to a block */
 	return (s->open ? s->open->bytes : 0) +
-	       (s->leading ? s->leading->bytes : 0);
+	       (s->leading ? s->leading->bytes : 0) + n * (HYD_BLOCK - 1);
 }
 
 /* Is id in a group not yet durable? That group, or NULL. Under wmu. */
@@ -372,7 +376,7 @@ static int vol_prepare(hyd_store *s, size_t frame_len)
 static int insert_group_locked(hyd_store *s, const struct hyd_group *g)
 {
 	sqlite3_stmt *st = s->st_insert;
-	uint64_t raw = 0, stored = 0;
+	uint64_t raw = 0, stored = 0, held = 0;
 	int rc, r;
 
 	hyd_store__read_end_locked(s);
@@ -401,6 +405,7 @@ static int insert_group_locked(hyd_store *s, const struct hyd_group *g)
 		}
 		raw += e->loc.raw_len;
 		stored += e->loc.frame_len;
+		held += HYD_HELD(e->loc.frame_len);
 	}
 	/* The gets noted since ride along (a failure here only costs
 	 * eviction its order). */
@@ -413,6 +418,7 @@ static int insert_group_locked(hyd_store *s, const struct hyd_group *g)
 	s->st.chunks += g->n;
 	s->st.raw_bytes += raw;
 	s->st.stored_bytes += stored;
+	s->st.held_bytes += held;
 	s->st.groups++;
 	return 0;
 }
@@ -561,6 +567,11 @@ static int append(hyd_store *s, struct hyd_put_ent *e, const void *frame,
 		r = vol_prepare(s, frame_len);
 	if (r < 0)
 		return r;
+	/* Under a bound frames start on a block: an evicted one then gives
+	 * all its blocks back (hyd_store_evict.c, pick_locked). */
+	if (s->bound)
+		s->cur_end =
+		    (s->cur_end + HYD_BLOCK - 1) & ~(uint64_t)(HYD_BLOCK - 1);
 	e->loc.vol = s->cur_vol;
 	e->loc.off = s->cur_end;
 	e->loc.frame_len = (uint32_t)frame_len;
@@ -642,8 +653,9 @@ int hyd_store_put(hyd_store *s, const chunk_id *id, const void *frame,
 	return r;
 }
 
-int hyd_store_put_async(hyd_store *s, const chunk_id *id, const void *frame,
-			size_t frame_len, hyd_store_put_cb cb, void *arg)
+static int put_async(hyd_store *s, const chunk_id *id, const void *frame,
+		     size_t frame_len, hyd_store_put_cb cb, void *arg,
+		     int nowait)
 {
 	struct frame_info fi;
 	struct hyd_put_ent e;
@@ -660,9 +672,14 @@ int hyd_store_put_async(hyd_store *s, const chunk_id *id, const void *frame,
 	} else if (r == 0) {
 		/* Bounded bytes not yet durable: a full open group waits
 		 * for the sync in progress (the syncer then takes it). */
-		while (s->open && s->open->bytes >= group_cap(s) &&
+		while (!nowait && s->open && s->open->bytes >= group_cap(s) &&
 		       (s->leading || s->evicting))
 			pthread_cond_wait(&s->gcv, &s->wmu);
+		if (nowait && s->open && s->open->bytes >= group_cap(s) &&
+		    (s->leading || s->evicting)) {
+			pthread_mutex_unlock(&s->wmu);
+			return -EAGAIN;
+		}
 		r = append(s, &e, frame, frame_len, &fi, &g);
 		/* A callback that cannot be recorded: the frame is appended
 		 * and will be indexed, but this put is told it failed. */
@@ -671,4 +688,17 @@ int hyd_store_put_async(hyd_store *s, const chunk_id *id, const void *frame,
 	}
 	pthread_mutex_unlock(&s->wmu);
 	return r;
+}
+
+int hyd_store_put_async(hyd_store *s, const chunk_id *id, const void *frame,
+			size_t frame_len, hyd_store_put_cb cb, void *arg)
+{
+	return put_async(s, id, frame, frame_len, cb, arg, 0);
+}
+
+int hyd_store__put_async_nowait(hyd_store *s, const chunk_id *id,
+				const void *frame, size_t frame_len,
+				hyd_store_put_cb cb, void *arg)
+{
+	return put_async(s, id, frame, frame_len, cb, arg, 1);
 }
