@@ -222,8 +222,7 @@ static void test_tiers(void **state)
 	hyd_store *s, *lo;
 
 	assert_int_equal(hyd_store_open(fx->low, 0, &lo), 0);
-	assert_int_equal(
-	    hyd_store_set_bound(lo, 40 * (uint64_t)CLEN, NULL), 0);
+	assert_int_equal(hyd_store_set_bound(lo, 40 * (uint64_t)CLEN, NULL), 0);
 	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
 	assert_int_equal(hyd_store_set_bound(s, bound, lo), 0);
 	for (size_t i = 0; i < 24; i++)
