@@ -45,6 +45,12 @@ REGION_COLS = [("get_mib_s", "GetObject MiB/s (boto3)"), ("curl_mib_s", "GetObje
                ("direct_s", "direct complete s"), ("slowest_s", "slowest cached complete s"),
                ("origin_ratio", "origin / unique bytes"), ("time_ratio", "slowest / direct")]
 REGION = ("ferry_s3", "ferry_cache")
+# Only in the KV-cache row (bench/kv.sh).
+KV_COLS = [("hit_pct", "ferry hit %"), ("ideal_lru_pct", "ideal LRU %"), ("hit_ms_p50", "hit ms"),
+           ("local_ms_p50", "local read ms"), ("hit_vs_local", "hit / local"), ("miss_ms_p50", "miss ms"),
+           ("miss_ms_p90", "miss ms p90"), ("absent_stat_ms_p50", "absent key stat ms"),
+           ("store_peak_mb", "store peak MB"), ("store_end_mb", "store end MB"),
+           ("cache_max_mb", "--cache-max MB")]
 
 NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
          "rclone_mount": "rclone mount", "rclone_copy": "rclone copy",
@@ -52,6 +58,7 @@ NAMES = {"rsync_hx": "rsync -aHX", "rsync": "rsync -a", "rsync_z": "rsync -az",
          "ferry_mount": "ferry mount", "ferry_sync": "ferry sync",
          "ferry_mount_tls": "ferry mount over https",
          "ferry_start": "ferry from source start",
+         "ferry_kv": "ferry mount --cache-max, KV-cache lookups",
          "rsync_local": "rsync -aHX (local copy)", "ferry_tar": "tar of the complete mount",
          "update_rsync": "rsync -aHX --delete rerun", "update_ferry": "ferry sync --delete rerun",
          "update_mount": "ferry mount --poll 1 follows",
@@ -113,7 +120,7 @@ def medians(runs):
     rows = {}
     for key, rs in runs.items():
         row = {"runs": len(rs)}
-        for k, _ in COLS + TAR_COLS + UPDATE_COLS + REGION_COLS + LOCAL_COLS + INTO_COLS:
+        for k, _ in COLS + TAR_COLS + UPDATE_COLS + REGION_COLS + LOCAL_COLS + INTO_COLS + KV_COLS:
             vals = [r.get(k) for r in rs if r.get(k) is not None]
             if k == "correct":
                 row[k] = ",".join(sorted(set(str(v) for v in vals))) or None
@@ -206,6 +213,19 @@ def region_targets(rows, add):
         ca.get("origin_ratio"), 1.15, "le", "frame bytes the replicator served / one direct hydrator's")
     add("hydrators behind one nginx: slowest complete / one direct hydrator",
         ca.get("time_ratio"), 1.5, "le", "each cached hydrator's complete time / the direct one's")
+
+
+def kv_targets(rows, add):
+    """The KV-cache row's targets (bench/kv.sh)."""
+    kv = next((v for (label, appr), v in rows.items() if appr == "ferry_kv"), {})
+    h, i = kv.get("hit_pct"), kv.get("ideal_lru_pct")
+    add("KV cache, --cache-max 1/10 of the store: ferry hit rate vs ideal LRU, points apart",
+        abs(h - i) if h is not None and i is not None else None, 5.0, "le",
+        "|ferry's hit % - an ideal LRU's of --cache-max bytes on the same trace|")
+    add("KV cache: read time per hit vs a read of a local file of the same size",
+        kv.get("hit_vs_local"), 2.0, "le",
+        "median over hits of (read of a stored blob through the mount / read of the same file "
+        "on local disk right after, in memory)")
 
 
 def targets(rows, rate, medium_rate=None):
@@ -306,18 +326,23 @@ def targets(rows, rate, medium_rate=None):
     if medium_rate:
         medium_targets(rows, medium_rate, add)
     region_targets(rows, add)
+    kv_targets(rows, add)
     return out
 
 
 def table(rows):
     lines = ["| link | approach | runs | " + " | ".join(c[1] for c in COLS) + " |",
              "|" + "---|" * (len(COLS) + 3)]
-    tar, region = [], []
+    tar, region, kv = [], [], []
     for (label, appr) in sorted(rows, key=lambda k: (k[0], not k[1].startswith("ferry"), k[1])):
         row = rows[(label, appr)]
         if appr in REGION:
             region.append("| %s | %s | %d | " % (label, appr, row["runs"]) +
                           " | ".join(fmt(k, row[k]) for k, _ in REGION_COLS) + " |")
+            continue
+        if appr == "ferry_kv":
+            kv.append("| %s | %s | %d | " % (label, NAMES[appr], row["runs"]) +
+                      " | ".join(fmt(k, row[k]) for k, _ in KV_COLS) + " |")
             continue
         if appr == "ferry_tar":
             tar.append("| %s | %s | %d | " % (label, NAMES[appr], row["runs"]) +
@@ -331,6 +356,9 @@ def table(rows):
     if region:
         lines += ["", "| link | rows | runs | " + " | ".join(c[1] for c in REGION_COLS) + " |",
                   "|" + "---|" * (len(REGION_COLS) + 3)] + region
+    if kv:
+        lines += ["", "| link | rows | runs | " + " | ".join(c[1] for c in KV_COLS) + " |",
+                  "|" + "---|" * (len(KV_COLS) + 3)] + kv
     upd = ["| %s | %s | " % (label, NAMES[appr]) +
            " | ".join(fmt("wire_bytes" if k == "changed_bytes" else k, rows[(label, appr)][k])
                       for k, _ in UPDATE_COLS) + " |"

@@ -63,6 +63,18 @@
 #                         10 Gbit/s with 50 ms; TTS_MATRIX overrides its
 #                         MATRIX); its table goes to tts.md, appended to
 #                         bench.md
+#   KV [1]                also the KV-cache row (bench/kv.sh): an LMCache
+#                         file-system store read through a mount with
+#                         --cache-max a tenth of it, Zipf lookups at
+#                         1 Gbit/s and 50 ms RTT, against an ideal LRU
+#                         and a local read; KV_SCALE (full, small, tiny)
+#                         sizes it; its table goes to kv.table
+#   EVICT [1]             also the eviction rows (bench/evict.sh, loopback):
+#                         a scan 4x --cache-max with a pinned quarter
+#                         (peak on disk, pinned bytes intact) and a warm
+#                         working set beside a stream that evicts, against
+#                         no bound; EVICT_MIB and WARM_MIB size it; its
+#                         table goes to evict.table, appended to bench.md
 #   HYD_OPTS [""]         extra ferry-hydrator options (e.g. "--jobs 8")
 #   SYNC_OPTS [""]        extra ferry sync options
 #   BENCH_OUT [build/bench]  where results go (e.g. to keep a baseline)
@@ -483,6 +495,15 @@ if [ "${TTS:-1}" = 1 ]; then
 		IF_SRC=tts-s IF_DST=tts-d bash "$ROOT/bench/tts.sh" "$B" ||
 		log "bench/tts.sh failed"
 fi
+if [ "${KV:-1}" = 1 ]; then
+	# its own link (namespaces and addresses of its own)
+	RES=$RES OUT=$OUT bash "$ROOT/bench/kv.sh" "$B" >"$OUT/kv.table" ||
+		log "bench/kv.sh failed"
+fi
+if [ "${EVICT:-1}" = 1 ]; then
+	RES=$RES OUT=$OUT/evict.table bash "$ROOT/bench/evict.sh" "$B" >/dev/null ||
+		log "bench/evict.sh failed"
+fi
 {
 	echo "date: $(date -u +%FT%TZ)"
 	uname -sr
@@ -503,6 +524,14 @@ if [ "${TTS:-1}" = 1 ] && [ -s "$OUT/tts.md" ]; then
 		cat "$OUT/tts.md"
 	} >>"$OUT/bench.md"
 fi
+if [ "${EVICT:-1}" = 1 ] && [ -s "$OUT/evict.table" ]; then
+	{
+		echo
+		echo "### A store under --cache-max (bench/evict.sh, loopback)"
+		echo
+		cat "$OUT/evict.table"
+	} >>"$OUT/bench.md"
+fi
 
 # The dated record: bench.md under a heading with the time and the commit
 # (and what was reduced, when something was), appended to the results log.
@@ -517,7 +546,7 @@ if [ -n "$LOGF" ] && [ -s "$OUT/bench.md" ]; then
 		echo "## $STARTED UTC — make bench, commit $sha"
 		echo
 		echo "RATE=$RATE RTTS=\"$RTTS\" RUNS=$RUNS RTT_RUNS=$RTT_RUNS PEERS=\"$PEERS\"" \
-			"UPDATE=${UPDATE:-1} SEED=${SEED:-1} SSH=${SSH:-1} MEDIUM=${MEDIUM:-1} REGION=${REGION:-1} TTS=${TTS:-1}; $(nproc) cores, $(uname -r)$dirty."
+			"UPDATE=${UPDATE:-1} SEED=${SEED:-1} SSH=${SSH:-1} MEDIUM=${MEDIUM:-1} REGION=${REGION:-1} TTS=${TTS:-1} KV=${KV:-1} EVICT=${EVICT:-1}; $(nproc) cores, $(uname -r)$dirty."
 		echo
 		cat "$OUT/bench.md"
 	} >>"$LOGF"

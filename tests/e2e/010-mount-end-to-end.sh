@@ -105,10 +105,10 @@ umount_hyd "$M"
 nvols=$(ls "$T"/cache/volumes | wc -l)
 for f in "$T"/cache/volumes/*.vol; do mv "$f" "${f%.vol}.pack"; done
 mv "$T/cache/volumes" "$T/cache/packs"
-sqlite3 "$T/cache/state.db" "alter table chunk rename column vol to pack; alter table gc_free rename column vol to pack; pragma user_version = 3"
+sqlite3 "$T/cache/state.db" "drop index chunk_used; drop table pin; alter table chunk drop column used; alter table chunk rename column vol to pack; alter table gc_free rename column vol to pack; pragma user_version = 3"
 mount_hyd "$URL" "$M" --timeout 3 --no-backfill
 [ ! -e "$T/cache/packs" ] && [ "$(ls "$T"/cache/volumes/*.vol | wc -l)" = "$nvols" ] &&
-	[ "$(sql "$T/cache/state.db" "pragma user_version")" = 4 ] &&
+	[ "$(sql "$T/cache/state.db" "pragma user_version")" = 5 ] &&
 	[ "$(sql "$T/cache/state.db" "select sum(frame_len) from chunk where vol > 0")" = "$framed" ] ||
 	{ ls -la "$T/cache" "$T"/cache/*/; die "(d) the cache from before volumes was not moved"; }
 python3 "$E2E_LIB/treecmp.py" --content --exclude changed.bin --exclude unread.bin --exclude never/unread.bin \

@@ -126,7 +126,7 @@ grep -q "vol=volumes/$(printf %08d "$vol").vol " "$T/v.err" || die "(c) the mism
 # the same cache in the layout from before volumes
 for f in "$T"/scache/volumes/*.vol; do mv "$f" "${f%.vol}.pack"; done
 mv "$T/scache/volumes" "$T/scache/packs"
-sqlite3 "$T/scache/state.db" "alter table chunk rename column vol to pack; alter table gc_free rename column vol to pack; pragma user_version = 3"
+sqlite3 "$T/scache/state.db" "drop index chunk_used; drop table pin; alter table chunk drop column used; alter table chunk rename column vol to pack; alter table gc_free rename column vol to pack; pragma user_version = 3"
 verify "$T/scache"
 [ "$RC" = 1 ] && grep -q " $stored chunks checked, 1 mismatch$" "$T/v.out" || { cat "$T/v.out" "$T/v.err"; die "(c) the old layout: exit $RC"; }
 grep -q "vol=packs/$(printf %08d "$vol").pack " "$T/v.err" || die "(c) old layout: the mismatch does not name its pack file: $(cat "$T/v.err")"
