@@ -296,9 +296,9 @@ static void render_bound(const struct hyd_status *st, char *out, size_t cap)
 	fmt_bytes(st->cache_pinned, b, sizeof(b));
 	fmt_bytes(st->cache_evicted, c, sizeof(c));
 	snprintf(out, cap,
-		 "; bound %s, %s pinned (%" PRIu64 " files), %s evicted, hit "
+		 "; bound %s, %s pinned (%" PRIu64 " file%s), %s evicted, hit "
 		 "rate %.1f%% of %" PRIu64 " lookups",
-		 a, b, st->pin_files, c,
+		 a, b, st->pin_files, st->pin_files == 1 ? "" : "s", c,
 		 look ? 100.0 * (double)st->cache_hits / (double)look : 0.0,
 		 look);
 	n = strlen(out);
