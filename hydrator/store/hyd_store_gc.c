@@ -429,6 +429,7 @@ static int gc_run(hyd_store *s, sqlite3 *db, const struct gc_files *fl,
 			v[n].off = (uint64_t)sqlite3_column_int64(st, 2);
 			v[n].frame_len = (uint32_t)sqlite3_column_int64(st, 3);
 			v[n].raw_len = (uint32_t)sqlite3_column_int64(st, 4);
+			v[n].punch_len = 0;
 			touched[vol / 8] |= (uint8_t)(1u << (vol % 8));
 			if ((uint32_t)vol > hi)
 				hi = (uint32_t)vol;

@@ -1254,6 +1254,39 @@ static void test_gc(void **state)
 /* A collection cut short after its rows went: the frames it recorded in
  * gc_free are punched at the next open, before anything is appended, and
  * forgotten. */
+/* Dead frames between live ones in one volume: a collection gives back
+ * their space (side by side ones in one punch) and never a byte of a
+ * live neighbour. */
+static void test_gc_neighbours(void **state)
+{
+	struct fx *fx = *state;
+	struct tchunk c[8];
+	struct hyd_gc_result res;
+	const int keep[] = {0, 3, 4, 7};
+	hyd_store *s = NULL;
+	size_t i;
+
+	for (i = 0; i < 8; i++)
+		tchunk_make(&c[i], 700 + (uint32_t)i, 10000 + 777 * i, 0,
+			    FRAME_POLICY_RAW);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < 8; i++)
+		assert_int_equal(
+		    hyd_store_put(s, &c[i].id, c[i].frame, c[i].frame_len), 0);
+	gc_catalog(fx->dir, "1.db", c, keep, 4);
+	assert_int_equal(hyd_store_gc(s, &res), 0);
+	assert_int_equal(res.dropped, 4);
+	for (i = 0; i < 4; i++)
+		check_get(s, &c[keep[i]]);
+	hyd_store_close(s);
+	assert_int_equal(hyd_store_open(fx->dir, 0, &s), 0);
+	for (i = 0; i < 4; i++)
+		check_get(s, &c[keep[i]]);
+	hyd_store_close(s);
+	for (i = 0; i < 8; i++)
+		tchunk_free(&c[i]);
+}
+
 static void test_gc_crash(void **state)
 {
 	struct fx *fx = *state;
@@ -1530,6 +1563,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gc_crash, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_gc_neighbours, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_kill_mid_async_group, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_migrate_from_packs, setup,
