@@ -269,42 +269,24 @@ static void usage(FILE *out)
 	    HYD_PREFETCH_MAX);
 }
 
-/* --into DIR: created when missing, and made absolute now (the daemon
- * leaves the directory it was started in). NULL after the error line. */
-static char *into_dir(const char *dir)
+/* --into DIR, --cold-dir DIR: created (mode) when missing, and made
+ * absolute now (the daemon leaves the directory it was started in).
+ * NULL after the error line naming opt. */
+static char *abs_dir(const char *opt, const char *dir, mode_t mode)
 {
 	char *abs;
 	int r;
 
-	r = base_mkdir_p(dir, 0755);
+	r = base_mkdir_p(dir, mode);
 	if (r < 0) {
-		base_log_err(BASE_LOG_ERROR, r, "--into: cannot make dir=%s",
+		base_log_err(BASE_LOG_ERROR, r, "%s: cannot make dir=%s", opt,
 			     dir);
 		return NULL;
 	}
 	abs = realpath(dir, NULL);
 	if (!abs)
 		base_log_err(BASE_LOG_ERROR, -errno,
-			     "--into: cannot resolve dir=%s", dir);
-	return abs;
-}
-
-/* --cold-dir: made if needed, absolute (the daemon changes directory). */
-static char *cold_dir(const char *dir)
-{
-	char *abs;
-	int r;
-
-	r = base_mkdir_p(dir, 0700);
-	if (r < 0) {
-		base_log_err(BASE_LOG_ERROR, r,
-			     "--cold-dir: cannot make dir=%s", dir);
-		return NULL;
-	}
-	abs = realpath(dir, NULL);
-	if (!abs)
-		base_log_err(BASE_LOG_ERROR, -errno,
-			     "--cold-dir: cannot resolve dir=%s", dir);
+			     "%s: cannot resolve dir=%s", opt, dir);
 	return abs;
 }
 
@@ -619,7 +601,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_INTO:
 			free(o->into);
-			o->into = into_dir(optarg);
+			o->into = abs_dir("--into", optarg, 0755);
 			if (!o->into)
 				return -1;
 			break;
@@ -635,7 +617,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_COLD_DIR:
 			free(o->cache.cold_dir);
-			o->cache.cold_dir = cold_dir(optarg);
+			o->cache.cold_dir = abs_dir("--cold-dir", optarg, 0700);
 			if (!o->cache.cold_dir)
 				return -1;
 			break;
