@@ -25,7 +25,11 @@
 # and 2 s (settle, below). Records go to RES (bench/emit.py); the peers'
 # runs are copied there with the rate relabelled.
 #
-# Knobs: MEDIUM_RATE [1gbit], MEDIUM_RUNS [1], BENCH_OUT (as run.sh).
+# Knobs: MEDIUM_RATE [1gbit], MEDIUM_RUNS [1], BENCH_OUT (as run.sh),
+# MEDIUM_STEPS ["peers mount into sync local"]: the steps run (peers:
+# rsync -aHX over the link; mount: the mount to complete; into: --into
+# and finish; sync: ferry sync; local: the loopback rows), for a
+# before/after of one of them.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +38,8 @@ OUT=${BENCH_OUT:-$ROOT/build/bench}
 RES=${RES:-$OUT/results.jsonl}
 RATE=${MEDIUM_RATE:-1gbit}
 RUNS=${MEDIUM_RUNS:-1}
+STEPS=" ${MEDIUM_STEPS:-peers mount into sync local} "
+step() { [[ "$STEPS" == *" $1 "* ]]; }
 MW=$ROOT/build/bench/work/medium
 SRC_IP=10.99.0.1
 PORT=7072
@@ -90,8 +96,13 @@ import json, sys
 for l in open(sys.argv[1]):
     r = json.loads(l); r['rate'] = 'medium-' + r['rate']; print(json.dumps(r))" \
 			"$OUT/medium-peers/results.jsonl" >>"$RES"
+	tree_vars
+}
+
+# The tree bench/peers.sh made (without the peers step: an earlier run's).
+tree_vars() {
 	TREE=$MW/src/tree
-	[ -d "$TREE" ] || { log "no medium tree at $TREE"; exit 1; }
+	[ -d "$TREE" ] || { log "no medium tree at $TREE (run the peers step once)"; exit 1; }
 	TREE_BYTES=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['bytes'])" "$MW/src/tree.summary.json")
 }
 
@@ -186,13 +197,13 @@ into_run() {
 		{ emit ferry_into "$label" "$run" error=mount_failed; return 1; }
 	MNT_ACTIVE=$mnt
 	pid=$(pid_of_cache "$cache")
-	for n in $(seq 1 12000); do
-		st=$("$B/bin/ferry" status "$cache" --json 2>/dev/null |
-			python3 -c "import json,sys; j=json.load(sys.stdin); print(j.get('into'), j.get('into_generation'), j.get('generation'))")
-		[ "$st" = "landed 1 1" ] && break
-		sleep 0.1
-	done
-	t1=$(now)
+	# when the hydrator logged the landing (as the plain mount's
+	# complete, from its log), then checked once by ferry status
+	t1=$(logged_at "$cache/hydrator.log" "--into: landed generation=") ||
+		{ emit ferry_into "$label" "$run" error=not_landed; return 1; }
+	st=$("$B/bin/ferry" status "$cache" --json 2>/dev/null |
+		python3 -c "import json,sys; j=json.load(sys.stdin); print(j.get('into'), j.get('into_generation'), j.get('generation'))")
+	[ "$st" = "landed 1 1" ] || { emit ferry_into "$label" "$run" error=not_landed_$st; return 1; }
 	landed=$(dt "$t0" "$t1")
 	# A warm read through the mount of what landed (DIR's files in the
 	# page cache, as the plain mount's warm tar has its volumes): not
@@ -271,17 +282,19 @@ rsync_local() {
 # The last run's copies go first, long before anything is created here.
 rm -rf "$MW/dst"
 sync
-peers
+if step peers; then peers; else tree_vars; fi
 mkdir -p "$MW/dst"
 "$LINK" up "$RATE" >&2 || exit 1
 start_replicator
 for run in $(seq 1 "$RUNS"); do
-	mount_complete "medium-$RATE" "$run" "$NSD"
-	into_run "medium-$RATE" "$run" "$NSD"
-	sync_run "medium-$RATE" "$run" "$NSD"
-	rsync_local "$run"
-	mount_complete medium-loopback "$run" "$NSL"
-	sync_run medium-loopback "$run" "$NSL"
+	step mount && mount_complete "medium-$RATE" "$run" "$NSD"
+	step into && into_run "medium-$RATE" "$run" "$NSD"
+	step sync && sync_run "medium-$RATE" "$run" "$NSD"
+	if step local; then
+		rsync_local "$run"
+		mount_complete medium-loopback "$run" "$NSL"
+		sync_run medium-loopback "$run" "$NSL"
+	fi
 done
 kill "$REPL_PID" 2>/dev/null
 wait "$REPL_PID" 2>/dev/null
