@@ -360,6 +360,10 @@ int base_cond_init(pthread_cond_t *c);
 int base_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m,
 			 uint64_t deadline_ns);
 
+/* Name the calling thread "ferry-" + what (cut at 15 bytes), as top -H,
+ * ps -L, perf and /proc/PID/task/TID/comm show it. */
+void base_thread_name(const char *what);
+
 /* ------------------------------------------------------------------ */
 /* Prometheus text exposition format 0.0.4 (base_prom.c)              */
 /* ------------------------------------------------------------------ */

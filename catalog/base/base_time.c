@@ -1,8 +1,9 @@
 /*
  * catalog/base/base_time.c — the clocks: monotonic for deadlines and rates,
- * wall time only for what people read.
+ * wall time only for what people read; and threads' names.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "catalog/base/base.h"
@@ -44,4 +45,12 @@ int base_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m,
 			      (long)(deadline_ns % 1000000000ull)};
 
 	return pthread_cond_timedwait(c, m, &ts);
+}
+
+void base_thread_name(const char *what)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), "ferry-%s", what);
+	(void)pthread_setname_np(pthread_self(), name);
 }

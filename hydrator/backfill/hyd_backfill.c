@@ -1127,6 +1127,7 @@ static void *bf_main(void *arg)
 	hyd_backfill *bf = arg;
 	int seeded = !bf->cfg.seed;
 
+	base_thread_name("backfill");
 	do {
 		/* Pinned files first, then a trace's ranges: the job it
 		 * recorded is starting. */

@@ -1045,6 +1045,7 @@ static void *loop_main(void *arg)
 {
 	hyd_fetch *f = arg;
 
+	base_thread_name("fetch");
 	uv_run(&f->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&f->loop);
 	return NULL;

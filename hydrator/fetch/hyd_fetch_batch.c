@@ -129,8 +129,13 @@ void hyd_fetch__batch_requeue(struct hyd_xfer *x, size_t from)
 
 static void fwork_run(uv_work_t *w)
 {
+	static __thread int named;
 	struct hyd_fwork *fw = w->data;
 
+	if (!named) { /* libuv's pool: these are its threads' only work */
+		base_thread_name("verify");
+		named = 1;
+	}
 	fw->rc = hyd_fetch__frame_land(fw->f, fw->fl, fw->frame, fw->frame_len,
 				       1, fw->why, sizeof(fw->why));
 }

@@ -161,6 +161,7 @@ static void *worker(void *p)
 	size_t files;
 	int r;
 
+	base_thread_name("manifests");
 	free(wa);
 	pthread_mutex_lock(&b->mu);
 	while ((seg = take(b, w)) != UINT64_MAX) {

@@ -460,6 +460,7 @@ static void *follow_main(void *arg)
 	struct hyd_gc_result res;
 	int poke, gc, rc;
 
+	base_thread_name("follow");
 	next = period ? base_now_ns() + period : 0;
 	while (wait_next(f, next)) {
 		pthread_mutex_lock(&f->mu);

@@ -302,6 +302,7 @@ static void *push_main(void *arg)
 	struct hyd_push_job j;
 	struct hyd_gen *g;
 
+	base_thread_name("push");
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
 		if (!p->qn) {

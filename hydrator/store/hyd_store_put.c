@@ -480,6 +480,7 @@ static void *syncer_main(void *arg)
 	hyd_store *s = arg;
 	struct hyd_group *g;
 
+	base_thread_name("store");
 	pthread_mutex_lock(&s->wmu);
 	for (;;) {
 		while (!s->open && !s->stopping)

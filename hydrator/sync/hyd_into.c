@@ -222,6 +222,7 @@ static void *into_main(void *arg)
 	char err[256];
 	int r;
 
+	base_thread_name("land");
 	pthread_mutex_lock(&in->mu);
 	landed = in->st.landed;
 	pthread_mutex_unlock(&in->mu);

@@ -1118,6 +1118,7 @@ static void *fetch_main(void *arg)
 {
 	struct fetch_thread *t = arg;
 
+	base_thread_name("fetch");
 	t->r = hydrate_fetch(t->s);
 	hydrate_done(t->s);
 	return NULL;

@@ -127,6 +127,7 @@ static void *mq_main(void *arg)
 	size_t n, k, ngot;
 	int r = 0, st;
 
+	base_thread_name("manifests");
 	miss = malloc(HYD_MANIFEST_SEG_INOS * sizeof(*miss));
 	got = malloc(HYD_MANIFEST_SEG_INOS * sizeof(*got));
 	if (!miss || !got)

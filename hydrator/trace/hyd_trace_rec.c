@@ -133,6 +133,7 @@ static void *flusher(void *arg)
 {
 	hyd_trace_rec *t = arg;
 
+	base_thread_name("trace");
 	pthread_mutex_lock(&t->lock);
 	while (!t->stopping) {
 		base_cond_wait_until(&t->cond, &t->lock,
