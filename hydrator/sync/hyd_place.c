@@ -395,12 +395,25 @@ static void *flusher(void *arg)
 	struct idset t;
 	int r;
 
+	base_thread_name("place");
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		while (!p->npend && !p->ncb && !p->stop)
 			pthread_cond_wait(&p->cv, &p->mu);
 		if (!p->npend && !p->ncb)
 			break;
+		/* A round gathers for ROUND_NS: each syncfs is a journal
+		 * commit and starts the writeback of all that is dirty, so
+		 * rounds of a few chunks each (a sync as soon as the last
+		 * ended) cost the landing more than its writes. Nothing
+		 * waits on a round meanwhile (its puts were answered, has
+		 * and get find its chunks in memory) unless a put could not
+		 * be answered (its set is full), a settle or a stop waits. */
+		while (!p->stop && !p->ncb && !p->settling &&
+		       base_now_ns() < p->round_at + ROUND_NS)
+			base_cond_wait_until(&p->cv, &p->mu,
+					     p->round_at + ROUND_NS);
+		p->round_at = base_now_ns();
 		t = p->flushing;
 		p->flushing = p->cur;
 		p->cur = t;
@@ -527,8 +540,11 @@ found:
 void hyd_place_settle(hyd_place *p)
 {
 	pthread_mutex_lock(&p->mu);
+	p->settling++;
+	pthread_cond_broadcast(&p->cv);
 	while ((p->npend || p->ncb || p->cur.n || p->flushing.n) && !p->stop)
 		pthread_cond_wait(&p->cv, &p->mu);
+	p->settling--;
 	pthread_mutex_unlock(&p->mu);
 }
 
@@ -616,8 +632,8 @@ int hyd_place_open(const char *dir, const char *cache_dir, hyd_place **ret)
 	p->cur.v = calloc(IDSET_CAP, sizeof(*p->cur.v));
 	p->flushing.v = calloc(IDSET_CAP, sizeof(*p->flushing.v));
 	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
-	p->dirfd = !p->cur.v || !p->flushing.v
+	r = base_cond_init(&p->cv);
+	p->dirfd = r < 0 || !p->cur.v || !p->flushing.v
 		       ? (errno = ENOMEM, -1)
 		       : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (p->dirfd < 0) {

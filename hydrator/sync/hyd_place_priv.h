@@ -22,6 +22,7 @@
 #define MAX_PLACES 4096 /* places one chunk is written to at most */
 #define BUSY_MS 60000
 #define IMPORT_NS 200000000ull
+#define ROUND_NS 200000000ull /* a flush round gathers this long */
 
 struct pfd {
 	uint64_t ino;
@@ -80,6 +81,8 @@ struct hyd_place {
 	unsigned warned;
 	int recheck;	      /* ranges recorded by an earlier run: read back */
 	uint64_t last_import; /* base_now_ns */
+	uint64_t round_at;    /* base_now_ns when the last round's sync began */
+	unsigned settling;    /* hyd_place_settle callers waiting */
 	pthread_t th;
 	struct hyd_place_stats st;
 	struct idset cur, flushing; /* this round's chunks, and the last's */
