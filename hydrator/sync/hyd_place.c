@@ -121,9 +121,27 @@ int hyd_place__db_err(hyd_place *p, int rc, const char *what)
 	return base_sqlite_errno(p->db, rc, what);
 }
 
+void hyd_place__land_tx_end(hyd_place *p)
+{
+	if (!p->land_tx)
+		return;
+	p->land_tx = 0;
+	p->land_n = 0;
+	if (sqlite3_exec(p->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		/* the rows are lost, not the files: a landed file without
+		 * its path is found matching by the next pass */
+		base_warn("--into: the landing's rows not committed: %s",
+			  sqlite3_errmsg(p->db));
+		(void)sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+	}
+}
+
 int hyd_place__exec(hyd_place *p, const char *sql)
 {
-	int r = base_sqlite_exec(p->db, sql, "into.db");
+	int r;
+
+	hyd_place__land_tx_end(p);
+	r = base_sqlite_exec(p->db, sql, "into.db");
 
 	if (r < 0)
 		base_log_err(BASE_LOG_ERROR, r,
@@ -364,8 +382,11 @@ again:
 int hyd_place__record(hyd_place *p, const struct pend *v, size_t n)
 {
 	sqlite3_stmt *s = p->st_ins;
-	int rc = sqlite3_exec(p->db, "BEGIN", NULL, NULL, NULL);
 	size_t i;
+	int rc;
+
+	hyd_place__land_tx_end(p);
+	rc = sqlite3_exec(p->db, "BEGIN", NULL, NULL, NULL);
 
 	for (i = 0; rc == SQLITE_OK && i < n; i++) {
 		sqlite3_bind_int64(s, 1, (sqlite3_int64)v[i].ino);
@@ -690,6 +711,9 @@ void hyd_place_close(hyd_place *p)
 	/* the flusher records and answers what waits, then ends */
 	if (p->started)
 		pthread_join(p->th, NULL);
+	pthread_mutex_lock(&p->mu);
+	hyd_place__land_tx_end(p);
+	pthread_mutex_unlock(&p->mu);
 	for (i = 0; i < (int)(sizeof(stmts) / sizeof(*stmts)); i++)
 		base_sqlite_finalize(stmt_at(p, (size_t)i));
 	if (p->db)

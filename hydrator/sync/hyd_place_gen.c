@@ -23,7 +23,10 @@
 /* ATTACH path AS name (said once when it fails). Under mu. */
 static int attach(hyd_place *p, const char *path, const char *name)
 {
-	int r = base_sqlite_attach(p->db, path, name);
+	int r;
+
+	hyd_place__land_tx_end(p);
+	r = base_sqlite_attach(p->db, path, name);
 
 	if (r < 0)
 		base_log_err(BASE_LOG_ERROR, r, "--into: cannot read path=%s",
@@ -119,6 +122,7 @@ int hyd_place_gen(hyd_place *p, uint64_t gen, const char *catpath,
 	int r;
 
 	pthread_mutex_lock(&p->mu);
+	hyd_place__land_tx_end(p); /* the last pass's rows, and DETACH */
 	r = gen_rows(p, gen, catpath);
 	if (r == 0 && gen != p->ov_gen) {
 		if (p->ov_attached)

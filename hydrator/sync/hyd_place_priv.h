@@ -23,6 +23,9 @@
 #define BUSY_MS 60000
 #define IMPORT_NS 200000000ull
 #define ROUND_NS 200000000ull /* a flush round gathers this long */
+/* the landing's transaction ends after this many files or this long */
+#define LAND_TX_FILES 512u
+#define LAND_TX_NS 200000000ull
 
 struct pfd {
 	uint64_t ino;
@@ -83,6 +86,9 @@ struct hyd_place {
 	uint64_t last_import; /* base_now_ns */
 	uint64_t round_at;    /* base_now_ns when the last round's sync began */
 	unsigned settling;    /* hyd_place_settle callers waiting */
+	int land_tx;	      /* the landing's rows ride an open transaction */
+	unsigned land_n;      /* files in it */
+	uint64_t land_at;     /* base_now_ns when it began */
 	pthread_t th;
 	struct hyd_place_stats st;
 	struct idset cur, flushing; /* this round's chunks, and the last's */
@@ -91,7 +97,11 @@ struct hyd_place {
 /* hyd_place.c */
 /* Log a failure of the record (once, with SQLite's words) and map it. */
 int hyd_place__db_err(hyd_place *p, int rc, const char *what);
-int hyd_place__exec(hyd_place *p, const char *sql); /* 0 or -errno */
+/* 0 or -errno; ends the landing's transaction first */
+int hyd_place__exec(hyd_place *p, const char *sql);
+/* Commit the landing's open transaction, if any, before any other
+ * transaction, ATTACH or DETACH on the connection. Under mu. */
+void hyd_place__land_tx_end(hyd_place *p);
 /* DIR-relative name of ino's part. */
 void hyd_place__part_name(uint64_t ino, char *buf, size_t cap);
 /* The slot of ino's fd, opened when needed; refs taken (the caller drops
