@@ -617,6 +617,7 @@ out:
 
 static void reader_free(cat_reader *r)
 {
+	cat__snap_end(r);
 	for (size_t i = 0; i < sizeof(stmt_sql) / sizeof(stmt_sql[0]); i++)
 		base_sqlite_finalize(
 		    (sqlite3_stmt **)((char *)r + stmt_sql[i].off));

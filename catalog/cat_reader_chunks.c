@@ -151,6 +151,43 @@ static int overlay_state_locked(cat_reader *r, uint64_t ino)
 	return rc;
 }
 
+int cat__snap_end(cat_reader *r)
+{
+	if (!r->snap_open)
+		return 0;
+	r->snap_open = 0;
+	(void)sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL);
+	return 1;
+}
+
+/* Open a snapshot, or a new one for one too old (lock held). A deferred
+ * BEGIN: the read transaction starts with the next query. */
+static void snap_enter(cat_reader *r)
+{
+	uint64_t now;
+
+	if (!r->snap_max || !r->overlay)
+		return;
+	now = base_now_ns();
+	if (r->snap_open && now - r->snap_at > r->snap_max)
+		cat__snap_end(r);
+	if (!r->snap_open &&
+	    sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
+		r->snap_open = 1;
+		r->snap_at = now;
+	}
+}
+
+void cat_reader_snapshots(cat_reader *r, uint64_t max_age_ns)
+{
+	if (!r || cat__reader_lock(r))
+		return;
+	r->snap_max = max_age_ns;
+	if (!max_age_ns)
+		cat__snap_end(r);
+	pthread_mutex_unlock(&r->mu);
+}
+
 /* Where ino's manifest is (lock held); in.kind must be CAT_REG. */
 static int state_locked(cat_reader *r, uint64_t ino)
 {
@@ -181,8 +218,12 @@ int cat_manifest_state(cat_reader *r, uint64_t ino)
 	rc = cat__reader_lock(r);
 	if (rc)
 		return rc;
+	snap_enter(r);
 	rc = reg_locked(r, ino, &in);
 	if (rc == 0)
+		rc = state_locked(r, ino);
+	/* not there in an older view: ask the present */
+	if (rc == CAT_MANIFEST_MISSING && cat__snap_end(r))
 		rc = state_locked(r, ino);
 	pthread_mutex_unlock(&r->mu);
 	return rc;
@@ -201,6 +242,7 @@ int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
 	rc = cat__reader_lock(r);
 	if (rc)
 		return rc;
+	snap_enter(r);
 	rc = reg_locked(r, ino, &in);
 	if (rc)
 		goto out;
@@ -220,6 +262,7 @@ int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
 	 * came whole has rows, so rows mean a local manifest; the state is
 	 * asked only when there are none (one query on the overlay per
 	 * read instead of two: each is a WAL read transaction). */
+again:
 	if (r->overlay) {
 		rc = range_locked(r, r->st_m_range, ino, off, end, in.size, ret,
 				  cap, ret_n);
@@ -227,6 +270,9 @@ int cat_chunks_range(cat_reader *r, uint64_t ino, uint64_t off, uint64_t len,
 			goto out;
 	}
 	rc = overlay_state_locked(r, ino);
+	/* not there in an older view: ask the present */
+	if (rc == CAT_MANIFEST_MISSING && cat__snap_end(r))
+		goto again;
 	/* Local now, with no rows a moment ago: the manifest may have been
 	 * stored between the two queries (each is its own read transaction),
 	 * so the rows are asked for once more, and that answer stands. */
@@ -252,6 +298,7 @@ int cat_chunks_each(cat_reader *r, cat_chunk_cb cb, void *ctx)
 	rc = cat__reader_lock(r);
 	if (rc)
 		return rc;
+	cat__snap_end(r); /* the whole overlay, as it is now */
 	st = r->overlay ? r->st_m_each : r->st_each;
 	while ((rc = cat__step(r, st, "chunks_each")) == 1) {
 		/* Columns: off, len, id, then the holder's ino, kind, size:
@@ -288,6 +335,7 @@ int cat_pending_missing(cat_reader *r, uint64_t after, uint64_t *ret,
 	rc = cat__reader_lock(r);
 	if (rc)
 		return rc;
+	cat__snap_end(r); /* what is missing now, not a moment ago */
 	if (!r->st_pending)
 		goto out; /* format 1: nothing is pending */
 	if (r->overlay) {

@@ -27,6 +27,10 @@ struct cat_reader {
 	/* the manifest overlay ("m"), once attached */
 	int overlay;
 	sqlite3_stmt *st_m_state, *st_m_range, *st_m_each, *st_m_missing;
+	/* cat_reader_snapshots: the longest a read transaction is kept,
+	 * whether one is open, since when */
+	uint64_t snap_max, snap_at;
+	int snap_open;
 };
 
 /* Integer column within [lo, hi]; any other type fails (-EBADMSG). */
@@ -44,5 +48,7 @@ int cat__getattr_locked(cat_reader *r, uint64_t ino, struct cat_inode *ret,
 
 /* Finalize the statements of cat_reader_chunks.c (at close). */
 void cat__chunks_fini(cat_reader *r);
+/* End the snapshot, if one is open (lock held). 1 when one was. */
+int cat__snap_end(cat_reader *r);
 
 #endif

@@ -612,6 +612,16 @@ int cat_reader_attach_overlay(cat_reader *r, const char *path);
  * -ENOENT, -EINVAL (not a regular file), -EBADMSG, -EIO. */
 int cat_manifest_state(cat_reader *r, uint64_t ino);
 
+/* Snapshots, for a reader that asks about thousands of files in a row (a
+ * landing's walk): with max_age_ns > 0, cat_manifest_state and
+ * cat_chunks_range share one read transaction of the overlay for up to
+ * max_age_ns, instead of one each (two locks and a check of the WAL per
+ * query). An answer "not local" under a snapshot is asked again in a
+ * fresh one, so a manifest stored meanwhile is never missed; "local" stays
+ * true (a manifest, once stored, does not change in its generation).
+ * The other overlay queries end a snapshot first. 0 turns it off. */
+void cat_reader_snapshots(cat_reader *r, uint64_t max_age_ns);
+
 /* Pending inos greater than after whose manifest the overlay does not hold
  * (neither OK nor CHANGED), ascending, at most cap into ret. */
 int cat_pending_missing(cat_reader *r, uint64_t after, uint64_t *ret,

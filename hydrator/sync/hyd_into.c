@@ -38,6 +38,7 @@
 #define POLL_NS 200000000L
 /* between passes that found nothing new stored */
 #define DEFER_PAUSE_NS 500000000ull
+#define SNAP_NS 100000000ull /* see cat_reader_snapshots */
 
 struct hyd_into {
 	struct hyd_into_config c;
@@ -111,6 +112,9 @@ static int land(hyd_into *in, const struct hyd_into_gen *g,
 		cat_reader_close(cat);
 		return r;
 	}
+	/* the walk asks about every file: one overlay read transaction
+	 * per SNAP_NS, not per query */
+	cat_reader_snapshots(cat, SNAP_NS);
 	cat_reader_meta(cat, &meta);
 	memset(&m, 0, sizeof(m));
 	m.cat = cat;

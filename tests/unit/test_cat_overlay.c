@@ -308,6 +308,51 @@ static void test_overlay_put_and_read(void **state)
 	cat_buf_fini(&b);
 }
 
+/* Snapshots (cat_reader_snapshots): a manifest stored by the overlay's
+ * writer while a snapshot is open is found at once, not missed for the
+ * older view ("missing" is asked again in a fresh one); what was found
+ * stays found; and off again, every query is its own. */
+static void test_snapshot_sees_new_manifests(void **state)
+{
+	struct fx *f = *state;
+	struct cat_chunk c[8];
+	struct cat_buf b = {0};
+	uint64_t all[] = {2, 5, 6}, one[] = {6};
+	cat_reader *r2 = NULL;
+	size_t n, files;
+
+	build(f, f->cat, 1, NULL);
+	open_all(f);
+	/* the writer checks bodies through a reader of its own */
+	assert_int_equal(cat_reader_open(f->cat, &r2), 0);
+	cat_reader_snapshots(f->r, 3600ull * 1000000000ull);
+	/* these reads open the snapshot: nothing is stored yet */
+	assert_int_equal(cat_manifest_state(f->r, 6), CAT_MANIFEST_MISSING);
+	assert_int_equal(cat_chunks_range(f->r, 2, 0, 100, c, 8, &n), -EAGAIN);
+	body_of(f, &b, 6, 6, one, 1);
+	assert_int_equal(cat_overlay_put_wire(f->o, r2, 6, 6, b.p, b.n, &files),
+			 0);
+	assert_int_equal(files, 1);
+	/* stored after the snapshot began: found */
+	assert_int_equal(cat_manifest_state(f->r, 6), CAT_MANIFEST_LOCAL);
+	assert_int_equal(cat_chunks_range(f->r, 6, 0, E_SIZE, c, 8, &n), 0);
+	assert_int_equal(n, 4);
+	/* a new snapshot began with that fresh look: the rest comes now */
+	assert_int_equal(cat_chunks_range(f->r, 2, 0, 100, c, 8, &n), -EAGAIN);
+	body_of(f, &b, 1, 1024, all, 3);
+	assert_int_equal(
+	    cat_overlay_put_wire(f->o, r2, 1, 1024, b.p, b.n, &files), 0);
+	assert_int_equal(files, 2);
+	assert_int_equal(cat_chunks_range(f->r, 2, 0, A_SIZE, c, 8, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(cat_manifest_state(f->r, 5), CAT_MANIFEST_LOCAL);
+	assert_int_equal(cat_manifest_state(f->r, 6), CAT_MANIFEST_LOCAL);
+	cat_reader_snapshots(f->r, 0);
+	assert_int_equal(cat_manifest_state(f->r, 2), CAT_MANIFEST_LOCAL);
+	cat_reader_close(r2);
+	cat_buf_fini(&b);
+}
+
 /* Each body is wrong in one way: -EBADMSG and nothing stored. */
 static void expect_refused(struct fx *f, struct cat_buf *b, uint64_t first,
 			   uint64_t last)
@@ -637,6 +682,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_overlay_put_and_read, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_snapshot_sees_new_manifests,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_overlay_refuses_bad_bodies,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_overlay_subset, setup,
