@@ -578,8 +578,8 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		/* --into: what was placed of it is read here from now on
 		 * (told when written; a file the record vouches for was) */
 		if (r == 0 && w->m->place && !w->m->dry_run && !by_record)
-			hyd_place_landed_file(w->m->place, e->in.ino,
-					      w->path.b);
+			hyd_place_landed_file(w->m->place, e->in.ino, w->path.b,
+					      0);
 		if (fd >= 0)
 			close(fd);
 		if (r < 0)
@@ -671,7 +671,8 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	    fstatat(dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		hyd_sync__rec_note(w->m->rec, &st, dg);
 	if (w->m->place)
-		hyd_place_landed_file(w->m->place, e->in.ino, w->path.b);
+		hyd_place_landed_file(w->m->place, e->in.ino, w->path.b,
+				      adopted > 0);
 	w->m->res->files_written++;
 	w->m->res->bytes_written += e->in.size;
 	return 1;

@@ -158,6 +158,13 @@ void hyd_place__part_name(uint64_t ino, char *buf, size_t cap)
 /* The slot of ino's fd, opened when needed; refs taken. rw: for
  * placing (only a part, made at its size when missing). -ENOENT: none
  * (or, rw, the file is landed already), -errno. Under mu. */
+static int open_part(hyd_place *p, const char *name, int rw)
+{
+	return openat(
+	    p->dirfd, name,
+	    (rw ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
 int hyd_place__fd_get(hyd_place *p, uint64_t ino, int rw, int *ret_slot)
 {
 	char name[64];
@@ -200,15 +207,17 @@ int hyd_place__fd_get(hyd_place *p, uint64_t ino, int rw, int *ret_slot)
 		fd = openat(p->dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	} else {
 		hyd_place__part_name(ino, name, sizeof(name));
-		if (rw && mkdirat(p->dirfd, HYD_PLACE_PARTS, 0700) < 0 &&
-		    errno != EEXIST) {
-			sqlite3_reset(p->st_part);
-			return -errno;
+		fd = open_part(p, name, rw);
+		/* the parts' directory is made with the first part (and
+		 * again after a prune removed it) */
+		if (fd < 0 && errno == ENOENT && rw) {
+			if (mkdirat(p->dirfd, HYD_PLACE_PARTS, 0700) < 0 &&
+			    errno != EEXIST) {
+				sqlite3_reset(p->st_part);
+				return -errno;
+			}
+			fd = open_part(p, name, rw);
 		}
-		fd = openat(p->dirfd, name,
-			    (rw ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW |
-				O_CLOEXEC,
-			    0600);
 	}
 	sqlite3_reset(p->st_part);
 	if (fd < 0)

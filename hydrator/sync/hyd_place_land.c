@@ -173,7 +173,8 @@ static void fill_missing(hyd_place *p, uint64_t ino)
 	free(v);
 }
 
-void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath)
+void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath,
+			   int adopted)
 {
 	int moved;
 	char name[64];
@@ -218,7 +219,8 @@ void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath)
 	if (rc == SQLITE_DONE && sqlite3_changes(p->db)) {
 		hyd_place__fd_drop(p, ino);
 		hyd_place__part_name(ino, name, sizeof(name));
-		(void)unlinkat(p->dirfd, name, 0);
+		if (!adopted)
+			(void)unlinkat(p->dirfd, name, 0);
 	}
 	fill_missing(p, ino);
 	pthread_mutex_unlock(&p->mu);

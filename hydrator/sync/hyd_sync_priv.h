@@ -281,8 +281,10 @@ int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
 		    const char *tmp);
 /* ino is now DIR/relpath (written, adopted or found matching): its
  * ranges are read there, and those not placed are read from it, checked
- * against their ids and recorded (nothing fetches them again). */
-void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath);
+ * against their ids and recorded (nothing fetches them again). adopted:
+ * its part was renamed there (hyd_place_adopt), nothing is left of it. */
+void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath,
+			   int adopted);
 /* Forget the numbers no catalog in cache_dir/catalogs names (their rows,
  * and their parts not landed), remove what else lies in DIR's parts
  * directory without a row, and the directory itself when empty. 0,

@@ -222,7 +222,7 @@ static void test_adopt_and_written_over(void **state)
 	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp"), 0);
 	assert_int_equal(hyd_place_adopt(p, INO_A, LEN, dfd, "a.tmp"), 1);
 	assert_int_equal(renameat(dfd, "a.tmp", dfd, "a"), 0);
-	hyd_place_landed_file(p, INO_A, "a");
+	hyd_place_landed_file(p, INO_A, "a", 1);
 	for (int c = 0; c < 3; c++)
 		file_has(fx, "a", (uint64_t)c * LEN, fx->data[c]);
 	/* read from DIR/a now, the part gone */
@@ -242,6 +242,13 @@ static void test_adopt_and_written_over(void **state)
 	assert_int_equal(hyd_place_has(p, &fx->id[0]), 0);
 	/* and the rest of it still reads */
 	assert_int_equal(hyd_place_get(p, &fx->id[2], out, LEN, &got), 0);
+	/* the landing's rows ride a transaction, committed at the close:
+	 * reopened, A is still read from DIR/a (its part is gone) */
+	hyd_place_close(p);
+	p = open_place(fx);
+	memset(out, 0, sizeof(out));
+	assert_int_equal(hyd_place_get(p, &fx->id[2], out, LEN, &got), 0);
+	assert_memory_equal(out, fx->data[2], LEN);
 	/* a part written over while no hydrator ran: the next run reads
 	 * parts back before it renames them in, and forgets the bad range */
 	assert_int_equal(
@@ -281,7 +288,7 @@ static void test_found_in_dir(void **state)
 	/* its second chunk is not the catalog's: not recorded */
 	assert_int_equal(pwrite(fd, fx->data[0], LEN, LEN), LEN);
 	close(fd);
-	hyd_place_landed_file(p, INO_B, "b");
+	hyd_place_landed_file(p, INO_B, "b", 0);
 	assert_int_equal(hyd_place_has(p, &fx->id[1]), 1);
 	assert_int_equal(hyd_place_has(p, &fx->id[3]), 0);
 	hyd_place_stats(p, &st);
