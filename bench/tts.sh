@@ -64,6 +64,9 @@
 #   TARGET_RTTS ["20 50 100"]  where the 1.0x / 1.5x targets apply (other
 #                         RTTs get "-": measured, not judged)
 #   HYD_OPTS [""]         extra ferry-hydrator options
+#   INTO [0]              1: every ferry run mounts with --into a DIR of
+#                         its own, made empty before it (the job beside
+#                         a landing); DIR is removed after the run
 #   SETTLE [1]            drop caches and settle before each timed step
 #   PROBE [1]             measure the link at each (rate, RTT)
 #   EXIT_WAIT [30]        seconds the hydrator gets to exit after the
@@ -104,6 +107,7 @@ BIG=${BIG:-1}
 SEED=${SEED:-1}
 TARGET_RTTS=${TARGET_RTTS:-"20 50 100"}
 HYD_OPTS=${HYD_OPTS:-}
+INTO=${INTO:-0}
 SETTLE=${SETTLE:-1}
 PROBE=${PROBE:-1}
 EXIT_WAIT=${EXIT_WAIT:-30}
@@ -388,13 +392,17 @@ job_target() { # JOB ROOT: what tts_job.py is given
 # ferry_trace: --prefetch the job's trace). Every run but a trace run
 # leaves its record as the job's trace (TRACES/JOB.trace).
 ferry_run() {
-	local rate=$1 rtt=$2 job=$3 run=$4 mode=${5:-} sub cache pid t0 t1 t2 t3 w0 w1 rc ok hexit tag how killed exit_s
+	local rate=$1 rtt=$2 job=$3 run=$4 mode=${5:-} sub cache into='' pid t0 t1 t2 t3 w0 w1 rc ok hexit tag how killed exit_s
 	local kind=ferry extra=
 	[ -n "$mode" ] && kind=ferry_$mode
 	[ "$mode" = trace ] && extra="--prefetch $TRACES/$job.trace"
 	sub=$(expect "$job" dir)
 	tag=$kind-$rate-$rtt-$job-$run
 	fresh_dir cache cache
+	if [ "$INTO" = 1 ]; then
+		fresh_dir into into
+		extra="$extra --into $into"
+	fi
 	mkdir -p "$MNT"
 	mountpoint -q "$MNT" && { fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"; }
 	settle "$sub"
@@ -407,7 +415,7 @@ ferry_run() {
 		cp "$cache/hydrator.log" "$LOGS/$tag.log" 2>/dev/null
 		emit kind=$kind rate="$rate" rtt_ms="$rtt" job="$job" run="$run" ok=mount_failed
 		log "$kind $job@$rate/${rtt}ms#$run: the mount failed (see $LOGS/$tag.err)"
-		rm -rf "$cache"
+		rm -rf "$cache" ${into:+"$into"}
 		return 1
 	fi
 	MNT_ACTIVE=$MNT HYD_CACHE=$cache
@@ -444,7 +452,7 @@ ferry_run() {
 		"$B/bin/ferry" trace export -q "$cache" -o "$TRACES/$job.trace" 2>>"$LOGS/$tag.err" ||
 			log "$kind $job: no trace exported (see $LOGS/$tag.err)"
 	fi
-	rm -rf "$cache"
+	rm -rf "$cache" ${into:+"$into"}
 	emit kind=$kind rate="$rate" rtt_ms="$rtt" job="$job" run="$run" ok="$ok" \
 		seconds="$(dt "$t0" "$t2")" mount_s="$(dt "$t0" "$t1")" job_s="$(dt "$t1" "$t2")" \
 		files="$(jget "$LOGS/$tag.job" files)" bytes="$(jget "$LOGS/$tag.job" bytes)" \
@@ -529,4 +537,4 @@ log "all runs in $(dt "$T_ALL" "$(now)") s"
 python3 "$REPORT" --runs "$RES" --tree "$WORK/tree.json" --out "$OUT" \
 	--target-rtts "$TARGET_RTTS" --started "$STARTED" \
 	--commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-	--note "scale $SCALE, seed $SEED, runs $RUNS, tools $TOOLS, hydrator options '${HYD_OPTS:-default}', build $B"
+	--note "scale $SCALE, seed $SEED, runs $RUNS, tools $TOOLS, hydrator options '${HYD_OPTS:-default}'$([ "$INTO" = 1 ] && echo ' --into DIR'), build $B"
