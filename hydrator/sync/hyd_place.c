@@ -155,9 +155,7 @@ void hyd_place__part_name(uint64_t ino, char *buf, size_t cap)
 	snprintf(buf, cap, HYD_PLACE_PARTS "/%" PRIu64, ino);
 }
 
-/* The slot of ino's fd, opened when needed; refs taken. rw: for
- * placing (only a part, made at its size when missing). -ENOENT: none
- * (or, rw, the file is landed already), -errno. Under mu. */
+/* Open (rw: make) the part at DIR-relative name. */
 static int open_part(hyd_place *p, const char *name, int rw)
 {
 	return openat(
@@ -165,6 +163,9 @@ static int open_part(hyd_place *p, const char *name, int rw)
 	    (rw ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
+/* The slot of ino's fd, opened when needed; refs taken. rw: for
+ * placing (only a part, made at its size when missing). -ENOENT: none
+ * (or, rw, the file is landed already), -errno. Under mu. */
 int hyd_place__fd_get(hyd_place *p, uint64_t ino, int rw, int *ret_slot)
 {
 	char name[64];
