@@ -445,6 +445,7 @@ static void *flusher(void *arg)
 			base_cond_wait_until(&p->cv, &p->mu,
 					     p->round_at + ROUND_NS);
 		p->round_at = base_now_ns();
+		p->in_round = 1;
 		t = p->flushing;
 		p->flushing = p->cur;
 		p->cur = t;
@@ -467,6 +468,7 @@ static void *flusher(void *arg)
 		if (r == 0)
 			r = hyd_place__record(p, pend, npend);
 		p->st.flushes++;
+		p->in_round = 0;
 		idset_clear(&p->flushing);
 		pthread_cond_broadcast(&p->cv); /* for hyd_place_settle */
 		pthread_mutex_unlock(&p->mu);
@@ -566,6 +568,18 @@ found:
 		return r == -EBADMSG ? r : -EIO;
 	*ret_len = len;
 	return 0;
+}
+
+void hyd_place__rounds_wait(hyd_place *p)
+{
+	uint64_t until = p->st.flushes + (uint64_t)p->in_round +
+			 (uint64_t)(p->npend || p->ncb);
+
+	p->settling++;
+	pthread_cond_broadcast(&p->cv);
+	while (p->st.flushes < until && !p->stop)
+		pthread_cond_wait(&p->cv, &p->mu);
+	p->settling--;
 }
 
 void hyd_place_settle(hyd_place *p)

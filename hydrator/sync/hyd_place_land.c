@@ -71,9 +71,10 @@ int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
 {
 	char name[64];
 	int64_t nwant = 0, nplaced = 0;
-	int slot, r, landed = 0;
+	int slot, r, landed = 0, waited = 0;
 
 	pthread_mutex_lock(&p->mu);
+again:
 	sqlite3_bind_int64(p->st_count, 1, (sqlite3_int64)ino);
 	if (sqlite3_step(p->st_count) == SQLITE_ROW) {
 		nwant = sqlite3_column_int64(p->st_count, 0);
@@ -81,6 +82,14 @@ int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
 		landed = sqlite3_column_int(p->st_count, 2);
 	}
 	sqlite3_reset(p->st_count);
+	/* Ranges placed but not recorded yet (a round gathers): wait for
+	 * the rounds under way once, rather than write the file again. */
+	if (nwant > 0 && nplaced < nwant && !landed && !waited &&
+	    (p->npend || p->in_round)) {
+		waited = 1;
+		hyd_place__rounds_wait(p);
+		goto again;
+	}
 	if (nwant == 0 || nplaced < nwant || landed) {
 		pthread_mutex_unlock(&p->mu);
 		return 0;

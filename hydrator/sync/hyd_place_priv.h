@@ -86,6 +86,7 @@ struct hyd_place {
 	uint64_t last_import; /* base_now_ns */
 	uint64_t round_at;    /* base_now_ns when the last round's sync began */
 	unsigned settling;    /* hyd_place_settle callers waiting */
+	int in_round;	      /* the flusher is syncing and recording one */
 	int land_tx;	      /* the landing's rows ride an open transaction */
 	unsigned land_n;      /* files in it */
 	uint64_t land_at;     /* base_now_ns when it began */
@@ -95,6 +96,10 @@ struct hyd_place {
 };
 
 /* hyd_place.c */
+/* Wait until what is placed now (not what comes after) is recorded: the
+ * round the flusher is in, and the one gathering, without the gather's
+ * wait. Under mu (waits on cv). */
+void hyd_place__rounds_wait(hyd_place *p);
 /* Log a failure of the record (once, with SQLite's words) and map it. */
 int hyd_place__db_err(hyd_place *p, int rc, const char *what);
 /* 0 or -errno; ends the landing's transaction first */
