@@ -270,7 +270,9 @@ manifests_db() {
 	done
 	[ "$i" -lt 3000 ] || die "the replicator did not finish hashing"
 	rm -f "$out"
-	sqlite3 "$out" "attach '$T/state/$ns/catalog/$gen.db' as c;
+	# the replicator may be writing its source db (a rescan): wait for
+	# its lock instead of failing with "database is locked"
+	sqlite3 -cmd ".timeout 30000" "$out" "attach '$T/state/$ns/catalog/$gen.db' as c;
 		attach '$T/state/$ns/source/$gen.db' as s;
 		create table inode as select * from c.inode;
 		create table dirent as select * from c.dirent;
