@@ -153,9 +153,8 @@ static int overlay_state_locked(cat_reader *r, uint64_t ino)
 
 int cat__snap_end(cat_reader *r)
 {
-	if (!r->snap_open)
+	if (!r->db || sqlite3_get_autocommit(r->db))
 		return 0;
-	r->snap_open = 0;
 	(void)sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL);
 	return 1;
 }
@@ -169,13 +168,11 @@ static void snap_enter(cat_reader *r)
 	if (!r->snap_max || !r->overlay)
 		return;
 	now = base_now_ns();
-	if (r->snap_open && now - r->snap_at > r->snap_max)
+	if (now - r->snap_at > r->snap_max)
 		cat__snap_end(r);
-	if (!r->snap_open &&
-	    sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
-		r->snap_open = 1;
+	if (sqlite3_get_autocommit(r->db) &&
+	    sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK)
 		r->snap_at = now;
-	}
 }
 
 void cat_reader_snapshots(cat_reader *r, uint64_t max_age_ns)

@@ -28,9 +28,9 @@ struct cat_reader {
 	int overlay;
 	sqlite3_stmt *st_m_state, *st_m_range, *st_m_each, *st_m_missing;
 	/* cat_reader_snapshots: the longest a read transaction is kept,
-	 * whether one is open, since when */
+	 * and when the open one began (open: the connection is out of
+	 * autocommit; nothing else here begins a transaction) */
 	uint64_t snap_max, snap_at;
-	int snap_open;
 };
 
 /* Integer column within [lo, hi]; any other type fails (-EBADMSG). */

@@ -123,9 +123,8 @@ int hyd_place__db_err(hyd_place *p, int rc, const char *what)
 
 void hyd_place__land_tx_end(hyd_place *p)
 {
-	if (!p->land_tx)
+	if (!p->land_n)
 		return;
-	p->land_tx = 0;
 	p->land_n = 0;
 	if (sqlite3_exec(p->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
 		/* the rows are lost, not the files: a landed file without
@@ -678,9 +677,10 @@ int hyd_place_open(const char *dir, const char *cache_dir, hyd_place **ret)
 	p->flushing.v = calloc(IDSET_CAP, sizeof(*p->flushing.v));
 	pthread_mutex_init(&p->mu, NULL);
 	r = base_cond_init(&p->cv);
-	p->dirfd = r < 0 || !p->cur.v || !p->flushing.v
-		       ? (errno = ENOMEM, -1)
-		       : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (r == 0 && (!p->cur.v || !p->flushing.v))
+		r = -ENOMEM;
+	p->dirfd = r < 0 ? (errno = -r, -1)
+			 : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (p->dirfd < 0) {
 		r = -errno;
 		hyd_place_close(p);

@@ -208,15 +208,15 @@ void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath,
 	/* One transaction for many files: a commit per landed file was
 	 * three WAL writes, and every thousand pages a checkpoint with an
 	 * fdatasync, all under mu (the placers waited). */
-	if (p->land_tx && (p->land_n >= LAND_TX_FILES ||
-			   base_now_ns() - p->land_at > LAND_TX_NS))
+	if (p->land_n && (p->land_n >= LAND_TX_FILES ||
+			  base_now_ns() - p->land_at > LAND_TX_NS))
 		hyd_place__land_tx_end(p);
-	if (!p->land_tx &&
-	    sqlite3_exec(p->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
-		p->land_tx = 1;
+	if (p->land_n)
+		p->land_n++;
+	else if (sqlite3_exec(p->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
+		p->land_n = 1;
 		p->land_at = base_now_ns();
 	}
-	p->land_n++;
 	sqlite3_bind_blob(p->st_setpath, 1, relpath, (int)strlen(relpath) + 1,
 			  SQLITE_STATIC);
 	sqlite3_bind_int64(p->st_setpath, 2, (sqlite3_int64)ino);

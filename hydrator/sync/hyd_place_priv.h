@@ -87,9 +87,8 @@ struct hyd_place {
 	uint64_t round_at;    /* base_now_ns when the last round's sync began */
 	unsigned settling;    /* hyd_place_settle callers waiting */
 	int in_round;	      /* the flusher is syncing and recording one */
-	int land_tx;	      /* the landing's rows ride an open transaction */
-	unsigned land_n;      /* files in it */
-	uint64_t land_at;     /* base_now_ns when it began */
+	unsigned land_n; /* files in the landing's open transaction (0: none) */
+	uint64_t land_at; /* base_now_ns when it began */
 	pthread_t th;
 	struct hyd_place_stats st;
 	struct idset cur, flushing; /* this round's chunks, and the last's */
