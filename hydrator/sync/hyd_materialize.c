@@ -504,7 +504,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	struct stat st;
 	uint8_t dg[HYD_SYNC_DIGEST_LEN];
 	int fd = -1, r, i, have, quick = 0, same = 0, matches = 0;
-	int digest_ok = 0, src = -1, adopted, by_record = 0;
+	int digest_ok = 0, src = -1, adopted, by_record = 0, mstate = -1;
 	char seed[PATH_MAX];
 	enum hyd_mat_seed plan;
 
@@ -515,12 +515,17 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	 * brought yet waits for a later pass, with no request of its own
 	 * (one round trip per file, beside the jobs' reads) */
 	if (w->m->defer && e->in.nlink < 2 && e->in.size && w->m->pending &&
-	    hyd_mat__waiting(w->m) && !w->m->dry_run &&
-	    cat_manifest_state(w->m->cat, e->in.ino) == CAT_MANIFEST_MISSING) {
-		w->m->deferred++;
-		return 0;
+	    hyd_mat__waiting(w->m) && !w->m->dry_run) {
+		mstate = cat_manifest_state(w->m->cat, e->in.ino);
+		if (mstate == CAT_MANIFEST_MISSING) {
+			w->m->deferred++;
+			return 0;
+		}
 	}
-	r = hyd_mat__manifest_ready(w, &e->in, &why);
+	/* the look just made says the manifest is readable: not again */
+	r = mstate == CAT_MANIFEST_LOCAL || mstate == CAT_MANIFEST_CATALOG
+		? 0
+		: hyd_mat__manifest_ready(w, &e->in, &why);
 	/* A dry run fetches no manifest: without one, the quick check
 	 * (size and time, as rsync's) decides. */
 	have = r == 0;
@@ -609,9 +614,14 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		w->m->res->bytes_written += e->in.size;
 		return 1;
 	}
+	/* --into: the bytes placed as they came are renamed in whole (the
+	 * record says so in one count: no look at the store per chunk) */
+	adopted = plan == HYD_MAT_SEED_NONE
+		      ? adopt(w, dirfd, e, tmp, sizeof(tmp), dg, &fd)
+		      : 0;
 	/* --into while backfill runs: a later pass writes it whole */
-	if (w->m->defer && e->in.nlink < 2 && hyd_mat__waiting(w->m) &&
-	    hyd_mat__lacks(w, &e->in)) {
+	if (!adopted && w->m->defer && e->in.nlink < 2 &&
+	    hyd_mat__waiting(w->m) && hyd_mat__lacks(w, &e->in)) {
 		w->m->deferred++;
 		if (src >= 0)
 			close(src);
@@ -626,10 +636,6 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		}
 		plan = HYD_MAT_SEED_COPY; /* another filesystem, say */
 	}
-	/* --into: the bytes placed as they came are renamed in whole */
-	adopted = plan == HYD_MAT_SEED_NONE
-		      ? adopt(w, dirfd, e, tmp, sizeof(tmp), dg, &fd)
-		      : 0;
 	for (i = 0; !adopted && i < TMP_TRIES; i++) {
 		tmp_name(tmp, sizeof(tmp), e->name, e->len);
 		fd = openat(
