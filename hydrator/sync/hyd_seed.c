@@ -3,8 +3,10 @@
  * on this machine are verified and stored instead of fetched.
  *
  * For one regular file of the catalog the candidates are, in order,
- * DEST's own file at the same path (rsync's basis file; `ferry sync`
- * only) and DIR/PATH for each seed directory.
+ * the part a mount with `--into DEST` was filling for it
+ * (DEST/.ferry-into/INO: its verified ranges sit at the file's own
+ * offsets, the rest is holes), DEST's own file at the same path (rsync's
+ * basis file; `ferry sync` only) and DIR/PATH for each seed directory.
  *
  *   by size and mtime  DEST's file, or a --link-dest, --copy-dest or
  *           --compare-dest DIR's (for a sync a --seed DIR's too, copied
@@ -37,6 +39,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -240,10 +243,23 @@ int hyd_seeder_finish(hyd_seeder *sd)
 
 /* ---- one candidate ---- */
 
+/* Does fd hold data (not only a hole) within [off, off + len)? */
+static int has_data(int fd, uint64_t off, uint32_t len)
+{
+	off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+
+	/* a file system without SEEK_DATA says "all data" */
+	if (d < 0)
+		return errno != ENXIO;
+	return (uint64_t)d < off + len;
+}
+
 /* The chunks of ino the store lacks (holes never), at the manifest's
- * offsets in fd (size cand_size); what misses goes into sd->want. */
+ * offsets in fd (size cand_size); what misses goes into sd->want. sparse:
+ * fd is a part, whose ranges never written are holes: those are not read
+ * (nor hashed). */
 static int aligned(hyd_seeder *sd, cat_reader *cat, const struct cat_inode *in,
-		   int fd, uint64_t cand_size)
+		   int fd, uint64_t cand_size, int sparse)
 {
 	struct cat_chunk cs[ROWS];
 	uint64_t off = 0;
@@ -274,7 +290,8 @@ static int aligned(hyd_seeder *sd, cat_reader *cat, const struct cat_inode *in,
 			if (r == 1)
 				continue;
 			if (c->off + c->len <= cand_size &&
-			    !(streak >= MISS_STREAK && cand_size != in->size)) {
+			    !(streak >= MISS_STREAK && cand_size != in->size) &&
+			    (!sparse || has_data(fd, c->off, c->len))) {
 				r = base_pread_full(fd, sd->raw, c->len, c->off,
 						    &got);
 				if (r == 0 && got == c->len) {
@@ -383,9 +400,44 @@ static int from(hyd_seeder *sd, cat_reader *cat, const struct cat_inode *in,
 	if (fd < 0)
 		return 0;
 	sd->st.files_read++;
-	r = aligned(sd, cat, in, fd, (uint64_t)st.st_size);
+	r = aligned(sd, cat, in, fd, (uint64_t)st.st_size, 0);
 	if (r == 0 && sd->want.n)
 		r = cut(sd, fd);
+	close(fd);
+	if (r < 0)
+		return r;
+	return sd->want.n == 0;
+}
+
+/* DEST/.ferry-into/INO for in: the part a mount with --into DEST left. */
+static int part_path(hyd_seeder *sd, const struct cat_inode *in, char *buf,
+		     size_t cap)
+{
+	int n;
+
+	if (!sd->dest)
+		return -ENOENT;
+	n = snprintf(buf, cap, "%s/" HYD_PLACE_PARTS "/%" PRIu64, sd->dest,
+		     in->ino);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* Chunks from the part at path: only at the file's own offsets (a part
+ * is never shifted), only where it holds data. 1 when the store now holds
+ * every chunk of the file, 0, -errno as from(). The part's name is the
+ * number the mount's generation gave the file: one of another generation
+ * may hold another file's bytes, which no SHA-256 of this file matches. */
+static int from_part(hyd_seeder *sd, cat_reader *cat,
+		     const struct cat_inode *in, const char *path)
+{
+	struct stat st;
+	int fd, r;
+
+	fd = open_reg(path, &st);
+	if (fd < 0)
+		return 0;
+	sd->st.files_read++;
+	r = aligned(sd, cat, in, fd, (uint64_t)st.st_size, 1);
 	close(fd);
 	if (r < 0)
 		return r;
@@ -470,7 +522,8 @@ static int look(hyd_seeder *sd, const struct cat_inode *in, const char *rel,
 	struct stat st;
 	size_t i;
 
-	*ret_any = 0;
+	*ret_any = part_path(sd, in, path, sizeof(path)) == 0 &&
+		   lstat(path, &st) == 0 && S_ISREG(st.st_mode);
 	if (sd->dest && join(path, sizeof(path), sd->dest, rel) == 0 &&
 	    lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
 		*ret_any = 1;
@@ -514,6 +567,11 @@ static int seed_file(hyd_seeder *sd, cat_reader *cat,
 	}
 	if (r <= 0)
 		return r == -ESTALE ? HYD_SEED_FETCH : r;
+	if (part_path(sd, in, path, sizeof(path)) == 0) {
+		r = from_part(sd, cat, in, path);
+		if (r != 0)
+			goto out;
+	}
 	if (sd->dest && join(path, sizeof(path), sd->dest, rel) == 0) {
 		r = from(sd, cat, in, path);
 		if (r != 0)

@@ -5,7 +5,8 @@
 # odd tree has (modes, times, owners as root, symlinks, hard links,
 # xattrs, a fifo, a device, a sparse file). After a kill -9 in the middle
 # of the first landing, a ferry sync into the same DIR writes none of the
-# files the mount landed, and a mount with --into again ends exact. A generation
+# files the mount landed and takes the ranges its parts hold instead of
+# fetching them, and a mount with --into again ends exact. A generation
 # switch updates DIR as sync --delete would (a changed file written
 # beside and renamed in: a process holding the old one keeps its bytes,
 # as does one holding it on the mount). `ferry finish` then checks DIR
@@ -60,10 +61,21 @@ n_before=$(find "$D" | wc -l)
 # (DIR/.ferry-into holds the files the mount was filling: not landed yet)
 landed_reg=$(find "$D" -path "$D/.ferry-into" -prune -o -type f ! -name '.ferry-tmp.*' -print | wc -l)
 total_reg=$(find "$S" -type f | wc -l)
+# The ranges the killed mount had recorded in parts of files not landed
+# yet (distinct chunks): the sync takes them from the parts, checked.
+mkdir -p "$T/rec" && cp "$T/cache/into.db"* "$T/rec/"
+in_parts=$(sqlite3 "$T/rec/into.db" "select coalesce(sum(len), 0) from (select distinct w.id, p.len
+	from placed p join part t on t.ino = p.ino join want w on w.ino = p.ino and w.off = p.off
+	where t.path is null)") || die "cannot read the killed mount's record"
 "$FERRY" sync --stats --cache-dir "$T/c3" "$URL" "$D" >"$T/sync3.out" 2>&1 || { cat "$T/sync3.out"; die "ferry sync into the mount's DIR failed"; }
 written=$(sed -n 's/^Number of regular files written: //p' "$T/sync3.out")
 [ "$landed_reg" -gt 0 ] && [ -n "$written" ] && [ "$written" -le $((total_reg - landed_reg)) ] ||
 	{ cat "$T/sync3.out"; die "ferry sync wrote $written files into a DIR that held $landed_reg of $total_reg landed"; }
+seeded=$(sed -n 's/^Chunks seeded: [0-9]* (\([0-9]*\) bytes)$/\1/p' "$T/sync3.out")
+[ "$in_parts" -gt 0 ] || die "no part held a recorded range at the kill: nothing to test the sync's use of parts with"
+# (all-zero chunks are holes in a part: fetched, not seeded; a half is margin)
+[ -n "$seeded" ] && [ "$seeded" -ge $((in_parts / 2)) ] ||
+	{ cat "$T/sync3.out"; die "ferry sync took $seeded bytes from the mount's parts, which held $in_parts bytes verified"; }
 python3 "$E2E_LIB/treecmp.py" --content --exclude .ferry-into --no-dir-times "$S" "$D" >"$T/cmp0.txt" ||
 	{ cat "$T/cmp0.txt"; die "DIR differs from the source after the sync"; }
 mount_hyd "$URL" "$M" --into "$D" --poll 1
@@ -77,7 +89,7 @@ stored=$(du -sb "$T/cache/volumes" | cut -f1)
 bulk=$(du -sb "$S/bulk" | cut -f1)
 [ "$stored" -lt $((bulk / 4)) ] || die "the store holds $stored bytes of a $bulk-byte bulk: chunks went to the store, not DIR"
 [ ! -e "$D/.ferry-into" ] || die "DIR/.ferry-into left after the landing"
-ok "kill -9 mid-landing ($n_before entries in DIR); a ferry sync into DIR wrote $written files, not the $landed_reg the mount had landed; remounted with --into: DIR equals the source ($(tail -n1 "$T/cmp1.txt"))"
+ok "kill -9 mid-landing ($n_before entries in DIR); a ferry sync into DIR wrote $written files, not the $landed_reg the mount had landed, and took $seeded bytes from its parts (which held $in_parts verified); remounted with --into: DIR equals the source ($(tail -n1 "$T/cmp1.txt"))"
 
 # A generation switch while a job holds the old file, on the mount and in DIR.
 exec 7<"$M/changing.txt" 8<"$D/changing.txt"
