@@ -452,6 +452,8 @@ static void *flusher(void *arg)
 		npend = p->npend;
 		cbs = p->cbs;
 		ncb = p->ncb;
+		p->fl_pend = pend;
+		p->fl_npend = npend;
 		p->pend = NULL;
 		p->npend = p->cpend = 0;
 		p->cbs = NULL;
@@ -468,6 +470,8 @@ static void *flusher(void *arg)
 			r = hyd_place__record(p, pend, npend);
 		p->st.flushes++;
 		p->in_round = 0;
+		p->fl_pend = NULL;
+		p->fl_npend = 0;
 		idset_clear(&p->flushing);
 		pthread_cond_broadcast(&p->cv); /* for hyd_place_settle */
 		pthread_mutex_unlock(&p->mu);

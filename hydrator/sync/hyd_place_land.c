@@ -66,6 +66,20 @@ static int check_ranges(hyd_place *p, uint64_t ino, int fd, uint32_t max_raw)
 	return r;
 }
 
+/* ino's ranges placed and not recorded yet: in the round gathering and
+ * the one being recorded. Under mu. */
+static int64_t unrecorded(const hyd_place *p, uint64_t ino)
+{
+	int64_t n = 0;
+	size_t i;
+
+	for (i = 0; i < p->npend; i++)
+		n += p->pend[i].ino == ino;
+	for (i = 0; i < p->fl_npend; i++)
+		n += p->fl_pend[i].ino == ino;
+	return n;
+}
+
 int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
 		    const char *tmp)
 {
@@ -82,10 +96,12 @@ again:
 		landed = sqlite3_column_int(p->st_count, 2);
 	}
 	sqlite3_reset(p->st_count);
-	/* Ranges placed but not recorded yet (a round gathers): wait for
-	 * the rounds under way once, rather than write the file again. */
+	/* The ranges it lacks are placed but not recorded yet (a round
+	 * gathers): wait for the rounds under way once, rather than write
+	 * the file again. A file that still lacks some goes on at once (the
+	 * wait hastens a round: a syncfs). */
 	if (nwant > 0 && nplaced < nwant && !landed && !waited &&
-	    (p->npend || p->in_round)) {
+	    nplaced + unrecorded(p, ino) >= nwant) {
 		waited = 1;
 		hyd_place__rounds_wait(p);
 		goto again;

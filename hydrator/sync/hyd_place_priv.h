@@ -72,6 +72,8 @@ struct hyd_place {
 	uint64_t clock;
 	struct pend *pend;
 	size_t npend, cpend;
+	struct pend *fl_pend; /* the round the flusher syncs and records */
+	size_t fl_npend;
 	struct pcb *cbs;
 	size_t ncb, ccb;
 	int stop, started;

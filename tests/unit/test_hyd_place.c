@@ -205,13 +205,18 @@ static void test_place_everywhere(void **state)
 static void test_adopt_and_written_over(void **state)
 {
 	struct fx *fx = *state;
-	hyd_place *p = open_place(fx);
+	hyd_place *p;
+	struct hyd_place_stats st;
 	uint8_t out[LEN];
 	size_t got = 0;
 	int dfd = open(fx->into, O_RDONLY | O_DIRECTORY);
 	char path[256];
 	int fd;
 
+	/* each round takes 2 s from its sync to its record */
+	setenv("FERRY_PLACE_RECORD_DELAY_MS", "2000", 1);
+	p = open_place(fx);
+	unsetenv("FERRY_PLACE_RECORD_DELAY_MS");
 	assert_true(dfd >= 0);
 	for (int c = 0; c < 3; c++)
 		assert_int_equal(
@@ -219,8 +224,11 @@ static void test_adopt_and_written_over(void **state)
 		    2);
 	/* no settle: adopting waits for the round its ranges are in
 	 * (a round gathers for 200 ms) */
-	/* B lacks c3: not whole */
+	/* B lacks c3: not whole, and no round is waited for (none is
+	 * recorded 2 s on) */
 	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp"), 0);
+	hyd_place_stats(p, &st);
+	assert_int_equal(st.flushes, 0);
 	assert_int_equal(hyd_place_adopt(p, INO_A, LEN, dfd, "a.tmp"), 1);
 	assert_int_equal(renameat(dfd, "a.tmp", dfd, "a"), 0);
 	hyd_place_landed_file(p, INO_A, "a", 1);
