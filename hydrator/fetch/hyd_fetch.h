@@ -495,6 +495,11 @@ void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms);
 /* 1 while such a hold lasts, else 0. Any thread. */
 int hyd_fetch_browsing(hyd_fetch *f);
 
+/* 1 while someone browses (as hyd_fetch_browsing) or a reader read in
+ * the last within_ns, else 0: work nobody waits on (--into's landing)
+ * holds still meanwhile. Any thread; two atomic loads. */
+int hyd_fetch_serving(hyd_fetch *f, uint64_t within_ns);
+
 /* Give back the reference from hyd_fetch_submit. NULL is a no-op. */
 void hyd_fetch_release(hyd_fetch *f, struct hyd_flight *fl);
 

@@ -172,6 +172,15 @@ int hyd_fetch_browsing(hyd_fetch *f)
 	       __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED);
 }
 
+int hyd_fetch_serving(hyd_fetch *f, uint64_t within_ns)
+{
+	uint64_t now = base_now_ns();
+
+	return now < __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED) ||
+	       now < __atomic_load_n(&f->read_at_ns, __ATOMIC_RELAXED) +
+			 within_ns;
+}
+
 /* Let go every paused transfer whose reasons are gone, urgent ones first
  * (they take the tokens before backfill sees any). */
 static void on_pace(uv_timer_t *t)

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "catalog/base/base.h"
+#include "hydrator/fetch/hyd_fetch.h"
 #include "hydrator/sync/hyd_sync_priv.h"
 
 #define RETRY_NS (5ull * 1000000000ull)
@@ -39,6 +40,13 @@
 /* between passes that found nothing new stored */
 #define DEFER_PAUSE_NS 500000000ull
 #define SNAP_NS 100000000ull /* see cat_reader_snapshots */
+/* The landing yields to the mount's readers: while one read in the last
+ * YIELD_WINDOW_NS (or someone browses) it waits, in steps, for at most
+ * YIELD_MAX_NS in a row, and then works at least WORK_MIN_NS. */
+#define YIELD_WINDOW_NS 50000000ull
+#define YIELD_STEP_NS 20000000ull
+#define YIELD_MAX_NS 2000000000ull
+#define WORK_MIN_NS 250000000ull
 
 struct hyd_into {
 	struct hyd_into_config c;
@@ -51,6 +59,8 @@ struct hyd_into {
 	pthread_cond_t cv;
 	struct hyd_into_stats st; /* under mu */
 	hyd_place *place;	  /* NULL: chunks land in the store only */
+	uint64_t work_until;	  /* base_now_ns: no yielding before */
+	uint64_t yielded_ns;	  /* time spent yielding (the log says) */
 	hyd_filter *keep;	  /* --delete spares the placer's parts */
 };
 
@@ -87,6 +97,50 @@ static int state_write(hyd_into *in, uint64_t gen)
 	if (n < 0 || (size_t)n >= sizeof(text))
 		return -ENAMETOOLONG;
 	return base_file_write_atomic(path, text, (size_t)n, 0644);
+}
+
+static int stopping(hyd_into *in)
+{
+	return __atomic_load_n(&in->stop, __ATOMIC_RELAXED);
+}
+
+/* Sleep ns, or less when told to stop. */
+static void pause_ns(hyd_into *in, uint64_t ns)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000ull);
+	ts.tv_nsec += (long)(ns % 1000000000ull);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&in->mu);
+	if (!stopping(in))
+		pthread_cond_timedwait(&in->cv, &in->mu, &ts);
+	pthread_mutex_unlock(&in->mu);
+}
+
+/* Before each entry the landing writes: jobs reading the mount go first
+ * (the landing's renames, metadata and record share the cores, the disk
+ * and the placer's lock with their reads), but it is never held off for
+ * good. */
+static void land_pace(void *arg)
+{
+	hyd_into *in = arg;
+	uint64_t t0 = base_now_ns(), now = t0;
+
+	if (!in->c.fetch || t0 < in->work_until)
+		return;
+	while (!stopping(in) && now - t0 < YIELD_MAX_NS &&
+	       hyd_fetch_serving(in->c.fetch, YIELD_WINDOW_NS)) {
+		pause_ns(in, YIELD_STEP_NS);
+		now = base_now_ns();
+	}
+	in->yielded_ns += now - t0;
+	if (now - t0 >= YIELD_MAX_NS)
+		in->work_until = now + WORK_MIN_NS;
 }
 
 /* One pass of generation g into DIR. 0 when every entry landed. */
@@ -135,6 +189,8 @@ static int land(hyd_into *in, const struct hyd_into_gen *g,
 	m.filling = in->c.filling;
 	m.want = in->c.want;
 	m.fill_arg = in->c.arg;
+	m.pace = land_pace;
+	m.pace_arg = in;
 	m.stop = &in->stop;
 	m.defer = 1;
 	m.filter = in->keep;
@@ -169,29 +225,6 @@ static void reland_done(hyd_into *in)
 
 	snprintf(p, sizeof(p), "%s/" HYD_INTO_RELAND, in->cache);
 	(void)unlink(p);
-}
-
-static int stopping(hyd_into *in)
-{
-	return __atomic_load_n(&in->stop, __ATOMIC_RELAXED);
-}
-
-/* Sleep ns, or less when told to stop. */
-static void pause_ns(hyd_into *in, uint64_t ns)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ns / 1000000000ull);
-	ts.tv_nsec += (long)(ns % 1000000000ull);
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&in->mu);
-	if (!stopping(in))
-		pthread_cond_timedwait(&in->cv, &in->mu, &ts);
-	pthread_mutex_unlock(&in->mu);
 }
 
 /* The placer, hooked to the store: chunks fetched from now on land in
@@ -296,10 +329,11 @@ static void *into_main(void *arg)
 			base_info("--into: landed generation=%" PRIu64
 				  " dir=%s files=%" PRIu64 " passes=%u"
 				  " secs=%.1f placed_bytes=%" PRIu64
-				  " adopted=%" PRIu64,
+				  " adopted=%" PRIu64 " yielded_secs=%.1f",
 				  landed, in->dir, res.files, passes,
 				  (double)(base_now_ns() - t0) / 1e9, ps.bytes,
-				  ps.adopted);
+				  ps.adopted, (double)in->yielded_ns / 1e9);
+			in->yielded_ns = 0;
 			continue;
 		}
 		snprintf(err, sizeof(err),

@@ -1104,6 +1104,8 @@ static int sync_entry(struct walk *w, int dirfd,
 {
 	int cfd;
 
+	if (w->m->pace)
+		w->m->pace(w->m->pace_arg);
 	count_entry(w, e->in.kind);
 	switch (e->in.kind) {
 	case CAT_DIR:

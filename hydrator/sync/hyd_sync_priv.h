@@ -234,6 +234,10 @@ struct hyd_mat {
 	int (*filling)(void *arg);
 	void (*want)(void *arg, uint64_t ino);
 	void *fill_arg;
+	/* before each entry: pace(pace_arg) may wait (the landing yields
+	 * to the mount's readers) */
+	void (*pace)(void *arg);
+	void *pace_arg;
 	const int *stop;
 	/* With defer, while filling: a file whose chunks are not all stored
 	 * is left for a later pass, nothing of it written (hard-linked ones
