@@ -77,6 +77,7 @@ struct hyd_seeder {
 	hyd_store *store;
 	chunk_params p;
 	const char *dest; /* DEST (its files seed their path), or NULL */
+	int parts;	  /* DEST/.ferry-into is there (looked once) */
 	const struct hyd_seed_dir *dirs;
 	size_t ndirs;
 	frame_coder *coder;
@@ -415,7 +416,7 @@ static int part_path(hyd_seeder *sd, const struct cat_inode *in, char *buf,
 {
 	int n;
 
-	if (!sd->dest)
+	if (!sd->parts)
 		return -ENOENT;
 	n = snprintf(buf, cap, "%s/" HYD_PLACE_PARTS "/%" PRIu64, sd->dest,
 		     in->ino);
@@ -726,6 +727,15 @@ int hyd_seeder_new(hyd_store *store, const chunk_params *p, const char *dest,
 	sd->store = store;
 	sd->p = *p;
 	sd->dest = dest;
+	/* a mount's parts: one look here, not an lstat per file */
+	if (dest) {
+		char path[PATH_MAX];
+		struct stat st;
+
+		sd->parts =
+		    join(path, sizeof(path), dest, HYD_PLACE_PARTS) == 0 &&
+		    lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+	}
 	sd->dirs = dirs;
 	sd->ndirs = ndirs;
 	sd->later_sorted = 1;
