@@ -51,7 +51,8 @@ PidFile $T/ssh/sshd.pid
 SetEnv HOME=$T/home
 EOF
 IN "$SSHD" -f "$T/ssh/sshd_config" -E "$T/ssh/sshd.log" || { cat "$T/ssh/sshd.log"; die "sshd did not start"; }
-e2e_after_cleanup() { kill "$(cat "$T/ssh/sshd.pid" 2>/dev/null)" 2>/dev/null; }
+# (after cleanup, $T and the pid file in it are gone: found by its config)
+e2e_after_cleanup() { pkill -f -- "-f $T/ssh/sshd_config" 2>/dev/null; }
 RSH="ssh -i $T/ssh/user -o UserKnownHostsFile=$T/ssh/known -o StrictHostKeyChecking=accept-new -o BatchMode=yes -p 2222"
 for i in $(seq 1 50); do IN $RSH root@127.0.0.1 true 2>/dev/null && break; sleep 0.1; done
 IN $RSH root@127.0.0.1 true || die "cannot log in to the test's sshd"
