@@ -390,9 +390,14 @@ static int open_reg(const char *path, struct stat *st)
 
 /* Chunks from the candidate at path: 1 when the store now holds every
  * chunk of the file, 0 when some are still missing, -errno for a store
- * or catalog failure (-EAGAIN: no manifest). */
+ * or catalog failure (-EAGAIN: no manifest). part: path is the part a
+ * mount with --into left (part_path), read only at the file's own
+ * offsets (a part is never shifted: no cutting pass) and only where it
+ * holds data. Its name is the number the mount's generation gave the
+ * file: one of another generation may hold another file's bytes, which
+ * no SHA-256 of this file matches. */
 static int from(hyd_seeder *sd, cat_reader *cat, const struct cat_inode *in,
-		const char *path)
+		const char *path, int part)
 {
 	struct stat st;
 	int fd, r;
@@ -401,8 +406,8 @@ static int from(hyd_seeder *sd, cat_reader *cat, const struct cat_inode *in,
 	if (fd < 0)
 		return 0;
 	sd->st.files_read++;
-	r = aligned(sd, cat, in, fd, (uint64_t)st.st_size, 0);
-	if (r == 0 && sd->want.n)
+	r = aligned(sd, cat, in, fd, (uint64_t)st.st_size, part);
+	if (r == 0 && sd->want.n && !part)
 		r = cut(sd, fd);
 	close(fd);
 	if (r < 0)
@@ -421,28 +426,6 @@ static int part_path(hyd_seeder *sd, const struct cat_inode *in, char *buf,
 	n = snprintf(buf, cap, "%s/" HYD_PLACE_PARTS "/%" PRIu64, sd->dest,
 		     in->ino);
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
-}
-
-/* Chunks from the part at path: only at the file's own offsets (a part
- * is never shifted), only where it holds data. 1 when the store now holds
- * every chunk of the file, 0, -errno as from(). The part's name is the
- * number the mount's generation gave the file: one of another generation
- * may hold another file's bytes, which no SHA-256 of this file matches. */
-static int from_part(hyd_seeder *sd, cat_reader *cat,
-		     const struct cat_inode *in, const char *path)
-{
-	struct stat st;
-	int fd, r;
-
-	fd = open_reg(path, &st);
-	if (fd < 0)
-		return 0;
-	sd->st.files_read++;
-	r = aligned(sd, cat, in, fd, (uint64_t)st.st_size, 1);
-	close(fd);
-	if (r < 0)
-		return r;
-	return sd->want.n == 0;
 }
 
 /* Is a seed worth reading for in: does the store lack most of its chunks
@@ -569,19 +552,19 @@ static int seed_file(hyd_seeder *sd, cat_reader *cat,
 	if (r <= 0)
 		return r == -ESTALE ? HYD_SEED_FETCH : r;
 	if (part_path(sd, in, path, sizeof(path)) == 0) {
-		r = from_part(sd, cat, in, path);
+		r = from(sd, cat, in, path, 1);
 		if (r != 0)
 			goto out;
 	}
 	if (sd->dest && join(path, sizeof(path), sd->dest, rel) == 0) {
-		r = from(sd, cat, in, path);
+		r = from(sd, cat, in, path, 0);
 		if (r != 0)
 			goto out;
 	}
 	for (i = 0; i < sd->ndirs; i++) {
 		if (join(path, sizeof(path), sd->dirs[i].path, rel) < 0)
 			continue;
-		r = from(sd, cat, in, path);
+		r = from(sd, cat, in, path, 0);
 		if (r != 0)
 			break;
 	}
