@@ -103,6 +103,22 @@ struct hyd_fwork {
 	struct hyd_fwork *next;
 };
 
+/* A round trip is the third least sample of an epoch (LINK_EPOCH_NS),
+ * or the least of this epoch's and the last one's: a sample is the time
+ * from a request sent to its first byte, which queueing only lengthens;
+ * but curl notes "sent" when it next looks at the transfer, and a
+ * thread that stalls between the write and that look (a loaded machine)
+ * gives a sample shorter than the path. One or two such samples an epoch
+ * are not taken for the link. */
+#define HYD_RTT_LOW 3u
+struct hyd_rtt {
+	uint64_t low[HYD_RTT_LOW]; /* this epoch's least, ascending; 0: none */
+	uint64_t prev;		   /* the last epoch's estimate; 0: none */
+	uint64_t epoch_ns;	   /* when this epoch began */
+};
+/* Takes one sample at time now; returns the estimate (0: none yet). */
+uint64_t hyd_rtt_add(struct hyd_rtt *r, uint64_t ns, uint64_t now);
+
 struct hyd_fetch {
 	char *base_url;
 	char *batch_url;
@@ -170,16 +186,16 @@ struct hyd_fetch {
 	 * since); 0 while the link is up. Queue time counts against a
 	 * read's deadline only then (hyd_flights_expire). */
 	uint64_t down_since;
-	/* The link as the requests see it (hyd_fetch_link): round trip = the
-	 * least time from a request sent to its first byte, over this and
-	 * the last LINK_EPOCH; rate = the most body bytes a second over the
-	 * last LINK_RATE_TICKS ticks. Written here, read anywhere. */
-	uint64_t rtt_cur, rtt_prev, rtt_epoch_ns; /* loop only */
-	uint64_t rtt_ns;			  /* __atomic */
-	uint64_t rate_ring[32];			  /* loop only */
-	unsigned rate_pos;			  /* loop only */
-	uint64_t rate_last_bytes, rate_last_ns;	  /* loop only */
-	uint64_t rate_bps;			  /* __atomic, bytes/s */
+	/* The link as the requests see it (hyd_fetch_link): round trip from
+	 * the times from a request sent to its first byte (struct hyd_rtt);
+	 * rate = the most body bytes a second over the last LINK_RATE_TICKS
+	 * ticks. Written here, read anywhere. */
+	struct hyd_rtt rtt;			/* loop only */
+	uint64_t rtt_ns;			/* __atomic */
+	uint64_t rate_ring[32];			/* loop only */
+	unsigned rate_pos;			/* loop only */
+	uint64_t rate_last_bytes, rate_last_ns; /* loop only */
+	uint64_t rate_bps;			/* __atomic, bytes/s */
 	int shutting_down;
 	/* connections opened ahead of the first reads (hyd_fetch_warm):
 	 * wanted (any thread, __atomic), and their GETs in curl (loop) */

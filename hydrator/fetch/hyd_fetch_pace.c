@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "catalog/base/base.h"
@@ -288,38 +289,66 @@ int hyd_fetch__sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
 	return CURL_SOCKOPT_OK;
 }
 
-/* A round trip sample is the least of two epochs, so one slow answer
- * (a server reading a cold disk) never counts, and a changed path is
- * learnt within two epochs. */
+/* A round trip estimate lives two epochs, so one slow answer (a server
+ * reading a cold disk) never counts, and a changed path is learnt within
+ * two epochs. */
 #define LINK_EPOCH_NS 10000000000ull
 #define LINK_RATE_TICKS 32u /* 8 s */
 
+static uint64_t rtt_epoch_est(const struct hyd_rtt *r)
+{
+	unsigned i = HYD_RTT_LOW;
+
+	while (i > 0 && !r->low[i - 1])
+		i--;
+	return i ? r->low[i - 1] : 0;
+}
+
+uint64_t hyd_rtt_add(struct hyd_rtt *r, uint64_t ns, uint64_t now)
+{
+	uint64_t best, prev;
+	unsigned i;
+
+	if (now - r->epoch_ns >= LINK_EPOCH_NS) {
+		prev = rtt_epoch_est(r);
+		if (prev)
+			r->prev = prev;
+		memset(r->low, 0, sizeof(r->low));
+		r->epoch_ns = now;
+	}
+	if (ns) {
+		for (i = 0; i < HYD_RTT_LOW; i++)
+			if (!r->low[i] || ns < r->low[i])
+				break;
+		if (i < HYD_RTT_LOW) {
+			memmove(&r->low[i + 1], &r->low[i],
+				(HYD_RTT_LOW - 1 - i) * sizeof(r->low[0]));
+			r->low[i] = ns;
+		}
+	}
+	best = rtt_epoch_est(r);
+	if (r->prev && (!best || r->prev < best))
+		best = r->prev;
+	return best;
+}
+
 void hyd_fetch__link_sample(hyd_fetch *f, CURL *easy)
 {
-	uint64_t ns = hyd_curl_rtt_ns(easy), now = base_now_ns(), best;
+	uint64_t ns = hyd_curl_rtt_ns(easy);
 
 	if (!ns)
 		return;
-	if (now - f->rtt_epoch_ns >= LINK_EPOCH_NS) {
-		f->rtt_prev = f->rtt_cur;
-		f->rtt_cur = 0;
-		f->rtt_epoch_ns = now;
-	}
-	if (!f->rtt_cur || ns < f->rtt_cur)
-		f->rtt_cur = ns;
-	best = f->rtt_cur;
-	if (f->rtt_prev && f->rtt_prev < best)
-		best = f->rtt_prev;
-	__atomic_store_n(&f->rtt_ns, best, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->rtt_ns, hyd_rtt_add(&f->rtt, ns, base_now_ns()),
+			 __ATOMIC_RELAXED);
 }
 
 void hyd_fetch_link_seed(hyd_fetch *f, uint64_t rtt_ns)
 {
-	if (!rtt_ns || f->rtt_cur)
+	if (!rtt_ns || f->rtt.low[0])
 		return;
-	f->rtt_cur = rtt_ns;
-	f->rtt_epoch_ns = base_now_ns();
-	__atomic_store_n(&f->rtt_ns, rtt_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->rtt_ns,
+			 hyd_rtt_add(&f->rtt, rtt_ns, base_now_ns()),
+			 __ATOMIC_RELAXED);
 }
 
 void hyd_fetch__link_tick(hyd_fetch *f, uint64_t now)

@@ -8,7 +8,8 @@
  * HTTP request), many chunks in parallel, a missing chunk (fails fast), a
  * corrupt frame (one retry, then -EBADMSG), a server that is down (fails
  * within the deadline), and the store receiving what was verified. Also
- * the URL checks of hydrator.h.
+ * the URL checks of hydrator.h, and the round trip estimate (a stalled
+ * sample or two too short is not taken for the link).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +33,7 @@
 #include "catalog/base/base.h"
 #include "catalog/catalog.h"
 #include "hydrator/fetch/hyd_fetch.h"
+#include "hydrator/fetch/hyd_fetch_loop_priv.h"
 #include "hydrator/store/hyd_store.h"
 #include "hydrator/hydrator.h"
 #include "tsupport.h"
@@ -1143,6 +1145,36 @@ static void test_token_file(void **state)
 	tsup_rm_rf(dir);
 }
 
+/* The estimate is the third least sample of an epoch: two short samples
+ * (a thread stalled between the send and curl's note of it) do not pull
+ * it below the path's; a third does. The last epoch's estimate holds
+ * into the next; an epoch later it is forgotten. */
+static void test_rtt_estimate(void **state)
+{
+	struct hyd_rtt r;
+	uint64_t t = 100 * SEC, ms = 1000000ull;
+	int i;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(hyd_rtt_add(&r, 0, t), 0);
+	assert_int_equal(hyd_rtt_add(&r, 52 * ms, t), 52 * ms);
+	for (i = 0; i < 20; i++)
+		hyd_rtt_add(&r, (51 + i % 7) * ms, t + (uint64_t)i * ms);
+	assert_int_equal(hyd_rtt_add(&r, 0, t), 51 * ms);
+	assert_int_equal(hyd_rtt_add(&r, 18 * ms, t), 51 * ms);
+	assert_int_equal(hyd_rtt_add(&r, 17 * ms, t), 51 * ms);
+	assert_int_equal(hyd_rtt_add(&r, 19 * ms, t), 19 * ms);
+	/* the next epoch: 19 ms holds while its own samples are longer */
+	assert_int_equal(hyd_rtt_add(&r, 80 * ms, t + 11 * SEC), 19 * ms);
+	for (i = 0; i < 5; i++)
+		hyd_rtt_add(&r, 80 * ms, t + 12 * SEC);
+	/* and the one after: the path's 80 ms */
+	assert_int_equal(hyd_rtt_add(&r, 81 * ms, t + 22 * SEC), 80 * ms);
+	assert_int_equal(hyd_rtt_add(&r, 81 * ms, t + 23 * SEC), 80 * ms);
+	assert_int_equal(hyd_rtt_add(&r, 81 * ms, t + 24 * SEC), 80 * ms);
+}
+
 int main(void)
 {
 	const struct CMUnitTest table[] = {
@@ -1168,6 +1200,7 @@ int main(void)
 	    cmocka_unit_test(test_source_hashing),
 	    cmocka_unit_test(test_fetch_stop_in_flight),
 	    cmocka_unit_test(test_token_file),
+	    cmocka_unit_test(test_rtt_estimate),
 	};
 	int fails;
 
