@@ -61,8 +61,15 @@ struct hyd_push_slot {
 	int read;   /* a read of it came (the reader got there) */
 };
 
+/* Threads that read a file lately: a listing one of them asks for gets
+ * its small files pushed at once (a walk that reads what it lists);
+ * someone who only lists (ls -lR, find) pushes nothing. */
+#define HYD_PUSH_READERS 16u
+#define HYD_PUSH_READER_NS 2000000000ull
+
 struct hyd_push_job {
 	uint64_t dir, after; /* the entries of dir past position after */
+	int forward;	     /* first file first (a listing), else last first */
 };
 
 /* Generations a mount serves at most (the current one and older kept
@@ -89,6 +96,11 @@ struct hyd_push {
 	 * first read on (dirs: where one came, under mu). */
 	int fetch_ahead;
 	uint64_t dirs[1u << HYD_PUSH_DIRS_LOG2];
+	/* Under mu: the threads (FUSE's pid of a request is the thread's
+	 * id) with a first read of a file, and when. */
+	uint32_t reader_tid[HYD_PUSH_READERS];
+	uint64_t reader_ns[HYD_PUSH_READERS];
+	uint64_t listed; /* __atomic: jobs queued by a listing */
 };
 
 struct hyd_fs {
@@ -205,9 +217,15 @@ void hyd_push_stop(struct hyd_push *p);
 /* READDIRPLUS handed out regular file ino at position pos of dir. */
 void hyd_push_note(struct hyd_push *p, uint64_t ino, uint64_t dir,
 		   uint64_t pos);
-/* The first read of ino since its state was made: queue the files after
- * it, when it was noted. Any FUSE thread; never blocks on I/O. */
-void hyd_push_first_read(struct hyd_push *p, uint64_t ino);
+/* The first read of ino since its state was made, by thread tid: queue
+ * the files after it, when it was noted. Any FUSE thread; never blocks
+ * on I/O. */
+void hyd_push_first_read(struct hyd_push *p, uint64_t ino, uint32_t tid);
+/* READDIRPLUS of dir from position after was answered to thread tid:
+ * when tid read a file lately, queue the entries listed, first
+ * file first (after the reply: the kernel knows their inodes then). */
+void hyd_push_listed(struct hyd_push *p, uint64_t dir, uint64_t after,
+		     uint32_t tid);
 
 /* hyd_fuse_read.c */
 void hyd_fuse_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

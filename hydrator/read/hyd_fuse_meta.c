@@ -204,6 +204,7 @@ struct readdir_ctx {
 	char *buf;
 	size_t size, used;
 	int plus;
+	pid_t pid; /* the asking thread's */
 	uint64_t dir;
 	hyd_manifest *manifest; /* the listing generation's, or NULL */
 	char name[CAT_NAME_MAX + 1];
@@ -267,6 +268,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	memset(&c, 0, sizeof(c));
 	c.req = req;
+	c.pid = fuse_req_ctx(req)->pid; /* req is gone after the reply */
 	c.fs = browse_fs(req);
 	c.plus = plus;
 	c.dir = ino;
@@ -299,6 +301,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 reply:
 	r = 0;
 	fuse_reply_buf(req, c.buf, c.used);
+	if (plus && c.used)
+		hyd_push_listed(&c.fs->push, ino,
+				off > 2 ? (uint64_t)off - 2 : 0,
+				(uint32_t)c.pid);
 out:
 	if (r < 0) {
 		hyd_fuse_log(plus ? "readdirplus" : "readdir", ino, r);

@@ -21,10 +21,10 @@
  * files or HYD_PUSH_BYTES bytes, pushed last first: the reader comes
  * forward from the first, and where the two meet (a file the reader got
  * to) the job ends, so each file is read once and the directory takes
- * half the time. Only chunks already in the store are
- * used (a file with one missing is skipped: pushing never fetches), and
- * each chunk is checked as any store read is. A file read before its push
- * came is simply read twice into the same cache; the bytes are the
+ * half the time; a file pushed once is not pushed again. Only chunks already in
+ * the store are used (a file with one missing is skipped: pushing never
+ * fetches), and each chunk is checked as any store read is. A file read before
+ * its push came is simply read twice into the same cache; the bytes are the
  * generation's, which never change. A reader that does not read the
  * directory's files costs at most one job of wasted work per first read.
  */
@@ -92,7 +92,35 @@ static int second_read_locked(struct hyd_push *p, uint64_t dir)
 	return 0;
 }
 
-void hyd_push_first_read(struct hyd_push *p, uint64_t ino)
+/* Note thread tid as a reader now (the oldest entry gives way). Under
+ * mu. */
+static void reader_note_locked(struct hyd_push *p, uint32_t tid, uint64_t now)
+{
+	size_t i, old = 0;
+
+	for (i = 0; i < HYD_PUSH_READERS; i++) {
+		if (p->reader_tid[i] == tid) {
+			p->reader_ns[i] = now;
+			return;
+		}
+		if (p->reader_ns[i] < p->reader_ns[old])
+			old = i;
+	}
+	p->reader_tid[old] = tid;
+	p->reader_ns[old] = now;
+}
+
+static int reader_recent_locked(const struct hyd_push *p, uint32_t tid,
+				uint64_t now)
+{
+	for (size_t i = 0; i < HYD_PUSH_READERS; i++)
+		if (p->reader_tid[i] == tid && p->reader_ns[i] &&
+		    now - p->reader_ns[i] < HYD_PUSH_READER_NS)
+			return 1;
+	return 0;
+}
+
+void hyd_push_first_read(struct hyd_push *p, uint64_t ino, uint32_t tid)
 {
 	struct hyd_push_slot *s;
 
@@ -100,6 +128,7 @@ void hyd_push_first_read(struct hyd_push *p, uint64_t ino)
 		return;
 	s = &p->slot[slot_of(ino)];
 	pthread_mutex_lock(&p->mu);
+	reader_note_locked(p, tid, base_now_ns());
 	if (s->ino == ino)
 		s->read = 1;
 	/* Noted, not pushed already (then its job covered what follows),
@@ -110,8 +139,28 @@ void hyd_push_first_read(struct hyd_push *p, uint64_t ino)
 	if (s->ino == ino && !s->pushed && !covered_locked(p, s) &&
 	    p->qn < HYD_PUSH_QUEUE && second_read_locked(p, s->dir)) {
 		p->q[(p->qh + p->qn) % HYD_PUSH_QUEUE] =
-		    (struct hyd_push_job){s->dir, s->pos};
+		    (struct hyd_push_job){s->dir, s->pos, 0};
 		p->qn++;
+		pthread_cond_signal(&p->cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+void hyd_push_listed(struct hyd_push *p, uint64_t dir, uint64_t after,
+		     uint32_t tid)
+{
+	struct hyd_push_slot probe = {0, dir, after, 0, 0};
+
+	/* Without backfill a job fetches: that waits for a second read. */
+	if (!p->started || p->fetch_ahead)
+		return;
+	pthread_mutex_lock(&p->mu);
+	if (reader_recent_locked(p, tid, base_now_ns()) &&
+	    !covered_locked(p, &probe) && p->qn < HYD_PUSH_QUEUE) {
+		p->q[(p->qh + p->qn) % HYD_PUSH_QUEUE] =
+		    (struct hyd_push_job){dir, after, 1};
+		p->qn++;
+		__atomic_add_fetch(&p->listed, 1, __ATOMIC_RELAXED);
 		pthread_cond_signal(&p->cv);
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -182,29 +231,34 @@ static int file_read(struct hyd_push *p, cat_reader *cat, uint64_t ino,
 }
 
 /* Push one file; 1 when the reader has been there already (the job is
- * done), else 0. */
+ * done), else 0. A file an earlier job pushed is passed over: a reader
+ * in a random order (a data loader's epoch) starts jobs all over a
+ * directory, whose ranges overlap. */
 static int push_one(struct hyd_push *p, cat_reader *cat,
 		    const struct push_ent *e, uint8_t *buf)
 {
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(e->size);
 	struct hyd_push_slot *s = &p->slot[slot_of(e->ino)];
-	int met;
+	int met, pushed;
 
 	pthread_mutex_lock(&p->mu);
 	met = s->ino == e->ino && s->read;
+	pushed = s->ino == e->ino && s->pushed;
 	pthread_mutex_unlock(&p->mu);
 	if (met)
 		return 1;
+	if (pushed)
+		return 0;
 	if (file_read(p, cat, e->ino, e->size, buf) < 0)
 		return 0;
 	bv.buf[0].mem = buf;
 	/* -ENOENT: the kernel has forgotten the inode; nothing to do. */
-	if (fuse_lowlevel_notify_store(p->se, e->ino, 0, &bv, 0) == 0) {
-		__atomic_fetch_add(&p->pushed, 1, __ATOMIC_RELAXED);
-		/* The job's reads of it stay in the kernel now: the record
-		 * of first reads takes the push for them. */
-		hyd_trace_rec_pushed(p->fs->trace, e->ino, e->size);
-	}
+	if (fuse_lowlevel_notify_store(p->se, e->ino, 0, &bv, 0) != 0)
+		return 0;
+	__atomic_fetch_add(&p->pushed, 1, __ATOMIC_RELAXED);
+	/* The job's reads of it stay in the kernel now: the record of first
+	 * reads takes the push for them. */
+	hyd_trace_rec_pushed(p->fs->trace, e->ino, e->size);
 	pthread_mutex_lock(&p->mu);
 	if (s->ino == e->ino)
 		s->pushed = 1;
@@ -330,11 +384,17 @@ static void *push_main(void *arg)
 		pthread_mutex_unlock(&p->mu);
 		if (p->fetch_ahead)
 			fetch_ahead(p, g, c);
-		/* Last file first: the reader goes forward from the first,
-		 * and where the two meet the job ends. */
-		for (size_t i = c->n;
-		     i > 0 && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED); i--)
-			if (push_one(p, g->cat, &c->v[i - 1], buf))
+		/* After a first read, last file first: the reader goes
+		 * forward from the first, and where the two meet the job
+		 * ends. After a listing, first file first, ahead of the
+		 * reader; a file it got to first is passed over. */
+		for (size_t i = 0;
+		     i < c->n && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED);
+		     i++)
+			if (push_one(p, g->cat,
+				     &c->v[j.forward ? i : c->n - 1 - i],
+				     buf) &&
+			    !j.forward)
 				break;
 		hyd_gen_unref(g);
 		pthread_mutex_lock(&p->mu);
@@ -388,9 +448,10 @@ void hyd_push_stop(struct hyd_push *p)
 	pthread_mutex_unlock(&p->mu);
 	pthread_join(p->th, NULL);
 	base_info("pushed small files into the page cache files=%" PRIu64
-		  " fetched_ahead=%" PRIu64,
+		  " fetched_ahead=%" PRIu64 " listings=%" PRIu64,
 		  __atomic_load_n(&p->pushed, __ATOMIC_RELAXED),
-		  __atomic_load_n(&p->fetched, __ATOMIC_RELAXED));
+		  __atomic_load_n(&p->fetched, __ATOMIC_RELAXED),
+		  __atomic_load_n(&p->listed, __ATOMIC_RELAXED));
 	pthread_cond_destroy(&p->cv);
 	pthread_mutex_destroy(&p->mu);
 	free(p->slot);

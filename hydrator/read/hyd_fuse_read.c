@@ -236,7 +236,8 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		/* A first read of a small file: its directory's next files
 		 * go into the kernel's cache meanwhile. */
 		if (opened)
-			hyd_push_first_read(&fs->push, ino);
+			hyd_push_first_read(&fs->push, ino,
+					    (uint32_t)fuse_req_ctx(req)->pid);
 		/* What an open tells backfill (the files around it go
 		 * next), in no-open mode told by the first read that found
 		 * no state for the inode: before this read waits for its

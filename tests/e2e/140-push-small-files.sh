@@ -5,13 +5,23 @@
 # (fincore) on a fresh mount of a complete cache: before the first read
 # no later file has a page cached; after it the daemon says it pushed all
 # 59, and all of their pages are cached (but a few the VM's own reclaim
-# may take back), with the source's bytes.
+# may take back), with the source's bytes. Then a listing: on a second
+# fresh mount a process reads one small file (its thread is a reader now)
+# and lists another directory, d2, without reading it: d2's files are
+# pushed at the listing; d3, listed by another process (ls: no reader),
+# gets nothing pushed; then d3 read in a random order: no file is pushed
+# twice.
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 command -v fincore >/dev/null || skip "fincore (util-linux) is missing"
 mkdir -p "$T/src/d"
 for i in $(seq -w 0 59); do head -c 8192 /dev/urandom >"$T/src/d/f$i"; done
 head -c 3000000 /dev/urandom >"$T/src/d/zz-big" # over 1 MiB: not pushed
+mkdir -p "$T/src/d2" "$T/src/d3"
+for i in $(seq -w 0 29); do
+	head -c 4096 /dev/urandom >"$T/src/d2/g$i"
+	head -c 4096 /dev/urandom >"$T/src/d3/h$i"
+done
 port=$(free_port)
 start_repl "$port" "s=$T/src"
 URL=http://127.0.0.1:$port/v1/s
@@ -60,3 +70,52 @@ umount_hyd "$T/mnt"
 grep -q "pushed small files into the page cache files=59" "$T/cache/hydrator.log" ||
 	die "the log does not say 59 files were pushed: $(grep pushed "$T/cache/hydrator.log")"
 ok "hydrator log: 59 files pushed"
+
+# A listing by a thread that read a small file.
+mount_hyd "$URL" "$T/mnt"
+python3 - "$T/mnt" <<'PY' || die "the reader failed"
+import os, sys
+m = sys.argv[1]
+with open(os.path.join(m, "d", "f00"), "rb") as f:
+    assert len(f.read()) == 8192
+assert len(os.listdir(os.path.join(m, "d2"))) == 30
+PY
+declare -A seen2=()
+for k in $(seq 1 200); do
+	for i in $(seq -w 0 29); do
+		[ -n "${seen2[$i]:-}" ] && continue
+		[ "$(resident "$T/mnt/d2/g$i")" = 4096 ] && seen2[$i]=1
+	done
+	[ "${#seen2[@]}" = 30 ] && break
+	sleep 0.05
+done
+[ "${#seen2[@]}" -ge 26 ] || die "after a reader listed d2, ${#seen2[@]} of its 30 files are cached"
+ok "a reader lists d2 and reads none of it: ${#seen2[@]} of its 30 files are in the page cache"
+ls -l "$T/mnt/d3" >/dev/null
+sleep 1
+for i in $(seq -w 0 29); do
+	[ "$(resident "$T/mnt/d3/h$i")" = 0 ] || die "d3/h$i is cached: a listing by ls (no reader) pushed"
+done
+ok "a listing by a process that read nothing pushes nothing"
+for i in $(seq -w 0 29); do
+	cmp -s "$T/src/d2/g$i" "$T/mnt/d2/g$i" || die "d2/g$i read back wrong"
+done
+ok "files pushed at a listing read back the source's bytes"
+# d3 read whole in a random order: each first read not pushed ahead starts
+# a job for the files after it, and the jobs overlap; no file is pushed
+# twice, so this mount pushes at most 59 + 30 + 29 files.
+python3 - "$T/mnt/d3" "$T/src/d3" <<'PY' || die "the random-order reader of d3 failed"
+import os, random, sys
+names = sorted(os.listdir(sys.argv[2]))
+random.Random(7).shuffle(names)
+for n in names:
+    with open(os.path.join(sys.argv[1], n), "rb") as a, open(os.path.join(sys.argv[2], n), "rb") as b:
+        assert a.read() == b.read(), n
+PY
+umount_hyd "$T/mnt"
+line=$(grep "pushed small files into the page cache" "$T/cache/hydrator.log" | tail -n 1)
+case $line in *" listings=1") ;; *) die "the log does not say one listing was pushed: $line" ;; esac
+ok "hydrator log: one listing pushed"
+pushed=$(sed -n 's/.* files=\([0-9]*\) .*/\1/p' <<<"$line")
+[ -n "$pushed" ] && [ "$pushed" -le 118 ] || die "$pushed files pushed on the second mount: some more than once ($line)"
+ok "second mount: $pushed pushes, no file twice (at most 118)"
