@@ -478,7 +478,7 @@ rsync_run() {
 	# the copy of SUBTREE is DEST itself
 	target=$dest
 	[ "$job" = cat ] && target=$dest/$(basename "$(expect cat file)")
-	$NSD timeout -k 10 "$JOB_TIMEOUT" "$JOB_PY" "$JOB" "$job" "$target" >"$LOGS/$tag.job" 2>"$LOGS/$tag.job.err"
+	$NSD env TTS_LAUNCH=$(date +%s.%N) timeout -k 10 "$JOB_TIMEOUT" "$JOB_PY" "$JOB" "$job" "$target" >"$LOGS/$tag.job" 2>"$LOGS/$tag.job.err"
 	jrc=$?
 	t2=$(now)
 	ok=$(check_job "$LOGS/$tag.job" "$jrc" "$job")
