@@ -3,6 +3,7 @@
  * ENDPOINTS section of ferry-replicator(1)):
  *
  *   GET|HEAD /v1/NS/HEAD          current generation, text
+ *            ?catalog=1           its catalog instead, Ferry-Generation
  *   GET|HEAD /v1/NS/catalog/GEN   GEN.db.zst, immutable, ETag = its SHA-256
  *   GET|HEAD /v1/NS/chunk/ID      one frame, immutable, ETag = ID
  *   GET|HEAD /v1/NS/signature/GEN its signed statement (repl_sign.c)
@@ -71,16 +72,7 @@ static const char *code_for(int status)
 	}
 }
 
-/* -- HEAD and stats -- */
-
-static void route_head(struct repl_req *req, struct repl_ns *ns)
-{
-	char body[32];
-	int n = snprintf(body, sizeof(body), "%" PRIu64 "\n", ns->generation);
-
-	httpd_req_respond(&req->h, 200, "text/plain",
-			  "Cache-Control: no-cache\r\n", body, (size_t)n);
-}
+/* -- stats -- */
 
 /* Source hashing, for /stats: state "none" (nothing was deferred),
  * "hashing" or "done" ("stopped" when an error ended it). */
@@ -185,6 +177,7 @@ struct cat_job {
 	char *path;
 	const char *state_dir; /* a delta: made on first request */
 	uint64_t from, to;     /* a delta's generations; from 0: a catalog */
+	uint64_t head_gen;     /* > 0: the answer to HEAD?catalog=1 */
 	int fd, err;
 	uint64_t size, off;
 	char sha[65];
@@ -313,8 +306,14 @@ static void cat_opened(uv_work_t *w, int status)
 				strerror(-j->err));
 		goto out;
 	}
-	snprintf(extra, sizeof(extra), "ETag: \"%s\"\r\n%s", j->sha,
-		 req->srv->immutable);
+	if (j->head_gen)
+		snprintf(extra, sizeof(extra),
+			 "Ferry-Generation: %" PRIu64
+			 "\r\nCache-Control: no-cache\r\n",
+			 j->head_gen);
+	else
+		snprintf(extra, sizeof(extra), "ETag: \"%s\"\r\n%s", j->sha,
+			 req->srv->immutable);
 	/* the head now, the bytes as they are read */
 	if (httpd_req_head(&req->h, 200, "application/zstd", (int64_t)j->size,
 			   extra) < 0 ||
@@ -362,6 +361,50 @@ static void cat_job_start(struct repl_req *req, struct cat_job *j)
 	j->w.data = j;
 	/* its read buffer's bytes first */
 	repl_req_queue(req, CAT_READ_BUF, &j->w, cat_open_work, cat_opened);
+}
+
+/* -- HEAD -- */
+
+/* 1 when the URL's query has the parameter "catalog=1". */
+static int wants_catalog(const struct repl_req *req)
+{
+	const char *q = memchr(req->h.url, '?', req->h.url_len);
+	const char *end = req->h.url + req->h.url_len;
+
+	while (q && q < end) {
+		const char *p = q + 1;
+		const char *amp = memchr(p, '&', (size_t)(end - p));
+
+		if (!amp)
+			amp = end;
+		if (amp - p == 9 && !memcmp(p, "catalog=1", 9))
+			return 1;
+		q = amp < end ? amp : NULL;
+	}
+	return 0;
+}
+
+/* GET HEAD?catalog=1: the catalog of the current generation in the same
+ * answer (a fresh mount's one round trip instead of two), its generation
+ * in Ferry-Generation, not cacheable (HEAD moves); anyone else, and a
+ * server before this, answers the query with HEAD's text. */
+static void route_head(struct repl_req *req, struct repl_ns *ns)
+{
+	char body[32];
+	int n = snprintf(body, sizeof(body), "%" PRIu64 "\n", ns->generation);
+	struct cat_job *j;
+
+	if (wants_catalog(req)) {
+		j = cat_job_new(req);
+		if (!j)
+			return;
+		j->head_gen = ns->generation;
+		j->path = repl_catalog_zst_path(ns->state_dir, ns->generation);
+		cat_job_start(req, j);
+		return;
+	}
+	httpd_req_respond(&req->h, 200, "text/plain",
+			  "Cache-Control: no-cache\r\n", body, (size_t)n);
 }
 
 /* GET /v1/NS/delta/FROM/TO: the rows that turn catalog FROM into TO

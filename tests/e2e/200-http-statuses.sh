@@ -164,6 +164,18 @@ assert frame[:4] == b"FRC1" and int.from_bytes(frame[8:12], "little") == 10000, 
 get_chunk = h
 print("ok - GET HEAD, catalog (ETag = SHA-256 of the body), chunk (ETag = id): types, immutable Cache-Control")
 
+# HEAD?catalog=1: the current catalog in the same answer, its generation
+# in Ferry-Generation, not cacheable; any other query is HEAD's text.
+c.send(req("GET", "/v1/ns/HEAD?catalog=1"))
+st, h, b = c.read()
+assert st == 200 and h["content-type"] == "application/zstd", (st, h)
+assert h["ferry-generation"] == "2" and h["cache-control"] == "no-cache", h
+assert b == cat, "HEAD?catalog=1 bytes differ from catalog/2"
+c.send(req("GET", "/v1/ns/HEAD?catalog=0&x=1"))
+st, h, b = c.read()
+assert st == 200 and b == b"2\n" and "ferry-generation" not in h, (st, h, b)
+print("ok - GET HEAD?catalog=1: catalog/2's bytes, Ferry-Generation: 2, no-cache; another query: HEAD's text")
+
 # HEAD: the GET's headers, no body; the answer after it parses.
 for path, want in (("/v1/ns/HEAD", get_head), ("/v1/ns/catalog/2", get_cat), ("/v1/ns/chunk/" + chunk, get_chunk)):
     c.send(req("HEAD", path))
