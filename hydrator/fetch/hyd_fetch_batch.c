@@ -572,6 +572,7 @@ int hyd_fetch__batch_launch(hyd_fetch *f, enum hyd_prio prio)
 	 * after curl_easy_cleanup (hyd_fetch__batch_free). */
 	curl_easy_setopt(x->easy, CURLOPT_URL, x->url);
 	curl_easy_setopt(x->easy, CURLOPT_POST, 1L);
+	curl_easy_setopt(x->easy, CURLOPT_BUFFERSIZE, HYD_BULK_BUFFER);
 	curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION,
 			 hyd_fetch__batch_write);

@@ -26,6 +26,10 @@
 /* A transfer moving less than LOW_SPEED bytes/s for LOW_TIME s is stalled. */
 #define HYD_LOW_SPEED_BYTES 1024L
 #define HYD_LOW_SPEED_TIME_S 10L
+/* curl's receive buffer for batches and packs (its default is 16 KiB):
+ * a body of megabytes then takes a sixteenth of the reads and write
+ * callbacks. Not for single chunks: an easy handle is made per request. */
+#define HYD_BULK_BUFFER (256L * 1024L)
 
 /* Where a transfer is. CURL and RETRY count against `connections`: during
  * an outage only that many flights back off and retry, the rest stay

@@ -87,6 +87,7 @@ int hyd_fetch__pack_launch(hyd_fetch *f)
 	x->bg = 1;
 	curl_easy_setopt(x->easy, CURLOPT_URL, x->url);
 	curl_easy_setopt(x->easy, CURLOPT_HTTPGET, 1L);
+	curl_easy_setopt(x->easy, CURLOPT_BUFFERSIZE, HYD_BULK_BUFFER);
 	curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION,
 			 hyd_fetch__batch_write);
 	curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
