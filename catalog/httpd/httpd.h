@@ -232,6 +232,12 @@ int httpd_reader_fail(const struct httpd_reader *r, const char **detail);
 int httpd_url_path(const char *url, size_t len, const char **ret_path,
 		   size_t *ret_len);
 
+/* The value of the first query parameter NAME=VALUE of a request target
+ * (raw, not percent-decoded): *ret_val points into url. 1 when found, 0
+ * when not (no query, or no such name). */
+int httpd_url_param(const char *url, size_t len, const char *name,
+		    const char **ret_val, size_t *ret_len);
+
 /* ---- TLS for the engine (httpd_tls.c); loop thread ---- */
 
 /*

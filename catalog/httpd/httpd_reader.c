@@ -413,3 +413,26 @@ int httpd_url_path(const char *url, size_t len, const char **ret_path,
 	*ret_len = u.field_data[UF_PATH].len;
 	return 0;
 }
+
+int httpd_url_param(const char *url, size_t len, const char *name,
+		    const char **ret_val, size_t *ret_len)
+{
+	const char *q = memchr(url, '?', len), *end = url + len;
+	size_t nl = strlen(name);
+
+	while (q && q < end) {
+		const char *p = q + 1;
+		const char *amp = memchr(p, '&', (size_t)(end - p));
+
+		if (!amp)
+			amp = end;
+		if ((size_t)(amp - p) > nl && !memcmp(p, name, nl) &&
+		    p[nl] == '=') {
+			*ret_val = p + nl + 1;
+			*ret_len = (size_t)(amp - p) - nl - 1;
+			return 1;
+		}
+		q = amp < end ? amp : NULL;
+	}
+	return 0;
+}

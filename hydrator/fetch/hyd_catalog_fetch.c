@@ -580,61 +580,79 @@ static int cf_check_signed(struct hyd_cf *f, const char *url, const char *tmp,
 	return 0;
 }
 
-/* Stream url through zstd into tmp and fsync it. */
-static int cf_download(struct hyd_cf *f, const char *url, const char *tmp)
+/* The sink's zstd stream and file, freed (fd closed). */
+static void sink_fini(struct hyd_sink *k)
 {
-	struct hyd_sink k = {.fd = -1};
+	if (k->fd >= 0)
+		close(k->fd);
+	k->fd = -1;
+	free(k->zout);
+	ZSTD_freeDStream(k->zd);
+}
+
+/* GET url through zstd into tmp (made afresh, fsynced) with k (fd -1,
+ * `either` set by the caller or not; sink_fini after). A 404 is
+ * notfound, named by nf_url. With `either`, an answer that is not a
+ * catalog (no head_gen) is left in k->small for the caller: 0, or
+ * -EPROTO when it was longer than HEAD's. */
+static int cf_fetch_zst(struct hyd_cf *f, const char *url, const char *tmp,
+			struct hyd_sink *k, const char *nf_url,
+			const char *notfound)
+{
 	long status = 0;
 	int r;
 
-	k.zd = ZSTD_createDStream();
-	k.zout_cap = ZSTD_DStreamOutSize();
-	k.zout = malloc(k.zout_cap);
-	if (!k.zd || !k.zout) {
-		r = -ENOMEM;
-		goto out;
-	}
+	k->zd = ZSTD_createDStream();
+	k->zout_cap = ZSTD_DStreamOutSize();
+	k->zout = malloc(k->zout_cap);
+	if (!k->zd || !k->zout)
+		return -ENOMEM;
 	/* A stale temp from a crash is ours to replace; O_EXCL then makes
 	 * sure we write a file nobody else holds. */
 	unlink_db_tmp(tmp);
-	k.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (k.fd < 0) {
+	k->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (k->fd < 0) {
 		r = -errno;
 		cf_err(f, "%s: %s", tmp, strerror(-r));
-		r = -EIO;
-		goto out;
+		return -EIO;
 	}
-	r = cf_get(f, url, &k, &status);
+	r = cf_get(f, url, k, &status);
 	if (r == 0 && status != 200)
-		r = cf_status_err(f, url, status, &k, "catalog not found");
-	if (r == -EHOSTUNREACH || r == -ENOENT || (r < 0 && r != k.err))
-		goto out;
+		return cf_status_err(f, status == 404 ? nf_url : url, status, k,
+				     notfound);
+	if (r == -EHOSTUNREACH || r == -ENOENT || (r < 0 && r != k->err))
+		return r;
+	if (k->either && !k->head_gen)
+		return r;
 	/* A 200 whose body is not whole zstd frames is garbage too. */
-	if (r == 0 && (k.in_total == 0 || k.zlast != 0))
+	if (r == 0 && (k->in_total == 0 || k->zlast != 0))
 		r = -EBADMSG;
 	if (r == -EBADMSG || r == -EFBIG) {
 		cf_err(f, "%s: not a valid ferry catalog%s%s%s", url,
-		       k.zerr ? " (zstd: " : "", k.zerr ? k.zerr : "",
-		       k.zerr	     ? ")"
+		       k->zerr ? " (zstd: " : "", k->zerr ? k->zerr : "",
+		       k->zerr	     ? ")"
 		       : r == -EFBIG ? " (too large)"
 				     : "");
-		r = -EBADMSG;
-		goto out;
+		return -EBADMSG;
 	}
 	if (r < 0) {
 		cf_err(f, "%s: writing %s: %s", url, tmp, strerror(-r));
-		r = r == -ENOSPC ? r : -EIO;
-		goto out;
+		return r == -ENOSPC ? r : -EIO;
 	}
-	if (fsync(k.fd) < 0) {
+	if (fsync(k->fd) < 0) {
 		cf_err(f, "%s: %s", tmp, strerror(errno));
-		r = -EIO;
+		return -EIO;
 	}
-out:
-	if (k.fd >= 0)
-		close(k.fd);
-	free(k.zout);
-	ZSTD_freeDStream(k.zd);
+	return 0;
+}
+
+/* GET url (a catalog or a delta) into tmp. */
+static int cf_download(struct hyd_cf *f, const char *url, const char *tmp)
+{
+	struct hyd_sink k = {.fd = -1};
+	int r = cf_fetch_zst(f, url, tmp, &k, url, "catalog not found");
+
+	sink_fini(&k);
 	return r;
 }
 
@@ -648,56 +666,19 @@ static int cf_head_cat(struct hyd_cf *f, const char *tmp, uint64_t *ret_gen,
 {
 	struct hyd_sink k = {.fd = -1, .either = 1};
 	char *url = NULL;
-	long status = 0;
 	uint64_t v;
 	int r;
 
 	*ret_cat = 0;
-	k.zd = ZSTD_createDStream();
-	k.zout_cap = ZSTD_DStreamOutSize();
-	k.zout = malloc(k.zout_cap);
 	r = cf_join(f, "HEAD?catalog=1", &url);
-	if (r < 0 || !k.zd || !k.zout) {
+	if (r < 0) {
 		cf_err(f, "%s: cannot build the HEAD URL", f->base);
-		r = r < 0 ? r : -ENOMEM;
 		goto out;
 	}
-	unlink_db_tmp(tmp);
-	k.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (k.fd < 0) {
-		r = -errno;
-		cf_err(f, "%s: %s", tmp, strerror(-r));
-		r = -EIO;
-		goto out;
-	}
-	r = cf_get(f, url, &k, &status);
+	r = cf_fetch_zst(f, url, tmp, &k, f->base, "namespace not found");
 	if (r == -EPROTO && k.err == -EPROTO)
 		cf_err(f, "%s: HEAD answer longer than %d bytes", url,
 		       HYD_HEAD_MAX);
-	if (r == 0 && status != 200) {
-		r = cf_status_err(f, status == 404 ? f->base : url, status, &k,
-				  "namespace not found");
-		goto out;
-	}
-	if (r == 0 && k.head_gen) {
-		if (k.in_total == 0 || k.zlast != 0)
-			r = -EBADMSG;
-		else if (fsync(k.fd) < 0)
-			r = -errno;
-	}
-	if (r == -EBADMSG || r == -EFBIG) {
-		cf_err(f, "%s: not a valid ferry catalog%s%s%s", url,
-		       k.zerr ? " (zstd: " : "", k.zerr ? k.zerr : "",
-		       k.zerr	     ? ")"
-		       : r == -EFBIG ? " (too large)"
-				     : "");
-		r = -EBADMSG;
-		goto out;
-	}
-	if (r < 0 && r == k.err && r != -EPROTO) {
-		cf_err(f, "%s: writing %s: %s", url, tmp, strerror(-r));
-		r = r == -ENOSPC ? r : -EIO;
-	}
 	if (r < 0)
 		goto out;
 	if (k.head_gen) {
@@ -712,12 +693,9 @@ static int cf_head_cat(struct hyd_cf *f, const char *tmp, uint64_t *ret_gen,
 	}
 	*ret_gen = v;
 out:
-	if (k.fd >= 0)
-		close(k.fd);
+	sink_fini(&k);
 	if (!*ret_cat)
 		unlink_db_tmp(tmp);
-	free(k.zout);
-	ZSTD_freeDStream(k.zd);
 	curl_free(url);
 	return r;
 }

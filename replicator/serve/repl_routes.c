@@ -365,25 +365,6 @@ static void cat_job_start(struct repl_req *req, struct cat_job *j)
 
 /* -- HEAD -- */
 
-/* 1 when the URL's query has the parameter "catalog=1". */
-static int wants_catalog(const struct repl_req *req)
-{
-	const char *q = memchr(req->h.url, '?', req->h.url_len);
-	const char *end = req->h.url + req->h.url_len;
-
-	while (q && q < end) {
-		const char *p = q + 1;
-		const char *amp = memchr(p, '&', (size_t)(end - p));
-
-		if (!amp)
-			amp = end;
-		if (amp - p == 9 && !memcmp(p, "catalog=1", 9))
-			return 1;
-		q = amp < end ? amp : NULL;
-	}
-	return 0;
-}
-
 /* GET HEAD?catalog=1: the catalog of the current generation in the same
  * answer (a fresh mount's one round trip instead of two), its generation
  * in Ferry-Generation, not cacheable (HEAD moves); anyone else, and a
@@ -393,8 +374,11 @@ static void route_head(struct repl_req *req, struct repl_ns *ns)
 	char body[32];
 	int n = snprintf(body, sizeof(body), "%" PRIu64 "\n", ns->generation);
 	struct cat_job *j;
+	const char *v;
+	size_t vl;
 
-	if (wants_catalog(req)) {
+	if (httpd_url_param(req->h.url, req->h.url_len, "catalog", &v, &vl) &&
+	    vl == 1 && v[0] == '1') {
 		j = cat_job_new(req);
 		if (!j)
 			return;

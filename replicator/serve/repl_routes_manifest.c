@@ -249,29 +249,20 @@ out:
  * malformed or above the limit. */
 static int wait_of(const struct repl_req *req, uint64_t *ret)
 {
-	const char *q = memchr(req->h.url, '?', req->h.url_len);
-	const char *end = req->h.url + req->h.url_len;
+	const char *v;
+	size_t n;
+	char num[16];
 
 	*ret = 0;
-	while (q && q < end) {
-		const char *amp, *p = q + 1;
-		char num[16];
-		size_t n;
-
-		amp = memchr(p, '&', (size_t)(end - p));
-		if (!amp)
-			amp = end;
-		if ((size_t)(amp - p) > 5 && !memcmp(p, "wait=", 5)) {
-			n = (size_t)(amp - p) - 5;
-			if (n >= sizeof(num))
-				return -EINVAL;
-			memcpy(num, p + 5, n);
-			num[n] = '\0';
-			return base_parse_u64(num, 0, WAIT_MAX_S, ret);
-		}
-		q = amp < end ? amp : NULL;
-	}
-	return 0;
+	if (!httpd_url_param(req->h.url, req->h.url_len, "wait", &v, &n))
+		return 0;
+	if (n == 0)
+		return 0; /* "wait=": as if absent */
+	if (n >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, v, n);
+	num[n] = '\0';
+	return base_parse_u64(num, 0, WAIT_MAX_S, ret);
 }
 
 /* "GEN/N" into two numbers. */

@@ -29,6 +29,27 @@ mount_hyd "$URL" "$T/mnt"
 wait_status "$T/cache" state complete 60 || die "backfill did not complete"
 umount_hyd "$T/mnt"
 resident() { fincore -b -n -r -o RES "$1"; }
+# seen_cached PREFIX FIRST LAST SIZE: how many of the files PREFIX<FIRST>
+# .. PREFIX<LAST> (seq -w) were seen with all SIZE bytes cached at some
+# poll, polling up to 10 s; the others are listed in $T/missing.
+seen_cached() {
+	local prefix=$1 first=$2 last=$3 size=$4 i k want
+	local -A seen=()
+	want=$(seq -w "$first" "$last" | wc -l)
+	for k in $(seq 1 200); do
+		for i in $(seq -w "$first" "$last"); do
+			[ -n "${seen[$i]:-}" ] && continue
+			[ "$(resident "$prefix$i")" = "$size" ] && seen[$i]=1
+		done
+		[ "${#seen[@]}" = "$want" ] && break
+		sleep 0.05
+	done
+	: >"$T/missing"
+	for i in $(seq -w "$first" "$last"); do
+		[ -n "${seen[$i]:-}" ] || basename "$prefix$i" >>"$T/missing"
+	done
+	echo "${#seen[@]}"
+}
 mount_hyd "$URL" "$T/mnt"
 ls -l "$T/mnt/d" >/dev/null # READDIRPLUS: the kernel knows every inode
 for i in $(seq -w 1 59); do
@@ -43,20 +64,7 @@ head -c 1 "$T/mnt/d/f00" >/dev/null
 # before the next poll, so a file counts once seen whole, and up to 4 of
 # the 59 may still be missed. The daemon's own count of pushes, below,
 # must be exact; without the push, none is cached.
-declare -A seen=()
-for k in $(seq 1 200); do
-	for i in $(seq -w 1 59); do
-		[ -n "${seen[$i]:-}" ] && continue
-		[ "$(resident "$T/mnt/d/f$i")" = 8192 ] && seen[$i]=1
-	done
-	[ "${#seen[@]}" = 59 ] && break
-	sleep 0.05
-done
-n=${#seen[@]}
-: >"$T/missing"
-for i in $(seq -w 1 59); do
-	[ -n "${seen[$i]:-}" ] || echo "f$i" >>"$T/missing"
-done
+n=$(seen_cached "$T/mnt/d/f" 01 59 8192)
 [ "$n" -ge 55 ] || die "after the first read of f00, $n of the 59 files after it are cached; not: $(tr '\n' ' ' <"$T/missing")"
 [ "$n" = 59 ] || log "not all pages stayed (the VM's reclaim): $(tr '\n' ' ' <"$T/missing")"
 ok "first read of f00: $n of the 59 files after it are in the page cache"
@@ -80,17 +88,9 @@ with open(os.path.join(m, "d", "f00"), "rb") as f:
     assert len(f.read()) == 8192
 assert len(os.listdir(os.path.join(m, "d2"))) == 30
 PY
-declare -A seen2=()
-for k in $(seq 1 200); do
-	for i in $(seq -w 0 29); do
-		[ -n "${seen2[$i]:-}" ] && continue
-		[ "$(resident "$T/mnt/d2/g$i")" = 4096 ] && seen2[$i]=1
-	done
-	[ "${#seen2[@]}" = 30 ] && break
-	sleep 0.05
-done
-[ "${#seen2[@]}" -ge 26 ] || die "after a reader listed d2, ${#seen2[@]} of its 30 files are cached"
-ok "a reader lists d2 and reads none of it: ${#seen2[@]} of its 30 files are in the page cache"
+n=$(seen_cached "$T/mnt/d2/g" 00 29 4096)
+[ "$n" -ge 26 ] || die "after a reader listed d2, $n of its 30 files are cached; not: $(tr '\n' ' ' <"$T/missing")"
+ok "a reader lists d2 and reads none of it: $n of its 30 files are in the page cache"
 ls -l "$T/mnt/d3" >/dev/null
 sleep 1
 for i in $(seq -w 0 29); do

@@ -582,6 +582,28 @@ static void test_url_path(void **state)
 	assert_int_equal(httpd_url_path("http://h", 8, &p, &n), -EINVAL);
 }
 
+static void test_url_param(void **state)
+{
+	const char *u = "/v1/ns/HEAD?waits=9&wait=12&catalog=1&wait=3&e=";
+	const char *v;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(httpd_url_param(u, strlen(u), "wait", &v, &n), 1);
+	assert_int_equal(n, 2);
+	assert_memory_equal(v, "12", 2);
+	assert_int_equal(httpd_url_param(u, strlen(u), "catalog", &v, &n), 1);
+	assert_int_equal(n, 1);
+	assert_memory_equal(v, "1", 1);
+	assert_int_equal(httpd_url_param(u, strlen(u), "e", &v, &n), 1);
+	assert_int_equal(n, 0);
+	assert_int_equal(httpd_url_param(u, strlen(u), "cat", &v, &n), 0);
+	/* the length given is the end: a parameter past it is not seen */
+	assert_int_equal(httpd_url_param(u, 20, "wait", &v, &n), 0);
+	assert_int_equal(httpd_url_param("/v1/ns/HEAD", 11, "wait", &v, &n), 0);
+	assert_int_equal(httpd_url_param("/x?", 3, "wait", &v, &n), 0);
+}
+
 /* -- the engine, with a server of the test's own -- */
 
 struct tsrv {
@@ -1000,6 +1022,7 @@ int main(void)
 	    cmocka_unit_test(test_reader_bodies),
 	    cmocka_unit_test(test_reader_limits),
 	    cmocka_unit_test(test_url_path),
+	    cmocka_unit_test(test_url_param),
 	};
 	const struct CMUnitTest engine[] = {
 	    cmocka_unit_test(test_engine_order),
