@@ -10,7 +10,9 @@
 # and lists another directory, d2, without reading it: d2's files are
 # pushed at the listing; d3, listed by another process (ls: no reader),
 # gets nothing pushed; then d3 read in a random order: no file is pushed
-# twice.
+# twice. Last, a reader that read a file further on first (d4/k25, then
+# k10): the second job passes over what was read or pushed and pushes the
+# files between the two.
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 command -v fincore >/dev/null || skip "fincore (util-linux) is missing"
@@ -22,6 +24,8 @@ for i in $(seq -w 0 29); do
 	head -c 4096 /dev/urandom >"$T/src/d2/g$i"
 	head -c 4096 /dev/urandom >"$T/src/d3/h$i"
 done
+mkdir -p "$T/src/d4"
+for i in $(seq -w 0 29); do head -c 4096 /dev/urandom >"$T/src/d4/k$i"; done
 port=$(free_port)
 start_repl "$port" "s=$T/src"
 URL=http://127.0.0.1:$port/v1/s
@@ -119,3 +123,24 @@ ok "hydrator log: one listing pushed"
 pushed=$(sed -n 's/.* files=\([0-9]*\) .*/\1/p' <<<"$line")
 [ -n "$pushed" ] && [ "$pushed" -le 118 ] || die "$pushed files pushed on the second mount: some more than once ($line)"
 ok "second mount: $pushed pushes, no file twice (at most 118)"
+
+# A reader that has read a file further on. A fresh mount: d4/k25 read
+# first (its job pushes k26..k29), then k10, whose job goes from k29 back
+# to k11: it passes over k26..k29 (pushed) and k25 (read) and pushes
+# k24..k11. It once stopped at the first file read (k25), which left
+# k11..k24 to their reads: a data loader's epoch got 350-540 of its 3,000
+# files pushed.
+mount_hyd "$URL" "$T/mnt"
+ls -l "$T/mnt/d4" >/dev/null # READDIRPLUS; ls reads nothing: no listing push
+head -c 1 "$T/mnt/d4/k25" >/dev/null
+n=$(seen_cached "$T/mnt/d4/k" 26 29 4096)
+[ "$n" -ge 3 ] || die "after the first read of d4/k25, $n of k26..k29 are cached"
+head -c 1 "$T/mnt/d4/k10" >/dev/null
+n=$(seen_cached "$T/mnt/d4/k" 11 24 4096)
+[ "$n" -ge 12 ] || die "after reads of d4/k25 then k10, $n of k11..k24 are cached; not: $(tr '\n' ' ' <"$T/missing")"
+ok "reads of k25 then k10: $n of the 14 files between them are pushed (the job passes over k25)"
+for i in $(seq -w 0 29); do
+	cmp -s "$T/src/d4/k$i" "$T/mnt/d4/k$i" || die "d4/k$i read back wrong"
+done
+ok "d4 reads back the source's bytes"
+umount_hyd "$T/mnt"
