@@ -24,17 +24,18 @@
  * directory takes half the time. A file read is passed over, not taken
  * for the end of the job: a random reader (a data loader) has read files
  * here and there, and the job goes on past them (it once stopped at the
- * first, pushing 350-540 files of a 3,000-file epoch). A listing asked for by a
- * thread that read a file in the last HYD_PUSH_READER_NS (a walk that reads
- * what it lists) queues a job for the entries it listed at once, first file
- * first, ahead of that reader; a listing by anyone else (ls -lR, find) pushes
- * nothing. A file pushed once is not pushed again (a reader in a random order
- * starts jobs whose ranges overlap). Only chunks already in the store are used
- * (a file with one missing is skipped: pushing never fetches), and each chunk
- * is checked as any store read is. A file read before its push came is simply
- * read twice into the same cache; the bytes are the generation's, which never
- * change. A reader that does not read the directory's files costs at most one
- * job of wasted work per first read or listing.
+ * first, pushing 350-540 files of a 3,000-file epoch). A listing asked
+ * for by a thread that read a file in the last HYD_PUSH_READER_NS (a
+ * walk that reads what it lists) queues a job for the entries it listed
+ * at once, first file first, ahead of that reader; a listing by anyone
+ * else (ls -lR, find) pushes nothing. A file pushed once is not pushed
+ * again (a reader in a random order starts jobs whose ranges overlap).
+ * Only chunks already in the store are used (a file with one missing is
+ * skipped: pushing never fetches), and each chunk is checked as any
+ * store read is. A file read before its push came is simply read twice
+ * into the same cache; the bytes are the generation's, which never
+ * change. A reader that does not read the directory's files costs at
+ * most one job of wasted work per first read or listing.
  */
 #include <errno.h>
 #include <inttypes.h>
