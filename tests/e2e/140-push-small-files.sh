@@ -37,10 +37,10 @@ resident() { fincore -b -n -r -o RES "$1"; }
 # .. PREFIX<LAST> (seq -w) were seen with all SIZE bytes cached at some
 # poll, polling up to 10 s; the others are listed in $T/missing.
 seen_cached() {
-	local prefix=$1 first=$2 last=$3 size=$4 i k want
+	local prefix=$1 first=$2 last=$3 size=$4 i want
 	local -A seen=()
 	want=$(seq -w "$first" "$last" | wc -l)
-	for k in $(seq 1 200); do
+	for _ in $(seq 1 200); do
 		for i in $(seq -w "$first" "$last"); do
 			[ -n "${seen[$i]:-}" ] && continue
 			[ "$(resident "$prefix$i")" = "$size" ] && seen[$i]=1
@@ -53,6 +53,14 @@ seen_cached() {
 		[ -n "${seen[$i]:-}" ] || basename "$prefix$i" >>"$T/missing"
 	done
 	echo "${#seen[@]}"
+}
+# read_back DIR: every file of DIR reads back through the mount with the
+# source's bytes.
+read_back() {
+	local f
+	for f in "$T/src/$1"/*; do
+		cmp -s "$f" "$T/mnt/$1/${f##*/}" || die "$1/${f##*/} read back wrong"
+	done
 }
 mount_hyd "$URL" "$T/mnt"
 ls -l "$T/mnt/d" >/dev/null # READDIRPLUS: the kernel knows every inode
@@ -74,9 +82,7 @@ n=$(seen_cached "$T/mnt/d/f" 01 59 8192)
 ok "first read of f00: $n of the 59 files after it are in the page cache"
 [ "$(resident "$T/mnt/d/zz-big")" = 0 ] || die "a 3 MB file was pushed"
 ok "a file over 1 MiB is left to readahead"
-for i in $(seq -w 0 59); do
-	cmp -s "$T/src/d/f$i" "$T/mnt/d/f$i" || die "f$i read back wrong"
-done
+read_back d
 ok "pushed files read back the source's bytes"
 umount_hyd "$T/mnt"
 grep -q "pushed small files into the page cache files=59" "$T/cache/hydrator.log" ||
@@ -101,9 +107,7 @@ for i in $(seq -w 0 29); do
 	[ "$(resident "$T/mnt/d3/h$i")" = 0 ] || die "d3/h$i is cached: a listing by ls (no reader) pushed"
 done
 ok "a listing by a process that read nothing pushes nothing"
-for i in $(seq -w 0 29); do
-	cmp -s "$T/src/d2/g$i" "$T/mnt/d2/g$i" || die "d2/g$i read back wrong"
-done
+read_back d2
 ok "files pushed at a listing read back the source's bytes"
 # d3 read whole in a random order: each first read not pushed ahead starts
 # a job for the files after it, and the jobs overlap; no file is pushed
@@ -139,8 +143,6 @@ head -c 1 "$T/mnt/d4/k10" >/dev/null
 n=$(seen_cached "$T/mnt/d4/k" 11 24 4096)
 [ "$n" -ge 12 ] || die "after reads of d4/k25 then k10, $n of k11..k24 are cached; not: $(tr '\n' ' ' <"$T/missing")"
 ok "reads of k25 then k10: $n of the 14 files between them are pushed (the job passes over k25)"
-for i in $(seq -w 0 29); do
-	cmp -s "$T/src/d4/k$i" "$T/mnt/d4/k$i" || die "d4/k$i read back wrong"
-done
+read_back d4
 ok "d4 reads back the source's bytes"
 umount_hyd "$T/mnt"
