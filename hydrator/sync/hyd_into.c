@@ -143,9 +143,13 @@ static void land_pace(void *arg)
 		in->work_until = now + WORK_MIN_NS;
 }
 
-/* One pass of generation g into DIR. 0 when every entry landed. */
+/* One pass of generation g into DIR: the tree, or with only the
+ * directories the last pass left files in; those this one leaves go to
+ * left (cleared first). 0 when every entry landed. */
 static int land(hyd_into *in, const struct hyd_into_gen *g,
-		struct hyd_sync_result *res, uint64_t *ret_deferred)
+		const struct hyd_mat_dirs *only, struct hyd_mat_dirs *left,
+		struct hyd_sync_result *res, uint64_t *ret_deferred,
+		uint64_t *ret_visited)
 {
 	struct hyd_sync_unsafe unsafe = {0};
 	struct cat_meta meta;
@@ -181,7 +185,6 @@ static int land(hyd_into *in, const struct hyd_into_gen *g,
 	m.manifest = g->manifest;
 	m.pending = meta.pending;
 	m.timeout_ns = in->c.timeout_ns;
-	m.delete_extra = 1;
 	m.left_out = meta.left_out;
 	m.root_ino = CAT_ROOT_INO;
 	m.cache_dir = in->cache;
@@ -193,6 +196,10 @@ static int land(hyd_into *in, const struct hyd_into_gen *g,
 	m.pace_arg = in;
 	m.stop = &in->stop;
 	m.defer = 1;
+	hyd_mat_dirs_clear(left);
+	m.left_in = left;
+	m.only = only;
+	m.delete_extra = !only;
 	m.filter = in->keep;
 	m.place = in->place;
 	if (in->place &&
@@ -200,6 +207,7 @@ static int land(hyd_into *in, const struct hyd_into_gen *g,
 		m.place = NULL; /* written from the store, as without it */
 	r = hyd_sync__materialize(&m);
 	*ret_deferred = m.deferred;
+	*ret_visited += m.visited;
 	hyd_sync__unsafe_free(&unsafe);
 	cat_reader_close(cat);
 	if (r == 0 && hyd_mat__stopped(&m))
@@ -254,11 +262,17 @@ static void *into_main(void *arg)
 	struct hyd_sync_result res;
 	struct hyd_place_stats ps;
 	struct hyd_into_gen g;
-	uint64_t landed, t0 = 0, pass_gen = 0, deferred = 0;
-	unsigned passes = 0;
+	/* dirs[cur]: the directories the last pass left files in, which
+	 * the next pass visits instead of the tree while listed is set */
+	struct hyd_mat_dirs dirs[2];
+	uint64_t landed, t0 = 0, pass_gen = 0, deferred = 0, visited = 0;
+	uint64_t tree_files = 0;
+	unsigned passes = 0, cur = 0;
+	int listed = 0;
 	char err[256];
 	int r;
 
+	memset(dirs, 0, sizeof(dirs));
 	base_thread_name("land");
 	pthread_mutex_lock(&in->mu);
 	landed = in->st.landed;
@@ -273,6 +287,11 @@ static void *into_main(void *arg)
 		base_error("--into: %s", err);
 		return NULL;
 	}
+	/* Each pass walks the tree until one leaves files for later: then
+	 * the next visits only the directories it left them in (the cost
+	 * of a pass grows with those, not with the tree), and so on while
+	 * it leaves some; an error, a new generation or a list that grew
+	 * past its bound (hyd_mat_dirs.c) walks the tree again. */
 	while (!stopping(in)) {
 		memset(&g, 0, sizeof(g));
 		if (in->c.current(in->c.arg, &g) < 0) {
@@ -290,14 +309,26 @@ static void *into_main(void *arg)
 			pass_gen = g.generation;
 			t0 = base_now_ns();
 			passes = 0;
+			visited = 0;
+			listed = 0;
 			landed = g.generation == landed ? 0 : landed;
 			base_info("--into: landing generation=%" PRIu64
 				  " dir=%s",
 				  g.generation, in->dir);
 		}
-		r = land(in, &g, &res, &deferred);
+		r = land(in, &g, listed ? &dirs[cur] : NULL, &dirs[cur ^ 1u],
+			 &res, &deferred, &visited);
 		in->c.release(in->c.arg, &g);
 		passes++;
+		/* a listed pass counts only what it visited: the tree's
+		 * files are the last walk's */
+		if (listed)
+			res.files = tree_files;
+		else
+			tree_files = res.files;
+		cur ^= 1u;
+		listed =
+		    r == 0 && deferred && dirs[cur].n && !dirs[cur].overflow;
 		if (r == -ECANCELED)
 			break;
 		/* Files backfill has not stored whole: the next pass, at once
@@ -306,9 +337,12 @@ static void *into_main(void *arg)
 		if (r == 0 && deferred) {
 			base_debug("--into: pass %u of generation %" PRIu64
 				   " wrote %" PRIu64 " files, %" PRIu64
-				   " wait for backfill",
+				   " wait for backfill in %zu directories%s"
+				   " visited=%" PRIu64,
 				   passes, g.generation, res.files_written,
-				   deferred);
+				   deferred, dirs[cur].n,
+				   dirs[cur].overflow ? " (and more)" : "",
+				   visited);
 			if (!res.files_written)
 				pause_ns(in, DEFER_PAUSE_NS);
 			continue;
@@ -328,9 +362,10 @@ static void *into_main(void *arg)
 				hyd_place_stats(in->place, &ps);
 			base_info("--into: landed generation=%" PRIu64
 				  " dir=%s files=%" PRIu64 " passes=%u"
+				  " visited=%" PRIu64
 				  " secs=%.1f placed_bytes=%" PRIu64
 				  " adopted=%" PRIu64 " yielded_secs=%.1f",
-				  landed, in->dir, res.files, passes,
+				  landed, in->dir, res.files, passes, visited,
 				  (double)(base_now_ns() - t0) / 1e9, ps.bytes,
 				  ps.adopted, (double)in->yielded_ns / 1e9);
 			in->yielded_ns = 0;
@@ -345,6 +380,8 @@ static void *into_main(void *arg)
 		base_warn("--into: %s", err);
 		pause_ns(in, RETRY_NS);
 	}
+	hyd_mat_dirs_free(&dirs[0]);
+	hyd_mat_dirs_free(&dirs[1]);
 	return NULL;
 }
 

@@ -70,6 +70,9 @@ struct walk {
 	int src_fd;
 	uint64_t files_done, bytes_done, last_tick;
 	int root; /* euid == 0 */
+	/* files of the directory being walked left for a later pass (its
+	 * own entries, not those of its subdirectories) */
+	uint64_t dir_left;
 };
 
 /* Is in's manifest local (its chunk rows readable)? Waits for it while

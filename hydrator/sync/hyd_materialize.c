@@ -519,6 +519,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		mstate = cat_manifest_state(w->m->cat, e->in.ino);
 		if (mstate == CAT_MANIFEST_MISSING) {
 			w->m->deferred++;
+			w->dir_left++;
 			return 0;
 		}
 	}
@@ -623,6 +624,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	if (!adopted && w->m->defer && e->in.nlink < 2 &&
 	    hyd_mat__waiting(w->m) && hyd_mat__lacks(w, &e->in)) {
 		w->m->deferred++;
+		w->dir_left++;
 		if (src >= 0)
 			close(src);
 		return 0;
@@ -1241,6 +1243,10 @@ static int sync_dir_entry(void *arg, const struct hyd_dirent_copy *e)
 
 	if (hyd_mat__stopped(w->m))
 		return -ECANCELED;
+	/* a pass of the listed directories: only what a pass may leave */
+	if (w->m->only && (e->in.kind != CAT_REG || e->in.nlink > 1))
+		return 0;
+	w->m->visited++;
 	/* --chmod, --chown, ...: every check and write sees DEST's values */
 	if (w->m->attrmap) {
 		mapped = *e;
@@ -1287,6 +1293,7 @@ static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 	struct dir_walk d = {w, fd, depth};
 	const char *why = "";
 	struct stat st;
+	uint64_t outer = w->dir_left;
 	int r, dry = w->m->dry_run;
 
 	/* Not root: a directory left read-only by an earlier run must take
@@ -1296,9 +1303,15 @@ static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 		fchmod(fd, (st.st_mode & 07777) | 0700);
 	if (fd >= 0 && !dry)
 		clean_temps(w, fd, dir->ino);
-	report_unsafe(w, dir->ino);
+	/* named by the pass that walked the tree */
+	if (!w->m->only)
+		report_unsafe(w, dir->ino);
+	w->dir_left = 0;
 	r = hyd_sync__dir_each(w->m->cat, dir->ino, &w->path, sync_dir_entry,
 			       &d);
+	if (w->dir_left && w->m->left_in)
+		hyd_mat_dirs_add(w->m->left_in, dir->ino, w->path.b);
+	w->dir_left = outer;
 	if (r == -ECANCELED)
 		return; /* told to stop */
 	if (r < 0)
@@ -1353,6 +1366,61 @@ static void sync_root(struct walk *w, const struct cat_inode *root)
 	free(e);
 }
 
+/* The directory at rel (relative to DEST, "" for DEST), opened with
+ * no symlink followed; -errno. */
+static int open_rel_dir(struct walk *w, const char *rel)
+{
+	const char *base;
+	int pfd, fd;
+
+	if (!rel[0]) {
+		fd = dup(w->rootfd);
+		return fd < 0 ? -errno : fd;
+	}
+	pfd = open_parent(w, rel, &base);
+	if (pfd < 0)
+		return pfd;
+	fd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		fd = -errno;
+	close(pfd);
+	return fd;
+}
+
+/* A pass of m->only: each listed directory's files that the last pass
+ * left, then its metadata again (the renames moved its times). */
+static void visit_dirs(struct walk *w)
+{
+	const struct hyd_mat_dirs *d = w->m->only;
+	struct cat_inode dir;
+	const char *rel;
+	size_t i;
+	int fd, r;
+
+	for (i = 0; i < d->n && !hyd_mat__stopped(w->m); i++) {
+		rel = hyd_mat_dirs_path(d, i);
+		w->path.len = 0;
+		w->path.b[0] = '\0';
+		r = cat_getattr(w->m->cat, d->v[i].ino, &dir);
+		if (r == 0 && dir.kind != CAT_DIR)
+			r = -ENOTDIR;
+		if (r == 0)
+			hyd_attrmap_apply(w->m->attrmap, &dir);
+		if (r == 0 && rel[0] &&
+		    base_path_push(&w->path, rel, strlen(rel), &(size_t){0}))
+			r = -ENOMEM;
+		fd = r < 0 ? r : open_rel_dir(w, rel);
+		if (fd < 0) {
+			report(w, "cannot open the directory again", fd);
+			continue;
+		}
+		sync_dir(w, fd, &dir, 0);
+		close(fd);
+	}
+	w->path.len = 0;
+	w->path.b[0] = '\0';
+}
+
 int hyd_sync__materialize(struct hyd_mat *m)
 {
 	struct walk w;
@@ -1403,8 +1471,12 @@ int hyd_sync__materialize(struct hyd_mat *m)
 				     m->dest);
 		r = 0;
 	}
-	sync_root(&w, &root);
-	delete_pass(&w, &root);
+	if (m->only) {
+		visit_dirs(&w);
+	} else {
+		sync_root(&w, &root);
+		delete_pass(&w, &root);
+	}
 	/* One flush for the whole tree instead of an fsync per file. */
 	if (w.rootfd >= 0 && !m->dry_run && syncfs(w.rootfd) < 0)
 		r = -errno;

@@ -244,6 +244,15 @@ struct hyd_mat {
 	 * are waited for); deferred counts them. */
 	int defer;
 	uint64_t deferred;
+	/* With defer: each directory this pass left a file in is added to
+	 * left_in (NULL: none kept). only (NULL: the whole tree): the pass
+	 * visits just these directories' files that can be left for later
+	 * (regular, one link), each directory's metadata after them; no
+	 * other entry, nothing deleted. visited counts the entries the
+	 * pass looked at. */
+	struct hyd_mat_dirs *left_in;
+	const struct hyd_mat_dirs *only;
+	uint64_t visited;
 	/* --into's placement (NULL: none): a regular file whose part is
 	 * whole is renamed in instead of written, and every file written
 	 * is told to it */
@@ -313,6 +322,30 @@ int hyd_sync__fetch_chunk(struct hyd_fetch *f, const struct cat_chunk *c,
 int hyd_mat__waiting(const struct hyd_mat *m);
 /* Has the walk been told to stop? */
 int hyd_mat__stopped(const struct hyd_mat *m);
+
+/* Directories by catalog number and path relative to DEST
+ * (hyd_mat_dirs.c): where a landing pass left files for the next. At
+ * most HYD_MAT_DIRS_MAX of them and HYD_MAT_DIRS_BYTES of paths; past
+ * that overflow is set and the list stops growing (the next pass walks
+ * the tree, as it would without a list). Start zeroed. */
+#define HYD_MAT_DIRS_MAX (1u << 20)
+#define HYD_MAT_DIRS_BYTES (128u << 20)
+struct hyd_mat_dir {
+	uint64_t ino;
+	size_t path; /* offset into paths */
+};
+struct hyd_mat_dirs {
+	struct hyd_mat_dir *v;
+	size_t n, cap;
+	char *paths;
+	size_t plen, pcap;
+	int overflow;
+};
+void hyd_mat_dirs_add(struct hyd_mat_dirs *d, uint64_t ino,
+		      const char *relpath);
+const char *hyd_mat_dirs_path(const struct hyd_mat_dirs *d, size_t i);
+void hyd_mat_dirs_clear(struct hyd_mat_dirs *d);
+void hyd_mat_dirs_free(struct hyd_mat_dirs *d);
 
 /* Write the catalog's tree at m->dest (created when missing). Every entry
  * that fails is named on stderr and counted in m->res->failed; the walk

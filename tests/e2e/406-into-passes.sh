@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# 406: --into's later passes visit only the directories the last pass
+# left files in, not the whole tree. A tree of 60 directories of small
+# files and one of 1 MiB files, landed under --bwlimit so that backfill
+# spans several passes: the first walks the tree, the next ones visit the
+# directories named in the debug log (fewer than the tree has), so the
+# landed line's count of entries visited stays below passes x the tree's
+# entries (what walking the tree every pass costs); DIR ends equal to the
+# source, the late files included, with every metadata kind treecmp reads.
+. "$(dirname "$0")/lib/common.sh"
+need_fuse
+S="$T/src"
+for d in $(seq -w 1 60); do
+	mkdir -p "$S/d$d"
+	for f in $(seq 1 10); do echo "file $d $f" >"$S/d$d/f$f.txt"; done
+	chmod 750 "$S/d$d"
+	touch -d "2020-01-0$((10#$d % 9 + 1)) 12:00" "$S/d$d"
+done
+mkdir -p "$S/late"
+for i in $(seq 1 12); do head -c 1048576 /dev/urandom >"$S/late/b$i"; done
+touch -d '2021-06-01 08:00' "$S/late"
+entries=$(($(find "$S" | wc -l) - 1)) # what a pass walking the tree visits
+port=$(free_port)
+URL="http://127.0.0.1:$port/v1/t"
+start_repl "$port" "t=$S"
+M="$T/mnt"
+D="$T/dir"
+
+mount_hyd "$URL" "$M" --into "$D" --bwlimit 3M --poll 1 -v
+wait_status "$T/cache" into landed 120 || die "DIR did not land"
+L="$T/cache/hydrator.log"
+line=$(grep 'landed generation=1 ' "$L") || die "no landed line in the log"
+passes=$(sed -n 's/.* passes=\([0-9]*\) .*/\1/p' <<<"$line")
+visited=$(sed -n 's/.* visited=\([0-9]*\) .*/\1/p' <<<"$line")
+[ -n "$passes" ] && [ -n "$visited" ] || die "the landed line lacks passes= or visited=: $line"
+[ "$passes" -ge 3 ] || die "landed in $passes passes: nothing to test (backfill too quick?)"
+[ "$visited" -ge "$entries" ] || die "visited $visited entries, fewer than the tree's $entries: the first pass did not walk it"
+[ "$visited" -lt $(((passes - 1) * entries)) ] ||
+	die "visited $visited entries in $passes passes of a tree of $entries: later passes walked the tree"
+dirs=$(sed -n 's/.*wait for backfill in \([0-9]*\) directories.*/\1/p' "$L" | tail -n1)
+[ -n "$dirs" ] && [ "$dirs" -ge 1 ] && [ "$dirs" -lt 61 ] ||
+	{ grep 'into' "$L"; die "no pass named fewer directories than the tree's 61: '$dirs'"; }
+python3 "$E2E_LIB/treecmp.py" --content "$S" "$D" >"$T/cmp.txt" ||
+	{ cat "$T/cmp.txt"; die "DIR differs from the source"; }
+ok "landed in $passes passes visiting $visited entries (the tree has $entries; the last pass left files in $dirs directories); DIR equals the source ($(tail -n1 "$T/cmp.txt"))"
+umount_hyd "$M"
