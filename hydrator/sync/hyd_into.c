@@ -12,8 +12,10 @@
  * not all stored yet is left for the next pass (nothing of it written),
  * so the writer trails backfill in whatever order backfill fetches:
  * passes follow each other while the last one wrote something, else
- * every half second; each skips what earlier ones wrote at the cost of a
- * stat (the record of what was written). A hard-linked file's chunks are
+ * every half second. The first walks the tree; the next ones visit only
+ * the directories the last one left files in (hyd_mat_dirs.c, bounded:
+ * past the bound the tree again), each file there that landed already
+ * skipped at the cost of a stat (the record of what was written). A hard-linked file's chunks are
  * waited for instead (want() moves its directory to the front of
  * backfill's order); once backfill is done the writer fetches what is
  * still missing itself. A pass ends with a syncfs of DIR; when one left

@@ -1488,7 +1488,8 @@ int hyd_sync__materialize(struct hyd_mat *m)
 			     "cannot flush the destination to disk dest=%s",
 			     m->dest);
 	/* Recorded only once the data is on disk. */
-	if (r == 0 && !m->dry_run && hyd_sync__rec_commit(m->rec) < 0)
+	if (r == 0 && !m->dry_run &&
+	    hyd_sync__rec_commit(m->rec, m->only != NULL) < 0)
 		base_warn("cannot keep the record of what was written: the "
 			  "next run checks every file again dest=%s",
 			  m->dest);

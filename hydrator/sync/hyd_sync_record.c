@@ -14,7 +14,9 @@
  * Durability: a run's notes are committed only after the syncfs of DEST
  * succeeded, so every recorded file had its data on disk; until then the
  * record of the run before stays. Each commit replaces the record with the
- * files noted in that run (a file not reached is simply hashed next time).
+ * files noted in that run (a file not reached is simply hashed next time),
+ * but for a --into pass that visited only some directories: its notes are
+ * added to the record.
  * A record that cannot be opened or read is no error: the files are then
  * hashed as before. The file is CACHEDIR/sync/<SHA-256 of DEST's real
  * path>.db; the cache's lock keeps one writer at a time.
@@ -195,7 +197,7 @@ void hyd_sync__rec_note(struct hyd_sync_rec *r, const struct stat *st,
 	sqlite3_reset(r->put);
 }
 
-int hyd_sync__rec_commit(struct hyd_sync_rec *r)
+int hyd_sync__rec_commit(struct hyd_sync_rec *r, int merge)
 {
 	int rc;
 
@@ -203,8 +205,9 @@ int hyd_sync__rec_commit(struct hyd_sync_rec *r)
 		return 0;
 	if (!r->in_tx && exec(r, "BEGIN") == 0)
 		r->in_tx = 1;
-	rc = exec(r, "DELETE FROM file");
-	rc = rc ? rc : exec(r, "INSERT INTO file SELECT * FROM next");
+	rc = merge ? 0 : exec(r, "DELETE FROM file");
+	rc =
+	    rc ? rc : exec(r, "INSERT OR REPLACE INTO file SELECT * FROM next");
 	rc = rc ? rc : exec(r, "COMMIT");
 	if (rc == 0) {
 		r->in_tx = 0;

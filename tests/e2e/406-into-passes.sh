@@ -5,8 +5,9 @@
 # spans several passes: the first walks the tree, the next ones visit the
 # directories named in the debug log (fewer than the tree has), so the
 # landed line's count of entries visited stays below passes x the tree's
-# entries (what walking the tree every pass costs); DIR ends equal to the
-# source, the late files included, with every metadata kind treecmp reads.
+# entries (what walking the tree every pass costs); the record of what was
+# written holds every file; DIR ends equal to the source, the late files
+# included, with every metadata kind treecmp reads.
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 S="$T/src"
@@ -40,7 +41,14 @@ visited=$(sed -n 's/.* visited=\([0-9]*\) .*/\1/p' <<<"$line")
 dirs=$(sed -n 's/.*wait for backfill in \([0-9]*\) directories.*/\1/p' "$L" | tail -n1)
 [ -n "$dirs" ] && [ "$dirs" -ge 1 ] && [ "$dirs" -lt 61 ] ||
 	{ grep 'into' "$L"; die "no pass named fewer directories than the tree's 61: '$dirs'"; }
+# The record of what was written (which `ferry finish` and a restart
+# trust instead of reading files back) holds every file: a pass that
+# visits some directories adds its files to it, it does not replace it.
+nreg=$(find "$S" -type f | wc -l)
+nrec=$(python3 -c 'import sqlite3,sys,glob
+print(sum(sqlite3.connect(p).execute("SELECT count(*) FROM file").fetchone()[0] for p in glob.glob(sys.argv[1] + "/sync/*.db")))' "$T/cache")
+[ "$nrec" -ge "$nreg" ] || die "the record of what was written holds $nrec files of $nreg"
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$D" >"$T/cmp.txt" ||
 	{ cat "$T/cmp.txt"; die "DIR differs from the source"; }
-ok "landed in $passes passes visiting $visited entries (the tree has $entries; the last pass left files in $dirs directories); DIR equals the source ($(tail -n1 "$T/cmp.txt"))"
+ok "landed in $passes passes visiting $visited entries (the tree has $entries; the last pass left files in $dirs directories); the record holds $nrec files of $nreg; DIR equals the source ($(tail -n1 "$T/cmp.txt"))"
 umount_hyd "$M"
