@@ -3,26 +3,27 @@
  * generation written into DIR as the plain tree, while the mount serves
  * and backfill fetches, so the mount ends as the copy.
  *
- * One thread lands generations: for the mount's current one it runs
- * `ferry sync`'s tree writer (hyd_materialize.c) from the mount's own
- * store into DIR, with --delete's meaning (DIR becomes that generation:
- * what it lacks goes, a changed file is written beside and renamed in, so
- * a reader holding the old one keeps its bytes). Each file's bytes come
- * verified from the store. While backfill runs, a file whose chunks are
- * not all stored yet is left for the next pass (nothing of it written),
- * so the writer trails backfill in whatever order backfill fetches:
- * passes follow each other while the last one wrote something, else
- * every half second. The first walks the tree; the next ones visit only
- * the directories the last one left files in (hyd_mat_dirs.c, bounded:
- * past the bound the tree again), each file there that landed already
- * skipped at the cost of a stat (the record of what was written). A hard-linked file's chunks are
+ * One thread lands generations: for the mount's current one it runs `ferry
+ * sync`'s tree writer (hyd_materialize.c) from the mount's own store into
+ * DIR, with --delete's meaning (DIR becomes that generation: what it lacks
+ * goes, a changed file is written beside and renamed in, so a reader
+ * holding the old one keeps its bytes). Each file's bytes come verified
+ * from the store. While backfill runs, a file whose chunks are not all
+ * stored yet is left for the next pass (nothing of it written), so the
+ * writer trails backfill in whatever order backfill fetches: passes follow
+ * each other while the last one wrote something, else every half second.
+ * The first walks the tree; the next ones visit only the directories the
+ * last one left files in (hyd_mat_dirs.c, bounded: past the bound the tree
+ * again), each file there that landed already skipped at the cost of a
+ * stat (the record of what was written). A hard-linked file's chunks are
  * waited for instead (want() moves its directory to the front of
  * backfill's order); once backfill is done the writer fetches what is
  * still missing itself. A pass ends with a syncfs of DIR; when one left
  * nothing out, the generation is recorded as landed (CACHEDIR/into.state,
- * written atomically), and a newer generation starts the next pass. A crash
- * leaves files of the last pass whose record was not committed: the next pass
- * checks them by content, chunk by chunk, and rewrites what does not match.
+ * written atomically), and a newer generation starts the next pass. A
+ * crash leaves files of the last pass whose record was not committed: the
+ * next pass checks them by content, chunk by chunk, and rewrites what does
+ * not match.
  */
 #include <errno.h>
 #include <inttypes.h>
