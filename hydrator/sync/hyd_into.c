@@ -12,13 +12,11 @@
  * stored yet is left for the next pass (nothing of it written), so the
  * writer trails backfill in whatever order backfill fetches: passes follow
  * each other while the last one wrote something, else every half second.
- * The first walks the tree; the next ones visit only the directories the
- * last one left files in (hyd_mat_dirs.c, bounded: past the bound the tree
- * again), each file there that landed already skipped at the cost of a
- * stat (the record of what was written). A hard-linked file's chunks are
- * waited for instead (want() moves its directory to the front of
- * backfill's order); once backfill is done the writer fetches what is
- * still missing itself. A pass ends with a syncfs of DIR; when one left
+ * The first walks the tree; the next ones look only at the files the last
+ * one left (hyd_mat_left.c, bounded: past the bound the tree again). A
+ * hard-linked file's chunks are waited for instead (want() moves its directory
+ * to the front of backfill's order); once backfill is done the writer fetches
+ * what is still missing itself. A pass ends with a syncfs of DIR; when one left
  * nothing out, the generation is recorded as landed (CACHEDIR/into.state,
  * written atomically), and a newer generation starts the next pass. A
  * crash leaves files of the last pass whose record was not committed: the
@@ -146,11 +144,11 @@ static void land_pace(void *arg)
 		in->work_until = now + WORK_MIN_NS;
 }
 
-/* One pass of generation g into DIR: the tree, or with only the
- * directories the last pass left files in; those this one leaves go to
- * left (cleared first). 0 when every entry landed. */
+/* One pass of generation g into DIR: the tree, or with only the files
+ * the last pass left; those this one leaves go to left (cleared first).
+ * 0 when every entry landed. */
 static int land(hyd_into *in, const struct hyd_into_gen *g,
-		const struct hyd_mat_dirs *only, struct hyd_mat_dirs *left,
+		const struct hyd_mat_left *only, struct hyd_mat_left *left,
 		struct hyd_sync_result *res, uint64_t *ret_deferred,
 		uint64_t *ret_visited)
 {
@@ -199,7 +197,7 @@ static int land(hyd_into *in, const struct hyd_into_gen *g,
 	m.pace_arg = in;
 	m.stop = &in->stop;
 	m.defer = 1;
-	hyd_mat_dirs_clear(left);
+	hyd_mat_left_clear(left);
 	m.left_in = left;
 	m.only = only;
 	m.delete_extra = !only;
@@ -265,9 +263,9 @@ static void *into_main(void *arg)
 	struct hyd_sync_result res;
 	struct hyd_place_stats ps;
 	struct hyd_into_gen g;
-	/* dirs[cur]: the directories the last pass left files in, which
-	 * the next pass visits instead of the tree while listed is set */
-	struct hyd_mat_dirs dirs[2];
+	/* left[cur]: the files the last pass left, which the next pass
+	 * looks at instead of the tree while listed is set */
+	struct hyd_mat_left left[2];
 	uint64_t landed, t0 = 0, pass_gen = 0, deferred = 0, visited = 0;
 	uint64_t tree_files = 0;
 	unsigned passes = 0, cur = 0;
@@ -275,7 +273,7 @@ static void *into_main(void *arg)
 	char err[256];
 	int r;
 
-	memset(dirs, 0, sizeof(dirs));
+	memset(left, 0, sizeof(left));
 	base_thread_name("land");
 	pthread_mutex_lock(&in->mu);
 	landed = in->st.landed;
@@ -291,10 +289,10 @@ static void *into_main(void *arg)
 		return NULL;
 	}
 	/* Each pass walks the tree until one leaves files for later: then
-	 * the next visits only the directories it left them in (the cost
-	 * of a pass grows with those, not with the tree), and so on while
-	 * it leaves some; an error, a new generation or a list that grew
-	 * past its bound (hyd_mat_dirs.c) walks the tree again. */
+	 * the next looks only at those (the cost of a pass grows with what
+	 * is still missing, not with the tree), and so on while it leaves
+	 * some; an error, a new generation or a list that grew past its
+	 * bound (hyd_mat_left.c) walks the tree again. */
 	while (!stopping(in)) {
 		memset(&g, 0, sizeof(g));
 		if (in->c.current(in->c.arg, &g) < 0) {
@@ -319,7 +317,7 @@ static void *into_main(void *arg)
 				  " dir=%s",
 				  g.generation, in->dir);
 		}
-		r = land(in, &g, listed ? &dirs[cur] : NULL, &dirs[cur ^ 1u],
+		r = land(in, &g, listed ? &left[cur] : NULL, &left[cur ^ 1u],
 			 &res, &deferred, &visited);
 		in->c.release(in->c.arg, &g);
 		passes++;
@@ -330,8 +328,8 @@ static void *into_main(void *arg)
 		else
 			tree_files = res.files;
 		cur ^= 1u;
-		listed =
-		    r == 0 && deferred && dirs[cur].n && !dirs[cur].overflow;
+		listed = r == 0 && deferred && left[cur].nfiles &&
+			 !left[cur].overflow;
 		if (r == -ECANCELED)
 			break;
 		/* Files backfill has not stored whole: the next pass, at once
@@ -343,8 +341,8 @@ static void *into_main(void *arg)
 				   " wait for backfill in %zu directories%s"
 				   " visited=%" PRIu64,
 				   passes, g.generation, res.files_written,
-				   deferred, dirs[cur].n,
-				   dirs[cur].overflow ? " (and more)" : "",
+				   deferred, left[cur].ndirs,
+				   left[cur].overflow ? " (and more)" : "",
 				   visited);
 			if (!res.files_written)
 				pause_ns(in, DEFER_PAUSE_NS);
@@ -383,8 +381,8 @@ static void *into_main(void *arg)
 		base_warn("--into: %s", err);
 		pause_ns(in, RETRY_NS);
 	}
-	hyd_mat_dirs_free(&dirs[0]);
-	hyd_mat_dirs_free(&dirs[1]);
+	hyd_mat_left_free(&left[0]);
+	hyd_mat_left_free(&left[1]);
 	return NULL;
 }
 

@@ -70,9 +70,11 @@ struct walk {
 	int src_fd;
 	uint64_t files_done, bytes_done, last_tick;
 	int root; /* euid == 0 */
-	/* files of the directory being walked left for a later pass (its
-	 * own entries, not those of its subdirectories) */
-	uint64_t dir_left;
+	/* The directory whose entries are being walked: its number, the
+	 * length of its path (a prefix of path) and its slot in
+	 * m->left_in once a file of it was left (else HYD_MAT_LEFT_END) */
+	uint64_t left_ino;
+	size_t left_path_len, left_dir;
 };
 
 /* Is in's manifest local (its chunk rows readable)? Waits for it while

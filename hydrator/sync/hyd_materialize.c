@@ -497,6 +497,15 @@ static int adopt(struct walk *w, int dirfd, const struct hyd_dirent_copy *e,
 
 /* A regular file. Returns 1 when (re)written, 0 when left, -errno.
  * dirfd < 0: its directory is not in DEST (a dry run). */
+/* e is left for a later pass: counted, and listed for it. */
+static void leave(struct walk *w, const struct hyd_dirent_copy *e)
+{
+	w->m->deferred++;
+	if (w->m->left_in)
+		hyd_mat_left_add(w->m->left_in, &w->left_dir, w->left_ino,
+				 w->path.b, w->left_path_len, e->name, e->len);
+}
+
 static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 {
 	char tmp[CAT_NAME_MAX + 1], code[HYD_ITEM_LEN];
@@ -518,8 +527,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	    hyd_mat__waiting(w->m) && !w->m->dry_run) {
 		mstate = cat_manifest_state(w->m->cat, e->in.ino);
 		if (mstate == CAT_MANIFEST_MISSING) {
-			w->m->deferred++;
-			w->dir_left++;
+			leave(w, e);
 			return 0;
 		}
 	}
@@ -623,8 +631,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	/* --into while backfill runs: a later pass writes it whole */
 	if (!adopted && w->m->defer && e->in.nlink < 2 &&
 	    hyd_mat__waiting(w->m) && hyd_mat__lacks(w, &e->in)) {
-		w->m->deferred++;
-		w->dir_left++;
+		leave(w, e);
 		if (src >= 0)
 			close(src);
 		return 0;
@@ -1287,31 +1294,38 @@ static void report_unsafe(struct walk *w, uint64_t dir)
 	}
 }
 
+/* Not root: a directory left read-only by an earlier run must take new
+ * entries; its final mode is set after them. */
+static void dir_writable(struct walk *w, int fd)
+{
+	struct stat st;
+
+	if (!w->root && fstat(fd, &st) == 0 && (st.st_mode & 0300) != 0300)
+		fchmod(fd, (st.st_mode & 07777) | 0700);
+}
+
 static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
 		     unsigned depth)
 {
 	struct dir_walk d = {w, fd, depth};
 	const char *why = "";
-	struct stat st;
-	uint64_t outer = w->dir_left;
+	uint64_t outer_ino = w->left_ino;
+	size_t outer_len = w->left_path_len, outer_dir = w->left_dir;
 	int r, dry = w->m->dry_run;
 
-	/* Not root: a directory left read-only by an earlier run must take
-	 * new entries; its final mode is set below. */
-	if (fd >= 0 && !dry && !w->root && fstat(fd, &st) == 0 &&
-	    (st.st_mode & 0300) != 0300)
-		fchmod(fd, (st.st_mode & 07777) | 0700);
+	if (fd >= 0 && !dry)
+		dir_writable(w, fd);
 	if (fd >= 0 && !dry)
 		clean_temps(w, fd, dir->ino);
-	/* named by the pass that walked the tree */
-	if (!w->m->only)
-		report_unsafe(w, dir->ino);
-	w->dir_left = 0;
+	report_unsafe(w, dir->ino);
+	w->left_ino = dir->ino;
+	w->left_path_len = w->path.len;
+	w->left_dir = HYD_MAT_LEFT_END;
 	r = hyd_sync__dir_each(w->m->cat, dir->ino, &w->path, sync_dir_entry,
 			       &d);
-	if (w->dir_left && w->m->left_in)
-		hyd_mat_dirs_add(w->m->left_in, dir->ino, w->path.b);
-	w->dir_left = outer;
+	w->left_ino = outer_ino;
+	w->left_path_len = outer_len;
+	w->left_dir = outer_dir;
 	if (r == -ECANCELED)
 		return; /* told to stop */
 	if (r < 0)
@@ -1387,36 +1401,74 @@ static int open_rel_dir(struct walk *w, const char *rel)
 	return fd;
 }
 
-/* A pass of m->only: each listed directory's files that the last pass
- * left, then its metadata again (the renames moved its times). */
-static void visit_dirs(struct walk *w)
+/* The files of listed directory i of m->only, looked up by name and
+ * written if they can be now; then the directory's metadata again (the
+ * renames moved its times). */
+static void visit_dir(struct walk *w, size_t i, struct hyd_dirent_copy *e)
 {
-	const struct hyd_mat_dirs *d = w->m->only;
+	const struct hyd_mat_left *l = w->m->only;
+	const char *rel = hyd_mat_left_path(l, i), *name, *why = "";
 	struct cat_inode dir;
-	const char *rel;
-	size_t i;
-	int fd, r;
+	struct dir_walk d = {w, -1, 0};
+	size_t f, len, old;
+	int r;
 
-	for (i = 0; i < d->n && !hyd_mat__stopped(w->m); i++) {
-		rel = hyd_mat_dirs_path(d, i);
-		w->path.len = 0;
-		w->path.b[0] = '\0';
-		r = cat_getattr(w->m->cat, d->v[i].ino, &dir);
-		if (r == 0 && dir.kind != CAT_DIR)
-			r = -ENOTDIR;
-		if (r == 0)
-			hyd_attrmap_apply(w->m->attrmap, &dir);
-		if (r == 0 && rel[0] &&
-		    base_path_push(&w->path, rel, strlen(rel), &(size_t){0}))
-			r = -ENOMEM;
-		fd = r < 0 ? r : open_rel_dir(w, rel);
-		if (fd < 0) {
-			report(w, "cannot open the directory again", fd);
+	w->path.len = 0;
+	w->path.b[0] = '\0';
+	r = cat_getattr(w->m->cat, l->dirs[i].ino, &dir);
+	if (r == 0 && dir.kind != CAT_DIR)
+		r = -ENOTDIR;
+	if (r == 0 && rel[0] &&
+	    base_path_push(&w->path, rel, strlen(rel), &old))
+		r = -ENOMEM;
+	d.fd = r < 0 ? r : open_rel_dir(w, rel);
+	if (d.fd < 0) {
+		report(w, "cannot open the directory again", d.fd);
+		return;
+	}
+	hyd_attrmap_apply(w->m->attrmap, &dir);
+	dir_writable(w, d.fd);
+	w->left_ino = dir.ino;
+	w->left_path_len = w->path.len;
+	w->left_dir = HYD_MAT_LEFT_END;
+	for (f = hyd_mat_left_first(l, i);
+	     f != HYD_MAT_LEFT_END && !hyd_mat__stopped(w->m);
+	     f = hyd_mat_left_next(l, f)) {
+		name = hyd_mat_left_name(l, f, &len);
+		/* gone from the catalog: not in this generation after all */
+		if (len > CAT_NAME_MAX ||
+		    cat_lookup(w->m->cat, dir.ino, name, len, &e->in) < 0)
+			continue;
+		memcpy(e->name, name, len + 1);
+		e->len = len;
+		e->pos = 0;
+		if (base_path_push(&w->path, name, len, &old)) {
+			report(w, "out of memory", -ENOMEM);
 			continue;
 		}
-		sync_dir(w, fd, &dir, 0);
-		close(fd);
+		sync_dir_entry(&d, e);
+		base_path_pop(&w->path, old);
 	}
+	r = meta_fd(w, d.fd, &dir, &why);
+	if (r < 0)
+		report(w, why, r);
+	close(d.fd);
+}
+
+/* A pass of m->only: the files the last pass left, directory by
+ * directory. */
+static void visit_left(struct walk *w)
+{
+	struct hyd_dirent_copy *e = malloc(sizeof(*e));
+	size_t i;
+
+	if (!e) {
+		report(w, "out of memory", -ENOMEM);
+		return;
+	}
+	for (i = 0; i < w->m->only->ndirs && !hyd_mat__stopped(w->m); i++)
+		visit_dir(w, i, e);
+	free(e);
 	w->path.len = 0;
 	w->path.b[0] = '\0';
 }
@@ -1431,6 +1483,7 @@ int hyd_sync__materialize(struct hyd_mat *m)
 	w.m = m;
 	w.rootfd = -1;
 	w.src_fd = -1;
+	w.left_dir = HYD_MAT_LEFT_END;
 	w.root = geteuid() == 0;
 	r = cat_getattr(m->cat, m->root_ino ? m->root_ino : CAT_ROOT_INO,
 			&root);
@@ -1472,7 +1525,7 @@ int hyd_sync__materialize(struct hyd_mat *m)
 		r = 0;
 	}
 	if (m->only) {
-		visit_dirs(&w);
+		visit_left(&w);
 	} else {
 		sync_root(&w, &root);
 		delete_pass(&w, &root);

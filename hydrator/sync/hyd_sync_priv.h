@@ -244,14 +244,13 @@ struct hyd_mat {
 	 * are waited for); deferred counts them. */
 	int defer;
 	uint64_t deferred;
-	/* With defer: each directory this pass left a file in is added to
+	/* With defer: each file this pass leaves for later is added to
 	 * left_in (NULL: none kept). only (NULL: the whole tree): the pass
-	 * visits just these directories' files that can be left for later
-	 * (regular, one link), each directory's metadata after them; no
-	 * other entry, nothing deleted. visited counts the entries the
-	 * pass looked at. */
-	struct hyd_mat_dirs *left_in;
-	const struct hyd_mat_dirs *only;
+	 * looks at just these files (those the last pass left), then each
+	 * of their directories' metadata; no other entry, nothing deleted.
+	 * visited counts the entries the pass looked at. */
+	struct hyd_mat_left *left_in;
+	const struct hyd_mat_left *only;
 	uint64_t visited;
 	/* --into's placement (NULL: none): a regular file whose part is
 	 * whole is renamed in instead of written, and every file written
@@ -323,29 +322,48 @@ int hyd_mat__waiting(const struct hyd_mat *m);
 /* Has the walk been told to stop? */
 int hyd_mat__stopped(const struct hyd_mat *m);
 
-/* Directories by catalog number and path relative to DEST
- * (hyd_mat_dirs.c): where a landing pass left files for the next. At
- * most HYD_MAT_DIRS_MAX of them and HYD_MAT_DIRS_BYTES of paths; past
- * that overflow is set and the list stops growing (the next pass walks
- * the tree, as it would without a list). Start zeroed. */
-#define HYD_MAT_DIRS_MAX (1u << 20)
-#define HYD_MAT_DIRS_BYTES (128u << 20)
-struct hyd_mat_dir {
+/* The files a landing pass left for the next, by directory
+ * (hyd_mat_left.c): each directory once, by catalog number and path
+ * relative to DEST, with the names of its files left, in the order met.
+ * At most HYD_MAT_LEFT_MAX files and HYD_MAT_LEFT_BYTES of paths and
+ * names; past that overflow is set and the list stops growing (the next
+ * pass walks the tree, as it would without a list). Start zeroed.
+ * Indices past the end, and the end of a directory's files, are
+ * HYD_MAT_LEFT_END. */
+#define HYD_MAT_LEFT_MAX (1u << 20)
+#define HYD_MAT_LEFT_BYTES (128u << 20)
+#define HYD_MAT_LEFT_END ((size_t)-1)
+struct hyd_mat_left_dir {
 	uint64_t ino;
-	size_t path; /* offset into paths */
+	size_t path;	    /* offset into bytes */
+	size_t first, last; /* its files, or HYD_MAT_LEFT_END */
 };
-struct hyd_mat_dirs {
-	struct hyd_mat_dir *v;
-	size_t n, cap;
-	char *paths;
-	size_t plen, pcap;
+struct hyd_mat_left_file {
+	size_t name, len; /* offset into bytes, length */
+	size_t next;	  /* the directory's next, or HYD_MAT_LEFT_END */
+};
+struct hyd_mat_left {
+	struct hyd_mat_left_dir *dirs;
+	size_t ndirs, dcap;
+	struct hyd_mat_left_file *files;
+	size_t nfiles, fcap;
+	char *bytes;
+	size_t blen, bcap;
 	int overflow;
 };
-void hyd_mat_dirs_add(struct hyd_mat_dirs *d, uint64_t ino,
-		      const char *relpath);
-const char *hyd_mat_dirs_path(const struct hyd_mat_dirs *d, size_t i);
-void hyd_mat_dirs_clear(struct hyd_mat_dirs *d);
-void hyd_mat_dirs_free(struct hyd_mat_dirs *d);
+/* Add file name (len bytes) of directory dir_ino at dir_path (its first
+ * dir_path_len bytes). *dir_slot: HYD_MAT_LEFT_END for a directory not
+ * added yet this pass (set to its index once added), else that index. */
+void hyd_mat_left_add(struct hyd_mat_left *l, size_t *dir_slot,
+		      uint64_t dir_ino, const char *dir_path,
+		      size_t dir_path_len, const char *name, size_t len);
+const char *hyd_mat_left_path(const struct hyd_mat_left *l, size_t dir);
+size_t hyd_mat_left_first(const struct hyd_mat_left *l, size_t dir);
+size_t hyd_mat_left_next(const struct hyd_mat_left *l, size_t file);
+const char *hyd_mat_left_name(const struct hyd_mat_left *l, size_t file,
+			      size_t *ret_len);
+void hyd_mat_left_clear(struct hyd_mat_left *l);
+void hyd_mat_left_free(struct hyd_mat_left *l);
 
 /* Write the catalog's tree at m->dest (created when missing). Every entry
  * that fails is named on stderr and counted in m->res->failed; the walk
