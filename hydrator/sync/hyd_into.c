@@ -267,7 +267,7 @@ static void *into_main(void *arg)
 	 * looks at instead of the tree while listed is set */
 	struct hyd_mat_left left[2];
 	uint64_t landed, t0 = 0, pass_gen = 0, deferred = 0, visited = 0;
-	uint64_t tree_files = 0;
+	uint64_t tree_files = 0, pass_t0, pass_ns, pass_seen;
 	unsigned passes = 0, cur = 0;
 	int listed = 0;
 	char err[256];
@@ -317,8 +317,12 @@ static void *into_main(void *arg)
 				  " dir=%s",
 				  g.generation, in->dir);
 		}
+		pass_t0 = base_now_ns();
+		pass_seen = visited;
 		r = land(in, &g, listed ? &left[cur] : NULL, &left[cur ^ 1u],
 			 &res, &deferred, &visited);
+		pass_ns = base_now_ns() - pass_t0;
+		pass_seen = visited - pass_seen;
 		in->c.release(in->c.arg, &g);
 		passes++;
 		/* a listed pass counts only what it visited: the tree's
@@ -333,8 +337,11 @@ static void *into_main(void *arg)
 		if (r == -ECANCELED)
 			break;
 		/* Files backfill has not stored whole: the next pass, at once
-		 * when this one wrote something (it trails backfill), else
-		 * after a pause. */
+		 * when this one wrote an eighth of what it looked at (it
+		 * trails backfill), else after a pause at least as long as
+		 * it took: looking again at files still missing then takes
+		 * at most about half of the landing's time, however many
+		 * they are, and a file is landed a pause after it is whole. */
 		if (r == 0 && deferred) {
 			base_debug("--into: pass %u of generation %" PRIu64
 				   " wrote %" PRIu64 " files, %" PRIu64
@@ -344,8 +351,10 @@ static void *into_main(void *arg)
 				   deferred, left[cur].ndirs,
 				   left[cur].overflow ? " (and more)" : "",
 				   visited);
-			if (!res.files_written)
-				pause_ns(in, DEFER_PAUSE_NS);
+			if (res.files_written * 8u < pass_seen)
+				pause_ns(in, pass_ns > DEFER_PAUSE_NS
+						 ? pass_ns
+						 : DEFER_PAUSE_NS);
 			continue;
 		}
 		if (r == 0)
