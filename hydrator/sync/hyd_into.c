@@ -41,6 +41,9 @@
 /* between passes that found nothing new stored */
 #define DEFER_PAUSE_NS 500000000ull
 #define SNAP_NS 100000000ull /* see cat_reader_snapshots */
+/* A pass looks at every file left at least this often (else only at
+ * those the placer found whole since the last pass) */
+#define LOOK_ALL_NS 5000000000ull
 /* The landing yields to the mount's readers: while one read in the last
  * YIELD_WINDOW_NS (or someone browses) it waits, in steps, for at most
  * YIELD_MAX_NS in a row, and then works at least WORK_MIN_NS. */
@@ -148,7 +151,8 @@ static void land_pace(void *arg)
  * the last pass left; those this one leaves go to left (cleared first).
  * 0 when every entry landed. */
 static int land(hyd_into *in, const struct hyd_into_gen *g,
-		const struct hyd_mat_left *only, struct hyd_mat_left *left,
+		const struct hyd_mat_left *only, const uint64_t *whole,
+		size_t nwhole, struct hyd_mat_left *left,
 		struct hyd_sync_result *res, uint64_t *ret_deferred,
 		uint64_t *ret_visited)
 {
@@ -200,6 +204,8 @@ static int land(hyd_into *in, const struct hyd_into_gen *g,
 	hyd_mat_left_clear(left);
 	m.left_in = left;
 	m.only = only;
+	m.whole = whole;
+	m.nwhole = nwhole;
 	m.delete_extra = !only;
 	m.filter = in->keep;
 	m.place = in->place;
@@ -257,6 +263,38 @@ static void place_start(hyd_into *in)
 	hyd_store_set_placer(in->c.store, &hook);
 }
 
+/* For a pass of the files left (listed): the numbers the placer found
+ * whole since the last pass, sorted, in *ret (free() it), or NULL to look
+ * at every file left: at least every LOOK_ALL_NS (a file whose chunks came
+ * from the store, or before its chunk list was known, is never found whole
+ * by the placer), once backfill is done, and without a placer. *all_at:
+ * when every file was last looked at. */
+static size_t pick_whole(hyd_into *in, int listed, uint64_t now,
+			 uint64_t *all_at, uint64_t **ret)
+{
+	uint64_t *v = NULL;
+	size_t n = 0;
+
+	*ret = NULL;
+	if (in->place)
+		n = hyd_place_take_whole(in->place, &v);
+	if (!listed || !in->place || now - *all_at >= LOOK_ALL_NS ||
+	    !in->c.filling || !in->c.filling(in->c.arg)) {
+		free(v);
+		*all_at = now;
+		return 0;
+	}
+	/* none whole: an empty list still means "only these" */
+	if (!v)
+		v = malloc(sizeof(*v));
+	if (!v) {
+		*all_at = now;
+		return 0;
+	}
+	*ret = v;
+	return hyd_mat_whole_sort(v, n);
+}
+
 static void *into_main(void *arg)
 {
 	hyd_into *in = arg;
@@ -267,7 +305,9 @@ static void *into_main(void *arg)
 	 * looks at instead of the tree while listed is set */
 	struct hyd_mat_left left[2];
 	uint64_t landed, t0 = 0, pass_gen = 0, deferred = 0, visited = 0;
-	uint64_t tree_files = 0, pass_t0, pass_ns, pass_seen;
+	uint64_t tree_files = 0, pass_t0, pass_ns, pass_seen, all_at = 0;
+	uint64_t *whole = NULL;
+	size_t nwhole;
 	unsigned passes = 0, cur = 0;
 	int listed = 0;
 	char err[256];
@@ -319,8 +359,11 @@ static void *into_main(void *arg)
 		}
 		pass_t0 = base_now_ns();
 		pass_seen = visited;
-		r = land(in, &g, listed ? &left[cur] : NULL, &left[cur ^ 1u],
-			 &res, &deferred, &visited);
+		nwhole = pick_whole(in, listed, pass_t0, &all_at, &whole);
+		r = land(in, &g, listed ? &left[cur] : NULL, whole, nwhole,
+			 &left[cur ^ 1u], &res, &deferred, &visited);
+		free(whole);
+		whole = NULL;
 		pass_ns = base_now_ns() - pass_t0;
 		pass_seen = visited - pass_seen;
 		in->c.release(in->c.arg, &g);
@@ -351,7 +394,8 @@ static void *into_main(void *arg)
 				   deferred, left[cur].ndirs,
 				   left[cur].overflow ? " (and more)" : "",
 				   visited);
-			if (res.files_written * 8u < pass_seen)
+			if (!res.files_written ||
+			    res.files_written * 8u < pass_seen)
 				pause_ns(in, pass_ns > DEFER_PAUSE_NS
 						 ? pass_ns
 						 : DEFER_PAUSE_NS);

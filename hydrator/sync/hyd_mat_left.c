@@ -31,7 +31,8 @@ static size_t keep(struct hyd_mat_left *l, const char *s, size_t len)
 
 void hyd_mat_left_add(struct hyd_mat_left *l, size_t *dir_slot,
 		      uint64_t dir_ino, const char *dir_path,
-		      size_t dir_path_len, const char *name, size_t len)
+		      size_t dir_path_len, const char *name, size_t len,
+		      uint64_t ino)
 {
 	struct hyd_mat_left_dir *d;
 	struct hyd_mat_left_file *f;
@@ -61,6 +62,7 @@ void hyd_mat_left_add(struct hyd_mat_left *l, size_t *dir_slot,
 		goto full;
 	d = &l->dirs[*dir_slot];
 	f = &l->files[l->nfiles];
+	f->ino = ino;
 	f->name = at;
 	f->len = len;
 	f->next = NONE;
@@ -112,4 +114,29 @@ void hyd_mat_left_free(struct hyd_mat_left *l)
 	free(l->files);
 	free(l->bytes);
 	memset(l, 0, sizeof(*l));
+}
+
+static int cmp_ino(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+size_t hyd_mat_whole_sort(uint64_t *v, size_t n)
+{
+	size_t i, k = 0;
+
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_ino);
+	for (i = 1; i < n; i++)
+		if (v[i] != v[k])
+			v[++k] = v[i];
+	return k + 1;
+}
+
+int hyd_mat_whole_has(const uint64_t *v, size_t n, uint64_t ino)
+{
+	return n && bsearch(&ino, v, n, sizeof(*v), cmp_ino) != NULL;
 }

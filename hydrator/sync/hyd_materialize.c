@@ -503,7 +503,8 @@ static void leave(struct walk *w, const struct hyd_dirent_copy *e)
 	w->m->deferred++;
 	if (w->m->left_in)
 		hyd_mat_left_add(w->m->left_in, &w->left_dir, w->left_ino,
-				 w->path.b, w->left_path_len, e->name, e->len);
+				 w->path.b, w->left_path_len, e->name, e->len,
+				 e->in.ino);
 }
 
 static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
@@ -1295,13 +1296,13 @@ static void report_unsafe(struct walk *w, uint64_t dir)
 }
 
 /* Not root: a directory left read-only by an earlier run must take new
- * entries; its final mode is set after them. */
-static void dir_writable(struct walk *w, int fd)
+ * entries; its final mode is set after them. 1 when its mode changed. */
+static int dir_writable(struct walk *w, int fd)
 {
 	struct stat st;
 
-	if (!w->root && fstat(fd, &st) == 0 && (st.st_mode & 0300) != 0300)
-		fchmod(fd, (st.st_mode & 07777) | 0700);
+	return !w->root && fstat(fd, &st) == 0 && (st.st_mode & 0300) != 0300 &&
+	       fchmod(fd, (st.st_mode & 07777) | 0700) == 0;
 }
 
 static void sync_dir(struct walk *w, int fd, const struct cat_inode *dir,
@@ -1401,18 +1402,55 @@ static int open_rel_dir(struct walk *w, const char *rel)
 	return fd;
 }
 
-/* The files of listed directory i of m->only, looked up by name and
- * written if they can be now; then the directory's metadata again (the
- * renames moved its times). */
+/* Is file f of the listed ones to be looked at this pass (with
+ * m->whole: the placer found it whole)? */
+static int to_look_at(const struct walk *w, size_t f)
+{
+	return !w->m->whole || hyd_mat_whole_has(w->m->whole, w->m->nwhole,
+						 w->m->only->files[f].ino);
+}
+
+/* Listed file f of directory i left again as it is, unlooked at. */
+static void carry(struct walk *w, size_t i, size_t f)
+{
+	const struct hyd_mat_left *l = w->m->only;
+	const char *rel = hyd_mat_left_path(l, i), *name;
+	size_t len;
+
+	w->m->deferred++;
+	name = hyd_mat_left_name(l, f, &len);
+	if (w->m->left_in)
+		hyd_mat_left_add(w->m->left_in, &w->left_dir, l->dirs[i].ino,
+				 rel, strlen(rel), name, len, l->files[f].ino);
+}
+
+/* The files of listed directory i of m->only to look at this pass,
+ * looked up by name and written if they can be now; then, when one was
+ * written (or its mode opened for it), the directory's metadata again
+ * (the renames moved its times).
+ * The others are left again; a directory with none to look at is not
+ * opened. */
 static void visit_dir(struct walk *w, size_t i, struct hyd_dirent_copy *e)
 {
 	const struct hyd_mat_left *l = w->m->only;
 	const char *rel = hyd_mat_left_path(l, i), *name, *why = "";
 	struct cat_inode dir;
 	struct dir_walk d = {w, -1, 0};
+	uint64_t wrote = w->m->res->files_written;
 	size_t f, len, old;
-	int r;
+	int r, opened;
 
+	w->left_dir = HYD_MAT_LEFT_END;
+	for (f = hyd_mat_left_first(l, i);
+	     f != HYD_MAT_LEFT_END && !to_look_at(w, f);
+	     f = hyd_mat_left_next(l, f))
+		;
+	if (f == HYD_MAT_LEFT_END) {
+		for (f = hyd_mat_left_first(l, i); f != HYD_MAT_LEFT_END;
+		     f = hyd_mat_left_next(l, f))
+			carry(w, i, f);
+		return;
+	}
 	w->path.len = 0;
 	w->path.b[0] = '\0';
 	r = cat_getattr(w->m->cat, l->dirs[i].ino, &dir);
@@ -1427,13 +1465,16 @@ static void visit_dir(struct walk *w, size_t i, struct hyd_dirent_copy *e)
 		return;
 	}
 	hyd_attrmap_apply(w->m->attrmap, &dir);
-	dir_writable(w, d.fd);
+	opened = dir_writable(w, d.fd);
 	w->left_ino = dir.ino;
 	w->left_path_len = w->path.len;
-	w->left_dir = HYD_MAT_LEFT_END;
 	for (f = hyd_mat_left_first(l, i);
 	     f != HYD_MAT_LEFT_END && !hyd_mat__stopped(w->m);
 	     f = hyd_mat_left_next(l, f)) {
+		if (!to_look_at(w, f)) {
+			carry(w, i, f);
+			continue;
+		}
 		name = hyd_mat_left_name(l, f, &len);
 		/* gone from the catalog: not in this generation after all */
 		if (len > CAT_NAME_MAX ||
@@ -1449,7 +1490,9 @@ static void visit_dir(struct walk *w, size_t i, struct hyd_dirent_copy *e)
 		sync_dir_entry(&d, e);
 		base_path_pop(&w->path, old);
 	}
-	r = meta_fd(w, d.fd, &dir, &why);
+	r = opened || w->m->res->files_written != wrote
+		? meta_fd(w, d.fd, &dir, &why)
+		: 0;
 	if (r < 0)
 		report(w, why, r);
 	close(d.fd);

@@ -388,6 +388,8 @@ again:
 	return r >= 0 && wanted && !placed && done_all ? 2 : 0;
 }
 
+static void note_whole(hyd_place *p, const struct pend *v, size_t n);
+
 int hyd_place__record(hyd_place *p, const struct pend *v, size_t n)
 {
 	sqlite3_stmt *s = p->st_ins;
@@ -408,10 +410,55 @@ int hyd_place__record(hyd_place *p, const struct pend *v, size_t n)
 	}
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(p->db, "COMMIT", NULL, NULL, NULL);
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK) {
+		note_whole(p, v, n);
 		return 0;
+	}
 	(void)sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
 	return hyd_place__db_err(p, rc, "cannot record placed ranges");
+}
+
+/* The files among v's that are whole now (every range they want
+ * recorded, not landed yet) are told to the landing: one count per file
+ * (a file's ranges come mostly together). A file missed here (no
+ * memory) is found by the landing's next look at every file left. */
+static void note_whole(hyd_place *p, const struct pend *v, size_t n)
+{
+	uint64_t last = 0;
+	int64_t nwant, nplaced;
+	size_t i;
+	int whole;
+
+	for (i = 0; i < n; i++) {
+		if (i && v[i].ino == last)
+			continue;
+		last = v[i].ino;
+		sqlite3_bind_int64(p->st_count, 1, (sqlite3_int64)last);
+		whole = 0;
+		if (sqlite3_step(p->st_count) == SQLITE_ROW) {
+			nwant = sqlite3_column_int64(p->st_count, 0);
+			nplaced = sqlite3_column_int64(p->st_count, 1);
+			whole = nwant > 0 && nplaced >= nwant &&
+				!sqlite3_column_int(p->st_count, 2);
+		}
+		sqlite3_reset(p->st_count);
+		if (whole && base_grow((void **)&p->whole, &p->cwhole,
+				       p->nwhole + 1, sizeof(*p->whole)) == 0)
+			p->whole[p->nwhole++] = last;
+	}
+}
+
+size_t hyd_place_take_whole(hyd_place *p, uint64_t **ret)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->mu);
+	*ret = p->whole;
+	n = p->nwhole;
+	p->whole = NULL;
+	p->nwhole = p->cwhole = 0;
+	pthread_mutex_unlock(&p->mu);
+	return n;
 }
 
 /* The flusher: the parts' data durable, then their ranges recorded, then
@@ -752,6 +799,7 @@ void hyd_place_close(hyd_place *p)
 	if (p->dirfd >= 0)
 		close(p->dirfd);
 	free(p->pend);
+	free(p->whole);
 	free(p->cbs);
 	free(p->cur.v);
 	free(p->flushing.v);

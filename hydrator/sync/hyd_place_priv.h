@@ -92,6 +92,10 @@ struct hyd_place {
 	unsigned land_n; /* files in the landing's open transaction (0: none) */
 	uint64_t land_at; /* base_now_ns when it began */
 	pthread_t th;
+	/* files whose every range is recorded since the landing last took
+	 * them (hyd_place_take_whole); may repeat */
+	uint64_t *whole;
+	size_t nwhole, cwhole;
 	struct hyd_place_stats st;
 	struct idset cur, flushing; /* this round's chunks, and the last's */
 };

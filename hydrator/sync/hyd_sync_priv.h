@@ -252,6 +252,11 @@ struct hyd_mat {
 	struct hyd_mat_left *left_in;
 	const struct hyd_mat_left *only;
 	uint64_t visited;
+	/* With only: whole (sorted, nwhole numbers), or NULL to look at
+	 * every file listed. A listed file not in whole is left again
+	 * unlooked at (the placer has not found it whole). */
+	const uint64_t *whole;
+	size_t nwhole;
 	/* --into's placement (NULL: none): a regular file whose part is
 	 * whole is renamed in instead of written, and every file written
 	 * is told to it */
@@ -305,6 +310,9 @@ int hyd_place_prune(hyd_place *p, const char *cache_dir);
 void hyd_place_stats(hyd_place *p, struct hyd_place_stats *ret);
 /* Wait until every placement so far is recorded. */
 void hyd_place_settle(hyd_place *p);
+/* The files found whole (every range recorded) since the last call, in
+ * *ret (malloc'd, free() it; may repeat a number); their count. */
+size_t hyd_place_take_whole(hyd_place *p, uint64_t **ret);
 /* --delete's protection of DIR's HYD_PLACE_PARTS, for the landing and
  * its check. NULL: out of memory. */
 hyd_filter *hyd_place_filter(void);
@@ -339,6 +347,7 @@ struct hyd_mat_left_dir {
 	size_t first, last; /* its files, or HYD_MAT_LEFT_END */
 };
 struct hyd_mat_left_file {
+	uint64_t ino;
 	size_t name, len; /* offset into bytes, length */
 	size_t next;	  /* the directory's next, or HYD_MAT_LEFT_END */
 };
@@ -351,12 +360,14 @@ struct hyd_mat_left {
 	size_t blen, bcap;
 	int overflow;
 };
-/* Add file name (len bytes) of directory dir_ino at dir_path (its first
- * dir_path_len bytes). *dir_slot: HYD_MAT_LEFT_END for a directory not
- * added yet this pass (set to its index once added), else that index. */
+/* Add file name (len bytes, number ino) of directory dir_ino at
+ * dir_path (its first dir_path_len bytes). *dir_slot: HYD_MAT_LEFT_END
+ * for a directory not added yet this pass (set to its index once added),
+ * else that index. */
 void hyd_mat_left_add(struct hyd_mat_left *l, size_t *dir_slot,
 		      uint64_t dir_ino, const char *dir_path,
-		      size_t dir_path_len, const char *name, size_t len);
+		      size_t dir_path_len, const char *name, size_t len,
+		      uint64_t ino);
 const char *hyd_mat_left_path(const struct hyd_mat_left *l, size_t dir);
 size_t hyd_mat_left_first(const struct hyd_mat_left *l, size_t dir);
 size_t hyd_mat_left_next(const struct hyd_mat_left *l, size_t file);
@@ -364,6 +375,10 @@ const char *hyd_mat_left_name(const struct hyd_mat_left *l, size_t file,
 			      size_t *ret_len);
 void hyd_mat_left_clear(struct hyd_mat_left *l);
 void hyd_mat_left_free(struct hyd_mat_left *l);
+/* Sort the n numbers of v and drop repeats: how many are left. */
+size_t hyd_mat_whole_sort(uint64_t *v, size_t n);
+/* Is ino among the n of v (sorted)? */
+int hyd_mat_whole_has(const uint64_t *v, size_t n, uint64_t ino);
 
 /* Write the catalog's tree at m->dest (created when missing). Every entry
  * that fails is named on stderr and counted in m->res->failed; the walk

@@ -5,7 +5,8 @@
  * come between (a walk goes down into subdirectories in the middle of a
  * directory); a clear keeps nothing; and the bound: past HYD_MAT_LEFT_MAX
  * files (or HYD_MAT_LEFT_BYTES of paths and names) the list says overflow
- * and stops growing, so the landing walks the tree instead.
+ * and stops growing, so the landing walks the tree instead; the placer's
+ * list of whole files sorted and searched.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,7 +23,8 @@
 static void add(struct hyd_mat_left *l, size_t *slot, uint64_t ino,
 		const char *path, const char *name)
 {
-	hyd_mat_left_add(l, slot, ino, path, strlen(path), name, strlen(name));
+	hyd_mat_left_add(l, slot, ino, path, strlen(path), name, strlen(name),
+			 ino * 1000 + strlen(name));
 }
 
 static void test_by_directory(void **state)
@@ -37,7 +39,7 @@ static void test_by_directory(void **state)
 	add(&l, &root, 1, "", "a");
 	/* a subdirectory's files between the root's; its path given as a
 	 * prefix of a longer buffer */
-	hyd_mat_left_add(&l, &sub, 7, "x/y/file", 3, "f1", 2);
+	hyd_mat_left_add(&l, &sub, 7, "x/y/file", 3, "f1", 2, 71);
 	add(&l, &root, 1, "", "b");
 	add(&l, &sub, 7, "x/y", "f2");
 	add(&l, &root, 1, "", "c");
@@ -57,6 +59,7 @@ static void test_by_directory(void **state)
 	assert_int_equal(i, 3);
 	f = hyd_mat_left_first(&l, sub);
 	assert_string_equal(hyd_mat_left_name(&l, f, &len), "f1");
+	assert_int_equal(l.files[f].ino, 71);
 	f = hyd_mat_left_next(&l, f);
 	assert_string_equal(hyd_mat_left_name(&l, f, &len), "f2");
 	assert_int_equal(hyd_mat_left_next(&l, f), HYD_MAT_LEFT_END);
@@ -126,12 +129,34 @@ static void test_bound_by_bytes(void **state)
 	free(p);
 }
 
+/* The placer's list of whole files, as a pass takes it: sorted, each
+ * number once, looked up by number. */
+static void test_whole(void **state)
+{
+	uint64_t v[] = {9, 3, 3, 7, 1, 9, 9, 2};
+	size_t n = hyd_mat_whole_sort(v, sizeof(v) / sizeof(*v));
+
+	(void)state;
+	assert_int_equal(n, 5);
+	assert_int_equal(v[0], 1);
+	assert_int_equal(v[1], 2);
+	assert_int_equal(v[2], 3);
+	assert_int_equal(v[3], 7);
+	assert_int_equal(v[4], 9);
+	assert_true(hyd_mat_whole_has(v, n, 7));
+	assert_true(hyd_mat_whole_has(v, n, 1));
+	assert_false(hyd_mat_whole_has(v, n, 4));
+	assert_false(hyd_mat_whole_has(v, 0, 1));
+	assert_int_equal(hyd_mat_whole_sort(v, 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_by_directory),
 	    cmocka_unit_test(test_bound_by_count),
 	    cmocka_unit_test(test_bound_by_bytes),
+	    cmocka_unit_test(test_whole),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
