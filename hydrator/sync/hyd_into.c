@@ -13,7 +13,9 @@
  * writer trails backfill in whatever order backfill fetches: passes follow
  * each other while the last one wrote something, else every half second.
  * The first walks the tree; the next ones look only at the files the last
- * one left (hyd_mat_left.c, bounded: past the bound the tree again). A
+ * one left (hyd_mat_left.c, bounded: past the bound the tree again), and
+ * of those, between looks at all of them (every LOOK_ALL_NS, and once
+ * backfill is done), only at the ones the placer found whole since. A
  * hard-linked file's chunks are waited for instead (want() moves its directory
  * to the front of backfill's order); once backfill is done the writer fetches
  * what is still missing itself. A pass ends with a syncfs of DIR; when one left

@@ -5,7 +5,7 @@
  * read back checked; a whole part is renamed in; bytes written over in DIR
  * are refused and forgotten; and a crash between the data and its record
  * leaves no record (the chunk is placed again), never a record of bytes
- * that are not there.
+ * that are not there; the landing hears of a file once it is whole.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -202,6 +202,45 @@ static void test_place_everywhere(void **state)
 	hyd_place_close(p);
 }
 
+/* The landing hears of a file once every range it wants is recorded,
+ * and not before. */
+static void test_whole_files(void **state)
+{
+	struct fx *fx = *state;
+	hyd_place *p = open_place(fx);
+	uint64_t *v = NULL;
+	size_t n;
+
+	assert_int_equal(hyd_place_take_whole(p, &v), 0);
+	free(v);
+	/* c1 and c3: B whole; A lacks c0 and the zero chunk */
+	assert_int_equal(
+	    hyd_place_place(p, &fx->id[1], fx->data[1], LEN, cb, fx), 2);
+	assert_int_equal(
+	    hyd_place_place(p, &fx->id[3], fx->data[3], LEN, cb, fx), 2);
+	hyd_place_settle(p);
+	n = hyd_place_take_whole(p, &v);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0], INO_B);
+	free(v);
+	/* taken: not told again */
+	assert_int_equal(hyd_place_take_whole(p, &v), 0);
+	free(v);
+	assert_int_equal(
+	    hyd_place_place(p, &fx->id[0], fx->data[0], LEN, cb, fx), 2);
+	hyd_place_settle(p);
+	assert_int_equal(hyd_place_take_whole(p, &v), 0);
+	free(v);
+	assert_int_equal(
+	    hyd_place_place(p, &fx->id[2], fx->data[2], LEN, cb, fx), 2);
+	hyd_place_settle(p);
+	n = hyd_place_take_whole(p, &v);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0], INO_A);
+	free(v);
+	hyd_place_close(p);
+}
+
 static void test_adopt_and_written_over(void **state)
 {
 	struct fx *fx = *state;
@@ -384,6 +423,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_place_everywhere, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_whole_files, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_adopt_and_written_over, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_found_in_dir, setup, teardown),
