@@ -10,20 +10,20 @@
  * holding the old one keeps its bytes). Each file's bytes come verified
  * from the store. While backfill runs, a file whose chunks are not all
  * stored yet is left for the next pass (nothing of it written), so the
- * writer trails backfill in whatever order backfill fetches: passes follow
- * each other while the last one wrote something, else every half second.
- * The first walks the tree; the next ones look only at the files the last
- * one left (hyd_mat_left.c, bounded: past the bound the tree again), and
- * of those, between looks at all of them (every LOOK_ALL_NS, and once
- * backfill is done), only at the ones the placer found whole since. A
- * hard-linked file's chunks are waited for instead (want() moves its directory
- * to the front of backfill's order); once backfill is done the writer fetches
- * what is still missing itself. A pass ends with a syncfs of DIR; when one left
- * nothing out, the generation is recorded as landed (CACHEDIR/into.state,
- * written atomically), and a newer generation starts the next pass. A
- * crash leaves files of the last pass whose record was not committed: the
- * next pass checks them by content, chunk by chunk, and rewrites what does
- * not match.
+ * writer trails backfill in whatever order backfill fetches; a hard-linked
+ * file is never left: its chunks are waited for (want() moves its
+ * directory to the front of backfill's order). The first pass walks the
+ * tree; the next ones look only at the files the last one left
+ * (hyd_mat_left.c, bounded: past the bound the tree again), and of those
+ * only at the ones the placer found whole since, but at all of them every
+ * LOOK_ALL_NS and once backfill is done, when the writer fetches what is
+ * still missing itself. A pass follows the last at once when that one
+ * wrote a good share of what it looked at, else after a pause. A pass ends
+ * with a syncfs of DIR; when one left nothing out, the generation is
+ * recorded as landed (CACHEDIR/into.state, written atomically), and a
+ * newer generation starts the next pass. A crash leaves files of the last
+ * pass whose record was not committed: the next pass checks them by
+ * content, chunk by chunk, and rewrites what does not match.
  */
 #include <errno.h>
 #include <inttypes.h>
