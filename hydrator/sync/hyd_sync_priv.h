@@ -494,7 +494,7 @@ int hyd_sync__rec_has(struct hyd_sync_rec *r, const struct stat *st,
 void hyd_sync__rec_note(struct hyd_sync_rec *r, const struct stat *st,
 			const uint8_t digest[32]);
 /* The record becomes this run's notes; with merge they are added to it
- * instead (a --into pass that visited part of the tree). 0 or -errno. */
+ * instead (a --into pass that looked at part of the tree). 0 or -errno. */
 int hyd_sync__rec_commit(struct hyd_sync_rec *r, int merge);
 void hyd_sync__rec_close(struct hyd_sync_rec *r);
 

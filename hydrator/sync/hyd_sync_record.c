@@ -15,8 +15,8 @@
  * succeeded, so every recorded file had its data on disk; until then the
  * record of the run before stays. Each commit replaces the record with the
  * files noted in that run (a file not reached is simply hashed next time),
- * but for a --into pass that visited only some directories: its notes are
- * added to the record.
+ * but a --into pass that looked at some files only adds its notes to the
+ * record.
  * A record that cannot be opened or read is no error: the files are then
  * hashed as before. The file is CACHEDIR/sync/<SHA-256 of DEST's real
  * path>.db; the cache's lock keeps one writer at a time.
