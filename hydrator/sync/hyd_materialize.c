@@ -1251,7 +1251,7 @@ static int sync_dir_entry(void *arg, const struct hyd_dirent_copy *e)
 
 	if (hyd_mat__stopped(w->m))
 		return -ECANCELED;
-	/* a pass of the listed directories: only what a pass may leave */
+	/* a pass of the files left: only what a pass may leave */
 	if (w->m->only && (e->in.kind != CAT_REG || e->in.nlink > 1))
 		return 0;
 	w->m->visited++;
