@@ -27,7 +27,9 @@
  * first, pushing 350-540 files of a 3,000-file epoch). A listing asked
  * for by a thread that read a file in the last HYD_PUSH_READER_NS (a
  * walk that reads what it lists) queues a job for the entries it listed
- * at once, first file first, ahead of that reader; a listing by anyone
+ * at once, first file first, ahead of that reader (a file whose inode
+ * the kernel has not made yet from the listing's reply is pushed again
+ * 20 ms later); a listing by anyone
  * else (ls -lR, find) pushes nothing. A file pushed once is not pushed
  * again (a reader in a random order starts jobs whose ranges overlap).
  * Only chunks already in the store are used (a file with one missing is
@@ -42,9 +44,14 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "catalog/base/base.h"
 #include "hydrator/read/hyd_fuse.h"
+
+/* A listing's files the kernel did not know yet are pushed again this
+ * much later (once). */
+#define UNKNOWN_RETRY_NS 20000000L
 
 static size_t slot_of(uint64_t ino)
 {
@@ -242,23 +249,26 @@ static int file_read(struct hyd_push *p, cat_reader *cat, uint64_t ino,
 /* Push one file, unless the reader has been there already or an earlier
  * job pushed it: a reader in a random order (a data loader's epoch)
  * starts jobs all over a directory, whose ranges overlap, and has read
- * files here and there within each. */
-static void push_one(struct hyd_push *p, cat_reader *cat,
-		     const struct push_ent *e, uint8_t *buf)
+ * files here and there within each. 1 when the kernel did not know the
+ * inode (yet), else 0. */
+static int push_one(struct hyd_push *p, cat_reader *cat,
+		    const struct push_ent *e, uint8_t *buf)
 {
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(e->size);
 	struct hyd_push_slot *s = &p->slot[slot_of(e->ino)];
-	int passed;
+	int passed, r;
 
 	pthread_mutex_lock(&p->mu);
 	passed = s->ino == e->ino && (s->read || s->pushed);
 	pthread_mutex_unlock(&p->mu);
 	if (passed || file_read(p, cat, e->ino, e->size, buf) < 0)
-		return;
+		return 0;
 	bv.buf[0].mem = buf;
-	/* -ENOENT: the kernel has forgotten the inode; nothing to do. */
-	if (fuse_lowlevel_notify_store(p->se, e->ino, 0, &bv, 0) != 0)
-		return;
+	/* -ENOENT: the kernel does not know the inode: forgotten, or (a
+	 * listing's job) not made yet from the listing's reply */
+	r = fuse_lowlevel_notify_store(p->se, e->ino, 0, &bv, 0);
+	if (r != 0)
+		return r == -ENOENT;
 	__atomic_fetch_add(&p->pushed, 1, __ATOMIC_RELAXED);
 	/* The job's reads of it stay in the kernel now: the record of first
 	 * reads takes the push for them. */
@@ -267,6 +277,7 @@ static void push_one(struct hyd_push *p, cat_reader *cat,
 	if (s->ino == e->ino)
 		s->pushed = 1;
 	pthread_mutex_unlock(&p->mu);
+	return 0;
 }
 
 /* The flights of one job's fetch ahead. */
@@ -358,6 +369,7 @@ static void *push_main(void *arg)
 	uint8_t *buf = malloc(HYD_PUSH_FILE_MAX);
 	struct hyd_push_job j;
 	struct hyd_gen *g;
+	unsigned unknown;
 
 	base_thread_name("push");
 	pthread_mutex_lock(&p->mu);
@@ -392,11 +404,23 @@ static void *push_main(void *arg)
 		 * is read already (a random reader's, only here and there).
 		 * After a listing, first file first, ahead of the reader; a
 		 * file it got to first is passed over. */
+		unknown = 0;
 		for (size_t i = 0;
 		     i < c->n && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED);
 		     i++)
-			push_one(p, g->cat, &c->v[j.forward ? i : c->n - 1 - i],
-				 buf);
+			unknown +=
+			    push_one(p, g->cat,
+				     &c->v[j.forward ? i : c->n - 1 - i], buf);
+		/* A listing's job can start before the kernel has made the
+		 * inodes from the listing's reply: the files it did not know
+		 * then are pushed once more, a moment later. */
+		if (unknown && j.forward &&
+		    !__atomic_load_n(&p->stop, __ATOMIC_RELAXED)) {
+			nanosleep(&(struct timespec){0, UNKNOWN_RETRY_NS},
+				  NULL);
+			for (size_t i = 0; i < c->n; i++)
+				push_one(p, g->cat, &c->v[i], buf);
+		}
 		hyd_gen_unref(g);
 		pthread_mutex_lock(&p->mu);
 		p->run_dir = 0;
