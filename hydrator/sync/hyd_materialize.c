@@ -1410,18 +1410,20 @@ static int to_look_at(const struct walk *w, size_t f)
 						 w->m->only->files[f].ino);
 }
 
-/* Listed file f of directory i left again as it is, unlooked at. */
-static void carry(struct walk *w, size_t i, size_t f)
+/* Listed file f of directory i (at rel, rel_len bytes) left again as it
+ * is, unlooked at. */
+static void carry(struct walk *w, size_t i, const char *rel, size_t rel_len,
+		  size_t f)
 {
 	const struct hyd_mat_left *l = w->m->only;
-	const char *rel = hyd_mat_left_path(l, i), *name;
+	const char *name;
 	size_t len;
 
 	w->m->deferred++;
 	name = hyd_mat_left_name(l, f, &len);
 	if (w->m->left_in)
 		hyd_mat_left_add(w->m->left_in, &w->left_dir, l->dirs[i].ino,
-				 rel, strlen(rel), name, len, l->files[f].ino);
+				 rel, rel_len, name, len, l->files[f].ino);
 }
 
 /* The files of listed directory i of m->only to look at this pass,
@@ -1437,7 +1439,7 @@ static void visit_dir(struct walk *w, size_t i, struct hyd_dirent_copy *e)
 	struct cat_inode dir;
 	struct dir_walk d = {w, -1, 0};
 	uint64_t wrote = w->m->res->files_written;
-	size_t f, len, old;
+	size_t f, len, old, rel_len = strlen(rel);
 	int r, opened;
 
 	w->left_dir = HYD_MAT_LEFT_END;
@@ -1448,7 +1450,7 @@ static void visit_dir(struct walk *w, size_t i, struct hyd_dirent_copy *e)
 	if (f == HYD_MAT_LEFT_END) {
 		for (f = hyd_mat_left_first(l, i); f != HYD_MAT_LEFT_END;
 		     f = hyd_mat_left_next(l, f))
-			carry(w, i, f);
+			carry(w, i, rel, rel_len, f);
 		return;
 	}
 	w->path.len = 0;
@@ -1456,8 +1458,7 @@ static void visit_dir(struct walk *w, size_t i, struct hyd_dirent_copy *e)
 	r = cat_getattr(w->m->cat, l->dirs[i].ino, &dir);
 	if (r == 0 && dir.kind != CAT_DIR)
 		r = -ENOTDIR;
-	if (r == 0 && rel[0] &&
-	    base_path_push(&w->path, rel, strlen(rel), &old))
+	if (r == 0 && rel[0] && base_path_push(&w->path, rel, rel_len, &old))
 		r = -ENOMEM;
 	d.fd = r < 0 ? r : open_rel_dir(w, rel);
 	if (d.fd < 0) {
@@ -1472,22 +1473,29 @@ static void visit_dir(struct walk *w, size_t i, struct hyd_dirent_copy *e)
 	     f != HYD_MAT_LEFT_END && !hyd_mat__stopped(w->m);
 	     f = hyd_mat_left_next(l, f)) {
 		if (!to_look_at(w, f)) {
-			carry(w, i, f);
+			carry(w, i, rel, rel_len, f);
 			continue;
 		}
 		name = hyd_mat_left_name(l, f, &len);
-		/* gone from the catalog: not in this generation after all */
-		if (len > CAT_NAME_MAX ||
-		    cat_lookup(w->m->cat, dir.ino, name, len, &e->in) < 0)
-			continue;
-		memcpy(e->name, name, len + 1);
-		e->len = len;
-		e->pos = 0;
 		if (base_path_push(&w->path, name, len, &old)) {
 			report(w, "out of memory", -ENOMEM);
 			continue;
 		}
-		sync_dir_entry(&d, e);
+		/* The generation's catalog named it one pass ago: a lookup
+		 * that fails now is a failed entry (the next pass walks the
+		 * tree), never one quietly taken as landed. */
+		r = len > CAT_NAME_MAX
+			? -ENAMETOOLONG
+			: cat_lookup(w->m->cat, dir.ino, name, len, &e->in);
+		if (r < 0) {
+			report(w, "cannot find the file in the catalog again",
+			       r);
+		} else {
+			memcpy(e->name, name, len + 1);
+			e->len = len;
+			e->pos = 0;
+			sync_dir_entry(&d, e);
+		}
 		base_path_pop(&w->path, old);
 	}
 	r = opened || w->m->res->files_written != wrote
