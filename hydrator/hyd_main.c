@@ -1011,6 +1011,14 @@ static int setup_fuse(const struct opts *o, struct mount *m)
 		r = fuse_opt_kv(&mopts, "fsname", source);
 	if (r == 0 && o->allow_other)
 		r = fuse_opt_add_opt(&mopts, "allow_other");
+	/* --into: reads spliced from DIR fit the pipe (hyd_fuse.h) */
+	if (r == 0 && o->into) {
+		char mr[32];
+
+		snprintf(mr, sizeof(mr), "%u", HYD_FUSE_MAX_READ_SPLICE);
+		m->fs.max_read = HYD_FUSE_MAX_READ_SPLICE;
+		r = fuse_opt_kv(&mopts, "max_read", mr);
+	}
 	if (r != 0) {
 		free(mopts);
 		base_error("out of memory");

@@ -126,6 +126,9 @@ static void render_read(const struct hyd_metrics_src *src, struct base_prom *p)
 	    "FUSE reads answered with data.", LOAD(&c->reads));
 	one(p, "ferry_hydrator_read_bytes_total", "counter",
 	    "Bytes served to FUSE reads.", LOAD(&c->read_bytes));
+	one(p, "ferry_hydrator_dir_read_bytes_total", "counter",
+	    "Of those, bytes served from files landed in --into's DIR.",
+	    LOAD(&c->dir_read_bytes));
 	one(p, "ferry_hydrator_read_errors_total", "counter",
 	    "FUSE reads answered with an error (EIO and the like).",
 	    LOAD(&c->read_errors));

@@ -136,6 +136,9 @@ struct hyd_fs {
 	 * reads find their state in files. Set at FUSE init. */
 	int no_open;
 	int no_opendir; /* the same for OPENDIR */
+	/* the largest read the kernel may ask for (HYD_FUSE_MAX_READ_SPLICE
+	 * for a mount whose reads are spliced from DIR); 0: its own */
+	unsigned max_read;
 	struct hyd_files files;
 	struct hyd_push push; /* started: pushing is on */
 };
@@ -146,6 +149,13 @@ struct hyd_fs {
  * max_pages), several at once, so fewer requests carry the same bytes and
  * decoding overlaps more. */
 #define HYD_FUSE_READAHEAD_KB 4096u
+
+/* A reply spliced from a file goes through a pipe that must hold all of
+ * it, header and a page or two of slack included (libfuse's rule); an
+ * unprivileged pipe holds at most 1 MiB (/proc/sys/fs/pipe-max-size), so
+ * the reads of an --into mount stop 16 KiB short of the 1 MiB the kernel
+ * would ask for. Set as the mount's max_read and at FUSE init. */
+#define HYD_FUSE_MAX_READ_SPLICE (1024u * 1024u - 16384u)
 
 /* Fill ops with every operation the filesystem implements. */
 void hyd_fuse_ops_fill(struct fuse_lowlevel_ops *ops);

@@ -137,6 +137,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* A landed file's reads are spliced from it (hyd_fuse_read.c);
+	 * replies from memory are written as before. */
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	if (fs->max_read)
+		conn->max_read = fs->max_read;
 	/* Nothing changes under us, so the kernel need not drop the page
 	 * cache when it sees an mtime (it never changes anyway). */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;

@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "catalog/base/base.h"
 #include "hydrator/read/hyd_fuse.h"
@@ -256,17 +257,30 @@ static int push_one(struct hyd_push *p, cat_reader *cat,
 {
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(e->size);
 	struct hyd_push_slot *s = &p->slot[slot_of(e->ino)];
-	int passed, r;
+	int passed, r, fd = -1;
 
 	pthread_mutex_lock(&p->mu);
 	passed = s->ino == e->ino && (s->read || s->pushed);
 	pthread_mutex_unlock(&p->mu);
-	if (passed || file_read(p, cat, e->ino, e->size, buf) < 0)
+	if (passed)
 		return 0;
-	bv.buf[0].mem = buf;
+	/* --into: a file landed in DIR is stored from there (spliced when
+	 * it is two pages or more), as its reads are (hyd_read_landed.c) */
+	if (hyd_store_landed_fd(p->fs->rd.store, e->ino, e->size, &fd) == 0) {
+		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		bv.buf[0].fd = fd;
+		bv.buf[0].pos = 0;
+	} else if (file_read(p, cat, e->ino, e->size, buf) == 0) {
+		bv.buf[0].mem = buf;
+	} else {
+		return 0;
+	}
 	/* -ENOENT: the kernel does not know the inode: forgotten, or (a
 	 * listing's job) not made yet from the listing's reply */
-	r = fuse_lowlevel_notify_store(p->se, e->ino, 0, &bv, 0);
+	r = fuse_lowlevel_notify_store(p->se, e->ino, 0, &bv,
+				       fd >= 0 ? FUSE_BUF_SPLICE_MOVE : 0);
+	if (fd >= 0)
+		close(fd);
 	if (r != 0)
 		return r == -ENOENT;
 	__atomic_fetch_add(&p->pushed, 1, __ATOMIC_RELAXED);

@@ -186,6 +186,21 @@ static int reply_iov(fuse_req_t req, const struct hyd_read_iov *rv)
 	return 0;
 }
 
+/* Reply with n bytes at off of a landed file (hyd_read_open_landed):
+ * libfuse splices them from fd into the device (FUSE_CAP_SPLICE_WRITE,
+ * op_init), so they are not copied through this process; under two
+ * pages, or where splice fails, it reads them into memory and writes.
+ * 0, or -errno (the reply is then sent or dropped by libfuse). */
+static int reply_landed(fuse_req_t req, int fd, off_t off, size_t n)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
+
+	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	bv.buf[0].fd = fd;
+	bv.buf[0].pos = off;
+	return fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+}
+
 /* Count a read that got past its state lookup (metrics): answered with
  * n bytes (r 0) or an error, and how long it took. */
 static void read_count(struct hyd_read_counts *c, int r, size_t n, uint64_t t0)
@@ -208,7 +223,7 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct hyd_read_open *of = (struct hyd_read_open *)(uintptr_t)fi->fh;
 	struct hyd_read_iov rv;
 	uint64_t t0 = base_now_ns();
-	int r, opened = 0;
+	int r, opened = 0, fd;
 	size_t n;
 
 	if (off < 0) {
@@ -248,6 +263,22 @@ void hyd_fuse_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if ((uint64_t)off >= of->size || size == 0) {
 		fuse_reply_buf(req, NULL, 0);
+		hyd_read_open_unref(of);
+		return;
+	}
+	/* --into: a landed file is read from DIR */
+	fd = hyd_read_open_landed(&fs->rd, of);
+	if (fd >= 0) {
+		n = size < of->size - (uint64_t)off
+			? size
+			: (size_t)(of->size - (uint64_t)off);
+		r = reply_landed(req, fd, off, n);
+		read_count(fs->rd.counts, r, r == 0 ? n : 0, t0);
+		if (r == 0 && fs->rd.counts)
+			__atomic_add_fetch(&fs->rd.counts->dir_read_bytes, n,
+					   __ATOMIC_RELAXED);
+		if (r == 0)
+			hyd_trace_rec_read(fs->trace, ino, (uint64_t)off, n);
 		hyd_read_open_unref(of);
 		return;
 	}

@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "catalog/base/base.h"
 #include "hydrator/read/hyd_read.h"
@@ -568,6 +569,7 @@ int hyd_read_open_new(struct hyd_gen *gen, uint64_t ino, uint64_t size,
 	if (gen)
 		hyd_gen_ref(gen);
 	hyd_stream_init(&of->st);
+	of->landed_fd = -1;
 	pthread_mutex_init(&of->mu, NULL);
 	*ret = of;
 	return 0;
@@ -583,6 +585,8 @@ void hyd_read_open_unref(struct hyd_read_open *of)
 	if (!of || __atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
 	pthread_mutex_destroy(&of->mu);
+	if (of->landed_fd >= 0)
+		close(of->landed_fd);
 	free(of->win);
 	hyd_gen_unref(of->gen);
 	free(of);

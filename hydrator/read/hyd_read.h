@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "catalog/catalog.h"
 #include "hydrator/fetch/hyd_fetch.h"
@@ -129,6 +130,8 @@ struct hyd_read_counts {
 	uint64_t reads;		  /* FUSE reads answered with bytes */
 	uint64_t read_bytes;	  /* the bytes of those answers */
 	uint64_t read_errors;	  /* FUSE reads answered with an error */
+	uint64_t dir_read_bytes;  /* of read_bytes: from a file landed in
+				   * --into's DIR (hyd_read_open_landed) */
 	struct base_hist latency; /* FUSE read: request in -> reply out */
 };
 
@@ -178,6 +181,12 @@ struct hyd_read_open {
 	struct cat_chunk *win; /* NULL until the first read */
 	size_t win_n;	       /* rows in win: contiguous, in offset order */
 	struct hyd_stream st;  /* the readahead of its sequential reader */
+	/* --into: the file landed in DIR that reads come from
+	 * (hyd_read_open_landed) */
+	int landed_fd;		      /* -1: none (yet) */
+	int landed_gone;	      /* changed since: never again */
+	uint64_t landed_asked;	      /* base_now_ns of the last ask */
+	struct timespec landed_ctime; /* its ctime when vouched for */
 };
 
 /* A new open-file state for regular file ino of size bytes in generation
@@ -192,6 +201,17 @@ int hyd_read_open_new(struct hyd_gen *gen, uint64_t ino, uint64_t size,
 void hyd_read_open_ref(struct hyd_read_open *of);
 /* Drop a reference; the last one frees. NULL is a no-op. */
 void hyd_read_open_unref(struct hyd_read_open *of);
+
+/* --into: an fd of of's file as landed in DIR (the store's placer
+ * vouches for it; hyd_store_landed_fd), to serve its reads from with no
+ * chunk lookup; -1 when there is none (not landed yet: asked again at
+ * most every HYD_READ_LANDED_ASK_NS), or when the file's ctime or size
+ * moved since it was vouched for (written into, truncated, chmod'ed:
+ * the reads go through the chunks from then on, each checked). The fd
+ * stays of's until its last reference goes. Any thread. */
+#define HYD_READ_LANDED_ASK_NS 1000000000ull
+int hyd_read_open_landed(const struct hyd_read_ctx *rc,
+			 struct hyd_read_open *of);
 
 /* Read up to len bytes at off of regular file ino of size file_size into
  * out (room for len bytes). Reads at or past the end give *ret_len == 0.

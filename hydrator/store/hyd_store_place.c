@@ -45,6 +45,20 @@ int hyd_store__placed_get(hyd_store *s, const chunk_id *id, void *out,
 	return r;
 }
 
+int hyd_store_landed_fd(hyd_store *s, uint64_t ino, uint64_t size, int *ret_fd)
+{
+	int r = -ENOENT;
+
+	*ret_fd = -1;
+	if (!s)
+		return r;
+	pthread_rwlock_rdlock(&s->place_lk);
+	if (s->has_placer && s->placer.landed)
+		r = s->placer.landed(s->placer.arg, ino, size, ret_fd);
+	pthread_rwlock_unlock(&s->place_lk);
+	return r;
+}
+
 /* Offer raw to the placer (when one is set and the store lacks id): the
  * placer's answer (1: cb follows; 2: placed, no cb), or 0 when the store
  * is to keep the frame. */

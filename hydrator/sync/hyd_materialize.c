@@ -594,7 +594,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		 * (told when written; a file the record vouches for was) */
 		if (r == 0 && w->m->place && !w->m->dry_run && !by_record)
 			hyd_place_landed_file(w->m->place, e->in.ino, w->path.b,
-					      0);
+					      0, digest_ok ? dg : NULL);
 		if (fd >= 0)
 			close(fd);
 		if (r < 0)
@@ -688,7 +688,8 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 		hyd_sync__rec_note(w->m->rec, &st, dg);
 	if (w->m->place)
 		hyd_place_landed_file(w->m->place, e->in.ino, w->path.b,
-				      adopted > 0);
+				      adopted > 0,
+				      w->m->rec && adopted != 2 ? dg : NULL);
 	w->m->res->files_written++;
 	w->m->res->bytes_written += e->in.size;
 	return 1;

@@ -22,7 +22,10 @@
  * catalog of the cache names are pruned when a generation lands
  * (hyd_place_gen.c). CACHEDIR/into.db (SQLite, WAL):
  *   want(ino, off, len, id)  the chunks of the registered generations
- *   part(ino, size, path)    path NULL: the part; else DIR-relative
+ *   part(ino, size, path, digest)  path NULL: the part; else
+ *                            DIR-relative, and digest its manifest's as
+ *                            the sync record notes it (reads are served
+ *                            from the file, hyd_place_serve.c)
  *   placed(ino, off, len, xxh)  ranges on disk and checked
  *   gen(gen)                 the generations registered
  *   unknown(ino)             files whose manifest the catalog lacks: their
@@ -107,7 +110,7 @@ static const char schema[] =
     " PRIMARY KEY(ino, off)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS want_id ON want(id);"
     "CREATE TABLE IF NOT EXISTS part(ino INTEGER PRIMARY KEY,"
-    " size INTEGER NOT NULL, path BLOB);"
+    " size INTEGER NOT NULL, path BLOB, digest BLOB);"
     "CREATE TABLE IF NOT EXISTS placed(ino INTEGER NOT NULL,"
     " off INTEGER NOT NULL, len INTEGER NOT NULL, xxh INTEGER NOT NULL,"
     " PRIMARY KEY(ino, off)) WITHOUT ROWID;"
@@ -667,11 +670,17 @@ static int get_cb(void *arg, const chunk_id *id, void *out, size_t cap,
 	return hyd_place_get(arg, id, out, cap, ret_len);
 }
 
+static int landed_cb(void *arg, uint64_t ino, uint64_t size, int *ret_fd)
+{
+	return hyd_place_landed_fd(arg, ino, size, ret_fd);
+}
+
 void hyd_place_hook(hyd_place *p, struct hyd_store_placer *ret)
 {
 	ret->place = place_cb;
 	ret->has = has_cb;
 	ret->get = get_cb;
+	ret->landed = landed_cb;
 	ret->arg = p;
 }
 
@@ -701,7 +710,26 @@ static const struct {
     {"SELECT off, len, xxh FROM placed WHERE ino = ? AND off >= ? ORDER BY "
      "off LIMIT 1",
      offsetof(struct hyd_place, st_ranges)},
+    {"UPDATE part SET path = ?2, digest = ?3 WHERE ino = ?1",
+     offsetof(struct hyd_place, st_setdigest)},
+    {"SELECT size, path, digest FROM part WHERE ino = ?",
+     offsetof(struct hyd_place, st_landed)},
 };
+
+/* A record made before part had its digest column gets it (its files
+ * are then not served from DIR until landed again). */
+static int schema_up(hyd_place *p)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(p->db, "SELECT digest FROM part LIMIT 0",
+				    -1, &st, NULL);
+
+	sqlite3_finalize(st);
+	return rc == SQLITE_OK
+		   ? 0
+		   : hyd_place__exec(p,
+				     "ALTER TABLE part ADD COLUMN digest BLOB");
+}
 
 static sqlite3_stmt **stmt_at(hyd_place *p, size_t i)
 {
@@ -719,6 +747,8 @@ int hyd_place_open(const char *dir, const char *cache_dir, hyd_place **ret)
 	if (!p)
 		return -ENOMEM;
 	snprintf(p->dir, sizeof(p->dir), "%s", dir);
+	snprintf(p->cache_dir, sizeof(p->cache_dir), "%s", cache_dir);
+	pthread_mutex_init(&p->rec_mu, NULL);
 	if (getenv("FERRY_PLACE_RECORD_DELAY_MS"))
 		p->record_delay_ms = (unsigned)strtoul(
 		    getenv("FERRY_PLACE_RECORD_DELAY_MS"), NULL, 10);
@@ -749,6 +779,7 @@ int hyd_place_open(const char *dir, const char *cache_dir, hyd_place **ret)
 	}
 	sqlite3_busy_timeout(p->db, BUSY_MS);
 	r = hyd_place__exec(p, schema);
+	r = r ? r : schema_up(p);
 	for (i = 0; r == 0 && i < (int)(sizeof(stmts) / sizeof(*stmts)); i++) {
 		r = base_sqlite_prepare(p->db, stmts[i].sql,
 					stmt_at(p, (size_t)i));
@@ -798,6 +829,8 @@ void hyd_place_close(hyd_place *p)
 			close(p->fds[i].fd);
 	if (p->dirfd >= 0)
 		close(p->dirfd);
+	hyd_sync__rec_close(p->rec);
+	pthread_mutex_destroy(&p->rec_mu);
 	free(p->pend);
 	free(p->whole);
 	free(p->cbs);

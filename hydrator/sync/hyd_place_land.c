@@ -198,8 +198,41 @@ static void fill_missing(hyd_place *p, uint64_t ino)
 	free(v);
 }
 
+/* Open the landing's transaction, or end it and open another when it
+ * holds enough: one transaction for many files (a commit per landed
+ * file was three WAL writes, and every thousand pages a checkpoint with
+ * an fdatasync, all under mu: the placers waited). Under mu. */
+static void land_tx(hyd_place *p)
+{
+	if (p->land_n && (p->land_n >= LAND_TX_FILES ||
+			  base_now_ns() - p->land_at > LAND_TX_NS))
+		hyd_place__land_tx_end(p);
+	if (p->land_n)
+		p->land_n++;
+	else if (sqlite3_exec(p->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
+		p->land_n = 1;
+		p->land_at = base_now_ns();
+	}
+}
+
+/* ino is at relpath with this manifest digest (the read path serves it
+ * from there once the sync record vouches for it). Under mu. */
+static void note_digest(hyd_place *p, uint64_t ino, const char *relpath,
+			const uint8_t *digest)
+{
+	sqlite3_bind_int64(p->st_setdigest, 1, (sqlite3_int64)ino);
+	sqlite3_bind_blob(p->st_setdigest, 2, relpath, (int)strlen(relpath) + 1,
+			  SQLITE_STATIC);
+	sqlite3_bind_blob(p->st_setdigest, 3, digest, HYD_SYNC_DIGEST_LEN,
+			  SQLITE_STATIC);
+	/* one that fails only costs reads through the chunks */
+	(void)sqlite3_step(p->st_setdigest);
+	sqlite3_reset(p->st_setdigest);
+	sqlite3_clear_bindings(p->st_setdigest);
+}
+
 void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath,
-			   int adopted)
+			   int adopted, const uint8_t *digest)
 {
 	int moved;
 	char name[64];
@@ -216,22 +249,14 @@ void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath,
 		pthread_mutex_unlock(&p->mu);
 		return;
 	}
+	if (moved || digest)
+		land_tx(p);
 	if (!moved) {
+		if (digest) /* it may have moved in the tree */
+			note_digest(p, ino, relpath, digest);
 		fill_missing(p, ino);
 		pthread_mutex_unlock(&p->mu);
 		return;
-	}
-	/* One transaction for many files: a commit per landed file was
-	 * three WAL writes, and every thousand pages a checkpoint with an
-	 * fdatasync, all under mu (the placers waited). */
-	if (p->land_n && (p->land_n >= LAND_TX_FILES ||
-			  base_now_ns() - p->land_at > LAND_TX_NS))
-		hyd_place__land_tx_end(p);
-	if (p->land_n)
-		p->land_n++;
-	else if (sqlite3_exec(p->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
-		p->land_n = 1;
-		p->land_at = base_now_ns();
 	}
 	sqlite3_bind_blob(p->st_setpath, 1, relpath, (int)strlen(relpath) + 1,
 			  SQLITE_STATIC);
@@ -247,6 +272,8 @@ void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath,
 		if (!adopted)
 			(void)unlinkat(p->dirfd, name, 0);
 	}
+	if (digest)
+		note_digest(p, ino, relpath, digest);
 	fill_missing(p, ino);
 	pthread_mutex_unlock(&p->mu);
 }

@@ -67,7 +67,12 @@ struct hyd_place {
 	pthread_cond_t cv;
 	sqlite3 *db;
 	sqlite3_stmt *st_want, *st_find, *st_ins, *st_part, *st_forget,
-	    *st_count, *st_setpath, *st_ranges;
+	    *st_count, *st_setpath, *st_ranges, *st_setdigest, *st_landed;
+	/* hyd_place_serve.c: the sync record, read-only (its own lock) */
+	char cache_dir[4096];
+	pthread_mutex_t rec_mu;
+	struct hyd_sync_rec *rec;
+	uint64_t rec_tried; /* base_now_ns of the last failed open */
 	struct pfd fds[NFD];
 	uint64_t clock;
 	struct pend *pend;

@@ -299,9 +299,18 @@ int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
 /* ino is now DIR/relpath (written, adopted or found matching): its
  * ranges are read there, and those not placed are read from it, checked
  * against their ids and recorded (nothing fetches them again). adopted:
- * its part was renamed there (hyd_place_adopt), nothing is left of it. */
+ * its part was renamed there (hyd_place_adopt), nothing is left of it.
+ * digest: ino's manifest digest as the landing notes it in the sync
+ * record, kept with the path so reads can be served from the file
+ * (hyd_place_landed_fd); NULL: not noted, not served so. */
 void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath,
-			   int adopted);
+			   int adopted, const uint8_t *digest);
+/* The placer's landed (hyd_store.h; hyd_place_serve.c): a new read-only
+ * fd of ino's file in DIR when it is at the path it landed at, at its
+ * size, and the sync record vouches for it, unchanged since it was
+ * synced, as holding the manifest digest noted with it. 0, -ENOENT
+ * (not so), -errno. */
+int hyd_place_landed_fd(hyd_place *p, uint64_t ino, uint64_t size, int *ret_fd);
 /* Forget the numbers no catalog in cache_dir/catalogs names (their rows,
  * and their parts not landed), remove what else lies in DIR's parts
  * directory without a row, and the directory itself when empty. 0,
@@ -485,6 +494,10 @@ int hyd_sync__digest_rows(uint8_t d[HYD_SYNC_DIGEST_LEN],
 /* Open (or create) the record of DEST (which must exist) in cache_dir. */
 int hyd_sync__rec_open(const char *cache_dir, const char *dest,
 		       struct hyd_sync_rec **ret);
+/* Open it read-only, beside the writer (only rec_has then); -errno when
+ * there is none yet. */
+int hyd_sync__rec_open_ro(const char *cache_dir, const char *dest,
+			  struct hyd_sync_rec **ret);
 /* 1 when the file st (of DEST) is recorded, unchanged, as holding the
  * manifest with this digest. r NULL: 0. */
 int hyd_sync__rec_has(struct hyd_sync_rec *r, const struct stat *st,

@@ -96,15 +96,14 @@ static int exec(struct hyd_sync_rec *r, const char *sql)
 	return base_sqlite_exec(r->db, sql, "sync record");
 }
 
-int hyd_sync__rec_open(const char *cache_dir, const char *dest,
-		       struct hyd_sync_rec **ret)
+/* The record's path for DEST in buf (PATH_MAX + 80 bytes); its
+ * directory made when mk. 0 or -errno. */
+static int rec_path(const char *cache_dir, const char *dest, int mk, char *buf)
 {
-	struct hyd_sync_rec *r;
-	char real[PATH_MAX], dir[PATH_MAX + 8], path[PATH_MAX + 80], hex[65];
+	char real[PATH_MAX], dir[PATH_MAX + 8], hex[65];
 	chunk_id sum;
 	int rc;
 
-	*ret = NULL;
 	if (!realpath(dest, real))
 		return -errno;
 	rc = chunk_id_compute(real, strlen(real), &sum);
@@ -112,41 +111,57 @@ int hyd_sync__rec_open(const char *cache_dir, const char *dest,
 		return rc;
 	chunk_id_to_hex(&sum, hex);
 	snprintf(dir, sizeof(dir), "%s/sync", cache_dir);
-	rc = base_mkdir_p(dir, 0700);
+	rc = mk ? base_mkdir_p(dir, 0700) : 0;
+	if (rc == 0)
+		snprintf(buf, PATH_MAX + 80, "%s/%s.db", dir, hex);
+	return rc;
+}
+
+static int rec_open(const char *cache_dir, const char *dest, int ro,
+		    struct hyd_sync_rec **ret)
+{
+	struct hyd_sync_rec *r;
+	char path[PATH_MAX + 80];
+	int rc;
+
+	*ret = NULL;
+	rc = rec_path(cache_dir, dest, !ro, path);
 	if (rc < 0)
 		return rc;
-	snprintf(path, sizeof(path), "%s/%s.db", dir, hex);
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	rc = sqlite3_open_v2(path, &r->db,
-			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+			     (ro ? SQLITE_OPEN_READONLY
+				 : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
 				 SQLITE_OPEN_NOMUTEX,
 			     NULL);
 	if (rc != SQLITE_OK) {
 		rc = base_sqlite_errno(r->db, rc, "open the sync record");
 		goto fail;
 	}
-	rc = exec(r, "PRAGMA journal_mode = WAL");
-	rc = rc ? rc
-		: exec(r, "CREATE TABLE IF NOT EXISTS file(dev INTEGER, "
-			  "ino INTEGER, size INTEGER, mtime_ns INTEGER, "
-			  "ctime_ns INTEGER, digest BLOB, PRIMARY KEY(dev, "
-			  "ino)) WITHOUT ROWID");
-	rc = rc ? rc
-		: exec(r, "CREATE TEMP TABLE next(dev INTEGER, ino INTEGER, "
-			  "size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, "
-			  "digest BLOB, PRIMARY KEY(dev, ino)) WITHOUT ROWID");
+	rc = ro ? 0 : exec(r, "PRAGMA journal_mode = WAL");
+	rc = rc || ro
+		 ? rc
+		 : exec(r, "CREATE TABLE IF NOT EXISTS file(dev INTEGER, "
+			   "ino INTEGER, size INTEGER, mtime_ns INTEGER, "
+			   "ctime_ns INTEGER, digest BLOB, PRIMARY KEY(dev, "
+			   "ino)) WITHOUT ROWID");
+	rc = rc || ro
+		 ? rc
+		 : exec(r, "CREATE TEMP TABLE next(dev INTEGER, ino INTEGER, "
+			   "size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, "
+			   "digest BLOB, PRIMARY KEY(dev, ino)) WITHOUT ROWID");
 	rc = rc ? rc
 		: base_sqlite_prepare(r->db,
 				      "SELECT size, mtime_ns, ctime_ns, digest "
 				      "FROM file WHERE dev = ?1 AND ino = ?2",
 				      &r->get);
-	rc = rc ? rc
-		: base_sqlite_prepare(r->db,
-				      "INSERT OR REPLACE INTO next VALUES(?1, "
-				      "?2, ?3, ?4, ?5, ?6)",
-				      &r->put);
+	rc = rc || ro ? rc
+		      : base_sqlite_prepare(r->db,
+					    "INSERT OR REPLACE INTO next "
+					    "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+					    &r->put);
 	if (rc < 0)
 		goto fail;
 	*ret = r;
@@ -154,6 +169,18 @@ int hyd_sync__rec_open(const char *cache_dir, const char *dest,
 fail:
 	hyd_sync__rec_close(r);
 	return rc;
+}
+
+int hyd_sync__rec_open(const char *cache_dir, const char *dest,
+		       struct hyd_sync_rec **ret)
+{
+	return rec_open(cache_dir, dest, 0, ret);
+}
+
+int hyd_sync__rec_open_ro(const char *cache_dir, const char *dest,
+			  struct hyd_sync_rec **ret)
+{
+	return rec_open(cache_dir, dest, 1, ret);
 }
 
 int hyd_sync__rec_has(struct hyd_sync_rec *r, const struct stat *st,

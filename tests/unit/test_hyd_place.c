@@ -5,7 +5,8 @@
  * read back checked; a whole part is renamed in; bytes written over in DIR
  * are refused and forgotten; and a crash between the data and its record
  * leaves no record (the chunk is placed again), never a record of bytes
- * that are not there; the landing hears of a file once it is whole.
+ * that are not there; the landing hears of a file once it is whole; a
+ * landed file is served from DIR only while the sync record vouches.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -270,7 +271,7 @@ static void test_adopt_and_written_over(void **state)
 	assert_int_equal(st.flushes, 0);
 	assert_int_equal(hyd_place_adopt(p, INO_A, LEN, dfd, "a.tmp"), 1);
 	assert_int_equal(renameat(dfd, "a.tmp", dfd, "a"), 0);
-	hyd_place_landed_file(p, INO_A, "a", 1);
+	hyd_place_landed_file(p, INO_A, "a", 1, NULL);
 	for (int c = 0; c < 3; c++)
 		file_has(fx, "a", (uint64_t)c * LEN, fx->data[c]);
 	/* read from DIR/a now, the part gone */
@@ -321,6 +322,60 @@ static void test_adopt_and_written_over(void **state)
 
 /* A file DIR holds already (the landing found it there): its ranges are
  * read from it, checked against their ids, and recorded. */
+/* A landed file is served from DIR (hyd_place_serve.c) only while the
+ * sync record vouches for it, synced, unchanged, with its digest. */
+static void test_landed_fd(void **state)
+{
+	struct fx *fx = *state;
+	hyd_place *p = open_place(fx);
+	struct hyd_sync_rec *rec = NULL;
+	uint8_t dg[HYD_SYNC_DIGEST_LEN], other[HYD_SYNC_DIGEST_LEN];
+	uint8_t out[LEN];
+	char path[256];
+	struct stat st;
+	int dfd = open(fx->into, O_RDONLY | O_DIRECTORY), fd = -1;
+
+	assert_true(dfd >= 0);
+	memset(dg, 7, sizeof(dg));
+	memset(other, 8, sizeof(other));
+	for (int c = 0; c < 3; c++)
+		assert_int_equal(
+		    hyd_place_place(p, &fx->id[c], fx->data[c], LEN, cb, fx),
+		    2);
+	assert_int_equal(hyd_place_adopt(p, INO_A, LEN, dfd, "a.tmp"), 1);
+	assert_int_equal(renameat(dfd, "a.tmp", dfd, "a"), 0);
+	assert_int_equal(hyd_sync__rec_open(fx->cache, fx->into, &rec), 0);
+	hyd_place_landed_file(p, INO_A, "a", 1, dg);
+	/* landed, not recorded yet (the record follows DIR's sync) */
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd), -ENOENT);
+	assert_int_equal(fd, -1);
+	snprintf(path, sizeof(path), "%s/a", fx->into);
+	assert_int_equal(stat(path, &st), 0);
+	hyd_sync__rec_note(rec, &st, dg);
+	assert_int_equal(hyd_sync__rec_commit(rec, 0), 0);
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd), 0);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, out, LEN, LEN), LEN);
+	assert_memory_equal(out, fx->data[1], LEN);
+	close(fd);
+	/* another size, a file not landed: no */
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 2 * LEN, &fd), -ENOENT);
+	assert_int_equal(hyd_place_landed_fd(p, INO_B, 2 * LEN, &fd), -ENOENT);
+	/* the record holds it with another digest than the placer's */
+	hyd_place_landed_file(p, INO_A, "a", 0, other);
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd), -ENOENT);
+	hyd_place_landed_file(p, INO_A, "a", 0, dg);
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd), 0);
+	close(fd);
+	/* chmod'ed since (its ctime moved): no */
+	assert_int_equal(chmod(path, 0600), 0);
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd), -ENOENT);
+	assert_int_equal(fd, -1);
+	hyd_sync__rec_close(rec);
+	close(dfd);
+	hyd_place_close(p);
+}
+
 static void test_found_in_dir(void **state)
 {
 	struct fx *fx = *state;
@@ -336,7 +391,7 @@ static void test_found_in_dir(void **state)
 	/* its second chunk is not the catalog's: not recorded */
 	assert_int_equal(pwrite(fd, fx->data[0], LEN, LEN), LEN);
 	close(fd);
-	hyd_place_landed_file(p, INO_B, "b", 0);
+	hyd_place_landed_file(p, INO_B, "b", 0, NULL);
 	assert_int_equal(hyd_place_has(p, &fx->id[1]), 1);
 	assert_int_equal(hyd_place_has(p, &fx->id[3]), 0);
 	hyd_place_stats(p, &st);
@@ -427,6 +482,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_adopt_and_written_over, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_found_in_dir, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_landed_fd, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_crash_between_data_and_record,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
