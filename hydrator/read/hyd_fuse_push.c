@@ -257,6 +257,7 @@ static int push_one(struct hyd_push *p, cat_reader *cat,
 {
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(e->size);
 	struct hyd_push_slot *s = &p->slot[slot_of(e->ino)];
+	struct stat st;
 	int passed, r, fd = -1;
 
 	pthread_mutex_lock(&p->mu);
@@ -266,7 +267,8 @@ static int push_one(struct hyd_push *p, cat_reader *cat,
 		return 0;
 	/* --into: a file landed in DIR is stored from there (spliced when
 	 * it is two pages or more), as its reads are (hyd_read_landed.c) */
-	if (hyd_store_landed_fd(p->fs->rd.store, e->ino, e->size, &fd) == 0) {
+	if (hyd_store_landed_fd(p->fs->rd.store, e->ino, e->size, &fd, &st) ==
+	    0) {
 		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 		bv.buf[0].fd = fd;
 		bv.buf[0].pos = 0;

@@ -28,13 +28,12 @@ int hyd_read_open_landed(const struct hyd_read_ctx *rc,
 		if (!of->landed_asked ||
 		    now - of->landed_asked >= HYD_READ_LANDED_ASK_NS) {
 			of->landed_asked = now;
+			/* the ctime the record vouched for, not a later
+			 * one */
 			if (hyd_store_landed_fd(rc->store, of->ino, of->size,
-						&fd) == 0 &&
-			    fstat(fd, &st) == 0) {
+						&fd, &st) == 0) {
 				of->landed_fd = fd;
 				of->landed_ctime = st.st_ctim;
-			} else if (fd >= 0) {
-				close(fd);
 			}
 		}
 	}
@@ -47,6 +46,8 @@ int hyd_read_open_landed(const struct hyd_read_ctx *rc,
 	    st.st_ctim.tv_sec == of->landed_ctime.tv_sec &&
 	    st.st_ctim.tv_nsec == of->landed_ctime.tv_nsec)
 		return fd;
-	__atomic_store_n(&of->landed_gone, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&of->mu);
+	of->landed_gone = 1;
+	pthread_mutex_unlock(&of->mu);
 	return -1;
 }

@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "catalog/catalog.h"
 #include "hydrator/hydrator.h"
@@ -180,17 +181,19 @@ struct hyd_store_placer {
 	int (*get)(void *arg, const chunk_id *id, void *out, size_t cap,
 		   size_t *ret_len); /* as hyd_store_get */
 	/* regular file ino of size bytes whole in the placer's directory
-	 * and vouched for as landed: a new read-only fd of it in *ret_fd,
-	 * 0; else -ENOENT (not landed, or changed since), -errno. NULL:
-	 * none. */
-	int (*landed)(void *arg, uint64_t ino, uint64_t size, int *ret_fd);
+	 * and vouched for as landed: a new read-only fd of it in *ret_fd
+	 * and the fstat it was vouched for by in *ret_st, 0; else -ENOENT
+	 * (not landed, or changed since), -errno. NULL: none. */
+	int (*landed)(void *arg, uint64_t ino, uint64_t size, int *ret_fd,
+		      struct stat *ret_st);
 	void *arg;
 };
 /* Set (p copied) or clear (p NULL) the placer. Clearing waits for the
  * calls into it in progress; their callbacks are the placer's to make. */
 void hyd_store_set_placer(hyd_store *s, const struct hyd_store_placer *p);
 /* The placer's landed (above): -ENOENT when there is no placer. */
-int hyd_store_landed_fd(hyd_store *s, uint64_t ino, uint64_t size, int *ret_fd);
+int hyd_store_landed_fd(hyd_store *s, uint64_t ino, uint64_t size, int *ret_fd,
+			struct stat *ret_st);
 /* hyd_store_put_async with the frame's verified raw bytes too: a placer
  * that wants them takes them instead of the store (same returns). */
 int hyd_store_put_raw_async(hyd_store *s, const chunk_id *id, const void *frame,

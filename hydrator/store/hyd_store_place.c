@@ -45,7 +45,8 @@ int hyd_store__placed_get(hyd_store *s, const chunk_id *id, void *out,
 	return r;
 }
 
-int hyd_store_landed_fd(hyd_store *s, uint64_t ino, uint64_t size, int *ret_fd)
+int hyd_store_landed_fd(hyd_store *s, uint64_t ino, uint64_t size, int *ret_fd,
+			struct stat *ret_st)
 {
 	int r = -ENOENT;
 
@@ -54,7 +55,7 @@ int hyd_store_landed_fd(hyd_store *s, uint64_t ino, uint64_t size, int *ret_fd)
 		return r;
 	pthread_rwlock_rdlock(&s->place_lk);
 	if (s->has_placer && s->placer.landed)
-		r = s->placer.landed(s->placer.arg, ino, size, ret_fd);
+		r = s->placer.landed(s->placer.arg, ino, size, ret_fd, ret_st);
 	pthread_rwlock_unlock(&s->place_lk);
 	return r;
 }

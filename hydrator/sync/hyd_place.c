@@ -670,9 +670,10 @@ static int get_cb(void *arg, const chunk_id *id, void *out, size_t cap,
 	return hyd_place_get(arg, id, out, cap, ret_len);
 }
 
-static int landed_cb(void *arg, uint64_t ino, uint64_t size, int *ret_fd)
+static int landed_cb(void *arg, uint64_t ino, uint64_t size, int *ret_fd,
+		     struct stat *ret_st)
 {
-	return hyd_place_landed_fd(arg, ino, size, ret_fd);
+	return hyd_place_landed_fd(arg, ino, size, ret_fd, ret_st);
 }
 
 void hyd_place_hook(hyd_place *p, struct hyd_store_placer *ret)

@@ -82,7 +82,8 @@ static int vouched(hyd_place *p, const struct stat *st,
 	return hit;
 }
 
-int hyd_place_landed_fd(hyd_place *p, uint64_t ino, uint64_t size, int *ret_fd)
+int hyd_place_landed_fd(hyd_place *p, uint64_t ino, uint64_t size, int *ret_fd,
+			struct stat *ret_st)
 {
 	char rel[PATH_MAX];
 	uint8_t dg[HYD_SYNC_DIGEST_LEN];
@@ -106,5 +107,6 @@ int hyd_place_landed_fd(hyd_place *p, uint64_t ino, uint64_t size, int *ret_fd)
 		return -ENOENT;
 	}
 	*ret_fd = fd;
+	*ret_st = st;
 	return 0;
 }

@@ -308,9 +308,10 @@ void hyd_place_landed_file(hyd_place *p, uint64_t ino, const char *relpath,
 /* The placer's landed (hyd_store.h; hyd_place_serve.c): a new read-only
  * fd of ino's file in DIR when it is at the path it landed at, at its
  * size, and the sync record vouches for it, unchanged since it was
- * synced, as holding the manifest digest noted with it. 0, -ENOENT
- * (not so), -errno. */
-int hyd_place_landed_fd(hyd_place *p, uint64_t ino, uint64_t size, int *ret_fd);
+ * synced, as holding the manifest digest noted with it, and in *ret_st
+ * the fstat that matched the record. 0, -ENOENT (not so), -errno. */
+int hyd_place_landed_fd(hyd_place *p, uint64_t ino, uint64_t size, int *ret_fd,
+			struct stat *ret_st);
 /* Forget the numbers no catalog in cache_dir/catalogs names (their rows,
  * and their parts not landed), remove what else lies in DIR's parts
  * directory without a row, and the directory itself when empty. 0,

@@ -347,29 +347,36 @@ static void test_landed_fd(void **state)
 	assert_int_equal(hyd_sync__rec_open(fx->cache, fx->into, &rec), 0);
 	hyd_place_landed_file(p, INO_A, "a", 1, dg);
 	/* landed, not recorded yet (the record follows DIR's sync) */
-	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd), -ENOENT);
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd, &st),
+			 -ENOENT);
 	assert_int_equal(fd, -1);
 	snprintf(path, sizeof(path), "%s/a", fx->into);
 	assert_int_equal(stat(path, &st), 0);
 	hyd_sync__rec_note(rec, &st, dg);
 	assert_int_equal(hyd_sync__rec_commit(rec, 0), 0);
-	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd), 0);
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd, &st), 0);
 	assert_true(fd >= 0);
+	/* with the stat the record matched */
+	assert_int_equal(st.st_size, 3 * LEN);
 	assert_int_equal(pread(fd, out, LEN, LEN), LEN);
 	assert_memory_equal(out, fx->data[1], LEN);
 	close(fd);
 	/* another size, a file not landed: no */
-	assert_int_equal(hyd_place_landed_fd(p, INO_A, 2 * LEN, &fd), -ENOENT);
-	assert_int_equal(hyd_place_landed_fd(p, INO_B, 2 * LEN, &fd), -ENOENT);
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 2 * LEN, &fd, &st),
+			 -ENOENT);
+	assert_int_equal(hyd_place_landed_fd(p, INO_B, 2 * LEN, &fd, &st),
+			 -ENOENT);
 	/* the record holds it with another digest than the placer's */
 	hyd_place_landed_file(p, INO_A, "a", 0, other);
-	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd), -ENOENT);
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd, &st),
+			 -ENOENT);
 	hyd_place_landed_file(p, INO_A, "a", 0, dg);
-	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd), 0);
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd, &st), 0);
 	close(fd);
 	/* chmod'ed since (its ctime moved): no */
 	assert_int_equal(chmod(path, 0600), 0);
-	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd), -ENOENT);
+	assert_int_equal(hyd_place_landed_fd(p, INO_A, 3 * LEN, &fd, &st),
+			 -ENOENT);
 	assert_int_equal(fd, -1);
 	hyd_sync__rec_close(rec);
 	close(dfd);
