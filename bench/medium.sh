@@ -13,13 +13,13 @@
 #                     network namespace, talking to its own address (the
 #                     kernel routes that over lo). rsync -aHX is a local
 #                     copy of the tree; then a warm tar (fresh mount of the
-#                     complete cache, packs in the page cache) and a hot
+#                     complete cache, its volumes in the page cache) and a hot
 #                     tar (the same mount again: kernel page cache)
 #
 # "complete" for a mount is the moment the hydrator logs state=complete
 # (backfill logs it as it happens); the mount's start is before the
 # ferry-hydrator command. rsync's time is its own exit, as a user sees it
-# (its writeback is after; ferry's packs are fdatasynced, ferry sync ends
+# (its writeback is after; ferry's volumes are fdatasynced, ferry sync ends
 # with a syncfs of DEST): synced_s has rsync plus a sync. Each timed step
 # starts after `sync`, a drop of the page cache, the source tree read back
 # and 2 s (settle, below). Records go to RES (bench/emit.py); the peers'
@@ -59,7 +59,7 @@ log() { echo "[$(date +%H:%M:%S)] medium: $*" >&2; }
 . "$ROOT/bench/lib.sh"
 emit() { python3 "$ROOT/bench/emit.py" "$@" >>"$RES"; }
 # Before each timed step, the same state for every tool: the writeback
-# of the step before (GBs of files and packs) must not land on this one's
+# of the step before (GBs of files and volumes) must not land on this one's
 # fdatasyncs, and the page cache starts empty but for the source tree
 # (read back) and any DIR given. Without the drop each step filled memory
 # this VM had not touched yet, which costs the first write of every page:
@@ -156,11 +156,11 @@ mount_complete() {
 }
 
 # warm_tar RUN NS CACHE MNT PID: remount the complete cache (kernel caches
-# empty, packs in the page cache), tar it twice; checks the content.
+# empty, the volumes in the page cache), tar it twice; checks the content.
 warm_tar() {
 	local run=$1 ns=$2 cache=$3 mnt=$4 pid=$5 t0 n1 n2 warm hot
 	umount_wait "$mnt" "$pid"
-	settle "$cache/packs" # "warm": the packs in the page cache
+	settle "$cache/volumes" # "warm": the store's volumes in the page cache
 	$ns "$B/bin/ferry-hydrator" -c "$cache" "$URL" "$mnt" 2>>"$MW/hyd.err" || return 1
 	MNT_ACTIVE=$mnt
 	sleep 1 # the mount's own start-up work, not the reader's

@@ -210,7 +210,7 @@ scan_bench "fp16 4x256MiB" "$W/fp16"
 [ -d "$W/small" ] && scan_bench "small dataset" "$W/small"
 
 # --- reads through the mount. Hydrate both 1 GiB files by backfill, then
-# per run: a fresh mount (kernel FUSE cache empty, store packs in the page
+# per run: a fresh mount (kernel FUSE cache empty, store volumes in the page
 # cache) and `dd bs=1M` = warm (decode + verify + FUSE copy); the same file
 # again = hot (keep_cache: served from the kernel's page cache).
 echo "# reads: hydrating 2 GiB"
@@ -223,7 +223,7 @@ result "backfill 2 GiB rand+fp16" MB/s "" "" "" "$(calc "2147483648 / 1e6 / ($EP
 umount_hyd "$W/cache-big" "$W/mnt-big"
 declare -A warm hot
 for ((i = 0; i < REPS; i++)); do
-	in_page_cache "$W/cache-big/packs"
+	in_page_cache "$W/cache-big/volumes"
 	mount_hyd "$W/cache-big" big "$W/mnt-big" >/dev/null
 	for f in rand fp16; do
 		warm[$f]+=" $(dd_mbps "$W/mnt-big/$f.bin")"
@@ -260,7 +260,7 @@ result "cold readdir per entry" us $RD_ENTRY_LIMIT "" "" "$rd_ent" \
 	"$ne entries, whole time / entries; limit: as the row above"
 
 # --- small files: 50 dirs x 200 files of 2 KiB, each its own bytes. Hydrate
-# by backfill, then per run a fresh mount (store packs in the page cache):
+# by backfill, then per run a fresh mount (store volumes in the page cache):
 # open+read+close of every file ("warm": one READ each, no OPEN and no
 # RELEASE where the kernel opens by itself), then again on the same mount
 # ("hot": the kernel's page and attribute caches).
@@ -270,7 +270,7 @@ wait_complete "$W/cache-s2k"
 umount_hyd "$W/cache-s2k" "$W/mnt-s2k"
 sw="" sh=""
 for ((i = 0; i < REPS; i++)); do
-	in_page_cache "$W/cache-s2k/packs"
+	in_page_cache "$W/cache-s2k/volumes"
 	mount_hyd "$W/cache-s2k" small2k "$W/mnt-s2k" >/dev/null
 	r=$(py micro_run.py readall "$W/small2k" "$W/mnt-s2k") || die "small-file read failed"
 	sw+=" ${r%% *}"

@@ -57,7 +57,7 @@ for run in $(seq 1 "$RUNS"); do
 			{ echo "bench/tls_cpu.sh: ferry sync over $mode failed" >&2; exit 1; }
 		t1=$(date +%s.%N)
 		c1=$(cpu "$pid")
-		echo "$mode $run $t0 $t1 $c0 $c1 $(cat "$W/time") $(du -sb "$W/cache/packs" | cut -f1)" | tee -a "$W/runs"
+		echo "$mode $run $t0 $t1 $c0 $c1 $(cat "$W/time") $(du -sb "$W/cache/volumes" | cut -f1)" | tee -a "$W/runs"
 	done
 done
 python3 - "$W/runs" <<'PY'
