@@ -254,8 +254,23 @@ void hyd_place__fd_drop(hyd_place *p, uint64_t ino)
 }
 
 /* Forget ino's ranges (its file is gone or was written over). Under mu. */
+static struct whint *hint_at(hyd_place *p, uint64_t ino)
+{
+	_Static_assert(NHINT == 1u << 12, "hint_at takes 12 bits");
+	return &p->hint[(ino * 0x9e3779b97f4a7c15ull) >> 52];
+}
+
+void hyd_place__hints_clear(hyd_place *p)
+{
+	memset(p->hint, 0, sizeof(p->hint));
+}
+
 void hyd_place__forget(hyd_place *p, uint64_t ino, int64_t off)
 {
+	struct whint *h = hint_at(p, ino);
+
+	if (h->ino == ino)
+		h->used = 0;
 	sqlite3_bind_int64(p->st_forget, 1, (sqlite3_int64)ino);
 	sqlite3_bind_int64(p->st_forget, 2, off);
 	if (sqlite3_step(p->st_forget) != SQLITE_DONE)
@@ -422,29 +437,42 @@ int hyd_place__record(hyd_place *p, const struct pend *v, size_t n)
 }
 
 /* The files among v's that are whole now (every range they want
- * recorded, not landed yet) are told to the landing: one count per file
- * (a file's ranges come mostly together). A file missed here (no
- * memory) is found by the landing's next look at every file left. */
+ * recorded, not landed yet) are told to the landing. A file's ranges
+ * come over many rounds, so each look goes on from where the last found
+ * a range missing (the hint): the rows of a file are scanned about once
+ * in all, not once a round (a count per round made a big file's cost
+ * grow with its chunks squared, all of it under mu). A file missed here
+ * (no memory) is found by the landing's next look at every file left. */
 static void note_whole(hyd_place *p, const struct pend *v, size_t n)
 {
-	uint64_t last = 0;
-	int64_t nwant, nplaced;
+	sqlite3_stmt *s = p->st_missing;
+	uint64_t last = 0, from;
+	struct whint *h;
 	size_t i;
-	int whole;
+	int whole, missing, wants, landed;
 
 	for (i = 0; i < n; i++) {
 		if (i && v[i].ino == last)
 			continue;
 		last = v[i].ino;
-		sqlite3_bind_int64(p->st_count, 1, (sqlite3_int64)last);
+		h = hint_at(p, last);
+		from = h->used && h->ino == last ? h->off : 0;
+		sqlite3_bind_int64(s, 1, (sqlite3_int64)last);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64)from);
 		whole = 0;
-		if (sqlite3_step(p->st_count) == SQLITE_ROW) {
-			nwant = sqlite3_column_int64(p->st_count, 0);
-			nplaced = sqlite3_column_int64(p->st_count, 1);
-			whole = nwant > 0 && nplaced >= nwant &&
-				!sqlite3_column_int(p->st_count, 2);
+		if (sqlite3_step(s) == SQLITE_ROW) {
+			missing = sqlite3_column_type(s, 0) != SQLITE_NULL;
+			wants = sqlite3_column_int(s, 1);
+			landed = sqlite3_column_int(s, 2);
+			whole = wants && !missing && !landed;
+			if (wants && missing && !landed)
+				*h = (struct whint){
+				    last, (uint64_t)sqlite3_column_int64(s, 0),
+				    1};
+			else if (h->ino == last)
+				h->used = 0;
 		}
-		sqlite3_reset(p->st_count);
+		sqlite3_reset(s);
 		if (whole && base_grow((void **)&p->whole, &p->cwhole,
 				       p->nwhole + 1, sizeof(*p->whole)) == 0)
 			p->whole[p->nwhole++] = last;
@@ -715,6 +743,11 @@ static const struct {
      offsetof(struct hyd_place, st_setdigest)},
     {"SELECT size, path, digest FROM part WHERE ino = ?",
      offsetof(struct hyd_place, st_landed)},
+    {"SELECT (SELECT w.off FROM want w WHERE w.ino = ?1 AND w.off >= ?2 "
+     "AND NOT EXISTS(SELECT 1 FROM placed p WHERE p.ino = w.ino AND "
+     "p.off = w.off) ORDER BY w.off LIMIT 1), EXISTS(SELECT 1 FROM want "
+     "WHERE ino = ?1), (SELECT path IS NOT NULL FROM part WHERE ino = ?1)",
+     offsetof(struct hyd_place, st_missing)},
 };
 
 /* A record made before part had its digest column gets it (its files

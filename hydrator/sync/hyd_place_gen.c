@@ -123,6 +123,7 @@ int hyd_place_gen(hyd_place *p, uint64_t gen, const char *catpath,
 
 	pthread_mutex_lock(&p->mu);
 	hyd_place__land_tx_end(p); /* the last pass's rows, and DETACH */
+	hyd_place__hints_clear(p);
 	r = gen_rows(p, gen, catpath);
 	if (r == 0 && gen != p->ov_gen) {
 		if (p->ov_attached)
@@ -239,6 +240,7 @@ int hyd_place_prune(hyd_place *p, const char *cache_dir)
 		       "DELETE FROM unknown WHERE ino NOT IN temp.kept;"
 		       "DELETE FROM part WHERE ino NOT IN temp.kept;"
 		       "COMMIT;");
+	hyd_place__hints_clear(p);
 	if (r < 0)
 		(void)sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
 	if (r == 0)

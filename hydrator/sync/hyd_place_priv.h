@@ -55,6 +55,16 @@ struct idset {
 	uint32_t n;
 };
 
+/* Where a file's scan for a range not yet recorded goes on: every range
+ * it wants below off is recorded. Direct-mapped by ino, so a miss (or a
+ * collision) costs one scan from the start, never a wrong answer; a
+ * forget of the file's ranges, a new generation and a prune drop it. */
+#define NHINT 4096u
+struct whint {
+	uint64_t ino, off;
+	int used;
+};
+
 struct pcb {
 	hyd_store_put_cb cb;
 	void *arg;
@@ -67,7 +77,8 @@ struct hyd_place {
 	pthread_cond_t cv;
 	sqlite3 *db;
 	sqlite3_stmt *st_want, *st_find, *st_ins, *st_part, *st_forget,
-	    *st_count, *st_setpath, *st_ranges, *st_setdigest, *st_landed;
+	    *st_count, *st_setpath, *st_ranges, *st_setdigest, *st_landed,
+	    *st_missing;
 	/* hyd_place_serve.c: the sync record, read-only (its own lock) */
 	char cache_dir[4096];
 	pthread_mutex_t rec_mu;
@@ -103,6 +114,7 @@ struct hyd_place {
 	size_t nwhole, cwhole;
 	struct hyd_place_stats st;
 	struct idset cur, flushing; /* this round's chunks, and the last's */
+	struct whint hint[NHINT];   /* note_whole's, under mu */
 };
 
 /* hyd_place.c */
@@ -131,6 +143,8 @@ void hyd_place__fd_drop(hyd_place *p, uint64_t ino);
 int hyd_place__record(hyd_place *p, const struct pend *v, size_t n);
 /* Forget ino's range at off (off < 0: all of them). Under mu. */
 void hyd_place__forget(hyd_place *p, uint64_t ino, int64_t off);
+/* Drop every file's hint (want or placed rows went). Under mu. */
+void hyd_place__hints_clear(hyd_place *p);
 
 /* hyd_place_gen.c */
 /* The manifests the mount learned since the last look (at most every

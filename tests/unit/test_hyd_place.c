@@ -242,6 +242,34 @@ static void test_whole_files(void **state)
 	hyd_place_close(p);
 }
 
+/* A range forgotten (its part's bytes no longer matched) is wanted
+ * again: the file is not whole until it is placed again, however far
+ * the look for a missing range had gone before. */
+static void test_whole_after_forget(void **state)
+{
+	struct fx *fx = *state;
+	hyd_place *p = open_place(fx);
+	uint8_t junk[LEN], buf[LEN];
+	char part[256];
+	size_t len = 0;
+	int fd;
+
+	place_then_whole(fx, p, 0, 0);
+	place_then_whole(fx, p, 1, 0); /* A: lacks only the zero chunk */
+	snprintf(part, sizeof(part), "%s/" HYD_PLACE_PARTS "/%d", fx->into,
+		 INO_A);
+	memset(junk, 0x5a, sizeof(junk));
+	fd = open(part, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, junk, LEN, 0), LEN);
+	close(fd);
+	assert_int_equal(hyd_place_get(p, &fx->id[0], buf, sizeof(buf), &len),
+			 -EBADMSG);
+	place_then_whole(fx, p, 2, 0); /* c0 at 0 is missing again */
+	place_then_whole(fx, p, 0, INO_A);
+	hyd_place_close(p);
+}
+
 static void test_adopt_and_written_over(void **state)
 {
 	struct fx *fx = *state;
@@ -486,6 +514,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_place_everywhere, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_whole_files, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_whole_after_forget, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_adopt_and_written_over, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_found_in_dir, setup, teardown),
