@@ -235,10 +235,10 @@ int hyd_mat__stopped(const struct hyd_mat *m)
 	return m->stop && __atomic_load_n(m->stop, __ATOMIC_RELAXED);
 }
 
-int hyd_mat__lacks(struct walk *w, const struct cat_inode *in)
+int hyd_mat__lacks(struct walk *w, const struct cat_inode *in, uint64_t from)
 {
 	struct cat_chunk cs[RANGE_BATCH];
-	uint64_t off = 0;
+	uint64_t off = from < in->size ? from : 0;
 	size_t n, k;
 
 	while (off < in->size) {

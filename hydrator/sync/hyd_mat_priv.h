@@ -87,9 +87,11 @@ int hyd_mat__manifest_ready(struct walk *w, const struct cat_inode *in,
 /* Give back the flight the walk holds (buf_valid cleared). Before buf is
  * used as scratch, and when the walk ends. */
 void hyd_mat__let_go(struct walk *w);
-/* 1 when the store lacks a chunk of regular file in (or its rows cannot
- * be read), else 0: it can be written without a fetch or a wait. */
-int hyd_mat__lacks(struct walk *w, const struct cat_inode *in);
+/* 1 when the store lacks a chunk of regular file in at or after from
+ * (or its rows cannot be read), else 0: it can be written without a
+ * fetch or a wait. from: where --into's placer first lacks a range (what
+ * is before it is in DIR), else 0. */
+int hyd_mat__lacks(struct walk *w, const struct cat_inode *in, uint64_t from);
 
 /* Fill the fresh (empty) file fd with ino's verified bytes. All-zero
  * chunks are left as holes; the final ftruncate gives the file its size.

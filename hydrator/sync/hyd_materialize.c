@@ -473,14 +473,17 @@ static int link_seed(struct walk *w, int dirfd, const struct hyd_dirent_copy *e,
  * could not be made (the file is not recorded); 0 when not whole (the
  * file is written as always). */
 static int adopt(struct walk *w, int dirfd, const struct hyd_dirent_copy *e,
-		 char *tmp, size_t cap, uint8_t *dg, int *ret_fd)
+		 char *tmp, size_t cap, uint8_t *dg, int *ret_fd,
+		 uint64_t *ret_from)
 {
 	int r;
 
+	*ret_from = 0;
 	if (!w->m->place || !e->in.size)
 		return 0;
 	tmp_name(tmp, cap, e->name, e->len);
-	r = hyd_place_adopt(w->m->place, e->in.ino, w->m->max_raw, dirfd, tmp);
+	r = hyd_place_adopt(w->m->place, e->in.ino, w->m->max_raw, dirfd, tmp,
+			    ret_from);
 	if (r <= 0)
 		return 0;
 	*ret_fd = openat(dirfd, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -515,6 +518,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	uint8_t dg[HYD_SYNC_DIGEST_LEN];
 	int fd = -1, r, i, have, quick = 0, same = 0, matches = 0;
 	int digest_ok = 0, src = -1, adopted, by_record = 0, mstate = -1;
+	uint64_t from = 0;
 	char seed[PATH_MAX];
 	enum hyd_mat_seed plan;
 
@@ -627,11 +631,12 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	/* --into: the bytes placed as they came are renamed in whole (the
 	 * record says so in one count: no look at the store per chunk) */
 	adopted = plan == HYD_MAT_SEED_NONE
-		      ? adopt(w, dirfd, e, tmp, sizeof(tmp), dg, &fd)
+		      ? adopt(w, dirfd, e, tmp, sizeof(tmp), dg, &fd, &from)
 		      : 0;
-	/* --into while backfill runs: a later pass writes it whole */
+	/* --into while backfill runs: a later pass writes it whole (what
+	 * the placer recorded, up to from, is there: not looked at) */
 	if (!adopted && w->m->defer && e->in.nlink < 2 &&
-	    hyd_mat__waiting(w->m) && hyd_mat__lacks(w, &e->in)) {
+	    hyd_mat__waiting(w->m) && hyd_mat__lacks(w, &e->in, from)) {
 		leave(w, e);
 		if (src >= 0)
 			close(src);

@@ -436,45 +436,51 @@ int hyd_place__record(hyd_place *p, const struct pend *v, size_t n)
 	return hyd_place__db_err(p, rc, "cannot record placed ranges");
 }
 
+int hyd_place__look(hyd_place *p, uint64_t ino, struct hyd_place_look *ret)
+{
+	sqlite3_stmt *s = p->st_missing;
+	struct whint *h = hint_at(p, ino);
+	uint64_t from = h->used && h->ino == ino ? h->off : 0;
+	int rc, missing = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)from);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		missing = sqlite3_column_type(s, 0) != SQLITE_NULL;
+		ret->missing =
+		    missing ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
+		ret->wants = sqlite3_column_int(s, 1);
+		ret->landed = sqlite3_column_int(s, 2);
+		ret->whole = ret->wants && !missing && !ret->landed;
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW)
+		return -EIO;
+	if (ret->wants && missing && !ret->landed)
+		*h = (struct whint){ino, ret->missing, 1};
+	else if (h->ino == ino)
+		h->used = 0;
+	return 0;
+}
+
 /* The files among v's that are whole now (every range they want
- * recorded, not landed yet) are told to the landing. A file's ranges
- * come over many rounds, so each look goes on from where the last found
- * a range missing (the hint): the rows of a file are scanned about once
- * in all, not once a round (a count per round made a big file's cost
- * grow with its chunks squared, all of it under mu). A file missed here
+ * recorded, not landed yet) are told to the landing. A file missed here
  * (no memory) is found by the landing's next look at every file left. */
 static void note_whole(hyd_place *p, const struct pend *v, size_t n)
 {
-	sqlite3_stmt *s = p->st_missing;
-	uint64_t last = 0, from;
-	struct whint *h;
+	struct hyd_place_look lk;
+	uint64_t last = 0;
 	size_t i;
-	int whole, missing, wants, landed;
 
 	for (i = 0; i < n; i++) {
 		if (i && v[i].ino == last)
 			continue;
 		last = v[i].ino;
-		h = hint_at(p, last);
-		from = h->used && h->ino == last ? h->off : 0;
-		sqlite3_bind_int64(s, 1, (sqlite3_int64)last);
-		sqlite3_bind_int64(s, 2, (sqlite3_int64)from);
-		whole = 0;
-		if (sqlite3_step(s) == SQLITE_ROW) {
-			missing = sqlite3_column_type(s, 0) != SQLITE_NULL;
-			wants = sqlite3_column_int(s, 1);
-			landed = sqlite3_column_int(s, 2);
-			whole = wants && !missing && !landed;
-			if (wants && missing && !landed)
-				*h = (struct whint){
-				    last, (uint64_t)sqlite3_column_int64(s, 0),
-				    1};
-			else if (h->ino == last)
-				h->used = 0;
-		}
-		sqlite3_reset(s);
-		if (whole && base_grow((void **)&p->whole, &p->cwhole,
-				       p->nwhole + 1, sizeof(*p->whole)) == 0)
+		if (hyd_place__look(p, last, &lk) == 0 && lk.whole &&
+		    base_grow((void **)&p->whole, &p->cwhole, p->nwhole + 1,
+			      sizeof(*p->whole)) == 0)
 			p->whole[p->nwhole++] = last;
 	}
 }
@@ -748,6 +754,10 @@ static const struct {
      "p.off = w.off) ORDER BY w.off LIMIT 1), EXISTS(SELECT 1 FROM want "
      "WHERE ino = ?1), (SELECT path IS NOT NULL FROM part WHERE ino = ?1)",
      offsetof(struct hyd_place, st_missing)},
+    {"SELECT count(*) FROM want w WHERE w.ino = ?1 AND w.off >= ?2 AND NOT "
+     "EXISTS(SELECT 1 FROM placed p WHERE p.ino = w.ino AND p.off = "
+     "w.off)",
+     offsetof(struct hyd_place, st_nmissing)},
 };
 
 /* A record made before part had its digest column gets it (its files

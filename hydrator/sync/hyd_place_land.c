@@ -80,33 +80,51 @@ static int64_t unrecorded(const hyd_place *p, uint64_t ino)
 	return n;
 }
 
-int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
-		    const char *tmp)
+/* ino's ranges from off on that are not recorded. Under mu. */
+static int64_t missing_from(hyd_place *p, uint64_t ino, uint64_t off)
 {
-	char name[64];
-	int64_t nwant = 0, nplaced = 0;
-	int slot, r, landed = 0, waited = 0;
+	int64_t n = INT64_MAX;
 
+	sqlite3_bind_int64(p->st_nmissing, 1, (sqlite3_int64)ino);
+	sqlite3_bind_int64(p->st_nmissing, 2, (sqlite3_int64)off);
+	if (sqlite3_step(p->st_nmissing) == SQLITE_ROW)
+		n = sqlite3_column_int64(p->st_nmissing, 0);
+	sqlite3_reset(p->st_nmissing);
+	return n;
+}
+
+int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
+		    const char *tmp, uint64_t *ret_from)
+{
+	struct hyd_place_look lk;
+	char name[64];
+	int64_t pend;
+	int slot, r, waited = 0;
+
+	if (ret_from)
+		*ret_from = 0;
 	pthread_mutex_lock(&p->mu);
 again:
-	sqlite3_bind_int64(p->st_count, 1, (sqlite3_int64)ino);
-	if (sqlite3_step(p->st_count) == SQLITE_ROW) {
-		nwant = sqlite3_column_int64(p->st_count, 0);
-		nplaced = sqlite3_column_int64(p->st_count, 1);
-		landed = sqlite3_column_int(p->st_count, 2);
+	if (hyd_place__look(p, ino, &lk) < 0) {
+		pthread_mutex_unlock(&p->mu);
+		return 0;
 	}
-	sqlite3_reset(p->st_count);
 	/* The ranges it lacks are placed but not recorded yet (a round
 	 * gathers): wait for the rounds under way once, rather than write
 	 * the file again. A file that still lacks some goes on at once (the
 	 * wait hastens a round: a syncfs). */
-	if (nwant > 0 && nplaced < nwant && !landed && !waited &&
-	    nplaced + unrecorded(p, ino) >= nwant) {
+	if (lk.wants && !lk.whole && !lk.landed && !waited &&
+	    (pend = unrecorded(p, ino)) > 0 &&
+	    missing_from(p, ino, lk.missing) <= pend) {
 		waited = 1;
 		hyd_place__rounds_wait(p);
 		goto again;
 	}
-	if (nwant == 0 || nplaced < nwant || landed) {
+	if (!lk.whole) {
+		/* the ranges before the first one missing are recorded:
+		 * the caller's look at the store starts there */
+		if (ret_from && lk.wants && !lk.landed)
+			*ret_from = lk.missing;
 		pthread_mutex_unlock(&p->mu);
 		return 0;
 	}

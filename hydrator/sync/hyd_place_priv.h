@@ -55,9 +55,12 @@ struct idset {
 	uint32_t n;
 };
 
-/* Where a file's scan for a range not yet recorded goes on: every range
- * it wants below off is recorded. Direct-mapped by ino, so a miss (or a
- * collision) costs one scan from the start, never a wrong answer; a
+/* Where a file's look for a range not yet recorded goes on: every range
+ * it wants below off is recorded (hyd_place__look). A file's ranges come
+ * over many rounds and passes, so its rows are scanned about once in
+ * all, not once a look (a count a look made a big file's cost grow with
+ * its chunks times the rounds it spans, under mu). Direct-mapped by ino, so a
+ * miss (or a collision) costs one scan from the start, never a wrong answer; a
  * forget of the file's ranges, a new generation and a prune drop it. */
 #define NHINT 4096u
 struct whint {
@@ -78,7 +81,7 @@ struct hyd_place {
 	sqlite3 *db;
 	sqlite3_stmt *st_want, *st_find, *st_ins, *st_part, *st_forget,
 	    *st_count, *st_setpath, *st_ranges, *st_setdigest, *st_landed,
-	    *st_missing;
+	    *st_missing, *st_nmissing;
 	/* hyd_place_serve.c: the sync record, read-only (its own lock) */
 	char cache_dir[4096];
 	pthread_mutex_t rec_mu;
@@ -143,6 +146,14 @@ void hyd_place__fd_drop(hyd_place *p, uint64_t ino);
 int hyd_place__record(hyd_place *p, const struct pend *v, size_t n);
 /* Forget ino's range at off (off < 0: all of them). Under mu. */
 void hyd_place__forget(hyd_place *p, uint64_t ino, int64_t off);
+/* Whether ino is whole, from its hint on. Under mu. 0 or -EIO. */
+struct hyd_place_look {
+	int wants;	  /* it has ranges to place */
+	int landed;	  /* at its path already */
+	int whole;	  /* wants, every range recorded, not landed */
+	uint64_t missing; /* not whole: the first range not recorded */
+};
+int hyd_place__look(hyd_place *p, uint64_t ino, struct hyd_place_look *ret);
 /* Drop every file's hint (want or placed rows went). Under mu. */
 void hyd_place__hints_clear(hyd_place *p);
 

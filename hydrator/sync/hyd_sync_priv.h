@@ -293,9 +293,11 @@ int hyd_place_get(hyd_place *p, const chunk_id *id, void *out, size_t cap,
 		  size_t *ret_len);
 /* ino's part when every range is recorded and reads back right: renamed
  * to dirfd/tmp, 1; 0 when not whole (or a range did not match: it is
- * fetched again); -errno. */
+ * fetched again); -errno. *ret_from (may be NULL): where its first range
+ * not recorded is when not whole, else 0 (every range before it is in
+ * DIR: a look at what else holds its chunks can start there). */
 int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
-		    const char *tmp);
+		    const char *tmp, uint64_t *ret_from);
 /* ino is now DIR/relpath (written, adopted or found matching): its
  * ranges are read there, and those not placed are read from it, checked
  * against their ids and recorded (nothing fetches them again). adopted:

@@ -254,8 +254,20 @@ static void test_whole_after_forget(void **state)
 	size_t len = 0;
 	int fd;
 
+	int dfd = open(fx->into, O_RDONLY | O_DIRECTORY);
+	uint64_t from = 1;
+
+	assert_true(dfd >= 0);
 	place_then_whole(fx, p, 0, 0);
 	place_then_whole(fx, p, 1, 0); /* A: lacks only the zero chunk */
+	/* not whole: where each first lacks a range */
+	assert_int_equal(hyd_place_adopt(p, INO_A, LEN, dfd, "a.tmp", &from),
+			 0);
+	assert_int_equal(from, 2 * LEN);
+	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp", &from),
+			 0);
+	assert_int_equal(from, LEN);
+	close(dfd);
 	snprintf(part, sizeof(part), "%s/" HYD_PLACE_PARTS "/%d", fx->into,
 		 INO_A);
 	memset(junk, 0x5a, sizeof(junk));
@@ -294,10 +306,10 @@ static void test_adopt_and_written_over(void **state)
 	 * (a round gathers for 200 ms) */
 	/* B lacks c3: not whole, and no round is waited for (none is
 	 * recorded 2 s on) */
-	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp"), 0);
+	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp", NULL), 0);
 	hyd_place_stats(p, &st);
 	assert_int_equal(st.flushes, 0);
-	assert_int_equal(hyd_place_adopt(p, INO_A, LEN, dfd, "a.tmp"), 1);
+	assert_int_equal(hyd_place_adopt(p, INO_A, LEN, dfd, "a.tmp", NULL), 1);
 	assert_int_equal(renameat(dfd, "a.tmp", dfd, "a"), 0);
 	hyd_place_landed_file(p, INO_A, "a", 1, NULL);
 	for (int c = 0; c < 3; c++)
@@ -338,12 +350,12 @@ static void test_adopt_and_written_over(void **state)
 	assert_int_equal(pwrite(fd, "y", 1, LEN + 5), 1);
 	close(fd);
 	p = open_place(fx);
-	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp"), 0);
+	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp", NULL), 0);
 	assert_int_equal(hyd_place_has(p, &fx->id[3]), 0);
 	assert_int_equal(
 	    hyd_place_place(p, &fx->id[3], fx->data[3], LEN, cb, fx), 2);
 	hyd_place_settle(p);
-	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp"), 1);
+	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp", NULL), 1);
 	close(dfd);
 	hyd_place_close(p);
 }
@@ -370,7 +382,7 @@ static void test_landed_fd(void **state)
 		assert_int_equal(
 		    hyd_place_place(p, &fx->id[c], fx->data[c], LEN, cb, fx),
 		    2);
-	assert_int_equal(hyd_place_adopt(p, INO_A, LEN, dfd, "a.tmp"), 1);
+	assert_int_equal(hyd_place_adopt(p, INO_A, LEN, dfd, "a.tmp", NULL), 1);
 	assert_int_equal(renameat(dfd, "a.tmp", dfd, "a"), 0);
 	assert_int_equal(hyd_sync__rec_open(fx->cache, fx->into, &rec), 0);
 	hyd_place_landed_file(p, INO_A, "a", 1, dg);
