@@ -140,28 +140,32 @@ static int rec_open(const char *cache_dir, const char *dest, int ro,
 		rc = base_sqlite_errno(r->db, rc, "open the sync record");
 		goto fail;
 	}
-	rc = ro ? 0 : exec(r, "PRAGMA journal_mode = WAL");
-	rc = rc || ro
-		 ? rc
-		 : exec(r, "CREATE TABLE IF NOT EXISTS file(dev INTEGER, "
-			   "ino INTEGER, size INTEGER, mtime_ns INTEGER, "
-			   "ctime_ns INTEGER, digest BLOB, PRIMARY KEY(dev, "
-			   "ino)) WITHOUT ROWID");
-	rc = rc || ro
-		 ? rc
-		 : exec(r, "CREATE TEMP TABLE next(dev INTEGER, ino INTEGER, "
-			   "size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, "
-			   "digest BLOB, PRIMARY KEY(dev, ino)) WITHOUT ROWID");
-	rc = rc ? rc
-		: base_sqlite_prepare(r->db,
-				      "SELECT size, mtime_ns, ctime_ns, digest "
-				      "FROM file WHERE dev = ?1 AND ino = ?2",
-				      &r->get);
-	rc = rc || ro ? rc
-		      : base_sqlite_prepare(r->db,
-					    "INSERT OR REPLACE INTO next "
-					    "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-					    &r->put);
+	/* read-only: the lookups only, of a record a writer made */
+	if (!ro) {
+		rc = exec(r, "PRAGMA journal_mode = WAL");
+		rc =
+		    rc ? rc
+		       : exec(r, "CREATE TABLE IF NOT EXISTS file(dev INTEGER, "
+				 "ino INTEGER, size INTEGER, mtime_ns INTEGER, "
+				 "ctime_ns INTEGER, digest BLOB, PRIMARY "
+				 "KEY(dev, ino)) WITHOUT ROWID");
+		rc = rc ? rc
+			: exec(r, "CREATE TEMP TABLE next(dev INTEGER, ino "
+				  "INTEGER, size INTEGER, mtime_ns INTEGER, "
+				  "ctime_ns INTEGER, digest BLOB, PRIMARY "
+				  "KEY(dev, ino)) WITHOUT ROWID");
+		rc = rc ? rc
+			: base_sqlite_prepare(r->db,
+					      "INSERT OR REPLACE INTO next "
+					      "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+					      &r->put);
+		if (rc < 0)
+			goto fail;
+	}
+	rc = base_sqlite_prepare(r->db,
+				 "SELECT size, mtime_ns, ctime_ns, digest "
+				 "FROM file WHERE dev = ?1 AND ino = ?2",
+				 &r->get);
 	if (rc < 0)
 		goto fail;
 	*ret = r;
