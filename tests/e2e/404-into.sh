@@ -63,10 +63,14 @@ landed_reg=$(find "$D" -path "$D/.ferry-into" -prune -o -type f ! -name '.ferry-
 total_reg=$(find "$S" -type f | wc -l)
 # The ranges the killed mount had recorded in parts of files not landed
 # yet (distinct chunks): the sync takes them from the parts, checked.
+# Only parts still in DIR/.ferry-into count: a file renamed to its path
+# just before the kill may lack its landed row (the landing commits its
+# rows every 200 ms), and its ranges are then in DIR's file, not a part.
 mkdir -p "$T/rec" && cp "$T/cache/into.db"* "$T/rec/"
+left=$(ls "$D/.ferry-into" 2>/dev/null | grep -E '^[0-9]+$' | paste -sd, -)
 in_parts=$(sqlite3 "$T/rec/into.db" "select coalesce(sum(len), 0) from (select distinct w.id, p.len
 	from placed p join part t on t.ino = p.ino join want w on w.ino = p.ino and w.off = p.off
-	where t.path is null)") || die "cannot read the killed mount's record"
+	where t.path is null and t.ino in (${left:-0}))") || die "cannot read the killed mount's record"
 "$FERRY" sync --stats --cache-dir "$T/c3" "$URL" "$D" >"$T/sync3.out" 2>&1 || { cat "$T/sync3.out"; die "ferry sync into the mount's DIR failed"; }
 written=$(sed -n 's/^Number of regular files written: //p' "$T/sync3.out")
 [ "$landed_reg" -gt 0 ] && [ -n "$written" ] && [ "$written" -le $((total_reg - landed_reg)) ] ||
