@@ -253,7 +253,6 @@ void hyd_place__fd_drop(hyd_place *p, uint64_t ino)
 		}
 }
 
-/* Forget ino's ranges (its file is gone or was written over). Under mu. */
 static struct whint *hint_at(hyd_place *p, uint64_t ino)
 {
 	_Static_assert(NHINT == 1u << 12, "hint_at takes 12 bits");
@@ -265,6 +264,7 @@ void hyd_place__hints_clear(hyd_place *p)
 	memset(p->hint, 0, sizeof(p->hint));
 }
 
+/* Forget ino's ranges (its file is gone or was written over). Under mu. */
 void hyd_place__forget(hyd_place *p, uint64_t ino, int64_t off)
 {
 	struct whint *h = hint_at(p, ino);
