@@ -441,24 +441,24 @@ int hyd_place__look(hyd_place *p, uint64_t ino, struct hyd_place_look *ret)
 	sqlite3_stmt *s = p->st_missing;
 	struct whint *h = hint_at(p, ino);
 	uint64_t from = h->used && h->ino == ino ? h->off : 0;
-	int rc, missing = 0;
+	int rc;
 
 	memset(ret, 0, sizeof(*ret));
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)from);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
-		missing = sqlite3_column_type(s, 0) != SQLITE_NULL;
+		ret->lacks = sqlite3_column_type(s, 0) != SQLITE_NULL;
 		ret->missing =
-		    missing ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
+		    ret->lacks ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
 		ret->wants = sqlite3_column_int(s, 1);
 		ret->landed = sqlite3_column_int(s, 2);
-		ret->whole = ret->wants && !missing && !ret->landed;
+		ret->whole = ret->wants && !ret->lacks && !ret->landed;
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_ROW)
 		return -EIO;
-	if (ret->wants && missing && !ret->landed)
+	if (ret->wants && ret->lacks && !ret->landed)
 		*h = (struct whint){ino, ret->missing, 1};
 	else if (h->ino == ino)
 		h->used = 0;
@@ -736,10 +736,6 @@ static const struct {
      offsetof(struct hyd_place, st_part)},
     {"DELETE FROM placed WHERE ino = ?1 AND (?2 < 0 OR off = ?2)",
      offsetof(struct hyd_place, st_forget)},
-    {"SELECT (SELECT count(*) FROM want WHERE ino = ?1), (SELECT count(*) "
-     "FROM placed WHERE ino = ?1), (SELECT path IS NOT NULL FROM part "
-     "WHERE ino = ?1)",
-     offsetof(struct hyd_place, st_count)},
     {"UPDATE part SET path = ? WHERE ino = ? AND path IS NULL",
      offsetof(struct hyd_place, st_setpath)},
     {"SELECT off, len, xxh FROM placed WHERE ino = ? AND off >= ? ORDER BY "

@@ -152,31 +152,29 @@ again:
 /* The ranges of ino not placed yet, read from its landed file, checked
  * against their ids and recorded: DIR holds them (the landing wrote the
  * file from the store, or found it there), so nothing fetches them
- * again. Cheap when all are placed (one count). Under mu (dropped while
+ * again. Cheap when all are placed (one look). Under mu (dropped while
  * reading). */
 static void fill_missing(hyd_place *p, uint64_t ino)
 {
+	struct hyd_place_look lk;
 	struct pend *v = NULL; /* the ranges to read, then those found */
 	chunk_id *ids = NULL;
 	size_t n = 0, cap = 0, idcap = 0, i, found = 0;
 	sqlite3_stmt *st = NULL;
 	uint8_t *buf = NULL;
 	uint32_t bufcap = 0;
-	int slot, r;
+	int slot;
 
-	sqlite3_bind_int64(p->st_count, 1, (sqlite3_int64)ino);
-	r = sqlite3_step(p->st_count) == SQLITE_ROW &&
-	    sqlite3_column_int64(p->st_count, 0) >
-		sqlite3_column_int64(p->st_count, 1);
-	sqlite3_reset(p->st_count);
-	if (!r || base_sqlite_prepare(p->db,
-				      "SELECT off, len, id FROM want w WHERE "
-				      "ino = ? AND NOT EXISTS (SELECT 1 FROM "
-				      "placed p WHERE p.ino = w.ino AND p.off "
-				      "= w.off)",
-				      &st) < 0)
+	if (hyd_place__look(p, ino, &lk) < 0 || !lk.lacks ||
+	    base_sqlite_prepare(p->db,
+				"SELECT off, len, id FROM want w WHERE ino = ? "
+				"AND off >= ? AND NOT EXISTS (SELECT 1 FROM "
+				"placed p WHERE p.ino = w.ino AND p.off = "
+				"w.off)",
+				&st) < 0)
 		return;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)lk.missing);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (sqlite3_column_bytes(st, 2) != (int)sizeof(chunk_id) ||
 		    base_grow((void **)&v, &cap, n + 1, sizeof(*v)) < 0 ||

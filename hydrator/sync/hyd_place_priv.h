@@ -80,8 +80,8 @@ struct hyd_place {
 	pthread_cond_t cv;
 	sqlite3 *db;
 	sqlite3_stmt *st_want, *st_find, *st_ins, *st_part, *st_forget,
-	    *st_count, *st_setpath, *st_ranges, *st_setdigest, *st_landed,
-	    *st_missing, *st_nmissing;
+	    *st_setpath, *st_ranges, *st_setdigest, *st_landed, *st_missing,
+	    *st_nmissing;
 	/* hyd_place_serve.c: the sync record, read-only (its own lock) */
 	char cache_dir[4096];
 	pthread_mutex_t rec_mu;
@@ -150,8 +150,9 @@ void hyd_place__forget(hyd_place *p, uint64_t ino, int64_t off);
 struct hyd_place_look {
 	int wants;	  /* it has ranges to place */
 	int landed;	  /* at its path already */
-	int whole;	  /* wants, every range recorded, not landed */
-	uint64_t missing; /* not whole: the first range not recorded */
+	int lacks;	  /* a range it wants is not recorded: */
+	uint64_t missing; /* the first such, else 0 */
+	int whole;	  /* wants, lacks none, not landed */
 };
 int hyd_place__look(hyd_place *p, uint64_t ino, struct hyd_place_look *ret);
 /* Drop every file's hint (want or placed rows went). Under mu. */

@@ -446,6 +446,31 @@ static void test_found_in_dir(void **state)
 	hyd_place_close(p);
 }
 
+/* The same with the file's first range placed already: only what
+ * follows it is read from DIR's file (the look starts at the first range
+ * not recorded). */
+static void test_found_in_dir_after_placed(void **state)
+{
+	struct fx *fx = *state;
+	hyd_place *p = open_place(fx);
+	struct hyd_place_stats st;
+	char path[256];
+	int fd;
+
+	place_then_whole(fx, p, 1, 0); /* B at 0 (and A at LEN) */
+	snprintf(path, sizeof(path), "%s/b", fx->into);
+	fd = open(path, O_WRONLY | O_CREAT, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, fx->data[1], LEN, 0), LEN);
+	assert_int_equal(pwrite(fd, fx->data[3], LEN, LEN), LEN);
+	close(fd);
+	hyd_place_landed_file(p, INO_B, "b", 0, NULL);
+	assert_int_equal(hyd_place_has(p, &fx->id[3]), 1);
+	hyd_place_stats(p, &st);
+	assert_int_equal(st.found, 1); /* c3 only: c1 was recorded */
+	hyd_place_close(p);
+}
+
 /* A crash after the data is written and before its record commits: the
  * child dies while the flusher holds the rows (FERRY_PLACE_RECORD_DELAY_MS).
  * Reopened, nothing is recorded: the chunk is wanted and placed again. */
@@ -531,6 +556,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_adopt_and_written_over, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_found_in_dir, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_found_in_dir_after_placed,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_landed_fd, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_crash_between_data_and_record,
 					    setup, teardown),
