@@ -420,10 +420,12 @@ static void *into_main(void *arg)
 				  " dir=%s files=%" PRIu64 " passes=%u"
 				  " visited=%" PRIu64
 				  " secs=%.1f placed_bytes=%" PRIu64
-				  " adopted=%" PRIu64 " yielded_secs=%.1f",
+				  " adopted=%" PRIu64 " found=%" PRIu64
+				  " yielded_secs=%.1f",
 				  landed, in->dir, res.files, passes, visited,
 				  (double)(base_now_ns() - t0) / 1e9, ps.bytes,
-				  ps.adopted, (double)in->yielded_ns / 1e9);
+				  ps.adopted, ps.found,
+				  (double)in->yielded_ns / 1e9);
 			in->yielded_ns = 0;
 			continue;
 		}

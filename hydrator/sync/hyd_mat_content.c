@@ -339,6 +339,38 @@ ok:
 	return 0;
 }
 
+/* The placer answers for a filled range when its round is recorded:
+ * nothing waits on that here (the adoption waits for the round). */
+static void filled(void *arg, int rc)
+{
+	(void)arg;
+	(void)rc;
+}
+
+int hyd_mat__fill_part(struct walk *w, const struct cat_inode *in,
+		       uint64_t from)
+{
+	struct cat_chunk *cs = NULL;
+	const char *why = "";
+	size_t n = 0, i;
+	int r = 1;
+
+	if (!w->m->place || in->size < HYD_MAT_FILL_MIN ||
+	    hyd_mat__lacks(w, in, from) ||
+	    hyd_place_unrecorded(w->m->place, in->ino, from, &cs, &n) < 0 ||
+	    !n) {
+		free(cs);
+		return 0;
+	}
+	for (i = 0; i < n && r == 1; i++)
+		if (chunk_get(w, in->ino, &cs[i], &why) < 0 ||
+		    hyd_place_place(w->m->place, &cs[i].id, w->data, cs[i].len,
+				    filled, NULL) <= 0)
+			r = 0;
+	free(cs);
+	return r;
+}
+
 /* Fill the fresh (empty) file fd with ino's bytes. All-zero chunks are
  * left as holes; the final ftruncate gives the file its size. */
 int hyd_mat__copy_chunks(struct walk *w, int fd, uint64_t ino, uint64_t size,

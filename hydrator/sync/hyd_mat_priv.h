@@ -93,6 +93,17 @@ void hyd_mat__let_go(struct walk *w);
  * is before it is in DIR), else 0. */
 int hyd_mat__lacks(struct walk *w, const struct cat_inode *in, uint64_t from);
 
+/* --into: the ranges ino's part lacks from from on, when the store or
+ * other parts hold all their chunks, written into it through the placer
+ * as if they had just come (they came before the placer knew the file's
+ * manifest, say), so the part is adopted instead of the file copied
+ * whole. Files under HYD_MAT_FILL_MIN bytes are copied instead (a copy
+ * costs less than the round the adoption then waits for). 1 when every
+ * range went to the placer, else 0 (copy it). */
+#define HYD_MAT_FILL_MIN (8u << 20)
+int hyd_mat__fill_part(struct walk *w, const struct cat_inode *in,
+		       uint64_t from);
+
 /* Fill the fresh (empty) file fd with ino's verified bytes. All-zero
  * chunks are left as holes; the final ftruncate gives the file its size.
  * dg (HYD_SYNC_DIGEST_LEN bytes, or NULL) gets the manifest's digest, as

@@ -633,6 +633,9 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	adopted = plan == HYD_MAT_SEED_NONE
 		      ? adopt(w, dirfd, e, tmp, sizeof(tmp), dg, &fd, &from)
 		      : 0;
+	if (!adopted && plan == HYD_MAT_SEED_NONE &&
+	    hyd_mat__fill_part(w, &e->in, from) == 1)
+		adopted = adopt(w, dirfd, e, tmp, sizeof(tmp), dg, &fd, &from);
 	/* --into while backfill runs: a later pass writes it whole (what
 	 * the placer recorded, up to from, is there: not looked at) */
 	if (!adopted && w->m->defer && e->in.nlink < 2 &&

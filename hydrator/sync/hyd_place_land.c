@@ -149,6 +149,64 @@ again:
 	return 1;
 }
 
+/* ino's wanted ranges from off from on that are not recorded, in *ret
+ * (malloc'd; NULL when none), their count in *ret_n. 0, or -errno. Under
+ * mu. */
+static int unrecorded_list(hyd_place *p, uint64_t ino, uint64_t from,
+			   struct cat_chunk **ret, size_t *ret_n)
+{
+	struct cat_chunk *v = NULL;
+	sqlite3_stmt *st = NULL;
+	size_t n = 0, cap = 0;
+	int rc, r = 0;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (base_sqlite_prepare(p->db,
+				"SELECT off, len, id FROM want w WHERE ino = ? "
+				"AND off >= ? AND NOT EXISTS (SELECT 1 FROM "
+				"placed p WHERE p.ino = w.ino AND p.off = "
+				"w.off) ORDER BY off",
+				&st) < 0)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)from);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (sqlite3_column_bytes(st, 2) != (int)sizeof(chunk_id)) {
+			r = -EBADMSG;
+			break;
+		}
+		r = base_grow((void **)&v, &cap, n + 1, sizeof(*v));
+		if (r < 0)
+			break;
+		v[n].off = (uint64_t)sqlite3_column_int64(st, 0);
+		v[n].len = (uint32_t)sqlite3_column_int64(st, 1);
+		memcpy(&v[n].id, sqlite3_column_blob(st, 2), sizeof(chunk_id));
+		n++;
+	}
+	if (r == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
+		r = -EIO;
+	base_sqlite_finalize(&st);
+	if (r < 0) {
+		free(v);
+		return r;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+int hyd_place_unrecorded(hyd_place *p, uint64_t ino, uint64_t from,
+			 struct cat_chunk **ret, size_t *ret_n)
+{
+	int r;
+
+	pthread_mutex_lock(&p->mu);
+	r = unrecorded_list(p, ino, from, ret, ret_n);
+	pthread_mutex_unlock(&p->mu);
+	return r;
+}
+
 /* The ranges of ino not placed yet, read from its landed file, checked
  * against their ids and recorded: DIR holds them (the landing wrote the
  * file from the store, or found it there), so nothing fetches them
@@ -157,56 +215,38 @@ again:
 static void fill_missing(hyd_place *p, uint64_t ino)
 {
 	struct hyd_place_look lk;
-	struct pend *v = NULL; /* the ranges to read, then those found */
-	chunk_id *ids = NULL;
-	size_t n = 0, cap = 0, idcap = 0, i, found = 0;
-	sqlite3_stmt *st = NULL;
+	struct cat_chunk *cs = NULL; /* the ranges to read */
+	struct pend *v = NULL;	     /* those found */
+	size_t n = 0, i, found = 0;
 	uint8_t *buf = NULL;
 	uint32_t bufcap = 0;
 	int slot;
 
 	if (hyd_place__look(p, ino, &lk) < 0 || !lk.lacks ||
-	    base_sqlite_prepare(p->db,
-				"SELECT off, len, id FROM want w WHERE ino = ? "
-				"AND off >= ? AND NOT EXISTS (SELECT 1 FROM "
-				"placed p WHERE p.ino = w.ino AND p.off = "
-				"w.off)",
-				&st) < 0)
-		return;
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)lk.missing);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (sqlite3_column_bytes(st, 2) != (int)sizeof(chunk_id) ||
-		    base_grow((void **)&v, &cap, n + 1, sizeof(*v)) < 0 ||
-		    base_grow((void **)&ids, &idcap, n + 1, sizeof(*ids)) < 0)
-			break;
-		v[n] = (struct pend){ino, (uint64_t)sqlite3_column_int64(st, 0),
-				     0, (uint32_t)sqlite3_column_int64(st, 1)};
-		memcpy(&ids[n], sqlite3_column_blob(st, 2), sizeof(chunk_id));
-		if (v[n].len > bufcap)
-			bufcap = v[n].len;
-		n++;
-	}
-	base_sqlite_finalize(&st);
-	if (!n || hyd_place__fd_get(p, ino, 0, &slot) < 0) {
-		free(v);
-		free(ids);
+	    unrecorded_list(p, ino, lk.missing, &cs, &n) < 0 || !n ||
+	    hyd_place__fd_get(p, ino, 0, &slot) < 0) {
+		free(cs);
 		return;
 	}
 	pthread_mutex_unlock(&p->mu);
+	for (i = 0; i < n; i++)
+		if (cs[i].len > bufcap)
+			bufcap = cs[i].len;
 	buf = malloc(bufcap ? bufcap : 1);
-	for (i = 0; buf && i < n; i++) {
+	v = calloc(n, sizeof(*v));
+	for (i = 0; buf && v && i < n; i++) {
 		size_t got = 0;
 
-		if (base_pread_full(p->fds[slot].fd, buf, v[i].len,
-				    (off_t)v[i].off, &got) < 0 ||
-		    got != v[i].len || chunk_id_verify(&ids[i], buf, got) < 0)
+		if (base_pread_full(p->fds[slot].fd, buf, cs[i].len,
+				    (off_t)cs[i].off, &got) < 0 ||
+		    got != cs[i].len ||
+		    chunk_id_verify(&cs[i].id, buf, got) < 0)
 			continue;
-		v[found] = v[i];
-		v[found++].xxh = XXH3_64bits(buf, got);
+		v[found++] = (struct pend){ino, cs[i].off,
+					   XXH3_64bits(buf, got), cs[i].len};
 	}
 	free(buf);
-	free(ids);
+	free(cs);
 	pthread_mutex_lock(&p->mu);
 	p->fds[slot].refs--;
 	if (found && hyd_place__record(p, v, found) == 0)

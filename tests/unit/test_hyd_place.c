@@ -6,7 +6,9 @@
  * are refused and forgotten; and a crash between the data and its record
  * leaves no record (the chunk is placed again), never a record of bytes
  * that are not there; the landing hears of a file once it is whole; a
- * landed file is served from DIR only while the sync record vouches.
+ * landed file is served from DIR only while the sync record vouches; a
+ * chunk that came before any file wanted it is listed among the ranges
+ * a part lacks and is written in when handed again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -545,6 +547,65 @@ static void test_prune(void **state)
 	hyd_place_close(p);
 }
 
+/* A chunk that came before any file wanted it (the store kept it) is
+ * what a part lacks once a new generation wants it: the landing asks for
+ * the ranges not recorded, hands the chunk to the placer again, and the
+ * part is whole; a range placed in a round under way is listed until
+ * that round is recorded. */
+static void test_unrecorded_then_filled(void **state)
+{
+	struct fx *fx = *state;
+	char cat1[160];
+	hyd_place *p = NULL;
+	struct cat_chunk *cs = NULL;
+	size_t n = 0;
+	uint64_t from = 0;
+	int dfd = open(fx->into, O_RDONLY | O_DIRECTORY);
+
+	assert_true(dfd >= 0);
+	snprintf(cat1, sizeof(cat1), "%s/cat1.db", fx->dir);
+	write_catalog(fx, cat1, 0); /* A only */
+	assert_int_equal(hyd_place_open(fx->into, fx->cache, &p), 0);
+	assert_int_equal(hyd_place_gen(p, 1, cat1, NULL), 0);
+	/* wanted nowhere: the store keeps it */
+	assert_int_equal(
+	    hyd_place_place(p, &fx->id[3], fx->data[3], LEN, cb, fx), 0);
+	assert_int_equal(hyd_place_gen(p, 2, fx->cat, NULL), 0);
+	assert_int_not_equal(
+	    hyd_place_place(p, &fx->id[1], fx->data[1], LEN, cb, fx), 0);
+	hyd_place_settle(p);
+	/* B has c1 at 0, lacks c3 at LEN */
+	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp", &from),
+			 0);
+	assert_int_equal(from, LEN);
+	assert_int_equal(hyd_place_unrecorded(p, INO_B, 0, &cs, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(cs[0].off, LEN);
+	assert_int_equal(cs[0].len, LEN);
+	assert_memory_equal(&cs[0].id, &fx->id[3], sizeof(chunk_id));
+	free(cs);
+	/* from past it: nothing */
+	assert_int_equal(hyd_place_unrecorded(p, INO_B, LEN + 1, &cs, &n), 0);
+	assert_int_equal(n, 0);
+	assert_null(cs);
+	/* handed again: written into B's part now */
+	assert_int_not_equal(
+	    hyd_place_place(p, &fx->id[3], fx->data[3], LEN, cb, fx), 0);
+	assert_int_equal(hyd_place_unrecorded(p, INO_B, LEN, &cs, &n), 0);
+	assert_int_equal(n, 1); /* placed, its round not recorded yet */
+	free(cs);
+	hyd_place_settle(p);
+	assert_int_equal(hyd_place_unrecorded(p, INO_B, 0, &cs, &n), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp", &from),
+			 1);
+	assert_int_equal(renameat(dfd, "b.tmp", dfd, "b"), 0);
+	file_has(fx, "b", 0, fx->data[1]);
+	file_has(fx, "b", LEN, fx->data[3]);
+	close(dfd);
+	hyd_place_close(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -562,6 +623,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_crash_between_data_and_record,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unrecorded_then_filled, setup,
+					    teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
