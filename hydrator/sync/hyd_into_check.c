@@ -16,6 +16,8 @@
 #include "catalog/base/base.h"
 #include "hydrator/sync/hyd_sync_priv.h"
 
+#define SNAP_NS 1000000000ull /* see cat_reader_snapshots */
+
 struct diffs {
 	uint64_t n;
 };
@@ -59,6 +61,7 @@ int hyd_into_check(const char *cache_dir, const char *dir, uint64_t *ret_diffs)
 		return r;
 	}
 	cat_reader_meta(cat, &meta);
+	cat_reader_snapshots(cat, SNAP_NS);
 	memset(&res, 0, sizeof(res));
 	memset(&m, 0, sizeof(m));
 	m.cat = cat;
