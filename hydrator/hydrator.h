@@ -524,8 +524,9 @@ void hyd_into_free(hyd_into *in);
 /* `ferry finish`'s check (hyd_into_check.c): DIR against the newest
  * catalog of cache_dir, as a dry run of the landing with --delete would
  * see it; each difference is named on stderr and counted in *ret_diffs.
- * Cheap for what the landing wrote (its record: a stat per entry). 0 or
- * -errno. */
+ * Cheap for what the landing wrote (its record: a stat per entry). An
+ * info line every 10 s says how far it is, and one at the end what it
+ * checked. 0 or -errno. */
 int hyd_into_check(const char *cache_dir, const char *dir, uint64_t *ret_diffs);
 
 /* One change `ferry sync` makes (or, with dry_run, would make), for -i and

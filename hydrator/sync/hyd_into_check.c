@@ -17,10 +17,32 @@
 #include "hydrator/sync/hyd_sync_priv.h"
 
 #define SNAP_NS 1000000000ull /* see cat_reader_snapshots */
+#define SAY_EVERY_NS (10ull * 1000000000ull)
 
 struct diffs {
 	uint64_t n;
+	const char *dir;
+	uint64_t bytes_total, t0, said;
 };
+
+/* How far the check is, every SAY_EVERY_NS: on an estate of millions of
+ * files it takes minutes (a stat and a few catalog lookups a file). */
+static void tick(void *arg, uint64_t files, uint64_t bytes)
+{
+	struct diffs *d = arg;
+	uint64_t now = base_now_ns();
+
+	if (now - d->said < SAY_EVERY_NS)
+		return;
+	d->said = now;
+	base_info("checking dir=%s: %" PRIu64 " files, %.1f%% of %" PRIu64
+		  " bytes, %.0f s",
+		  d->dir, files,
+		  d->bytes_total
+		      ? 100.0 * (double)bytes / (double)d->bytes_total
+		      : 100.0,
+		  d->bytes_total, (double)(now - d->t0) / 1e9);
+}
 
 static void item(void *arg, const char *code, const char *path,
 		 const char *extra, const struct hyd_item_attrs *attrs)
@@ -38,7 +60,7 @@ int hyd_into_check(const char *cache_dir, const char *dir, uint64_t *ret_diffs)
 	struct hyd_sync_unsafe unsafe = {0};
 	struct hyd_sync_result res;
 	struct cat_meta meta;
-	struct diffs d = {0};
+	struct diffs d = {.dir = dir, .t0 = base_now_ns()};
 	struct hyd_mat m;
 	cat_reader *cat = NULL;
 	hyd_filter *keep = hyd_place_filter();
@@ -62,6 +84,8 @@ int hyd_into_check(const char *cache_dir, const char *dir, uint64_t *ret_diffs)
 	}
 	cat_reader_meta(cat, &meta);
 	cat_reader_snapshots(cat, SNAP_NS);
+	d.bytes_total = meta.bytes;
+	d.said = d.t0;
 	memset(&res, 0, sizeof(res));
 	memset(&m, 0, sizeof(m));
 	m.cat = cat;
@@ -79,6 +103,8 @@ int hyd_into_check(const char *cache_dir, const char *dir, uint64_t *ret_diffs)
 	m.unsafe = &unsafe;
 	m.item = item;
 	m.item_arg = &d;
+	m.tick = tick;
+	m.tick_arg = &d;
 	r = hyd_sync__materialize(&m);
 	hyd_sync__unsafe_free(&unsafe);
 	cat_reader_close(cat);
@@ -86,5 +112,9 @@ int hyd_into_check(const char *cache_dir, const char *dir, uint64_t *ret_diffs)
 	if (r < 0)
 		return r;
 	*ret_diffs = d.n + res.failed;
+	base_info("checked dir=%s files=%" PRIu64 " dirs=%" PRIu64
+		  " symlinks=%" PRIu64 " differences=%" PRIu64 " secs=%.1f",
+		  dir, res.files, res.dirs, res.symlinks, *ret_diffs,
+		  (double)(base_now_ns() - d.t0) / 1e9);
 	return 0;
 }

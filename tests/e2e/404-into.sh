@@ -127,7 +127,14 @@ grep -q 'bulk/b5' "$T/fin1.out" && grep -q 'new.txt' "$T/fin1.out" && grep -q 'w
 	{ cat "$T/fin1.out"; die "finish did not name what differed in DIR, or did not have it written again"; }
 python3 "$E2E_LIB/treecmp.py" --content "$S" "$D" >"$T/cmp3.txt" ||
 	{ cat "$T/cmp3.txt"; die "DIR differs from the source after finish had it written again"; }
+grep -q "checked dir=$D files=.* differences=[1-9]" "$T/fin1.out" && grep -q "checked dir=$D files=.* differences=0 " "$T/fin1.out" ||
+	{ cat "$T/fin1.out"; die "finish's check did not say what it checked: differences, then none after the mount wrote DIR again"; }
 FERRY_RUN_DIR="$T/run" "$FERRY" finish "$M" >"$T/fin2.out" 2>&1 || { cat "$T/fin2.out"; die "finish, run again, failed"; }
+# the check walks what the landing wrote: the same files, counted alike
+nreg=$(sed -n 's/.*landed generation=2 .* files=\([0-9]*\) .*/\1/p' "$T/cache/hydrator.log" | tail -n1)
+[ -n "$nreg" ] && [ "$nreg" -gt 300 ] || die "no landed line for generation 2 with its files: '$nreg'"
+grep -q "checked dir=$D files=$nreg .* differences=0 " "$T/fin2.out" ||
+	{ cat "$T/fin2.out"; die "finish's check did not count the $nreg files the landing wrote"; }
 [ "$(stat -c %d:%i "$M")" = "$(stat -c %d:%i "$D")" ] || die "MOUNTPOINT does not show DIR after finish"
 cmp "$S/bulk/b3" "$M/bulk/b3" || die "a file through the bind differs"
 rest=$(cat <&9 | wc -c)
