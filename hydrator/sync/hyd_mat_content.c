@@ -19,6 +19,7 @@
 
 /* manifest rows per cat_chunks_range call: the digest's batches */
 #define RANGE_BATCH HYD_SYNC_DIGEST_ROWS
+#define FILL_BATCH 1024u /* ranges handed to the placer at a time */
 #define WAIT_SLACK_NS 2000000000ull
 #define WAIT_POLL_NS 2000000L /* a chunk the fetching pass has not stored */
 #define MANIFEST_POLL_NS 10000000L /* a manifest the manifest thread lacks */
@@ -356,18 +357,23 @@ int hyd_mat__fill_part(struct walk *w, const struct cat_inode *in,
 	int r = 1;
 
 	if (!w->m->place || in->size < HYD_MAT_FILL_MIN ||
-	    hyd_mat__lacks(w, in, from) ||
-	    hyd_place_unrecorded(w->m->place, in->ino, from, &cs, &n) < 0 ||
-	    !n) {
-		free(cs);
+	    hyd_mat__lacks(w, in, from))
 		return 0;
-	}
-	for (i = 0; i < n && r == 1; i++)
-		if (chunk_get(w, in->ino, &cs[i], &why) < 0 ||
-		    hyd_place_place(w->m->place, &cs[i].id, w->data, cs[i].len,
-				    filled, NULL) <= 0)
+	/* in batches: a file's ranges can be millions */
+	do {
+		if (hyd_place_unrecorded(w->m->place, in->ino, from, FILL_BATCH,
+					 &cs, &n) < 0)
 			r = 0;
-	free(cs);
+		for (i = 0; i < n && r == 1; i++)
+			if (chunk_get(w, in->ino, &cs[i], &why) < 0 ||
+			    hyd_place_place(w->m->place, &cs[i].id, w->data,
+					    cs[i].len, filled, NULL) <= 0)
+				r = 0;
+		if (n)
+			from = cs[n - 1].off + 1;
+		free(cs);
+		cs = NULL;
+	} while (r == 1 && n == FILL_BATCH);
 	return r;
 }
 

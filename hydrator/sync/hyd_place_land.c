@@ -19,6 +19,8 @@
 #include "catalog/base/base.h"
 #include "hydrator/sync/hyd_place_priv.h"
 
+#define FILL_BATCH 4096u /* ranges read back at a time */
+
 /* Read every recorded range of fd back against its sum. 0, or -EBADMSG
  * (that range forgotten). */
 static int check_ranges(hyd_place *p, uint64_t ino, int fd, uint32_t max_raw)
@@ -149,11 +151,11 @@ again:
 	return 1;
 }
 
-/* ino's wanted ranges from off from on that are not recorded, in *ret
- * (malloc'd; NULL when none), their count in *ret_n. 0, or -errno. Under
- * mu. */
+/* ino's wanted ranges from off from on that are not recorded, the first
+ * max of them, in *ret (malloc'd; NULL when none), their count in *ret_n.
+ * 0, or -errno. Under mu. */
 static int unrecorded_list(hyd_place *p, uint64_t ino, uint64_t from,
-			   struct cat_chunk **ret, size_t *ret_n)
+			   size_t max, struct cat_chunk **ret, size_t *ret_n)
 {
 	struct cat_chunk *v = NULL;
 	sqlite3_stmt *st = NULL;
@@ -166,11 +168,12 @@ static int unrecorded_list(hyd_place *p, uint64_t ino, uint64_t from,
 				"SELECT off, len, id FROM want w WHERE ino = ? "
 				"AND off >= ? AND NOT EXISTS (SELECT 1 FROM "
 				"placed p WHERE p.ino = w.ino AND p.off = "
-				"w.off) ORDER BY off",
+				"w.off) ORDER BY off LIMIT ?",
 				&st) < 0)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)from);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)max);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (sqlite3_column_bytes(st, 2) != (int)sizeof(chunk_id)) {
 			r = -EBADMSG;
@@ -196,13 +199,13 @@ static int unrecorded_list(hyd_place *p, uint64_t ino, uint64_t from,
 	return 0;
 }
 
-int hyd_place_unrecorded(hyd_place *p, uint64_t ino, uint64_t from,
+int hyd_place_unrecorded(hyd_place *p, uint64_t ino, uint64_t from, size_t max,
 			 struct cat_chunk **ret, size_t *ret_n)
 {
 	int r;
 
 	pthread_mutex_lock(&p->mu);
-	r = unrecorded_list(p, ino, from, ret, ret_n);
+	r = unrecorded_list(p, ino, from, max, ret, ret_n);
 	pthread_mutex_unlock(&p->mu);
 	return r;
 }
@@ -217,40 +220,48 @@ static void fill_missing(hyd_place *p, uint64_t ino)
 	struct hyd_place_look lk;
 	struct cat_chunk *cs = NULL; /* the ranges to read */
 	struct pend *v = NULL;	     /* those found */
-	size_t n = 0, i, found = 0;
+	size_t n = 0, i, found;
+	uint64_t from;
 	uint8_t *buf = NULL;
-	uint32_t bufcap = 0;
+	size_t bufcap = 0;
 	int slot;
 
 	if (hyd_place__look(p, ino, &lk) < 0 || !lk.lacks ||
-	    unrecorded_list(p, ino, lk.missing, &cs, &n) < 0 || !n ||
-	    hyd_place__fd_get(p, ino, 0, &slot) < 0) {
-		free(cs);
+	    hyd_place__fd_get(p, ino, 0, &slot) < 0)
 		return;
-	}
-	pthread_mutex_unlock(&p->mu);
-	for (i = 0; i < n; i++)
-		if (cs[i].len > bufcap)
-			bufcap = cs[i].len;
-	buf = malloc(bufcap ? bufcap : 1);
-	v = calloc(n, sizeof(*v));
-	for (i = 0; buf && v && i < n; i++) {
-		size_t got = 0;
+	v = calloc(FILL_BATCH, sizeof(*v));
+	/* in batches: a file's ranges can be millions */
+	for (from = lk.missing; v;) {
+		if (unrecorded_list(p, ino, from, FILL_BATCH, &cs, &n) < 0 ||
+		    !n)
+			break;
+		pthread_mutex_unlock(&p->mu);
+		for (i = 0, found = 0; i < n; i++) {
+			size_t got = 0;
 
-		if (base_pread_full(p->fds[slot].fd, buf, cs[i].len,
-				    (off_t)cs[i].off, &got) < 0 ||
-		    got != cs[i].len ||
-		    chunk_id_verify(&cs[i].id, buf, got) < 0)
-			continue;
-		v[found++] = (struct pend){ino, cs[i].off,
-					   XXH3_64bits(buf, got), cs[i].len};
+			if (cs[i].len > bufcap &&
+			    base_grow((void **)&buf, &bufcap, cs[i].len, 1) < 0)
+				break;
+			if (base_pread_full(p->fds[slot].fd, buf, cs[i].len,
+					    (off_t)cs[i].off, &got) < 0 ||
+			    got != cs[i].len ||
+			    chunk_id_verify(&cs[i].id, buf, got) < 0)
+				continue;
+			v[found++] = (struct pend){
+			    ino, cs[i].off, XXH3_64bits(buf, got), cs[i].len};
+		}
+		from = cs[n - 1].off + 1;
+		free(cs);
+		cs = NULL;
+		pthread_mutex_lock(&p->mu);
+		if (found && hyd_place__record(p, v, found) == 0)
+			p->st.found += found;
+		if (n < FILL_BATCH)
+			break;
 	}
-	free(buf);
-	free(cs);
-	pthread_mutex_lock(&p->mu);
 	p->fds[slot].refs--;
-	if (found && hyd_place__record(p, v, found) == 0)
-		p->st.found += found;
+	free(cs);
+	free(buf);
 	free(v);
 }
 

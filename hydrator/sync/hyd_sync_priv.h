@@ -299,9 +299,10 @@ int hyd_place_get(hyd_place *p, const chunk_id *id, void *out, size_t cap,
 int hyd_place_adopt(hyd_place *p, uint64_t ino, uint32_t max_raw, int dirfd,
 		    const char *tmp, uint64_t *ret_from);
 /* ino's wanted ranges from off from on that are not recorded yet (placed
- * in a round under way included), in offset order: in *ret (malloc'd,
- * free() it; NULL when none), their count in *ret_n. 0, or -errno. */
-int hyd_place_unrecorded(hyd_place *p, uint64_t ino, uint64_t from,
+ * in a round under way included), in offset order, the first max of them:
+ * in *ret (malloc'd, free() it; NULL when none), their count in *ret_n.
+ * 0, or -errno. */
+int hyd_place_unrecorded(hyd_place *p, uint64_t ino, uint64_t from, size_t max,
 			 struct cat_chunk **ret, size_t *ret_n);
 /* ino is now DIR/relpath (written, adopted or found matching): its
  * ranges are read there, and those not placed are read from it, checked

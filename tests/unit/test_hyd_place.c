@@ -578,24 +578,35 @@ static void test_unrecorded_then_filled(void **state)
 	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp", &from),
 			 0);
 	assert_int_equal(from, LEN);
-	assert_int_equal(hyd_place_unrecorded(p, INO_B, 0, &cs, &n), 0);
+	assert_int_equal(hyd_place_unrecorded(p, INO_B, 0, 8, &cs, &n), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(cs[0].off, LEN);
 	assert_int_equal(cs[0].len, LEN);
 	assert_memory_equal(&cs[0].id, &fx->id[3], sizeof(chunk_id));
 	free(cs);
+	/* A lacks c0 and z: the first one only, then the next from past it */
+	assert_int_equal(hyd_place_unrecorded(p, INO_A, 0, 1, &cs, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(cs[0].off, 0);
+	free(cs);
+	assert_int_equal(hyd_place_unrecorded(p, INO_A, 1, 8, &cs, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(cs[0].off, 2 * LEN);
+	assert_memory_equal(&cs[0].id, &fx->id[2], sizeof(chunk_id));
+	free(cs);
 	/* from past it: nothing */
-	assert_int_equal(hyd_place_unrecorded(p, INO_B, LEN + 1, &cs, &n), 0);
+	assert_int_equal(hyd_place_unrecorded(p, INO_B, LEN + 1, 8, &cs, &n),
+			 0);
 	assert_int_equal(n, 0);
 	assert_null(cs);
 	/* handed again: written into B's part now */
 	assert_int_not_equal(
 	    hyd_place_place(p, &fx->id[3], fx->data[3], LEN, cb, fx), 0);
-	assert_int_equal(hyd_place_unrecorded(p, INO_B, LEN, &cs, &n), 0);
+	assert_int_equal(hyd_place_unrecorded(p, INO_B, LEN, 8, &cs, &n), 0);
 	assert_int_equal(n, 1); /* placed, its round not recorded yet */
 	free(cs);
 	hyd_place_settle(p);
-	assert_int_equal(hyd_place_unrecorded(p, INO_B, 0, &cs, &n), 0);
+	assert_int_equal(hyd_place_unrecorded(p, INO_B, 0, 8, &cs, &n), 0);
 	assert_int_equal(n, 0);
 	assert_int_equal(hyd_place_adopt(p, INO_B, LEN, dfd, "b.tmp", &from),
 			 1);
