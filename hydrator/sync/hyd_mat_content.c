@@ -356,9 +356,6 @@ int hyd_mat__fill_part(struct walk *w, const struct cat_inode *in,
 	size_t n = 0, i;
 	int r = 1;
 
-	if (!w->m->place || in->size < HYD_MAT_FILL_MIN ||
-	    hyd_mat__lacks(w, in, from))
-		return 0;
 	/* in batches: a file's ranges can be millions */
 	do {
 		if (hyd_place_unrecorded(w->m->place, in->ino, from, FILL_BATCH,

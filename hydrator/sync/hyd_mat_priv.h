@@ -93,13 +93,13 @@ void hyd_mat__let_go(struct walk *w);
  * is before it is in DIR), else 0. */
 int hyd_mat__lacks(struct walk *w, const struct cat_inode *in, uint64_t from);
 
-/* --into: the ranges ino's part lacks from from on, when the store or
- * other parts hold all their chunks, written into it through the placer
- * as if they had just come (they came before the placer knew the file's
- * manifest, say), so the part is adopted instead of the file copied
- * whole. Files under HYD_MAT_FILL_MIN bytes are copied instead (a copy
- * costs less than the round the adoption then waits for). 1 when every
- * range went to the placer, else 0 (copy it). */
+/* --into: the ranges ino's part lacks from from on, whose chunks the
+ * store or other parts hold (hyd_mat__lacks said 0), written into it
+ * through the placer as if they had just come (they came before the
+ * placer knew the file's manifest, say), so the part is adopted instead
+ * of the file copied whole. For files of HYD_MAT_FILL_MIN bytes or more
+ * (below, a copy costs less than the round the adoption then waits
+ * for). 1 when every range went to the placer, else 0 (copy it). */
 #define HYD_MAT_FILL_MIN (8u << 20)
 int hyd_mat__fill_part(struct walk *w, const struct cat_inode *in,
 		       uint64_t from);

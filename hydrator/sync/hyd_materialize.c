@@ -518,6 +518,7 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	uint8_t dg[HYD_SYNC_DIGEST_LEN];
 	int fd = -1, r, i, have, quick = 0, same = 0, matches = 0;
 	int digest_ok = 0, src = -1, adopted, by_record = 0, mstate = -1;
+	int lacks = -1; /* not asked yet */
 	uint64_t from = 0;
 	char seed[PATH_MAX];
 	enum hyd_mat_seed plan;
@@ -633,13 +634,19 @@ static int sync_reg(struct walk *w, int dirfd, const struct hyd_dirent_copy *e)
 	adopted = plan == HYD_MAT_SEED_NONE
 		      ? adopt(w, dirfd, e, tmp, sizeof(tmp), dg, &fd, &from)
 		      : 0;
-	if (!adopted && plan == HYD_MAT_SEED_NONE &&
-	    hyd_mat__fill_part(w, &e->in, from) == 1)
-		adopted = adopt(w, dirfd, e, tmp, sizeof(tmp), dg, &fd, &from);
+	/* a big part that lacks only what the store holds is filled */
+	if (!adopted && plan == HYD_MAT_SEED_NONE && w->m->place &&
+	    e->in.size >= HYD_MAT_FILL_MIN) {
+		lacks = hyd_mat__lacks(w, &e->in, from);
+		if (!lacks && hyd_mat__fill_part(w, &e->in, from) == 1)
+			adopted = adopt(w, dirfd, e, tmp, sizeof(tmp), dg, &fd,
+					&from);
+	}
 	/* --into while backfill runs: a later pass writes it whole (what
 	 * the placer recorded, up to from, is there: not looked at) */
 	if (!adopted && w->m->defer && e->in.nlink < 2 &&
-	    hyd_mat__waiting(w->m) && hyd_mat__lacks(w, &e->in, from)) {
+	    hyd_mat__waiting(w->m) &&
+	    (lacks >= 0 ? lacks : hyd_mat__lacks(w, &e->in, from))) {
 		leave(w, e);
 		if (src >= 0)
 			close(src);

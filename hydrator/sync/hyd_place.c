@@ -754,6 +754,10 @@ static const struct {
      "EXISTS(SELECT 1 FROM placed p WHERE p.ino = w.ino AND p.off = "
      "w.off)",
      offsetof(struct hyd_place, st_nmissing)},
+    {"SELECT w.off, w.len, w.id FROM want w WHERE w.ino = ?1 AND w.off >= "
+     "?2 AND NOT EXISTS(SELECT 1 FROM placed p WHERE p.ino = w.ino AND "
+     "p.off = w.off) ORDER BY w.off LIMIT ?3",
+     offsetof(struct hyd_place, st_unrecorded)},
 };
 
 /* A record made before part had its digest column gets it (its files

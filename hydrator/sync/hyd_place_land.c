@@ -157,20 +157,13 @@ again:
 static int unrecorded_list(hyd_place *p, uint64_t ino, uint64_t from,
 			   size_t max, struct cat_chunk **ret, size_t *ret_n)
 {
+	sqlite3_stmt *st = p->st_unrecorded;
 	struct cat_chunk *v = NULL;
-	sqlite3_stmt *st = NULL;
 	size_t n = 0, cap = 0;
 	int rc, r = 0;
 
 	*ret = NULL;
 	*ret_n = 0;
-	if (base_sqlite_prepare(p->db,
-				"SELECT off, len, id FROM want w WHERE ino = ? "
-				"AND off >= ? AND NOT EXISTS (SELECT 1 FROM "
-				"placed p WHERE p.ino = w.ino AND p.off = "
-				"w.off) ORDER BY off LIMIT ?",
-				&st) < 0)
-		return -EIO;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)from);
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)max);
@@ -189,7 +182,7 @@ static int unrecorded_list(hyd_place *p, uint64_t ino, uint64_t from,
 	}
 	if (r == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
 		r = -EIO;
-	base_sqlite_finalize(&st);
+	sqlite3_reset(st);
 	if (r < 0) {
 		free(v);
 		return r;
@@ -220,7 +213,7 @@ static void fill_missing(hyd_place *p, uint64_t ino)
 	struct hyd_place_look lk;
 	struct cat_chunk *cs = NULL; /* the ranges to read */
 	struct pend *v = NULL;	     /* those found */
-	size_t n = 0, i, found;
+	size_t n = 0, i, found, vcap = 0;
 	uint64_t from;
 	uint8_t *buf = NULL;
 	size_t bufcap = 0;
@@ -229,11 +222,10 @@ static void fill_missing(hyd_place *p, uint64_t ino)
 	if (hyd_place__look(p, ino, &lk) < 0 || !lk.lacks ||
 	    hyd_place__fd_get(p, ino, 0, &slot) < 0)
 		return;
-	v = calloc(FILL_BATCH, sizeof(*v));
 	/* in batches: a file's ranges can be millions */
-	for (from = lk.missing; v;) {
+	for (from = lk.missing;;) {
 		if (unrecorded_list(p, ino, from, FILL_BATCH, &cs, &n) < 0 ||
-		    !n)
+		    !n || base_grow((void **)&v, &vcap, n, sizeof(*v)) < 0)
 			break;
 		pthread_mutex_unlock(&p->mu);
 		for (i = 0, found = 0; i < n; i++) {

@@ -81,7 +81,7 @@ struct hyd_place {
 	sqlite3 *db;
 	sqlite3_stmt *st_want, *st_find, *st_ins, *st_part, *st_forget,
 	    *st_setpath, *st_ranges, *st_setdigest, *st_landed, *st_missing,
-	    *st_nmissing;
+	    *st_nmissing, *st_unrecorded;
 	/* hyd_place_serve.c: the sync record, read-only (its own lock) */
 	char cache_dir[4096];
 	pthread_mutex_t rec_mu;

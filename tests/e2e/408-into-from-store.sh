@@ -4,9 +4,11 @@
 # chunk that came before the placer knew its file's manifest) gets those
 # ranges written into its part from the store and the part renamed in
 # (adopted), rather than the whole file copied beside it and then read
-# back: the landed line counts both big files as adopted, the placer read
-# no range back from DIR for them, and DIR equals the source. Small files
-# are copied (a copy costs less than the round an adoption waits for).
+# back: the placer read (almost) no range back from DIR (a copy of the big
+# files reads their hundreds back: what tells the two apart), the landed
+# line counts at least the two big files as adopted, and DIR equals the
+# source. Small files may be copied (a copy costs less than the round an
+# adoption waits for).
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 S="$T/src"

@@ -425,21 +425,29 @@ static void test_landed_fd(void **state)
 	hyd_place_close(p);
 }
 
-static void test_found_in_dir(void **state)
+/* DIR/b as written by someone else: chunk c0 of the fixture at 0, c1 at
+ * LEN. */
+static void write_b(struct fx *fx, int c0, int c1)
 {
-	struct fx *fx = *state;
-	hyd_place *p = open_place(fx);
-	struct hyd_place_stats st;
 	char path[256];
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/b", fx->into);
 	fd = open(path, O_WRONLY | O_CREAT, 0644);
 	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, fx->data[1], LEN, 0), LEN);
-	/* its second chunk is not the catalog's: not recorded */
-	assert_int_equal(pwrite(fd, fx->data[0], LEN, LEN), LEN);
+	assert_int_equal(pwrite(fd, fx->data[c0], LEN, 0), LEN);
+	assert_int_equal(pwrite(fd, fx->data[c1], LEN, LEN), LEN);
 	close(fd);
+}
+
+static void test_found_in_dir(void **state)
+{
+	struct fx *fx = *state;
+	hyd_place *p = open_place(fx);
+	struct hyd_place_stats st;
+
+	/* its second chunk is not the catalog's: not recorded */
+	write_b(fx, 1, 0);
 	hyd_place_landed_file(p, INO_B, "b", 0, NULL);
 	assert_int_equal(hyd_place_has(p, &fx->id[1]), 1);
 	assert_int_equal(hyd_place_has(p, &fx->id[3]), 0);
@@ -456,16 +464,9 @@ static void test_found_in_dir_after_placed(void **state)
 	struct fx *fx = *state;
 	hyd_place *p = open_place(fx);
 	struct hyd_place_stats st;
-	char path[256];
-	int fd;
 
 	place_then_whole(fx, p, 1, 0); /* B at 0 (and A at LEN) */
-	snprintf(path, sizeof(path), "%s/b", fx->into);
-	fd = open(path, O_WRONLY | O_CREAT, 0644);
-	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, fx->data[1], LEN, 0), LEN);
-	assert_int_equal(pwrite(fd, fx->data[3], LEN, LEN), LEN);
-	close(fd);
+	write_b(fx, 1, 3);
 	hyd_place_landed_file(p, INO_B, "b", 0, NULL);
 	assert_int_equal(hyd_place_has(p, &fx->id[3]), 1);
 	hyd_place_stats(p, &st);
