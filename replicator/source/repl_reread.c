@@ -4,7 +4,12 @@
  * any symlink, pread of exactly the recorded bytes, hash check, frame
  * encoding. The bytes are never handed out unless their SHA-256 matches
  * the id: a file changed since the scan is -EBADMSG (the server answers
- * 409; a publish stops).
+ * 409; a publish stops). The hash is computed again unless the file is,
+ * before and after the read, exactly what the walk saw when it hashed
+ * those bytes (device, inode, size, mtime and ctime, which every write
+ * moves), and had settled then (repl_srcindex_add_file): the same check
+ * by which a new walk reuses a file's manifest without reading it. Every
+ * hydrator hashes what it receives in any case.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -72,8 +77,27 @@ static int changed_errno(int e)
 	       e == EINVAL || e == ENXIO;
 }
 
+static int64_t ns_of(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+/* Is st the file the walk saw? */
+static int as_seen(const struct stat *st, const struct repl_src_loc *loc)
+{
+	const struct repl_src_todo *t = &loc->seen;
+
+	return loc->has_seen && (uint64_t)st->st_dev == t->dev &&
+	       (uint64_t)st->st_ino == t->sino &&
+	       (uint64_t)st->st_size == t->size &&
+	       ns_of(&st->st_mtim) == t->mtime_ns &&
+	       ns_of(&st->st_ctim) == t->ctime_ns;
+}
+
+/* The chunk's bytes into w->raw; *ret_seen: the file was what the walk
+ * saw all through the read. */
 static int read_exact(struct repl_worker *w, int dirfd,
-		      const struct repl_src_loc *loc)
+		      const struct repl_src_loc *loc, int *ret_seen)
 {
 	struct stat st;
 	size_t got = 0;
@@ -98,9 +122,12 @@ static int read_exact(struct repl_worker *w, int dirfd,
 		r = -EBADMSG;
 		goto out;
 	}
+	*ret_seen = as_seen(&st, loc);
 	r = base_pread_full(fd, w->raw, loc->len, loc->off, &got);
 	if (r == 0 && got < loc->len)
 		r = -EBADMSG; /* short: the file shrank */
+	if (r == 0 && *ret_seen)
+		*ret_seen = fstat(fd, &st) == 0 && as_seen(&st, loc);
 out:
 	close(fd);
 	return r;
@@ -111,7 +138,7 @@ int repl_chunk_frame(struct repl_worker *w, int dirfd, enum frame_policy policy,
 {
 	struct repl_src_loc loc;
 	size_t cap;
-	int r;
+	int r, seen = 0;
 
 	memset(res, 0, sizeof(*res));
 	r = repl_srcindex_lookup(w->idx, id, &loc);
@@ -122,12 +149,15 @@ int repl_chunk_frame(struct repl_worker *w, int dirfd, enum frame_policy policy,
 		r = -ENOMEM;
 		goto out;
 	}
-	r = read_exact(w, dirfd, &loc);
+	r = read_exact(w, dirfd, &loc, &seen);
 	if (r < 0)
 		goto out;
-	r = chunk_id_verify(id, w->raw, loc.len);
-	if (r < 0)
-		goto out;
+	if (!seen) {
+		res->hashed = 1;
+		r = chunk_id_verify(id, w->raw, loc.len);
+		if (r < 0)
+			goto out;
+	}
 	cap = frame_bound(loc.len);
 	res->frame = malloc(cap);
 	if (!res->frame) {

@@ -311,20 +311,18 @@ static int scan_reg(struct scan *s, struct repl_file_job *j, uint64_t *ret_ino)
 	if (r < 0)
 		return r;
 	if (s->sw) {
-		r = repl_srcindex_add_file(s->sw, s->cur_ino, s->path.b,
-					   s->path.len, (uint64_t)j->st.st_dev,
-					   (uint64_t)j->st.st_ino);
-		if (r == 0 && j->pending) {
-			struct repl_src_todo t = {
-			    .dev = (uint64_t)j->st.st_dev,
-			    .sino = (uint64_t)j->st.st_ino,
-			    .size = (uint64_t)j->st.st_size,
-			    .mtime_ns = ts_ns(&j->st.st_mtim),
-			    .ctime_ns = ts_ns(&j->st.st_ctim),
-			};
+		struct repl_src_todo t = {
+		    .dev = (uint64_t)j->st.st_dev,
+		    .sino = (uint64_t)j->st.st_ino,
+		    .size = (uint64_t)j->st.st_size,
+		    .mtime_ns = ts_ns(&j->st.st_mtim),
+		    .ctime_ns = ts_ns(&j->st.st_ctim),
+		};
 
+		r = repl_srcindex_add_file(s->sw, s->cur_ino, s->path.b,
+					   s->path.len, &t);
+		if (r == 0 && j->pending)
 			r = repl_srcindex_add_todo(s->sw, s->cur_ino, &t);
-		}
 		if (r < 0)
 			return r;
 	}

@@ -487,6 +487,11 @@ static int64_t mtime_ns(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
+static int64_t ctime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
 static void left_out(struct repl_file_job *j, int err, const char *why)
 {
 	j->left_out = 1;
@@ -583,9 +588,12 @@ void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr)
 			left_out(j, errno, NULL);
 			goto out;
 		}
+		/* ctime too: the identity recorded (j->st) vouches for these
+		 * bytes when a chunk is read again (repl_reread.c). */
 		if (total == (uint64_t)j->st.st_size &&
 		    a.st_size == j->st.st_size &&
-		    mtime_ns(&a) == mtime_ns(&j->st))
+		    mtime_ns(&a) == mtime_ns(&j->st) &&
+		    ctime_ns(&a) == ctime_ns(&j->st))
 			break;
 		close(fd);
 		fd = -1;

@@ -169,6 +169,8 @@ struct repl_chunk_res {
 	size_t frame_len;
 	uint32_t raw_len;
 	char *path; /* malloc'd relative path, for the 409 detail/log */
+	int hashed; /* its SHA-256 was computed again: the file was not
+		     * (or not known to be) what the walk saw */
 };
 
 /* A chunk reading context of its own (not from a namespace's pool) on

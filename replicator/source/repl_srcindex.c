@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -26,6 +27,7 @@
 struct repl_srcindex_writer {
 	sqlite3 *db;
 	sqlite3_stmt *st_file, *st_chunk, *st_ident, *st_todo;
+	int64_t settle_ns;
 	char *path, *tmp;
 };
 
@@ -35,7 +37,11 @@ static const char SCHEMA[] =
     "PRAGMA cache_size=-65536;"
     "PRAGMA user_version=1;"
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
-    "CREATE TABLE file(ino INTEGER PRIMARY KEY, path BLOB NOT NULL);"
+    /* dev .. ctime_ns: what the walk saw of a settled file (else NULL);
+     * an index without them (older builds) is served by hashing */
+    "CREATE TABLE file(ino INTEGER PRIMARY KEY, path BLOB NOT NULL,"
+    " dev INTEGER, sino INTEGER, size INTEGER, mtime_ns INTEGER,"
+    " ctime_ns INTEGER);"
     "CREATE TABLE chunk(id BLOB PRIMARY KEY, ino INTEGER NOT NULL,"
     " off INTEGER NOT NULL, len INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE ident(dev INTEGER NOT NULL, sino INTEGER NOT NULL,"
@@ -61,6 +67,7 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
+	w->settle_ns = REPL_SETTLE_NS;
 	w->path = strdup(path);
 	w->tmp = base_path_fmt("%s.tmp", path);
 	if (!w->path || !w->tmp) {
@@ -95,8 +102,11 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 		r = base_sqlite_errno(w->db, rc, "meta");
 		goto out;
 	}
-	r = base_sqlite_prepare(
-	    w->db, "INSERT INTO file(ino, path) VALUES (?1, ?2)", &w->st_file);
+	r = base_sqlite_prepare(w->db,
+				"INSERT INTO file(ino, path, dev, sino, size,"
+				" mtime_ns, ctime_ns) VALUES (?1, ?2, ?3, ?4,"
+				" ?5, ?6, ?7)",
+				&w->st_file);
 	if (r < 0)
 		goto out;
 	r = base_sqlite_prepare(w->db,
@@ -127,21 +137,46 @@ out:
 	return r;
 }
 
-int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
-			   const void *path, size_t path_len, uint64_t dev,
-			   uint64_t sino)
+void repl_srcindex_set_settle(repl_srcindex_writer *w, int64_t ns)
 {
-	int rc;
+	w->settle_ns = ns;
+}
+
+static int64_t wall_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
+			   const void *path, size_t path_len,
+			   const struct repl_src_todo *seen)
+{
+	int rc, i;
 
 	sqlite3_reset(w->st_file);
 	sqlite3_bind_int64(w->st_file, 1, (sqlite3_int64)ino);
 	/* zero-length blobs bind as NULL when the pointer is NULL */
 	sqlite3_bind_blob64(w->st_file, 2, path_len ? path : "", path_len,
 			    SQLITE_STATIC);
+	/* A file written within the settle time is left without: its
+	 * chunks are hashed again whenever they are read. */
+	if (seen->ctime_ns < wall_ns() - w->settle_ns) {
+		sqlite3_bind_int64(w->st_file, 3, (sqlite3_int64)seen->dev);
+		sqlite3_bind_int64(w->st_file, 4, (sqlite3_int64)seen->sino);
+		sqlite3_bind_int64(w->st_file, 5, (sqlite3_int64)seen->size);
+		sqlite3_bind_int64(w->st_file, 6, seen->mtime_ns);
+		sqlite3_bind_int64(w->st_file, 7, seen->ctime_ns);
+	} else {
+		for (i = 3; i <= 7; i++)
+			sqlite3_bind_null(w->st_file, i);
+	}
 	rc = sqlite3_step(w->st_file);
 	if (rc != SQLITE_DONE)
 		return base_sqlite_errno(w->db, rc, "add file");
-	return repl_srcindex_add_ident(w, ino, dev, sino);
+	return repl_srcindex_add_ident(w, ino, seen->dev, seen->sino);
 }
 
 int repl_srcindex_add_ident(repl_srcindex_writer *w, uint64_t ino, uint64_t dev,
@@ -313,13 +348,27 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 		if (e < 0)
 			goto out;
 	}
-	e = base_sqlite_prepare(r->db,
-				"SELECT c.ino, c.off, c.len, f.path"
+	/* An index from a build that kept no identities has no such
+	 * columns: its chunks are always hashed. */
+	rc = sqlite3_prepare_v2(r->db,
+				"SELECT c.ino, c.off, c.len, f.path, f.dev,"
+				" f.sino, f.size, f.mtime_ns, f.ctime_ns"
 				" FROM chunk c JOIN file f ON f.ino = c.ino"
 				" WHERE c.id = ?1",
-				&r->st_lookup);
-	if (e < 0)
-		goto out;
+				-1, &r->st_lookup, NULL);
+	r->lookup_seen = rc == SQLITE_OK;
+	if (rc != SQLITE_OK) {
+		sqlite3_finalize(r->st_lookup);
+		r->st_lookup = NULL;
+		e = base_sqlite_prepare(
+		    r->db,
+		    "SELECT c.ino, c.off, c.len, f.path"
+		    " FROM chunk c JOIN file f ON f.ino = c.ino"
+		    " WHERE c.id = ?1",
+		    &r->st_lookup);
+		if (e < 0)
+			goto out;
+	}
 	*ret_r = r;
 	return 0;
 out:
@@ -379,6 +428,17 @@ int repl_srcindex_lookup(repl_srcindex *r, const chunk_id *id,
 	ret->len = (uint32_t)len;
 	ret->path = r->path_buf;
 	ret->path_len = (size_t)n;
+	ret->has_seen = r->lookup_seen &&
+			sqlite3_column_type(r->st_lookup, 8) == SQLITE_INTEGER;
+	if (ret->has_seen) {
+		ret->seen.dev = (uint64_t)sqlite3_column_int64(r->st_lookup, 4);
+		ret->seen.sino =
+		    (uint64_t)sqlite3_column_int64(r->st_lookup, 5);
+		ret->seen.size =
+		    (uint64_t)sqlite3_column_int64(r->st_lookup, 6);
+		ret->seen.mtime_ns = sqlite3_column_int64(r->st_lookup, 7);
+		ret->seen.ctime_ns = sqlite3_column_int64(r->st_lookup, 8);
+	}
 out:
 	sqlite3_reset(r->st_lookup);
 	return e;

@@ -48,8 +48,9 @@
 #define REPL_HASH_OK 0
 #define REPL_HASH_CHANGED 1
 
-/* What the walk saw of a pending file; the hasher hashes it only if the
- * file is still exactly that. */
+/* What the walk saw of a regular file (its identity): the hasher hashes
+ * a pending file only if it is still exactly that, and a chunk read again
+ * from a file still exactly that needs no second hash. */
 struct repl_src_todo {
 	uint64_t dev, sino, size;
 	int64_t mtime_ns, ctime_ns;
@@ -63,11 +64,21 @@ typedef struct repl_srcindex_writer repl_srcindex_writer;
 int repl_srcindex_create(const char *path, uint64_t generation,
 			 repl_srcindex_writer **ret_w);
 
-/* Record the relative path of a regular file's catalog inode, and the
- * source file's identity (st_dev, st_ino). */
+/* Record the relative path of a regular file's catalog inode, and what
+ * the walk saw of the source file (seen). Its (st_dev, st_ino) name the
+ * catalog inode for the next walk; the whole of it is kept for the chunk
+ * workers only when the file had settled, its ctime older than the
+ * writer's settle time (repl_srcindex_set_settle) at the call: a write
+ * within the same clock tick as the one the walk saw could leave ctime
+ * where it was. */
 int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
-			   const void *path, size_t path_len, uint64_t dev,
-			   uint64_t sino);
+			   const void *path, size_t path_len,
+			   const struct repl_src_todo *seen);
+
+/* How long before the walk's look a file's ctime must lie for its identity
+ * to vouch for its bytes (REPL_SETTLE_NS unless set; tests set 0). */
+#define REPL_SETTLE_NS 2000000000ll
+void repl_srcindex_set_settle(repl_srcindex_writer *w, int64_t ns);
 
 /* The source identity of a catalog entry that is not a regular file (a
  * directory, symlink or special file), so the next generation gives the
@@ -98,6 +109,7 @@ struct repl_srcindex {
 	sqlite3 *db;
 	int version; /* 1, 2 or 3 (REPL_SRCINDEX_FORMAT*) */
 	sqlite3_stmt *st_lookup;
+	int lookup_seen;	/* st_lookup also gives what the walk saw */
 	sqlite3_stmt *st_ident; /* NULL: format 1, no identities */
 	/* manifests (repl_srcindex_manifest.c), prepared on first use */
 	sqlite3_stmt *st_m_hashed, *st_m_todo, *st_m_rows, *st_m_count,
@@ -115,6 +127,10 @@ struct repl_src_loc {
 	char *path; /* NUL-terminated relative path; owned by the handle,
 		     * valid until the next call on it */
 	size_t path_len;
+	/* What the walk saw of the file, when it had settled (an index
+	 * written before it was kept: never) */
+	int has_seen;
+	struct repl_src_todo seen;
 };
 
 /* Open read-only and check the format. Returns 0, -ENOENT, -EBADMSG, -EIO. */
