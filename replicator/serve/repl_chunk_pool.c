@@ -126,23 +126,12 @@ int repl_chunk_check(struct repl_ns *ns, const chunk_id *ids, size_t n,
 		     size_t *ret_bad)
 {
 	struct repl_worker *w = NULL;
-	struct repl_src_loc loc;
-	size_t i;
 	int r;
 
 	r = worker_get(ns, &w);
 	if (r < 0)
 		return r;
-	for (i = 0; i < n; i++) {
-		r = repl_srcindex_lookup(w->idx, &ids[i], &loc);
-		if (r == -ENOENT) {
-			*ret_bad = i;
-			r = 1;
-			break;
-		}
-		if (r < 0)
-			break;
-	}
+	r = repl_srcindex_known(w->idx, ids, n, ret_bad);
 	worker_put(ns, w);
 	return r;
 }

@@ -263,7 +263,8 @@ int repl_ns_reload(struct repl_server *srv);
 /* -- chunk workers (repl_chunk.c) -- */
 
 /* Worker thread: look id up, read its bytes from beneath ns->dirfd
- * without following symlinks, verify the hash, encode a frame. */
+ * without following symlinks, verify the hash (repl_reread.c says when it
+ * is not needed), encode a frame. */
 void repl_chunk_load(struct repl_ns *ns, enum frame_policy policy,
 		     const chunk_id *id, struct repl_chunk_res *res);
 

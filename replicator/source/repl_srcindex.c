@@ -444,6 +444,38 @@ out:
 	return e;
 }
 
+int repl_srcindex_known(repl_srcindex *r, const chunk_id *ids, size_t n,
+			size_t *ret_bad)
+{
+	size_t i;
+	int rc, e;
+
+	if (!r->st_known) {
+		e = base_sqlite_prepare(
+		    r->db, "SELECT 1 FROM chunk WHERE id = ?1", &r->st_known);
+		if (e < 0)
+			return e;
+	}
+	e = base_sqlite_exec(r->db, "BEGIN", "begin");
+	if (e < 0)
+		return e;
+	for (i = 0; i < n && e == 0; i++) {
+		sqlite3_bind_blob(r->st_known, 1, ids[i].b, CHUNK_ID_LEN,
+				  SQLITE_STATIC);
+		rc = sqlite3_step(r->st_known);
+		if (rc == SQLITE_DONE) {
+			*ret_bad = i;
+			e = 1;
+		} else if (rc != SQLITE_ROW) {
+			e = base_sqlite_errno(r->db, rc, "known");
+		}
+		sqlite3_reset(r->st_known);
+	}
+	/* Nothing was written: the end of a read cannot fail for good. */
+	(void)base_sqlite_exec(r->db, "COMMIT", "commit");
+	return e;
+}
+
 int repl_srcindex_ident(repl_srcindex *r, uint64_t dev, uint64_t sino,
 			uint64_t *ret_ino)
 {
@@ -476,6 +508,7 @@ void repl_srcindex_close(repl_srcindex *r)
 		return;
 	sqlite3_finalize(r->st_ident);
 	sqlite3_finalize(r->st_lookup);
+	sqlite3_finalize(r->st_known);
 	repl__srcindex_manifest_fini(r);
 	sqlite3_close(r->db);
 	free(r->path_buf);

@@ -110,6 +110,7 @@ struct repl_srcindex {
 	int version; /* 1, 2 or 3 (REPL_SRCINDEX_FORMAT*) */
 	sqlite3_stmt *st_lookup;
 	int lookup_seen;	/* st_lookup also gives what the walk saw */
+	sqlite3_stmt *st_known; /* repl_srcindex_known, prepared on first use */
 	sqlite3_stmt *st_ident; /* NULL: format 1, no identities */
 	/* manifests (repl_srcindex_manifest.c), prepared on first use */
 	sqlite3_stmt *st_m_hashed, *st_m_todo, *st_m_rows, *st_m_count,
@@ -140,6 +141,12 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r);
  * (a row out of bounds), -EIO. */
 int repl_srcindex_lookup(repl_srcindex *r, const chunk_id *id,
 			 struct repl_src_loc *ret);
+
+/* Are all of ids[0..n) known? 0 when they are, 1 with *ret_bad the first
+ * that is not, -EIO. One read transaction for all (a batch's check costs
+ * one lock, not one per id). */
+int repl_srcindex_known(repl_srcindex *r, const chunk_id *ids, size_t n,
+			size_t *ret_bad);
 
 /* The catalog ino of the regular file whose source identity was (dev,
  * sino) in this generation. 0, -ENOENT (none, or a format 1 index), -EIO. */
