@@ -30,6 +30,7 @@
 #define OPT_PUBLISH 0x201
 #define OPT_SESSION 0x202
 #define OPT_SERVE_LAST 0x203
+#define OPT_REHASH 0x204
 #define PUBLISH_MAX 64
 
 static const char USAGE[] =
@@ -87,6 +88,12 @@ static const char USAGE[] =
     "      --hash-before-publish  hash every new or changed file before\n"
     "                          the namespace is published (no pending\n"
     "                          manifests; browsing waits for the bytes)\n"
+    "      --rehash            hash every chunk again as it is read to\n"
+    "                          be served (default: only when its file is\n"
+    "                          not exactly what the walk saw, or was\n"
+    "                          written within 2 s of it); for a source\n"
+    "                          file system where a write can leave a\n"
+    "                          file's ctime alone\n"
     "      --rescan-interval SECONDS  rescan every namespace this often\n"
     "                          (default 0: only on SIGHUP)\n"
     "      --keep-generations K  generations kept on disk and served,\n"
@@ -377,6 +384,7 @@ static int parse_options(int argc, char **argv, struct cli *c)
 	    {"publish", required_argument, NULL, OPT_PUBLISH},
 	    {"session", no_argument, NULL, OPT_SESSION},
 	    {"serve-last", no_argument, NULL, OPT_SERVE_LAST},
+	    {"rehash", no_argument, NULL, OPT_REHASH},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
@@ -448,6 +456,9 @@ static int parse_options(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_SERVE_LAST:
 			o->serve_last = 1;
+			break;
+		case OPT_REHASH:
+			o->rehash = 1;
 			break;
 		case 'S':
 			o->sign_key = optarg;

@@ -186,6 +186,9 @@ static void *worker_main(void *arg)
 		fail(p, r, "cannot open the source index");
 		goto out;
 	}
+	/* What is published is written once and served by any web server
+	 * or cache for as long as it stays: every chunk is hashed. */
+	w->rehash = 1;
 	for (;;) {
 		pthread_mutex_lock(&p->mu);
 		while (!p->qn && !p->eof && !p->err)

@@ -118,6 +118,7 @@ void repl_chunk_load(struct repl_ns *ns, enum frame_policy policy,
 		res->err = r;
 		return;
 	}
+	w->rehash = ns->srv->rehash;
 	repl_chunk_frame(w, ns->dirfd, policy, id, res);
 	worker_put(ns, w);
 }

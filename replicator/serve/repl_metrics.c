@@ -245,6 +245,10 @@ static uint64_t ns_mismatches(const struct repl_ns *ns)
 {
 	return ns->stats.mismatches;
 }
+static uint64_t ns_rehashed(const struct repl_ns *ns)
+{
+	return ns->stats.chunks_rehashed;
+}
 
 /* The hashing of a namespace's served generation, as /stats has it. */
 static void ns_hash(const struct repl_ns *ns, struct repl_hasher_stats *h)
@@ -324,6 +328,10 @@ static void render_ns(struct base_prom *p, const struct repl_server *srv)
 	per_ns(p, srv, "ferry_replicator_mismatches_total", "counter",
 	       "Chunks not served because their source no longer matched.",
 	       ns_mismatches);
+	per_ns(p, srv, "ferry_replicator_chunks_rehashed_total", "counter",
+	       "Of the chunks sent, those hashed again before (their file "
+	       "was not as the walk saw it, or --rehash).",
+	       ns_rehashed);
 	render_hashing(p, srv);
 }
 

@@ -126,6 +126,7 @@ static void stats_served(struct repl_ns *ns, const struct repl_chunk_res *res)
 	struct frame_info fi;
 
 	ns->stats.chunks_served++;
+	ns->stats.chunks_rehashed += res->hashed ? 1u : 0u;
 	ns->stats.chunk_bytes_served += res->raw_len;
 	ns->stats.frame_bytes_served += res->frame_len;
 	if (frame_header_parse(res->frame, res->frame_len, CHUNK_MAX_LIMIT,
@@ -143,7 +144,7 @@ static void route_stats(struct repl_req *req, struct repl_ns *ns)
 	char body[1024], when[32];
 	/* json_int_t is 64-bit signed: no counter gets near its limit */
 	json_t *o = json_pack(
-	    "{sIsssIsbsIsIsIsIsIsIsIso}", "generation",
+	    "{sIsssIsbsIsIsIsIsIsIsIsIso}", "generation",
 	    (json_int_t)ns->generation, "switched_at",
 	    switched_at(ns, when, sizeof(when)), "rescans",
 	    (json_int_t)ns->rescans, "rescanning", ns->scan_running, "requests",
@@ -152,7 +153,8 @@ static void route_stats(struct repl_req *req, struct repl_ns *ns)
 	    (json_int_t)ns->stats.chunk_bytes_served, "lz4_frames_served",
 	    (json_int_t)ns->stats.lz4_frames_served, "zstd_frames_served",
 	    (json_int_t)ns->stats.zstd_frames_served, "mismatches",
-	    (json_int_t)ns->stats.mismatches, "manifests_served",
+	    (json_int_t)ns->stats.mismatches, "chunks_rehashed",
+	    (json_int_t)ns->stats.chunks_rehashed, "manifests_served",
 	    (json_int_t)ns->stats.manifests_served, "hashing",
 	    hashing_json(ns));
 	int n = o ? base_json_line(o, body, sizeof(body) - 1) : -ENOMEM;

@@ -53,6 +53,9 @@ struct repl_server_opts {
 	/* --serve-last: serve the generation the state holds at once, then
 	 * walk (the walk publishes the next one if the tree changed) */
 	int serve_last;
+	/* --rehash: every chunk read to be served is hashed again, even
+	 * from a file that is what the walk saw (repl_reread.c) */
+	int rehash;
 	const char *state_dir;
 	enum frame_policy policy;
 	unsigned scan_threads;	    /* repl_scan_opts.threads */

@@ -48,6 +48,7 @@ struct repl_stats {
 	uint64_t lz4_frames_served;  /* of those frames, lz4 */
 	uint64_t zstd_frames_served; /* and zstd (over planes or not) */
 	uint64_t mismatches;
+	uint64_t chunks_rehashed;  /* of those served, hashed again */
 	uint64_t manifests_served; /* manifest and segment bodies */
 };
 
@@ -151,6 +152,7 @@ struct repl_server {
 	/* --session (repl_session.c): standard input, watched for its end */
 	int session;
 	int serve_last; /* --serve-last */
+	int rehash;	/* --rehash */
 	uv_pipe_t session_in;
 	int session_in_open;
 	size_t session_ready; /* namespaces that published a generation */

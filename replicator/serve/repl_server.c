@@ -353,6 +353,7 @@ int repl_server_init(struct repl_server *srv, const struct repl_server_opts *o)
 	repl_pool_sweep_init(srv);
 	srv->session = o->session;
 	srv->serve_last = o->serve_last;
+	srv->rehash = o->rehash;
 	if (srv->session)
 		return repl_session_start(srv);
 	return 0;

@@ -152,7 +152,7 @@ int repl_chunk_frame(struct repl_worker *w, int dirfd, enum frame_policy policy,
 	r = read_exact(w, dirfd, &loc, &seen);
 	if (r < 0)
 		goto out;
-	if (!seen) {
+	if (!seen || w->rehash) {
 		res->hashed = 1;
 		r = chunk_id_verify(id, w->raw, loc.len);
 		if (r < 0)

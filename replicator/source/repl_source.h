@@ -159,6 +159,7 @@ struct repl_worker {
 	frame_coder *coder;
 	uint8_t *raw;
 	size_t raw_cap;
+	int rehash; /* hash every chunk, whatever its file's identity says */
 };
 
 /* Result of serving one chunk on a worker. */

@@ -11,6 +11,9 @@
 #      the frames before the changed chunk arrive whole, then the
 #      connection is cut (no chunked-body end), the chunks after it are
 #      never sent, and the mismatch is counted.
+# The replicator runs with --rehash (every chunk hashed again, as these
+# files, written just now, would be anyway): the option is accepted and
+# changes none of the above.
 # Checked that (a) can fail: with repl_open_beneath made a plain openat
 # (following symlinks), the replicator served the file outside DIR and
 # this test failed.
@@ -28,7 +31,7 @@ done
 cp "$S/d/victim.bin" "$O/victim.bin"
 cp "$S/sub/inner.bin" "$O/sub/inner.bin"
 port=$(free_port)
-REPL_OPTS=--hash-before-publish start_repl "$port" "s=$S"
+REPL_OPTS="--hash-before-publish --rehash" start_repl "$port" "s=$S"
 URL="http://127.0.0.1:$port/v1/s"
 CAT="$T/state/s/catalog/1.db"
 id_of() { # PATH below DIR -> its one chunk id (hex)

@@ -1110,10 +1110,9 @@ static json_int_t stat_of(const json_t *o, const char *key)
 static json_t *get_stats(const struct fixture *f)
 {
 	static const char *const keys[] = {
-	    "generation",	 "requests",
-	    "chunks_served",	 "chunk_bytes_served",
-	    "mismatches",	 "manifests_served",
-	    "rescans",		 "lz4_frames_served",
+	    "generation",	  "requests",	"chunks_served",
+	    "chunk_bytes_served", "mismatches", "manifests_served",
+	    "chunks_rehashed",	  "rescans",	"lz4_frames_served",
 	    "zstd_frames_served"};
 	json_error_t jerr;
 	struct resp r;
@@ -1129,7 +1128,7 @@ static json_t *get_stats(const struct fixture *f)
 		fail_msg("stats not JSON (%s): %s", jerr.text, (char *)r.body);
 	/* the counters, when the generation was switched to, whether a
 	 * rescan runs, and the hashing object */
-	assert_int_equal(json_object_size(o), 12);
+	assert_int_equal(json_object_size(o), 13);
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		stat_of(o, keys[i]);
 	assert_true(json_is_string(json_object_get(o, "switched_at")));
@@ -1158,6 +1157,9 @@ static void test_stats(void **state)
 	assert_int_equal(stat_of(b, "requests") - stat_of(a, "requests"), 2);
 	assert_int_equal(
 	    stat_of(b, "chunks_served") - stat_of(a, "chunks_served"), 1);
+	/* its file was written just now: hashed again */
+	assert_int_equal(
+	    stat_of(b, "chunks_rehashed") - stat_of(a, "chunks_rehashed"), 1);
 	assert_int_equal(stat_of(b, "chunk_bytes_served") -
 			     stat_of(a, "chunk_bytes_served"),
 			 (json_int_t)strlen(HELLO));

@@ -6,7 +6,8 @@
  * time serves a file's chunk without a second hash; the same with the
  * default settle time (the file was just written) hashes it; a file
  * changed in place with its size and mtime put back (ctime moves) is
- * hashed and refused (-EBADMSG, the server's 409); a file replaced by a
+ * hashed and refused (-EBADMSG, the server's 409); with rehash set
+ * (--rehash, a publish) a settled file's chunk is hashed; a file replaced by a
  * copy of the same bytes (another inode) is hashed and served; an index
  * from a build that kept no identity (its file table has no such
  * columns) is served by hashing.
@@ -103,8 +104,9 @@ static void make(struct fix *f, int64_t settle_ns)
 	assert_int_equal(repl_srcindex_commit(w), 0);
 }
 
-/* Serve the chunk; its error, *hashed whether it was hashed again. */
-static int serve(struct fix *f, int *hashed)
+/* Serve the chunk (every chunk hashed when rehash); its error, *hashed
+ * whether it was hashed again. */
+static int serve_as(struct fix *f, int rehash, int *hashed)
 {
 	struct repl_worker *w;
 	struct repl_chunk_res res;
@@ -114,6 +116,7 @@ static int serve(struct fix *f, int *hashed)
 
 	assert_non_null(raw);
 	assert_int_equal(repl_chunk_worker_open(f->idx, 1, &w), 0);
+	w->rehash = rehash;
 	r = repl_chunk_frame(w, f->dirfd, FRAME_POLICY_LZ4, &f->id, &res);
 	*hashed = res.hashed;
 	if (r == 0) {
@@ -132,6 +135,11 @@ static int serve(struct fix *f, int *hashed)
 	return r;
 }
 
+static int serve(struct fix *f, int *hashed)
+{
+	return serve_as(f, 0, hashed);
+}
+
 static void test_settled_not_hashed(void **state)
 {
 	struct fix *f = *state;
@@ -140,6 +148,9 @@ static void test_settled_not_hashed(void **state)
 	make(f, 0);
 	assert_int_equal(serve(f, &hashed), 0);
 	assert_int_equal(hashed, 0);
+	/* --rehash (and every publish): hashed all the same */
+	assert_int_equal(serve_as(f, 1, &hashed), 0);
+	assert_int_equal(hashed, 1);
 }
 
 static void test_fresh_file_hashed(void **state)
