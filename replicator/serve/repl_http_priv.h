@@ -68,6 +68,11 @@ static inline struct repl_req *repl_req_of(struct httpd_req *h)
 int repl_req_work(struct repl_req *req, uv_work_t *w, uv_work_cb work,
 		  uv_after_work_cb after);
 
+/* The same for a chunk of a batch: bulk work, which goes after all other
+ * and holds only some of the pool's threads (repl_jobs.c). */
+int repl_req_work_bulk(struct repl_req *req, uv_work_t *w, uv_work_cb work,
+		       uv_after_work_cb after);
+
 /* Queue work (w, run on a worker; after on the loop, which must drop a
  * reference of req) once room bytes are reserved for req's answer: now,
  * or when its tenant's share allows (httpd_req_reserve). A client that

@@ -12,6 +12,12 @@
  * tenant, however much those tenants ask. A job whose connection went
  * away before its turn is not run: its after-work callback gets
  * UV_ECANCELED, as a cancelled libuv job's would.
+ * Two classes: a chunk of a batch (POST chunks: backfill, bulk copies) is
+ * bulk; anything else (a single chunk GET, which is what a client's
+ * blocked read asks for, a manifest, a signature) goes before every bulk
+ * job, and bulk jobs hold at most REPL_JOBS_BULK of the pool's threads:
+ * a read's chunk never waits for a thread behind a batch's (cold disk
+ * reads of a big file on a fast link).
  *
  * Everything here runs on the loop thread, except the work itself.
  */
@@ -25,6 +31,9 @@
  * more, so a thread that finishes finds the next job without waiting for
  * the loop. */
 #define REPL_JOBS_AHEAD 12u
+/* Bulk jobs in the pool at once: two of its eight threads stay free for
+ * the rest. */
+#define REPL_JOBS_BULK 6u
 #define REPL_JOBS_BUCKETS 256u
 
 struct repl_job {
@@ -34,12 +43,13 @@ struct repl_job {
 	uv_work_t *w; /* the caller's: its data is what the callbacks use */
 	uv_work_cb work;
 	uv_after_work_cb after;
+	int bulk;
 	struct repl_job *next;
 };
 
-/* One tenant's jobs waiting for their turn. */
+/* One tenant's jobs of one class waiting for their turn. */
 struct repl_job_line {
-	uint64_t key;
+	uint64_t key; /* the tenant's, with the class in bit 0 */
 	struct repl_job *head, *tail;
 	struct repl_job_line *hnext; /* in its bucket */
 	struct repl_job_line *rnext; /* in the ring of lines with jobs */
@@ -49,8 +59,10 @@ int repl_jobs_init(struct repl_jobs *q, uv_loop_t *loop)
 {
 	q->loop = loop;
 	q->running = 0;
+	q->bulk_running = 0;
 	q->pumping = 0;
 	q->ring = NULL;
+	q->bulk_ring = NULL;
 	q->lines = calloc(REPL_JOBS_BUCKETS, sizeof(*q->lines));
 	return q->lines ? 0 : -ENOMEM;
 }
@@ -90,29 +102,30 @@ static void line_free(struct repl_jobs *q, struct repl_job_line *l)
 	free(l);
 }
 
-/* Into the ring, at its end (q->ring is the last line; its rnext the
+/* Into a ring, at its end (*ring is the last line; its rnext the
  * first). */
-static void ring_add(struct repl_jobs *q, struct repl_job_line *l)
+static void ring_add(struct repl_job_line **ring, struct repl_job_line *l)
 {
-	if (!q->ring) {
+	if (!*ring) {
 		l->rnext = l;
 	} else {
-		l->rnext = q->ring->rnext;
-		q->ring->rnext = l;
+		l->rnext = (*ring)->rnext;
+		(*ring)->rnext = l;
 	}
-	q->ring = l;
+	*ring = l;
 }
 
-/* The next job in turn, its line moved to the end of the ring (or out of
- * it, and freed, when it has no more). NULL when none waits. */
-static struct repl_job *take_next(struct repl_jobs *q)
+/* The next job of a ring in turn, its line moved to the end of the ring
+ * (or out of it, and freed, when it has no more). NULL when none waits. */
+static struct repl_job *ring_take(struct repl_jobs *q,
+				  struct repl_job_line **ring)
 {
 	struct repl_job_line *l;
 	struct repl_job *j;
 
-	if (!q->ring)
+	if (!*ring)
 		return NULL;
-	l = q->ring->rnext; /* the first */
+	l = (*ring)->rnext; /* the first */
 	j = l->head;
 	l->head = j->next;
 	if (!l->head)
@@ -120,13 +133,24 @@ static struct repl_job *take_next(struct repl_jobs *q)
 	j->next = NULL;
 	if (!l->head) {
 		if (l->rnext == l)
-			q->ring = NULL;
+			*ring = NULL;
 		else
-			q->ring->rnext = l->rnext;
+			(*ring)->rnext = l->rnext;
 		line_free(q, l);
 	} else {
-		q->ring = l; /* the first becomes the last */
+		*ring = l; /* the first becomes the last */
 	}
+	return j;
+}
+
+/* The next job to run: any other before bulk, bulk only while fewer than
+ * REPL_JOBS_BULK run. */
+static struct repl_job *take_next(struct repl_jobs *q)
+{
+	struct repl_job *j = ring_take(q, &q->ring);
+
+	if (!j && q->bulk_running < REPL_JOBS_BULK)
+		j = ring_take(q, &q->bulk_ring);
 	return j;
 }
 
@@ -145,6 +169,8 @@ static void job_after(uv_work_t *uw, int status)
 	struct repl_jobs *q = j->q;
 
 	q->running--;
+	if (j->bulk)
+		q->bulk_running--;
 	j->after(j->w, status);
 	free(j);
 	pump(q);
@@ -172,12 +198,14 @@ static void pump(struct repl_jobs *q)
 			continue;
 		}
 		q->running++;
+		if (j->bulk)
+			q->bulk_running++;
 	}
 	q->pumping = 0;
 }
 
-int repl_req_work(struct repl_req *req, uv_work_t *w, uv_work_cb work,
-		  uv_after_work_cb after)
+static int queue_work(struct repl_req *req, uv_work_t *w, uv_work_cb work,
+		      uv_after_work_cb after, int bulk)
 {
 	struct repl_jobs *q = &req->srv->jobs;
 	struct repl_job_line *l;
@@ -185,7 +213,7 @@ int repl_req_work(struct repl_req *req, uv_work_t *w, uv_work_cb work,
 
 	if (!j)
 		return -ENOMEM;
-	l = line_of(q, httpd_req_tenant(&req->h));
+	l = line_of(q, (httpd_req_tenant(&req->h) << 1) | (uint64_t) !!bulk);
 	if (!l) {
 		free(j);
 		return -ENOMEM;
@@ -195,13 +223,26 @@ int repl_req_work(struct repl_req *req, uv_work_t *w, uv_work_cb work,
 	j->w = w;
 	j->work = work;
 	j->after = after;
+	j->bulk = bulk;
 	if (l->tail)
 		l->tail->next = j;
 	else
 		l->head = j;
 	if (!l->tail)
-		ring_add(q, l);
+		ring_add(bulk ? &q->bulk_ring : &q->ring, l);
 	l->tail = j;
 	pump(q);
 	return 0;
+}
+
+int repl_req_work(struct repl_req *req, uv_work_t *w, uv_work_cb work,
+		  uv_after_work_cb after)
+{
+	return queue_work(req, w, work, after, 0);
+}
+
+int repl_req_work_bulk(struct repl_req *req, uv_work_t *w, uv_work_cb work,
+		       uv_after_work_cb after)
+{
+	return queue_work(req, w, work, after, 1);
 }

@@ -804,8 +804,8 @@ static void batch_pump(struct batch *b)
 					: b->policy;
 			s->w.data = s;
 			httpd_req_ref(&req->h);
-			if (repl_req_work(req, &s->w, batch_slot_work,
-					  batch_slot_done) < 0) {
+			if (repl_req_work_bulk(req, &s->w, batch_slot_work,
+					       batch_slot_done) < 0) {
 				httpd_req_unref(&req->h);
 				httpd_req_abort(&req->h);
 				return;

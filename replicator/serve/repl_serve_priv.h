@@ -105,10 +105,12 @@ struct repl_ns {
 struct repl_job_line;
 struct repl_jobs {
 	uv_loop_t *loop;
-	unsigned running; /* in libuv's pool */
+	unsigned running;      /* in libuv's pool */
+	unsigned bulk_running; /* of those, bulk (repl_req_work_bulk) */
 	int pumping;
-	struct repl_job_line *ring;   /* lines with jobs; this is the last */
-	struct repl_job_line **lines; /* by tenant key */
+	struct repl_job_line *ring;	 /* lines with jobs; this is the last */
+	struct repl_job_line *bulk_ring; /* the same of bulk jobs */
+	struct repl_job_line **lines;	 /* by tenant key */
 };
 
 /* Set up / free the queue (empty by then). 0 or -ENOMEM. */

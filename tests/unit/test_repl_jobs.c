@@ -1,0 +1,169 @@
+/*
+ * tests/unit/test_repl_jobs.c — the replicator's queue of requests' work
+ * (replicator/serve/repl_jobs.c) on a real libuv loop and thread pool (8
+ * threads, as the replicator runs it): with 20 chunks of batches queued
+ * (bulk) whose work blocks, at most 6 of them hold pool threads, and a
+ * single chunk's work (repl_req_work) queued after all of them runs at
+ * once, while the other 14 still wait; released, every job runs and every
+ * after-work callback comes, bulk ones in the order they were queued.
+ * Checked that it can fail: with bulk jobs queued as any other (the
+ * queue as it was), the single chunk's work did not run before the
+ * release and the test failed.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "catalog/base/base.h"
+#include "catalog/httpd/httpd_priv.h"
+#include "replicator/serve/repl_http_priv.h"
+#include "replicator/serve/repl_serve_priv.h"
+
+#define BULK 20
+#define SEC 1000000000ull
+
+struct box {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int released;
+	int bulk_in_work; /* bulk works running now */
+	int urgent_ran;
+	int afters;
+	int order[BULK + 1], norder;
+};
+
+static struct box box = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .cv = PTHREAD_COND_INITIALIZER,
+};
+
+struct item {
+	uv_work_t w;
+	int idx; /* -1: the single chunk */
+};
+
+static void bulk_work(uv_work_t *w)
+{
+	struct item *it = w->data;
+
+	pthread_mutex_lock(&box.mu);
+	box.bulk_in_work++;
+	box.order[box.norder++] = it->idx;
+	pthread_cond_broadcast(&box.cv);
+	while (!box.released)
+		pthread_cond_wait(&box.cv, &box.mu);
+	box.bulk_in_work--;
+	pthread_mutex_unlock(&box.mu);
+}
+
+static void urgent_work(uv_work_t *w)
+{
+	(void)w;
+	pthread_mutex_lock(&box.mu);
+	box.urgent_ran = 1;
+	pthread_cond_broadcast(&box.cv);
+	pthread_mutex_unlock(&box.mu);
+}
+
+static void after(uv_work_t *w, int status)
+{
+	(void)w;
+	assert_int_equal(status, 0);
+	box.afters++;
+}
+
+/* Wait (up to 5 s) until pred holds; its value then. */
+static int wait_for(int (*pred)(void))
+{
+	uint64_t until = base_now_ns() + 5 * SEC;
+	int ok;
+
+	pthread_mutex_lock(&box.mu);
+	while (!(ok = pred()) && base_now_ns() < until)
+		base_cond_wait_until(&box.cv, &box.mu,
+				     base_now_ns() + SEC / 20);
+	pthread_mutex_unlock(&box.mu);
+	return ok;
+}
+
+static int urgent_done(void)
+{
+	return box.urgent_ran;
+}
+
+static int six_in_work(void)
+{
+	return box.bulk_in_work >= 6;
+}
+
+static void test_single_before_bulk(void **state)
+{
+	struct httpd_tenant tenant = {.key = 42};
+	struct httpd_conn conn = {.tenant = &tenant};
+	struct repl_server *srv = calloc(1, sizeof(*srv));
+	struct repl_req *req = calloc(1, sizeof(*req));
+	struct item items[BULK + 1];
+	uv_loop_t loop;
+	int i;
+
+	(void)state;
+	assert_non_null(srv);
+	assert_non_null(req);
+	assert_int_equal(uv_loop_init(&loop), 0);
+	assert_int_equal(repl_jobs_init(&srv->jobs, &loop), 0);
+	req->srv = srv;
+	req->h.x.conn = &conn;
+	for (i = 0; i < BULK; i++) {
+		items[i].idx = i;
+		items[i].w.data = &items[i];
+		assert_int_equal(
+		    repl_req_work_bulk(req, &items[i].w, bulk_work, after), 0);
+	}
+	items[BULK].idx = -1;
+	items[BULK].w.data = &items[BULK];
+	assert_int_equal(repl_req_work(req, &items[BULK].w, urgent_work, after),
+			 0);
+
+	/* the pool holds six bulk works, blocked, and no more */
+	assert_true(wait_for(six_in_work));
+	/* the single chunk's work runs although 14 bulk ones came first */
+	assert_true(wait_for(urgent_done));
+	pthread_mutex_lock(&box.mu);
+	assert_int_equal(box.bulk_in_work, 6);
+	assert_int_equal(box.norder, 6);
+	box.released = 1;
+	pthread_cond_broadcast(&box.cv);
+	pthread_mutex_unlock(&box.mu);
+
+	/* every job runs and is answered */
+	while (box.afters < BULK + 1)
+		uv_run(&loop, UV_RUN_ONCE);
+	assert_int_equal(box.norder, BULK);
+	/* bulk works started in the order queued (the first six together) */
+	for (i = 6; i < BULK; i++)
+		assert_true(box.order[i] >= 6);
+	assert_int_equal(srv->jobs.running, 0);
+	assert_int_equal(srv->jobs.bulk_running, 0);
+	repl_jobs_fini(&srv->jobs);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	free(req);
+	free(srv);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_single_before_bulk),
+	};
+
+	/* the replicator's pool (repl_main.c sets the same) */
+	setenv("UV_THREADPOOL_SIZE", "8", 1);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
