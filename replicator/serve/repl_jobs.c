@@ -14,10 +14,12 @@
  * UV_ECANCELED, as a cancelled libuv job's would.
  * Two classes: a chunk of a batch (POST chunks: backfill, bulk copies) is
  * bulk; anything else (a single chunk GET, which is what a client's
- * blocked read asks for, a manifest, a signature) goes before every bulk
- * job, and bulk jobs hold at most REPL_JOBS_BULK of the pool's threads:
- * a read's chunk never waits for a thread behind a batch's (cold disk
- * reads of a big file on a fast link).
+ * blocked read asks for, a manifest, a signature) goes before bulk jobs,
+ * and bulk jobs hold at most REPL_JOBS_BULK of the pool's threads: a
+ * read's chunk never waits for a thread behind a batch's (cold disk reads
+ * of a big file on a fast link). When no bulk job has run for
+ * REPL_JOBS_BULK_WAIT_MS while one waits, the next one goes first: no
+ * tenant's single requests, however many, stop the others' batches.
  *
  * Everything here runs on the loop thread, except the work itself.
  */
@@ -34,6 +36,7 @@
 /* Bulk jobs in the pool at once: two of its eight threads stay free for
  * the rest. */
 #define REPL_JOBS_BULK 6u
+#define REPL_JOBS_BULK_WAIT_MS 100u
 #define REPL_JOBS_BUCKETS 256u
 
 struct repl_job {
@@ -143,12 +146,17 @@ static struct repl_job *ring_take(struct repl_jobs *q,
 	return j;
 }
 
-/* The next job to run: any other before bulk, bulk only while fewer than
- * REPL_JOBS_BULK run. */
+/* The next job to run: a bulk one when none ran for REPL_JOBS_BULK_WAIT_MS,
+ * else any other, then bulk while fewer than REPL_JOBS_BULK run. */
 static struct repl_job *take_next(struct repl_jobs *q)
 {
-	struct repl_job *j = ring_take(q, &q->ring);
+	struct repl_job *j = NULL;
 
+	if (!q->bulk_running && q->bulk_ring &&
+	    uv_now(q->loop) - q->bulk_at_ms >= REPL_JOBS_BULK_WAIT_MS)
+		j = ring_take(q, &q->bulk_ring);
+	if (!j)
+		j = ring_take(q, &q->ring);
 	if (!j && q->bulk_running < REPL_JOBS_BULK)
 		j = ring_take(q, &q->bulk_ring);
 	return j;
@@ -198,8 +206,10 @@ static void pump(struct repl_jobs *q)
 			continue;
 		}
 		q->running++;
-		if (j->bulk)
+		if (j->bulk) {
 			q->bulk_running++;
+			q->bulk_at_ms = uv_now(q->loop);
+		}
 	}
 	q->pumping = 0;
 }
@@ -228,6 +238,9 @@ static int queue_work(struct repl_req *req, uv_work_t *w, uv_work_cb work,
 		l->tail->next = j;
 	else
 		l->head = j;
+	/* a bulk job's wait counts from when it came to an empty line */
+	if (bulk && !q->bulk_ring && !q->bulk_running)
+		q->bulk_at_ms = uv_now(q->loop);
 	if (!l->tail)
 		ring_add(bulk ? &q->bulk_ring : &q->ring, l);
 	l->tail = j;

@@ -107,6 +107,7 @@ struct repl_jobs {
 	uv_loop_t *loop;
 	unsigned running;      /* in libuv's pool */
 	unsigned bulk_running; /* of those, bulk (repl_req_work_bulk) */
+	uint64_t bulk_at_ms;   /* loop time a bulk job last started or came */
 	int pumping;
 	struct repl_job_line *ring;	 /* lines with jobs; this is the last */
 	struct repl_job_line *bulk_ring; /* the same of bulk jobs */

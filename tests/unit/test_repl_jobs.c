@@ -6,9 +6,14 @@
  * single chunk's work (repl_req_work) queued after all of them runs at
  * once, while the other 14 still wait; released, every job runs and every
  * after-work callback comes, bulk ones in the order they were queued.
+ * And the other way: 20 single chunks' works queued before 4 bulk ones
+ * (all blocking until released, 150 ms later) do not all start before
+ * the first bulk one (a bulk job that waited 100 ms with none running
+ * goes next).
  * Checked that it can fail: with bulk jobs queued as any other (the
  * queue as it was), the single chunk's work did not run before the
- * release and the test failed.
+ * release and the first test failed; with bulk taken only when nothing
+ * else waits, the second failed (all 20 started first).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -36,7 +42,7 @@ struct box {
 	int bulk_in_work; /* bulk works running now */
 	int urgent_ran;
 	int afters;
-	int order[BULK + 1], norder;
+	int order[32], norder;
 };
 
 static struct box box = {
@@ -60,6 +66,21 @@ static void bulk_work(uv_work_t *w)
 	while (!box.released)
 		pthread_cond_wait(&box.cv, &box.mu);
 	box.bulk_in_work--;
+	pthread_mutex_unlock(&box.mu);
+}
+
+/* The second test's works: each records its start (its idx: bulk ones
+ * 100 and up) and blocks until released. */
+static void record_work(uv_work_t *w)
+{
+	struct item *it = w->data;
+
+	pthread_mutex_lock(&box.mu);
+	box.order[box.norder++] = it->idx;
+	box.bulk_in_work++;
+	pthread_cond_broadcast(&box.cv);
+	while (!box.released)
+		pthread_cond_wait(&box.cv, &box.mu);
 	pthread_mutex_unlock(&box.mu);
 }
 
@@ -101,6 +122,11 @@ static int urgent_done(void)
 static int six_in_work(void)
 {
 	return box.bulk_in_work >= 6;
+}
+
+static int eight_in_work(void)
+{
+	return box.bulk_in_work >= 8;
 }
 
 static void test_single_before_bulk(void **state)
@@ -157,10 +183,68 @@ static void test_single_before_bulk(void **state)
 	free(srv);
 }
 
+static void test_bulk_not_starved(void **state)
+{
+	struct httpd_tenant tenant = {.key = 7};
+	struct httpd_conn conn = {.tenant = &tenant};
+	struct repl_server *srv = calloc(1, sizeof(*srv));
+	struct repl_req *req = calloc(1, sizeof(*req));
+	struct item items[24];
+	uv_loop_t loop;
+	int i, first_bulk = -1;
+
+	(void)state;
+	assert_non_null(srv);
+	assert_non_null(req);
+	pthread_mutex_lock(&box.mu);
+	box.released = 0;
+	box.bulk_in_work = 0;
+	box.afters = 0;
+	box.norder = 0;
+	pthread_mutex_unlock(&box.mu);
+	assert_int_equal(uv_loop_init(&loop), 0);
+	assert_int_equal(repl_jobs_init(&srv->jobs, &loop), 0);
+	req->srv = srv;
+	req->h.x.conn = &conn;
+	for (i = 0; i < 24; i++) {
+		items[i].idx = i < 20 ? i : 100 + i;
+		items[i].w.data = &items[i];
+		if (i < 20)
+			assert_int_equal(
+			    repl_req_work(req, &items[i].w, record_work, after),
+			    0);
+		else
+			assert_int_equal(repl_req_work_bulk(req, &items[i].w,
+							    record_work, after),
+					 0);
+	}
+	/* eight single chunks' works hold the threads, for 150 ms */
+	assert_true(wait_for(eight_in_work));
+	usleep(150000);
+	uv_update_time(&loop);
+	pthread_mutex_lock(&box.mu);
+	box.released = 1;
+	pthread_cond_broadcast(&box.cv);
+	pthread_mutex_unlock(&box.mu);
+	while (box.afters < 24)
+		uv_run(&loop, UV_RUN_ONCE);
+	assert_int_equal(box.norder, 24);
+	for (i = 0; i < 24 && first_bulk < 0; i++)
+		if (box.order[i] >= 100)
+			first_bulk = i;
+	/* the first bulk work started before the last single one */
+	assert_true(first_bulk >= 0 && first_bulk < 20);
+	repl_jobs_fini(&srv->jobs);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	free(req);
+	free(srv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_single_before_bulk),
+	    cmocka_unit_test(test_bulk_not_starved),
 	};
 
 	/* the replicator's pool (repl_main.c sets the same) */
