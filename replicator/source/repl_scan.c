@@ -320,7 +320,7 @@ static int scan_reg(struct scan *s, struct repl_file_job *j, uint64_t *ret_ino)
 		};
 
 		r = repl_srcindex_add_file(s->sw, s->cur_ino, s->path.b,
-					   s->path.len, &t);
+					   s->path.len, &t, j->looked_ns);
 		if (r == 0 && j->pending)
 			r = repl_srcindex_add_todo(s->sw, s->cur_ino, &t);
 		if (r < 0)

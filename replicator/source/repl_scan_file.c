@@ -540,6 +540,7 @@ void repl_file_job_run(struct repl_file_job *j, struct repl_file_reader *fr)
 		pthread_mutex_unlock(&fr->sh->hook_lock);
 	}
 	/* The walk's stat of this entry: the walker takes it from here. */
+	j->looked_ns = base_wall_ns();
 	if (fstatat(j->dfd, j->name, &a, AT_SYMLINK_NOFOLLOW) < 0) {
 		left_out(j, errno, NULL);
 		return;

@@ -225,6 +225,7 @@ struct repl_file_job {
 	int warn_err;	      /* positive errno or 0 */
 	const char *warn_why; /* static text or NULL */
 	struct stat st;	      /* after the read */
+	int64_t looked_ns;    /* wall clock just before the first stat */
 	struct repl_manifest m;
 	struct repl_xattrs xa;
 };

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -142,17 +141,9 @@ void repl_srcindex_set_settle(repl_srcindex_writer *w, int64_t ns)
 	w->settle_ns = ns;
 }
 
-static int64_t wall_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
 			   const void *path, size_t path_len,
-			   const struct repl_src_todo *seen)
+			   const struct repl_src_todo *seen, int64_t looked_ns)
 {
 	int rc, i;
 
@@ -163,7 +154,7 @@ int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
 			    SQLITE_STATIC);
 	/* A file written within the settle time is left without: its
 	 * chunks are hashed again whenever they are read. */
-	if (seen->ctime_ns < wall_ns() - w->settle_ns) {
+	if (seen->ctime_ns < looked_ns - w->settle_ns) {
 		sqlite3_bind_int64(w->st_file, 3, (sqlite3_int64)seen->dev);
 		sqlite3_bind_int64(w->st_file, 4, (sqlite3_int64)seen->sino);
 		sqlite3_bind_int64(w->st_file, 5, (sqlite3_int64)seen->size);
@@ -292,6 +283,9 @@ void repl_srcindex_abort(repl_srcindex_writer *w)
 	writer_free(w);
 }
 
+/* A chunk's location: what the lookup's two forms share. */
+#define LOOKUP_FROM " FROM chunk c JOIN file f ON f.ino = c.ino WHERE c.id = ?1"
+
 int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 {
 	repl_srcindex *r;
@@ -350,21 +344,17 @@ int repl_srcindex_open(const char *path, repl_srcindex **ret_r)
 	}
 	/* An index from a build that kept no identities has no such
 	 * columns: its chunks are always hashed. */
-	rc = sqlite3_prepare_v2(r->db,
-				"SELECT c.ino, c.off, c.len, f.path, f.dev,"
-				" f.sino, f.size, f.mtime_ns, f.ctime_ns"
-				" FROM chunk c JOIN file f ON f.ino = c.ino"
-				" WHERE c.id = ?1",
-				-1, &r->st_lookup, NULL);
+	rc = sqlite3_prepare_v2(
+	    r->db,
+	    "SELECT c.ino, c.off, c.len, f.path, f.dev,"
+	    " f.sino, f.size, f.mtime_ns, f.ctime_ns" LOOKUP_FROM,
+	    -1, &r->st_lookup, NULL);
 	r->lookup_seen = rc == SQLITE_OK;
 	if (rc != SQLITE_OK) {
 		sqlite3_finalize(r->st_lookup);
 		r->st_lookup = NULL;
 		e = base_sqlite_prepare(
-		    r->db,
-		    "SELECT c.ino, c.off, c.len, f.path"
-		    " FROM chunk c JOIN file f ON f.ino = c.ino"
-		    " WHERE c.id = ?1",
+		    r->db, "SELECT c.ino, c.off, c.len, f.path" LOOKUP_FROM,
 		    &r->st_lookup);
 		if (e < 0)
 			goto out;

@@ -65,15 +65,15 @@ int repl_srcindex_create(const char *path, uint64_t generation,
 			 repl_srcindex_writer **ret_w);
 
 /* Record the relative path of a regular file's catalog inode, and what
- * the walk saw of the source file (seen). Its (st_dev, st_ino) name the
- * catalog inode for the next walk; the whole of it is kept for the chunk
- * workers only when the file had settled, its ctime older than the
- * writer's settle time (repl_srcindex_set_settle) at the call: a write
- * within the same clock tick as the one the walk saw could leave ctime
- * where it was. */
+ * the walk saw of the source file (seen), looking at it first at wall
+ * clock time looked_ns. Its (st_dev, st_ino) name the catalog inode for
+ * the next walk; the whole of it is kept for the chunk workers only when
+ * the file had settled, its ctime older than looked_ns by the writer's
+ * settle time (repl_srcindex_set_settle): a write within the same clock
+ * tick as the one the walk saw could leave ctime where it was. */
 int repl_srcindex_add_file(repl_srcindex_writer *w, uint64_t ino,
 			   const void *path, size_t path_len,
-			   const struct repl_src_todo *seen);
+			   const struct repl_src_todo *seen, int64_t looked_ns);
 
 /* How long before the walk's look a file's ctime must lie for its identity
  * to vouch for its bytes (REPL_SETTLE_NS unless set; tests set 0). */

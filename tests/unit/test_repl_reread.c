@@ -4,7 +4,9 @@
  * before and after the read, what the walk saw, and had settled then.
  * Real files and a real source index: an index written with no settle
  * time serves a file's chunk without a second hash; the same with the
- * default settle time (the file was just written) hashes it; a file
+ * default settle time (the file was just written) hashes it, and so does
+ * one the walk looked at within the settle time of its ctime however
+ * later the index is written; a file
  * changed in place with its size and mtime put back (ctime moves) is
  * hashed and refused (-EBADMSG, the server's 409); with rehash set
  * (--rehash, a publish) a settled file's chunk is hashed; a file replaced by a
@@ -86,8 +88,9 @@ static void seen_of(const char *path, struct repl_src_todo *t)
 }
 
 /* The file "a" with the fixture's bytes, and an index of it (one chunk,
- * the whole file) written with settle time settle_ns. */
-static void make(struct fix *f, int64_t settle_ns)
+ * the whole file) written with settle time settle_ns, the walk having
+ * looked at the file after_ns past its ctime (< 0: now). */
+static void make_looked(struct fix *f, int64_t settle_ns, int64_t after_ns)
 {
 	repl_srcindex_writer *w;
 	struct repl_src_todo t;
@@ -99,13 +102,22 @@ static void make(struct fix *f, int64_t settle_ns)
 	unlink(f->idx);
 	assert_int_equal(repl_srcindex_create(f->idx, 1, &w), 0);
 	repl_srcindex_set_settle(w, settle_ns);
-	assert_int_equal(repl_srcindex_add_file(w, INO, "a", 1, &t), 0);
+	assert_int_equal(repl_srcindex_add_file(w, INO, "a", 1, &t,
+						after_ns < 0
+						    ? base_wall_ns()
+						    : t.ctime_ns + after_ns),
+			 0);
 	assert_int_equal(repl_srcindex_add_chunk(w, &f->id, INO, 0, LEN), 1);
 	assert_int_equal(repl_srcindex_commit(w), 0);
 }
 
 /* Serve the chunk (every chunk hashed when rehash); its error, *hashed
  * whether it was hashed again. */
+static void make(struct fix *f, int64_t settle_ns)
+{
+	make_looked(f, settle_ns, -1);
+}
+
 static int serve_as(struct fix *f, int rehash, int *hashed)
 {
 	struct repl_worker *w;
@@ -162,6 +174,22 @@ static void test_fresh_file_hashed(void **state)
 	make(f, REPL_SETTLE_NS);
 	assert_int_equal(serve(f, &hashed), 0);
 	assert_int_equal(hashed, 1);
+}
+
+/* What counts is when the walk looked, not when the index was written:
+ * a file looked at 1 ms after its last write is hashed, one looked at 3 s
+ * after it is not. */
+static void test_settled_when_looked(void **state)
+{
+	struct fix *f = *state;
+	int hashed = -1;
+
+	make_looked(f, REPL_SETTLE_NS, 1000000);
+	assert_int_equal(serve(f, &hashed), 0);
+	assert_int_equal(hashed, 1);
+	make_looked(f, REPL_SETTLE_NS, 3000000000ll);
+	assert_int_equal(serve(f, &hashed), 0);
+	assert_int_equal(hashed, 0);
 }
 
 static void test_changed_in_place_refused(void **state)
@@ -226,6 +254,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_settled_not_hashed, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_fresh_file_hashed, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_settled_when_looked, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_changed_in_place_refused,
 					    setup, teardown),
