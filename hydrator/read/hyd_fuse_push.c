@@ -265,24 +265,29 @@ static int push_one(struct hyd_push *p, cat_reader *cat,
 	pthread_mutex_unlock(&p->mu);
 	if (passed)
 		return 0;
-	/* --into: a file landed in DIR is stored from there (spliced when
-	 * it is two pages or more), as its reads are (hyd_read_landed.c) */
+	/* --into: a file landed in DIR is read from there, as its reads are
+	 * (hyd_read_landed.c) */
 	if (hyd_store_landed_fd(p->fs->rd.store, e->ino, e->size, &fd, &st) ==
 	    0) {
-		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-		bv.buf[0].fd = fd;
-		bv.buf[0].pos = 0;
-	} else if (file_read(p, cat, e->ino, e->size, buf) == 0) {
-		bv.buf[0].mem = buf;
-	} else {
+		size_t got = 0;
+
+		r = base_pread_full(fd, buf, e->size, 0, &got);
+		close(fd);
+		if (r < 0 || got != e->size)
+			return 0;
+	} else if (file_read(p, cat, e->ino, e->size, buf) != 0) {
 		return 0;
 	}
+	bv.buf[0].mem = buf;
 	/* -ENOENT: the kernel does not know the inode: forgotten, or (a
-	 * listing's job) not made yet from the listing's reply */
+	 * listing's job) not made yet from the listing's reply. Written, not
+	 * spliced: libfuse prints a line on stderr for every splice the
+	 * kernel refuses, and here that refusal is no error (the file is
+	 * read when it is asked for). A file here is at most
+	 * HYD_PUSH_FILE_MAX; the kernel copies it into the page cache
+	 * either way. */
 	r = fuse_lowlevel_notify_store(p->se, e->ino, 0, &bv,
-				       fd >= 0 ? FUSE_BUF_SPLICE_MOVE : 0);
-	if (fd >= 0)
-		close(fd);
+				       FUSE_BUF_NO_SPLICE);
 	if (r != 0)
 		return r == -ENOENT;
 	__atomic_fetch_add(&p->pushed, 1, __ATOMIC_RELAXED);
