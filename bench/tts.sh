@@ -39,8 +39,10 @@
 # (bench/tts_probe.py: 1 and 4 bulk streams), reported beside the rows.
 #
 # Out: OUT/tts.json (one object per row), OUT/tts.md (the table), a
-# summary line on stdout; every run's record in WORK/runs.jsonl and its
-# logs in WORK/logs/. Needs root (namespaces, tbf, FUSE), rsync, nsenter,
+# summary line on stdout; every run's record in WORK/runs.jsonl (with
+# launch_s, the job's launch to its first line of Python, and own_s, its
+# time from there: ferry's seconds = mount_s + launch_s + own_s, about)
+# and its logs in WORK/logs/. Needs root (namespaces, tbf, FUSE), rsync, nsenter,
 # ip, tc, python3, fusermount3 (and gcc when BUILD_DIR has no
 # bench/rttproxy).
 #
@@ -456,6 +458,7 @@ ferry_run() {
 	emit kind=$kind rate="$rate" rtt_ms="$rtt" job="$job" run="$run" ok="$ok" \
 		seconds="$(dt "$t0" "$t2")" mount_s="$(dt "$t0" "$t1")" job_s="$(dt "$t1" "$t2")" \
 		files="$(jget "$LOGS/$tag.job" files)" bytes="$(jget "$LOGS/$tag.job" bytes)" \
+		launch_s="$(jget "$LOGS/$tag.job" launch_s)" own_s="$(jget "$LOGS/$tag.job" seconds)" \
 		wire_bytes="$(jget "$LOGS/$tag.status" wire_bytes)" bytes_hydrated="$(jget "$LOGS/$tag.status" bytes_hydrated)" \
 		hyd_failures="$(jget "$LOGS/$tag.status" failures)" hyd_retries="$(jget "$LOGS/$tag.status" retries)" \
 		veth_bytes=$((w1 - w0)) hydrator_exit="$hexit" unmount="$how" exit_wait_s="$exit_s" killed="$killed"
@@ -485,7 +488,8 @@ rsync_run() {
 	[ "$rc" = 0 ] || ok="rsync_rc$rc${ok#ok}"
 	emit kind=rsync rate="$rate" rtt_ms="$rtt" job="$job" run="$run" ok="$ok" \
 		rsync_s="$(dt "$t0" "$t1")" job_s="$(dt "$t1" "$t2")" seconds="$(dt "$t0" "$t2")" \
-		files="$(jget "$LOGS/$tag.job" files)" bytes="$(jget "$LOGS/$tag.job" bytes)" veth_bytes=$((w1 - w0))
+		files="$(jget "$LOGS/$tag.job" files)" bytes="$(jget "$LOGS/$tag.job" bytes)" veth_bytes=$((w1 - w0)) \
+		launch_s="$(jget "$LOGS/$tag.job" launch_s)" own_s="$(jget "$LOGS/$tag.job" seconds)"
 	log "rsync $job@$rate/${rtt}ms#$run: rsync $(dt "$t0" "$t1") s + job $(dt "$t1" "$t2") s $ok, veth $((w1 - w0)) B"
 	# the copy stays until the end (WORK/dst goes then): deleting thousands
 	# of files right before a step that creates as many slows that step

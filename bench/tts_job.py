@@ -55,7 +55,8 @@ class Job:
         s = time.monotonic() - self.t0
         print(json.dumps({"job": self.name, "path": self.path, "files": self.files, "bytes": self.bytes,
                           "seconds": round(s, 3), "mbps": round(self.bytes / 1e6 / s, 1) if s > 0 else None,
-                          "errors": self.errors, "crc": "%08x" % self.crc}), flush=True)
+                          "errors": self.errors, "crc": "%08x" % self.crc,
+                          "launch_s": round(T0_LATE, 3)}), flush=True)
         return 1 if self.errors else 0
 
 
