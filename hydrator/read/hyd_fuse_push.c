@@ -266,14 +266,22 @@ static int push_one(struct hyd_push *p, cat_reader *cat,
 	if (passed)
 		return 0;
 	/* --into: a file landed in DIR is read from there, as its reads are
-	 * (hyd_read_landed.c) */
+	 * (hyd_read_landed.c), if its ctime and size have not moved from
+	 * what the placer vouched for by the end of the read: a write into
+	 * DIR's file meanwhile would have moved them, and its bytes are not
+	 * pushed */
 	if (hyd_store_landed_fd(p->fs->rd.store, e->ino, e->size, &fd, &st) ==
 	    0) {
+		struct stat after = {0};
 		size_t got = 0;
 
 		r = base_pread_full(fd, buf, e->size, 0, &got);
+		if (r == 0 && fstat(fd, &after) < 0)
+			r = -errno;
 		close(fd);
-		if (r < 0 || got != e->size)
+		if (r < 0 || got != e->size || after.st_size != st.st_size ||
+		    after.st_ctim.tv_sec != st.st_ctim.tv_sec ||
+		    after.st_ctim.tv_nsec != st.st_ctim.tv_nsec)
 			return 0;
 	} else if (file_read(p, cat, e->ino, e->size, buf) != 0) {
 		return 0;

@@ -13,7 +13,9 @@
 # files must read back exact, and the push's count must not claim them.
 # Then the same push from files --into has landed in DIR (read from
 # DIR's files): a fresh mount over the landed DIR, d listed, f00 read:
-# f01..f39 are pushed, cached whole, and read back exact.
+# f01..f39 are pushed, cached whole, and read back exact; and after a
+# write into DIR's f05 (mtime put back), f05 is not pushed from DIR and
+# reads as the source.
 . "$(dirname "$0")/lib/common.sh"
 need_fuse
 [ -w /proc/sys/vm/drop_caches ] || skip "cannot drop the kernel's caches (not root)"
@@ -77,4 +79,22 @@ line=$(grep "pushed small files into the page cache" "$T/cache/hydrator.log" | t
 pushed=$(sed -n 's/.* files=\([0-9]*\) .*/\1/p' <<<"$line")
 [ "$pushed" = 39 ] || die "$pushed files pushed from DIR's files, not 39 ($line)"
 ok "landed mount: f01..f39 pushed from DIR's files (${#seen[@]} seen cached), all read back exact"
+
+# Someone writes into DIR's f05 (its mtime put back: only the ctime
+# tells): a push from DIR must not put those bytes in the mount's page
+# cache; f05 reads as the source has it.
+touch -r "$D/d/f05" "$T/stamp"
+printf 'NOT THE SOURCE' | dd of="$D/d/f05" bs=1 seek=100 conv=notrunc status=none
+touch -r "$T/stamp" "$D/d/f05"
+cmp -s "$T/src/d/f05" "$D/d/f05" && die "DIR's d/f05 equals the source: the write into it did not happen"
+mount_hyd "$URL" "$T/mnt" --into "$D"
+ls -l "$T/mnt/d" >/dev/null
+head -c 1 "$T/mnt/d/f00" >/dev/null
+sleep 2
+cmp "$T/src/d/f05" "$T/mnt/d/f05" || die "d/f05, written into in DIR, reads through the mount as DIR has it"
+for i in $(seq -w 0 39); do
+	cmp -s "$T/src/d/f$i" "$T/mnt/d/f$i" || die "d/f$i read back wrong after the write into DIR's f05"
+done
+umount_hyd "$T/mnt"
+ok "a file written into in DIR is not pushed with DIR's bytes; the directory reads as the source"
 stop_repl
