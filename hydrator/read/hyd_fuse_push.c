@@ -272,16 +272,13 @@ static int push_one(struct hyd_push *p, cat_reader *cat,
 	 * pushed */
 	if (hyd_store_landed_fd(p->fs->rd.store, e->ino, e->size, &fd, &st) ==
 	    0) {
-		struct stat after = {0};
 		size_t got = 0;
 
-		r = base_pread_full(fd, buf, e->size, 0, &got);
-		if (r == 0 && fstat(fd, &after) < 0)
-			r = -errno;
+		r = base_pread_full(fd, buf, e->size, 0, &got) == 0 &&
+		    got == e->size &&
+		    hyd_read_landed_same(fd, e->size, &st.st_ctim);
 		close(fd);
-		if (r < 0 || got != e->size || after.st_size != st.st_size ||
-		    after.st_ctim.tv_sec != st.st_ctim.tv_sec ||
-		    after.st_ctim.tv_nsec != st.st_ctim.tv_nsec)
+		if (!r)
 			return 0;
 	} else if (file_read(p, cat, e->ino, e->size, buf) != 0) {
 		return 0;

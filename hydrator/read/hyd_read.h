@@ -212,6 +212,9 @@ void hyd_read_open_unref(struct hyd_read_open *of);
 #define HYD_READ_LANDED_ASK_NS 1000000000ull
 int hyd_read_open_landed(const struct hyd_read_ctx *rc,
 			 struct hyd_read_open *of);
+/* 1 when fd's file still has the size and ctime the placer vouched for
+ * (any write, truncate or chmod since moved its ctime), else 0. */
+int hyd_read_landed_same(int fd, uint64_t size, const struct timespec *ctime);
 
 /* Read up to len bytes at off of regular file ino of size file_size into
  * out (room for len bytes). Reads at or past the end give *ret_len == 0.

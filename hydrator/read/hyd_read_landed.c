@@ -41,13 +41,19 @@ int hyd_read_open_landed(const struct hyd_read_ctx *rc,
 	pthread_mutex_unlock(&of->mu);
 	if (fd < 0)
 		return -1;
-	/* any write, truncate or chmod since moved its ctime */
-	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size == of->size &&
-	    st.st_ctim.tv_sec == of->landed_ctime.tv_sec &&
-	    st.st_ctim.tv_nsec == of->landed_ctime.tv_nsec)
+	if (hyd_read_landed_same(fd, of->size, &of->landed_ctime))
 		return fd;
 	pthread_mutex_lock(&of->mu);
 	of->landed_gone = 1;
 	pthread_mutex_unlock(&of->mu);
 	return -1;
+}
+
+int hyd_read_landed_same(int fd, uint64_t size, const struct timespec *ctime)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && (uint64_t)st.st_size == size &&
+	       st.st_ctim.tv_sec == ctime->tv_sec &&
+	       st.st_ctim.tv_nsec == ctime->tv_nsec;
 }

@@ -14,6 +14,7 @@
 # k10): the second job passes over what was read or pushed and pushes the
 # files between the two.
 . "$(dirname "$0")/lib/common.sh"
+. "$(dirname "$0")/lib/push.sh"
 need_fuse
 command -v fincore >/dev/null || skip "fincore (util-linux) is missing"
 mkdir -p "$T/src/d"
@@ -32,28 +33,6 @@ URL=http://127.0.0.1:$port/v1/s
 mount_hyd "$URL" "$T/mnt"
 wait_status "$T/cache" state complete 60 || die "backfill did not complete"
 umount_hyd "$T/mnt"
-resident() { fincore -b -n -r -o RES "$1"; }
-# seen_cached PREFIX FIRST LAST SIZE: how many of the files PREFIX<FIRST>
-# .. PREFIX<LAST> (seq -w) were seen with all SIZE bytes cached at some
-# poll, polling up to 10 s; the others are listed in $T/missing.
-seen_cached() {
-	local prefix=$1 first=$2 last=$3 size=$4 i want
-	local -A seen=()
-	want=$(seq -w "$first" "$last" | wc -l)
-	for _ in $(seq 1 200); do
-		for i in $(seq -w "$first" "$last"); do
-			[ -n "${seen[$i]:-}" ] && continue
-			[ "$(resident "$prefix$i")" = "$size" ] && seen[$i]=1
-		done
-		[ "${#seen[@]}" = "$want" ] && break
-		sleep 0.05
-	done
-	: >"$T/missing"
-	for i in $(seq -w "$first" "$last"); do
-		[ -n "${seen[$i]:-}" ] || basename "$prefix$i" >>"$T/missing"
-	done
-	echo "${#seen[@]}"
-}
 # read_back DIR: every file of DIR reads back through the mount with the
 # source's bytes.
 read_back() {
@@ -121,10 +100,10 @@ for n in names:
         assert a.read() == b.read(), n
 PY
 umount_hyd "$T/mnt"
-line=$(grep "pushed small files into the page cache" "$T/cache/hydrator.log" | tail -n 1)
+line=$(push_line)
 case $line in *" listings=1") ;; *) die "the log does not say one listing was pushed: $line" ;; esac
 ok "hydrator log: one listing pushed"
-pushed=$(sed -n 's/.* files=\([0-9]*\) .*/\1/p' <<<"$line")
+pushed=$(pushed_of "$line")
 [ -n "$pushed" ] && [ "$pushed" -le 118 ] || die "$pushed files pushed on the second mount: some more than once ($line)"
 ok "second mount: $pushed pushes, no file twice (at most 118)"
 

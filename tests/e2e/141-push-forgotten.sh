@@ -17,6 +17,7 @@
 # write into DIR's f05 (mtime put back), f05 is not pushed from DIR and
 # reads as the source.
 . "$(dirname "$0")/lib/common.sh"
+. "$(dirname "$0")/lib/push.sh"
 need_fuse
 [ -w /proc/sys/vm/drop_caches ] || skip "cannot drop the kernel's caches (not root)"
 command -v fincore >/dev/null || skip "fincore (util-linux) is missing"
@@ -46,8 +47,8 @@ if grep -n "splice from pipe\|writing device" "$T/cache/hydrator.log" >&2; then
 	die "the hydrator's log has libfuse's complaint of a push to a forgotten inode (above)"
 fi
 ok "no complaint of a push to a forgotten inode in the log"
-line=$(grep "pushed small files into the page cache" "$T/cache/hydrator.log" | tail -n 1)
-pushed=$(sed -n 's/.* files=\([0-9]*\) .*/\1/p' <<<"$line")
+line=$(push_line)
+pushed=$(pushed_of "$line")
 [ -n "$pushed" ] || die "no push line in the log: $line"
 [ "$pushed" -le 10 ] || die "$pushed files counted as pushed, most of them to forgotten inodes ($line)"
 ok "$pushed files counted as pushed (the kernel had forgotten the rest)"
@@ -60,25 +61,16 @@ mount_hyd "$URL" "$T/mnt" --into "$D"
 wait_status "$T/cache" into landed 120 || die "DIR is not landed on the second mount"
 ls -l "$T/mnt/d" >/dev/null
 head -c 1 "$T/mnt/d/f00" >/dev/null
-# up to 10 s for the push's thread; a file counts once seen whole (this
-# VM may reclaim a pushed file's pages again before the next look)
-declare -A seen=()
-for _ in $(seq 1 200); do
-	for i in $(seq -w 1 39); do
-		[ "$(fincore -b -n -r -o RES "$T/mnt/d/f$i")" = 12288 ] && seen[$i]=1
-	done
-	[ "${#seen[@]}" -ge 39 ] && break
-	sleep 0.05
-done
-[ "${#seen[@]}" -ge 35 ] || die "after the first read of d/f00 on a landed mount, ${#seen[@]} of f01..f39 were seen cached"
+n=$(seen_cached "$T/mnt/d/f" 01 39 12288)
+[ "$n" -ge 35 ] || die "after the first read of d/f00 on a landed mount, $n of f01..f39 were seen cached; not: $(tr '\n' ' ' <"$T/missing")"
 for i in $(seq -w 0 39); do
 	cmp -s "$T/src/d/f$i" "$T/mnt/d/f$i" || die "d/f$i read back wrong from the landed mount"
 done
 umount_hyd "$T/mnt"
-line=$(grep "pushed small files into the page cache" "$T/cache/hydrator.log" | tail -n 1)
-pushed=$(sed -n 's/.* files=\([0-9]*\) .*/\1/p' <<<"$line")
+line=$(push_line)
+pushed=$(pushed_of "$line")
 [ "$pushed" = 39 ] || die "$pushed files pushed from DIR's files, not 39 ($line)"
-ok "landed mount: f01..f39 pushed from DIR's files (${#seen[@]} seen cached), all read back exact"
+ok "landed mount: f01..f39 pushed from DIR's files ($n seen cached), all read back exact"
 
 # Someone writes into DIR's f05 (its mtime put back: only the ctime
 # tells): a push from DIR must not put those bytes in the mount's page

@@ -111,13 +111,14 @@ static void make_looked(struct fix *f, int64_t settle_ns, int64_t after_ns)
 	assert_int_equal(repl_srcindex_commit(w), 0);
 }
 
-/* Serve the chunk (every chunk hashed when rehash); its error, *hashed
- * whether it was hashed again. */
+/* The same, the walk looking at it now. */
 static void make(struct fix *f, int64_t settle_ns)
 {
 	make_looked(f, settle_ns, -1);
 }
 
+/* Serve the chunk (every chunk hashed when rehash); its error, *hashed
+ * whether it was hashed again. */
 static int serve_as(struct fix *f, int rehash, int *hashed)
 {
 	struct repl_worker *w;
