@@ -394,7 +394,7 @@ job_target() { # JOB ROOT: what tts_job.py is given
 # ferry_trace: --prefetch the job's trace). Every run but a trace run
 # leaves its record as the job's trace (TRACES/JOB.trace).
 ferry_run() {
-	local rate=$1 rtt=$2 job=$3 run=$4 mode=${5:-} sub cache into='' pid t0 t1 t2 t3 w0 w1 rc ok hexit tag how killed exit_s
+	local rate=$1 rtt=$2 job=$3 run=$4 mode=${5:-} sub cache into='' pid t0 t1 t2 t3 w0 w1 rc ok hexit tag how killed exit_s target
 	local kind=ferry extra=
 	[ -n "$mode" ] && kind=ferry_$mode
 	[ "$mode" = trace ] && extra="--prefetch $TRACES/$job.trace"
@@ -407,6 +407,8 @@ ferry_run() {
 	fi
 	mkdir -p "$MNT"
 	mountpoint -q "$MNT" && { fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"; }
+	# everything the timed part needs is worked out before it starts
+	target=$(job_target "$job" "$MNT")
 	settle "$sub"
 	w0=$(wire)
 	t0=$(now)
@@ -422,7 +424,7 @@ ferry_run() {
 	fi
 	MNT_ACTIVE=$MNT HYD_CACHE=$cache
 	t1=$(now)
-	$NSD env TTS_LAUNCH=$(date +%s.%N) timeout -k 10 "$JOB_TIMEOUT" "$JOB_PY" "$JOB" "$job" "$(job_target "$job" "$MNT")" >"$LOGS/$tag.job" 2>"$LOGS/$tag.job.err"
+	$NSD env TTS_LAUNCH=$(date +%s.%N) timeout -k 10 "$JOB_TIMEOUT" "$JOB_PY" "$JOB" "$job" "$target" >"$LOGS/$tag.job" 2>"$LOGS/$tag.job.err"
 	rc=$?
 	t2=$(now)
 	w1=$(wire)
@@ -471,19 +473,19 @@ rsync_run() {
 	sub=$(expect "$job" dir)
 	tag=rsync-$rate-$rtt-$job-$run
 	fresh_dir dest rsync
+	# the copy of SUBTREE is DEST itself; worked out before the timed part
+	target=$dest
+	[ "$job" = cat ] && target=$dest/$(basename "$(expect cat file)")
 	settle "$sub"
 	w0=$(wire)
 	t0=$(now)
 	$NSD timeout -k 10 "$JOB_TIMEOUT" rsync -a "rsync://127.0.0.1:$P_RSYNC/tts/$sub/" "$dest/" >"$LOGS/$tag.rsync" 2>&1
 	rc=$?
 	t1=$(now)
-	w1=$(wire)
-	# the copy of SUBTREE is DEST itself
-	target=$dest
-	[ "$job" = cat ] && target=$dest/$(basename "$(expect cat file)")
 	$NSD env TTS_LAUNCH=$(date +%s.%N) timeout -k 10 "$JOB_TIMEOUT" "$JOB_PY" "$JOB" "$job" "$target" >"$LOGS/$tag.job" 2>"$LOGS/$tag.job.err"
 	jrc=$?
 	t2=$(now)
+	w1=$(wire) # the job on the copy moves nothing over the link
 	ok=$(check_job "$LOGS/$tag.job" "$jrc" "$job")
 	[ "$rc" = 0 ] || ok="rsync_rc$rc${ok#ok}"
 	emit kind=rsync rate="$rate" rtt_ms="$rtt" job="$job" run="$run" ok="$ok" \
