@@ -486,16 +486,22 @@ int hyd_fetch_submit_after(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 			   unsigned watched, uint32_t stamp,
 			   struct hyd_flight **ret);
 
+/* A reader waits for a chunk from the wire (call before and after the
+ * wait): backfill is what its next reads need, so browsing does not hold
+ * it for a second from then. Any thread; one atomic store. */
+void hyd_fetch_note_wait(hyd_fetch *f);
+
 /* Someone is browsing (a FUSE metadata request): backfill transfers hold
  * still for ms from now, so listing the tree does not share the CPU and
  * the link with the background. Demand reads are not held. Any thread;
  * one atomic load (and at most one store). */
 void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms);
 
-/* 1 while such a hold lasts, else 0. Any thread. */
+/* 1 while such a hold lasts and no reader read in the last second (a
+ * job's lookups between its reads are not browsing), else 0. Any thread. */
 int hyd_fetch_browsing(hyd_fetch *f);
 
-/* 1 while someone browses (as hyd_fetch_browsing) or a reader read in
+/* 1 while a browse hold lasts (hyd_fetch_hold_background) or a reader read in
  * the last within_ns, else 0: work nobody waits on (--into's landing)
  * holds still meanwhile. Any thread; two atomic loads. */
 int hyd_fetch_serving(hyd_fetch *f, uint64_t within_ns);

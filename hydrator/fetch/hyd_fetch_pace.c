@@ -84,8 +84,12 @@ void hyd_fetch__pace_init(hyd_fetch *f)
  * window fills the link gets it to itself. */
 #define HOLD_MIN_BYTES (1ull << 20)
 #define HOLD_UNKNOWN_BYTES (4ull << 20)
-/* Browsing holds backfill only while no job reads: a read in the last
- * second says the lookups are a job's, which needs the backfill. */
+/* Browsing holds backfill only while no reader waits for the wire: a
+ * read that waited for a chunk in the last second says the lookups are a
+ * job's that needs the backfill (an import-like walk that reads each
+ * file as it finds it would otherwise wait a round trip per directory
+ * with backfill held all along). A job whose reads the store serves
+ * keeps the CPU to itself meanwhile. */
 #define READ_RECENT_NS 1000000000ull
 
 static uint64_t hold_bytes(const hyd_fetch *f)
@@ -99,6 +103,15 @@ static uint64_t hold_bytes(const hyd_fetch *f)
 	return b > HOLD_MIN_BYTES ? b : HOLD_MIN_BYTES;
 }
 
+/* Someone browses and no read waited for the wire lately (see
+ * READ_RECENT_NS). */
+static int browse_hold(hyd_fetch *f, uint64_t now)
+{
+	return now < __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED) &&
+	       now > __atomic_load_n(&f->wait_at_ns, __ATOMIC_RELAXED) +
+			 READ_RECENT_NS;
+}
+
 /* The reasons that still hold x back. */
 static unsigned pause_reasons(hyd_fetch *f, const struct hyd_xfer *x)
 {
@@ -109,11 +122,7 @@ static unsigned pause_reasons(hyd_fetch *f, const struct hyd_xfer *x)
 	 * job's too: it shares the link with the reads, it is not held. */
 	if (x->bg && !x->near) {
 		now = base_now_ns();
-		if (f->urgent_bytes > hold_bytes(f) ||
-		    (now < __atomic_load_n(&f->browse_until_ns,
-					   __ATOMIC_RELAXED) &&
-		     now > __atomic_load_n(&f->read_at_ns, __ATOMIC_RELAXED) +
-			       READ_RECENT_NS))
+		if (f->urgent_bytes > hold_bytes(f) || browse_hold(f, now))
 			why |= HYD_PAUSE_HOLD;
 	}
 	if (x->bx && f->fq_len + f->fw_running >= FW_BACKLOG)
@@ -169,8 +178,7 @@ void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms)
 
 int hyd_fetch_browsing(hyd_fetch *f)
 {
-	return base_now_ns() <
-	       __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED);
+	return browse_hold(f, base_now_ns());
 }
 
 int hyd_fetch_serving(hyd_fetch *f, uint64_t within_ns)

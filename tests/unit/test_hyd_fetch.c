@@ -1009,7 +1009,9 @@ static void test_flights_pack(void **state)
 	hyd_pack_obj_unref(o);
 }
 
-/* Browsing holds background transfers for the time asked, then not. */
+/* Browsing holds background transfers for the time asked, then not; a
+ * read served without the wire leaves the hold, a reader that waited for
+ * the wire lifts it for a second (its job needs the backfill). */
 static void test_hold_background(void **state)
 {
 	hyd_fetch *f = fetcher("http://127.0.0.1:1/v1/x", NULL);
@@ -1020,6 +1022,13 @@ static void test_hold_background(void **state)
 	assert_int_equal(hyd_fetch_browsing(f), 1);
 	usleep(250000);
 	assert_int_equal(hyd_fetch_browsing(f), 0);
+	hyd_fetch_hold_background(f, 2000);
+	hyd_fetch_note_read(f);
+	assert_int_equal(hyd_fetch_browsing(f), 1);
+	hyd_fetch_note_wait(f);
+	assert_int_equal(hyd_fetch_browsing(f), 0);
+	usleep(1200000); /* the wait is more than a second old */
+	assert_int_equal(hyd_fetch_browsing(f), 1);
 	hyd_fetch_free(f);
 }
 
