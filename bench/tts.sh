@@ -66,6 +66,14 @@
 #   TARGET_RTTS ["20 50 100"]  where the 1.0x / 1.5x targets apply (other
 #                         RTTs get "-": measured, not judged)
 #   HYD_OPTS [""]         extra ferry-hydrator options
+#   SOURCE_NICE [19]      the nice of the source's servers (the replicator,
+#                         the rsync daemon). Source and destination share
+#                         this machine's CPUs; a source has its own. At 19
+#                         a server takes the CPU the destination's job and
+#                         ferry-hydrator leave, which is as near to a
+#                         machine of its own as one machine gets (0: a
+#                         replicator serving backfill took 0.3-0.4 of a
+#                         core from the job's session, 2026-12-07)
 #   INTO [0]              1: every ferry run mounts with --into a DIR of
 #                         its own, made empty before it (the job beside
 #                         a landing); DIR is removed after the run
@@ -109,6 +117,7 @@ BIG=${BIG:-1}
 SEED=${SEED:-1}
 TARGET_RTTS=${TARGET_RTTS:-"20 50 100"}
 HYD_OPTS=${HYD_OPTS:-}
+SOURCE_NICE=${SOURCE_NICE:-19}
 INTO=${INTO:-0}
 SETTLE=${SETTLE:-1}
 PROBE=${PROBE:-1}
@@ -280,7 +289,7 @@ start_servers() {
 	if [[ " $TOOLS " == *" ferry "* || " $TOOLS " == *" trace "* ]]; then
 		mkdir -p "$WORK/repl-state"
 		t0=$(now)
-		$NSS "$B/bin/ferry-replicator" -l "$IP_SRC:$REPL_PORT" -s "$WORK/repl-state" tts="$TREE" \
+		$NSS nice -n "$SOURCE_NICE" "$B/bin/ferry-replicator" -l "$IP_SRC:$REPL_PORT" -s "$WORK/repl-state" tts="$TREE" \
 			>>"$LOGS/replicator.log" 2>&1 &
 		REPL_PID=$!
 		st=
@@ -306,7 +315,7 @@ start_servers() {
 			path = $TREE
 			read only = yes
 		EOF
-		$NSS rsync --daemon --no-detach --config="$WORK/rsyncd.conf" --address="$IP_SRC" --port="$RSYNC_PORT" \
+		$NSS nice -n "$SOURCE_NICE" rsync --daemon --no-detach --config="$WORK/rsyncd.conf" --address="$IP_SRC" --port="$RSYNC_PORT" \
 			>>"$LOGS/rsyncd.log" 2>&1 &
 		RSYNCD_PID=$!
 	fi
