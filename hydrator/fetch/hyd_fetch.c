@@ -1312,11 +1312,6 @@ void hyd_fetch_note_read(hyd_fetch *f)
 		__atomic_store_n(&f->read_at_ns, now, __ATOMIC_RELAXED);
 }
 
-void hyd_fetch_note_wait(hyd_fetch *f)
-{
-	__atomic_store_n(&f->wait_at_ns, base_now_ns(), __ATOMIC_RELAXED);
-}
-
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns)
 {
 	return hyd_flights_wait(&f->flights, fl, deadline_ns);

@@ -486,11 +486,6 @@ int hyd_fetch_submit_after(hyd_fetch *f, const chunk_id *id, uint32_t raw_len,
 			   unsigned watched, uint32_t stamp,
 			   struct hyd_flight **ret);
 
-/* A reader waits for a chunk from the wire (call before and after the
- * wait): backfill is what its next reads need, so browsing does not hold
- * it for a second from then. Any thread; one atomic store. */
-void hyd_fetch_note_wait(hyd_fetch *f);
-
 /* Someone is browsing (a FUSE metadata request): backfill transfers hold
  * still for ms from now, so listing the tree does not share the CPU and
  * the link with the background. Demand reads are not held. Any thread;
@@ -498,7 +493,9 @@ void hyd_fetch_note_wait(hyd_fetch *f);
 void hyd_fetch_hold_background(hyd_fetch *f, unsigned ms);
 
 /* 1 while such a hold lasts and no reader read in the last second (a
- * job's lookups between its reads are not browsing), else 0. Any thread. */
+ * job's lookups between its reads are not browsing; hyd_fetch_note_read),
+ * else 0: backfill's transfers and its scheduler hold still meanwhile.
+ * Any thread. */
 int hyd_fetch_browsing(hyd_fetch *f);
 
 /* 1 while a browse hold lasts (hyd_fetch_hold_background) or a reader read in

@@ -142,7 +142,6 @@ struct hyd_fetch {
 	struct hyd_fetch_stats stats; /* relaxed atomics; not last_error */
 	uint64_t browse_until_ns; /* atomic; see hyd_fetch_hold_background */
 	uint64_t read_at_ns;	  /* atomic; see hyd_fetch_note_read */
-	uint64_t wait_at_ns;	  /* atomic; see hyd_fetch_note_wait */
 	pthread_mutex_t err_lock; /* guards stats.last_error */
 
 	pthread_mutex_t coder_lock; /* frame coders for the pool threads */

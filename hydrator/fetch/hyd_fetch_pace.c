@@ -84,12 +84,12 @@ void hyd_fetch__pace_init(hyd_fetch *f)
  * window fills the link gets it to itself. */
 #define HOLD_MIN_BYTES (1ull << 20)
 #define HOLD_UNKNOWN_BYTES (4ull << 20)
-/* Browsing holds backfill only while no reader waits for the wire: a
- * read that waited for a chunk in the last second says the lookups are a
- * job's that needs the backfill (an import-like walk that reads each
- * file as it finds it would otherwise wait a round trip per directory
- * with backfill held all along). A job whose reads the store serves
- * keeps the CPU to itself meanwhile. */
+/* Browsing holds backfill only while no job reads: a read in the last
+ * second says the lookups are a job's, which needs the backfill (an
+ * import-like walk that reads each file as it finds it would otherwise
+ * wait a round trip per directory with backfill held all along). Not
+ * only a read that waited for the wire: a job that reads the hydrated
+ * part of a tree for days would then hold the rest of it back as long. */
 #define READ_RECENT_NS 1000000000ull
 
 static uint64_t hold_bytes(const hyd_fetch *f)
@@ -103,12 +103,11 @@ static uint64_t hold_bytes(const hyd_fetch *f)
 	return b > HOLD_MIN_BYTES ? b : HOLD_MIN_BYTES;
 }
 
-/* Someone browses and no read waited for the wire lately (see
- * READ_RECENT_NS). */
+/* Someone browses and no job reads (see READ_RECENT_NS). */
 static int browse_hold(hyd_fetch *f, uint64_t now)
 {
 	return now < __atomic_load_n(&f->browse_until_ns, __ATOMIC_RELAXED) &&
-	       now > __atomic_load_n(&f->wait_at_ns, __ATOMIC_RELAXED) +
+	       now > __atomic_load_n(&f->read_at_ns, __ATOMIC_RELAXED) +
 			 READ_RECENT_NS;
 }
 

@@ -323,9 +323,7 @@ static int slot_finish(const struct hyd_read_ctx *rc, struct read_slot *s,
 	 * better error) is worth a little wait past ours; but a flight that
 	 * someone joined with a later deadline (backfill: none) goes on past
 	 * ours, and this read gives up at its own --timeout, as promised. */
-	hyd_fetch_note_wait(rc->fetch);
 	r = hyd_fetch_wait(rc->fetch, s->fl, deadline);
-	hyd_fetch_note_wait(rc->fetch);
 	if (r == -ETIMEDOUT && hyd_fetch_deadline(rc->fetch, s->fl) <= deadline)
 		r = hyd_fetch_wait(rc->fetch, s->fl,
 				   deadline + HYD_READ_WAIT_SLACK_NS);
