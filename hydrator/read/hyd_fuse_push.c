@@ -273,12 +273,12 @@ static int push_one(struct hyd_push *p, cat_reader *cat,
 	if (hyd_store_landed_fd(p->fs->rd.store, e->ino, e->size, &fd, &st) ==
 	    0) {
 		size_t got = 0;
+		int same = base_pread_full(fd, buf, e->size, 0, &got) == 0 &&
+			   got == e->size &&
+			   hyd_read_landed_same(fd, e->size, &st.st_ctim);
 
-		r = base_pread_full(fd, buf, e->size, 0, &got) == 0 &&
-		    got == e->size &&
-		    hyd_read_landed_same(fd, e->size, &st.st_ctim);
 		close(fd);
-		if (!r)
+		if (!same)
 			return 0;
 	} else if (file_read(p, cat, e->ino, e->size, buf) != 0) {
 		return 0;
