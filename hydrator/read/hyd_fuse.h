@@ -101,6 +101,8 @@ struct hyd_push {
 	uint32_t reader_tid[HYD_PUSH_READERS];
 	uint64_t reader_ns[HYD_PUSH_READERS];
 	uint64_t listed; /* __atomic: jobs queued by a listing */
+	/* __atomic: listing jobs that came before the kernel knew a file */
+	uint64_t unknown;
 };
 
 struct hyd_fs {
