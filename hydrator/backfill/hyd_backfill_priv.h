@@ -72,6 +72,11 @@ struct hyd_backfill {
 	int seg_failed_set;
 	uint64_t seg_failed; /* its files are skipped this pass */
 	uint64_t changed_pass, changed_last; /* files the source changed */
+	/* the manifest prefetch's progress (segments made local, running)
+	 * at the last look over the files set aside for their manifests:
+	 * until it moves, a look finds the same (UINT64_MAX: look) */
+	uint64_t def_segs;
+	int def_running;
 	uint64_t next_sample_ns, next_persist_ns, next_log_ns;
 	uint64_t persisted;
 	/* --prefetch: the plan and where it is (scheduler thread), the
