@@ -414,9 +414,12 @@ static void pass_failed(hyd_backfill *bf, const char *fmt, ...)
  * segment. 0 when it is, 1 when the file is left for a later pass (the
  * source is still hashing, or the segment failed: logged by the manifest
  * fetcher), -ECANCELED. */
-int hyd_bf__file_manifest(hyd_backfill *bf, uint64_t ino)
+/* ino's manifest local (whole: every manifest of its segment, those its
+ * answer left to requests of their own too). */
+static int seg_manifests(hyd_backfill *bf, uint64_t ino, int whole)
 {
 	uint64_t seg = ino / HYD_MANIFEST_SEG_INOS;
+	uint64_t deadline;
 	size_t files = 0;
 	int r;
 
@@ -429,10 +432,12 @@ int hyd_bf__file_manifest(hyd_backfill *bf, uint64_t ino)
 	    (bf->seg_failed_set && bf->seg_failed == seg))
 		return 1;
 	hyd_bf__tick(bf);
-	r = hyd_manifest_segment(
-	    bf->cfg.manifest, bf->cfg.cat, seg,
-	    base_now_ns() + (uint64_t)bf->cfg.manifest_wait_ms * 1000000ull,
-	    &bf->stop, &files);
+	deadline =
+	    base_now_ns() + (uint64_t)bf->cfg.manifest_wait_ms * 1000000ull;
+	r = whole ? hyd_manifest_segment(bf->cfg.manifest, bf->cfg.cat, seg,
+					 deadline, &bf->stop, &files)
+		  : hyd_manifest_segment_for(bf->cfg.manifest, bf->cfg.cat, ino,
+					     deadline, &bf->stop, &files);
 	hyd_bf__tick(bf);
 	if (r == 0) {
 		base_debug("backfill manifests segment=%" PRIu64 " files=%zu",
@@ -455,6 +460,15 @@ int hyd_bf__file_manifest(hyd_backfill *bf, uint64_t ino)
 	pass_failed(bf, "manifests of segment %" PRIu64 ": %s", seg,
 		    strerrordesc_np(-r));
 	return 1;
+}
+
+/* The pass's files, the pins, the traces and model files ask for their
+ * own manifest: the segment's answer, not the big files it left out
+ * (one of them, a 2 GiB file's chunk list, held the first files of a
+ * mount's pass 0.3 s at 50 ms). */
+int hyd_bf__file_manifest(hyd_backfill *bf, uint64_t ino)
+{
+	return seg_manifests(bf, ino, 0);
 }
 
 static int is_done(hyd_backfill *bf, size_t idx)
@@ -728,7 +742,7 @@ static int sweep_manifests(hyd_backfill *bf)
 		r = cat_pending_missing(bf->cfg.cat, after, &ino, 1, &n);
 		if (r < 0 || n == 0)
 			return 0; /* the next census says it again */
-		r = hyd_bf__file_manifest(bf, ino);
+		r = seg_manifests(bf, ino, 1);
 		if (r < 0)
 			return r;
 		if (!bf->cfg.manifest)

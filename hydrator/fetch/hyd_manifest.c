@@ -101,7 +101,61 @@ struct hyd_manifest {
 	struct hyd_manifest_stats st;
 	struct hyd_mount_counts *counts; /* borrowed; may be NULL */
 	struct hyd_mbulk *bulk;		 /* the prefetch (__atomic) */
+	/* Under mu: the segments whose answer was stored, a set (open
+	 * addressing, seg + 1 so that 0 is empty; cap a power of two): a
+	 * file the answer left out is then asked for alone, without the
+	 * segment again (hyd_manifest_segment_for). */
+	uint64_t *answered;
+	size_t answered_n, answered_cap;
 };
+
+/* ---- answered segments (mu held) ---- */
+
+static size_t answered_slot(uint64_t seg, size_t cap)
+{
+	return (size_t)(((seg + 1) * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
+}
+
+static int answered_has(const hyd_manifest *m, uint64_t seg)
+{
+	size_t i;
+
+	if (!m->answered_cap)
+		return 0;
+	for (i = answered_slot(seg, m->answered_cap); m->answered[i];
+	     i = (i + 1) & (m->answered_cap - 1))
+		if (m->answered[i] == seg + 1)
+			return 1;
+	return 0;
+}
+
+/* A set that cannot grow only costs a segment asked for again. */
+static void answered_add(hyd_manifest *m, uint64_t seg)
+{
+	uint64_t *old = m->answered, *nv;
+	size_t ocap = m->answered_cap, ncap, i;
+
+	if (seg == UINT64_MAX || answered_has(m, seg))
+		return;
+	if ((m->answered_n + 1) * 2 > ocap) {
+		ncap = ocap ? ocap * 2 : 64;
+		nv = calloc(ncap, sizeof(*nv));
+		if (!nv)
+			return;
+		m->answered = nv;
+		m->answered_cap = ncap;
+		m->answered_n = 0;
+		for (i = 0; i < ocap; i++)
+			if (old[i])
+				answered_add(m, old[i] - 1);
+		free(old);
+	}
+	for (i = answered_slot(seg, m->answered_cap); m->answered[i];
+	     i = (i + 1) & (m->answered_cap - 1))
+		;
+	m->answered[i] = seg + 1;
+	m->answered_n++;
+}
 
 static int cancelled(hyd_manifest *m, const int *stop)
 {
@@ -596,6 +650,8 @@ static int flight_run(hyd_manifest *m, cat_reader *r, enum mf_kind kind,
 			rc =
 			    perform(m, r, kind, key, deadline, stop, ret_files);
 			pthread_mutex_lock(&m->mu);
+			if (rc == 0 && kind == MF_SEGMENT)
+				answered_add(m, key);
 			fl->done = 1;
 			fl->result = rc;
 			flight_unlink(m, fl);
@@ -692,6 +748,41 @@ int hyd_manifest_segment(hyd_manifest *m, cat_reader *r, uint64_t seg,
 	return rc < 0 ? rc : 0;
 }
 
+int hyd_manifest_segment_for(hyd_manifest *m, cat_reader *r, uint64_t ino,
+			     uint64_t deadline_ns, const int *stop,
+			     size_t *ret_files)
+{
+	size_t files = 0, one = 0;
+	int rc;
+
+	if (ret_files)
+		*ret_files = 0;
+	if (!m || !r)
+		return -EINVAL;
+	rc = cat_manifest_state(r, ino);
+	if (rc < 0)
+		return rc;
+	if (rc != CAT_MANIFEST_MISSING)
+		return 0;
+	/* The segment's answer (joined when in flight), unless it was
+	 * stored already and left ino out. */
+	pthread_mutex_lock(&m->mu);
+	rc = answered_has(m, ino / HYD_MANIFEST_SEG_INOS);
+	pthread_mutex_unlock(&m->mu);
+	if (!rc)
+		rc = flight_run(m, r, MF_SEGMENT, ino / HYD_MANIFEST_SEG_INOS,
+				deadline_ns, stop, &files);
+	else
+		rc = 0;
+	if (rc == 0) {
+		rc = file_fetch(m, r, ino, deadline_ns, stop, &one);
+		files += one;
+	}
+	if (ret_files)
+		*ret_files = files;
+	return rc < 0 ? rc : 0;
+}
+
 int hyd_manifest_new(const struct hyd_manifest_config *cfg, hyd_manifest **ret)
 {
 	hyd_manifest *m;
@@ -739,6 +830,7 @@ void hyd_manifest_free(hyd_manifest *m)
 	hyd_mbulk_stop(m->bulk);
 	while (m->npool)
 		handle_free(m->pool[--m->npool]);
+	free(m->answered);
 	pthread_mutex_destroy(&m->mu);
 	free(m->base_url);
 	free(m);

@@ -357,9 +357,9 @@ static int ahead_file(struct hyd_push *p, struct hyd_gen *g, struct ahead *a,
 				     &n);
 		if (r == -EAGAIN && g->manifest && !fetched) {
 			fetched = 1;
-			if (hyd_manifest_segment(g->manifest, g->cat,
-						 e->ino / HYD_MANIFEST_SEG_INOS,
-						 deadline, &p->stop, NULL) == 0)
+			if (hyd_manifest_segment_for(g->manifest, g->cat,
+						     e->ino, deadline, &p->stop,
+						     NULL) == 0)
 				continue;
 		}
 		if (r < 0 || n == 0)

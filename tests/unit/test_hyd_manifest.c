@@ -888,6 +888,58 @@ static void test_segment_alone(void **state)
 	ns_free(&n);
 }
 
+/* One file's need of its segment: the segment's answer, and no request
+ * for the file the answer left to its own (a big file's chunk list that
+ * a caller needing a small one used to wait for); that file on its own
+ * when it is the one asked for. */
+static void test_segment_for(void **state)
+{
+	struct rig r;
+	struct ns n;
+	size_t files = 99;
+
+	(void)state;
+	NEED_PYTHON();
+	publish(&n, 1);
+	rig_open(&n, &r, 10 * SEC);
+	/* b's manifest is in the catalog: nothing to ask */
+	assert_int_equal(hyd_manifest_segment_for(r.man, r.op.cat, 3,
+						  base_now_ns() + 10 * SEC,
+						  NULL, &files),
+			 0);
+	assert_int_equal(files, 0);
+	assert_int_equal(requests(&n, "manifests/1/0"), 0);
+	assert_int_equal(hyd_manifest_segment_for(r.man, r.op.cat, 6,
+						  base_now_ns() + 10 * SEC,
+						  NULL, &files),
+			 0);
+	/* a, c, e, chg from the answer; big left alone */
+	assert_int_equal(files, 4);
+	assert_int_equal(requests(&n, "manifests/1/0"), 1);
+	assert_int_equal(requests(&n, "manifest/1/7"), 0);
+	assert_int_equal(cat_manifest_state(r.op.cat, 6), CAT_MANIFEST_LOCAL);
+	assert_int_equal(cat_manifest_state(r.op.cat, 7), CAT_MANIFEST_MISSING);
+	/* local now: no request */
+	assert_int_equal(hyd_manifest_segment_for(r.man, r.op.cat, 6,
+						  base_now_ns() + 10 * SEC,
+						  NULL, &files),
+			 0);
+	assert_int_equal(requests(&n, "manifests/1/0"), 1);
+	/* big itself: on its own, the segment's answer being stored */
+	assert_int_equal(hyd_manifest_segment_for(r.man, r.op.cat, 7,
+						  base_now_ns() + 10 * SEC,
+						  NULL, &files),
+			 0);
+	assert_int_equal(files, 1);
+	assert_int_equal(requests(&n, "manifests/1/0"), 1);
+	assert_int_equal(requests(&n, "manifest/1/7"), 1);
+	assert_int_equal(cat_manifest_state(r.op.cat, 7), CAT_MANIFEST_LOCAL);
+	assert_int_equal(read_whole(&n, &r, F_BIG), 0);
+	assert_int_equal(read_whole(&n, &r, F_E), 0);
+	rig_close(&r);
+	ns_free(&n);
+}
+
 /* 404 for a file, and a cancelled fetcher ends its calls at once. */
 static void test_not_found_and_cancel(void **state)
 {
@@ -1362,6 +1414,7 @@ int main(void)
 	    cmocka_unit_test(test_read_malformed),
 	    cmocka_unit_test(test_read_changed),
 	    cmocka_unit_test(test_segment_alone),
+	    cmocka_unit_test(test_segment_for),
 	    cmocka_unit_test(test_not_found_and_cancel),
 	    cmocka_unit_test(test_backfill_pending),
 	    cmocka_unit_test(test_backfill_waits_for_hashing),
