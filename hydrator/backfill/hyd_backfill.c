@@ -425,12 +425,11 @@ static void pass_failed(hyd_backfill *bf, const char *fmt, ...)
 	pthread_mutex_unlock(&bf->lock);
 }
 
-/* Make the manifest of pending file ino local with the rest of its
- * segment. 0 when it is, 1 when the file is left for a later pass (the
- * source is still hashing, or the segment failed: logged by the manifest
- * fetcher), -ECANCELED. */
-/* ino's manifest local (whole: every manifest of its segment, those its
- * answer left to requests of their own too). */
+/* Make the manifest of pending file ino local with its segment's answer
+ * (whole: and every manifest of the segment that answer left to
+ * requests of their own). 0 when it is, 1 when the file is left for a
+ * later pass (the source is still hashing, or the segment failed: logged
+ * by the manifest fetcher), -ECANCELED. */
 static int seg_manifests(hyd_backfill *bf, uint64_t ino, int whole)
 {
 	uint64_t seg = ino / HYD_MANIFEST_SEG_INOS;
