@@ -129,31 +129,37 @@ static int answered_has(const hyd_manifest *m, uint64_t seg)
 	return 0;
 }
 
+static void answered_put(uint64_t *v, size_t cap, uint64_t key)
+{
+	size_t i;
+
+	for (i = answered_slot(key - 1, cap); v[i]; i = (i + 1) & (cap - 1))
+		;
+	v[i] = key;
+}
+
 /* A set that cannot grow only costs a segment asked for again. */
 static void answered_add(hyd_manifest *m, uint64_t seg)
 {
-	uint64_t *old = m->answered, *nv;
-	size_t ocap = m->answered_cap, ncap, i;
+	uint64_t *nv;
+	size_t ncap, i;
 
 	if (seg == UINT64_MAX || answered_has(m, seg))
 		return;
-	if ((m->answered_n + 1) * 2 > ocap) {
-		ncap = ocap ? ocap * 2 : 64;
+	/* Keep the load under one half: probes stay short. */
+	if ((m->answered_n + 1) * 2 > m->answered_cap) {
+		ncap = m->answered_cap ? m->answered_cap * 2 : 64;
 		nv = calloc(ncap, sizeof(*nv));
 		if (!nv)
 			return;
+		for (i = 0; i < m->answered_cap; i++)
+			if (m->answered[i])
+				answered_put(nv, ncap, m->answered[i]);
+		free(m->answered);
 		m->answered = nv;
 		m->answered_cap = ncap;
-		m->answered_n = 0;
-		for (i = 0; i < ocap; i++)
-			if (old[i])
-				answered_add(m, old[i] - 1);
-		free(old);
 	}
-	for (i = answered_slot(seg, m->answered_cap); m->answered[i];
-	     i = (i + 1) & (m->answered_cap - 1))
-		;
-	m->answered[i] = seg + 1;
+	answered_put(m->answered, m->answered_cap, seg + 1);
 	m->answered_n++;
 }
 
@@ -681,6 +687,18 @@ static int flight_run(hyd_manifest *m, cat_reader *r, enum mf_kind kind,
 
 /* ---- public ---- */
 
+/* 1 when ino's manifest is still to come, 0 when it is local (or ino is
+ * no pending file), or -errno. */
+static int file_missing(hyd_manifest *m, cat_reader *r, uint64_t ino)
+{
+	int rc;
+
+	if (!m || !r)
+		return -EINVAL;
+	rc = cat_manifest_state(r, ino);
+	return rc < 0 ? rc : rc == CAT_MANIFEST_MISSING;
+}
+
 static int file_fetch(hyd_manifest *m, cat_reader *r, uint64_t ino,
 		      uint64_t deadline, const int *stop, size_t *ret_files)
 {
@@ -688,14 +706,27 @@ static int file_fetch(hyd_manifest *m, cat_reader *r, uint64_t ino,
 
 	if (ret_files)
 		*ret_files = 0;
-	if (!m || !r)
-		return -EINVAL;
-	rc = cat_manifest_state(r, ino);
-	if (rc < 0)
+	rc = file_missing(m, r, ino);
+	if (rc <= 0)
 		return rc;
-	if (rc != CAT_MANIFEST_MISSING)
-		return 0;
 	return flight_run(m, r, MF_FILE, ino, deadline, stop, ret_files);
+}
+
+/* Segment seg's answer stored: joined when in flight, and not asked for
+ * again once stored (the answer is the generation's, immutable; what it
+ * left out is asked for file by file). */
+static int segment_answer(hyd_manifest *m, cat_reader *r, uint64_t seg,
+			  uint64_t deadline, const int *stop, size_t *ret_files)
+{
+	int known;
+
+	*ret_files = 0;
+	pthread_mutex_lock(&m->mu);
+	known = answered_has(m, seg);
+	pthread_mutex_unlock(&m->mu);
+	return known ? 0
+		     : flight_run(m, r, MF_SEGMENT, seg, deadline, stop,
+				  ret_files);
 }
 
 int hyd_manifest_file(hyd_manifest *m, cat_reader *r, uint64_t ino,
@@ -735,7 +766,7 @@ int hyd_manifest_segment(hyd_manifest *m, cat_reader *r, uint64_t seg,
 	rc = next_missing(r, first, last, &ino);
 	if (rc <= 0)
 		return rc;
-	rc = flight_run(m, r, MF_SEGMENT, seg, deadline_ns, stop, &files);
+	rc = segment_answer(m, r, seg, deadline_ns, stop, &files);
 	/* What the answer left to the per-file endpoint, in ino order (an
 	 * ino that fails ends the call: the rest would wait as long). */
 	while (rc == 0 && (rc = next_missing(r, first, last, &ino)) == 1) {
@@ -757,29 +788,15 @@ int hyd_manifest_segment_for(hyd_manifest *m, cat_reader *r, uint64_t ino,
 
 	if (ret_files)
 		*ret_files = 0;
-	if (!m || !r)
-		return -EINVAL;
-	rc = cat_manifest_state(r, ino);
-	if (rc < 0)
+	rc = file_missing(m, r, ino);
+	if (rc <= 0)
 		return rc;
-	if (rc != CAT_MANIFEST_MISSING)
-		return 0;
-	/* The segment's answer (joined when in flight), unless it was
-	 * stored already and left ino out. */
-	pthread_mutex_lock(&m->mu);
-	rc = answered_has(m, ino / HYD_MANIFEST_SEG_INOS);
-	pthread_mutex_unlock(&m->mu);
-	if (!rc)
-		rc = flight_run(m, r, MF_SEGMENT, ino / HYD_MANIFEST_SEG_INOS,
-				deadline_ns, stop, &files);
-	else
-		rc = 0;
-	if (rc == 0) {
+	rc = segment_answer(m, r, ino / HYD_MANIFEST_SEG_INOS, deadline_ns,
+			    stop, &files);
+	if (rc == 0)
 		rc = file_fetch(m, r, ino, deadline_ns, stop, &one);
-		files += one;
-	}
 	if (ret_files)
-		*ret_files = files;
+		*ret_files = files + one;
 	return rc < 0 ? rc : 0;
 }
 

@@ -111,10 +111,10 @@ int hyd_manifest_file(hyd_manifest *m, cat_reader *r, uint64_t ino,
 /*
  * Make every pending manifest of segment seg (inos [seg * 1024,
  * seg * 1024 + 1023]) local: GET BASE/manifests/GEN/SEG unless none is
- * missing, then each file still missing (a CAT_MWIRE_ALONE record, or one
- * the answer left out) with hyd_manifest_file, in ino order, within the
- * same deadline. *ret_files (may be NULL) counts the overlay rows this
- * call wrote. Returns as hyd_manifest_file.
+ * missing or its answer was stored already, then each file still missing (a
+ * CAT_MWIRE_ALONE record, or one the answer left out) with hyd_manifest_file,
+ * in ino order, within the same deadline. *ret_files (may be NULL) counts the
+ * overlay rows this call wrote. Returns as hyd_manifest_file.
  */
 int hyd_manifest_segment(hyd_manifest *m, cat_reader *r, uint64_t seg,
 			 uint64_t deadline_ns, const int *stop,

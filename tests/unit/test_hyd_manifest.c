@@ -888,10 +888,19 @@ static void test_segment_alone(void **state)
 	ns_free(&n);
 }
 
+/* hyd_manifest_segment_for(ino) on r, within 10 s: its result, and the
+ * overlay rows it wrote in *files. */
+static int seg_for(struct rig *r, uint64_t ino, size_t *files)
+{
+	return hyd_manifest_segment_for(r->man, r->op.cat, ino,
+					base_now_ns() + 10 * SEC, NULL, files);
+}
+
 /* One file's need of its segment: the segment's answer, and no request
  * for the file the answer left to its own (a big file's chunk list that
- * a caller needing a small one used to wait for); that file on its own
- * when it is the one asked for. */
+ * a caller needing a small one used to wait for). The answer is asked
+ * for once: a later call for the segment (hyd_manifest_segment) or for
+ * the big file itself asks for the big file alone. */
 static void test_segment_for(void **state)
 {
 	struct rig r;
@@ -903,16 +912,10 @@ static void test_segment_for(void **state)
 	publish(&n, 1);
 	rig_open(&n, &r, 10 * SEC);
 	/* b's manifest is in the catalog: nothing to ask */
-	assert_int_equal(hyd_manifest_segment_for(r.man, r.op.cat, 3,
-						  base_now_ns() + 10 * SEC,
-						  NULL, &files),
-			 0);
+	assert_int_equal(seg_for(&r, 3, &files), 0);
 	assert_int_equal(files, 0);
 	assert_int_equal(requests(&n, "manifests/1/0"), 0);
-	assert_int_equal(hyd_manifest_segment_for(r.man, r.op.cat, 6,
-						  base_now_ns() + 10 * SEC,
-						  NULL, &files),
-			 0);
+	assert_int_equal(seg_for(&r, 6, &files), 0);
 	/* a, c, e, chg from the answer; big left alone */
 	assert_int_equal(files, 4);
 	assert_int_equal(requests(&n, "manifests/1/0"), 1);
@@ -920,19 +923,30 @@ static void test_segment_for(void **state)
 	assert_int_equal(cat_manifest_state(r.op.cat, 6), CAT_MANIFEST_LOCAL);
 	assert_int_equal(cat_manifest_state(r.op.cat, 7), CAT_MANIFEST_MISSING);
 	/* local now: no request */
-	assert_int_equal(hyd_manifest_segment_for(r.man, r.op.cat, 6,
-						  base_now_ns() + 10 * SEC,
-						  NULL, &files),
-			 0);
+	assert_int_equal(seg_for(&r, 6, &files), 0);
+	assert_int_equal(files, 0);
 	assert_int_equal(requests(&n, "manifests/1/0"), 1);
-	/* big itself: on its own, the segment's answer being stored */
-	assert_int_equal(hyd_manifest_segment_for(r.man, r.op.cat, 7,
-						  base_now_ns() + 10 * SEC,
-						  NULL, &files),
+	/* the whole segment: big alone, the answer not asked for again */
+	assert_int_equal(hyd_manifest_segment(r.man, r.op.cat, 0,
+					      base_now_ns() + 10 * SEC, NULL,
+					      &files),
 			 0);
 	assert_int_equal(files, 1);
 	assert_int_equal(requests(&n, "manifests/1/0"), 1);
 	assert_int_equal(requests(&n, "manifest/1/7"), 1);
+	assert_int_equal(read_whole(&n, &r, F_BIG), 0);
+	rig_close(&r);
+
+	/* A fresh cache: big asked for after a small file of its segment */
+	rig_open(&n, &r, 10 * SEC);
+	assert_int_equal(seg_for(&r, 2, &files), 0);
+	assert_int_equal(files, 4);
+	assert_int_equal(requests(&n, "manifests/1/0"), 2);
+	assert_int_equal(requests(&n, "manifest/1/7"), 1);
+	assert_int_equal(seg_for(&r, 7, &files), 0);
+	assert_int_equal(files, 1);
+	assert_int_equal(requests(&n, "manifests/1/0"), 2);
+	assert_int_equal(requests(&n, "manifest/1/7"), 2);
 	assert_int_equal(cat_manifest_state(r.op.cat, 7), CAT_MANIFEST_LOCAL);
 	assert_int_equal(read_whole(&n, &r, F_BIG), 0);
 	assert_int_equal(read_whole(&n, &r, F_E), 0);
