@@ -1402,9 +1402,10 @@ static int serve(struct mount *m)
 	hyd_fetch_stats(m->fetch, &st);
 	base_info("stopping requests=%" PRIu64 " batches=%" PRIu64
 		  " chunks=%" PRIu64 " wire_bytes=%" PRIu64 " failures=%" PRIu64
-		  " mismatches=%" PRIu64 " retries=%" PRIu64,
+		  " mismatches=%" PRIu64 " retries=%" PRIu64
+		  " rescues=%" PRIu64,
 		  st.requests, st.batches, st.chunks, st.wire_bytes,
-		  st.failures, st.mismatches, st.retries);
+		  st.failures, st.mismatches, st.retries, st.rescues);
 	/* A signal number is a normal way to stop; -errno is not. */
 	if (r < 0) {
 		base_log_err(BASE_LOG_ERROR, r, "FUSE loop failed");

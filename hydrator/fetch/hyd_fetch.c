@@ -1317,6 +1317,60 @@ int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns)
 	return hyd_flights_wait(&f->flights, fl, deadline_ns);
 }
 
+/* How long a demand read waits on a flight of backfill's before it
+ * rescues it: a round trip (clamped), the time a chunk already on its
+ * way needs at most to come; before any is measured, a WAN's. */
+static uint64_t rescue_after(const hyd_fetch *f)
+{
+	uint64_t rtt = __atomic_load_n(&f->rtt_ns, __ATOMIC_RELAXED);
+
+	if (!rtt)
+		return HYD_RESCUE_UNKNOWN_NS;
+	return rtt < 2000000ull	    ? 2000000ull
+	       : rtt > 200000000ull ? 200000000ull
+				    : rtt;
+}
+
+int hyd_fetch_wait_demand(hyd_fetch *f, struct hyd_flight **fl,
+			  uint64_t deadline_ns)
+{
+	struct hyd_flight *r = NULL, *won;
+	uint64_t now = base_now_ns(), soon = now + rescue_after(f);
+	int rc;
+
+	if (soon >= deadline_ns)
+		return hyd_flights_wait(&f->flights, *fl, deadline_ns);
+	rc = hyd_flights_wait(&f->flights, *fl, soon);
+	if (rc != -ETIMEDOUT)
+		return rc;
+	rc = hyd_flights_rescue(&f->flights, *fl, HYD_PRIO_DEMAND, deadline_ns,
+				&r);
+	if (rc == 1)
+		STAT_ADD(f, rescues, 1);
+	if (!r)
+		return hyd_flights_wait(&f->flights, *fl, deadline_ns);
+	rc = hyd_flights_wait_either(&f->flights, *fl, r, deadline_ns, &won);
+	if (rc == 0 && won == r) {
+		hyd_flights_release(&f->flights, *fl);
+		*fl = r;
+	} else {
+		hyd_flights_release(&f->flights, r);
+	}
+	return rc;
+}
+
+int hyd_fetch_rescue(hyd_fetch *f, struct hyd_flight *fl, enum hyd_prio prio)
+{
+	struct hyd_flight *r = NULL;
+	int rc;
+
+	rc = hyd_flights_rescue(&f->flights, fl, prio, HYD_DEADLINE_NONE, &r);
+	if (rc == 1)
+		STAT_ADD(f, rescues, 1);
+	hyd_flights_release(&f->flights, r);
+	return rc == 1;
+}
+
 int hyd_fetch_ready(hyd_fetch *f, struct hyd_flight *fl)
 {
 	return hyd_flights_ready(&f->flights, fl);
@@ -1349,6 +1403,7 @@ void hyd_fetch_stats(hyd_fetch *f, struct hyd_fetch_stats *ret)
 	    __atomic_load_n(&f->stats.batch_bytes, __ATOMIC_RELAXED);
 	ret->batch_frames =
 	    __atomic_load_n(&f->stats.batch_frames, __ATOMIC_RELAXED);
+	ret->rescues = __atomic_load_n(&f->stats.rescues, __ATOMIC_RELAXED);
 	ret->queued = hyd_flights_queued(&f->flights);
 	ret->active = __atomic_load_n(&f->stats.active, __ATOMIC_RELAXED);
 	ret->last_ok_ns =

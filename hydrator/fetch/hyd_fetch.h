@@ -92,7 +92,12 @@ struct hyd_flight {
 	struct hyd_pack_obj *obj; /* the pack it was asked for in, or NULL;
 				   * set at creation, a reference */
 	size_t obj_idx;		  /* its place in obj's list */
-	struct hyd_flight *hnext; /* hash chain */
+	/* A rescue (hyd_flights_rescue): a second flight of the same chunk,
+	 * out of the table, racing this one while it sits in a backfill
+	 * transfer. Each link is cleared when its far end ends. */
+	struct hyd_flight *rescue;	  /* this flight's rescue, or NULL */
+	struct hyd_flight *parent;	  /* a rescue's: the flight it races */
+	struct hyd_flight *hnext;	  /* hash chain */
 	struct hyd_flight *qprev, *qnext; /* priority queue while QUEUED */
 };
 
@@ -173,6 +178,27 @@ int hyd_flights_wait(struct hyd_flights *t, struct hyd_flight *fl,
 
 /* Is fl VERIFIED or DONE (hyd_flights_wait would return at once)? */
 int hyd_flights_ready(struct hyd_flights *t, struct hyd_flight *fl);
+
+/* fl, a flight of backfill's, was sent already (in a batch or a pack
+ * whose answer streams in behind megabytes of others), and now someone
+ * wants it at prio: a second flight of the same chunk at prio, out of the
+ * table, queued as any other (a demand read's goes alone or with other
+ * reads', a directory's with its neighbours), so the wait is a round trip
+ * instead of the batch. Both may land; the store keeps one copy. *ret: a
+ * reference to the rescue (fl's one, made now or earlier, moved up to
+ * prio), or NULL when fl needs none (queued: a join moves it up;
+ * verified; ended; or as urgent already). Returns 1 when made, 0, or
+ * -errno. */
+int hyd_flights_rescue(struct hyd_flights *t, struct hyd_flight *fl,
+		       enum hyd_prio prio, uint64_t deadline_ns,
+		       struct hyd_flight **ret);
+
+/* Wait for fl or its rescue r, whichever has the bytes first: 0 with
+ * *ret_won the one to use, or the error of fl (r's when fl's is none),
+ * or -ETIMEDOUT at deadline_ns. */
+int hyd_flights_wait_either(struct hyd_flights *t, struct hyd_flight *fl,
+			    struct hyd_flight *r, uint64_t deadline_ns,
+			    struct hyd_flight **ret_won);
 
 /* Drop a reference; the last one frees the flight. NULL is a no-op. */
 void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl);
@@ -358,6 +384,9 @@ struct hyd_fetch_stats {
 				 * requests) */
 	uint64_t batch_frames;	/* frames that arrived inside batches */
 	uint64_t batch_bytes;	/* of wire_bytes, those of batch answers */
+	uint64_t rescues;	/* chunks asked for again ahead of the
+				 * backfill transfer they were in
+				 * (hyd_flights_rescue) */
 	uint64_t queued;	/* flights waiting for a transfer (snapshot) */
 	uint64_t active;	/* transfers running or backing off */
 	uint64_t last_ok_ns;	/* base_now_ns of the last verified chunk, 0 */
@@ -428,6 +457,18 @@ void hyd_fetch_note_read(hyd_fetch *f);
 /* Wait for a submitted flight; see hyd_flights_wait. Blocks: never call
  * from the loop thread. */
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
+/* hyd_fetch_wait for a demand read: a flight that is still in a backfill
+ * transfer a round trip later (as measured; HYD_RESCUE_UNKNOWN_NS before)
+ * is rescued (hyd_flights_rescue) and the read takes whichever lands
+ * first: *fl is then the flight whose bytes to use, a reference the
+ * caller gives back with hyd_fetch_release (the call dropped the one it
+ * replaced). */
+#define HYD_RESCUE_UNKNOWN_NS (20ull * 1000000ull)
+int hyd_fetch_wait_demand(hyd_fetch *f, struct hyd_flight **fl,
+			  uint64_t deadline_ns);
+/* hyd_flights_rescue for backfill: the rescue's reference is dropped at
+ * once (the store gets the chunk either way). 1 when one was made. */
+int hyd_fetch_rescue(hyd_fetch *f, struct hyd_flight *fl, enum hyd_prio prio);
 /* Has a submitted flight ended, so that hyd_fetch_wait returns at once? */
 int hyd_fetch_ready(hyd_fetch *f, struct hyd_flight *fl);
 

@@ -146,11 +146,10 @@ static void flight_free(struct hyd_flight *fl)
 	free(fl);
 }
 
-/* A new queued flight in the table (lock held): 1, or -errno. */
-static int flight_create(struct hyd_flights *t, const chunk_id *id,
-			 uint32_t raw_len, enum hyd_prio prio,
-			 uint64_t deadline_ns, unsigned watch,
-			 struct hyd_flight **ret)
+/* A new flight, queued (lock held), not in the table: 0 or -errno. */
+static int flight_queue_new(struct hyd_flights *t, const chunk_id *id,
+			    uint32_t raw_len, enum hyd_prio prio,
+			    uint64_t deadline_ns, struct hyd_flight **ret)
 {
 	struct hyd_flight *fl;
 	int r;
@@ -170,12 +169,28 @@ static int flight_create(struct hyd_flights *t, const chunk_id *id,
 	fl->state = HYD_FLIGHT_QUEUED;
 	fl->refs = 2; /* the caller's and the fetch's own */
 	fl->deadline_ns = deadline_ns;
+	queue_push(t, fl);
+	*ret = fl;
+	return 0;
+}
+
+/* A new queued flight in the table (lock held): 1, or -errno. */
+static int flight_create(struct hyd_flights *t, const chunk_id *id,
+			 uint32_t raw_len, enum hyd_prio prio,
+			 uint64_t deadline_ns, unsigned watch,
+			 struct hyd_flight **ret)
+{
+	struct hyd_flight *fl;
+	int r;
+
+	r = flight_queue_new(t, id, raw_len, prio, deadline_ns, &fl);
+	if (r < 0)
+		return r;
 	fl->watch = watch;
 	fl->in_table = 1;
 	fl->hnext = t->buckets[flight_bucket(t, id)];
 	t->buckets[flight_bucket(t, id)] = fl;
 	t->count++;
-	queue_push(t, fl);
 	*ret = fl;
 	return 1;
 }
@@ -321,6 +336,9 @@ void hyd_flights_verified(struct hyd_flights *t, struct hyd_flight *fl,
 	fl->result = 0;
 	fl->state = HYD_FLIGHT_VERIFIED;
 	pthread_cond_broadcast(&fl->cond);
+	/* A rescue's waiters wait on its condvar for either. */
+	if (fl->rescue)
+		pthread_cond_broadcast(&fl->rescue->cond);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -340,6 +358,16 @@ static void flight_end_locked(struct hyd_flights *t, struct hyd_flight *fl,
 		fl->result = result;
 	fl->state = HYD_FLIGHT_DONE;
 	pthread_cond_broadcast(&fl->cond);
+	/* Unlink a rescue pair: the other end may outlive this one. */
+	if (fl->rescue) {
+		pthread_cond_broadcast(&fl->rescue->cond);
+		fl->rescue->parent = NULL;
+		fl->rescue = NULL;
+	}
+	if (fl->parent) {
+		fl->parent->rescue = NULL;
+		fl->parent = NULL;
+	}
 	if (fl->watch && t->done)
 		t->done(t->done_arg, fl, fl->result);
 }
@@ -419,6 +447,86 @@ int hyd_flights_ready(struct hyd_flights *t, struct hyd_flight *fl)
 	r = fl->state == HYD_FLIGHT_VERIFIED || fl->state == HYD_FLIGHT_DONE;
 	pthread_mutex_unlock(&t->lock);
 	return r;
+}
+
+int hyd_flights_rescue(struct hyd_flights *t, struct hyd_flight *fl,
+		       enum hyd_prio prio, uint64_t deadline_ns,
+		       struct hyd_flight **ret)
+{
+	struct hyd_flight *r = NULL;
+	int rc = 0;
+
+	*ret = NULL;
+	pthread_mutex_lock(&t->lock);
+	if (!t->open || fl->state != HYD_FLIGHT_ACTIVE || fl->prio <= prio ||
+	    fl->prio < HYD_PRIO_NEAR || fl->parent)
+		goto out;
+	r = fl->rescue;
+	if (r) {
+		r->refs++;
+		if (r->deadline_ns < deadline_ns)
+			r->deadline_ns = deadline_ns;
+		if (r->state == HYD_FLIGHT_QUEUED && prio < r->prio) {
+			queue_unlink(t, r);
+			r->prio = prio;
+			queue_push(t, r);
+		}
+	} else {
+		rc = flight_queue_new(t, &fl->id, fl->raw_len, prio,
+				      deadline_ns, &r);
+		if (rc < 0)
+			goto out;
+		r->parent = fl;
+		fl->rescue = r;
+		rc = 1;
+		if (t->kick)
+			t->kick(t->kick_arg);
+	}
+	*ret = r;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+static int flight_ended(const struct hyd_flight *fl)
+{
+	return fl->state == HYD_FLIGHT_VERIFIED || fl->state == HYD_FLIGHT_DONE;
+}
+
+static int flight_has_bytes(const struct hyd_flight *fl)
+{
+	return flight_ended(fl) && fl->result == 0 && fl->raw;
+}
+
+int hyd_flights_wait_either(struct hyd_flights *t, struct hyd_flight *fl,
+			    struct hyd_flight *r, uint64_t deadline_ns,
+			    struct hyd_flight **ret_won)
+{
+	int rc;
+
+	*ret_won = fl;
+	pthread_mutex_lock(&t->lock);
+	for (;;) {
+		if (flight_has_bytes(fl) || flight_has_bytes(r)) {
+			*ret_won = flight_has_bytes(fl) ? fl : r;
+			rc = 0;
+			break;
+		}
+		if (flight_ended(fl) && flight_ended(r)) {
+			rc = fl->result ? fl->result
+					: (r->result ? r->result : -EIO);
+			break;
+		}
+		if (base_now_ns() >= deadline_ns) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		/* While linked, fl's ends wake r's waiters too. */
+		base_cond_wait_until(flight_ended(r) ? &fl->cond : &r->cond,
+				     &t->lock, deadline_ns);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
 }
 
 void hyd_flights_release(struct hyd_flights *t, struct hyd_flight *fl)

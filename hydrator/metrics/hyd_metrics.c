@@ -77,6 +77,11 @@ static void render_fetch(const struct hyd_metrics_src *src, struct base_prom *p)
 		 "kind", kinds, bytes, 4);
 	one(p, "ferry_hydrator_chunks_fetched_total", "counter",
 	    "Chunks fetched and verified (alone or in batches).", fs.chunks);
+	one(p, "ferry_hydrator_fetch_rescues_total", "counter",
+	    "Chunks asked for a second time, ahead of the backfill "
+	    "transfer they were in: for a read that waited a round trip "
+	    "for it, or for a directory a job opened.",
+	    fs.rescues);
 	one(p, "ferry_hydrator_fetch_queued", "gauge",
 	    "Chunk fetches waiting for a transfer.", fs.queued);
 	one(p, "ferry_hydrator_fetch_active", "gauge",

@@ -323,7 +323,7 @@ static int slot_finish(const struct hyd_read_ctx *rc, struct read_slot *s,
 	 * better error) is worth a little wait past ours; but a flight that
 	 * someone joined with a later deadline (backfill: none) goes on past
 	 * ours, and this read gives up at its own --timeout, as promised. */
-	r = hyd_fetch_wait(rc->fetch, s->fl, deadline);
+	r = hyd_fetch_wait_demand(rc->fetch, &s->fl, deadline);
 	if (r == -ETIMEDOUT && hyd_fetch_deadline(rc->fetch, s->fl) <= deadline)
 		r = hyd_fetch_wait(rc->fetch, s->fl,
 				   deadline + HYD_READ_WAIT_SLACK_NS);

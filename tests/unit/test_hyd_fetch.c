@@ -279,6 +279,94 @@ static void *wait_thread(void *arg)
 	return NULL;
 }
 
+/* A rescue: only of a backfill flight already sent, once per flight
+ * (joined after), out of the table, queued at its own prio; a waiter
+ * takes whichever lands first, and the pair comes apart cleanly as each
+ * ends. */
+static void test_flights_rescue(void **state)
+{
+	struct hyd_flights t;
+	struct hyd_flight *a, *b, *d, *r, *r2, *won, *q;
+	chunk_id ia = mk_id(1), ib = mk_id(2), idd = mk_id(3);
+	uint64_t far = base_now_ns() + 60 * SEC;
+	uint8_t *raw;
+	int kicks = 0;
+
+	(void)state;
+	assert_int_equal(hyd_flights_init(&t, count_kick, &kicks), 0);
+	hyd_flights_open(&t);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ia, 10, HYD_PRIO_BACKFILL, far, &a), 1);
+	assert_int_equal(
+	    hyd_flights_join(&t, &ib, 10, HYD_PRIO_BACKFILL, far, &b), 1);
+	assert_int_equal(
+	    hyd_flights_join(&t, &idd, 10, HYD_PRIO_DEMAND, far, &d), 1);
+	/* Queued still (a join moves it up): no rescue. */
+	assert_int_equal(hyd_flights_rescue(&t, a, HYD_PRIO_DEMAND, far, &r),
+			 0);
+	assert_null(r);
+	assert_ptr_equal(hyd_flights_next(&t), d);
+	assert_ptr_equal(hyd_flights_next(&t), a);
+	assert_ptr_equal(hyd_flights_next(&t), b);
+	/* A demand flight sent is as urgent as it gets. */
+	assert_int_equal(hyd_flights_rescue(&t, d, HYD_PRIO_DEMAND, far, &r),
+			 0);
+	assert_null(r);
+	/* A directory's rescue at NEAR, then a read's moves it up. */
+	assert_int_equal(hyd_flights_rescue(&t, a, HYD_PRIO_NEAR, far, &r), 1);
+	assert_non_null(r);
+	assert_ptr_not_equal(r, a);
+	assert_int_equal(r->prio, HYD_PRIO_NEAR);
+	assert_int_equal(t.count, 3); /* not in the table */
+	assert_int_equal(
+	    hyd_flights_rescue(&t, a, HYD_PRIO_DEMAND, far + SEC, &r2), 0);
+	assert_ptr_equal(r2, r);
+	assert_int_equal(r->prio, HYD_PRIO_DEMAND);
+	assert_true(r->deadline_ns >= far + SEC); /* and its queue time */
+	hyd_flights_release(&t, r2);
+	/* A rescue is not rescued. */
+	assert_int_equal(hyd_flights_rescue(&t, r, HYD_PRIO_DEMAND, far, &r2),
+			 0);
+	assert_null(r2);
+	/* Nothing landed: the wait ends at its deadline. */
+	assert_int_equal(
+	    hyd_flights_wait_either(&t, a, r, base_now_ns() + SEC / 50, &won),
+	    -ETIMEDOUT);
+	/* The rescue lands first: the waiter takes it. */
+	q = hyd_flights_next(&t);
+	assert_ptr_equal(q, r);
+	raw = calloc(1, 10);
+	hyd_flights_verified(&t, r, raw);
+	assert_int_equal(hyd_flights_wait_either(&t, a, r, far, &won), 0);
+	assert_ptr_equal(won, r);
+	hyd_flights_finish(&t, r, 0);
+	assert_null(a->rescue);
+	/* The parent fails after: the rescue's bytes stand. */
+	hyd_flights_finish(&t, a, -EIO);
+	assert_int_equal(hyd_flights_wait_either(&t, a, r, far, &won), 0);
+	assert_ptr_equal(won, r);
+	hyd_flights_release(&t, r);
+	hyd_flights_release(&t, a);
+	/* The parent lands first, and ends before its rescue is sent. */
+	assert_int_equal(hyd_flights_rescue(&t, b, HYD_PRIO_DEMAND, far, &r),
+			 1);
+	raw = calloc(1, 10);
+	hyd_flights_verified(&t, b, raw);
+	assert_int_equal(hyd_flights_wait_either(&t, b, r, far, &won), 0);
+	assert_ptr_equal(won, b);
+	hyd_flights_finish(&t, b, 0);
+	assert_null(r->parent);
+	/* Both failed: the parent's error. */
+	hyd_flights_finish(&t, d, -EIO);
+	assert_int_equal(hyd_flights_close(&t, -ECANCELED), 1); /* r */
+	assert_int_equal(hyd_flights_wait_either(&t, d, r, far, &won), -EIO);
+	hyd_flights_release(&t, r);
+	hyd_flights_release(&t, b);
+	hyd_flights_release(&t, d);
+	assert_int_equal(t.count, 0);
+	hyd_flights_fini(&t);
+}
+
 static void test_flights_wake_and_rejoin(void **state)
 {
 	struct hyd_flights t;
@@ -689,6 +777,12 @@ static const char HANG_SERVER[] =
     "        if os.path.exists(d + s.path + '.hang'):\n"
     "            time.sleep(60)\n"
     "            return\n"
+    "        try:\n"
+    "            os.remove(d + s.path + '.hang1')\n"
+    "            time.sleep(60)\n"
+    "            return\n"
+    "        except FileNotFoundError:\n"
+    "            pass\n"
     "        return super().do_GET()\n"
     "class S(http.server.ThreadingHTTPServer):\n"
     "    request_queue_size = 64\n"
@@ -807,6 +901,71 @@ static void test_fetch_reads_keep_share(void **state)
 	hyd_fetch_free(f);
 	for (i = 0; i < ND; i++)
 		free(raw[i]);
+	assert_int_equal(tsup_stop_server(pid, "the hanging server"), 0);
+}
+
+/* A demand read that joins a backfill transfer stuck on the server (its
+ * first GET of the chunk hangs, as a batch streaming megabytes ahead of
+ * it would for a while) gets the chunk by a rescue GET of its own within
+ * the round trip's wait, not at the end of its timeout (the old wait). */
+static void test_fetch_rescue(void **state)
+{
+	struct hyd_fetch_config c;
+	struct hyd_fetch_stats st;
+	struct hyd_flight *bg = NULL, *fl = NULL, *joined;
+	uint8_t *raw = tsup_random_bytes(5000, 977);
+	char base[128], hex[CHUNK_ID_HEX_LEN + 1], path[300];
+	uint64_t t0;
+	chunk_id id;
+	hyd_fetch *f = NULL;
+	pid_t pid;
+	int i;
+
+	(void)state;
+	put_chunk(raw, 5000, NULL, &id);
+	chunk_id_to_hex(&id, hex);
+	snprintf(path, sizeof(path), "%s/v1/ns/chunk/%s.hang1", srv.dir, hex);
+	tsup_write_file(path, "", 0);
+	pid = hang_server_start(base, sizeof(base));
+	memset(&c, 0, sizeof(c));
+	c.base_url = base;
+	c.max_raw = MAX_RAW;
+	c.connections = 2;
+	c.read_connections = 2;
+	c.batch_max = 1; /* GETs, as this server has no POST */
+	c.connect_timeout_ms = 1000;
+	assert_int_equal(hyd_fetch_new(&c, &f), 0);
+	assert_int_equal(hyd_fetch_start(f), 0);
+	assert_int_equal(hyd_fetch_submit(f, &id, 5000, HYD_PRIO_BACKFILL,
+					  HYD_DEADLINE_NONE, &bg),
+			 1);
+	for (i = 0; i < 100; i++) {
+		hyd_fetch_stats(f, &st);
+		if (st.active >= 1)
+			break;
+		usleep(20000);
+	}
+	assert_int_equal(st.active, 1);
+	/* The read joins the stuck flight, and waits at most 5 s. */
+	t0 = base_now_ns();
+	assert_int_equal(
+	    hyd_fetch_submit(f, &id, 5000, HYD_PRIO_DEMAND, t0 + 5 * SEC, &fl),
+	    0);
+	assert_ptr_equal(fl, bg);
+	joined = fl;
+	assert_int_equal(hyd_fetch_wait_demand(f, &fl, t0 + 5 * SEC), 0);
+	assert_true(base_now_ns() - t0 < 4 * SEC);
+	assert_ptr_not_equal(fl, joined); /* the rescue's bytes */
+	assert_int_equal(fl->raw_len, 5000);
+	assert_memory_equal(fl->raw, raw, 5000);
+	hyd_fetch_stats(f, &st);
+	assert_int_equal(st.rescues, 1);
+	/* The backfill transfer is still stuck: nothing ended it. */
+	assert_false(hyd_fetch_ready(f, bg));
+	hyd_fetch_release(f, fl);
+	hyd_fetch_release(f, bg);
+	hyd_fetch_free(f);
+	free(raw);
 	assert_int_equal(tsup_stop_server(pid, "the hanging server"), 0);
 }
 
@@ -1195,6 +1354,7 @@ int main(void)
 	    cmocka_unit_test(test_flights_expire),
 	    cmocka_unit_test(test_flights_checked_join),
 	    cmocka_unit_test(test_flights_pack),
+	    cmocka_unit_test(test_flights_rescue),
 	    cmocka_unit_test(test_hold_background),
 	    cmocka_unit_test(test_url_parse),
 	};
@@ -1208,6 +1368,7 @@ int main(void)
 	    cmocka_unit_test(test_fetch_outage_bounded),
 	    cmocka_unit_test(test_fetch_stores),
 	    cmocka_unit_test(test_fetch_reads_keep_share),
+	    cmocka_unit_test(test_fetch_rescue),
 	    cmocka_unit_test(test_source_hashing),
 	    cmocka_unit_test(test_fetch_stop_in_flight),
 	    cmocka_unit_test(test_token_file),
