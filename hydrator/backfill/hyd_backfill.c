@@ -73,6 +73,7 @@
 #define PROBE_WINDOW 4u
 #define YIELD_NS 10000000L /* 10 ms naps while someone browses */
 #define YIELD_EVERY 256u   /* census rows between browse checks */
+#define DEFER_POLL_MS 10u  /* the pass's end: looks for segments this often */
 /* How long a segment's manifests may take by default: a server that is
  * still hashing holds each request up to its ?wait=; past this the pass
  * goes on. */
@@ -388,6 +389,12 @@ int hyd_bf__submit_chunk(hyd_backfill *bf, const struct cat_chunk *c, int fresh)
 	if (r >= 0 && fresh)
 		count_fresh(bf, c->len, 0);
 	if (r == 0) {
+		/* A directory's file the backfill sent already, in a batch
+		 * that may stream in behind megabytes of others: the job
+		 * walking it would wait for them, file by file. */
+		if (bf->rescue_left >= c->len &&
+		    hyd_fetch_rescue(bf->cfg.fetch, fl, HYD_PRIO_NEAR))
+			bf->rescue_left -= c->len;
 		/* Joined a flight already on its way (the same chunk earlier
 		 * in this file or a neighbour, or a read's): not a new ask. */
 		pthread_mutex_lock(&bf->lock);
@@ -702,11 +709,18 @@ static int drain_opened(hyd_backfill *bf)
 	return r;
 }
 
+/* An opened directory's files (smallest first) already in backfill's
+ * transfers are asked for again ahead of them, up to this many bytes:
+ * the small files a walk reads next, not a data set's bulk. */
+#define RESCUE_DIR_BYTES (256u << 10)
+#define RESCUE_DIR_FILES 64u
+
 /* A directory someone opened a file in: its files now, smallest first. */
 static int do_opened(hyd_backfill *bf)
 {
 	uint64_t ino = 0;
 	size_t lo, hi, k;
+	unsigned again;
 	long idx;
 	int r, have = 0;
 
@@ -731,14 +745,17 @@ static int do_opened(hyd_backfill *bf)
 	if (r == 1)
 		set_done(bf, (size_t)idx);
 	hyd_bf__files_in_dir(&bf->files, bf->files.v[idx].parent, &lo, &hi);
-	for (k = lo; k < hi; k++) {
-		if (is_done(bf, bf->files.by_parent[k]))
+	/* Files the pass asked for already are asked again (joins) for
+	 * their rescue, the first RESCUE_DIR_FILES of them. */
+	bf->rescue_left = RESCUE_DIR_BYTES;
+	for (k = lo, r = 0, again = 0; k < hi && r >= 0; k++) {
+		if (is_done(bf, bf->files.by_parent[k]) &&
+		    (!bf->rescue_left || again++ >= RESCUE_DIR_FILES))
 			continue;
 		r = do_file(bf, bf->files.by_parent[k]);
-		if (r < 0)
-			return r;
 	}
-	return 1;
+	bf->rescue_left = 0;
+	return r < 0 ? r : 1;
 }
 
 /* The manifests no file of the pass asked for, segment by segment. */
@@ -787,6 +804,17 @@ static int manifest_coming(hyd_backfill *bf, size_t idx)
 		   CAT_MANIFEST_MISSING;
 }
 
+/* Has the manifest prefetch made a segment local, or ended, since it
+ * stood at segs / running? */
+static int prefetch_moved(hyd_backfill *bf, uint64_t segs, int running)
+{
+	uint64_t s, files;
+	int run;
+
+	hyd_manifest_prefetch_progress(bf->cfg.manifest, &s, &files, &run);
+	return s != segs || run != running;
+}
+
 /* The files set aside for their manifests whose manifest is in now (all
  * of them, waiting as needed, when all is set): in the order they were
  * set aside, which is the pass's. */
@@ -810,6 +838,16 @@ static int do_deferred(hyd_backfill *bf, size_t *def, size_t *ndef, int all)
 	bf->def_segs = segs;
 	bf->def_running = running;
 	for (i = 0; i < *ndef; i++) {
+		/* A segment came while this look did files after the ones
+		 * it kept: the next look starts over, so the set-aside
+		 * files go in the pass's order (its smallest first), not
+		 * all of one early segment's (a data set's) ahead of a
+		 * later one's small files. */
+		if (!all && k && prefetch_moved(bf, segs, running)) {
+			memmove(def + k, def + i, (*ndef - i) * sizeof(*def));
+			k += *ndef - i;
+			break;
+		}
 		if (!all && manifest_coming(bf, def[i])) {
 			def[k++] = def[i];
 			continue;
@@ -826,6 +864,34 @@ static int do_deferred(hyd_backfill *bf, size_t *def, size_t *ndef, int all)
 	}
 	*ndef = k;
 	return 0;
+}
+
+/* The end of a pass, while the prefetch still brings manifests of files
+ * set aside: each as its segment comes, and what a job opens meanwhile
+ * at once. Waiting in do_file for the first of them instead left the
+ * job's directories unserved for as long as that segment took (0.4 s at
+ * 20 ms for the tts tree's segment 0, which holds the chunk list of a
+ * 2 GiB file), and an import-like walk read file by file on demand. */
+static int wait_deferred(hyd_backfill *bf, size_t *def, size_t *ndef)
+{
+	uint64_t segs, files;
+	int r = 0, running = 1;
+
+	while (r == 0 && *ndef && bf->cfg.manifest) {
+		hyd_manifest_prefetch_progress(bf->cfg.manifest, &segs, &files,
+					       &running);
+		if (!running || stopped(bf))
+			break;
+		r = drain_opened(bf);
+		if (r == 0)
+			r = do_deferred(bf, def, ndef, 0);
+		hyd_bf__tick(bf);
+		pthread_mutex_lock(&bf->lock);
+		if (r == 0 && *ndef && !bf->opened_n && !stopped(bf))
+			wait_locked(bf, DEFER_POLL_MS);
+		pthread_mutex_unlock(&bf->lock);
+	}
+	return r;
 }
 
 /* The order of a pass. Across a WAN (a measured round trip of
@@ -902,7 +968,9 @@ static int run_pass(hyd_backfill *bf)
 		if (r < 0)
 			goto out;
 	}
-	r = do_deferred(bf, def, &ndef, 1);
+	r = wait_deferred(bf, def, &ndef);
+	if (r == 0)
+		r = do_deferred(bf, def, &ndef, 1);
 	if (r == 0)
 		r = sweep_manifests(bf);
 out:

@@ -50,6 +50,10 @@ struct hyd_backfill {
 	uint64_t opened[OPENED_RING];
 	unsigned opened_n;
 	int in_opened; /* the pass thread is doing opened directories */
+	/* Bytes of an opened directory's files that may still be rescued
+	 * (hyd_fetch_rescue) out of the backfill transfers they are in:
+	 * set per directory, 0 elsewhere. Pass thread only. */
+	uint64_t rescue_left;
 	uint64_t s_ns[RATE_SAMPLES], s_wire[RATE_SAMPLES];
 	unsigned s_n, s_head;
 	enum hyd_state logged_state;
