@@ -1318,27 +1318,32 @@ int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns)
 }
 
 /* How long a demand read waits on a flight of backfill's before it
- * rescues it: a round trip (clamped), the time a chunk already on its
- * way needs at most to come; before any is measured, a WAN's. */
+ * rescues it: a round trip (at most 200 ms), the time a chunk already on
+ * its way needs at most to come; before any is measured, a WAN's. Near
+ * the source (a round trip under HYD_FETCH_WAN_RTT_NS) never (0): a
+ * reader of the whole tree behind backfill (tar of a mount at 200
+ * Mbit/s) joins its flights all along, and rescuing them after a couple
+ * of milliseconds fetched them twice (the small tree complete in
+ * 8.1-8.3 s against 6.9-7.0 s). */
 static uint64_t rescue_after(const hyd_fetch *f)
 {
 	uint64_t rtt = __atomic_load_n(&f->rtt_ns, __ATOMIC_RELAXED);
 
 	if (!rtt)
 		return HYD_RESCUE_UNKNOWN_NS;
-	return rtt < 2000000ull	    ? 2000000ull
-	       : rtt > 200000000ull ? 200000000ull
-				    : rtt;
+	if (rtt < HYD_FETCH_WAN_RTT_NS)
+		return 0;
+	return rtt > 200000000ull ? 200000000ull : rtt;
 }
 
 int hyd_fetch_wait_demand(hyd_fetch *f, struct hyd_flight **fl,
 			  uint64_t deadline_ns)
 {
 	struct hyd_flight *r = NULL, *won;
-	uint64_t now = base_now_ns(), soon = now + rescue_after(f);
+	uint64_t after = rescue_after(f), soon = base_now_ns() + after;
 	int rc;
 
-	if (soon >= deadline_ns)
+	if (!after || soon >= deadline_ns)
 		return hyd_flights_wait(&f->flights, *fl, deadline_ns);
 	rc = hyd_flights_wait(&f->flights, *fl, soon);
 	if (rc != -ETIMEDOUT)

@@ -457,12 +457,13 @@ void hyd_fetch_note_read(hyd_fetch *f);
 /* Wait for a submitted flight; see hyd_flights_wait. Blocks: never call
  * from the loop thread. */
 int hyd_fetch_wait(hyd_fetch *f, struct hyd_flight *fl, uint64_t deadline_ns);
-/* hyd_fetch_wait for a demand read: a flight that is still in a backfill
- * transfer a round trip later (as measured; HYD_RESCUE_UNKNOWN_NS before)
- * is rescued (hyd_flights_rescue) and the read takes whichever lands
- * first: *fl is then the flight whose bytes to use, a reference the
- * caller gives back with hyd_fetch_release (the call dropped the one it
- * replaced). */
+/* hyd_fetch_wait for a demand read: across a WAN (a round trip of
+ * HYD_FETCH_WAN_RTT_NS or more, or none measured yet) a flight that is
+ * still in a backfill transfer a round trip later (HYD_RESCUE_UNKNOWN_NS
+ * before one is measured) is rescued (hyd_flights_rescue) and the read
+ * takes whichever lands first: *fl is then the flight whose bytes to
+ * use, a reference the caller gives back with hyd_fetch_release (the
+ * call dropped the one it replaced). */
 #define HYD_RESCUE_UNKNOWN_NS (20ull * 1000000ull)
 int hyd_fetch_wait_demand(hyd_fetch *f, struct hyd_flight **fl,
 			  uint64_t deadline_ns);
