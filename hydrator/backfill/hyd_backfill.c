@@ -674,8 +674,10 @@ static int do_file(hyd_backfill *bf, size_t idx)
 				   fi->ino);
 			return 0;
 		}
+		/* A file asked for again (do_opened) was counted the
+		 * first time. */
 		if (fresh < 0)
-			fresh = is_fresh(bf, fi->ino);
+			fresh = !bf->reasking && is_fresh(bf, fi->ino);
 		for (i = 0; i < n; i++) {
 			if (chunk_id_is_hole(&cs[i].id))
 				continue; /* zeros from nowhere */
@@ -749,12 +751,14 @@ static int do_opened(hyd_backfill *bf)
 	 * their rescue, the first RESCUE_DIR_FILES of them. */
 	bf->rescue_left = RESCUE_DIR_BYTES;
 	for (k = lo, r = 0, again = 0; k < hi && r >= 0; k++) {
-		if (is_done(bf, bf->files.by_parent[k]) &&
+		bf->reasking = is_done(bf, bf->files.by_parent[k]);
+		if (bf->reasking &&
 		    (!bf->rescue_left || again++ >= RESCUE_DIR_FILES))
 			continue;
 		r = do_file(bf, bf->files.by_parent[k]);
 	}
 	bf->rescue_left = 0;
+	bf->reasking = 0;
 	return r < 0 ? r : 1;
 }
 

@@ -54,6 +54,9 @@ struct hyd_backfill {
 	 * (hyd_fetch_rescue) out of the backfill transfers they are in:
 	 * set per directory, 0 elsewhere. Pass thread only. */
 	uint64_t rescue_left;
+	/* do_opened asks for a file the pass did already (for rescues):
+	 * its chunks are in the totals from the first time. */
+	int reasking;
 	uint64_t s_ns[RATE_SAMPLES], s_wire[RATE_SAMPLES];
 	unsigned s_n, s_head;
 	enum hyd_state logged_state;
