@@ -195,6 +195,22 @@ static int flight_create(struct hyd_flights *t, const chunk_id *id,
 	return 1;
 }
 
+/* Another holder of fl (lock held): a reference, the later deadline, and
+ * a move up to prio while it is still queued (a demand read must not wait
+ * behind backfill). */
+static void flight_rejoin(struct hyd_flights *t, struct hyd_flight *fl,
+			  enum hyd_prio prio, uint64_t deadline_ns)
+{
+	fl->refs++;
+	if (fl->deadline_ns < deadline_ns)
+		fl->deadline_ns = deadline_ns;
+	if (fl->state == HYD_FLIGHT_QUEUED && prio < fl->prio) {
+		queue_unlink(t, fl);
+		fl->prio = prio;
+		queue_push(t, fl);
+	}
+}
+
 /* check: 0 never ask the have hook, 1 ask it when no flight exists, 2 ask
  * it only when id's bucket saw a flight end since stamp. */
 static int flights_join(struct hyd_flights *t, const chunk_id *id,
@@ -215,16 +231,8 @@ static int flights_join(struct hyd_flights *t, const chunk_id *id,
 	}
 	fl = table_find(t, id);
 	if (fl) {
-		fl->refs++;
+		flight_rejoin(t, fl, prio, deadline_ns);
 		fl->watch += watch;
-		if (fl->deadline_ns < deadline_ns)
-			fl->deadline_ns = deadline_ns;
-		/* A demand read must not wait behind backfill: move it up. */
-		if (fl->state == HYD_FLIGHT_QUEUED && prio < fl->prio) {
-			queue_unlink(t, fl);
-			fl->prio = prio;
-			queue_push(t, fl);
-		}
 		*ret = fl;
 		r = 0;
 		goto out;
@@ -439,12 +447,18 @@ out:
 	return r;
 }
 
+/* VERIFIED or DONE: a wait for fl is over (lock held). */
+static int flight_ended(const struct hyd_flight *fl)
+{
+	return fl->state == HYD_FLIGHT_VERIFIED || fl->state == HYD_FLIGHT_DONE;
+}
+
 int hyd_flights_ready(struct hyd_flights *t, struct hyd_flight *fl)
 {
 	int r;
 
 	pthread_mutex_lock(&t->lock);
-	r = fl->state == HYD_FLIGHT_VERIFIED || fl->state == HYD_FLIGHT_DONE;
+	r = flight_ended(fl);
 	pthread_mutex_unlock(&t->lock);
 	return r;
 }
@@ -463,14 +477,7 @@ int hyd_flights_rescue(struct hyd_flights *t, struct hyd_flight *fl,
 		goto out;
 	r = fl->rescue;
 	if (r) {
-		r->refs++;
-		if (r->deadline_ns < deadline_ns)
-			r->deadline_ns = deadline_ns;
-		if (r->state == HYD_FLIGHT_QUEUED && prio < r->prio) {
-			queue_unlink(t, r);
-			r->prio = prio;
-			queue_push(t, r);
-		}
+		flight_rejoin(t, r, prio, deadline_ns);
 	} else {
 		rc = flight_queue_new(t, &fl->id, fl->raw_len, prio,
 				      deadline_ns, &r);
@@ -486,11 +493,6 @@ int hyd_flights_rescue(struct hyd_flights *t, struct hyd_flight *fl,
 out:
 	pthread_mutex_unlock(&t->lock);
 	return rc;
-}
-
-static int flight_ended(const struct hyd_flight *fl)
-{
-	return fl->state == HYD_FLIGHT_VERIFIED || fl->state == HYD_FLIGHT_DONE;
 }
 
 static int flight_has_bytes(const struct hyd_flight *fl)

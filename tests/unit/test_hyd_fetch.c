@@ -832,6 +832,20 @@ static pid_t hang_server_start(char *base, size_t cap)
 	return pid;
 }
 
+/* Transfers running (or backing off) once there are n, or after 2 s. */
+static uint64_t wait_active(hyd_fetch *f, uint64_t n)
+{
+	struct hyd_fetch_stats st;
+
+	for (int i = 0; i < 100; i++) {
+		hyd_fetch_stats(f, &st);
+		if (st.active >= n)
+			break;
+		usleep(20000);
+	}
+	return st.active;
+}
+
 /* Reads keep their share of transfers while backfill is saturated: with
  * every backfill transfer stuck on a server that does not answer (and
  * more backfill queued behind them), demand reads still go out at once,
@@ -881,13 +895,7 @@ static void test_fetch_reads_keep_share(void **state)
 						  HYD_DEADLINE_NONE, &bg[i]),
 				 1);
 	/* Backfill holds every transfer of its own before the reads come. */
-	for (i = 0; i < 100; i++) {
-		hyd_fetch_stats(f, &st);
-		if (st.active >= 3)
-			break;
-		usleep(20000);
-	}
-	assert_int_equal(st.active, 3);
+	assert_int_equal(wait_active(f, 3), 3);
 	t0 = base_now_ns();
 	for (i = 0; i < ND; i++)
 		assert_int_equal(fetch_one(f, &did[i], raw[i], 4000, 5 * SEC),
@@ -919,7 +927,6 @@ static void test_fetch_rescue(void **state)
 	chunk_id id;
 	hyd_fetch *f = NULL;
 	pid_t pid;
-	int i;
 
 	(void)state;
 	put_chunk(raw, 5000, NULL, &id);
@@ -939,13 +946,7 @@ static void test_fetch_rescue(void **state)
 	assert_int_equal(hyd_fetch_submit(f, &id, 5000, HYD_PRIO_BACKFILL,
 					  HYD_DEADLINE_NONE, &bg),
 			 1);
-	for (i = 0; i < 100; i++) {
-		hyd_fetch_stats(f, &st);
-		if (st.active >= 1)
-			break;
-		usleep(20000);
-	}
-	assert_int_equal(st.active, 1);
+	assert_int_equal(wait_active(f, 1), 1);
 	/* The read joins the stuck flight, and waits at most 5 s. */
 	t0 = base_now_ns();
 	assert_int_equal(
